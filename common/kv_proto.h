@@ -1,0 +1,82 @@
+/* kv_proto.h - kvd's native wire protocol: framing, opcodes, limits.
+ *
+ * A frame is a 4-byte big-endian body length followed by the body, one
+ * msgpack array.  Requests are [op, arg...], replies are [status, result...].
+ * The length comes first so that a reader can refuse an oversize frame before
+ * it buffers a single byte of it.  docs/protocol.md is the full specification;
+ * this header is its one copy in code, shared by kvd and libkvclient.
+ */
+#ifndef KV_PROTO_H
+#define KV_PROTO_H
+
+#include <stdint.h>
+
+#define KV_PROTO_VERSION 1
+#define KV_FRAME_HDR 4
+
+/* Defaults; the server's limits are configurable and reported by HELLO. */
+#define KV_DEFAULT_PORT 7379
+#define KV_DEFAULT_MAX_KEY 511 /* LMDB's compiled-in key limit */
+#define KV_DEFAULT_MAX_VALUE (16u << 20)
+#define KV_DEFAULT_MAX_FRAME (32u << 20)
+#define KV_MAX_KEY_LIMIT 511
+#define KV_SCAN_MAX_LIMIT 10000
+
+/* X(NAME, number, kind): kind R is served by the io thread from a read
+ * transaction, W goes to a shard committer, A is answered on the spot. */
+#define KV_OP_LIST(X)                                                          \
+	X(HELLO, 1, A)                                                         \
+	X(PING, 2, A)                                                          \
+	X(GET, 3, R)                                                           \
+	X(PUT, 4, W)                                                           \
+	X(DEL, 5, W)                                                           \
+	X(MGET, 6, R)                                                          \
+	X(MPUT, 7, W)                                                          \
+	X(MDEL, 8, W)                                                          \
+	X(EXISTS, 9, R)                                                        \
+	X(SCAN, 10, R)                                                         \
+	X(COUNT, 11, R)                                                        \
+	X(STATS, 12, A)                                                        \
+	X(INCR, 13, W)                                                         \
+	X(APPEND, 14, W)                                                       \
+	X(EXPIRE, 15, W)                                                       \
+	X(TTL, 16, R)                                                          \
+	X(GETDEL, 17, W)                                                       \
+	X(FLUSHALL, 18, W)                                                     \
+	X(AUTH, 19, A)
+
+enum kv_op {
+#define KV_OP_ENUM(name, num, kind) KV_OP_##name = num,
+	KV_OP_LIST(KV_OP_ENUM)
+#undef KV_OP_ENUM
+	    KV_OP_MAX
+};
+
+/* PUT flags (fifth argument). */
+#define KV_PUT_NX 1u	  /* store only if the key is absent */
+#define KV_PUT_XX 2u	  /* store only if the key is present */
+#define KV_PUT_KEEPTTL 4u /* keep the key's current expiry */
+
+/* SCAN flags (sixth argument). */
+#define KV_SCAN_KEYS_ONLY 1u
+
+/* "GET" for KV_OP_GET; NULL for an unknown number. */
+const char *kv_op_name(unsigned op);
+
+static inline uint32_t kv_load_be32(const void *p)
+{
+	const uint8_t *b = p;
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+	       (uint32_t)b[2] << 8 | b[3];
+}
+
+static inline void kv_store_be32(void *p, uint32_t v)
+{
+	uint8_t *b = p;
+	b[0] = v >> 24;
+	b[1] = v >> 16;
+	b[2] = v >> 8;
+	b[3] = v;
+}
+
+#endif

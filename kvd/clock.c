@@ -1,0 +1,21 @@
+/* clock.c - the two clocks kvd reads: wall time for expiry (it must mean the
+ * same after a restart) and monotonic time for measuring durations. */
+#include <time.h>
+
+#include "kvd.h"
+
+uint64_t kvd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t kvd_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,794 @@
+/* cmd.c - the native (msgpack) protocol: request decoding and handlers.
+ *
+ * A request is a frame holding one flat array [op, arg...] whose arguments
+ * are scalars; a nested container is refused outright, so no request can
+ * make the decoder recurse.  The frame is validated whole before anything
+ * runs, and a write is checked whole before any part of it is queued, so a
+ * bad request is never half applied.  docs/protocol.md is the contract.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "committer.h"
+#include "conn.h"
+#include "kv_mp.h"
+#include "kv_status.h"
+#include "loop.h"
+#include "router.h"
+#include "stats.h"
+
+#define MAX_FIXED_ARGS 6
+#define SCAN_DEFAULT_LIMIT 100
+
+struct req {
+	unsigned op;
+	uint32_t argc;	     /* arguments after the opcode */
+	const uint8_t *args; /* first argument, for variadic walks */
+	const uint8_t *end;
+	struct kv_mp_obj a[MAX_FIXED_ARGS];
+};
+
+/* ===================== Decoding ===================== */
+
+static int decode(const uint8_t *p, const uint8_t *end, struct req *r)
+{
+	struct kv_mp_obj o;
+
+	if (kv_mp_next(&p, end, &o) || o.type != KV_MP_ARRAY || o.len == 0)
+		return KV_MALFORMED;
+	r->argc = o.len - 1;
+	if (kv_mp_next(&p, end, &o))
+		return KV_MALFORMED;
+	if (o.type != KV_MP_UINT || o.v.u == 0 || o.v.u >= KV_OP_MAX)
+		return o.type == KV_MP_UINT ? KV_UNKNOWN_OP : KV_MALFORMED;
+	r->op = (unsigned)o.v.u;
+	r->args = p;
+	r->end = end;
+	for (uint32_t i = 0; i < r->argc; i++) {
+		if (kv_mp_next(&p, end, &o))
+			return KV_MALFORMED;
+		if (o.type == KV_MP_ARRAY || o.type == KV_MP_MAP ||
+		    o.type == KV_MP_EXT || o.type == KV_MP_FLOAT)
+			return KV_BAD_ARGS;
+		if (i < MAX_FIXED_ARGS)
+			r->a[i] = o;
+	}
+	return p == end ? KV_OK : KV_MALFORMED;
+}
+
+static int is_bytes(const struct kv_mp_obj *o)
+{
+	return o->type == KV_MP_BIN || o->type == KV_MP_STR;
+}
+
+static int arg_key(struct kvd_conn *c, const struct kv_mp_obj *o,
+		   struct kv_slice *k)
+{
+	if (!is_bytes(o) || o->len == 0)
+		return KV_BAD_ARGS;
+	if (o->len > c->io->srv->cfg->max_key)
+		return KV_KEY_TOO_LARGE;
+	k->p = o->p;
+	k->n = o->len;
+	return KV_OK;
+}
+
+static int arg_val(struct kvd_conn *c, const struct kv_mp_obj *o,
+		   struct kv_slice *v)
+{
+	if (!is_bytes(o))
+		return KV_BAD_ARGS;
+	if (o->len > c->io->srv->cfg->max_value)
+		return KV_VALUE_TOO_LARGE;
+	v->p = o->p;
+	v->n = o->len;
+	return KV_OK;
+}
+
+/* Optional bytes: nil or absent gives an empty slice. */
+static int arg_opt_bytes(const struct req *r, unsigned i, struct kv_slice *s)
+{
+	s->p = NULL;
+	s->n = 0;
+	if (i >= r->argc || r->a[i].type == KV_MP_NIL)
+		return KV_OK;
+	if (!is_bytes(&r->a[i]) || r->a[i].len > KV_MAX_KEY_LIMIT + 1)
+		return KV_BAD_ARGS;
+	s->p = r->a[i].p;
+	s->n = r->a[i].len;
+	return KV_OK;
+}
+
+static int arg_opt_uint(const struct req *r, unsigned i, uint64_t def,
+			uint64_t *v)
+{
+	*v = def;
+	if (i >= r->argc || r->a[i].type == KV_MP_NIL)
+		return KV_OK;
+	if (r->a[i].type != KV_MP_UINT)
+		return KV_BAD_ARGS;
+	*v = r->a[i].v.u;
+	return KV_OK;
+}
+
+/* Walk the arguments of a variadic request from argument `from` on. */
+struct argit {
+	const uint8_t *p, *end;
+};
+
+static void argit_init(const struct req *r, unsigned from, struct argit *it)
+{
+	struct kv_mp_obj o;
+
+	it->p = r->args;
+	it->end = r->end;
+	while (from--)
+		kv_mp_next(&it->p, it->end, &o);
+}
+
+static void argit_next(struct argit *it, struct kv_mp_obj *o)
+{
+	kv_mp_next(&it->p, it->end, o); /* validated by decode() */
+}
+
+static uint64_t expire_at(struct kvd_conn *c, uint64_t ttl_ms)
+{
+	return ttl_ms ? c->io->now_ms + ttl_ms : 0;
+}
+
+/* ===================== Reads ===================== */
+
+static void reply_value(struct kvd_conn *c, struct kv_slice v)
+{
+	size_t off = kvd_reply_begin(c);
+
+	kv_mp_array(&c->out, 2);
+	kv_mp_uint(&c->out, KV_OK);
+	kv_mp_bin(&c->out, v.p, v.n);
+	kvd_reply_end(c, off);
+}
+
+static void reply_uint(struct kvd_conn *c, uint64_t n)
+{
+	size_t off = kvd_reply_begin(c);
+
+	kv_mp_array(&c->out, 2);
+	kv_mp_uint(&c->out, KV_OK);
+	kv_mp_uint(&c->out, n);
+	kvd_reply_end(c, off);
+}
+
+static void reply_int(struct kvd_conn *c, int64_t n)
+{
+	size_t off = kvd_reply_begin(c);
+
+	kv_mp_array(&c->out, 2);
+	kv_mp_uint(&c->out, KV_OK);
+	kv_mp_int(&c->out, n);
+	kvd_reply_end(c, off);
+}
+
+static int op_get(struct kvd_conn *c, struct req *r)
+{
+	struct kvd_io *io = c->io;
+	struct kv_slice k, v;
+	int rc = arg_key(c, &r->a[0], &k);
+
+	if (rc)
+		return rc;
+	rc =
+	    kvd_reader_get(io->reader, kvd_shard_of(k.p, k.n, io->srv->nshards),
+			   k.p, k.n, io->now_ms, &v);
+	if (rc != KV_OK)
+		return rc;
+	reply_value(c, v);
+	return KV_OK;
+}
+
+static int op_ttl(struct kvd_conn *c, struct req *r)
+{
+	struct kvd_io *io = c->io;
+	struct kv_slice k;
+	int64_t ttl;
+	int rc = arg_key(c, &r->a[0], &k);
+
+	if (rc)
+		return rc;
+	rc =
+	    kvd_reader_ttl(io->reader, kvd_shard_of(k.p, k.n, io->srv->nshards),
+			   k.p, k.n, io->now_ms, &ttl);
+	if (rc != KV_OK)
+		return rc;
+	reply_int(c, ttl);
+	return KV_OK;
+}
+
+/* MGET and EXISTS: every key is checked before the reply is started. */
+static int check_keys(struct kvd_conn *c, struct req *r, unsigned from)
+{
+	struct kv_mp_obj o;
+	struct kv_slice k;
+	struct argit it;
+	int rc;
+
+	argit_init(r, from, &it);
+	for (uint32_t i = from; i < r->argc; i++) {
+		argit_next(&it, &o);
+		if ((rc = arg_key(c, &o, &k)))
+			return rc;
+	}
+	return KV_OK;
+}
+
+static int op_mget(struct kvd_conn *c, struct req *r)
+{
+	struct kvd_io *io = c->io;
+	struct kv_mp_obj o;
+	struct argit it;
+	size_t off;
+	int rc = check_keys(c, r, 0);
+
+	if (rc)
+		return rc;
+	off = kvd_reply_begin(c);
+	kv_mp_array(&c->out, r->argc + 1);
+	kv_mp_uint(&c->out, KV_OK);
+	argit_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc; i++) {
+		struct kv_slice v;
+
+		argit_next(&it, &o);
+		rc = kvd_reader_get(io->reader,
+				    kvd_shard_of(o.p, o.len, io->srv->nshards),
+				    o.p, o.len, io->now_ms, &v);
+		if (rc == KV_OK)
+			kv_mp_bin(&c->out, v.p, v.n);
+		else if (rc == KV_NOT_FOUND)
+			kv_mp_nil(&c->out);
+		else {
+			c->out.len = off;
+			return rc;
+		}
+	}
+	kvd_reply_end(c, off);
+	return KV_OK;
+}
+
+static int op_exists(struct kvd_conn *c, struct req *r)
+{
+	struct kvd_io *io = c->io;
+	struct kv_mp_obj o;
+	struct argit it;
+	uint64_t n = 0;
+	int rc = check_keys(c, r, 0);
+
+	if (rc)
+		return rc;
+	argit_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc; i++) {
+		struct kv_slice v;
+
+		argit_next(&it, &o);
+		rc = kvd_reader_get(io->reader,
+				    kvd_shard_of(o.p, o.len, io->srv->nshards),
+				    o.p, o.len, io->now_ms, &v);
+		if (rc == KV_OK)
+			n++;
+		else if (rc != KV_NOT_FOUND)
+			return rc;
+	}
+	reply_uint(c, n);
+	return KV_OK;
+}
+
+struct scan_out {
+	struct kvd_conn *c;
+	uint32_t n;
+	int keys_only;
+};
+
+static int scan_emit(void *arg, struct kv_slice key, struct kv_slice val)
+{
+	struct scan_out *so = arg;
+
+	kv_mp_bin(&so->c->out, key.p, key.n);
+	if (!so->keys_only)
+		kv_mp_bin(&so->c->out, val.p, val.n);
+	so->n += so->keys_only ? 1 : 2;
+	return so->c->out.err;
+}
+
+static int op_scan(struct kvd_conn *c, struct req *r)
+{
+	struct kvd_io *io = c->io;
+	struct kvd_scan sc = {0};
+	struct scan_out so = {c, 0, 0};
+	struct kv_slice next;
+	uint64_t limit, flags;
+	size_t off, items;
+	uint8_t *h;
+	int rc;
+
+	if ((rc = arg_opt_bytes(r, 0, &sc.prefix)) ||
+	    (rc = arg_opt_bytes(r, 1, &sc.start)) ||
+	    (rc = arg_opt_bytes(r, 2, &sc.end)) ||
+	    (rc = arg_opt_uint(r, 3, SCAN_DEFAULT_LIMIT, &limit)) ||
+	    (rc = arg_opt_uint(r, 4, 0, &flags)))
+		return rc;
+	if (limit == 0 || (flags & ~(uint64_t)KV_SCAN_KEYS_ONLY))
+		return KV_BAD_ARGS;
+	sc.limit =
+	    limit > KV_SCAN_MAX_LIMIT ? KV_SCAN_MAX_LIMIT : (unsigned)limit;
+	sc.keys_only = so.keys_only = (flags & KV_SCAN_KEYS_ONLY) != 0;
+	/* Leave room in the frame for the cursor and the encoding overhead. */
+	sc.max_bytes = io->srv->cfg->max_frame / 2;
+	if (sc.max_bytes > (8u << 20))
+		sc.max_bytes = 8u << 20;
+	off = kvd_reply_begin(c);
+	kv_mp_array(&c->out, 3);
+	kv_mp_uint(&c->out, KV_OK);
+	/* The item count is known only at the end: a fixed array32 header. */
+	items = c->out.len;
+	kv_buf_append(&c->out, "\xdd\0\0\0\0", 5);
+	rc =
+	    kvd_reader_scan(io->reader, &sc, io->now_ms, scan_emit, &so, &next);
+	if (rc || c->out.err) {
+		c->out.len = off;
+		return rc ? rc : KV_INTERNAL;
+	}
+	h = c->out.data + items + 1;
+	kv_store_be32(h, so.n);
+	if (next.n)
+		kv_mp_bin(&c->out, next.p, next.n);
+	else
+		kv_mp_nil(&c->out);
+	kvd_reply_end(c, off);
+	return KV_OK;
+}
+
+static int op_count(struct kvd_conn *c, struct req *r)
+{
+	struct kv_slice prefix;
+	uint64_t n;
+	int rc = arg_opt_bytes(r, 0, &prefix);
+
+	if (rc)
+		return rc;
+	rc = kvd_reader_count(c->io->reader, prefix, c->io->now_ms, &n);
+	if (rc)
+		return rc;
+	reply_uint(c, n);
+	return KV_OK;
+}
+
+/* ===================== Admin ===================== */
+
+static int op_hello(struct kvd_conn *c, struct req *r)
+{
+	struct kvd_config *cfg = c->io->srv->cfg;
+	size_t off;
+
+	if (r->argc >= 1 &&
+	    (r->a[0].type != KV_MP_UINT || r->a[0].v.u != KV_PROTO_VERSION))
+		return KV_BAD_VERSION;
+	off = kvd_reply_begin(c);
+	kv_mp_array(&c->out, 2);
+	kv_mp_uint(&c->out, KV_OK);
+	kv_mp_map(&c->out, 8);
+	kv_mp_cstr(&c->out, "proto");
+	kv_mp_uint(&c->out, KV_PROTO_VERSION);
+	kv_mp_cstr(&c->out, "server");
+	kv_mp_cstr(&c->out, "kvd " KVD_VERSION);
+	kv_mp_cstr(&c->out, "shards");
+	kv_mp_uint(&c->out, c->io->srv->nshards);
+	kv_mp_cstr(&c->out, "threads");
+	kv_mp_uint(&c->out, c->io->srv->nio);
+	kv_mp_cstr(&c->out, "durability");
+	kv_mp_cstr(&c->out, cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	kv_mp_cstr(&c->out, "max_key");
+	kv_mp_uint(&c->out, cfg->max_key);
+	kv_mp_cstr(&c->out, "max_value");
+	kv_mp_uint(&c->out, cfg->max_value);
+	kv_mp_cstr(&c->out, "max_frame");
+	kv_mp_uint(&c->out, cfg->max_frame);
+	kvd_reply_end(c, off);
+	return KV_OK;
+}
+
+static int op_ping(struct kvd_conn *c, struct req *r)
+{
+	size_t off;
+
+	if (r->argc == 0) {
+		kvd_reply_status(c, KV_OK, NULL);
+		return KV_OK;
+	}
+	if (!is_bytes(&r->a[0]))
+		return KV_BAD_ARGS;
+	off = kvd_reply_begin(c);
+	kv_mp_array(&c->out, 2);
+	kv_mp_uint(&c->out, KV_OK);
+	kv_mp_bin(&c->out, r->a[0].p, r->a[0].len);
+	kvd_reply_end(c, off);
+	return KV_OK;
+}
+
+static int op_stats(struct kvd_conn *c, struct req *r)
+{
+	size_t off = kvd_reply_begin(c);
+
+	(void)r;
+	kv_mp_array(&c->out, 2);
+	kv_mp_uint(&c->out, KV_OK);
+	kvd_stats_encode(c->io, &c->out);
+	kvd_reply_end(c, off);
+	return KV_OK;
+}
+
+static int op_auth(struct kvd_conn *c, struct req *r)
+{
+	(void)c;
+	(void)r;
+	return KV_DISABLED; /* no password can be configured yet */
+}
+
+/* ===================== Writes ===================== */
+
+/* Append one item to a request's payload (layout in shard.h). */
+static void put_item(struct kvd_wreq *w, struct kv_slice k, struct kv_slice v)
+{
+	uint8_t *p = w->data + w->op.items_len;
+	uint16_t kn = (uint16_t)k.n;
+	uint32_t vn = (uint32_t)v.n;
+
+	memcpy(p, &kn, 2);
+	memcpy(p + 2, &vn, 4);
+	memcpy(p + KVD_ITEM_HDR, k.p, k.n);
+	if (v.n)
+		memcpy(p + KVD_ITEM_HDR + k.n, v.p, v.n);
+	w->op.items_len += KVD_ITEM_HDR + k.n + v.n;
+	w->op.nitems++;
+}
+
+static struct kvd_wreq *new_wreq(struct kvd_io *io, size_t payload,
+				 unsigned shard, unsigned kind)
+{
+	struct kvd_wreq *w = kvd_wreq_new(io, payload);
+
+	if (!w)
+		return NULL;
+	memset(&w->op, 0, sizeof(w->op));
+	w->op.kind = (uint8_t)kind;
+	w->op.items = w->data;
+	w->shard = (uint16_t)shard;
+	return w;
+}
+
+/* A write of one key: PUT, DEL, INCR, APPEND, EXPIRE, GETDEL. */
+static int write_one(struct kvd_conn *c, unsigned op, unsigned kind,
+		     struct kv_slice k, struct kv_slice v, uint64_t exp,
+		     uint8_t flags, int64_t delta)
+{
+	struct kvd_io *io = c->io;
+	struct kvd_wreq *w =
+	    new_wreq(io, KVD_ITEM_HDR + k.n + v.n,
+		     kvd_shard_of(k.p, k.n, io->srv->nshards), kind);
+	struct kvd_pend *pd;
+
+	if (!w)
+		return KV_INTERNAL;
+	pd = kvd_conn_pend(c, op);
+	if (!pd) {
+		kvd_wreq_free(io, w);
+		return KV_INTERNAL;
+	}
+	put_item(w, k, v);
+	w->op.expire_at = exp;
+	w->op.flags = flags;
+	w->op.delta = delta;
+	w->pend = pd;
+	pd->parts = 1;
+	kvd_io_dispatch(io, w);
+	return KV_OK;
+}
+
+static int op_put(struct kvd_conn *c, struct req *r)
+{
+	struct kv_slice k, v;
+	uint64_t ttl, flags;
+	int rc;
+
+	if ((rc = arg_key(c, &r->a[0], &k)) ||
+	    (rc = arg_val(c, &r->a[1], &v)) ||
+	    (rc = arg_opt_uint(r, 2, 0, &ttl)) ||
+	    (rc = arg_opt_uint(r, 3, 0, &flags)))
+		return rc;
+	if ((flags & ~(uint64_t)(KV_PUT_NX | KV_PUT_XX | KV_PUT_KEEPTTL)) ||
+	    (flags & (KV_PUT_NX | KV_PUT_XX)) == (KV_PUT_NX | KV_PUT_XX) ||
+	    ttl > (1ull << 50))
+		return KV_BAD_ARGS;
+	return write_one(c, r->op, KVD_W_PUT, k, v, expire_at(c, ttl),
+			 (uint8_t)flags, 0);
+}
+
+static int op_key_write(struct kvd_conn *c, struct req *r)
+{
+	static const struct kv_slice none;
+	struct kv_slice k, v = none;
+	uint64_t ttl = 0;
+	int64_t delta = 0;
+	unsigned kind;
+	int rc;
+
+	if ((rc = arg_key(c, &r->a[0], &k)))
+		return rc;
+	switch (r->op) {
+	case KV_OP_DEL: kind = KVD_W_DEL; break;
+	case KV_OP_GETDEL: kind = KVD_W_GETDEL; break;
+	case KV_OP_INCR:
+		kind = KVD_W_INCR;
+		if (r->a[1].type != KV_MP_UINT && r->a[1].type != KV_MP_INT)
+			return KV_BAD_ARGS;
+		delta = r->a[1].v.i;
+		if (r->a[1].type == KV_MP_UINT && r->a[1].v.u > INT64_MAX)
+			return KV_NOT_INTEGER;
+		break;
+	case KV_OP_APPEND:
+		kind = KVD_W_APPEND;
+		if ((rc = arg_val(c, &r->a[1], &v)))
+			return rc;
+		break;
+	default: /* EXPIRE */
+		kind = KVD_W_EXPIRE;
+		if (r->a[1].type != KV_MP_UINT || r->a[1].v.u > (1ull << 50))
+			return KV_BAD_ARGS;
+		ttl = r->a[1].v.u;
+		break;
+	}
+	return write_one(c, r->op, kind, k, v, expire_at(c, ttl), 0, delta);
+}
+
+/* MPUT and MDEL: split by shard; each shard's part is one atomic unit. */
+struct split {
+	struct kvd_wreq *w[256];
+	size_t size[256];
+};
+
+static int split_alloc(struct kvd_conn *c, struct split *sp, unsigned kind,
+		       struct kvd_pend *pd)
+{
+	unsigned n = c->io->srv->nshards;
+
+	for (unsigned s = 0; s < n; s++) {
+		if (!sp->size[s])
+			continue;
+		sp->w[s] = new_wreq(c->io, sp->size[s], s, kind);
+		if (!sp->w[s])
+			return -1;
+		sp->w[s]->pend = pd;
+		pd->parts++;
+	}
+	return 0;
+}
+
+static void split_dispatch(struct kvd_conn *c, struct split *sp, int ok)
+{
+	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
+		if (!sp->w[s])
+			continue;
+		if (ok)
+			kvd_io_dispatch(c->io, sp->w[s]);
+		else
+			kvd_wreq_free(c->io, sp->w[s]);
+	}
+}
+
+static int op_multi_write(struct kvd_conn *c, struct req *r)
+{
+	int put = r->op == KV_OP_MPUT;
+	unsigned first = put ? 1 : 0, step = put ? 2 : 1,
+		 S = c->io->srv->nshards;
+	struct split spl, *sp = &spl;
+	struct kv_slice k, v = {NULL, 0};
+	struct kv_mp_obj o;
+	struct argit it;
+	struct kvd_pend *pd;
+	uint64_t ttl = 0;
+	int rc = KV_BAD_ARGS;
+
+	memset(sp->w, 0, S * sizeof(sp->w[0]));
+	memset(sp->size, 0, S * sizeof(sp->size[0]));
+	if ((put && ((r->argc - 1) % 2 || (rc = arg_opt_uint(r, 0, 0, &ttl)) ||
+		     ttl > (1ull << 50))) ||
+	    r->argc < first + 1)
+		goto out;
+	argit_init(r, first, &it);
+	for (uint32_t i = first; i < r->argc; i += step) {
+		argit_next(&it, &o);
+		if ((rc = arg_key(c, &o, &k)))
+			goto out;
+		if (put) {
+			argit_next(&it, &o);
+			if ((rc = arg_val(c, &o, &v)))
+				goto out;
+		}
+		sp->size[kvd_shard_of(k.p, k.n, S)] += KVD_ITEM_HDR + k.n + v.n;
+	}
+	rc = KV_INTERNAL;
+	if (!(pd = kvd_conn_pend(c, r->op)))
+		goto out;
+	if (split_alloc(c, sp, put ? KVD_W_PUT : KVD_W_DEL, pd)) {
+		split_dispatch(c, sp, 0);
+		pd->parts = 0;
+		pd->done = 1;
+		pd->status = KV_INTERNAL;
+		rc = KV_OK; /* the pend answers, in order */
+		goto out;
+	}
+	argit_init(r, first, &it);
+	for (uint32_t i = first; i < r->argc; i += step) {
+		argit_next(&it, &o);
+		k.p = o.p;
+		k.n = o.len;
+		if (put) {
+			argit_next(&it, &o);
+			v.p = o.p;
+			v.n = o.len;
+		}
+		struct kvd_wreq *w = sp->w[kvd_shard_of(k.p, k.n, S)];
+
+		put_item(w, k, v);
+		w->op.expire_at = expire_at(c, ttl);
+	}
+	split_dispatch(c, sp, 1);
+	rc = KV_OK;
+out:
+	return rc;
+}
+
+static int op_flushall(struct kvd_conn *c, struct req *r)
+{
+	struct split spl, *sp = &spl;
+	struct kvd_pend *pd = kvd_conn_pend(c, r->op);
+
+	if (!pd)
+		return KV_INTERNAL;
+	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
+		sp->w[s] = NULL;
+		sp->size[s] = 1;
+	}
+	if (split_alloc(c, sp, KVD_W_FLUSH, pd)) {
+		split_dispatch(c, sp, 0);
+		pd->parts = 0;
+		pd->done = 1;
+		pd->status = KV_INTERNAL;
+	} else {
+		split_dispatch(c, sp, 1);
+	}
+	return KV_OK;
+}
+
+void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
+{
+	int st = pd->status;
+
+	kvd_count(&c->io->stats.calls[pd->op], 1);
+	if (st >= KV_MALFORMED) {
+		kvd_count(&c->io->stats.errors[pd->op], 1);
+		kvd_reply_status(c, st, NULL);
+		return;
+	}
+	switch (pd->op) {
+	case KV_OP_DEL:
+		kvd_reply_status(c, pd->result ? KV_OK : KV_NOT_FOUND, NULL);
+		break;
+	case KV_OP_MDEL:
+	case KV_OP_APPEND: reply_uint(c, (uint64_t)pd->result); break;
+	case KV_OP_INCR: reply_int(c, pd->result); break;
+	case KV_OP_GETDEL:
+		if (st == KV_OK) {
+			struct kv_slice v = {pd->val, pd->vlen};
+
+			reply_value(c, v);
+			break;
+		}
+		/* fall through */
+	default: /* PUT, MPUT, EXPIRE, FLUSHALL */
+		kvd_reply_status(c, st, NULL);
+		break;
+	}
+}
+
+/* ===================== Dispatch ===================== */
+
+typedef int (*op_fn)(struct kvd_conn *c, struct req *r);
+
+struct op_desc {
+	op_fn fn;
+	uint8_t write;
+	uint32_t min, max; /* argument count */
+};
+
+#define VAR UINT32_MAX
+static const struct op_desc ops[KV_OP_MAX] = {
+    [KV_OP_HELLO] = {op_hello, 0, 0, 1},
+    [KV_OP_PING] = {op_ping, 0, 0, 1},
+    [KV_OP_GET] = {op_get, 0, 1, 1},
+    [KV_OP_PUT] = {op_put, 1, 2, 4},
+    [KV_OP_DEL] = {op_key_write, 1, 1, 1},
+    [KV_OP_MGET] = {op_mget, 0, 1, VAR},
+    [KV_OP_MPUT] = {op_multi_write, 1, 3, VAR},
+    [KV_OP_MDEL] = {op_multi_write, 1, 1, VAR},
+    [KV_OP_EXISTS] = {op_exists, 0, 1, VAR},
+    [KV_OP_SCAN] = {op_scan, 0, 0, 5},
+    [KV_OP_COUNT] = {op_count, 0, 0, 1},
+    [KV_OP_STATS] = {op_stats, 0, 0, 0},
+    [KV_OP_INCR] = {op_key_write, 1, 2, 2},
+    [KV_OP_APPEND] = {op_key_write, 1, 2, 2},
+    [KV_OP_EXPIRE] = {op_key_write, 1, 2, 2},
+    [KV_OP_TTL] = {op_ttl, 0, 1, 1},
+    [KV_OP_GETDEL] = {op_key_write, 1, 1, 1},
+    [KV_OP_FLUSHALL] = {op_flushall, 1, 0, 0},
+    [KV_OP_AUTH] = {op_auth, 0, 1, 1},
+};
+
+/* Run one decoded request.  KV_OK once it is answered or queued; a status
+ * when it must be answered with an error; -1 to stall. */
+static int run(struct kvd_conn *c, struct req *r)
+{
+	const struct op_desc *d = &ops[r->op];
+	int rc;
+
+	if (!d->fn)
+		return KV_UNKNOWN_OP;
+	if (r->argc < d->min || r->argc > d->max)
+		return KV_BAD_ARGS;
+	if (!d->write && c->npend)
+		return -1;
+	rc = d->fn(c, r);
+	if (rc == KV_OK && !d->write)
+		kvd_count(&c->io->stats.calls[r->op], 1);
+	return rc;
+}
+
+size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	struct req r = {0};
+	uint32_t len;
+	int rc;
+
+	if (n < KV_FRAME_HDR)
+		return 0;
+	len = kv_load_be32(p);
+	if (len > c->io->srv->cfg->max_frame) {
+		if (c->npend) {
+			c->stall = STALL_WRITES;
+			return 0;
+		}
+		/* The stream cannot be resynchronised without reading it all:
+		 * answer, then close. */
+		kvd_reply_status(c, KV_FRAME_TOO_LARGE, NULL);
+		c->flags |= CONN_CLOSING;
+		return n;
+	}
+	if (n - KV_FRAME_HDR < len)
+		return 0;
+	rc = decode(p + KV_FRAME_HDR, p + KV_FRAME_HDR + len, &r);
+	if (rc == KV_OK)
+		rc = run(c, &r);
+	if (rc < 0 || (rc != KV_OK && c->npend)) {
+		c->stall = STALL_WRITES; /* answer only after earlier writes */
+		return 0;
+	}
+	if (rc == KV_NOT_FOUND || rc == KV_EXISTS) {
+		kvd_count(&c->io->stats.calls[r.op], 1);
+		kvd_reply_status(c, rc, NULL);
+	} else if (rc != KV_OK) {
+		unsigned op = r.op < KV_OP_MAX ? r.op : 0;
+
+		kvd_count(&c->io->stats.calls[op], 1);
+		kvd_count(&c->io->stats.errors[op], 1);
+		kvd_reply_status(c, rc, NULL);
+	}
+	return KV_FRAME_HDR + len;
+}

@@ -1,0 +1,300 @@
+/* committer.c - shard writer threads, group commit and the async flusher.
+ *
+ * Queue: io threads push onto a Treiber stack with one CAS; the committer
+ * takes the whole stack with one exchange and reverses it, so requests from
+ * one connection keep their order.  The pusher that finds the stack empty
+ * writes the eventfd; a committer that finds it empty sleeps in poll() on
+ * it, with a timeout for its timers (expiry reaping, stale reader checks).
+ * The eventfd counter is sticky, so a wake-up cannot be lost between the
+ * committer's last look and its sleep.
+ */
+#include "committer.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "kv_status.h"
+#include "log.h"
+#include "loop.h"
+
+/* One transaction carries at most this much, so that a flood of writes
+ * cannot build a transaction LMDB refuses (MDB_TXN_FULL) or delay the first
+ * writer's reply without bound. */
+#define BATCH_MAX_OPS 4096
+#define BATCH_MAX_BYTES (16u << 20)
+#define REAP_PER_TXN 1000
+#define READER_CHECK_MS 10000
+
+static pthread_t flusher;
+static int flusher_efd = -1;
+
+void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
+{
+	struct kvd_committer *c = &srv->com[w->shard];
+	struct kvd_wreq *old =
+	    atomic_load_explicit(&c->queue, memory_order_relaxed);
+
+	do
+		w->next = old;
+	while (!atomic_compare_exchange_weak_explicit(
+	    &c->queue, &old, w, memory_order_release, memory_order_relaxed));
+	if (!old) {
+		uint64_t one = 1;
+
+		if (write(c->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_error("shard %u: cannot wake committer: %s",
+				  c->shard, strerror(errno));
+	}
+}
+
+static struct kvd_wreq *take_all(struct kvd_committer *c)
+{
+	struct kvd_wreq *w =
+	    atomic_exchange_explicit(&c->queue, NULL, memory_order_acquire);
+	struct kvd_wreq *fifo = NULL;
+
+	while (w) {
+		struct kvd_wreq *next = w->next;
+
+		w->next = fifo;
+		fifo = w;
+		w = next;
+	}
+	return fifo;
+}
+
+static void complete(struct kvd_wreq *w)
+{
+	kvd_io_complete(w->io, w);
+}
+
+static void fail_all(struct kvd_wreq *w, struct kvd_wreq *stop, int status)
+{
+	while (w != stop) {
+		struct kvd_wreq *next = w->next;
+
+		free(w->op.val);
+		w->op.val = NULL;
+		w->op.status = status;
+		w->op.result = 0;
+		complete(w);
+		w = next;
+	}
+}
+
+/* Apply and commit one batch starting at w; returns the first request not
+ * in it. */
+static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
+{
+	struct kvd_server *srv = c->srv;
+	struct kvd_wreq *first = w, *end;
+	struct kvd_wtxn *t;
+	uint64_t now = kvd_now_ms(), t0, n = 0;
+	size_t bytes = 0;
+	int rc;
+
+	for (end = w; end && n < BATCH_MAX_OPS &&
+		      (n == 0 || bytes + end->op.items_len <= BATCH_MAX_BYTES);
+	     end = end->next) {
+		n++;
+		bytes += end->op.items_len;
+	}
+	if (c->failed) {
+		fail_all(first, end, KV_SHARD_FAILED);
+		return end;
+	}
+	if ((rc = kvd_shard_begin(srv->store, c->shard, &t)))
+		goto fail;
+	for (w = first; w != end; w = w->next) {
+		if ((rc = kvd_shard_apply(t, &w->op, now,
+					  srv->cfg->max_value))) {
+			kvd_shard_abort(t);
+			goto fail;
+		}
+	}
+	if (now >= c->next_reap_ms) {
+		c->next_reap_ms = now + srv->cfg->reaper_interval_ms;
+		if ((rc = kvd_shard_reap(t, now, REAP_PER_TXN)) > 0)
+			kvd_count(&c->reaped, (uint64_t)rc);
+		else if (rc < 0) {
+			rc = -rc;
+			kvd_shard_abort(t);
+			goto fail;
+		}
+	}
+	t0 = kvd_mono_ns();
+	rc = kvd_shard_commit(t);
+	kvd_count(&c->commit_ns, kvd_mono_ns() - t0);
+	if (rc)
+		goto fail;
+	kvd_count(&c->commits, 1);
+	kvd_count(&c->writes, n);
+	if (n > kvd_read(&c->max_batch))
+		atomic_store_explicit(&c->max_batch, n, memory_order_relaxed);
+	for (w = first; w != end;) {
+		struct kvd_wreq *next = w->next;
+
+		complete(w);
+		w = next;
+	}
+	return end;
+fail:
+	kvd_count(&c->failures, 1);
+	if (rc == KV_SHARD_FAILED)
+		c->failed = 1;
+	fail_all(first, end, rc);
+	return end;
+}
+
+/* With nothing queued: reclaim expired keys in a transaction of their own. */
+static void idle_reap(struct kvd_committer *c, uint64_t now)
+{
+	struct kvd_wtxn *t;
+	int n;
+
+	c->next_reap_ms = now + c->srv->cfg->reaper_interval_ms;
+	if (c->failed || kvd_shard_begin(c->srv->store, c->shard, &t))
+		return;
+	n = kvd_shard_reap(t, now, REAP_PER_TXN);
+	if (n > 0) {
+		if (kvd_shard_commit(t) == 0)
+			kvd_count(&c->reaped, (uint64_t)n);
+		else
+			c->failed = 1;
+	} else {
+		kvd_shard_abort(t); /* nothing to do: no commit, no fsync */
+	}
+}
+
+static void timers(struct kvd_committer *c)
+{
+	uint64_t now = kvd_now_ms();
+
+	if (now >= c->next_reap_ms)
+		idle_reap(c, now);
+	if (now >= c->next_check_ms) {
+		int dead = kvd_store_reader_check(c->srv->store, c->shard);
+
+		if (dead)
+			log_warn("shard %u: cleared %d stale reader slot(s)",
+				 c->shard, dead);
+		c->next_check_ms = now + READER_CHECK_MS;
+	}
+}
+
+static void wait_for_work(struct kvd_committer *c)
+{
+	struct pollfd pfd = {.fd = c->efd, .events = POLLIN};
+	uint64_t now = kvd_now_ms(), buf;
+	int timeout = (int)(c->next_reap_ms > now ? c->next_reap_ms - now : 0);
+
+	if (poll(&pfd, 1, timeout) > 0 && read(c->efd, &buf, sizeof(buf)) < 0) {
+		/* EAGAIN: another wake-up already consumed it. */
+	}
+}
+
+static void *committer_main(void *arg)
+{
+	struct kvd_committer *c = arg;
+	struct kvd_wreq *w;
+
+	for (;;) {
+		w = take_all(c);
+		if (!w) {
+			if (atomic_load(&c->stop))
+				break;
+			timers(c);
+			wait_for_work(c);
+			continue;
+		}
+		while (w)
+			w = run_batch(c, w);
+	}
+	return NULL;
+}
+
+/* async durability: commits reach the OS at once; this thread makes them
+ * durable every flush-interval-ms.  LMDB's mdb_env_sync takes no lock, so
+ * the committers never wait for it. */
+static void *flusher_main(void *arg)
+{
+	struct kvd_server *srv = arg;
+	struct pollfd pfd = {.fd = flusher_efd, .events = POLLIN};
+
+	for (;;) {
+		int stop = poll(&pfd, 1, (int)srv->cfg->flush_interval_ms) > 0;
+
+		for (unsigned i = 0; i < srv->nshards; i++) {
+			int rc = kvd_store_sync(srv->store, i);
+
+			if (rc)
+				log_error("shard %u: flush failed: %s", i,
+					  strerror(rc));
+		}
+		if (stop)
+			return NULL;
+	}
+}
+
+int kvd_committers_start(struct kvd_server *srv)
+{
+	srv->com = calloc(srv->nshards, sizeof(*srv->com));
+	if (!srv->com)
+		return -1;
+	for (unsigned i = 0; i < srv->nshards; i++) {
+		struct kvd_committer *c = &srv->com[i];
+
+		c->shard = i;
+		c->srv = srv;
+		c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (c->efd < 0 ||
+		    pthread_create(&c->thread, NULL, committer_main, c)) {
+			log_error("cannot start committer %u: %s", i,
+				  strerror(errno));
+			return -1;
+		}
+	}
+	if (srv->cfg->durability == KVD_DUR_ASYNC) {
+		flusher_efd = eventfd(0, EFD_CLOEXEC);
+		if (flusher_efd < 0 ||
+		    pthread_create(&flusher, NULL, flusher_main, srv))
+			return -1;
+	}
+	return 0;
+}
+
+void kvd_committers_stop(struct kvd_server *srv)
+{
+	for (unsigned i = 0; srv->com && i < srv->nshards; i++) {
+		struct kvd_committer *c = &srv->com[i];
+		uint64_t one = 1;
+
+		atomic_store(&c->stop, 1);
+		if (write(c->efd, &one, sizeof(one)) < 0) {
+			/* it will still see stop on its next timeout */
+		}
+		pthread_join(c->thread, NULL);
+		close(c->efd);
+	}
+	if (flusher_efd >= 0) {
+		uint64_t one = 1;
+
+		if (write(flusher_efd, &one, sizeof(one)) == sizeof(one))
+			pthread_join(flusher, NULL);
+		close(flusher_efd);
+		flusher_efd = -1;
+	}
+	for (unsigned i = 0; i < srv->nshards; i++) {
+		int rc = kvd_store_sync(srv->store, i);
+
+		if (rc)
+			log_error("shard %u: final flush failed: %s", i,
+				  strerror(rc));
+	}
+	free(srv->com);
+	srv->com = NULL;
+}

@@ -1,0 +1,393 @@
+/* config.c - option table, flag and config-file parsing for kvd.
+ *
+ * Every option exists once, in KVD_OPTIONS, with its type, range, default and
+ * help text; flags (--name value, --name=value) and file lines ("name value")
+ * go through the same parser, so the two can never drift apart and every bad
+ * value gets the same one-line reason, with file and line when it came from a
+ * file.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "kv_proto.h"
+
+enum opt_type { OPT_UINT, OPT_SIZE, OPT_STR, OPT_ENUM };
+
+struct opt {
+	const char *name;
+	enum opt_type type;
+	size_t off;
+	size_t len; /* OPT_STR: buffer size; numbers: field size */
+	uint64_t min, max;
+	const char *def;
+	const char *const *names; /* OPT_ENUM */
+	const char *help;
+};
+
+static const char *const durability_names[] = {"sync", "async", NULL};
+static const char *const level_names[] = {"error", "warn", "info", "debug",
+					  NULL};
+
+#define F(field)                                                               \
+	offsetof(struct kvd_config, field),                                    \
+	    sizeof(((struct kvd_config *)0)->field)
+#define GiB (1ull << 30)
+
+static const struct opt options[] = {
+    {"bind", OPT_STR, F(bind), 0, 0, "127.0.0.1", NULL, "address to listen on"},
+    {"port", OPT_UINT, F(port), 0, 65535, "7379", NULL,
+     "msgpack protocol port (0: any free port)"},
+    {"resp-port", OPT_UINT, F(resp_port), 0, 65535, "0", NULL,
+     "Redis protocol (RESP2) port; 0 disables it (suggested: 7380)"},
+    {"data-dir", OPT_STR, F(data_dir), 0, 0, "./data", NULL,
+     "data directory: MANIFEST, LOCK and shard-NNN/"},
+    {"threads", OPT_UINT, F(threads), 0, 256, "0", NULL,
+     "io threads; 0 means one per core.  Also the shard count of a new data "
+     "directory"},
+    {"durability", OPT_ENUM, F(durability), 0, 0, "sync", durability_names,
+     "sync: reply after fsync; async: reply after write(2), flush on a timer"},
+    {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
+     NULL, "async mode: how often dirty shards are flushed to disk"},
+    {"max-key-size", OPT_SIZE, F(max_key), 1, KV_MAX_KEY_LIMIT, "511", NULL,
+     "largest key in bytes (LMDB's limit is 511)"},
+    {"max-value-size", OPT_SIZE, F(max_value), 1, 1ull << 30, "16m", NULL,
+     "largest value in bytes"},
+    {"max-frame-size", OPT_SIZE, F(max_frame), 1024, 2ull << 30, "32m", NULL,
+     "largest request frame in bytes"},
+    {"max-clients", OPT_UINT, F(max_clients), 1, 1000000, "10000", NULL,
+     "connections accepted at once; more are refused with TOO_MANY_CONNS"},
+    {"map-size", OPT_SIZE, F(map_size), 1ull << 20, 1ull << 44, "64g", NULL,
+     "largest size of each shard's file (LMDB map size)"},
+    {"log-level", OPT_ENUM, F(log_level), 0, 0, "info", level_names,
+     "error, warn, info or debug"},
+    {"log-file", OPT_STR, F(log_file), 0, 0, "", NULL,
+     "log to this file instead of stderr"},
+    {"idle-timeout", OPT_UINT, F(idle_timeout), 0, 86400 * 365, "0", NULL,
+     "close connections idle this many seconds; 0 never"},
+    {"max-output", OPT_SIZE, F(max_output), 1ull << 16, 1ull << 40, "64m", NULL,
+     "pending reply bytes per connection before it stops being read"},
+    {"reaper-interval-ms", OPT_UINT, F(reaper_interval_ms), 10, 3600000, "100",
+     NULL, "how often expired keys are reclaimed"},
+};
+
+#define NOPTS (sizeof(options) / sizeof(options[0]))
+
+static const struct opt *find_opt(const char *name, size_t n)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (strlen(options[i].name) == n &&
+		    !strncmp(options[i].name, name, n))
+			return &options[i];
+	return NULL;
+}
+
+/* "64m", "1g", "4096": a size with an optional k/m/g/t suffix (powers of 2). */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (*s == '-' || *s == '\0')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
+	}
+	if ((*end == 'b' || *end == 'B') && shift)
+		end++;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int set_opt(struct kvd_config *c, const struct opt *o, const char *val,
+		   char *err, size_t errlen)
+{
+	char *field = (char *)c + o->off;
+	uint64_t v = 0;
+
+	switch (o->type) {
+	case OPT_STR:
+		if (strlen(val) >= o->len) {
+			snprintf(err, errlen, "%s: value too long", o->name);
+			return -1;
+		}
+		strcpy(field, val);
+		return 0;
+	case OPT_ENUM:
+		for (v = 0; o->names[v]; v++)
+			if (!strcasecmp(o->names[v], val))
+				break;
+		if (!o->names[v]) {
+			snprintf(err, errlen, "%s: '%s' is not one of", o->name,
+				 val);
+			for (unsigned i = 0; o->names[i]; i++) {
+				size_t l = strlen(err);
+				snprintf(err + l, errlen - l, "%s %s",
+					 i ? "," : "", o->names[i]);
+			}
+			return -1;
+		}
+		break;
+	case OPT_UINT:
+	case OPT_SIZE:
+		if (parse_size(val, &v) ||
+		    (o->type == OPT_UINT && strpbrk(val, "kKmMgGtTbB"))) {
+			snprintf(err, errlen, "%s: '%s' is not a %s", o->name,
+				 val,
+				 o->type == OPT_SIZE
+				     ? "size (like 4096, 64k, 16m, 1g)"
+				     : "non-negative integer");
+			return -1;
+		}
+		if (v < o->min || v > o->max) {
+			snprintf(err, errlen,
+				 "%s: %s is out of range [%llu, %llu]", o->name,
+				 val, (unsigned long long)o->min,
+				 (unsigned long long)o->max);
+			return -1;
+		}
+		break;
+	}
+	if (o->len == sizeof(uint64_t))
+		memcpy(field, &v, sizeof(uint64_t));
+	else {
+		unsigned u = (unsigned)v;
+		memcpy(field, &u, sizeof(unsigned));
+	}
+	return 0;
+}
+
+static void set_defaults(struct kvd_config *c)
+{
+	char err[256];
+
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < NOPTS; i++)
+		if (set_opt(c, &options[i], options[i].def, err, sizeof(err)))
+			abort(); /* a default outside its own range */
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
+			 e[-1] == '\r'))
+		*--e = '\0';
+	return s;
+}
+
+static int load_file(struct kvd_config *c, const char *path)
+{
+	char line[1024], err[300];
+	unsigned lineno = 0;
+	FILE *f = fopen(path, "r");
+	int rc = 0;
+
+	if (!f) {
+		fprintf(stderr, "kvd: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *s = trim(line), *key, *val;
+		const struct opt *o;
+
+		lineno++;
+		if (*s == '#' || *s == '\0')
+			continue;
+		key = s;
+		val = s + strcspn(s, " \t");
+		if (*val)
+			*val++ = '\0';
+		val = trim(val);
+		if (val[0] == '"' && strlen(val) >= 2 &&
+		    val[strlen(val) - 1] == '"') {
+			val[strlen(val) - 1] = '\0';
+			val++;
+		}
+		o = find_opt(key, strlen(key));
+		if (!o || !strcmp(key, "config")) {
+			fprintf(stderr, "kvd: %s:%u: unknown option '%s'\n",
+				path, lineno, key);
+			rc = -1;
+			break;
+		}
+		if (*val == '\0') {
+			fprintf(stderr, "kvd: %s:%u: %s: missing value\n", path,
+				lineno, key);
+			rc = -1;
+			break;
+		}
+		if (set_opt(c, o, val, err, sizeof(err))) {
+			fprintf(stderr, "kvd: %s:%u: %s\n", path, lineno, err);
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+void kvd_config_usage(void)
+{
+	printf(
+	    "usage: kvd [--config FILE] [--test-config] [--OPTION VALUE]...\n\n"
+	    "kvd is a sharded LMDB key-value server.  Every option may also "
+	    "be\n"
+	    "given in the config file as a line \"OPTION VALUE\".\n\n"
+	    "  --config FILE             read options from FILE (flags "
+	    "override it)\n"
+	    "  --test-config             check the configuration and exit\n"
+	    "  --help, --version\n\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct opt *o = &options[i];
+		char def[64];
+
+		snprintf(def, sizeof(def), "%s", *o->def ? o->def : "\"\"");
+		printf("  --%-22s %s (default %s)\n", o->name, o->help, def);
+	}
+}
+
+/* Cross-option rules a single range cannot express. */
+static int check(struct kvd_config *c)
+{
+	if (c->max_frame < c->max_value + c->max_key + 64) {
+		fprintf(stderr,
+			"kvd: max-frame-size (%llu) must exceed "
+			"max-value-size + max-key-size + 64 (%llu)\n",
+			(unsigned long long)c->max_frame,
+			(unsigned long long)(c->max_value + c->max_key + 64));
+		return -1;
+	}
+	if (c->resp_port && c->resp_port == c->port) {
+		fprintf(stderr, "kvd: resp-port and port are both %u\n",
+			c->port);
+		return -1;
+	}
+	if (c->data_dir[0] == '\0') {
+		fprintf(stderr, "kvd: data-dir is empty\n");
+		return -1;
+	}
+	if (c->threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		c->threads = n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
+	}
+	return 0;
+}
+
+static int parse_flag(struct kvd_config *c, int argc, char **argv, int *i)
+{
+	const char *a = argv[*i] + 2, *eq = strchr(a, '='), *val;
+	size_t n = eq ? (size_t)(eq - a) : strlen(a);
+	const struct opt *o = find_opt(a, n);
+	char err[300];
+
+	if (!o) {
+		fprintf(stderr, "kvd: unknown option '%s' (see kvd --help)\n",
+			argv[*i]);
+		return -1;
+	}
+	if (eq)
+		val = eq + 1;
+	else if (*i + 1 < argc)
+		val = argv[++*i];
+	else {
+		fprintf(stderr, "kvd: --%s needs a value\n", o->name);
+		return -1;
+	}
+	if (set_opt(c, o, val, err, sizeof(err))) {
+		fprintf(stderr, "kvd: --%s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+int kvd_config_load(struct kvd_config *c, int argc, char **argv)
+{
+	set_defaults(c);
+	/* The file first, wherever --config appears, so flags override it. */
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			kvd_config_usage();
+			return 1;
+		}
+		if (!strcmp(a, "--version") || !strcmp(a, "-v")) {
+			printf("kvd %s (protocol %d)\n", KVD_VERSION,
+			       KV_PROTO_VERSION);
+			return 1;
+		}
+		if (!strncmp(a, "--config", 8) &&
+		    (a[8] == '\0' || a[8] == '=')) {
+			const char *path =
+			    a[8] == '=' ? a + 9
+					: (i + 1 < argc ? argv[++i] : NULL);
+
+			if (!path || strlen(path) >= sizeof(c->config_file)) {
+				fprintf(stderr,
+					"kvd: --config needs a file name\n");
+				return -1;
+			}
+			strcpy(c->config_file, path);
+		}
+	}
+	if (c->config_file[0] && load_file(c, c->config_file))
+		return -1;
+	for (int i = 1; i < argc; i++) {
+		if (!strncmp(argv[i], "--config", 8)) {
+			if (argv[i][8] == '\0')
+				i++;
+			continue;
+		}
+		if (!strcmp(argv[i], "--test-config")) {
+			c->test_config = 1;
+			continue;
+		}
+		if (strncmp(argv[i], "--", 2) || argv[i][2] == '\0') {
+			fprintf(
+			    stderr,
+			    "kvd: unexpected argument '%s' (see kvd --help)\n",
+			    argv[i]);
+			return -1;
+		}
+		if (parse_flag(c, argc, argv, &i))
+			return -1;
+	}
+	return check(c);
+}

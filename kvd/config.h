@@ -1,0 +1,44 @@
+/* config.h - kvd's settings: one table of options read from flags and from a
+ * config file of "key value" lines, each checked against its range. */
+#ifndef KVD_CONFIG_H
+#define KVD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum kvd_durability {
+	KVD_DUR_SYNC, /* reply after data and meta page are on disk */
+	KVD_DUR_ASYNC, /* reply after the commit reaches the OS; flush on a timer */
+};
+
+struct kvd_config {
+	char bind[64];
+	unsigned port;
+	unsigned resp_port;
+	char data_dir[512];
+	unsigned threads;
+	unsigned durability;
+	unsigned flush_interval_ms;
+	uint64_t max_key;
+	uint64_t max_value;
+	uint64_t max_frame;
+	unsigned max_clients;
+	uint64_t map_size;
+	unsigned log_level;
+	char log_file[512];
+	unsigned idle_timeout;
+	uint64_t max_output;
+	unsigned reaper_interval_ms;
+	char config_file[512];
+	int test_config;
+};
+
+/* Fill defaults, then apply the config file named by --config (if any) and
+ * then the flags, so flags win.  Exits: -1 after printing a one-line reason,
+ * 1 when --help or --version was answered, 0 to run. */
+int kvd_config_load(struct kvd_config *c, int argc, char **argv);
+
+/* Print every option with its default to stdout (kvd --help). */
+void kvd_config_usage(void);
+
+#endif

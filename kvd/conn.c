@@ -1,0 +1,243 @@
+/* conn.c - input buffering, reply order and backpressure of a connection.
+ *
+ * Input is parsed straight out of the kernel's provided buffer when nothing
+ * is left over from before (the common case: whole requests arrive whole);
+ * only a partial request, or input that arrives while the connection is
+ * stalled, is copied into c->in.  See conn.h for the ordering rule.
+ */
+#include "conn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv_mp.h"
+#include "kv_status.h"
+#include "log.h"
+#include "loop.h"
+
+/* ===================== Replies ===================== */
+
+uint8_t *kvd_reply_room(struct kvd_conn *c, size_t n)
+{
+	if (kv_buf_reserve(&c->out, n))
+		return NULL;
+	return c->out.data + c->out.len;
+}
+
+void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n)
+{
+	kv_buf_append(&c->out, p, n);
+}
+
+size_t kvd_reply_begin(struct kvd_conn *c)
+{
+	size_t off = c->out.len;
+	static const uint8_t zero[KV_FRAME_HDR];
+
+	kv_buf_append(&c->out, zero, sizeof(zero));
+	return off;
+}
+
+void kvd_reply_end(struct kvd_conn *c, size_t off)
+{
+	size_t body = c->out.len - off - KV_FRAME_HDR;
+
+	if (c->out.err)
+		return; /* judged by the caller of the protocol handler */
+	if (body > c->io->srv->cfg->max_frame) {
+		c->out.len = off;
+		kvd_reply_status(c, KV_REPLY_TOO_LARGE, NULL);
+		return;
+	}
+	kv_store_be32(c->out.data + off, (uint32_t)body);
+}
+
+void kvd_reply_status(struct kvd_conn *c, int status, const char *detail)
+{
+	size_t off = kvd_reply_begin(c);
+
+	if (status < KV_MALFORMED) { /* OK, NOT_FOUND, EXISTS: no text */
+		kv_mp_array(&c->out, 1);
+		kv_mp_uint(&c->out, (uint64_t)status);
+	} else {
+		kv_mp_array(&c->out, 2);
+		kv_mp_uint(&c->out, (uint64_t)status);
+		kv_mp_cstr(&c->out, detail ? detail : kv_status_text(status));
+	}
+	kvd_reply_end(c, off);
+}
+
+/* ===================== Input ===================== */
+
+static size_t pending_output(const struct kvd_conn *c)
+{
+	return c->out.len + (c->tx.len - c->tx_off);
+}
+
+/* Run as many requests as the bytes hold and the rules allow. */
+static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	size_t used = 0, max_out = c->io->srv->cfg->max_output;
+
+	while (used < n && c->stall == STALL_NONE &&
+	       !(c->flags & (CONN_CLOSING | CONN_DEAD))) {
+		size_t k = c->proto == KVD_PROTO_NATIVE
+			       ? kvd_cmd_native(c, p + used, n - used)
+			       : kvd_resp_input(c, p + used, n - used);
+
+		if (c->out.err) {
+			log_error("connection %llu: out of memory for a reply; "
+				  "closing",
+				  (unsigned long long)c->id);
+			c->flags |= CONN_CLOSING;
+			c->out.len = 0;
+			return n;
+		}
+		if (k == 0)
+			break;
+		used += k;
+		if (pending_output(c) > max_out)
+			c->stall = STALL_OUTPUT;
+	}
+	return used;
+}
+
+static void keep_input(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	if (kv_buf_append(&c->in, p, n)) {
+		log_error("connection %llu: out of memory for input; closing",
+			  (unsigned long long)c->id);
+		c->flags |= CONN_CLOSING;
+	}
+}
+
+/* Work through buffered input (after a stall ends, or new bytes came). */
+static void run_buffered(struct kvd_conn *c)
+{
+	size_t used;
+
+	if (!c->in.len)
+		return;
+	used = parse(c, c->in.data, c->in.len);
+	kv_buf_consume(&c->in, used);
+	kv_buf_trim(&c->in, 64 << 10);
+}
+
+static void check_pause(struct kvd_conn *c)
+{
+	/* Unstalled, c->in holds at most one partial request, bounded by the
+	 * frame limit.  Stalled, it may only grow to the soft cap. */
+	if (c->stall != STALL_NONE && c->in.len >= KVD_INPUT_SOFT_CAP)
+		c->flags |= CONN_PAUSED;
+	else if (c->in.len < KVD_INPUT_SOFT_CAP / 2)
+		c->flags &= ~CONN_PAUSED;
+}
+
+void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len)
+{
+	c->last_ms = c->io->now_ms;
+	kvd_count(&c->io->stats.bytes_in, len);
+	if (c->flags & (CONN_CLOSING | CONN_DEAD))
+		return;
+	if (c->in.len == 0) {
+		size_t used = parse(c, data, len);
+
+		if (used < len && !(c->flags & (CONN_CLOSING | CONN_DEAD)))
+			keep_input(c, data + used, len - used);
+	} else {
+		keep_input(c, data, len);
+		run_buffered(c);
+	}
+	check_pause(c);
+	kvd_io_mark(c);
+}
+
+static void resume(struct kvd_conn *c)
+{
+	c->stall = STALL_NONE;
+	run_buffered(c);
+	check_pause(c);
+	kvd_io_mark(c);
+}
+
+void kvd_conn_sent(struct kvd_conn *c)
+{
+	if (c->stall == STALL_OUTPUT &&
+	    pending_output(c) <= c->io->srv->cfg->max_output / 2)
+		resume(c);
+}
+
+/* ===================== Pending writes ===================== */
+
+struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op)
+{
+	struct kvd_pend *pd = kvd_pend_new(c->io);
+
+	if (!pd)
+		return NULL;
+	memset(pd, 0, sizeof(*pd));
+	pd->conn = c;
+	pd->op = (uint16_t)op;
+	if (c->pend_tail)
+		c->pend_tail->next = pd;
+	else
+		c->pend_head = pd;
+	c->pend_tail = pd;
+	c->npend++;
+	return pd;
+}
+
+/* Encode every finished reply at the head of the FIFO, in order. */
+static void flush_pends(struct kvd_conn *c)
+{
+	struct kvd_pend *pd;
+
+	while ((pd = c->pend_head) && pd->done) {
+		if (!(c->flags & CONN_DEAD)) {
+			if (c->proto == KVD_PROTO_NATIVE)
+				kvd_cmd_native_wreply(c, pd);
+			else
+				kvd_resp_wreply(c, pd);
+		}
+		c->pend_head = pd->next;
+		if (!c->pend_head)
+			c->pend_tail = NULL;
+		c->npend--;
+		free(pd->val);
+		kvd_pend_free(c->io, pd);
+	}
+	if (c->out.err) {
+		c->out.len = 0;
+		c->flags |= CONN_CLOSING;
+	}
+	if (!c->npend && c->stall == STALL_WRITES)
+		resume(c);
+	kvd_io_mark(c);
+}
+
+void kvd_conn_wdone(struct kvd_wreq *w)
+{
+	struct kvd_pend *pd = w->pend;
+
+	if (w->op.status != KV_OK && pd->status == KV_OK)
+		pd->status = w->op.status;
+	pd->result += w->op.result;
+	if (w->op.val) {
+		free(pd->val);
+		pd->val = w->op.val;
+		pd->vlen = w->op.vlen;
+		w->op.val = NULL;
+	}
+	kvd_wreq_free(w->io, w);
+	if (--pd->parts == 0) {
+		pd->done = 1;
+		flush_pends(pd->conn);
+	}
+}
+
+void kvd_conn_release(struct kvd_conn *c)
+{
+	kv_buf_free(&c->in);
+	kv_buf_free(&c->out);
+	kv_buf_free(&c->tx);
+}

@@ -1,0 +1,98 @@
+/* conn.h - a client connection: its buffers, its reply order, its state.
+ *
+ * Reply order and own writes rest on one rule: a connection's replies leave
+ * in request order, and while any of its writes are in flight only further
+ * writes are started; any other request waits (the connection "stalls")
+ * until every earlier write has been committed and answered.  Writes from
+ * one connection reach each committer in order, so a pipelined PUT k, GET k
+ * always reads the PUT.  The pending writes form a FIFO of kvd_pend; a reply
+ * is encoded when its pend reaches the head and is complete.
+ *
+ * The io loop owns the socket and the io_uring operations; this module only
+ * turns bytes in into replies out and tells the loop what it wants through
+ * flags (pause reading, close after flushing).
+ */
+#ifndef KVD_CONN_H
+#define KVD_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv_buf.h"
+#include "kvd.h"
+
+enum kvd_proto { KVD_PROTO_NATIVE, KVD_PROTO_RESP };
+
+enum {
+	CONN_RECV_ARMED = 1u << 0, /* loop: a multishot recv is active */
+	CONN_SEND_BUSY = 1u << 1,  /* loop: a send is in flight */
+	CONN_DIRTY = 1u << 2,	   /* loop: on the flush list */
+	CONN_PAUSED = 1u << 3,	   /* input over its cap: stop reading */
+	CONN_EOF = 1u << 4,	   /* the peer will send nothing more */
+	CONN_CLOSING = 1u << 5,	   /* flush what is queued, then close */
+	CONN_DEAD = 1u << 6,	   /* socket shut down; free when idle */
+	CONN_CANCELING = 1u << 7,  /* loop: recv cancel submitted */
+	CONN_AUTHED = 1u << 8,
+};
+
+enum kvd_stall {
+	STALL_NONE,
+	STALL_WRITES, /* a non-write waits for earlier writes */
+	STALL_OUTPUT, /* too many reply bytes not yet sent */
+};
+
+struct kvd_conn {
+	struct kvd_io *io;
+	int fd;
+	uint8_t proto;
+	uint8_t stall;
+	uint32_t flags;
+	uint64_t id;
+	uint64_t last_ms;  /* last input, for idle-timeout */
+	struct kv_buf in;  /* unparsed input */
+	struct kv_buf out; /* replies not yet handed to the kernel */
+	struct kv_buf tx;  /* replies being sent */
+	size_t tx_off;
+	struct kvd_pend *pend_head, *pend_tail;
+	unsigned npend;
+	struct kvd_conn *dirty_next;
+	struct kvd_conn *prev, *next; /* the io thread's list of connections */
+	uint32_t resp_state;	      /* RESP: protocol-specific flags */
+	char name[64];		      /* RESP CLIENT SETNAME */
+};
+
+/* The loop calls these. */
+void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len);
+void kvd_conn_sent(struct kvd_conn *c);	   /* a send finished; maybe resume */
+void kvd_conn_wdone(struct kvd_wreq *w);   /* a write came back */
+void kvd_conn_release(struct kvd_conn *c); /* free buffers and pends */
+
+/* Handlers call these. */
+
+/* Reserve room for n more reply bytes; NULL when out of memory (the
+ * connection is then closed). */
+uint8_t *kvd_reply_room(struct kvd_conn *c, size_t n);
+/* Start a native reply frame; returns its offset for kvd_reply_end. */
+size_t kvd_reply_begin(struct kvd_conn *c);
+/* Finish it: write the length, or replace an oversize body with
+ * REPLY_TOO_LARGE. */
+void kvd_reply_end(struct kvd_conn *c, size_t off);
+/* A complete native reply [status, text] or [status]. */
+void kvd_reply_status(struct kvd_conn *c, int status, const char *detail);
+void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n);
+
+/* Queue a pending reply slot for a write about to be dispatched. */
+struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op);
+
+/* Protocol entry points, one request per call: return the bytes consumed
+ * (0: need more input, or stalled). */
+size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n);
+void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd);
+size_t kvd_resp_input(struct kvd_conn *c, const uint8_t *p, size_t n);
+void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd);
+
+/* The shortest input worth keeping without a complete request in sight;
+ * more than this with no progress pauses reading. */
+#define KVD_INPUT_SOFT_CAP (1u << 20)
+
+#endif

@@ -1,0 +1,257 @@
+/* datadir.c - data directory lock and manifest (see datadir.h). */
+#include "datadir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MANIFEST_MAGIC "kvd-data 1"
+#define MANIFEST_HASH "xxh3-64"
+
+void kvd_datadir_shard_path(char *buf, size_t len, const char *dir, unsigned i)
+{
+	snprintf(buf, len, "%s/shard-%03u", dir, i);
+}
+
+static int take_lock(struct kvd_datadir *d, const char *dir, char *err,
+		     size_t errlen)
+{
+	char path[600], pid[32], held[32] = "";
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/LOCK", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		n = pread(fd, held, sizeof(held) - 1, 0);
+		held[n > 0 ? n : 0] = '\0';
+		held[strcspn(held, "\n")] = '\0';
+		snprintf(err, errlen,
+			 "data directory %s is in use by another kvd (pid %s)",
+			 dir, held[0] ? held : "unknown");
+		close(fd);
+		return -1;
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)n, 0) != n) {
+		/* The lock is what matters; the pid is a courtesy. */
+	}
+	d->lock_fd = fd;
+	return 0;
+}
+
+static int fsync_path(const char *path, int dir)
+{
+	int fd =
+	    open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Write MANIFEST atomically: temp file, fsync, rename, fsync the directory. */
+static int write_manifest(const char *dir, unsigned n, char *err, size_t errlen)
+{
+	char tmp[600], path[600];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s/MANIFEST.tmp", dir);
+	snprintf(path, sizeof(path), "%s/MANIFEST", dir);
+	f = fopen(tmp, "w");
+	if (!f)
+		goto fail;
+	fprintf(f, "%s\nshards %u\nhash %s\n", MANIFEST_MAGIC, n,
+		MANIFEST_HASH);
+	if (fflush(f) || fsync(fileno(f))) {
+		fclose(f);
+		goto fail;
+	}
+	if (fclose(f) || rename(tmp, path) || fsync_path(dir, 1))
+		goto fail;
+	return 0;
+fail:
+	snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+	return -1;
+}
+
+static int read_manifest(const char *dir, unsigned *n, char *err, size_t errlen)
+{
+	char path[600], line[128], hash[32] = "";
+	unsigned shards = 0, lineno = 0;
+	int magic = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/MANIFEST", dir);
+	f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "cannot read %s: %s", path,
+			 strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\r\n")] = '\0';
+		if (lineno++ == 0)
+			magic = !strcmp(line, MANIFEST_MAGIC);
+		else if (sscanf(line, "shards %u", &shards) == 1)
+			continue;
+		else
+			sscanf(line, "hash %31s", hash);
+	}
+	fclose(f);
+	if (!magic || shards == 0 || shards > KVD_MAX_SHARDS ||
+	    strcmp(hash, MANIFEST_HASH)) {
+		snprintf(err, errlen,
+			 "%s is not a valid kvd manifest (expected '%s', "
+			 "'shards N' with 1 <= N <= %d, 'hash %s')",
+			 path, MANIFEST_MAGIC, KVD_MAX_SHARDS, MANIFEST_HASH);
+		return -1;
+	}
+	*n = shards;
+	return 0;
+}
+
+/* Highest shard-NNN index present, or -1 for none; -2 on a read error. */
+static int scan_shard_dirs(const char *dir, unsigned *count)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	int max = -1;
+	unsigned idx;
+	char tail;
+
+	*count = 0;
+	if (!dp)
+		return -2;
+	while ((de = readdir(dp))) {
+		if (sscanf(de->d_name, "shard-%u%c", &idx, &tail) == 1 &&
+		    strlen(de->d_name) == 9) {
+			(*count)++;
+			if ((int)idx > max)
+				max = (int)idx;
+		}
+	}
+	closedir(dp);
+	return max;
+}
+
+static int check_shards(const char *dir, unsigned n, int fresh, char *err,
+			size_t errlen)
+{
+	unsigned count;
+	int max = scan_shard_dirs(dir, &count);
+	char path[600];
+	struct stat st;
+
+	if (max >= (int)n) {
+		snprintf(err, errlen,
+			 "%s: MANIFEST says %u shards but shard-%03d exists; "
+			 "refusing to serve a partial key space",
+			 dir, n, max);
+		return -1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		kvd_datadir_shard_path(path, sizeof(path), dir, i);
+		if (!fresh && strlen(path) + 10 < sizeof(path))
+			strcat(path, "/data.mdb");
+		if (stat(path, &st) == 0)
+			continue;
+		if (fresh)
+			break; /* manifest just written: shards are made next */
+		snprintf(err, errlen,
+			 "%s: MANIFEST says %u shards but %s is missing; "
+			 "refusing to serve a partial key space",
+			 dir, n, path);
+		return -1;
+	}
+	return 0;
+}
+
+static int make_shard_dirs(const char *dir, unsigned n, char *err,
+			   size_t errlen)
+{
+	char path[600];
+
+	for (unsigned i = 0; i < n; i++) {
+		kvd_datadir_shard_path(path, sizeof(path), dir, i);
+		if (mkdir(path, 0750) && errno != EEXIST) {
+			snprintf(err, errlen, "cannot create %s: %s", path,
+				 strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
+		     unsigned want_shards, char *err, size_t errlen)
+{
+	char path[600];
+	unsigned count;
+	struct stat st;
+
+	memset(d, 0, sizeof(*d));
+	d->lock_fd = -1;
+	if (mkdir(dir, 0750) && errno != EEXIST) {
+		snprintf(err, errlen, "cannot create data directory %s: %s",
+			 dir, strerror(errno));
+		return -1;
+	}
+	if (access(dir, W_OK | X_OK)) {
+		snprintf(err, errlen, "data directory %s is not writable: %s",
+			 dir, strerror(errno));
+		return -1;
+	}
+	if (take_lock(d, dir, err, errlen))
+		return -1;
+	snprintf(path, sizeof(path), "%s/MANIFEST", dir);
+	if (stat(path, &st) == 0) {
+		if (read_manifest(dir, &d->nshards, err, errlen))
+			goto fail;
+	} else {
+		if (scan_shard_dirs(dir, &count) >= 0) {
+			snprintf(err, errlen,
+				 "%s holds shard directories but no MANIFEST; "
+				 "refusing to guess the shard count",
+				 dir);
+			goto fail;
+		}
+		if (want_shards == 0 || want_shards > KVD_MAX_SHARDS) {
+			snprintf(err, errlen, "shard count %u out of range",
+				 want_shards);
+			goto fail;
+		}
+		if (write_manifest(dir, want_shards, err, errlen))
+			goto fail;
+		d->nshards = want_shards;
+		d->created = 1;
+	}
+	if (check_shards(dir, d->nshards, d->created, err, errlen) ||
+	    make_shard_dirs(dir, d->nshards, err, errlen))
+		goto fail;
+	return 0;
+fail:
+	kvd_datadir_close(d);
+	return -1;
+}
+
+void kvd_datadir_close(struct kvd_datadir *d)
+{
+	if (d->lock_fd >= 0)
+		close(d->lock_fd);
+	d->lock_fd = -1;
+}

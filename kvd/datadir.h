@@ -1,0 +1,33 @@
+/* datadir.h - the data directory: its lock file and its manifest.
+ *
+ * The manifest records the shard count S fixed when the directory was made;
+ * keys are routed by XXH3_64bits(key) % S, so S can never change without
+ * moving every key.  Starting kvd with another --threads keeps S.  A manifest
+ * that disagrees with the shard directories present is refused, because
+ * serving it would make keys silently vanish.
+ */
+#ifndef KVD_DATADIR_H
+#define KVD_DATADIR_H
+
+#include <stddef.h>
+
+#define KVD_MAX_SHARDS 256
+
+struct kvd_datadir {
+	int lock_fd;
+	unsigned nshards;
+	int created; /* the manifest was written by this start */
+};
+
+/* Create the directory if missing, take its lock (refusing one held by
+ * another kvd), then read the manifest or write one for want_shards.
+ * 0, or -1 with a one-line reason in err. */
+int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
+		     unsigned want_shards, char *err, size_t errlen);
+
+/* The directory of shard i: "DIR/shard-003". */
+void kvd_datadir_shard_path(char *buf, size_t len, const char *dir, unsigned i);
+
+void kvd_datadir_close(struct kvd_datadir *d);
+
+#endif

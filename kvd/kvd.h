@@ -1,0 +1,89 @@
+/* kvd.h - the server's shared types: the server, its io threads' counters,
+ * and the write request that travels io thread -> committer -> io thread.
+ *
+ * Ownership: an io thread allocates a kvd_wreq, hands it to the committer of
+ * the shard its keys live in, and gets it back through its completion stack;
+ * only the owning io thread ever frees it.  A kvd_pend is the connection's
+ * place in its reply order; it lives on the owning io thread only.
+ */
+#ifndef KVD_KVD_H
+#define KVD_KVD_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "kv_proto.h"
+#include "shard.h"
+
+struct kvd_io;
+struct kvd_conn;
+struct kvd_committer;
+
+struct kvd_server {
+	struct kvd_config *cfg;
+	struct kvd_store *store;
+	unsigned nshards;
+	unsigned nio;
+	struct kvd_io **io;
+	struct kvd_committer *com;
+	atomic_int stopping;
+	atomic_uint nconns;
+	uint64_t start_ms;
+	unsigned port; /* as bound (differs from cfg when cfg says 0) */
+	unsigned resp_port;
+};
+
+/* Single-writer counters: only the owning thread writes, any thread may
+ * read.  Relaxed load+store, not fetch_add: no lock prefix on the hot path,
+ * and still a data race free program for TSan. */
+typedef _Atomic uint64_t kvd_counter;
+
+static inline void kvd_count(kvd_counter *c, uint64_t n)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+static inline uint64_t kvd_read(kvd_counter *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+struct kvd_io_stats {
+	kvd_counter calls[KV_OP_MAX];
+	kvd_counter errors[KV_OP_MAX];
+	kvd_counter bytes_in, bytes_out;
+	kvd_counter accepted, refused, closed;
+	kvd_counter resp_calls, resp_errors;
+};
+
+struct kvd_pend {
+	struct kvd_pend *next;
+	struct kvd_conn *conn;
+	uint16_t op; /* the request's opcode (native or RESP command) */
+	uint8_t done;
+	uint32_t parts; /* wreqs still out */
+	int status;	/* first failure among the parts, else KV_OK */
+	int64_t result; /* sum of the parts' results */
+	uint8_t *val;	/* GETDEL's old value (malloc'd) */
+	uint32_t vlen;
+	uint32_t aux; /* protocol-specific reply detail */
+};
+
+struct kvd_wreq {
+	struct kvd_wreq *next;
+	struct kvd_pend *pend;
+	struct kvd_io *io;
+	uint16_t shard;
+	uint32_t cap;
+	struct kvd_wop op;
+	uint8_t data[];
+};
+
+/* Unix time in milliseconds (wall clock: expiry must survive restarts). */
+uint64_t kvd_now_ms(void);
+uint64_t kvd_mono_ns(void);
+
+#endif

@@ -1,0 +1,733 @@
+/* loop.c - the io threads: io_uring rings, sockets, connection lifetimes.
+ *
+ * Each submission carries a tagged pointer as user_data: the low 3 bits say
+ * what completed (allocations are 16-byte aligned, so they are free).
+ *
+ * One loop turn: wait for at least one completion, handle every completion
+ * that is ready, then visit the connections that changed ("dirty") once:
+ * start one send per connection with everything it has to say, re-arm or
+ * pause its receive, close it if it is finished.  Then drop this turn's
+ * read snapshots.  Replies to a pipeline therefore leave in one send.
+ */
+#include "loop.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "committer.h"
+#include "kv_status.h"
+#include "log.h"
+
+#define RING_ENTRIES 1024
+#define CQ_ENTRIES 16384
+#define BUF_GROUP 1
+#define BUF_COUNT 512
+#define BUF_SIZE (16u << 10)
+#define WREQ_SMALL 992
+#define FREE_MAX 4096
+#define STOP_GRACE_MS 5000
+
+enum tag {
+	TAG_NONE,
+	TAG_ACCEPT_NATIVE,
+	TAG_ACCEPT_RESP,
+	TAG_RECV,
+	TAG_SEND,
+	TAG_WAKE,
+	TAG_TICK,
+};
+
+struct kvd_ring {
+	struct io_uring ring;
+	struct io_uring_buf_ring *br;
+	uint8_t *bufs;
+	uint64_t wake_val;
+	struct __kernel_timespec tick;
+	uint64_t stop_deadline;
+};
+
+static uint64_t tagged(void *p, enum tag t)
+{
+	return (uint64_t)(uintptr_t)p | t;
+}
+
+static void *untag(uint64_t ud)
+{
+	return (void *)(uintptr_t)(ud & ~(uint64_t)7);
+}
+
+/* ===================== Submissions ===================== */
+
+static struct io_uring_sqe *sqe_get(struct kvd_io *io)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring->ring);
+
+	while (!sqe) {
+		/* SQ full: hand what we have to the kernel and try again. */
+		io_uring_submit(&io->ring->ring);
+		sqe = io_uring_get_sqe(&io->ring->ring);
+	}
+	return sqe;
+}
+
+static void arm_accept(struct kvd_io *io, int which)
+{
+	struct io_uring_sqe *sqe = sqe_get(io);
+
+	io_uring_prep_multishot_accept(sqe, io->lfd[which], NULL, NULL,
+				       SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(
+	    sqe, tagged(io, which ? TAG_ACCEPT_RESP : TAG_ACCEPT_NATIVE));
+}
+
+static void arm_recv(struct kvd_io *io, struct kvd_conn *c)
+{
+	struct io_uring_sqe *sqe = sqe_get(io);
+
+	io_uring_prep_recv_multishot(sqe, c->fd, NULL, 0, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = BUF_GROUP;
+	io_uring_sqe_set_data64(sqe, tagged(c, TAG_RECV));
+	c->flags |= CONN_RECV_ARMED;
+}
+
+static void cancel_recv(struct kvd_io *io, struct kvd_conn *c)
+{
+	struct io_uring_sqe *sqe = sqe_get(io);
+
+	io_uring_prep_cancel64(sqe, tagged(c, TAG_RECV), 0);
+	io_uring_sqe_set_data64(sqe, TAG_NONE);
+	c->flags |= CONN_CANCELING;
+}
+
+static void arm_send(struct kvd_io *io, struct kvd_conn *c)
+{
+	struct io_uring_sqe *sqe = sqe_get(io);
+
+	io_uring_prep_send(sqe, c->fd, c->tx.data + c->tx_off,
+			   c->tx.len - c->tx_off, MSG_NOSIGNAL);
+	io_uring_sqe_set_data64(sqe, tagged(c, TAG_SEND));
+	c->flags |= CONN_SEND_BUSY;
+}
+
+static void arm_wake(struct kvd_io *io)
+{
+	struct io_uring_sqe *sqe = sqe_get(io);
+
+	io_uring_prep_read(sqe, io->efd, &io->ring->wake_val,
+			   sizeof(io->ring->wake_val), 0);
+	io_uring_sqe_set_data64(sqe, tagged(io, TAG_WAKE));
+}
+
+static void arm_tick(struct kvd_io *io)
+{
+	struct io_uring_sqe *sqe = sqe_get(io);
+
+	io->ring->tick.tv_sec = 1;
+	io->ring->tick.tv_nsec = 0;
+	io_uring_prep_timeout(sqe, &io->ring->tick, 0, 0);
+	io_uring_sqe_set_data64(sqe, tagged(io, TAG_TICK));
+}
+
+static void recycle_buf(struct kvd_io *io, unsigned bid)
+{
+	struct kvd_ring *r = io->ring;
+
+	io_uring_buf_ring_add(r->br, r->bufs + (size_t)bid * BUF_SIZE, BUF_SIZE,
+			      (unsigned short)bid,
+			      io_uring_buf_ring_mask(BUF_COUNT), 0);
+	io_uring_buf_ring_advance(r->br, 1);
+}
+
+/* ===================== Free lists ===================== */
+
+struct kvd_wreq *kvd_wreq_new(struct kvd_io *io, size_t payload)
+{
+	struct kvd_wreq *w;
+
+	if (payload <= WREQ_SMALL && io->free_wreq) {
+		w = io->free_wreq;
+		io->free_wreq = w->next;
+		io->nfree_wreq--;
+		return w;
+	}
+	if (payload < WREQ_SMALL)
+		payload = WREQ_SMALL;
+	w = malloc(sizeof(*w) + payload);
+	if (w)
+		w->cap = (uint32_t)payload;
+	return w;
+}
+
+void kvd_wreq_free(struct kvd_io *io, struct kvd_wreq *w)
+{
+	if (w->cap == WREQ_SMALL && io->nfree_wreq < FREE_MAX) {
+		w->next = io->free_wreq;
+		io->free_wreq = w;
+		io->nfree_wreq++;
+		return;
+	}
+	free(w);
+}
+
+struct kvd_pend *kvd_pend_new(struct kvd_io *io)
+{
+	struct kvd_pend *p = io->free_pend;
+
+	if (p) {
+		io->free_pend = p->next;
+		io->nfree_pend--;
+		return p;
+	}
+	return malloc(sizeof(*p));
+}
+
+void kvd_pend_free(struct kvd_io *io, struct kvd_pend *p)
+{
+	if (io->nfree_pend < FREE_MAX) {
+		p->next = io->free_pend;
+		io->free_pend = p;
+		io->nfree_pend++;
+		return;
+	}
+	free(p);
+}
+
+void kvd_io_dispatch(struct kvd_io *io, struct kvd_wreq *w)
+{
+	w->io = io;
+	io->inflight++;
+	kvd_committer_submit(io->srv, w);
+}
+
+void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w)
+{
+	struct kvd_wreq *old =
+	    atomic_load_explicit(&io->done, memory_order_relaxed);
+
+	do
+		w->next = old;
+	while (!atomic_compare_exchange_weak_explicit(
+	    &io->done, &old, w, memory_order_release, memory_order_relaxed));
+	if (!old) {
+		uint64_t one = 1;
+
+		if (write(io->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			log_error("io %u: cannot wake: %s", io->idx,
+				  strerror(errno));
+	}
+}
+
+/* ===================== Connections ===================== */
+
+void kvd_io_mark(struct kvd_conn *c)
+{
+	struct kvd_io *io = c->io;
+
+	if (c->flags & CONN_DIRTY)
+		return;
+	c->flags |= CONN_DIRTY;
+	c->dirty_next = io->dirty;
+	io->dirty = c;
+}
+
+static void conn_free(struct kvd_io *io, struct kvd_conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		io->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	close(c->fd);
+	kvd_conn_release(c);
+	free(c);
+	atomic_fetch_sub(&io->nconns, 1);
+	atomic_fetch_sub(&io->srv->nconns, 1);
+	kvd_count(&io->stats.closed, 1);
+}
+
+/* Shut the socket; the memory goes once nothing refers to it. */
+static void conn_kill(struct kvd_io *io, struct kvd_conn *c)
+{
+	if (!(c->flags & CONN_DEAD)) {
+		c->flags |= CONN_DEAD;
+		shutdown(c->fd, SHUT_RDWR);
+		if ((c->flags & CONN_RECV_ARMED) &&
+		    !(c->flags & CONN_CANCELING))
+			cancel_recv(io, c);
+		c->out.len = 0;
+	}
+}
+
+static int conn_idle(const struct kvd_conn *c)
+{
+	return !(c->flags & CONN_SEND_BUSY) && c->tx.len == c->tx_off &&
+	       c->out.len == 0;
+}
+
+static void conn_update(struct kvd_io *io, struct kvd_conn *c)
+{
+	if (!(c->flags & CONN_DEAD) && !(c->flags & CONN_SEND_BUSY)) {
+		if (c->tx.len == c->tx_off && c->out.len) {
+			struct kv_buf t = c->tx;
+
+			c->tx = c->out;
+			c->out = t;
+			c->out.len = 0;
+			c->tx_off = 0;
+		}
+		if (c->tx.len > c->tx_off)
+			arm_send(io, c);
+	}
+	if (!(c->flags & CONN_DEAD) && conn_idle(c) &&
+	    ((c->flags & CONN_CLOSING) || ((c->flags & CONN_EOF) && !c->npend)))
+		conn_kill(io, c);
+	if (c->flags & CONN_DEAD) {
+		if (!(c->flags & (CONN_RECV_ARMED | CONN_SEND_BUSY)) &&
+		    !c->npend)
+			conn_free(io, c);
+		return;
+	}
+	if (c->flags & CONN_RECV_ARMED) {
+		if ((c->flags & CONN_PAUSED) && !(c->flags & CONN_CANCELING))
+			cancel_recv(io, c);
+	} else if (!(c->flags & (CONN_PAUSED | CONN_EOF)) && !io->stopping) {
+		arm_recv(io, c);
+	}
+}
+
+static void flush_dirty(struct kvd_io *io)
+{
+	while (io->dirty) {
+		struct kvd_conn *c = io->dirty;
+
+		io->dirty = c->dirty_next;
+		c->flags &= ~CONN_DIRTY;
+		conn_update(io, c);
+	}
+}
+
+/* ===================== Completions ===================== */
+
+static const uint8_t refuse_native[] =
+    "\0\0\0\x17\x92\x17\xb4too many connections";
+static const char refuse_resp[] = "-ERR max number of clients reached\r\n";
+
+static void refuse(int fd, int resp)
+{
+	/* A fresh socket's send buffer is empty: this cannot block. */
+	if (resp)
+		(void)!send(fd, refuse_resp, sizeof(refuse_resp) - 1,
+			    MSG_DONTWAIT | MSG_NOSIGNAL);
+	else
+		(void)!send(fd, refuse_native, 4 + 23,
+			    MSG_DONTWAIT | MSG_NOSIGNAL);
+	close(fd);
+}
+
+static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int resp)
+{
+	struct kvd_server *srv = io->srv;
+	struct kvd_conn *c;
+	int one = 1, fd = cqe->res;
+
+	if (!(cqe->flags & IORING_CQE_F_MORE) && !io->stopping)
+		arm_accept(io, resp);
+	if (fd < 0) {
+		if (fd != -ECANCELED)
+			log_warn("accept failed: %s", strerror(-fd));
+		return;
+	}
+	if (io->stopping) {
+		close(fd);
+		return;
+	}
+	if (atomic_fetch_add(&srv->nconns, 1) >= srv->cfg->max_clients ||
+	    !(c = calloc(1, sizeof(*c)))) {
+		atomic_fetch_sub(&srv->nconns, 1);
+		kvd_count(&io->stats.refused, 1);
+		refuse(fd, resp);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->io = io;
+	c->fd = fd;
+	c->proto = resp ? KVD_PROTO_RESP : KVD_PROTO_NATIVE;
+	c->id = ((uint64_t)io->idx << 48) | ++io->next_id;
+	c->last_ms = io->now_ms;
+	c->next = io->conns;
+	if (io->conns)
+		io->conns->prev = c;
+	io->conns = c;
+	atomic_fetch_add(&io->nconns, 1);
+	kvd_count(&io->stats.accepted, 1);
+	arm_recv(io, c);
+}
+
+static void on_recv(struct kvd_io *io, struct io_uring_cqe *cqe)
+{
+	struct kvd_conn *c = untag(cqe->user_data);
+	int res = cqe->res;
+
+	if (!(cqe->flags & IORING_CQE_F_MORE))
+		c->flags &= ~(CONN_RECV_ARMED | CONN_CANCELING);
+	if (res > 0) {
+		unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+
+		kvd_conn_input(c, io->ring->bufs + (size_t)bid * BUF_SIZE,
+			       (size_t)res);
+		recycle_buf(io, bid);
+	} else if (res == 0) {
+		c->flags |= CONN_EOF;
+	} else if (res != -ENOBUFS && res != -ECANCELED) {
+		c->flags |= CONN_EOF;
+		conn_kill(io, c); /* reset by peer, or worse */
+	}
+	kvd_io_mark(c);
+}
+
+static void on_send(struct kvd_io *io, struct io_uring_cqe *cqe)
+{
+	struct kvd_conn *c = untag(cqe->user_data);
+
+	c->flags &= ~CONN_SEND_BUSY;
+	if (cqe->res < 0) {
+		conn_kill(io, c);
+	} else {
+		c->tx_off += (size_t)cqe->res;
+		kvd_count(&io->stats.bytes_out, (uint64_t)cqe->res);
+		if (c->tx_off == c->tx.len) {
+			c->tx.len = c->tx_off = 0;
+			kv_buf_trim(&c->tx, 64 << 10);
+			kvd_conn_sent(c);
+		}
+	}
+	kvd_io_mark(c);
+}
+
+static void begin_stop(struct kvd_io *io)
+{
+	io->stopping = 1;
+	io->ring->stop_deadline = io->now_ms + STOP_GRACE_MS;
+	for (int i = 0; i < 2; i++) {
+		if (io->lfd[i] < 0)
+			continue;
+		struct io_uring_sqe *sqe = sqe_get(io);
+
+		io_uring_prep_cancel64(
+		    sqe, tagged(io, i ? TAG_ACCEPT_RESP : TAG_ACCEPT_NATIVE),
+		    0);
+		io_uring_sqe_set_data64(sqe, TAG_NONE);
+	}
+	/* Stop taking requests; answer what was taken, then close. */
+	for (struct kvd_conn *c = io->conns; c; c = c->next) {
+		shutdown(c->fd, SHUT_RD);
+		c->flags |= CONN_EOF;
+		kvd_io_mark(c);
+	}
+}
+
+static void on_wake(struct kvd_io *io)
+{
+	struct kvd_wreq *w =
+	    atomic_exchange_explicit(&io->done, NULL, memory_order_acquire);
+
+	arm_wake(io);
+	/* Commits just became visible: later reads need fresh snapshots. */
+	if (w)
+		kvd_reader_reset(io->reader);
+	while (w) {
+		struct kvd_wreq *next = w->next;
+
+		io->inflight--;
+		kvd_conn_wdone(w);
+		w = next;
+	}
+	if (atomic_load(&io->srv->stopping) && !io->stopping)
+		begin_stop(io);
+}
+
+static void on_tick(struct kvd_io *io)
+{
+	unsigned idle = io->srv->cfg->idle_timeout;
+
+	arm_tick(io);
+	for (struct kvd_conn *c = io->conns; c; c = c->next) {
+		if (c->flags & CONN_DEAD)
+			continue;
+		if ((idle && !c->npend &&
+		     io->now_ms - c->last_ms > idle * 1000ull) ||
+		    (io->stopping && io->now_ms > io->ring->stop_deadline)) {
+			conn_kill(io, c);
+			kvd_io_mark(c);
+		}
+	}
+}
+
+static void handle(struct kvd_io *io, struct io_uring_cqe *cqe)
+{
+	switch (cqe->user_data & 7) {
+	case TAG_ACCEPT_NATIVE: on_accept(io, cqe, 0); break;
+	case TAG_ACCEPT_RESP: on_accept(io, cqe, 1); break;
+	case TAG_RECV: on_recv(io, cqe); break;
+	case TAG_SEND: on_send(io, cqe); break;
+	case TAG_WAKE: on_wake(io); break;
+	case TAG_TICK: on_tick(io); break;
+	default: break;
+	}
+}
+
+static void *io_main(void *arg)
+{
+	struct kvd_io *io = arg;
+	struct io_uring *ring = &io->ring->ring;
+
+	/* liburing 2.3 declares io_uring_enable_rings but does not export
+	 * it: make the register call directly. */
+	int rc = (int)syscall(__NR_io_uring_register, ring->ring_fd,
+			      IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+
+	if (rc) {
+		log_error("io %u: cannot enable ring: %s", io->idx,
+			  strerror(errno));
+		return NULL;
+	}
+	io->now_ms = kvd_now_ms();
+	for (int i = 0; i < 2; i++)
+		if (io->lfd[i] >= 0)
+			arm_accept(io, i);
+	arm_wake(io);
+	arm_tick(io);
+	while (!io->stopping || io->conns || io->inflight) {
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+
+		rc = io_uring_submit_and_wait(ring, 1);
+		if (rc < 0 && rc != -EINTR && rc != -EBUSY) {
+			log_error("io %u: io_uring_submit_and_wait: %s",
+				  io->idx, strerror(-rc));
+			break;
+		}
+		io->now_ms = kvd_now_ms();
+		io_uring_for_each_cqe(ring, head, cqe)
+		{
+			handle(io, cqe);
+			n++;
+		}
+		io_uring_cq_advance(ring, n);
+		flush_dirty(io);
+		kvd_reader_reset(io->reader);
+	}
+	io_uring_submit(ring);
+	return NULL;
+}
+
+/* ===================== Setup ===================== */
+
+static int listen_on(const char *host, unsigned *port, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai;
+	char ps[16];
+	int fd = -1, one = 1, rc;
+
+	snprintf(ps, sizeof(ps), "%u", *port);
+	if ((rc = getaddrinfo(host, ps, &hints, &ai))) {
+		snprintf(err, errlen, "cannot resolve bind address %s: %s",
+			 host, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1024)) {
+		snprintf(err, errlen, "cannot listen on %s port %u: %s", host,
+			 *port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	freeaddrinfo(ai);
+	if (*port == 0) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		*port = ntohs(ss.ss_family == AF_INET
+				  ? ((struct sockaddr_in *)&ss)->sin_port
+				  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	}
+	return fd;
+}
+
+static int ring_init(struct kvd_io *io, char *err, size_t errlen)
+{
+	static const unsigned tries[] = {IORING_SETUP_SINGLE_ISSUER |
+					     IORING_SETUP_DEFER_TASKRUN,
+					 IORING_SETUP_COOP_TASKRUN, 0};
+	struct kvd_ring *r = io->ring;
+	struct io_uring_buf_reg reg = {0};
+	int rc = -EINVAL;
+
+	for (unsigned i = 0; i < 3; i++) {
+		struct io_uring_params p = {0};
+
+		/* A single-issuer ring belongs to the task that enables it:
+		 * create it disabled here, enable it in its io thread. */
+		p.flags =
+		    tries[i] | IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED;
+		p.cq_entries = CQ_ENTRIES;
+		if ((rc = io_uring_queue_init_params(RING_ENTRIES, &r->ring,
+						     &p)) == 0)
+			break;
+	}
+	if (rc) {
+		snprintf(err, errlen, "io_uring_queue_init: %s", strerror(-rc));
+		return -1;
+	}
+	if (posix_memalign((void **)&r->br, 4096,
+			   BUF_COUNT * sizeof(struct io_uring_buf)) ||
+	    !(r->bufs = malloc((size_t)BUF_COUNT * BUF_SIZE))) {
+		snprintf(err, errlen, "out of memory for receive buffers");
+		return -1;
+	}
+	reg.ring_addr = (uint64_t)(uintptr_t)r->br;
+	reg.ring_entries = BUF_COUNT;
+	reg.bgid = BUF_GROUP;
+	if ((rc = io_uring_register_buf_ring(&r->ring, &reg, 0))) {
+		snprintf(err, errlen, "io_uring_register_buf_ring: %s",
+			 strerror(-rc));
+		return -1;
+	}
+	io_uring_buf_ring_init(r->br);
+	for (unsigned i = 0; i < BUF_COUNT; i++)
+		io_uring_buf_ring_add(r->br, r->bufs + (size_t)i * BUF_SIZE,
+				      BUF_SIZE, (unsigned short)i,
+				      io_uring_buf_ring_mask(BUF_COUNT),
+				      (int)i);
+	io_uring_buf_ring_advance(r->br, BUF_COUNT);
+	return 0;
+}
+
+static int io_init(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
+		   char *err, size_t errlen)
+{
+	io->idx = idx;
+	io->srv = srv;
+	io->lfd[0] = io->lfd[1] = -1;
+	io->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	io->ring = calloc(1, sizeof(*io->ring));
+	io->reader = kvd_reader_new(srv->store);
+	if (io->efd < 0 || !io->ring || !io->reader) {
+		snprintf(err, errlen, "cannot set up io thread %u: %s", idx,
+			 strerror(errno));
+		return -1;
+	}
+	if (ring_init(io, err, errlen))
+		return -1;
+	io->lfd[0] = listen_on(srv->cfg->bind, &srv->port, err, errlen);
+	if (io->lfd[0] < 0)
+		return -1;
+	if (srv->cfg->resp_port) {
+		io->lfd[1] =
+		    listen_on(srv->cfg->bind, &srv->resp_port, err, errlen);
+		if (io->lfd[1] < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen)
+{
+	srv->port = srv->cfg->port;
+	srv->resp_port = srv->cfg->resp_port;
+	srv->io = calloc(srv->nio, sizeof(*srv->io));
+	if (!srv->io) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (unsigned i = 0; i < srv->nio; i++) {
+		srv->io[i] = calloc(1, sizeof(struct kvd_io));
+		if (!srv->io[i] || io_init(srv, srv->io[i], i, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+int kvd_io_start(struct kvd_server *srv)
+{
+	for (unsigned i = 0; i < srv->nio; i++) {
+		if (pthread_create(&srv->io[i]->thread, NULL, io_main,
+				   srv->io[i])) {
+			log_error("cannot start io thread %u", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void kvd_io_stop(struct kvd_server *srv)
+{
+	atomic_store(&srv->stopping, 1);
+	for (unsigned i = 0; i < srv->nio; i++) {
+		uint64_t one = 1;
+
+		if (write(srv->io[i]->efd, &one, sizeof(one)) < 0)
+			log_error("io %u: cannot wake: %s", i, strerror(errno));
+	}
+	for (unsigned i = 0; i < srv->nio; i++)
+		pthread_join(srv->io[i]->thread, NULL);
+}
+
+void kvd_io_destroy(struct kvd_server *srv)
+{
+	for (unsigned i = 0; srv->io && i < srv->nio; i++) {
+		struct kvd_io *io = srv->io[i];
+
+		if (!io)
+			continue;
+		if (io->ring) {
+			if (io->ring->ring.ring_fd > 0)
+				io_uring_queue_exit(&io->ring->ring);
+			free(io->ring->br);
+			free(io->ring->bufs);
+			free(io->ring);
+		}
+		for (int j = 0; j < 2; j++)
+			if (io->lfd[j] >= 0)
+				close(io->lfd[j]);
+		if (io->efd >= 0)
+			close(io->efd);
+		while (io->free_wreq) {
+			struct kvd_wreq *w = io->free_wreq;
+
+			io->free_wreq = w->next;
+			free(w);
+		}
+		while (io->free_pend) {
+			struct kvd_pend *p = io->free_pend;
+
+			io->free_pend = p->next;
+			free(p);
+		}
+		kvd_reader_free(io->reader);
+		free(io);
+	}
+	free(srv->io);
+	srv->io = NULL;
+}

@@ -1,0 +1,66 @@
+/* loop.h - io threads: one io_uring ring each, and everything they own.
+ *
+ * Every io_uring call in kvd is in loop.c.  An io thread accepts on its own
+ * SO_REUSEPORT listener (multishot accept), receives with multishot recv
+ * into a provided-buffer ring, parses and answers reads in place, hands
+ * writes to committers, and sends each connection's replies once per loop
+ * turn.  It never blocks except in io_uring_submit_and_wait.
+ */
+#ifndef KVD_LOOP_H
+#define KVD_LOOP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "conn.h"
+#include "kvd.h"
+
+struct kvd_ring;
+
+struct kvd_io {
+	unsigned idx;
+	struct kvd_server *srv;
+	struct kvd_ring *ring;
+	struct kvd_reader *reader;
+	uint64_t now_ms; /* wall clock, refreshed every loop turn */
+	struct kvd_io_stats stats;
+	_Atomic(struct kvd_wreq *) done; /* completions pushed by committers */
+	int efd;			 /* wakes this thread */
+	atomic_uint nconns;
+	unsigned inflight; /* wreqs out at committers */
+	struct kvd_wreq *free_wreq;
+	unsigned nfree_wreq;
+	struct kvd_pend *free_pend;
+	unsigned nfree_pend;
+	struct kvd_conn *conns;
+	struct kvd_conn *dirty;
+	pthread_t thread;
+	int lfd[2]; /* native and RESP listeners, -1 when absent */
+	uint64_t next_id;
+	int stopping;
+};
+
+/* Create the listeners and rings of every io thread; a port in use or a
+ * ring that cannot be set up is reported here, before anything runs. */
+int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen);
+int kvd_io_start(struct kvd_server *srv);
+/* Ask every io thread to drain and stop, then join them. */
+void kvd_io_stop(struct kvd_server *srv);
+void kvd_io_destroy(struct kvd_server *srv);
+
+/* A committer hands a finished request back to its io thread (any thread). */
+void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w);
+
+/* The connection has new output or state for the loop to act on. */
+void kvd_io_mark(struct kvd_conn *c);
+
+/* Write requests and pending slots: per-thread free lists, so the hot path
+ * does not call malloc. */
+struct kvd_wreq *kvd_wreq_new(struct kvd_io *io, size_t payload);
+void kvd_wreq_free(struct kvd_io *io, struct kvd_wreq *w);
+struct kvd_pend *kvd_pend_new(struct kvd_io *io);
+void kvd_pend_free(struct kvd_io *io, struct kvd_pend *p);
+/* Send w to its shard's committer. */
+void kvd_io_dispatch(struct kvd_io *io, struct kvd_wreq *w);
+
+#endif
