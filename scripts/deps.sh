@@ -1,0 +1,52 @@
+#!/bin/sh
+# scripts/deps.sh - install the Debian packages kvd needs, if any are missing.
+#
+#   scripts/deps.sh build   what `make run` needs: compiler, cmake, the four libraries
+#   scripts/deps.sh test    what `make test` needs: the above, plus the peers the
+#                           tests talk to (redis-tools, nutcracker, ...) and python3
+#
+# As root, missing packages are installed with apt-get; otherwise the command
+# to run is printed and the script fails.
+set -eu
+
+build_pkgs="gcc make cmake pkg-config liblmdb-dev liburing-dev libmsgpack-dev
+libxxhash-dev libhiredis-dev libedit-dev libsystemd-dev libpq-dev"
+test_pkgs="$build_pkgs python3 python3-msgpack python3-redis redis-server
+redis-tools nutcracker clang clang-format libclang-rt-14-dev lmdb-utils
+postgresql gnuplot-nox procps iproute2"
+
+case "${1:-build}" in
+build) want=$build_pkgs ;;
+test) want=$test_pkgs ;;
+*) echo "usage: $0 build|test" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $want; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "kvd: missing Debian packages:$missing" >&2
+	echo "kvd: install them with: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "kvd: installing Debian packages:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+# Package services must not start inside a build (redis-server, postgresql).
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+if [ ! -e "$policy" ]; then
+	printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
+fi
+# shellcheck disable=SC2086
+if ! apt-get install -y -q --no-install-recommends $missing >/dev/null; then
+	apt-get update -q >/dev/null
+	# shellcheck disable=SC2086
+	apt-get install -y -q --no-install-recommends $missing >/dev/null
+fi
+[ "$made_policy" = 1 ] && rm -f "$policy"
+exit 0

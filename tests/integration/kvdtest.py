@@ -1,0 +1,204 @@
+"""kvdtest.py - harness for integration tests: real kvd processes on loopback.
+
+Server starts kvd (the binary named by $KVD_BIN) on a free port with its own
+temporary data directory, waits until it accepts connections, and stops it
+with SIGTERM (checking the exit status) or SIGKILL.  Client speaks the native
+protocol with python3-msgpack, an implementation independent of kvd's own
+codec, so the tests check the wire format as a third-party client sees it.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import msgpack
+
+KVD_BIN = os.environ.get("KVD_BIN", "kvd")
+
+# Opcodes and statuses, as docs/protocol.md defines them.
+HELLO, PING, GET, PUT, DEL, MGET, MPUT, MDEL, EXISTS, SCAN, COUNT, STATS = range(1, 13)
+INCR, APPEND, EXPIRE, TTL, GETDEL, FLUSHALL, AUTH = range(13, 20)
+OK, NOT_FOUND, EXISTS_ST = 0, 1, 2
+MALFORMED, UNKNOWN_OP, BAD_ARGS, KEY_TOO_LARGE, VALUE_TOO_LARGE = 10, 11, 12, 13, 14
+FRAME_TOO_LARGE, NOT_INTEGER, REPLY_TOO_LARGE, BAD_VERSION = 15, 16, 17, 18
+MAP_FULL, DISK_FULL, SHARD_FAILED, TOO_MANY_CONNS = 20, 21, 22, 23
+PUT_NX, PUT_XX, PUT_KEEPTTL = 1, 2, 4
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One kvd process.  Keeps its data directory across restart()."""
+
+    def __init__(self, threads=2, durability="sync", data_dir=None, args=(),
+                 resp=False):
+        self.owns_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="kvdtest-")
+        self.threads = threads
+        self.durability = durability
+        self.extra = list(args)
+        self.resp = resp
+        self.proc = None
+        self.port = None
+        self.resp_port = None
+        self.log_path = os.path.join(tempfile.gettempdir(),
+                                     "kvdtest-%d-%d.log" % (os.getpid(), id(self)))
+
+    def argv(self):
+        a = [KVD_BIN, "--bind", "127.0.0.1", "--port", str(self.port),
+             "--data-dir", self.data_dir, "--threads", str(self.threads),
+             "--durability", self.durability]
+        if self.resp:
+            a += ["--resp-port", str(self.resp_port)]
+        return a + self.extra
+
+    def start(self, timeout=15):
+        for _ in range(5):
+            self.port = free_port()
+            if self.resp:
+                self.resp_port = free_port()
+            self.log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(self.argv(), stdout=self.log,
+                                         stderr=subprocess.STDOUT)
+            if self._wait_ready(timeout):
+                return self
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if b"Address already in use" not in self.log_text():
+                raise RuntimeError("kvd did not start:\n" + self.log_text().decode(errors="replace"))
+        raise RuntimeError("kvd: no free port after 5 tries")
+
+    def _wait_ready(self, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), 0.5):
+                    return True
+            except OSError:
+                time.sleep(0.02)
+        return False
+
+    def log_text(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def stop(self, timeout=30):
+        """SIGTERM; kvd must exit 0."""
+        if not self.proc:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout)
+        self.proc = None
+        self.log.close()
+        if rc != 0:
+            raise AssertionError("kvd exited %d:\n%s" % (rc, self.log_text().decode(errors="replace")))
+        return rc
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.proc = None
+        self.log.close()
+
+    def restart(self, **kw):
+        if self.proc:
+            self.stop()
+        for k, v in kw.items():
+            setattr(self, k, v)
+        return self.start()
+
+    def client(self, **kw):
+        return Client(self.port, **kw)
+
+    def cleanup(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        if self.owns_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def frame(obj):
+    body = msgpack.packb(obj, use_bin_type=True)
+    return struct.pack(">I", len(body)) + body
+
+
+class Client:
+    """A blocking native-protocol client; replies are decoded lists."""
+
+    def __init__(self, port, timeout=30):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def _read(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(max(65536, n - len(self.buf)))
+            if not chunk:
+                raise EOFError("connection closed by kvd")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_reply(self):
+        (n,) = struct.unpack(">I", self._read(4))
+        return msgpack.unpackb(self._read(n), raw=True, strict_map_key=False)
+
+    def call(self, op, *args):
+        self.send_raw(frame([op] + list(args)))
+        return self.read_reply()
+
+    def pipeline(self, reqs):
+        self.send_raw(b"".join(frame(list(r)) for r in reqs))
+        return [self.read_reply() for _ in reqs]
+
+    def closed_by_peer(self, timeout=5):
+        """True once kvd has closed this connection (after any replies)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
+                self.buf += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+
+def main():
+    unittest.main(verbosity=2, buffer=False)
