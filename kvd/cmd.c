@@ -9,16 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "committer.h"
 #include "conn.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "router.h"
 #include "stats.h"
+#include "write.h"
 
 #define MAX_FIXED_ARGS 6
 #define SCAN_DEFAULT_LIMIT 100
+/* 2^50 ms is 35,000 years: far enough, and now + ttl cannot overflow. */
+#define KVD_TTL_MAX (1ull << 50)
 
 struct req {
 	unsigned op;
@@ -434,64 +436,6 @@ static int op_auth(struct kvd_conn *c, struct req *r)
 
 /* ===================== Writes ===================== */
 
-/* Append one item to a request's payload (layout in shard.h). */
-static void put_item(struct kvd_wreq *w, struct kv_slice k, struct kv_slice v)
-{
-	uint8_t *p = w->data + w->op.items_len;
-	uint16_t kn = (uint16_t)k.n;
-	uint32_t vn = (uint32_t)v.n;
-
-	memcpy(p, &kn, 2);
-	memcpy(p + 2, &vn, 4);
-	memcpy(p + KVD_ITEM_HDR, k.p, k.n);
-	if (v.n)
-		memcpy(p + KVD_ITEM_HDR + k.n, v.p, v.n);
-	w->op.items_len += KVD_ITEM_HDR + k.n + v.n;
-	w->op.nitems++;
-}
-
-static struct kvd_wreq *new_wreq(struct kvd_io *io, size_t payload,
-				 unsigned shard, unsigned kind)
-{
-	struct kvd_wreq *w = kvd_wreq_new(io, payload);
-
-	if (!w)
-		return NULL;
-	memset(&w->op, 0, sizeof(w->op));
-	w->op.kind = (uint8_t)kind;
-	w->op.items = w->data;
-	w->shard = (uint16_t)shard;
-	return w;
-}
-
-/* A write of one key: PUT, DEL, INCR, APPEND, EXPIRE, GETDEL. */
-static int write_one(struct kvd_conn *c, unsigned op, unsigned kind,
-		     struct kv_slice k, struct kv_slice v, uint64_t exp,
-		     uint8_t flags, int64_t delta)
-{
-	struct kvd_io *io = c->io;
-	struct kvd_wreq *w =
-	    new_wreq(io, KVD_ITEM_HDR + k.n + v.n,
-		     kvd_shard_of(k.p, k.n, io->srv->nshards), kind);
-	struct kvd_pend *pd;
-
-	if (!w)
-		return KV_INTERNAL;
-	pd = kvd_conn_pend(c, op);
-	if (!pd) {
-		kvd_wreq_free(io, w);
-		return KV_INTERNAL;
-	}
-	put_item(w, k, v);
-	w->op.expire_at = exp;
-	w->op.flags = flags;
-	w->op.delta = delta;
-	w->pend = pd;
-	pd->parts = 1;
-	kvd_io_dispatch(io, w);
-	return KV_OK;
-}
-
 static int op_put(struct kvd_conn *c, struct req *r)
 {
 	struct kv_slice k, v;
@@ -505,19 +449,19 @@ static int op_put(struct kvd_conn *c, struct req *r)
 		return rc;
 	if ((flags & ~(uint64_t)(KV_PUT_NX | KV_PUT_XX | KV_PUT_KEEPTTL)) ||
 	    (flags & (KV_PUT_NX | KV_PUT_XX)) == (KV_PUT_NX | KV_PUT_XX) ||
-	    ttl > (1ull << 50))
+	    ttl > KVD_TTL_MAX)
 		return KV_BAD_ARGS;
-	return write_one(c, r->op, KVD_W_PUT, k, v, expire_at(c, ttl),
-			 (uint8_t)flags, 0);
+	return kvd_write_one(c, r->op, KVD_W_PUT, k, v, expire_at(c, ttl),
+			     (uint8_t)flags, 0);
 }
 
 static int op_key_write(struct kvd_conn *c, struct req *r)
 {
 	static const struct kv_slice none;
 	struct kv_slice k, v = none;
+	enum kvd_wkind kind;
 	uint64_t ttl = 0;
 	int64_t delta = 0;
-	unsigned kind;
 	int rc;
 
 	if ((rc = arg_key(c, &r->a[0], &k)))
@@ -529,9 +473,9 @@ static int op_key_write(struct kvd_conn *c, struct req *r)
 		kind = KVD_W_INCR;
 		if (r->a[1].type != KV_MP_UINT && r->a[1].type != KV_MP_INT)
 			return KV_BAD_ARGS;
-		delta = r->a[1].v.i;
 		if (r->a[1].type == KV_MP_UINT && r->a[1].v.u > INT64_MAX)
 			return KV_NOT_INTEGER;
+		delta = r->a[1].v.i;
 		break;
 	case KV_OP_APPEND:
 		kind = KVD_W_APPEND;
@@ -540,132 +484,75 @@ static int op_key_write(struct kvd_conn *c, struct req *r)
 		break;
 	default: /* EXPIRE */
 		kind = KVD_W_EXPIRE;
-		if (r->a[1].type != KV_MP_UINT || r->a[1].v.u > (1ull << 50))
+		if (r->a[1].type != KV_MP_UINT || r->a[1].v.u > KVD_TTL_MAX)
 			return KV_BAD_ARGS;
 		ttl = r->a[1].v.u;
 		break;
 	}
-	return write_one(c, r->op, kind, k, v, expire_at(c, ttl), 0, delta);
+	return kvd_write_one(c, r->op, kind, k, v, expire_at(c, ttl), 0, delta);
 }
 
-/* MPUT and MDEL: split by shard; each shard's part is one atomic unit. */
-struct split {
-	struct kvd_wreq *w[256];
-	size_t size[256];
+/* Items of MPUT (key, value pairs after the TTL) and MDEL (keys). */
+struct items {
+	struct req *r;
+	struct argit it;
+	unsigned first;
+	int put;
 };
 
-static int split_alloc(struct kvd_conn *c, struct split *sp, unsigned kind,
-		       struct kvd_pend *pd)
+static void next_item(void *arg, uint32_t i, struct kv_slice *k,
+		      struct kv_slice *v)
 {
-	unsigned n = c->io->srv->nshards;
+	struct items *its = arg;
+	struct kv_mp_obj o;
 
-	for (unsigned s = 0; s < n; s++) {
-		if (!sp->size[s])
-			continue;
-		sp->w[s] = new_wreq(c->io, sp->size[s], s, kind);
-		if (!sp->w[s])
-			return -1;
-		sp->w[s]->pend = pd;
-		pd->parts++;
-	}
-	return 0;
-}
-
-static void split_dispatch(struct kvd_conn *c, struct split *sp, int ok)
-{
-	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
-		if (!sp->w[s])
-			continue;
-		if (ok)
-			kvd_io_dispatch(c->io, sp->w[s]);
-		else
-			kvd_wreq_free(c->io, sp->w[s]);
+	if (i == 0)
+		argit_init(its->r, its->first, &its->it);
+	argit_next(&its->it, &o);
+	k->p = o.p;
+	k->n = o.len;
+	v->p = NULL;
+	v->n = 0;
+	if (its->put) {
+		argit_next(&its->it, &o);
+		v->p = o.p;
+		v->n = o.len;
 	}
 }
 
 static int op_multi_write(struct kvd_conn *c, struct req *r)
 {
-	int put = r->op == KV_OP_MPUT;
-	unsigned first = put ? 1 : 0, step = put ? 2 : 1,
-		 S = c->io->srv->nshards;
-	struct split spl, *sp = &spl;
-	struct kv_slice k, v = {NULL, 0};
+	struct items its = {r, {0}, 0, r->op == KV_OP_MPUT};
+	struct kv_slice k, v;
 	struct kv_mp_obj o;
 	struct argit it;
-	struct kvd_pend *pd;
 	uint64_t ttl = 0;
-	int rc = KV_BAD_ARGS;
+	int rc;
 
-	memset(sp->w, 0, S * sizeof(sp->w[0]));
-	memset(sp->size, 0, S * sizeof(sp->size[0]));
-	if ((put && ((r->argc - 1) % 2 || (rc = arg_opt_uint(r, 0, 0, &ttl)) ||
-		     ttl > (1ull << 50))) ||
-	    r->argc < first + 1)
-		goto out;
-	argit_init(r, first, &it);
-	for (uint32_t i = first; i < r->argc; i += step) {
+	its.first = its.put ? 1 : 0;
+	if (its.put && ((r->argc - 1) % 2 || arg_opt_uint(r, 0, 0, &ttl) ||
+			ttl > KVD_TTL_MAX))
+		return KV_BAD_ARGS;
+	/* Every item is checked before any is queued: never half applied. */
+	argit_init(r, its.first, &it);
+	for (uint32_t i = its.first; i < r->argc; i += its.put ? 2 : 1) {
 		argit_next(&it, &o);
 		if ((rc = arg_key(c, &o, &k)))
-			goto out;
-		if (put) {
+			return rc;
+		if (its.put) {
 			argit_next(&it, &o);
 			if ((rc = arg_val(c, &o, &v)))
-				goto out;
+				return rc;
 		}
-		sp->size[kvd_shard_of(k.p, k.n, S)] += KVD_ITEM_HDR + k.n + v.n;
 	}
-	rc = KV_INTERNAL;
-	if (!(pd = kvd_conn_pend(c, r->op)))
-		goto out;
-	if (split_alloc(c, sp, put ? KVD_W_PUT : KVD_W_DEL, pd)) {
-		split_dispatch(c, sp, 0);
-		pd->parts = 0;
-		pd->done = 1;
-		pd->status = KV_INTERNAL;
-		rc = KV_OK; /* the pend answers, in order */
-		goto out;
-	}
-	argit_init(r, first, &it);
-	for (uint32_t i = first; i < r->argc; i += step) {
-		argit_next(&it, &o);
-		k.p = o.p;
-		k.n = o.len;
-		if (put) {
-			argit_next(&it, &o);
-			v.p = o.p;
-			v.n = o.len;
-		}
-		struct kvd_wreq *w = sp->w[kvd_shard_of(k.p, k.n, S)];
-
-		put_item(w, k, v);
-		w->op.expire_at = expire_at(c, ttl);
-	}
-	split_dispatch(c, sp, 1);
-	rc = KV_OK;
-out:
-	return rc;
+	return kvd_write_multi(c, r->op, its.put ? KVD_W_PUT : KVD_W_DEL,
+			       (r->argc - its.first) / (its.put ? 2 : 1),
+			       next_item, &its, expire_at(c, ttl));
 }
 
 static int op_flushall(struct kvd_conn *c, struct req *r)
 {
-	struct split spl, *sp = &spl;
-	struct kvd_pend *pd = kvd_conn_pend(c, r->op);
-
-	if (!pd)
-		return KV_INTERNAL;
-	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
-		sp->w[s] = NULL;
-		sp->size[s] = 1;
-	}
-	if (split_alloc(c, sp, KVD_W_FLUSH, pd)) {
-		split_dispatch(c, sp, 0);
-		pd->parts = 0;
-		pd->done = 1;
-		pd->status = KV_INTERNAL;
-	} else {
-		split_dispatch(c, sp, 1);
-	}
-	return KV_OK;
+	return kvd_write_all(c, r->op, KVD_W_FLUSH);
 }
 
 void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)

@@ -188,7 +188,7 @@ struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op)
 }
 
 /* Encode every finished reply at the head of the FIFO, in order. */
-static void flush_pends(struct kvd_conn *c)
+void kvd_conn_flush(struct kvd_conn *c)
 {
 	struct kvd_pend *pd;
 
@@ -231,7 +231,7 @@ void kvd_conn_wdone(struct kvd_wreq *w)
 	kvd_wreq_free(w->io, w);
 	if (--pd->parts == 0) {
 		pd->done = 1;
-		flush_pends(pd->conn);
+		kvd_conn_flush(pd->conn);
 	}
 }
 

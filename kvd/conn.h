@@ -83,6 +83,8 @@ void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n);
 
 /* Queue a pending reply slot for a write about to be dispatched. */
 struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op);
+/* Encode the replies of finished pends at the head of the queue. */
+void kvd_conn_flush(struct kvd_conn *c);
 
 /* Protocol entry points, one request per call: return the bytes consumed
  * (0: need more input, or stalled). */

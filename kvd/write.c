@@ -1,0 +1,156 @@
+/* write.c - building write requests and sending them to committers. */
+#include "write.h"
+
+#include <string.h>
+
+#include "datadir.h"
+#include "kv_status.h"
+#include "loop.h"
+#include "router.h"
+
+/* Append one item to a request's payload (layout in shard.h). */
+static void put_item(struct kvd_wreq *w, struct kv_slice k, struct kv_slice v)
+{
+	uint8_t *p = w->data + w->op.items_len;
+	uint16_t kn = (uint16_t)k.n;
+	uint32_t vn = (uint32_t)v.n;
+
+	memcpy(p, &kn, 2);
+	memcpy(p + 2, &vn, 4);
+	memcpy(p + KVD_ITEM_HDR, k.p, k.n);
+	if (v.n)
+		memcpy(p + KVD_ITEM_HDR + k.n, v.p, v.n);
+	w->op.items_len += KVD_ITEM_HDR + k.n + v.n;
+	w->op.nitems++;
+}
+
+static struct kvd_wreq *new_wreq(struct kvd_io *io, size_t payload,
+				 unsigned shard, enum kvd_wkind kind,
+				 struct kvd_pend *pd)
+{
+	struct kvd_wreq *w = kvd_wreq_new(io, payload);
+
+	if (!w)
+		return NULL;
+	memset(&w->op, 0, sizeof(w->op));
+	w->op.kind = (uint8_t)kind;
+	w->op.items = w->data;
+	w->shard = (uint16_t)shard;
+	w->pend = pd;
+	return w;
+}
+
+int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
+		  struct kv_slice k, struct kv_slice v, uint64_t expire_at,
+		  uint8_t flags, int64_t delta)
+{
+	struct kvd_io *io = c->io;
+	struct kvd_pend *pd = kvd_conn_pend(c, op);
+	struct kvd_wreq *w;
+
+	if (!pd)
+		return KV_INTERNAL;
+	w = new_wreq(io, KVD_ITEM_HDR + k.n + v.n,
+		     kvd_shard_of(k.p, k.n, io->srv->nshards), kind, pd);
+	if (!w) {
+		/* The pend is queued: answer through it, in order. */
+		pd->status = KV_INTERNAL;
+		pd->done = 1;
+		kvd_conn_flush(c);
+		return KV_OK;
+	}
+	put_item(w, k, v);
+	w->op.expire_at = expire_at;
+	w->op.flags = flags;
+	w->op.delta = delta;
+	pd->parts = 1;
+	kvd_io_dispatch(io, w);
+	return KV_OK;
+}
+
+/* One request per shard touched; sizes first, so each is allocated once. */
+struct split {
+	struct kvd_wreq *w[KVD_MAX_SHARDS];
+	size_t size[KVD_MAX_SHARDS];
+};
+
+static int split_alloc(struct kvd_conn *c, struct split *sp,
+		       enum kvd_wkind kind, struct kvd_pend *pd)
+{
+	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
+		if (!sp->size[s])
+			continue;
+		sp->w[s] = new_wreq(c->io, sp->size[s], s, kind, pd);
+		if (!sp->w[s])
+			return -1;
+		pd->parts++;
+	}
+	return 0;
+}
+
+/* Send every part, or (ok == 0) free them and answer KV_INTERNAL. */
+static void split_finish(struct kvd_conn *c, struct split *sp,
+			 struct kvd_pend *pd, int ok)
+{
+	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
+		if (!sp->w[s])
+			continue;
+		if (ok)
+			kvd_io_dispatch(c->io, sp->w[s]);
+		else
+			kvd_wreq_free(c->io, sp->w[s]);
+	}
+	if (!ok) {
+		pd->parts = 0;
+		pd->status = KV_INTERNAL;
+		pd->done = 1;
+		kvd_conn_flush(c);
+	}
+}
+
+int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
+		    uint32_t n, kvd_item_fn item, void *arg, uint64_t expire_at)
+{
+	unsigned S = c->io->srv->nshards;
+	struct kvd_pend *pd = kvd_conn_pend(c, op);
+	struct kv_slice k, v;
+	struct split sp;
+
+	if (!pd)
+		return KV_INTERNAL;
+	memset(sp.w, 0, S * sizeof(sp.w[0]));
+	memset(sp.size, 0, S * sizeof(sp.size[0]));
+	for (uint32_t i = 0; i < n; i++) {
+		item(arg, i, &k, &v);
+		sp.size[kvd_shard_of(k.p, k.n, S)] += KVD_ITEM_HDR + k.n + v.n;
+	}
+	if (split_alloc(c, &sp, kind, pd)) {
+		split_finish(c, &sp, pd, 0);
+		return KV_OK;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvd_wreq *w;
+
+		item(arg, i, &k, &v);
+		w = sp.w[kvd_shard_of(k.p, k.n, S)];
+		put_item(w, k, v);
+		w->op.expire_at = expire_at;
+	}
+	split_finish(c, &sp, pd, 1);
+	return KV_OK;
+}
+
+int kvd_write_all(struct kvd_conn *c, unsigned op, enum kvd_wkind kind)
+{
+	struct kvd_pend *pd = kvd_conn_pend(c, op);
+	struct split sp;
+
+	if (!pd)
+		return KV_INTERNAL;
+	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
+		sp.w[s] = NULL;
+		sp.size[s] = 1;
+	}
+	split_finish(c, &sp, pd, split_alloc(c, &sp, kind, pd) == 0);
+	return KV_OK;
+}

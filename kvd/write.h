@@ -1,0 +1,36 @@
+/* write.h - turning a validated write request into committer work.
+ *
+ * Both protocols use these: they check a request whole, then hand it here.
+ * Each call queues one kvd_pend on the connection (its place in the reply
+ * order) and one kvd_wreq per shard the request touches; when every part has
+ * been committed, the protocol's wreply hook encodes the answer.  A request
+ * touching several shards is atomic per shard, not across shards.
+ */
+#ifndef KVD_WRITE_H
+#define KVD_WRITE_H
+
+#include "conn.h"
+#include "shard.h"
+
+/* Queue a one-key write (PUT, DEL, INCR, APPEND, EXPIRE, GETDEL).
+ * KV_OK once queued; KV_INTERNAL (out of memory) when nothing was. */
+int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
+		  struct kv_slice key, struct kv_slice val, uint64_t expire_at,
+		  uint8_t flags, int64_t delta);
+
+/* Item i of a multi-key write: its key, and its value for puts.  Called
+ * for i = 0 .. n-1 in order, twice (sizes first, then copies). */
+typedef void (*kvd_item_fn)(void *arg, uint32_t i, struct kv_slice *key,
+			    struct kv_slice *val);
+
+/* Queue a write of n items (KVD_W_PUT or KVD_W_DEL), split by shard.  The
+ * items must already be valid.  KV_OK: queued, or answered in order with
+ * KV_INTERNAL if memory ran out before anything was queued. */
+int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
+		    uint32_t n, kvd_item_fn item, void *arg,
+		    uint64_t expire_at);
+
+/* Queue kind (KVD_W_FLUSH) on every shard. */
+int kvd_write_all(struct kvd_conn *c, unsigned op, enum kvd_wkind kind);
+
+#endif
