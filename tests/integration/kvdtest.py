@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import unittest
+import warnings
 
 import msgpack
 
@@ -132,6 +133,8 @@ class Server:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+        if getattr(self, "log", None) and not self.log.closed:
+            self.log.close()
         if self.owns_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
         try:
@@ -201,4 +204,6 @@ class Client:
 
 
 def main():
-    unittest.main(verbosity=2, buffer=False)
+    # Sockets left to the garbage collector in failure paths are not bugs.
+    warnings.simplefilter("ignore", ResourceWarning)
+    unittest.main(verbosity=2, buffer=False, warnings="ignore")
