@@ -1,0 +1,460 @@
+/* kvclient.h - libkvclient, the C client library of kvd: its only public
+ * header.
+ *
+ * Overview
+ * --------
+ * A kvc_conn is one TCP (or Unix socket) connection to a kvd server.  Make
+ * it with kvc_create(), set timeouts, kvc_connect(), use it, kvc_close().
+ * Every server operation has two forms:
+ *
+ *   - a synchronous call (kvc_get, kvc_put, ...): sends the request, waits
+ *     for its reply and decodes it;
+ *   - a queued form (kvc_send_get, kvc_send_put, ...): appends the request
+ *     to the connection's output buffer and returns at once.  Many queued
+ *     requests leave in one write; kvc_read_reply() then returns their
+ *     replies one by one, in request order (pipelining, as hiredis's
+ *     redisAppendCommand / redisGetReply).
+ *
+ * For a program with its own event loop, kvc_fd(), kvc_flush(),
+ * kvc_consume_input() and kvc_set_nonblock() drive the same connection
+ * without ever blocking (as libpq's PQsocket / PQflush / PQconsumeInput).
+ *
+ * Return values
+ * -------------
+ * Every call that can fail returns 0 on success or a negative status code:
+ * -KVC_NOT_FOUND, -KVC_TIMEOUT, ...  Codes below KVC_CLIENT_STATUS_MIN (64)
+ * are sent by the server; codes from 64 up are the library's own.  The codes
+ * are generated from the table kvd itself uses (kvclient/kv_status_list.h),
+ * so the two can never disagree.  kvc_strerror() gives the text of a code,
+ * kvc_errmsg() the text of the last failure on a connection, with details
+ * (host and port, the server's message).
+ *
+ * Errors that leave a connection unusable (-KVC_CLOSED, -KVC_TIMEOUT,
+ * -KVC_PROTOCOL, -KVC_IO) are sticky: every later call on that connection
+ * returns the same code, until kvc_connect() is called again.  Server errors
+ * (codes below 64) and -KVC_INVALID, -KVC_NOMEM, -KVC_AGAIN are not: the
+ * connection stays in step and can go on being used.
+ *
+ * Memory rules
+ * ------------
+ *  - Keys, values and other arguments are copied into the output buffer
+ *    before a call returns: the caller may reuse them at once.
+ *  - Everything the library hands out (a kvc_val's bytes, a kvc_reply, the
+ *    text of kvc_errmsg) is owned by the connection and points into its
+ *    input buffer, without copying.  It stays valid until the next call on
+ *    the same connection, or on a scan of it, other than the kvc_reply_*
+ *    accessors and kvc_map_*, kvc_errmsg, kvc_fd, kvc_pending and
+ *    kvc_want_write.  Copy what must live longer.  Nothing is freed by the
+ *    caller except through kvc_close() and kvc_scan_close().
+ *  - In a kvc_val that reports a value, a key that does not exist (MGET) is
+ *    { NULL, 0 }; an empty value is { non-NULL, 0 }.
+ *  - A reply frame longer than the connection's limit (kvc_set_max_reply,
+ *    KVC_DEFAULT_MAX_REPLY by default) is refused with -KVC_PROTOCOL before
+ *    any memory is allocated for it.
+ *
+ * Threads and signals
+ * -------------------
+ * A connection, its replies and its scans may be used by one thread at a
+ * time; different connections are independent, and the library has no
+ * global state.  The library never raises SIGPIPE (it sends with
+ * MSG_NOSIGNAL) and installs no signal handler.  Do not use one connection
+ * in both processes after fork().
+ */
+#ifndef KVCLIENT_H
+#define KVCLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvclient/kv_status_list.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && !defined(KVC_STATIC_BUILD)
+#define KVC_API __attribute__((visibility("default")))
+#else
+#define KVC_API
+#endif
+
+/* ===================== Constants ===================== */
+
+/* Status codes: KVC_OK, KVC_NOT_FOUND, ..., KVC_TIMEOUT, KVC_END. */
+enum kvc_status {
+#define KVC_STATUS_ENUM(name, num, text) KVC_##name = num,
+	KV_STATUS_LIST(KVC_STATUS_ENUM)
+#undef KVC_STATUS_ENUM
+};
+
+/* The first status that never travels on the wire. */
+#define KVC_CLIENT_STATUS_MIN 64
+
+#define KVC_DEFAULT_PORT 7379
+#define KVC_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define KVC_DEFAULT_MAX_REPLY (64u << 20)
+
+/* PUT flags. */
+#define KVC_PUT_NX 1u	   /* store only if the key is absent, else EXISTS */
+#define KVC_PUT_XX 2u	   /* store only if the key exists, else NOT_FOUND */
+#define KVC_PUT_KEEPTTL 4u /* keep the key's current expiry */
+
+/* SCAN flags. */
+#define KVC_SCAN_KEYS_ONLY 1u /* values are not sent: { NULL, 0 } */
+
+/* ===================== Types ===================== */
+
+typedef struct kvc_conn kvc_conn;   /* one connection; opaque */
+typedef struct kvc_reply kvc_reply; /* one reply, owned by its connection */
+typedef struct kvc_scan kvc_scan;   /* a SCAN that follows its cursor */
+
+/* Bytes: a key, a value, an encoded map.  See the memory rules above. */
+typedef struct kvc_val {
+	const void *p;
+	size_t len;
+} kvc_val;
+
+/* ===================== Library ===================== */
+
+/* "0.1.0": the library's version. */
+KVC_API const char *kvc_version(void);
+
+/* Text of a status code ("key not found"); accepts the negated form too.
+ * Never NULL: an unknown code gives "unknown status". */
+KVC_API const char *kvc_strerror(int status);
+
+/* Name of a status code ("NOT_FOUND"); accepts the negated form too.
+ * NULL for a number that is not in the table. */
+KVC_API const char *kvc_status_name(int status);
+
+/* ===================== Connections ===================== */
+
+/* Allocate an unconnected handle: timeouts KVC_DEFAULT_CONNECT_TIMEOUT_MS
+ * to connect and none for I/O, reply limit KVC_DEFAULT_MAX_REPLY, blocking.
+ * Returns 0, or -KVC_NOMEM (and *connp is NULL). */
+KVC_API int kvc_create(kvc_conn **connp);
+
+/* Timeouts in milliseconds; 0 means wait for ever.  connect_ms bounds
+ * kvc_connect() over all the addresses it tries (name resolution itself,
+ * by getaddrinfo, is not bounded); io_ms bounds each
+ * synchronous call, kvc_read_reply() and kvc_flush() in blocking mode, from
+ * when the call starts to when it has its answer.  A call that runs out of
+ * time returns -KVC_TIMEOUT and the connection is closed (a late reply
+ * would put it out of step).  Returns 0, or -KVC_INVALID for a negative
+ * value. */
+KVC_API int kvc_set_timeouts(kvc_conn *c, int connect_ms, int io_ms);
+
+/* Largest reply frame accepted, in bytes (at least 1024).  A longer frame
+ * fails with -KVC_PROTOCOL before anything is allocated for it.  Set it to
+ * the server's max_frame (kvc_hello) if the server's limit was raised.
+ * Returns 0, or -KVC_INVALID. */
+KVC_API int kvc_set_max_reply(kvc_conn *c, size_t bytes);
+
+/* Connect to host (a name, an IPv4 or an IPv6 address) and port, or, when
+ * host starts with '/', to that Unix socket path (port is then ignored).
+ * Every address the name resolves to is tried in turn within the connect
+ * timeout.  If c was connected, that connection is closed first and its
+ * unread replies are dropped.
+ * Returns 0, or:
+ *   -KVC_CONNECT  refused, unreachable, or the name does not resolve;
+ *   -KVC_TIMEOUT  no answer within the connect timeout;
+ *   -KVC_INVALID  host is NULL or empty, port is 0 or above 65535, or a
+ *                 Unix path is too long;
+ *   -KVC_NOMEM.
+ * On failure kvc_errmsg() names host:port and the reason. */
+KVC_API int kvc_connect(kvc_conn *c, const char *host, unsigned port);
+
+/* Close the connection and free c, its buffers and its replies.  Scans of c
+ * must be closed first.  NULL is accepted. */
+KVC_API void kvc_close(kvc_conn *c);
+
+/* The last failure on c, in words: "127.0.0.1:7379: connection refused",
+ * or the server's own message for a server error.  "" if there was none.
+ * Never NULL; c may be NULL (then "out of memory", the only way to have no
+ * handle). */
+KVC_API const char *kvc_errmsg(const kvc_conn *c);
+
+/* ===================== Synchronous calls =====================
+ *
+ * Each sends one request, flushes, and waits (at most the I/O timeout) for
+ * its reply.  Besides the statuses listed with each call, all of them can
+ * return:
+ *   -KVC_INVALID   a NULL pointer with a non-zero length, a count of 0 where
+ *                  one item is needed, a length above 4 GiB, unknown flags;
+ *                  or replies to queued requests are still unread (read
+ *                  them first with kvc_read_reply);
+ *   -KVC_NOMEM     the request could not be buffered;
+ *   -KVC_TIMEOUT, -KVC_CLOSED, -KVC_IO, -KVC_PROTOCOL   (sticky, see top;
+ *                  -KVC_CLOSED also when c was never connected);
+ *   a server error: -KVC_BAD_ARGS, -KVC_KEY_TOO_LARGE, -KVC_VALUE_TOO_LARGE,
+ *   -KVC_FRAME_TOO_LARGE (then the server closes the connection),
+ *   -KVC_REPLY_TOO_LARGE, -KVC_MAP_FULL, -KVC_DISK_FULL, -KVC_SHARD_FAILED,
+ *   -KVC_SHUTTING_DOWN, -KVC_READ_ONLY, -KVC_AUTH_REQUIRED, -KVC_INTERNAL,
+ *   and any code a newer server adds: kvc_errmsg() has its message.
+ * Keys are 1 to max_key bytes (511 by default), values 0 to max_value
+ * (16 MiB by default); the server enforces both.
+ */
+
+/* HELLO: the server's description.  *info receives a msgpack map (proto,
+ * server, shards, threads, durability, max_key, max_value, max_frame), to
+ * be read with kvc_map_uint() and kvc_map_str().  info may be NULL.
+ * -KVC_BAD_VERSION if the server does not speak protocol 1. */
+KVC_API int kvc_hello(kvc_conn *c, kvc_val *info);
+
+/* PING, with an optional payload the server echoes (msg NULL: none).  echo
+ * may be NULL; without a payload it is { NULL, 0 }. */
+KVC_API int kvc_ping(kvc_conn *c, const void *msg, size_t len, kvc_val *echo);
+
+/* GET: the value of key into *val.  -KVC_NOT_FOUND if the key is absent
+ * or expired. */
+KVC_API int kvc_get(kvc_conn *c, const void *key, size_t klen, kvc_val *val);
+
+/* PUT: store val under key.  ttl_ms > 0 makes the key expire that many
+ * milliseconds from now; 0 stores it without expiry (removing an old one,
+ * unless KVC_PUT_KEEPTTL).  flags: KVC_PUT_NX, KVC_PUT_XX, KVC_PUT_KEEPTTL.
+ * -KVC_EXISTS (NX and the key exists), -KVC_NOT_FOUND (XX and it does
+ * not). */
+KVC_API int kvc_put(kvc_conn *c, const void *key, size_t klen, const void *val,
+		    size_t vlen, uint64_t ttl_ms, unsigned flags);
+
+/* DEL: remove key.  -KVC_NOT_FOUND if it did not exist. */
+KVC_API int kvc_del(kvc_conn *c, const void *key, size_t klen);
+
+/* MGET: the values of n keys (n >= 1) into vals[0..n-1], in order; a key
+ * that does not exist gives { NULL, 0 }. */
+KVC_API int kvc_mget(kvc_conn *c, const kvc_val *keys, size_t n, kvc_val *vals);
+
+/* MPUT: store n pairs (n >= 1) at once, all with the same ttl_ms (0: no
+ * expiry).  All or nothing: one bad key or value fails the whole call and
+ * nothing is stored. */
+KVC_API int kvc_mput(kvc_conn *c, const kvc_val *keys, const kvc_val *vals,
+		     size_t n, uint64_t ttl_ms);
+
+/* MDEL: remove n keys (n >= 1); *deleted (may be NULL) receives how many
+ * existed. */
+KVC_API int kvc_mdel(kvc_conn *c, const kvc_val *keys, size_t n,
+		     uint64_t *deleted);
+
+/* EXISTS: *count receives how many of the n keys (n >= 1) exist; a key
+ * named twice counts twice. */
+KVC_API int kvc_exists(kvc_conn *c, const kvc_val *keys, size_t n,
+		       uint64_t *count);
+
+/* COUNT: *count receives the number of live keys starting with prefix
+ * (prefix NULL or plen 0: every key). */
+KVC_API int kvc_count(kvc_conn *c, const void *prefix, size_t plen,
+		      uint64_t *count);
+
+/* STATS: *stats receives the server's counters as a msgpack map (see
+ * docs/protocol.md); read scalars with kvc_map_uint(). */
+KVC_API int kvc_stats(kvc_conn *c, kvc_val *stats);
+
+/* INCR: add delta to the decimal integer stored under key (an absent key
+ * counts as 0) and return the sum in *value (may be NULL).
+ * -KVC_NOT_INTEGER if the value is not a 64-bit integer or the sum
+ * overflows. */
+KVC_API int kvc_incr(kvc_conn *c, const void *key, size_t klen, int64_t delta,
+		     int64_t *value);
+
+/* APPEND: append val to the value under key (creating it); *newlen (may be
+ * NULL) receives the new length. */
+KVC_API int kvc_append(kvc_conn *c, const void *key, size_t klen,
+		       const void *val, size_t vlen, uint64_t *newlen);
+
+/* EXPIRE: make key expire ttl_ms from now; 0 removes its expiry.
+ * -KVC_NOT_FOUND if the key does not exist. */
+KVC_API int kvc_expire(kvc_conn *c, const void *key, size_t klen,
+		       uint64_t ttl_ms);
+
+/* TTL: milliseconds left before key expires into *ttl_ms, -1 if it never
+ * does.  -KVC_NOT_FOUND if the key does not exist. */
+KVC_API int kvc_ttl(kvc_conn *c, const void *key, size_t klen, int64_t *ttl_ms);
+
+/* GETDEL: the value of key into *val (may be NULL), and remove the key.
+ * -KVC_NOT_FOUND if it did not exist. */
+KVC_API int kvc_getdel(kvc_conn *c, const void *key, size_t klen, kvc_val *val);
+
+/* FLUSHALL: remove every key on every shard. */
+KVC_API int kvc_flushall(kvc_conn *c);
+
+/* AUTH.  -KVC_AUTH_FAILED for a wrong password; -KVC_DISABLED when the
+ * server has no password configured. */
+KVC_API int kvc_auth(kvc_conn *c, const void *password, size_t len);
+
+/* ===================== Scans =====================
+ *
+ * A scan walks keys in byte order, batch keys per round trip, following
+ * the server's resume cursor, so any number of keys can be read in bounded
+ * memory.  Each batch is a separate read snapshot: keys written during a
+ * scan may or may not be seen, but no key is returned twice.
+ */
+
+/* Open a scan of c over the keys that start with prefix and lie in
+ * [start, end) (each of the three may be NULL or empty: no bound).  batch
+ * is the number of keys per round trip (0: 1000; the server caps it at
+ * 10000); flags: KVC_SCAN_KEYS_ONLY.  No request is sent until the first
+ * kvc_scan_next().  Returns 0, -KVC_INVALID or -KVC_NOMEM. */
+KVC_API int kvc_scan_open(kvc_conn *c, kvc_scan **scanp, const kvc_val *prefix,
+			  const kvc_val *start, const kvc_val *end,
+			  unsigned batch, unsigned flags);
+
+/* The next key and value (val may be NULL; with KVC_SCAN_KEYS_ONLY it is
+ * { NULL, 0 }).  Returns 0, -KVC_END after the last key, or any error of a
+ * synchronous call; after an error or -KVC_END it keeps returning the same.
+ * The bytes stay valid until the next call on the scan or its connection.
+ * The connection may serve other synchronous calls between two
+ * kvc_scan_next() calls. */
+KVC_API int kvc_scan_next(kvc_scan *s, kvc_val *key, kvc_val *val);
+
+/* Free a scan.  NULL is accepted. */
+KVC_API void kvc_scan_close(kvc_scan *s);
+
+/* ===================== Maps (HELLO, STATS) ===================== */
+
+/* Find the entry named name (a string key) at the top level of a msgpack
+ * map, as returned by kvc_hello() and kvc_stats().  Returns 0,
+ * -KVC_NOT_FOUND if there is no such entry, or -KVC_INVALID if map is not a
+ * map or the entry has another type (kvc_map_uint accepts non-negative
+ * integers only, and a float is truncated; kvc_map_str accepts strings and
+ * binaries). */
+KVC_API int kvc_map_uint(kvc_val map, const char *name, uint64_t *v);
+KVC_API int kvc_map_str(kvc_val map, const char *name, kvc_val *s);
+
+/* ===================== Pipelining =====================
+ *
+ * kvc_send_* queue one request each and do no I/O.  They return 0,
+ * -KVC_INVALID (bad arguments, as for the synchronous calls), -KVC_NOMEM,
+ * or the sticky error of a broken connection (-KVC_CLOSED if c was never
+ * connected).
+ * Queued requests are written by kvc_flush(), or by kvc_read_reply() in
+ * blocking mode, and are answered in order.  The queue is unbounded: with
+ * very deep pipelines, read replies as you go (as kvcli load does, keeping a
+ * window of requests in flight).
+ */
+
+KVC_API int kvc_send_hello(kvc_conn *c);
+KVC_API int kvc_send_ping(kvc_conn *c, const void *msg, size_t len);
+KVC_API int kvc_send_get(kvc_conn *c, const void *key, size_t klen);
+KVC_API int kvc_send_put(kvc_conn *c, const void *key, size_t klen,
+			 const void *val, size_t vlen, uint64_t ttl_ms,
+			 unsigned flags);
+KVC_API int kvc_send_del(kvc_conn *c, const void *key, size_t klen);
+KVC_API int kvc_send_mget(kvc_conn *c, const kvc_val *keys, size_t n);
+KVC_API int kvc_send_mput(kvc_conn *c, const kvc_val *keys, const kvc_val *vals,
+			  size_t n, uint64_t ttl_ms);
+KVC_API int kvc_send_mdel(kvc_conn *c, const kvc_val *keys, size_t n);
+KVC_API int kvc_send_exists(kvc_conn *c, const kvc_val *keys, size_t n);
+/* One SCAN request: up to limit keys (1..10000) from start on; the reply's
+ * cursor (kvc_reply_cursor) is the start of the next request. */
+KVC_API int kvc_send_scan(kvc_conn *c, const kvc_val *prefix,
+			  const kvc_val *start, const kvc_val *end,
+			  unsigned limit, unsigned flags);
+KVC_API int kvc_send_count(kvc_conn *c, const void *prefix, size_t plen);
+KVC_API int kvc_send_stats(kvc_conn *c);
+KVC_API int kvc_send_incr(kvc_conn *c, const void *key, size_t klen,
+			  int64_t delta);
+KVC_API int kvc_send_append(kvc_conn *c, const void *key, size_t klen,
+			    const void *val, size_t vlen);
+KVC_API int kvc_send_expire(kvc_conn *c, const void *key, size_t klen,
+			    uint64_t ttl_ms);
+KVC_API int kvc_send_ttl(kvc_conn *c, const void *key, size_t klen);
+KVC_API int kvc_send_getdel(kvc_conn *c, const void *key, size_t klen);
+KVC_API int kvc_send_flushall(kvc_conn *c);
+KVC_API int kvc_send_auth(kvc_conn *c, const void *password, size_t len);
+
+/* Number of queued or sent requests whose replies have not been read. */
+KVC_API size_t kvc_pending(const kvc_conn *c);
+
+/* The reply to the oldest request still unanswered, into *replyp (owned by
+ * c; see the memory rules).  In blocking mode this writes queued requests
+ * and waits for the reply, at most the I/O timeout.  In non-blocking mode
+ * it does no I/O at all: it returns a reply only if one is already
+ * buffered (see kvc_consume_input), else -KVC_AGAIN.
+ * Returns 0 when a reply was read, whatever the server's status in it
+ * (see kvc_reply_status), or:
+ *   -KVC_INVALID   no request is pending;
+ *   -KVC_AGAIN     non-blocking, and the reply is not buffered yet;
+ *   -KVC_TIMEOUT, -KVC_CLOSED, -KVC_IO;
+ *   -KVC_PROTOCOL  the bytes are not a valid reply to that request (a
+ *                  garbled or oversized frame): sticky, the connection is
+ *                  closed. */
+KVC_API int kvc_read_reply(kvc_conn *c, kvc_reply **replyp);
+
+/* The server's status: 0, or -KVC_NOT_FOUND, -KVC_EXISTS, -KVC_BAD_ARGS...
+ * For an error, kvc_reply_error() and kvc_errmsg() have the server's text. */
+KVC_API int kvc_reply_status(const kvc_reply *r);
+KVC_API const char *kvc_reply_error(const kvc_reply *r);
+
+/* The accessors below return 0; or the reply's status when it is not 0
+ * (so a GET of an absent key gives -KVC_NOT_FOUND); or -KVC_INVALID when
+ * the reply is to a request of another kind. */
+
+/* GET, GETDEL, PING (with a payload; without one: { NULL, 0 }). */
+KVC_API int kvc_reply_value(const kvc_reply *r, kvc_val *val);
+
+/* INCR, TTL, APPEND, MDEL, EXISTS, COUNT. */
+KVC_API int kvc_reply_int(const kvc_reply *r, int64_t *v);
+
+/* MGET and SCAN: the next item; -KVC_END after the last.  MGET gives
+ * values only (*key is { NULL, 0 }; a missing key's value is { NULL, 0 });
+ * SCAN gives keys and values.  key and val may be NULL. */
+KVC_API int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val);
+
+/* SCAN: the start key of the next request; -KVC_END when the scan is
+ * complete. */
+KVC_API int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor);
+
+/* HELLO, STATS: the msgpack map (see kvc_map_uint). */
+KVC_API int kvc_reply_map(const kvc_reply *r, kvc_val *map);
+
+/* ===================== Non-blocking use =====================
+ *
+ * The socket is always in O_NONBLOCK mode inside the library; the mode set
+ * here decides whether kvc_flush() and kvc_read_reply() wait.  A typical
+ * event loop:
+ *
+ *   kvc_set_nonblock(c, 1);
+ *   kvc_send_get(c, k, klen); ...
+ *   for (;;) {
+ *       struct pollfd p = { kvc_fd(c), POLLIN | (kvc_want_write(c) ?
+ *                                                POLLOUT : 0) };
+ *       poll(&p, 1, -1);
+ *       if (p.revents & POLLOUT) kvc_flush(c);        // -KVC_AGAIN: more
+ *       if (p.revents & POLLIN) kvc_consume_input(c);
+ *       while (kvc_read_reply(c, &r) == 0) use(r);    // -KVC_AGAIN: wait
+ *   }
+ *
+ * Synchronous calls and scans still work in non-blocking mode: they wait,
+ * within the I/O timeout, as in blocking mode.
+ */
+
+/* The socket, for poll/epoll; -1 when not connected.  Do not read, write
+ * or close it. */
+KVC_API int kvc_fd(const kvc_conn *c);
+
+/* on != 0: kvc_flush() and kvc_read_reply() never wait.  Returns 0. */
+KVC_API int kvc_set_nonblock(kvc_conn *c, int on);
+
+/* Write queued requests.  Returns 0 when everything is written;
+ * -KVC_AGAIN (non-blocking mode) when bytes remain: wait for POLLOUT and
+ * call again; or -KVC_TIMEOUT, -KVC_CLOSED, -KVC_IO.  While it waits in
+ * blocking mode it also reads replies that arrive, so that a deep pipeline
+ * cannot deadlock against a server that is waiting for us to read. */
+KVC_API int kvc_flush(kvc_conn *c);
+
+/* Nonzero when queued bytes are waiting to be written (poll for POLLOUT). */
+KVC_API int kvc_want_write(const kvc_conn *c);
+
+/* Read whatever the socket holds, without waiting; then kvc_read_reply()
+ * returns the replies that are complete.  Returns 0 (even if nothing was
+ * there); -KVC_CLOSED when the server has closed the connection: stop
+ * polling, but the replies it sent before are still returned by
+ * kvc_read_reply(), which then returns -KVC_CLOSED (or -KVC_PROTOCOL if
+ * the last reply was cut short); or -KVC_IO. */
+KVC_API int kvc_consume_input(kvc_conn *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

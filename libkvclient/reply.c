@@ -1,0 +1,441 @@
+/* reply.c - reading replies: framing, checking, and the reply accessors.
+ *
+ * A reply is checked whole, against the request it answers, before it is
+ * handed out: the array shape, the status, every item's type, that nothing
+ * follows.  So a garbled or hostile server yields -KVC_PROTOCOL here, once,
+ * and the accessors can then walk the bytes knowing they are well formed.
+ * The decoder is kvcommon's zero-copy one (kv_mp.h): a value handed out is
+ * a pointer into the input buffer, never a copy.
+ *
+ * The frame length is checked against c->max_reply before the buffer is
+ * grown for it, so a length of 4 GiB costs nothing.
+ */
+#include "kvc_int.h"
+
+#include <string.h>
+
+#include "kv_mp.h"
+#include "kv_proto.h"
+
+/* ===================== Checking a reply ===================== */
+
+static int next(const uint8_t **p, const uint8_t *end, struct kv_mp_obj *o)
+{
+	return kv_mp_next(p, end, o) == KV_MP_OK ? 0 : -1;
+}
+
+static int is_bytes(const struct kv_mp_obj *o)
+{
+	return o->type == KV_MP_BIN || o->type == KV_MP_STR;
+}
+
+static int take_bytes(const uint8_t **p, const uint8_t *end, int nil_ok)
+{
+	struct kv_mp_obj o;
+
+	if (next(p, end, &o))
+		return -1;
+	return is_bytes(&o) || (nil_ok && o.type == KV_MP_NIL) ? 0 : -1;
+}
+
+/* An integer that fits int64_t; unsigned_only refuses negative ones. */
+static int take_int(const uint8_t **p, const uint8_t *end, int unsigned_only)
+{
+	struct kv_mp_obj o;
+
+	if (next(p, end, &o))
+		return -1;
+	if (o.type == KV_MP_UINT)
+		return o.v.u <= INT64_MAX ? 0 : -1;
+	return o.type == KV_MP_INT && !unsigned_only ? 0 : -1;
+}
+
+static int take_map(const uint8_t **p, const uint8_t *end)
+{
+	const uint8_t *q = *p;
+	struct kv_mp_obj o;
+
+	if (next(&q, end, &o) || o.type != KV_MP_MAP)
+		return -1;
+	return kv_mp_skip(p, end, KV_MP_MAX_DEPTH) == KV_MP_OK ? 0 : -1;
+}
+
+/* [status] or [status, text] (n is 0 or 1): an error, or NOT_FOUND or
+ * EXISTS. */
+static int check_error(kvc_reply *r, const uint8_t *p, const uint8_t *end,
+		       uint32_t n)
+{
+	kvc_conn *c = r->c;
+	struct kv_mp_obj o;
+
+	if (n > 1)
+		return -1;
+	if (n == 1) {
+		if (next(&p, end, &o) || !is_bytes(&o))
+			return -1;
+		kvc_set_err(c, "%.*s", (int)(o.len > 400 ? 400 : o.len),
+			    (const char *)o.p);
+	} else {
+		kvc_set_err(c, "%s", kvc_strerror(r->status));
+	}
+	r->error = c->err;
+	return p == end ? 0 : -1;
+}
+
+/* [0, [key, value, ...] or [key, ...], cursor or nil] */
+static int check_scan(kvc_reply *r, const uint8_t *p, const uint8_t *end,
+		      uint32_t n)
+{
+	int keys_only = r->req.flags & KVC_SCAN_KEYS_ONLY;
+	struct kv_mp_obj o;
+
+	if (n != 2 || next(&p, end, &o) || o.type != KV_MP_ARRAY)
+		return -1;
+	if (!keys_only && o.len % 2)
+		return -1;
+	r->it = p;
+	r->left = keys_only ? o.len : o.len / 2;
+	for (uint32_t i = 0; i < o.len; i++)
+		if (take_bytes(&p, end, 0))
+			return -1;
+	r->cursor = p;
+	if (take_bytes(&p, end, 1))
+		return -1;
+	return p == end ? 0 : -1;
+}
+
+/* The result part of a successful reply, by the request's opcode; n is
+ * the number of items after the status. */
+static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
+		    uint32_t n)
+{
+	int bad = 0;
+
+	switch (r->req.op) {
+	case KV_OP_HELLO:
+	case KV_OP_STATS: bad = n != 1 || take_map(&p, end); break;
+	case KV_OP_PING:
+		bad = n > 1 || (n == 1 && take_bytes(&p, end, 0));
+		break;
+	case KV_OP_GET:
+	case KV_OP_GETDEL: bad = n != 1 || take_bytes(&p, end, 0); break;
+	case KV_OP_MGET:
+		bad = n != r->req.n;
+		r->it = p;
+		r->left = n;
+		for (uint32_t i = 0; !bad && i < n; i++)
+			bad = take_bytes(&p, end, 1);
+		break;
+	case KV_OP_MDEL:
+	case KV_OP_EXISTS:
+	case KV_OP_COUNT:
+	case KV_OP_APPEND: bad = n != 1 || take_int(&p, end, 1); break;
+	case KV_OP_INCR:
+	case KV_OP_TTL: bad = n != 1 || take_int(&p, end, 0); break;
+	case KV_OP_SCAN: return check_scan(r, p, end, n);
+	default: bad = n != 0; break; /* PUT, DEL, MPUT, EXPIRE, ... */
+	}
+	return bad || p != end ? -1 : 0;
+}
+
+static int check(kvc_reply *r, const uint8_t *p, const uint8_t *end)
+{
+	struct kv_mp_obj o;
+	uint32_t n;
+
+	if (next(&p, end, &o) || o.type != KV_MP_ARRAY || o.len == 0)
+		return -1;
+	n = o.len - 1;
+	if (next(&p, end, &o) || o.type != KV_MP_UINT ||
+	    o.v.u >= KVC_CLIENT_STATUS_MIN)
+		return -1;
+	r->status = -(int)o.v.u;
+	r->res = p;
+	r->end = end;
+	r->it = r->cursor = NULL;
+	r->left = 0;
+	r->error = "";
+	if (r->status)
+		return check_error(r, p, end, n);
+	return check_ok(r, p, end, n);
+}
+
+/* ===================== Reading ===================== */
+
+/* 1 when a whole frame is buffered, 0 when *need more bytes are, or a
+ * (sticky) -KVC_PROTOCOL for a frame over the limit. */
+static int frame_ready(kvc_conn *c, uint32_t *len, size_t *need)
+{
+	size_t avail = c->in.len - c->in_off;
+
+	*need = 0;
+	if (avail < KV_FRAME_HDR) {
+		*need = KV_FRAME_HDR - avail;
+		return 0;
+	}
+	*len = kv_load_be32(c->in.data + c->in_off);
+	if (*len > c->max_reply)
+		return kvc_fail(c, KVC_PROTOCOL,
+				"%s: reply frame of %u bytes is over the "
+				"%zu-byte limit",
+				c->peer, *len, c->max_reply);
+	if (avail - KV_FRAME_HDR < *len) {
+		*need = KV_FRAME_HDR + *len - avail;
+		return 0;
+	}
+	return 1;
+}
+
+/* Hand out the buffered frame as the reply to the oldest request. */
+static int take(kvc_conn *c, uint32_t len, kvc_reply **rp)
+{
+	const uint8_t *body = c->in.data + c->in_off + KV_FRAME_HDR;
+	kvc_reply *r = &c->reply;
+
+	r->req = c->q[c->q_head];
+	c->q_head = (c->q_head + 1) % c->q_cap;
+	c->q_len--;
+	c->in_off += KV_FRAME_HDR + (size_t)len;
+	c->gen++;
+	if (check(r, body, body + len)) {
+		const char *name = kv_op_name(r->req.op);
+
+		return kvc_fail(c, KVC_PROTOCOL, "%s: malformed reply to %s",
+				c->peer, name ? name : "?");
+	}
+	*rp = r;
+	return 0;
+}
+
+/* Nothing more will come: a partial frame is a truncated reply. */
+static int at_eof(kvc_conn *c)
+{
+	if (c->in.len > c->in_off)
+		return kvc_fail(c, KVC_PROTOCOL,
+				"%s: connection closed in the middle of a "
+				"reply",
+				c->peer);
+	return kvc_closed(c);
+}
+
+int kvc_next_reply(kvc_conn *c, int wait, kvc_reply **rp)
+{
+	uint64_t deadline = 0;
+	int started = 0, rc;
+	uint32_t len;
+	size_t need;
+
+	if (c->broken)
+		return c->broken;
+	if (!c->q_len) {
+		kvc_set_err(c, "no request is waiting for a reply");
+		return -KVC_INVALID;
+	}
+	for (;;) {
+		if ((rc = frame_ready(c, &len, &need)) < 0)
+			return rc;
+		if (rc)
+			return take(c, len, rp);
+		if (c->eof)
+			return at_eof(c);
+		if (!wait)
+			return -KVC_AGAIN;
+		if (!started) {
+			deadline = kvc_deadline(c);
+			started = 1;
+		}
+		if (c->out_off < c->out.len && (rc = kvc_io_write(c)) < 0)
+			return rc;
+		rc = kvc_io_read(c, need);
+		if (rc == 1 || rc == -KVC_CLOSED)
+			continue;
+		if (rc < 0)
+			return rc;
+		if ((rc = kvc_io_wait(c, kvc_want_write(c), deadline)))
+			return rc;
+	}
+}
+
+int kvc_read_reply(kvc_conn *c, kvc_reply **replyp)
+{
+	return kvc_next_reply(c, !c->nonblock, replyp);
+}
+
+/* ===================== Accessors ===================== */
+
+int kvc_reply_status(const kvc_reply *r)
+{
+	return r->status;
+}
+
+const char *kvc_reply_error(const kvc_reply *r)
+{
+	return r->error;
+}
+
+/* 0 when r answers op1 or op2 with success; else what the accessor says. */
+static int kind(const kvc_reply *r, unsigned op1, unsigned op2)
+{
+	if (r->req.op != op1 && r->req.op != op2)
+		return -KVC_INVALID;
+	return r->status;
+}
+
+static void val_of(const struct kv_mp_obj *o, kvc_val *v)
+{
+	if (!v)
+		return;
+	v->p = o->type == KV_MP_NIL ? NULL : o->p;
+	v->len = o->type == KV_MP_NIL ? 0 : o->len;
+}
+
+int kvc_reply_value(const kvc_reply *r, kvc_val *val)
+{
+	const uint8_t *p = r->res;
+	struct kv_mp_obj o = {.type = KV_MP_NIL};
+	int rc = r->req.op == KV_OP_PING ? r->status
+					 : kind(r, KV_OP_GET, KV_OP_GETDEL);
+
+	if (rc)
+		return rc;
+	if (p < r->end)
+		next(&p, r->end, &o);
+	val_of(&o, val);
+	return 0;
+}
+
+int kvc_reply_int(const kvc_reply *r, int64_t *v)
+{
+	static const uint8_t ops[] = {KV_OP_INCR, KV_OP_TTL,	KV_OP_APPEND,
+				      KV_OP_MDEL, KV_OP_EXISTS, KV_OP_COUNT};
+	const uint8_t *p = r->res;
+	struct kv_mp_obj o;
+
+	if (!memchr(ops, r->req.op, sizeof(ops)))
+		return -KVC_INVALID;
+	if (r->status)
+		return r->status;
+	if (next(&p, r->end, &o))
+		return -KVC_PROTOCOL;
+	if (v)
+		*v = o.v.i; /* checked: fits int64_t */
+	return 0;
+}
+
+int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val)
+{
+	static const kvc_val none;
+	struct kv_mp_obj o;
+	int rc = kind(r, KV_OP_MGET, KV_OP_SCAN);
+
+	if (rc)
+		return rc;
+	if (!r->left)
+		return -KVC_END;
+	r->left--;
+	if (r->req.op == KV_OP_MGET) {
+		if (key)
+			*key = none;
+		next(&r->it, r->end, &o);
+		val_of(&o, val);
+		return 0;
+	}
+	next(&r->it, r->end, &o);
+	val_of(&o, key);
+	if (r->req.flags & KVC_SCAN_KEYS_ONLY) {
+		if (val)
+			*val = none;
+		return 0;
+	}
+	next(&r->it, r->end, &o);
+	val_of(&o, val);
+	return 0;
+}
+
+int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor)
+{
+	const uint8_t *p = r->cursor;
+	struct kv_mp_obj o;
+	int rc = kind(r, KV_OP_SCAN, KV_OP_SCAN);
+
+	if (rc)
+		return rc;
+	if (next(&p, r->end, &o))
+		return -KVC_PROTOCOL;
+	if (o.type == KV_MP_NIL)
+		return -KVC_END;
+	val_of(&o, cursor);
+	return 0;
+}
+
+int kvc_reply_map(const kvc_reply *r, kvc_val *map)
+{
+	int rc = kind(r, KV_OP_HELLO, KV_OP_STATS);
+
+	if (rc)
+		return rc;
+	if (map) {
+		map->p = r->res;
+		map->len = (size_t)(r->end - r->res);
+	}
+	return 0;
+}
+
+/* ===================== Maps ===================== */
+
+/* Position *p at the value of the entry called name. */
+static int map_find(kvc_val map, const char *name, const uint8_t **p,
+		    const uint8_t **end)
+{
+	size_t nlen = strlen(name);
+	struct kv_mp_obj o;
+
+	*p = map.p;
+	*end = *p + map.len;
+	if (!map.p || next(p, *end, &o) || o.type != KV_MP_MAP)
+		return -KVC_INVALID;
+	for (uint32_t i = o.len; i > 0; i--) {
+		struct kv_mp_obj k;
+
+		if (next(p, *end, &k))
+			return -KVC_INVALID;
+		if (is_bytes(&k) && k.len == nlen && !memcmp(k.p, name, nlen))
+			return 0;
+		if (kv_mp_skip(p, *end, KV_MP_MAX_DEPTH))
+			return -KVC_INVALID;
+	}
+	return -KVC_NOT_FOUND;
+}
+
+int kvc_map_uint(kvc_val map, const char *name, uint64_t *v)
+{
+	const uint8_t *p, *end;
+	struct kv_mp_obj o;
+	int rc = map_find(map, name, &p, &end);
+
+	if (rc)
+		return rc;
+	if (next(&p, end, &o))
+		return -KVC_INVALID;
+	if (o.type == KV_MP_UINT)
+		*v = o.v.u;
+	else if (o.type == KV_MP_FLOAT && o.v.f >= 0 && o.v.f < 1.8e19)
+		*v = (uint64_t)o.v.f;
+	else
+		return -KVC_INVALID;
+	return 0;
+}
+
+int kvc_map_str(kvc_val map, const char *name, kvc_val *s)
+{
+	const uint8_t *p, *end;
+	struct kv_mp_obj o;
+	int rc = map_find(map, name, &p, &end);
+
+	if (rc)
+		return rc;
+	if (next(&p, end, &o) || !is_bytes(&o))
+		return -KVC_INVALID;
+	val_of(&o, s);
+	return 0;
+}

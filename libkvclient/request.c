@@ -1,0 +1,368 @@
+/* request.c - encoding requests (kvc_send_*) and the queue of their replies.
+ *
+ * A request is encoded straight into the connection's output buffer, in
+ * the one framing docs/protocol.md defines: a 4-byte big-endian body length
+ * (patched in once the body is written), then [op, arg...] in msgpack.  No
+ * I/O happens here, so queueing a pipeline of any depth costs memcpy only.
+ *
+ * Each queued request also leaves a small record in a ring (struct
+ * kvc_pend): its opcode and what its reply must look like.  Replies carry
+ * no request id (the protocol answers in order), so this ring is how
+ * reply.c knows what the next frame answers, and how it catches a server
+ * that says too much or too little.
+ */
+#include "kvc_int.h"
+
+#include <stdlib.h>
+
+#include "kv_mp.h"
+#include "kv_proto.h"
+
+/* The public constants are the protocol's: keep them equal. */
+_Static_assert(KVC_PUT_NX == KV_PUT_NX && KVC_PUT_XX == KV_PUT_XX &&
+		   KVC_PUT_KEEPTTL == KV_PUT_KEEPTTL,
+	       "PUT flags differ from kv_proto.h");
+_Static_assert(KVC_SCAN_KEYS_ONLY == KV_SCAN_KEYS_ONLY,
+	       "SCAN flags differ from kv_proto.h");
+_Static_assert(KVC_DEFAULT_PORT == KV_DEFAULT_PORT,
+	       "default port differs from kv_proto.h");
+
+/* ===================== The queue of pending replies ===================== */
+
+static int queue_grow(kvc_conn *c)
+{
+	size_t cap = c->q_cap ? c->q_cap * 2 : 64;
+	struct kvc_pend *q = malloc(cap * sizeof(*q));
+
+	if (!q)
+		return -1;
+	/* Unwrap the ring into the new array, oldest first. */
+	for (size_t i = 0; i < c->q_len; i++)
+		q[i] = c->q[(c->q_head + i) % c->q_cap];
+	free(c->q);
+	c->q = q;
+	c->q_cap = cap;
+	c->q_head = 0;
+	return 0;
+}
+
+int kvc_queue_push(kvc_conn *c, const struct kvc_pend *p)
+{
+	if (c->q_len == c->q_cap && queue_grow(c))
+		return -1;
+	c->q[(c->q_head + c->q_len) % c->q_cap] = *p;
+	c->q_len++;
+	return 0;
+}
+
+void kvc_queue_reset(kvc_conn *c)
+{
+	c->q_head = c->q_len = 0;
+}
+
+size_t kvc_pending(const kvc_conn *c)
+{
+	return c->q_len;
+}
+
+/* ===================== Framing ===================== */
+
+static int bytes_ok(const void *p, size_t n)
+{
+	return (p || !n) && n <= UINT32_MAX;
+}
+
+static int keys_ok(const kvc_val *keys, size_t n)
+{
+	if (!keys || n == 0 || n >= UINT32_MAX / 2)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!bytes_ok(keys[i].p, keys[i].len))
+			return 0;
+	return 1;
+}
+
+static int invalid(kvc_conn *c, const char *what)
+{
+	kvc_set_err(c, "invalid argument: %s", what);
+	return -KVC_INVALID;
+}
+
+/* Start a frame for op with nargs arguments after it; *start remembers
+ * where, so that a failure can take the whole frame back. */
+static int begin(kvc_conn *c, unsigned op, uint32_t nargs, size_t *start)
+{
+	static const uint8_t hdr[KV_FRAME_HDR];
+
+	if (c->broken)
+		return c->broken;
+	*start = c->out.len;
+	kv_buf_append(&c->out, hdr, sizeof(hdr));
+	kv_mp_array(&c->out, nargs + 1);
+	kv_mp_uint(&c->out, op);
+	return 0;
+}
+
+/* Close the frame begun at start and queue its reply record. */
+static int finish(kvc_conn *c, size_t start, unsigned op, unsigned flags,
+		  uint32_t n)
+{
+	struct kvc_pend p = {(uint8_t)op, (uint8_t)flags, n};
+	size_t body;
+
+	if (c->out.err)
+		goto nomem;
+	body = c->out.len - start - KV_FRAME_HDR;
+	if (body > UINT32_MAX) {
+		c->out.len = start;
+		return invalid(c, "request larger than 4 GiB");
+	}
+	kv_store_be32(c->out.data + start, (uint32_t)body);
+	if (kvc_queue_push(c, &p))
+		goto nomem;
+	return 0;
+nomem:
+	c->out.len = start;
+	c->out.err = 0;
+	kvc_set_err(c, "out of memory for a request");
+	return -KVC_NOMEM;
+}
+
+/* A request whose arguments are one key and, optionally, one more value. */
+static int key_req(kvc_conn *c, unsigned op, const void *key, size_t klen)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen))
+		return invalid(c, "key");
+	if ((rc = begin(c, op, 1, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	return finish(c, start, op, 0, 0);
+}
+
+/* A request whose arguments are n keys. */
+static int keys_req(kvc_conn *c, unsigned op, const kvc_val *keys, size_t n)
+{
+	size_t start;
+	int rc;
+
+	if (!keys_ok(keys, n))
+		return invalid(c, "keys");
+	if ((rc = begin(c, op, (uint32_t)n, &start)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		kv_mp_bin(&c->out, keys[i].p, keys[i].len);
+	return finish(c, start, op, 0, (uint32_t)n);
+}
+
+/* A request with no argument, or one optional bytes argument. */
+static int opt_req(kvc_conn *c, unsigned op, const void *arg, size_t len)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(arg, len))
+		return invalid(c, "argument");
+	if ((rc = begin(c, op, arg ? 1 : 0, &start)))
+		return rc;
+	if (arg)
+		kv_mp_bin(&c->out, arg, len);
+	return finish(c, start, op, 0, 0);
+}
+
+/* ===================== One function per operation ===================== */
+
+int kvc_send_hello(kvc_conn *c)
+{
+	size_t start;
+	int rc;
+
+	if ((rc = begin(c, KV_OP_HELLO, 1, &start)))
+		return rc;
+	kv_mp_uint(&c->out, KV_PROTO_VERSION);
+	return finish(c, start, KV_OP_HELLO, 0, 0);
+}
+
+int kvc_send_ping(kvc_conn *c, const void *msg, size_t len)
+{
+	return opt_req(c, KV_OP_PING, msg, len);
+}
+
+int kvc_send_get(kvc_conn *c, const void *key, size_t klen)
+{
+	return key_req(c, KV_OP_GET, key, klen);
+}
+
+int kvc_send_put(kvc_conn *c, const void *key, size_t klen, const void *val,
+		 size_t vlen, uint64_t ttl_ms, unsigned flags)
+{
+	uint32_t nargs = flags ? 4 : ttl_ms ? 3 : 2;
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen) || !bytes_ok(val, vlen))
+		return invalid(c, "key or value");
+	if ((flags & ~(KVC_PUT_NX | KVC_PUT_XX | KVC_PUT_KEEPTTL)) ||
+	    (flags & (KVC_PUT_NX | KVC_PUT_XX)) == (KVC_PUT_NX | KVC_PUT_XX))
+		return invalid(c, "PUT flags");
+	if ((rc = begin(c, KV_OP_PUT, nargs, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_bin(&c->out, val, vlen);
+	if (nargs >= 3)
+		kv_mp_uint(&c->out, ttl_ms);
+	if (nargs == 4)
+		kv_mp_uint(&c->out, flags);
+	return finish(c, start, KV_OP_PUT, 0, 0);
+}
+
+int kvc_send_del(kvc_conn *c, const void *key, size_t klen)
+{
+	return key_req(c, KV_OP_DEL, key, klen);
+}
+
+int kvc_send_mget(kvc_conn *c, const kvc_val *keys, size_t n)
+{
+	return keys_req(c, KV_OP_MGET, keys, n);
+}
+
+int kvc_send_mput(kvc_conn *c, const kvc_val *keys, const kvc_val *vals,
+		  size_t n, uint64_t ttl_ms)
+{
+	size_t start, total = 0;
+	int rc;
+
+	if (!keys_ok(keys, n) || !vals || !keys_ok(vals, n))
+		return invalid(c, "keys or values");
+	if ((rc = begin(c, KV_OP_MPUT, (uint32_t)(2 * n + 1), &start)))
+		return rc;
+	/* One reservation for the whole batch instead of one per item. */
+	for (size_t i = 0; i < n; i++)
+		total += keys[i].len + vals[i].len + 2 * KV_MP_HDR_MAX;
+	kv_buf_reserve(&c->out, total + KV_MP_HDR_MAX);
+	kv_mp_uint(&c->out, ttl_ms);
+	for (size_t i = 0; i < n; i++) {
+		kv_mp_bin(&c->out, keys[i].p, keys[i].len);
+		kv_mp_bin(&c->out, vals[i].p, vals[i].len);
+	}
+	return finish(c, start, KV_OP_MPUT, 0, 0);
+}
+
+int kvc_send_mdel(kvc_conn *c, const kvc_val *keys, size_t n)
+{
+	return keys_req(c, KV_OP_MDEL, keys, n);
+}
+
+int kvc_send_exists(kvc_conn *c, const kvc_val *keys, size_t n)
+{
+	return keys_req(c, KV_OP_EXISTS, keys, n);
+}
+
+static int opt_val_ok(const kvc_val *v)
+{
+	return !v || bytes_ok(v->p, v->len);
+}
+
+static void put_opt_val(kvc_conn *c, const kvc_val *v)
+{
+	if (v && v->len)
+		kv_mp_bin(&c->out, v->p, v->len);
+	else
+		kv_mp_nil(&c->out);
+}
+
+int kvc_send_scan(kvc_conn *c, const kvc_val *prefix, const kvc_val *start,
+		  const kvc_val *end, unsigned limit, unsigned flags)
+{
+	size_t at;
+	int rc;
+
+	if (!opt_val_ok(prefix) || !opt_val_ok(start) || !opt_val_ok(end) ||
+	    limit == 0 || (flags & ~KVC_SCAN_KEYS_ONLY))
+		return invalid(c, "SCAN arguments");
+	if ((rc = begin(c, KV_OP_SCAN, 5, &at)))
+		return rc;
+	put_opt_val(c, prefix);
+	put_opt_val(c, start);
+	put_opt_val(c, end);
+	kv_mp_uint(&c->out, limit);
+	kv_mp_uint(&c->out, flags);
+	return finish(c, at, KV_OP_SCAN, flags, 0);
+}
+
+int kvc_send_count(kvc_conn *c, const void *prefix, size_t plen)
+{
+	return opt_req(c, KV_OP_COUNT, plen ? prefix : NULL, plen);
+}
+
+int kvc_send_stats(kvc_conn *c)
+{
+	return opt_req(c, KV_OP_STATS, NULL, 0);
+}
+
+int kvc_send_incr(kvc_conn *c, const void *key, size_t klen, int64_t delta)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen))
+		return invalid(c, "key");
+	if ((rc = begin(c, KV_OP_INCR, 2, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_int(&c->out, delta);
+	return finish(c, start, KV_OP_INCR, 0, 0);
+}
+
+int kvc_send_append(kvc_conn *c, const void *key, size_t klen, const void *val,
+		    size_t vlen)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen) || !bytes_ok(val, vlen))
+		return invalid(c, "key or value");
+	if ((rc = begin(c, KV_OP_APPEND, 2, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_bin(&c->out, val, vlen);
+	return finish(c, start, KV_OP_APPEND, 0, 0);
+}
+
+int kvc_send_expire(kvc_conn *c, const void *key, size_t klen, uint64_t ttl_ms)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen))
+		return invalid(c, "key");
+	if ((rc = begin(c, KV_OP_EXPIRE, 2, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_uint(&c->out, ttl_ms);
+	return finish(c, start, KV_OP_EXPIRE, 0, 0);
+}
+
+int kvc_send_ttl(kvc_conn *c, const void *key, size_t klen)
+{
+	return key_req(c, KV_OP_TTL, key, klen);
+}
+
+int kvc_send_getdel(kvc_conn *c, const void *key, size_t klen)
+{
+	return key_req(c, KV_OP_GETDEL, key, klen);
+}
+
+int kvc_send_flushall(kvc_conn *c)
+{
+	return opt_req(c, KV_OP_FLUSHALL, NULL, 0);
+}
+
+int kvc_send_auth(kvc_conn *c, const void *password, size_t len)
+{
+	if (!password && !len)
+		password = "";
+	return key_req(c, KV_OP_AUTH, password, len);
+}
