@@ -34,6 +34,7 @@ struct opt {
 static const char *const durability_names[] = {"sync", "async", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug",
 					  NULL};
+static const char *const bool_names[] = {"no", "yes", NULL};
 
 #define F(field)                                                               \
 	offsetof(struct kvd_config, field),                                    \
@@ -46,6 +47,8 @@ static const struct opt options[] = {
      "msgpack protocol port (0: any free port)"},
     {"resp-port", OPT_UINT, F(resp_port), 0, 65535, "0", NULL,
      "Redis protocol (RESP2) port; 0 disables it (suggested: 7380)"},
+    {"resp-flushall", OPT_ENUM, F(resp_flushall), 0, 0, "yes", bool_names,
+     "whether RESP FLUSHALL and FLUSHDB may empty the store"},
     {"data-dir", OPT_STR, F(data_dir), 0, 0, "./data", NULL,
      "data directory: MANIFEST, LOCK and shard-NNN/"},
     {"threads", OPT_UINT, F(threads), 0, 256, "0", NULL,

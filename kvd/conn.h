@@ -58,7 +58,10 @@ struct kvd_conn {
 	struct kvd_conn *dirty_next;
 	struct kvd_conn *prev, *next; /* the io thread's list of connections */
 	uint32_t resp_state;	      /* RESP: protocol-specific flags */
-	char name[64];		      /* RESP CLIENT SETNAME */
+	struct {		      /* RESP: a multibulk validated so far */
+		uint32_t off, argc, seen, body;
+	} resp_mb;
+	char name[64]; /* RESP CLIENT SETNAME */
 };
 
 /* The loop calls these. */

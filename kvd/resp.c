@@ -1,18 +1,677 @@
-/* resp.c - the Redis protocol (RESP2) listener. */
-#include "conn.h"
+/* resp.c - the Redis protocol (RESP2): framing, replies and dispatch.
+ *
+ * Requests come in two forms, as in Redis: a multibulk array of bulk
+ * strings ("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"), and an inline line for telnet
+ * ("GET k\r\n", split like Redis's sdssplitargs).  Limits are checked on
+ * the declared lengths before a byte of the body is waited for, so a client
+ * can never make the server buffer more than max-frame-size for a request.
+ *
+ * A multibulk request may arrive over many receives.  Rescanning it from the
+ * start each time would be quadratic in its argument count, so how far it
+ * has been validated is kept in c->resp_mb.  That is sound because the
+ * connection hands the same request start back on every call until this
+ * module consumes it (returns non-zero), and that is when the state resets.
+ *
+ * Errors carry Redis's own words where Redis has them.  A protocol error
+ * cannot be resynchronised: it is answered and the connection closed, as
+ * Redis does.
+ */
+#include "resp.h"
 
-size_t kvd_resp_input(struct kvd_conn *c, const uint8_t *p, size_t n)
+#include <stdio.h>
+#include <string.h>
+
+#include "kv_status.h"
+#include "loop.h"
+
+#define NUM_LINE_MAX 24 /* "$" + sign + 20 digits, generously */
+
+const char resp_err_syntax[] = "ERR syntax error";
+const char resp_err_int[] = "ERR value is not an integer or out of range";
+const char resp_err_internal[] =
+    "ERR internal error while reading (see the server log)";
+const char resp_err_key[] =
+    "ERR invalid key: kvd keys are 1 to max-key-size bytes long";
+const char resp_err_nomem[] = "ERR out of memory";
+
+const struct resp_cmd resp_cmds[RESP_NCMDS] = {
+#define RESP_CMD_ROW(id, name, fn, arity, flags, first, last, step, group,     \
+		     summary)                                                  \
+	[RESP_CMD_##                                                           \
+	    id] = {name, fn, arity, flags, first, last, step, group, summary},
+    RESP_COMMANDS(RESP_CMD_ROW)
+#undef RESP_CMD_ROW
+};
+
+/* ===================== Replies ===================== */
+
+size_t resp_u64(char *buf, uint64_t v)
 {
-	static const char msg[] = "-ERR RESP is not implemented\r\n";
+	char tmp[21];
+	size_t n = 0, i;
 
-	(void)p;
-	kvd_reply_append(c, msg, sizeof(msg) - 1);
-	c->flags |= CONN_CLOSING;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		buf[i] = tmp[n - 1 - i];
 	return n;
 }
 
-void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
+void resp_add_raw(struct kvd_conn *c, const void *p, size_t n)
 {
-	(void)c;
-	(void)pd;
+	kvd_reply_append(c, p, n);
+}
+
+void resp_add_ok(struct kvd_conn *c)
+{
+	kvd_reply_append(c, "+OK\r\n", 5);
+}
+
+void resp_add_status(struct kvd_conn *c, const char *s)
+{
+	size_t n = strlen(s);
+	uint8_t *p = kvd_reply_room(c, n + 3);
+
+	if (!p)
+		return;
+	p[0] = '+';
+	memcpy(p + 1, s, n);
+	memcpy(p + 1 + n, "\r\n", 2);
+	c->out.len += n + 3;
+}
+
+/* One type byte, a signed decimal, CRLF. */
+static void add_num(struct kvd_conn *c, char type, int64_t v)
+{
+	uint8_t *p = kvd_reply_room(c, 24);
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	size_t n = 1;
+
+	if (!p)
+		return;
+	p[0] = (uint8_t)type;
+	if (v < 0)
+		p[n++] = '-';
+	n += resp_u64((char *)p + n, u);
+	p[n++] = '\r';
+	p[n++] = '\n';
+	c->out.len += n;
+}
+
+void resp_add_int(struct kvd_conn *c, int64_t v)
+{
+	add_num(c, ':', v);
+}
+
+void resp_add_array(struct kvd_conn *c, uint64_t n)
+{
+	add_num(c, '*', (int64_t)n);
+}
+
+void resp_add_nil(struct kvd_conn *c)
+{
+	kvd_reply_append(c, "$-1\r\n", 5);
+}
+
+void resp_add_bulk(struct kvd_conn *c, const void *data, size_t n)
+{
+	uint8_t *p = kvd_reply_room(c, n + 32);
+	size_t h = 1;
+
+	if (!p)
+		return;
+	p[0] = '$';
+	h += resp_u64((char *)p + 1, n);
+	p[h++] = '\r';
+	p[h++] = '\n';
+	if (n)
+		memcpy(p + h, data, n);
+	p[h + n] = '\r';
+	p[h + n + 1] = '\n';
+	c->out.len += h + n + 2;
+}
+
+void resp_add_cstr(struct kvd_conn *c, const char *s)
+{
+	resp_add_bulk(c, s, strlen(s));
+}
+
+void resp_add_error(struct kvd_conn *c, const char *msg)
+{
+	size_t n = strlen(msg);
+	uint8_t *p = kvd_reply_room(c, n + 3);
+
+	kvd_count(&c->io->stats.resp_errors, 1);
+	if (!p)
+		return;
+	p[0] = '-';
+	for (size_t i = 0; i < n; i++)
+		p[1 + i] = msg[i] == '\r' || msg[i] == '\n' ? ' ' : msg[i];
+	memcpy(p + 1 + n, "\r\n", 2);
+	c->out.len += n + 3;
+}
+
+void resp_insert(struct kvd_conn *c, size_t off, const void *hdr, size_t n)
+{
+	if (kv_buf_reserve(&c->out, n))
+		return;
+	memmove(c->out.data + off + n, c->out.data + off, c->out.len - off);
+	memcpy(c->out.data + off, hdr, n);
+	c->out.len += n;
+}
+
+size_t resp_reply_cap(const struct kvd_conn *c)
+{
+	return c->io->srv->cfg->max_output;
+}
+
+/* ===================== Arguments ===================== */
+
+int resp_ll(struct kv_slice s, long long *v)
+{
+	const uint8_t *p = s.p, *end = s.p + s.n;
+	uint64_t u = 0, lim = (uint64_t)INT64_MAX;
+	int neg = 0;
+
+	if (s.n == 1 && p[0] == '0') {
+		*v = 0;
+		return 0;
+	}
+	if (p < end && *p == '-') {
+		neg = 1;
+		lim++; /* |INT64_MIN| */
+		p++;
+	}
+	if (p == end || *p < '1' || *p > '9' || end - p > 19)
+		return -1;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9' || u > (lim - (*p - '0')) / 10)
+			return -1;
+		u = u * 10 + (uint64_t)(*p - '0');
+	}
+	*v = neg ? (long long)(0 - u) : (long long)u;
+	return 0;
+}
+
+int resp_eq(struct kv_slice s, const char *lower)
+{
+	size_t i;
+
+	for (i = 0; i < s.n && lower[i]; i++) {
+		uint8_t ch = s.p[i];
+
+		if (ch >= 'A' && ch <= 'Z')
+			ch = (uint8_t)(ch + 32);
+		if (ch != (uint8_t)lower[i])
+			return 0;
+	}
+	return i == s.n && lower[i] == '\0';
+}
+
+int resp_key_ok(const struct kvd_conn *c, struct kv_slice k)
+{
+	return k.n >= 1 && k.n <= c->io->srv->cfg->max_key;
+}
+
+/* Append at most max bytes of s to buf (NUL-terminated, size cap). */
+static void err_cat(char *buf, size_t cap, const void *s, size_t n, size_t max)
+{
+	size_t len = strlen(buf);
+
+	if (n > max)
+		n = max;
+	if (n > cap - 1 - len)
+		n = cap - 1 - len;
+	memcpy(buf + len, s, n);
+	buf[len + n] = '\0';
+}
+
+const char *resp_arity_error(struct resp_req *r, const char *name)
+{
+	snprintf(r->err, sizeof(r->err),
+		 "ERR wrong number of arguments for '%s' command", name);
+	return r->err;
+}
+
+const char *resp_subcmd_error(struct resp_req *r, const char *cmd)
+{
+	r->err[0] = '\0';
+	err_cat(r->err, sizeof(r->err), "ERR unknown subcommand '", 24, 24);
+	err_cat(r->err, sizeof(r->err), r->a[1].p, r->a[1].n, 128);
+	err_cat(r->err, sizeof(r->err), "'. Try ", 7, 7);
+	err_cat(r->err, sizeof(r->err), cmd, strlen(cmd), 32);
+	err_cat(r->err, sizeof(r->err), " HELP.", 6, 6);
+	return r->err;
+}
+
+/* Redis's words: the name and up to 128 bytes of quoted arguments. */
+static const char *unknown_error(struct resp_req *r)
+{
+	struct resp_it it;
+	struct kv_slice a;
+	size_t cap = sizeof(r->err), start;
+
+	r->err[0] = '\0';
+	err_cat(r->err, cap, "ERR unknown command '", 21, 21);
+	err_cat(r->err, cap, r->a[0].p, r->a[0].n, 128);
+	err_cat(r->err, cap, "', with args beginning with: ", 29, 29);
+	start = strlen(r->err);
+	resp_it_init(r, 1, &it);
+	for (uint32_t i = 1; i < r->argc; i++) {
+		size_t used = strlen(r->err) - start;
+
+		if (used >= 128)
+			break;
+		resp_it_next(&it, &a);
+		err_cat(r->err, cap, "'", 1, 1);
+		err_cat(r->err, cap, a.p, a.n, 128 - used);
+		err_cat(r->err, cap, "' ", 2, 2);
+	}
+	return r->err;
+}
+
+/* ===================== Argument walks ===================== */
+
+/* A validated "$<len>\r\n<data>\r\n"; returns what follows it. */
+static const uint8_t *bulk_at(const uint8_t *p, struct kv_slice *arg)
+{
+	size_t n = 0;
+
+	for (p++; *p != '\r'; p++)
+		n = n * 10 + (size_t)(*p - '0');
+	arg->p = p + 2;
+	arg->n = n;
+	return p + 2 + n + 2;
+}
+
+/* Inline arguments are packed as [u32 len][bytes]. */
+static const uint8_t *packed_at(const uint8_t *p, struct kv_slice *arg)
+{
+	uint32_t n;
+
+	memcpy(&n, p, 4);
+	arg->p = p + 4;
+	arg->n = n;
+	return p + 4 + n;
+}
+
+void resp_it_next(struct resp_it *it, struct kv_slice *arg)
+{
+	it->p = it->packed ? packed_at(it->p, arg) : bulk_at(it->p, arg);
+}
+
+void resp_it_init(const struct resp_req *r, uint32_t from, struct resp_it *it)
+{
+	struct kv_slice skip;
+
+	it->p = r->body;
+	it->packed = r->packed;
+	while (from--)
+		resp_it_next(it, &skip);
+}
+
+static void fill_fixed(struct resp_req *r)
+{
+	struct resp_it it;
+
+	resp_it_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc && i < RESP_FIXED_ARGS; i++)
+		resp_it_next(&it, &r->a[i]);
+	for (uint32_t i = r->argc; i < RESP_FIXED_ARGS; i++)
+		r->a[i].n = 0, r->a[i].p = NULL;
+}
+
+/* ===================== Multibulk ===================== */
+
+enum { PARSE_MORE = 0, PARSE_ERR = -1 };
+
+/* "<number>\r\n" at p: 1 with *v and *len (CRLF included), PARSE_MORE, or
+ * PARSE_ERR: -2 when the line is too long, -1 when it is not a number. */
+static int num_line(const uint8_t *p, size_t n, long long *v, size_t *len)
+{
+	size_t lim = n < NUM_LINE_MAX ? n : NUM_LINE_MAX;
+	const uint8_t *cr = memchr(p, '\r', lim);
+	struct kv_slice s;
+
+	if (!cr)
+		return n >= NUM_LINE_MAX ? -2 : PARSE_MORE;
+	if ((size_t)(cr - p) + 1 >= n)
+		return PARSE_MORE;
+	s.p = p;
+	s.n = (size_t)(cr - p);
+	if (cr[1] != '\n' || resp_ll(s, v))
+		return -1;
+	*len = s.n + 2;
+	return 1;
+}
+
+/* Validate bulks from c->resp_mb.off on: PARSE_MORE, PARSE_ERR (message
+ * in r->err), or 1 once every declared bulk is in. */
+static int mb_bulks(struct kvd_conn *c, const uint8_t *p, size_t n,
+		    struct resp_req *r)
+{
+	uint64_t max = c->io->srv->cfg->max_frame;
+	long long len;
+	size_t hl;
+	int rc;
+
+	while (c->resp_mb.seen < c->resp_mb.argc) {
+		const uint8_t *q = p + c->resp_mb.off;
+		size_t left = n - c->resp_mb.off;
+		uint64_t end;
+
+		if (left == 0)
+			return PARSE_MORE;
+		if (*q != '$') {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Protocol error: expected '$', got '%c'",
+				 *q);
+			return PARSE_ERR;
+		}
+		rc = num_line(q + 1, left - 1, &len, &hl);
+		if (rc == PARSE_MORE)
+			return PARSE_MORE;
+		if (rc < 0 || len < 0 || (uint64_t)len > max) {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Protocol error: %s",
+				 rc == -2 ? "too big bulk count string"
+					  : "invalid bulk length");
+			return PARSE_ERR;
+		}
+		end = c->resp_mb.off + 1 + hl + (uint64_t)len + 2;
+		if (end > max) {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Protocol error: request larger than "
+				 "max-frame-size (%llu bytes)",
+				 (unsigned long long)max);
+			return PARSE_ERR;
+		}
+		if (end > n)
+			return PARSE_MORE;
+		if (p[end - 2] != '\r' || p[end - 1] != '\n') {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Protocol error: bulk longer than its "
+				 "declared length %lld",
+				 len);
+			return PARSE_ERR;
+		}
+		c->resp_mb.off = (uint32_t)end;
+		c->resp_mb.seen++;
+	}
+	return 1;
+}
+
+/* A whole multibulk request at p: its length, PARSE_MORE or PARSE_ERR.
+ * An empty or negative count is a request of no arguments (argc 0). */
+static long mb_parse(struct kvd_conn *c, const uint8_t *p, size_t n,
+		     struct resp_req *r)
+{
+	long long count;
+	size_t hl;
+	int rc;
+
+	if (c->resp_mb.off == 0) {
+		rc = num_line(p + 1, n - 1, &count, &hl);
+		if (rc == PARSE_MORE)
+			return PARSE_MORE;
+		if (rc < 0 || count > (long long)RESP_MAX_ARGS) {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Protocol error: %s",
+				 rc == -2 ? "too big mbulk count string"
+					  : "invalid multibulk length");
+			return PARSE_ERR;
+		}
+		if (count <= 0) {
+			r->argc = 0;
+			return (long)(1 + hl);
+		}
+		c->resp_mb.off = (uint32_t)(1 + hl);
+		c->resp_mb.argc = (uint32_t)count;
+		c->resp_mb.seen = 0;
+		c->resp_mb.body = c->resp_mb.off;
+	}
+	rc = mb_bulks(c, p, n, r);
+	if (rc <= 0)
+		return rc;
+	r->argc = c->resp_mb.argc;
+	r->body = p + c->resp_mb.body;
+	r->packed = 0;
+	fill_fixed(r);
+	return (long)c->resp_mb.off;
+}
+
+/* ===================== Inline ===================== */
+
+static int hexval(uint8_t ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch |= 0x20;
+	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+static int is_space(uint8_t ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' ||
+	       ch == '\v' || ch == '\f';
+}
+
+/* One character of a double-quoted token at *pp; the escapes Redis knows. */
+static uint8_t dq_char(const uint8_t **pp, const uint8_t *end)
+{
+	const uint8_t *p = *pp;
+
+	if (p[0] == '\\' && end - p >= 4 && p[1] == 'x' && hexval(p[2]) >= 0 &&
+	    hexval(p[3]) >= 0) {
+		*pp = p + 4;
+		return (uint8_t)(hexval(p[2]) * 16 + hexval(p[3]));
+	}
+	if (p[0] == '\\' && end - p >= 2) {
+		*pp = p + 2;
+		switch (p[1]) {
+		case 'n': return '\n';
+		case 'r': return '\r';
+		case 't': return '\t';
+		case 'b': return '\b';
+		case 'a': return '\a';
+		default: return p[1];
+		}
+	}
+	*pp = p + 1;
+	return p[0];
+}
+
+/* One token of sdssplitargs at *pp, unescaped to out; its length, or -1
+ * for unbalanced quotes.  Quotes may open mid-token, as in Redis; a closing
+ * quote must be followed by a space or the end. */
+static long split_token(const uint8_t **pp, const uint8_t *end, uint8_t *out)
+{
+	const uint8_t *p = *pp;
+	long n = 0;
+	int inq = 0, insq = 0;
+
+	while (p < end) {
+		if (inq) {
+			if (*p == '"') {
+				if (p + 1 < end && !is_space(p[1]))
+					return -1;
+				inq = 0;
+				p++;
+				break;
+			}
+			out[n++] = dq_char(&p, end);
+		} else if (insq) {
+			if (p[0] == '\\' && p + 1 < end && p[1] == '\'') {
+				out[n++] = '\'';
+				p += 2;
+			} else if (*p == '\'') {
+				if (p + 1 < end && !is_space(p[1]))
+					return -1;
+				insq = 0;
+				p++;
+				break;
+			} else {
+				out[n++] = *p++;
+			}
+		} else if (is_space(*p)) {
+			break;
+		} else if (*p == '"' || *p == '\'') {
+			inq = *p == '"';
+			insq = *p == '\'';
+			p++;
+		} else {
+			out[n++] = *p++;
+		}
+	}
+	if (inq || insq)
+		return -1;
+	*pp = p;
+	return n;
+}
+
+/* Split a line into packed arguments in buf; -1 on unbalanced quotes. */
+static int split_line(const uint8_t *p, const uint8_t *end, uint8_t *buf,
+		      struct resp_req *r)
+{
+	uint8_t *o = buf;
+
+	r->argc = 0;
+	for (;;) {
+		uint32_t len;
+		long tn;
+
+		while (p < end && is_space(*p))
+			p++;
+		if (p == end)
+			break;
+		tn = split_token(&p, end, o + 4);
+		if (tn < 0)
+			return -1;
+		len = (uint32_t)tn;
+		memcpy(o, &len, 4);
+		o += 4 + len;
+		r->argc++;
+	}
+	r->body = buf;
+	r->packed = 1;
+	fill_fixed(r);
+	return 0;
+}
+
+/* ===================== Dispatch ===================== */
+
+static int find_cmd(struct kv_slice name)
+{
+	char low[20];
+
+	if (name.n == 0 || name.n >= sizeof(low))
+		return -1;
+	for (size_t i = 0; i < name.n; i++) {
+		uint8_t ch = name.p[i];
+
+		low[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+	}
+	low[name.n] = '\0';
+	for (int i = 0; i < RESP_NCMDS; i++)
+		if (!strcmp(resp_cmds[i].name, low))
+			return i;
+	return -1;
+}
+
+/* The request's reply must wait for earlier writes. */
+static size_t stall(struct kvd_conn *c)
+{
+	c->stall = STALL_WRITES;
+	return 0;
+}
+
+static size_t consumed(struct kvd_conn *c, size_t len)
+{
+	memset(&c->resp_mb, 0, sizeof(c->resp_mb));
+	return len;
+}
+
+/* Run one parsed request of len bytes: len once answered or queued, 0 when
+ * it has to wait. */
+static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
+{
+	const struct resp_cmd *d = NULL;
+	const char *err = NULL;
+	int id;
+
+	if (r->argc == 0)
+		return consumed(c, len); /* Redis ignores empty requests */
+	id = find_cmd(r->a[0]);
+	if (id < 0) {
+		err = unknown_error(r);
+	} else {
+		d = &resp_cmds[id];
+		r->cmd = (uint16_t)id;
+		if ((d->arity > 0 && r->argc != (uint32_t)d->arity) ||
+		    (d->arity < 0 && r->argc < (uint32_t)-d->arity))
+			err = resp_arity_error(r, d->name);
+	}
+	/* Everything but a write answers now, so waits for earlier writes. */
+	if (c->npend && (err || !(d->flags & RC_WRITE)))
+		return stall(c);
+	if (!err)
+		err = d->fn(c, r);
+	if (err) {
+		if (c->npend) /* a write refused after validation */
+			return stall(c);
+		resp_add_error(c, err);
+	}
+	kvd_count(&c->io->stats.resp_calls, 1);
+	return consumed(c, len);
+}
+
+static size_t protocol_error(struct kvd_conn *c, const char *msg, size_t n)
+{
+	if (c->npend)
+		return stall(c);
+	resp_add_error(c, msg);
+	c->flags |= CONN_CLOSING;
+	return consumed(c, n);
+}
+
+/* Inline requests: rare (telnet), so the unescaping buffer lives on the
+ * stack of this function only.  A token of k source bytes packs into at
+ * most k + 4, and every token but the last is followed by a separator, so
+ * the packed form of a line of m bytes fits in 3m + 4. */
+static size_t inline_input(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	uint8_t buf[3 * RESP_INLINE_MAX + 4];
+	const uint8_t *nl =
+	    memchr(p, '\n', n < RESP_INLINE_MAX ? n : RESP_INLINE_MAX);
+	const uint8_t *end;
+	struct resp_req r;
+
+	if (!nl) {
+		if (n < RESP_INLINE_MAX)
+			return 0;
+		return protocol_error(
+		    c, "ERR Protocol error: too big inline request", n);
+	}
+	end = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+	if (split_line(p, end, buf, &r))
+		return protocol_error(
+		    c, "ERR Protocol error: unbalanced quotes in request", n);
+	return exec(c, &r, (size_t)(nl - p) + 1);
+}
+
+size_t kvd_resp_input(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	struct resp_req r;
+	long len;
+
+	if (p[0] != '*')
+		return inline_input(c, p, n);
+	len = mb_parse(c, p, n, &r);
+	if (len == PARSE_MORE)
+		return 0;
+	if (len == PARSE_ERR)
+		return protocol_error(c, r.err, n);
+	return exec(c, &r, (size_t)len);
 }

@@ -697,6 +697,18 @@ static const uint8_t *item_next(const uint8_t *p, struct item *it)
 	return it->v + vn;
 }
 
+/* Hand a value back to the io thread (GETDEL, PUT with KVD_PUT_GETOLD). */
+static int copy_out(struct kvd_wop *op, struct kv_slice old)
+{
+	free(op->val);
+	op->val = malloc(old.n ? old.n : 1);
+	if (!op->val)
+		return ENOMEM;
+	memcpy(op->val, old.p, old.n);
+	op->vlen = (uint32_t)old.n;
+	return 0;
+}
+
 static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 {
 	const uint8_t *p = op->items;
@@ -710,6 +722,9 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		p = item_next(p, &it);
 		if (op->flags &&
 		    (rc = wlookup(t, &it.k, now, &old, &oexp, &live)))
+			return rc;
+		if ((op->flags & KVD_PUT_GETOLD) && live > 0 &&
+		    (rc = copy_out(op, old)))
 			return rc;
 		if ((op->flags & KV_PUT_NX) && live > 0) {
 			op->status = KV_EXISTS;
@@ -742,13 +757,8 @@ static int apply_del(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		p = item_next(p, &it);
 		if ((rc = wlookup(t, &it.k, now, &old, &exp, &live)))
 			return rc;
-		if (live > 0 && getdel) {
-			op->val = malloc(old.n ? old.n : 1);
-			if (!op->val)
-				return ENOMEM;
-			memcpy(op->val, old.p, old.n);
-			op->vlen = (uint32_t)old.n;
-		}
+		if (live > 0 && getdel && (rc = copy_out(op, old)))
+			return rc;
 		if (live && (rc = mdb_del(t->txn, sh->kv, &it.k, NULL)))
 			return rc;
 		op->result += live > 0;
@@ -827,7 +837,10 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 			op->status = KV_NOT_FOUND;
 			return 0;
 		}
-		op->result = 1;
+		/* PERSIST of a key without expiry: nothing to change. */
+		op->result = op->expire_at != 0 || exp != 0;
+		if (!op->result)
+			return 0;
 		if (old.n && (rc = wkeep(t, &old)))
 			return rc;
 		return wstore(t, &it.k, op->expire_at, old.p, old.n, NULL, 0);

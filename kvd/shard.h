@@ -107,16 +107,21 @@ enum kvd_wkind {
 	KVD_W_DEL,    /* items: keys; result: keys deleted */
 	KVD_W_INCR,   /* one key; delta; result: new value */
 	KVD_W_APPEND, /* one key + value; result: new length */
-	KVD_W_EXPIRE, /* one key; expire_at (0 = persist); result 1/0 */
+	KVD_W_EXPIRE, /* one key; expire_at (0 = persist); result 1, or 0
+			 when persisting a key that has no expiry */
 	KVD_W_GETDEL, /* one key; the old value is copied out */
 	KVD_W_FLUSH,  /* no items: empty the shard */
 };
 
 /* One write, as the committer applies it.  items holds nitems entries of
  * [u16 klen][u32 vlen][key][value], native-endian, built by the io thread. */
+/* A PUT flag of the server's own (not on the native wire): copy the old
+ * value out, as GETDEL does (RESP's SET ... GET and GETSET). */
+#define KVD_PUT_GETOLD 0x80u
+
 struct kvd_wop {
 	uint8_t kind;
-	uint8_t flags; /* KV_PUT_* */
+	uint8_t flags; /* KV_PUT_*, KVD_PUT_GETOLD */
 	uint32_t nitems;
 	uint64_t expire_at; /* Unix ms, 0 for none */
 	int64_t delta;

@@ -1,7 +1,12 @@
-/* stats.c - STATS: sums of the per-thread counters and per-shard sizes. */
+/* stats.c - STATS and INFO: sums of the per-thread counters and per-shard
+ * sizes, as a msgpack map (native STATS) or Redis's INFO text (RESP). */
 #include "stats.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include "committer.h"
 #include "kv_mp.h"
@@ -11,6 +16,7 @@ struct totals {
 	uint64_t calls[KV_OP_MAX], errors[KV_OP_MAX];
 	uint64_t bytes_in, bytes_out, accepted, refused, conns;
 	uint64_t commits, writes, max_batch, commit_ns, failures, reaped;
+	uint64_t resp_calls, resp_errors;
 };
 
 static void sum(struct kvd_server *srv, struct totals *t)
@@ -27,6 +33,8 @@ static void sum(struct kvd_server *srv, struct totals *t)
 		t->bytes_out += kvd_read(&s->bytes_out);
 		t->accepted += kvd_read(&s->accepted);
 		t->refused += kvd_read(&s->refused);
+		t->resp_calls += kvd_read(&s->resp_calls);
+		t->resp_errors += kvd_read(&s->resp_errors);
 	}
 	t->conns = atomic_load(&srv->nconns);
 	for (unsigned i = 0; i < srv->nshards; i++) {
@@ -117,4 +125,152 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "expired_reaped", t.reaped);
 	encode_ops(b, &t);
 	encode_shards(io, b);
+}
+
+/* ===================== INFO (Redis's text format) ===================== */
+
+static void line(struct kv_buf *b, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp) - 2, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(tmp) - 3)
+		n = (int)sizeof(tmp) - 3;
+	memcpy(tmp + n, "\r\n", 2);
+	kv_buf_append(b, tmp, (size_t)n + 2);
+}
+
+static void info_server(struct kvd_io *io, struct kv_buf *b)
+{
+	struct kvd_server *srv = io->srv;
+	uint64_t up = (io->now_ms - srv->start_ms) / 1000;
+	struct utsname u;
+
+	if (uname(&u))
+		memset(&u, 0, sizeof(u));
+	line(b, "# Server");
+	line(b, "redis_version:7.0.0"); /* the command set kvd follows */
+	line(b, "kvd_version:%s", KVD_VERSION);
+	line(b, "redis_mode:standalone");
+	line(b, "os:%s %s %s", u.sysname, u.release, u.machine);
+	line(b, "arch_bits:%u", (unsigned)(sizeof(void *) * 8));
+	line(b, "process_id:%ld", (long)getpid());
+	line(b, "tcp_port:%u", srv->resp_port);
+	line(b, "uptime_in_seconds:%llu", (unsigned long long)up);
+	line(b, "uptime_in_days:%llu", (unsigned long long)up / 86400);
+	line(b, "io_threads_active:%u", srv->nio);
+	line(b, "kvd_shards:%u", srv->nshards);
+	line(b, "kvd_native_port:%u", srv->port);
+	line(b, "config_file:%s", srv->cfg->config_file);
+}
+
+static void info_persistence(struct kvd_io *io, const struct totals *t,
+			     struct kv_buf *b)
+{
+	struct kvd_server *srv = io->srv;
+	uint64_t used = 0, file = 0;
+
+	for (unsigned i = 0; i < srv->nshards; i++) {
+		struct kvd_shard_stat s;
+
+		if (kvd_reader_stat(io->reader, i, &s) == 0) {
+			used += s.used_bytes;
+			file += s.file_bytes;
+		}
+	}
+	line(b, "# Persistence");
+	line(b, "loading:0");
+	line(b, "rdb_bgsave_in_progress:0");
+	line(b, "aof_enabled:0");
+	line(b, "aof_rewrite_in_progress:0");
+	line(b, "kvd_durability:%s",
+	     srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	line(b, "kvd_commits:%llu", (unsigned long long)t->commits);
+	line(b, "kvd_writes:%llu", (unsigned long long)t->writes);
+	line(b, "kvd_avg_batch:%.2f",
+	     t->commits ? (double)t->writes / (double)t->commits : 0.0);
+	line(b, "kvd_max_batch:%llu", (unsigned long long)t->max_batch);
+	line(b, "kvd_commit_seconds:%.3f", (double)t->commit_ns / 1e9);
+	line(b, "kvd_commit_failures:%llu", (unsigned long long)t->failures);
+	line(b, "kvd_used_bytes:%llu", (unsigned long long)used);
+	line(b, "kvd_file_bytes:%llu", (unsigned long long)file);
+}
+
+static void info_stats(const struct totals *t, struct kv_buf *b)
+{
+	uint64_t calls = 0, errors = 0;
+
+	for (unsigned op = 1; op < KV_OP_MAX; op++) {
+		calls += t->calls[op];
+		errors += t->errors[op];
+	}
+	line(b, "# Stats");
+	line(b, "total_connections_received:%llu",
+	     (unsigned long long)t->accepted);
+	line(b, "total_commands_processed:%llu",
+	     (unsigned long long)(calls + t->resp_calls));
+	line(b, "total_net_input_bytes:%llu", (unsigned long long)t->bytes_in);
+	line(b, "total_net_output_bytes:%llu",
+	     (unsigned long long)t->bytes_out);
+	line(b, "rejected_connections:%llu", (unsigned long long)t->refused);
+	line(b, "expired_keys:%llu", (unsigned long long)t->reaped);
+	line(b, "total_error_replies:%llu",
+	     (unsigned long long)(errors + t->resp_errors));
+	line(b, "kvd_native_commands:%llu", (unsigned long long)calls);
+	line(b, "kvd_resp_commands:%llu", (unsigned long long)t->resp_calls);
+}
+
+static void info_keyspace(struct kvd_io *io, struct kv_buf *b)
+{
+	struct kv_slice none = {NULL, 0};
+	uint64_t keys = 0, expires = 0;
+
+	kvd_reader_count(io->reader, none, io->now_ms, &keys);
+	for (unsigned i = 0; i < io->srv->nshards; i++) {
+		struct kvd_shard_stat s;
+
+		if (kvd_reader_stat(io->reader, i, &s) == 0)
+			expires += s.expiring; /* index entries: an estimate */
+	}
+	if (expires > keys)
+		expires = keys;
+	line(b, "# Keyspace");
+	if (keys)
+		line(b, "db0:keys=%llu,expires=%llu,avg_ttl=0",
+		     (unsigned long long)keys, (unsigned long long)expires);
+}
+
+void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b)
+{
+	struct kvd_server *srv = io->srv;
+	struct totals t;
+	int first = 1;
+
+	sum(srv, &t);
+	for (unsigned s = KVD_INFO_SERVER; s <= KVD_INFO_KEYSPACE; s <<= 1) {
+		if (!(sections & s))
+			continue;
+		if (!first)
+			kv_buf_append(b, "\r\n", 2);
+		first = 0;
+		switch (s) {
+		case KVD_INFO_SERVER: info_server(io, b); break;
+		case KVD_INFO_CLIENTS:
+			line(b, "# Clients");
+			line(b, "connected_clients:%llu",
+			     (unsigned long long)t.conns);
+			line(b, "maxclients:%u", srv->cfg->max_clients);
+			line(b, "blocked_clients:0");
+			break;
+		case KVD_INFO_PERSISTENCE: info_persistence(io, &t, b); break;
+		case KVD_INFO_STATS: info_stats(&t, b); break;
+		default: info_keyspace(io, b); break;
+		}
+	}
 }

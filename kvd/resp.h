@@ -1,0 +1,225 @@
+/* resp.h - the Redis protocol (RESP2) listener, shared by its source files.
+ *
+ *   resp.c        framing: multibulk and inline parsing, replies, dispatch
+ *   resp_cmd.c    key and string commands (GET, SET, INCR, EXPIRE, ...)
+ *   resp_scan.c   SCAN, KEYS and the glob matcher
+ *   resp_admin.c  connection and server commands (HELLO, INFO, COMMAND, ...)
+ *
+ * A request is parsed in place: its arguments are slices of the input
+ * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
+ * needs unescaping), so no request costs a malloc.  The first few
+ * arguments are at hand in req->a; the rest are walked with resp_it.
+ *
+ * Handlers return NULL once they have answered or queued their work, or an
+ * error text ("ERR ...", without the leading '-') that the dispatcher sends
+ * in order.  A handler of a command flagged RC_WRITE must not answer
+ * anything itself: it validates everything, then either queues one write
+ * (kvd_write_*) or returns an error, because earlier writes of the
+ * connection may still be in flight and replies leave in request order.
+ */
+#ifndef KVD_RESP_H
+#define KVD_RESP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "shard.h"
+
+#define RESP_FIXED_ARGS 8
+/* Largest multibulk count accepted (Redis allows up to INT_MAX, but never
+ * needs more than this in practice; the query buffer cap bounds memory). */
+#define RESP_MAX_ARGS (1u << 20)
+/* Longest inline command line, as Redis's PROTO_INLINE_MAX_SIZE. */
+#define RESP_INLINE_MAX (64u << 10)
+/* A cursor stays valid for at least this many later SCAN calls. */
+#define RESP_SCAN_SLOTS 4096
+
+struct resp_req {
+	uint32_t argc;
+	struct kv_slice a[RESP_FIXED_ARGS]; /* a[0] is the command name */
+	const uint8_t *body;		    /* first argument, for resp_it */
+	int packed;			    /* inline: [u32 len][bytes]... */
+	uint16_t cmd;			    /* its id in the command table */
+	char err[512];			    /* room for a formatted error */
+};
+
+/* A walk over the arguments from some index on. */
+struct resp_it {
+	const uint8_t *p;
+	int packed;
+};
+
+void resp_it_init(const struct resp_req *r, uint32_t from, struct resp_it *it);
+void resp_it_next(struct resp_it *it, struct kv_slice *arg);
+
+/* ---- command table ---- */
+
+enum {
+	RC_WRITE = 1u << 0, /* queued to committers: see the rule above */
+	RC_READ = 1u << 1,  /* reads keys */
+	RC_FAST = 1u << 2,
+	RC_ADMIN = 1u << 3,
+	RC_CONN = 1u << 4, /* connection state only */
+};
+
+typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
+
+/* X(ID, name, handler, arity, flags, first key, last key, step, group,
+ * summary).  Arity as Redis: n exact, -n at least n (name included). */
+#define RESP_COMMANDS(X)                                                       \
+	X(APPEND, "append", resp_append, 3, RC_WRITE, 1, 1, 1, "string",       \
+	  "Appends a string to the value of a key.")                           \
+	X(AUTH, "auth", resp_auth, -2, RC_CONN | RC_FAST, 0, 0, 0,             \
+	  "connection", "Authenticates the connection.")                       \
+	X(CLIENT, "client", resp_client, -2, RC_CONN, 0, 0, 0, "connection",   \
+	  "Connection commands: ID, SETNAME, GETNAME, SETINFO.")               \
+	X(COMMAND, "command", resp_command, -1, RC_CONN, 0, 0, 0, "server",    \
+	  "Returns detailed information about commands.")                      \
+	X(CONFIG, "config", resp_config, -2, RC_ADMIN, 0, 0, 0, "server",      \
+	  "Reads the server's configuration (CONFIG GET).")                    \
+	X(DBSIZE, "dbsize", resp_dbsize, 1, RC_READ, 0, 0, 0, "server",        \
+	  "Returns the number of keys.")                                       \
+	X(DECR, "decr", resp_incr, 2, RC_WRITE | RC_FAST, 1, 1, 1, "string",   \
+	  "Decrements the integer value of a key by one.")                     \
+	X(DECRBY, "decrby", resp_incr, 3, RC_WRITE | RC_FAST, 1, 1, 1,         \
+	  "string", "Decrements the integer value of a key by a number.")      \
+	X(DEL, "del", resp_del, -2, RC_WRITE, 1, -1, 1, "generic",             \
+	  "Deletes one or more keys.")                                         \
+	X(ECHO, "echo", resp_echo, 2, RC_CONN | RC_FAST, 0, 0, 0,              \
+	  "connection", "Returns the given string.")                           \
+	X(EXISTS, "exists", resp_exists, -2, RC_READ | RC_FAST, 1, -1, 1,      \
+	  "generic", "Determines whether one or more keys exist.")             \
+	X(EXPIRE, "expire", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1, 1,      \
+	  "generic", "Sets the expiration time of a key in seconds.")          \
+	X(EXPIREAT, "expireat", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1, 1,  \
+	  "generic", "Sets the expiration time of a key to a Unix timestamp.") \
+	X(FLUSHALL, "flushall", resp_flushall, -1, RC_WRITE | RC_ADMIN, 0, 0,  \
+	  0, "server", "Removes all keys (unless resp-flushall is no).")       \
+	X(FLUSHDB, "flushdb", resp_flushall, -1, RC_WRITE | RC_ADMIN, 0, 0, 0, \
+	  "server", "Removes all keys (unless resp-flushall is no).")          \
+	X(GET, "get", resp_get, 2, RC_READ | RC_FAST, 1, 1, 1, "string",       \
+	  "Returns the string value of a key.")                                \
+	X(GETDEL, "getdel", resp_getdel, 2, RC_WRITE | RC_FAST, 1, 1, 1,       \
+	  "string", "Returns the string value of a key after deleting it.")    \
+	X(GETSET, "getset", resp_set, 3, RC_WRITE | RC_FAST, 1, 1, 1,          \
+	  "string", "Returns the old value of a key after setting a new one.") \
+	X(HELLO, "hello", resp_hello, -1, RC_CONN | RC_FAST, 0, 0, 0,          \
+	  "connection", "Handshakes with the server (protocol 2 only).")       \
+	X(INCR, "incr", resp_incr, 2, RC_WRITE | RC_FAST, 1, 1, 1, "string",   \
+	  "Increments the integer value of a key by one.")                     \
+	X(INCRBY, "incrby", resp_incr, 3, RC_WRITE | RC_FAST, 1, 1, 1,         \
+	  "string", "Increments the integer value of a key by a number.")      \
+	X(INFO, "info", resp_info, -1, RC_ADMIN, 0, 0, 0, "server",            \
+	  "Returns information and statistics about the server.")              \
+	X(KEYS, "keys", resp_keys, 2, RC_READ, 0, 0, 0, "generic",             \
+	  "Returns all key names that match a pattern (blocks: use SCAN).")    \
+	X(MGET, "mget", resp_mget, -2, RC_READ | RC_FAST, 1, -1, 1, "string",  \
+	  "Atomically returns the string values of one or more keys.")         \
+	X(MSET, "mset", resp_mset, -3, RC_WRITE, 1, -1, 2, "string",           \
+	  "Sets the values of one or more keys (atomic per shard).")           \
+	X(PERSIST, "persist", resp_expire, 2, RC_WRITE | RC_FAST, 1, 1, 1,     \
+	  "generic", "Removes the expiration time of a key.")                  \
+	X(PEXPIRE, "pexpire", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1, 1,    \
+	  "generic", "Sets the expiration time of a key in milliseconds.")     \
+	X(PEXPIREAT, "pexpireat", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1,   \
+	  1, "generic",                                                        \
+	  "Sets the expiration time of a key to a Unix millisecond "           \
+	  "timestamp.")                                                        \
+	X(PING, "ping", resp_ping, -1, RC_CONN | RC_FAST, 0, 0, 0,             \
+	  "connection", "Returns the server's liveliness response.")           \
+	X(PSETEX, "psetex", resp_set, 4, RC_WRITE, 1, 1, 1, "string",          \
+	  "Sets the string value and expiration time in milliseconds of a "    \
+	  "key.")                                                              \
+	X(PTTL, "pttl", resp_ttl, 2, RC_READ | RC_FAST, 1, 1, 1, "generic",    \
+	  "Returns the expiration time in milliseconds of a key.")             \
+	X(QUIT, "quit", resp_quit, -1, RC_CONN | RC_FAST, 0, 0, 0,             \
+	  "connection", "Closes the connection.")                              \
+	X(SCAN, "scan", resp_scan, -2, RC_READ, 0, 0, 0, "generic",            \
+	  "Iterates over the key names in key order.")                         \
+	X(SELECT, "select", resp_select, 2, RC_CONN | RC_FAST, 0, 0, 0,        \
+	  "connection", "Changes the selected database (only 0 exists).")      \
+	X(SET, "set", resp_set, -3, RC_WRITE, 1, 1, 1, "string",               \
+	  "Sets the string value of a key, ignoring its type.")                \
+	X(SETEX, "setex", resp_set, 4, RC_WRITE, 1, 1, 1, "string",            \
+	  "Sets the string value and expiration time of a key.")               \
+	X(SETNX, "setnx", resp_set, 3, RC_WRITE | RC_FAST, 1, 1, 1, "string",  \
+	  "Sets the string value of a key only when the key does not "         \
+	  "exist.")                                                            \
+	X(STRLEN, "strlen", resp_strlen, 2, RC_READ | RC_FAST, 1, 1, 1,        \
+	  "string", "Returns the length of a string value.")                   \
+	X(TIME, "time", resp_time, 1, RC_FAST, 0, 0, 0, "server",              \
+	  "Returns the server time.")                                          \
+	X(TTL, "ttl", resp_ttl, 2, RC_READ | RC_FAST, 1, 1, 1, "generic",      \
+	  "Returns the expiration time in seconds of a key.")                  \
+	X(TYPE, "type", resp_type, 2, RC_READ | RC_FAST, 1, 1, 1, "generic",   \
+	  "Determines the type of value stored at a key.")                     \
+	X(UNLINK, "unlink", resp_del, -2, RC_WRITE | RC_FAST, 1, -1, 1,        \
+	  "generic", "Deletes one or more keys.")
+
+enum resp_cmd_id {
+#define RESP_CMD_ENUM(id, ...) RESP_CMD_##id,
+	RESP_COMMANDS(RESP_CMD_ENUM)
+#undef RESP_CMD_ENUM
+	    RESP_NCMDS
+};
+
+struct resp_cmd {
+	const char *name;
+	resp_fn fn;
+	int arity;
+	uint32_t flags;
+	int first, last, step;
+	const char *group, *summary;
+};
+
+extern const struct resp_cmd resp_cmds[RESP_NCMDS];
+
+#define RESP_CMD_DECL(id, name, fn, ...)                                       \
+	const char *fn(struct kvd_conn *c, struct resp_req *r);
+RESP_COMMANDS(RESP_CMD_DECL)
+#undef RESP_CMD_DECL
+
+/* ---- replies (resp.c) ---- */
+
+void resp_add_raw(struct kvd_conn *c, const void *p, size_t n);
+void resp_add_ok(struct kvd_conn *c);
+void resp_add_status(struct kvd_conn *c, const char *s);
+void resp_add_int(struct kvd_conn *c, int64_t v);
+void resp_add_bulk(struct kvd_conn *c, const void *p, size_t n);
+void resp_add_cstr(struct kvd_conn *c, const char *s);
+void resp_add_nil(struct kvd_conn *c);
+void resp_add_array(struct kvd_conn *c, uint64_t n);
+/* "-msg\r\n", with CR and LF in msg turned into spaces (as Redis does). */
+void resp_add_error(struct kvd_conn *c, const char *msg);
+/* Insert hdr at offset off of the output (headers known only at the end of
+ * a reply, such as a SCAN page's cursor and count). */
+void resp_insert(struct kvd_conn *c, size_t off, const void *hdr, size_t n);
+/* Decimal digits of v into buf (at least 21 bytes); returns the length. */
+size_t resp_u64(char *buf, uint64_t v);
+
+/* ---- arguments ---- */
+
+/* Redis's string2ll: an optional '-', digits, no leading zero, no sign
+ * otherwise, no overflow.  0 or -1. */
+int resp_ll(struct kv_slice s, long long *v);
+int resp_eq(struct kv_slice s, const char *lower); /* case-insensitive */
+/* A key kvd can store: 1 .. max-key-size bytes. */
+int resp_key_ok(const struct kvd_conn *c, struct kv_slice k);
+/* Format "ERR wrong number of arguments for '<name>' command" into r. */
+const char *resp_arity_error(struct resp_req *r, const char *name);
+const char *resp_subcmd_error(struct resp_req *r, const char *cmd);
+
+extern const char resp_err_syntax[];
+extern const char resp_err_int[];
+extern const char resp_err_internal[];
+extern const char resp_err_key[];
+extern const char resp_err_nomem[];
+
+/* Redis's glob (stringmatchlen): * ? [a-z] [^x] and \\ escapes. */
+int resp_glob(struct kv_slice pat, struct kv_slice s);
+
+/* Largest reply to a many-key read (MGET, KEYS): max-output. */
+size_t resp_reply_cap(const struct kvd_conn *c);
+
+#endif

@@ -1,0 +1,555 @@
+/* resp_admin.c - RESP connection and server commands: PING, ECHO, QUIT,
+ * HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG GET, INFO, TIME.
+ *
+ * These exist so that Redis tools find what they look for when they
+ * connect (redis-benchmark asks CONFIG GET save and appendonly, redis-cli
+ * asks COMMAND DOCS for its hints, clients send SELECT 0 or HELLO 2), and
+ * answer in Redis's words.  kvd has one database, no password and no
+ * RESP3, and says so the way Redis would.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "loop.h"
+#include "resp.h"
+#include "stats.h"
+
+/* The Redis version that introduced each command (COMMAND DOCS "since"). */
+static const char *const since[RESP_NCMDS] = {
+    [RESP_CMD_APPEND] = "2.0.0",   [RESP_CMD_AUTH] = "1.0.0",
+    [RESP_CMD_CLIENT] = "2.4.0",   [RESP_CMD_COMMAND] = "2.8.13",
+    [RESP_CMD_CONFIG] = "2.0.0",   [RESP_CMD_DBSIZE] = "1.0.0",
+    [RESP_CMD_DECR] = "1.0.0",	   [RESP_CMD_DECRBY] = "1.0.0",
+    [RESP_CMD_DEL] = "1.0.0",	   [RESP_CMD_ECHO] = "1.0.0",
+    [RESP_CMD_EXISTS] = "1.0.0",   [RESP_CMD_EXPIRE] = "1.0.0",
+    [RESP_CMD_EXPIREAT] = "1.2.0", [RESP_CMD_FLUSHALL] = "1.0.0",
+    [RESP_CMD_FLUSHDB] = "1.0.0",  [RESP_CMD_GET] = "1.0.0",
+    [RESP_CMD_GETDEL] = "6.2.0",   [RESP_CMD_GETSET] = "1.0.0",
+    [RESP_CMD_HELLO] = "6.0.0",	   [RESP_CMD_INCR] = "1.0.0",
+    [RESP_CMD_INCRBY] = "1.0.0",   [RESP_CMD_INFO] = "1.0.0",
+    [RESP_CMD_KEYS] = "1.0.0",	   [RESP_CMD_MGET] = "1.0.0",
+    [RESP_CMD_MSET] = "1.0.1",	   [RESP_CMD_PERSIST] = "2.2.0",
+    [RESP_CMD_PEXPIRE] = "2.6.0",  [RESP_CMD_PEXPIREAT] = "2.6.0",
+    [RESP_CMD_PING] = "1.0.0",	   [RESP_CMD_PSETEX] = "2.6.0",
+    [RESP_CMD_PTTL] = "2.6.0",	   [RESP_CMD_QUIT] = "1.0.0",
+    [RESP_CMD_SCAN] = "2.8.0",	   [RESP_CMD_SELECT] = "1.0.0",
+    [RESP_CMD_SET] = "1.0.0",	   [RESP_CMD_SETEX] = "2.0.0",
+    [RESP_CMD_SETNX] = "1.0.0",	   [RESP_CMD_STRLEN] = "2.2.0",
+    [RESP_CMD_TIME] = "2.6.0",	   [RESP_CMD_TTL] = "1.0.0",
+    [RESP_CMD_TYPE] = "1.0.0",	   [RESP_CMD_UNLINK] = "4.0.0",
+};
+
+/* ===================== Connection ===================== */
+
+const char *resp_ping(struct kvd_conn *c, struct resp_req *r)
+{
+	if (r->argc > 2)
+		return resp_arity_error(r, "ping");
+	if (r->argc == 2)
+		resp_add_bulk(c, r->a[1].p, r->a[1].n);
+	else
+		resp_add_status(c, "PONG");
+	return NULL;
+}
+
+const char *resp_echo(struct kvd_conn *c, struct resp_req *r)
+{
+	resp_add_bulk(c, r->a[1].p, r->a[1].n);
+	return NULL;
+}
+
+const char *resp_quit(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)r;
+	resp_add_ok(c);
+	c->flags |= CONN_CLOSING;
+	return NULL;
+}
+
+const char *resp_select(struct kvd_conn *c, struct resp_req *r)
+{
+	long long db;
+
+	if (resp_ll(r->a[1], &db))
+		return resp_err_int;
+	if (db != 0)
+		return "ERR DB index is out of range";
+	resp_add_ok(c);
+	return NULL;
+}
+
+/* The default user has no password, as in a Redis without requirepass. */
+const char *resp_auth(struct kvd_conn *c, struct resp_req *r)
+{
+	if (r->argc > 3)
+		return resp_err_syntax;
+	if (r->argc == 2)
+		return "ERR AUTH <password> called without any password "
+		       "configured for the default user. Are you sure your "
+		       "configuration is correct?";
+	if (!resp_eq(r->a[1], "default"))
+		return "WRONGPASS invalid username-password pair or user is "
+		       "disabled.";
+	resp_add_ok(c);
+	return NULL;
+}
+
+/* Redis accepts names of printable characters without spaces. */
+static const char *set_name(struct kvd_conn *c, struct kv_slice name)
+{
+	for (size_t i = 0; i < name.n; i++)
+		if (name.p[i] < '!' || name.p[i] > '~')
+			return "ERR Client names cannot contain spaces, "
+			       "newlines or special characters.";
+	if (name.n >= sizeof(c->name))
+		return "ERR client name too long (kvd keeps 63 bytes)";
+	memcpy(c->name, name.p, name.n);
+	c->name[name.n] = '\0';
+	return NULL;
+}
+
+const char *resp_hello(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kv_slice o, user, pass, name = {NULL, 0};
+	struct resp_it it;
+	int has_name = 0;
+	long long ver = 2;
+	const char *err;
+
+	if (r->argc >= 2 && resp_ll(r->a[1], &ver))
+		return "ERR Protocol version is not an integer or out of range";
+	if (ver != 2)
+		return "NOPROTO sorry, this protocol version is not supported "
+		       "(kvd speaks RESP2 only)";
+	resp_it_init(r, 2, &it);
+	for (uint32_t i = 2; i < r->argc; i++) {
+		uint32_t more = r->argc - 1 - i;
+
+		resp_it_next(&it, &o);
+		if (resp_eq(o, "auth") && more >= 2) {
+			resp_it_next(&it, &user);
+			resp_it_next(&it, &pass);
+			if (!resp_eq(user, "default"))
+				return "WRONGPASS invalid username-password "
+				       "pair or user is disabled.";
+			i += 2;
+		} else if (resp_eq(o, "setname") && more >= 1) {
+			resp_it_next(&it, &name);
+			has_name = 1;
+			i++;
+		} else {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Syntax error in HELLO option '%.*s'",
+				 (int)(o.n > 64 ? 64 : o.n), (const char *)o.p);
+			return r->err;
+		}
+	}
+	if (has_name && (err = set_name(c, name)))
+		return err;
+	resp_add_array(c, 14);
+	resp_add_cstr(c, "server");
+	resp_add_cstr(c, "kvd");
+	resp_add_cstr(c, "version");
+	resp_add_cstr(c, "7.0.0");
+	resp_add_cstr(c, "proto");
+	resp_add_int(c, 2);
+	resp_add_cstr(c, "id");
+	resp_add_int(c, (int64_t)c->id);
+	resp_add_cstr(c, "mode");
+	resp_add_cstr(c, "standalone");
+	resp_add_cstr(c, "role");
+	resp_add_cstr(c, "master");
+	resp_add_cstr(c, "modules");
+	resp_add_array(c, 0);
+	return NULL;
+}
+
+static void add_help(struct kvd_conn *c, const char *const *lines)
+{
+	size_t n = 0;
+
+	while (lines[n])
+		n++;
+	resp_add_array(c, n);
+	for (size_t i = 0; i < n; i++)
+		resp_add_status(c, lines[i]);
+}
+
+const char *resp_client(struct kvd_conn *c, struct resp_req *r)
+{
+	static const char *const help[] = {
+	    "CLIENT <subcommand> [<arg> ...]. Subcommands are:",
+	    "ID",
+	    "    Return the ID of the current connection.",
+	    "GETNAME",
+	    "    Return the name of the current connection.",
+	    "SETNAME <connection-name>",
+	    "    Assign the name <connection-name> to the current connection.",
+	    "SETINFO <option> <value>",
+	    "    Accepted and ignored.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
+	struct kv_slice sub = r->a[1];
+	const char *err;
+
+	if (resp_eq(sub, "id") && r->argc == 2) {
+		resp_add_int(c, (int64_t)c->id);
+	} else if (resp_eq(sub, "getname") && r->argc == 2) {
+		if (c->name[0])
+			resp_add_cstr(c, c->name);
+		else
+			resp_add_nil(c);
+	} else if (resp_eq(sub, "setname") && r->argc == 3) {
+		if ((err = set_name(c, r->a[2])))
+			return err;
+		resp_add_ok(c);
+	} else if (resp_eq(sub, "setinfo") && r->argc == 4) {
+		resp_add_ok(c);
+	} else if (resp_eq(sub, "help") && r->argc == 2) {
+		add_help(c, help);
+	} else if (resp_eq(sub, "id") || resp_eq(sub, "getname") ||
+		   resp_eq(sub, "setname") || resp_eq(sub, "setinfo") ||
+		   resp_eq(sub, "help")) {
+		char name[24];
+
+		snprintf(name, sizeof(name), "client|%.*s", (int)sub.n,
+			 (const char *)sub.p);
+		for (char *p = name; *p; p++)
+			*p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+		return resp_arity_error(r, name);
+	} else {
+		return resp_subcmd_error(r, "CLIENT");
+	}
+	return NULL;
+}
+
+/* ===================== COMMAND ===================== */
+
+static void add_flags(struct kvd_conn *c, const struct resp_cmd *d)
+{
+	const char *f[6];
+	size_t n = 0;
+
+	if (d->flags & RC_WRITE)
+		f[n++] = "write";
+	if (d->flags & RC_READ)
+		f[n++] = "readonly";
+	if (d->flags & RC_ADMIN)
+		f[n++] = "admin";
+	if (d->flags & RC_CONN)
+		f[n++] = "loading", f[n++] = "stale";
+	if (d->flags & RC_FAST)
+		f[n++] = "fast";
+	resp_add_array(c, n);
+	for (size_t i = 0; i < n; i++)
+		resp_add_status(c, f[i]);
+}
+
+static void add_categories(struct kvd_conn *c, const struct resp_cmd *d)
+{
+	char group[24];
+
+	snprintf(group, sizeof(group), "@%s",
+		 !strcmp(d->group, "generic") ? "keyspace" : d->group);
+	resp_add_array(c, 3);
+	resp_add_status(c, d->flags & RC_WRITE	? "@write"
+			   : d->flags & RC_READ ? "@read"
+						: group);
+	resp_add_status(c, d->flags & RC_FAST ? "@fast" : "@slow");
+	resp_add_status(c, (d->flags & (RC_WRITE | RC_READ)) ? group : "@kvd");
+}
+
+/* Redis 7's ten fields: name, arity, flags, first, last and step keys, ACL
+ * categories, tips, key specs, subcommands. */
+static void add_info(struct kvd_conn *c, const struct resp_cmd *d)
+{
+	resp_add_array(c, 10);
+	resp_add_cstr(c, d->name);
+	resp_add_int(c, d->arity);
+	add_flags(c, d);
+	resp_add_int(c, d->first);
+	resp_add_int(c, d->last);
+	resp_add_int(c, d->step);
+	add_categories(c, d);
+	resp_add_array(c, 0);
+	resp_add_array(c, 0);
+	resp_add_array(c, 0);
+}
+
+static void add_docs(struct kvd_conn *c, int id)
+{
+	const struct resp_cmd *d = &resp_cmds[id];
+
+	resp_add_cstr(c, d->name);
+	resp_add_array(c, 6);
+	resp_add_cstr(c, "summary");
+	resp_add_cstr(c, d->summary);
+	resp_add_cstr(c, "since");
+	resp_add_cstr(c, since[id]);
+	resp_add_cstr(c, "group");
+	resp_add_cstr(c, d->group);
+}
+
+static int lookup(struct kv_slice name)
+{
+	for (int i = 0; i < RESP_NCMDS; i++)
+		if (resp_eq(name, resp_cmds[i].name))
+			return i;
+	return -1;
+}
+
+/* COMMAND INFO and COMMAND DOCS: every command, or the ones named. */
+static void command_list(struct kvd_conn *c, struct resp_req *r, int docs)
+{
+	struct resp_it it;
+	struct kv_slice a;
+	uint64_t n = 0;
+	size_t off = c->out.len;
+	char hdr[24];
+
+	if (r->argc <= 2) {
+		for (int i = 0; i < RESP_NCMDS; i++)
+			docs ? add_docs(c, i) : add_info(c, &resp_cmds[i]);
+		n = RESP_NCMDS;
+	}
+	resp_it_init(r, 2, &it);
+	for (uint32_t i = 2; i < r->argc; i++) {
+		int id;
+
+		resp_it_next(&it, &a);
+		id = lookup(a);
+		if (id >= 0 && docs)
+			add_docs(c, id);
+		else if (id >= 0)
+			add_info(c, &resp_cmds[id]);
+		else if (!docs)
+			resp_add_nil(c); /* INFO answers nil, DOCS omits */
+		n += id >= 0 || !docs;
+	}
+	hdr[0] = '*';
+	n = 1 + resp_u64(hdr + 1, docs ? 2 * n : n);
+	memcpy(hdr + n, "\r\n", 2);
+	resp_insert(c, off, hdr, (size_t)n + 2);
+}
+
+const char *resp_command(struct kvd_conn *c, struct resp_req *r)
+{
+	static const char *const help[] = {
+	    "COMMAND <subcommand> [<arg> ...]. Subcommands are:",
+	    "(no subcommand)",
+	    "    Return details about all commands.",
+	    "COUNT",
+	    "    Return the total number of commands.",
+	    "DOCS [<command-name> ...]",
+	    "    Return documentation details.",
+	    "INFO [<command-name> ...]",
+	    "    Return details about commands.",
+	    "LIST",
+	    "    Return a list of all commands.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL};
+	struct kv_slice sub = r->a[1];
+
+	if (r->argc == 1) {
+		resp_add_array(c, RESP_NCMDS);
+		for (int i = 0; i < RESP_NCMDS; i++)
+			add_info(c, &resp_cmds[i]);
+	} else if (resp_eq(sub, "count") && r->argc == 2) {
+		resp_add_int(c, RESP_NCMDS);
+	} else if (resp_eq(sub, "list") && r->argc == 2) {
+		resp_add_array(c, RESP_NCMDS);
+		for (int i = 0; i < RESP_NCMDS; i++)
+			resp_add_cstr(c, resp_cmds[i].name);
+	} else if (resp_eq(sub, "info") || resp_eq(sub, "docs")) {
+		command_list(c, r, resp_eq(sub, "docs"));
+	} else if (resp_eq(sub, "help") && r->argc == 2) {
+		add_help(c, help);
+	} else {
+		return resp_subcmd_error(r, "COMMAND");
+	}
+	return NULL;
+}
+
+/* ===================== CONFIG GET ===================== */
+
+/* What Redis tools ask for, answered with kvd's equivalent, then kvd's own
+ * RESP-relevant options under their own names. */
+static void config_value(struct kvd_conn *c, int i, char *v, size_t cap)
+{
+	const struct kvd_config *cfg = c->io->srv->cfg;
+	int sync = cfg->durability == KVD_DUR_SYNC;
+
+	switch (i) {
+	case 0: snprintf(v, cap, "%s", ""); break;   /* save */
+	case 1: snprintf(v, cap, "%s", "no"); break; /* appendonly */
+	case 2: snprintf(v, cap, "%s", sync ? "always" : "everysec"); break;
+	case 3: snprintf(v, cap, "%s", "1"); break; /* databases */
+	case 4: snprintf(v, cap, "%u", cfg->max_clients); break;
+	case 5: snprintf(v, cap, "%u", c->io->srv->resp_port); break;
+	case 6: snprintf(v, cap, "%s", cfg->bind); break;
+	case 7: snprintf(v, cap, "%u", cfg->idle_timeout); break;
+	case 8: snprintf(v, cap, "%s", "0"); break; /* maxmemory */
+	case 9:
+	case 10:
+		snprintf(v, cap, "%llu", (unsigned long long)cfg->max_frame);
+		break;
+	case 11: snprintf(v, cap, "%s", sync ? "sync" : "async"); break;
+	case 12:
+		snprintf(v, cap, "%llu", (unsigned long long)cfg->max_key);
+		break;
+	case 13:
+		snprintf(v, cap, "%llu", (unsigned long long)cfg->max_value);
+		break;
+	default: snprintf(v, cap, "%s", cfg->resp_flushall ? "yes" : "no");
+	}
+}
+
+static const char *const config_names[] = {
+    "save",
+    "appendonly",
+    "appendfsync",
+    "databases",
+    "maxclients",
+    "port",
+    "bind",
+    "timeout",
+    "maxmemory",
+    "proto-max-bulk-len",
+    "client-query-buffer-limit",
+    "durability",
+    "max-key-size",
+    "max-value-size",
+    "resp-flushall",
+};
+#define NCONFIG (sizeof(config_names) / sizeof(config_names[0]))
+
+static void config_get(struct kvd_conn *c, struct resp_req *r)
+{
+	uint8_t want[NCONFIG] = {0};
+	struct resp_it it;
+	struct kv_slice pat;
+	uint64_t n = 0;
+
+	resp_it_init(r, 2, &it);
+	for (uint32_t i = 2; i < r->argc; i++) {
+		char low[128];
+
+		resp_it_next(&it, &pat);
+		if (pat.n > sizeof(low))
+			continue;
+		for (size_t j = 0; j < pat.n; j++)
+			low[j] = (char)(pat.p[j] >= 'A' && pat.p[j] <= 'Z'
+					    ? pat.p[j] + 32
+					    : pat.p[j]);
+		pat.p = (const uint8_t *)low;
+		for (size_t k = 0; k < NCONFIG; k++) {
+			struct kv_slice name = {
+			    (const uint8_t *)config_names[k],
+			    strlen(config_names[k])};
+
+			if (!want[k] && resp_glob(pat, name))
+				want[k] = 1, n++;
+		}
+	}
+	resp_add_array(c, 2 * n);
+	for (size_t k = 0; k < NCONFIG; k++) {
+		char v[64];
+
+		if (!want[k])
+			continue;
+		config_value(c, (int)k, v, sizeof(v));
+		resp_add_cstr(c, config_names[k]);
+		resp_add_cstr(c, v);
+	}
+}
+
+const char *resp_config(struct kvd_conn *c, struct resp_req *r)
+{
+	static const char *const help[] = {
+	    "CONFIG <subcommand> [<arg> ...]. Subcommands are:",
+	    "GET <pattern>",
+	    "    Return parameters matching the glob-like <pattern> and "
+	    "their values.",
+	    "HELP",
+	    "    Print this help.",
+	    "kvd is configured by its command line and config file only.",
+	    NULL};
+
+	if (resp_eq(r->a[1], "get")) {
+		if (r->argc < 3)
+			return resp_arity_error(r, "config|get");
+		config_get(c, r);
+	} else if (resp_eq(r->a[1], "help") && r->argc == 2) {
+		add_help(c, help);
+	} else if (resp_eq(r->a[1], "set") || resp_eq(r->a[1], "rewrite") ||
+		   resp_eq(r->a[1], "resetstat")) {
+		return "ERR kvd's configuration is read-only at run time: set "
+		       "options on the command line or in the config file";
+	} else {
+		return resp_subcmd_error(r, "CONFIG");
+	}
+	return NULL;
+}
+
+/* ===================== INFO, TIME ===================== */
+
+static unsigned info_section(struct kv_slice s)
+{
+	static const struct {
+		const char *name;
+		unsigned bits;
+	} tab[] = {
+	    {"server", KVD_INFO_SERVER},
+	    {"clients", KVD_INFO_CLIENTS},
+	    {"persistence", KVD_INFO_PERSISTENCE},
+	    {"stats", KVD_INFO_STATS},
+	    {"keyspace", KVD_INFO_KEYSPACE},
+	    {"default", KVD_INFO_ALL},
+	    {"all", KVD_INFO_ALL},
+	    {"everything", KVD_INFO_ALL},
+	};
+
+	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
+		if (resp_eq(s, tab[i].name))
+			return tab[i].bits;
+	return 0; /* unknown sections are empty, as in Redis */
+}
+
+const char *resp_info(struct kvd_conn *c, struct resp_req *r)
+{
+	unsigned sections = r->argc == 1 ? KVD_INFO_ALL : 0;
+	size_t off = c->out.len;
+	struct resp_it it;
+	struct kv_slice s;
+	char hdr[24];
+	size_t h;
+
+	resp_it_init(r, 1, &it);
+	for (uint32_t i = 1; i < r->argc; i++) {
+		resp_it_next(&it, &s);
+		sections |= info_section(s);
+	}
+	kvd_stats_info(c->io, sections, &c->out);
+	hdr[0] = '$';
+	h = 1 + resp_u64(hdr + 1, c->out.len - off);
+	memcpy(hdr + h, "\r\n", 2);
+	resp_insert(c, off, hdr, h + 2);
+	resp_add_raw(c, "\r\n", 2);
+	return NULL;
+}
+
+const char *resp_time(struct kvd_conn *c, struct resp_req *r)
+{
+	struct timespec ts;
+	char num[24];
+
+	(void)r;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	resp_add_array(c, 2);
+	resp_add_bulk(c, num, resp_u64(num, (uint64_t)ts.tv_sec));
+	resp_add_bulk(c, num, resp_u64(num, (uint64_t)ts.tv_nsec / 1000));
+	return NULL;
+}

@@ -1,0 +1,330 @@
+/* resp_scan.c - SCAN and KEYS over kvd's key-ordered keyspace.
+ *
+ * kvd iterates keys in order, merging every shard, and resumes from a key.
+ * Redis clients, though, expect the cursor to be a decimal integer: redis-cli
+ * --scan reads it with strtoull and python's redis client with int().  A
+ * key (up to 511 bytes) does not fit in 64 bits, so the server keeps the
+ * resume keys: a cursor is the id of a slot in a fixed table shared by every
+ * io thread, and "0" starts or ends a scan.  Ids grow by one per SCAN call
+ * that has more to return and the table is a ring, so a cursor stays valid
+ * for at least RESP_SCAN_SLOTS later calls, from any connection; an evicted
+ * or unknown cursor is answered "invalid cursor", never with wrong keys.
+ * The ids start from the clock (ms << 12), so a cursor from a previous run
+ * of the server cannot match one of this run.
+ *
+ * As in Redis, MATCH filters the keys a call examines (COUNT of them), so a
+ * page may be empty while the cursor is not 0.  A pattern's literal prefix
+ * is used to seek, so "user:*" only walks keys starting with "user:".
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kv_proto.h"
+#include "kv_status.h"
+#include "loop.h"
+#include "resp.h"
+
+#define SCAN_DEFAULT_COUNT 10
+#define SCAN_MAX_BYTES (1u << 20)
+#define KEYS_CHUNK 10000
+
+/* ===================== Glob ===================== */
+
+/* One pattern element other than '*' at p[*i] against ch: Redis's
+ * stringmatchlen rules for '?', '[...]' (with '^', ranges and '\'), and
+ * '\x'.  Advances *i past the element. */
+static int glob_one(const uint8_t *p, size_t pn, size_t *i, uint8_t ch)
+{
+	size_t j = *i;
+	int neg, match = 0;
+
+	if (p[j] == '?') {
+		*i = j + 1;
+		return 1;
+	}
+	if (p[j] == '\\' && j + 1 < pn) {
+		*i = j + 2;
+		return p[j + 1] == ch;
+	}
+	if (p[j] != '[') {
+		*i = j + 1;
+		return p[j] == ch;
+	}
+	j++;
+	neg = j < pn && p[j] == '^';
+	j += neg;
+	while (j < pn && p[j] != ']') {
+		if (p[j] == '\\' && j + 1 < pn) {
+			j++;
+			match |= p[j] == ch;
+		} else if (j + 2 < pn && p[j + 1] == '-') {
+			uint8_t lo = p[j], hi = p[j + 2];
+
+			if (lo > hi) {
+				uint8_t t = lo;
+				lo = hi;
+				hi = t;
+			}
+			match |= ch >= lo && ch <= hi;
+			j += 2;
+		} else {
+			match |= p[j] == ch;
+		}
+		j++;
+	}
+	*i = j < pn ? j + 1 : j; /* an unterminated class ends the pattern */
+	return neg ? !match : match;
+}
+
+/* Every element but '*' matches one byte, so backtracking to the last '*'
+ * is enough: O(pattern x string), never exponential. */
+int resp_glob(struct kv_slice pat, struct kv_slice s)
+{
+	const uint8_t *p = pat.p;
+	size_t pi = 0, si = 0, star = SIZE_MAX, star_si = 0;
+
+	while (si < s.n) {
+		size_t next = pi;
+
+		if (pi < pat.n && p[pi] == '*') {
+			star = ++pi;
+			star_si = si;
+		} else if (pi < pat.n && glob_one(p, pat.n, &next, s.p[si])) {
+			pi = next;
+			si++;
+		} else if (star != SIZE_MAX) {
+			pi = star;
+			si = ++star_si;
+		} else {
+			return 0;
+		}
+	}
+	while (pi < pat.n && p[pi] == '*')
+		pi++;
+	return pi == pat.n;
+}
+
+/* The bytes every match must start with. */
+static struct kv_slice glob_prefix(struct kv_slice pat)
+{
+	struct kv_slice pre = {pat.p, 0};
+
+	while (pre.n < pat.n && pre.n < KV_MAX_KEY_LIMIT &&
+	       !memchr("*?[\\", pat.p[pre.n], 4))
+		pre.n++;
+	return pre;
+}
+
+/* ===================== Cursors ===================== */
+
+static struct {
+	pthread_mutex_t mu;
+	uint64_t last;
+	struct {
+		uint64_t id;
+		uint16_t n;
+		uint8_t key[KV_MAX_KEY_LIMIT];
+	} slot[RESP_SCAN_SLOTS];
+} cursors = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t cursor_save(struct kv_slice key, uint64_t now_ms)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&cursors.mu);
+	if (!cursors.last)
+		cursors.last = now_ms << 12;
+	id = ++cursors.last;
+	cursors.slot[id % RESP_SCAN_SLOTS].id = id;
+	cursors.slot[id % RESP_SCAN_SLOTS].n = (uint16_t)key.n;
+	memcpy(cursors.slot[id % RESP_SCAN_SLOTS].key, key.p, key.n);
+	pthread_mutex_unlock(&cursors.mu);
+	return id;
+}
+
+/* Copy cursor id's key into buf; its length, or -1 if unknown. */
+static int cursor_load(uint64_t id, uint8_t *buf)
+{
+	int n = -1;
+
+	pthread_mutex_lock(&cursors.mu);
+	if (cursors.slot[id % RESP_SCAN_SLOTS].id == id) {
+		n = cursors.slot[id % RESP_SCAN_SLOTS].n;
+		memcpy(buf, cursors.slot[id % RESP_SCAN_SLOTS].key, (size_t)n);
+	}
+	pthread_mutex_unlock(&cursors.mu);
+	return n;
+}
+
+static int parse_cursor(struct kv_slice s, uint64_t *v)
+{
+	*v = 0;
+	if (s.n == 0 || s.n > 20)
+		return -1;
+	for (size_t i = 0; i < s.n; i++) {
+		if (s.p[i] < '0' || s.p[i] > '9' ||
+		    *v > (UINT64_MAX - (s.p[i] - '0')) / 10)
+			return -1;
+		*v = *v * 10 + (uint64_t)(s.p[i] - '0');
+	}
+	return 0;
+}
+
+/* ===================== SCAN ===================== */
+
+struct emit {
+	struct kvd_conn *c;
+	struct kv_slice pat; /* empty: every key */
+	int has_pat;
+	uint64_t n;
+	size_t off, cap; /* KEYS: the reply's start and its cap */
+};
+
+static int emit_key(void *arg, struct kv_slice key, struct kv_slice val)
+{
+	struct emit *e = arg;
+
+	(void)val;
+	if (e->has_pat && !resp_glob(e->pat, key))
+		return 0;
+	resp_add_bulk(e->c, key.p, key.n);
+	e->n++;
+	return e->c->out.err || e->c->out.len - e->off > e->cap;
+}
+
+struct scan_args {
+	uint64_t cursor, count;
+	int type_ok;
+};
+
+static const char *scan_options(struct resp_req *r, struct emit *e,
+				struct scan_args *sa)
+{
+	struct resp_it it;
+	struct kv_slice o, v;
+	long long n;
+
+	sa->count = SCAN_DEFAULT_COUNT;
+	sa->type_ok = 1;
+	resp_it_init(r, 2, &it);
+	for (uint32_t i = 2; i < r->argc; i += 2) {
+		resp_it_next(&it, &o);
+		if (i + 1 == r->argc)
+			return resp_err_syntax;
+		resp_it_next(&it, &v);
+		if (resp_eq(o, "match")) {
+			e->pat = v;
+			e->has_pat = !(v.n == 1 && v.p[0] == '*');
+		} else if (resp_eq(o, "count")) {
+			if (resp_ll(v, &n))
+				return resp_err_int;
+			if (n < 1)
+				return resp_err_syntax;
+			sa->count = (uint64_t)n;
+		} else if (resp_eq(o, "type")) {
+			sa->type_ok = resp_eq(v, "string"); /* all kvd has */
+		} else {
+			return resp_err_syntax;
+		}
+	}
+	return NULL;
+}
+
+/* "*2\r\n$<n>\r\n<cursor>\r\n*<count>\r\n", inserted before the keys. */
+static void scan_header(struct kvd_conn *c, size_t off, uint64_t cursor,
+			uint64_t count)
+{
+	char num[24], hdr[80];
+	size_t nl = resp_u64(num, cursor), h;
+
+	memcpy(hdr, "*2\r\n$", 5);
+	h = 5 + resp_u64(hdr + 5, nl);
+	memcpy(hdr + h, "\r\n", 2);
+	memcpy(hdr + h + 2, num, nl);
+	h += 2 + nl;
+	memcpy(hdr + h, "\r\n*", 3);
+	h += 3 + resp_u64(hdr + h + 3, count);
+	memcpy(hdr + h, "\r\n", 2);
+	resp_insert(c, off, hdr, h + 2);
+}
+
+const char *resp_scan(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kvd_io *io = c->io;
+	struct emit e = {c, {NULL, 0}, 0, 0, c->out.len, SIZE_MAX};
+	struct scan_args sa;
+	struct kvd_scan sc = {0};
+	struct kv_slice next;
+	uint8_t from[KV_MAX_KEY_LIMIT];
+	const char *err;
+	int n = 0;
+
+	if (parse_cursor(r->a[1], &sa.cursor))
+		return "ERR invalid cursor";
+	if ((err = scan_options(r, &e, &sa)))
+		return err;
+	if (sa.cursor && (n = cursor_load(sa.cursor, from)) < 0)
+		return "ERR invalid cursor (unknown, or expired: see "
+		       "docs/resp.md)";
+	if (!sa.type_ok) {
+		scan_header(c, c->out.len, 0, 0);
+		return NULL;
+	}
+	if (e.has_pat)
+		sc.prefix = glob_prefix(e.pat);
+	sc.start.p = from;
+	sc.start.n = (size_t)n;
+	sc.limit = sa.count > KV_SCAN_MAX_LIMIT ? KV_SCAN_MAX_LIMIT
+						: (unsigned)sa.count;
+	sc.max_bytes = SCAN_MAX_BYTES;
+	sc.keys_only = 1;
+	if (kvd_reader_scan(io->reader, &sc, io->now_ms, emit_key, &e, &next)) {
+		c->out.len = e.off;
+		return resp_err_internal;
+	}
+	scan_header(c, e.off, next.n ? cursor_save(next, io->now_ms) : 0, e.n);
+	return NULL;
+}
+
+/* KEYS walks everything in one call, in chunks, and refuses a reply larger
+ * than max-output rather than growing without bound.  It blocks this io
+ * thread for the whole walk: docs/resp.md says to use SCAN. */
+const char *resp_keys(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kvd_io *io = c->io;
+	struct emit e = {c, r->a[1], 0, 0, c->out.len, resp_reply_cap(c)};
+	struct kvd_scan sc = {0};
+	struct kv_slice next;
+	uint8_t from[KV_MAX_KEY_LIMIT];
+	char hdr[24];
+	size_t h;
+
+	e.has_pat = !(e.pat.n == 1 && e.pat.p[0] == '*');
+	if (e.has_pat)
+		sc.prefix = glob_prefix(e.pat);
+	sc.limit = KEYS_CHUNK;
+	sc.max_bytes = SIZE_MAX;
+	sc.keys_only = 1;
+	do {
+		if (kvd_reader_scan(io->reader, &sc, io->now_ms, emit_key, &e,
+				    &next) ||
+		    c->out.len - e.off > e.cap) {
+			int big = c->out.len - e.off > e.cap;
+
+			c->out.len = e.off;
+			return big ? "ERR KEYS reply would exceed max-output: "
+				     "use SCAN"
+				   : resp_err_internal;
+		}
+		if (next.n) /* copied: the next chunk re-seeks every shard */
+			memcpy(from, next.p, next.n);
+		sc.start.p = from;
+		sc.start.n = next.n;
+	} while (next.n);
+	hdr[0] = '*';
+	h = 1 + resp_u64(hdr + 1, e.n);
+	memcpy(hdr + h, "\r\n", 2);
+	resp_insert(c, e.off, hdr, h + 2);
+	return NULL;
+}
