@@ -1,0 +1,547 @@
+/* kvbench.c - kvbench's entry point: options, the phases in order (load,
+ * run, verify), the server it may start, and the reports.
+ *
+ * kvbench is how a user compares kvd with the store they use now, so the
+ * same workload runs unchanged against every driver, and everything that
+ * shaped a figure (command line, properties, machine) goes into its
+ * reports.  docs/kvbench.md documents every option and output field.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "kvbench.h"
+#include "report.h"
+#include "server.h"
+#include "workloads.h"
+
+const char *const kb_op_names[OP_NTYPES] = {"read", "update", "insert", "scan",
+					    "rmw"};
+const char *const kb_err_names[ERR_NTYPES] = {"not_found", "server",
+					      "connection", "protocol"};
+const char *const kb_phase_names[PHASE_N] = {"load", "run", "verify"};
+
+const struct kb_driver *const kb_drivers[] = {
+#ifdef KB_HAVE_KVD
+    &driver_kvd,
+#endif
+#ifdef KB_HAVE_REDIS
+    &driver_redis,
+#endif
+#ifdef KB_HAVE_PG
+    &driver_pg,
+#endif
+    NULL,
+};
+
+#define EXIT_USAGE 2
+#define EXIT_VERIFY 3
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: kvbench [options] WORKLOAD\n"
+	    "\n"
+	    "WORKLOAD: a b c d e f (YCSB core workloads), ingest, uuid, geo\n"
+	    "\n"
+	    "target\n"
+	    "  -D, --driver NAME       kvd (default), redis, postgres\n"
+	    "  -H, --host HOST         server address (default 127.0.0.1)\n"
+	    "      --port PORT         server port (default: the driver's)\n"
+	    "      --conninfo STR      postgres: libpq connection string "
+	    "(dbname=...)\n"
+	    "      --table NAME        postgres table / redis scan index "
+	    "(kvbench)\n"
+	    "      --server CMD        start the server with CMD, stop it at "
+	    "the end\n"
+	    "      --server-pid PID    report the peak RSS of the server PID\n"
+	    "load\n"
+	    "  -t, --threads N         client threads (default: one per core)\n"
+	    "  -c, --conns N           connections per thread\n"
+	    "  -P, --pipeline N        requests in flight per connection "
+	    "(default 1)\n"
+	    "  -n, --ops N             operations in the run phase\n"
+	    "  -d, --duration SECS     length of the run phase (default 10 "
+	    "without -n)\n"
+	    "  -w, --warmup SECS       unmeasured run before the measured one\n"
+	    "  -r, --records N         records loaded (YCSB recordcount)\n"
+	    "      --value-size N|A-B  ingest, uuid: value bytes, or a uniform "
+	    "range\n"
+	    "  -R, --rate OPS          target operations/s over all threads\n"
+	    "  -s, --seed N            random seed (default 1)\n"
+	    "      --phase P           load, run or both (default both)\n"
+	    "  -p NAME=VALUE           a YCSB property: recordcount "
+	    "operationcount\n"
+	    "                          fieldcount fieldlength readproportion\n"
+	    "                          updateproportion insertproportion "
+	    "scanproportion\n"
+	    "                          readmodifywriteproportion "
+	    "requestdistribution\n"
+	    "                          maxscanlength ... (see kvbench(1))\n"
+	    "checks and output\n"
+	    "      --verify            read back every acknowledged write at "
+	    "the end\n"
+	    "      --before-verify CMD run CMD (sh) before reading back\n"
+	    "      --key-stats         count accesses per key, report the "
+	    "skew\n"
+	    "      --json FILE         results as JSON ('-': stdout)\n"
+	    "      --csv[=FILE]        results as CSV (default: stdout, no "
+	    "table)\n"
+	    "      --hdr FILE          full latency distributions "
+	    "(HdrHistogram text)\n"
+	    "      --plot FILE.png     throughput and latency over time "
+	    "(gnuplot)\n"
+	    "  -q, --quiet             no progress line on stderr\n"
+	    "  -h, --help, -V, --version\n");
+}
+
+/* ---- options --------------------------------------------------------- */
+
+enum {
+	O_PORT = 256,
+	O_CONNINFO,
+	O_TABLE,
+	O_SERVER,
+	O_SERVER_PID,
+	O_VALUE_SIZE,
+	O_PHASE,
+	O_VERIFY,
+	O_BEFORE_VERIFY,
+	O_KEY_STATS,
+	O_JSON,
+	O_CSV,
+	O_HDR,
+	O_PLOT,
+};
+
+static const struct option long_opts[] = {
+    {"driver", required_argument, NULL, 'D'},
+    {"host", required_argument, NULL, 'H'},
+    {"port", required_argument, NULL, O_PORT},
+    {"conninfo", required_argument, NULL, O_CONNINFO},
+    {"table", required_argument, NULL, O_TABLE},
+    {"server", required_argument, NULL, O_SERVER},
+    {"server-pid", required_argument, NULL, O_SERVER_PID},
+    {"threads", required_argument, NULL, 't'},
+    {"conns", required_argument, NULL, 'c'},
+    {"pipeline", required_argument, NULL, 'P'},
+    {"ops", required_argument, NULL, 'n'},
+    {"duration", required_argument, NULL, 'd'},
+    {"warmup", required_argument, NULL, 'w'},
+    {"records", required_argument, NULL, 'r'},
+    {"value-size", required_argument, NULL, O_VALUE_SIZE},
+    {"rate", required_argument, NULL, 'R'},
+    {"seed", required_argument, NULL, 's'},
+    {"phase", required_argument, NULL, O_PHASE},
+    {"verify", no_argument, NULL, O_VERIFY},
+    {"before-verify", required_argument, NULL, O_BEFORE_VERIFY},
+    {"key-stats", no_argument, NULL, O_KEY_STATS},
+    {"json", required_argument, NULL, O_JSON},
+    {"csv", optional_argument, NULL, O_CSV},
+    {"hdr", required_argument, NULL, O_HDR},
+    {"plot", required_argument, NULL, O_PLOT},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static const char short_opts[] = "D:H:t:c:P:n:d:w:r:R:s:p:qhV";
+
+struct optval {
+	int opt;
+	const char *arg;
+};
+
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	return errno || end == s || *end || *out < 0 ? -1 : 0;
+}
+
+/* "N" or "A-B". */
+static int parse_range(const char *s, unsigned *lo, unsigned *hi)
+{
+	uint64_t a, b;
+	const char *dash = strchr(s, '-');
+	char first[32];
+
+	if (!dash)
+		return parse_u64(s, 0, 64u << 20, &a)
+			   ? -1
+			   : (*lo = *hi = (unsigned)a, 0);
+	if ((size_t)(dash - s) >= sizeof(first))
+		return -1;
+	memcpy(first, s, (size_t)(dash - s));
+	first[dash - s] = 0;
+	if (parse_u64(first, 0, 64u << 20, &a) ||
+	    parse_u64(dash + 1, 0, 64u << 20, &b) || a > b)
+		return -1;
+	*lo = (unsigned)a;
+	*hi = (unsigned)b;
+	return 0;
+}
+
+static const struct kb_driver *find_driver(const char *name)
+{
+	if (strcmp(name, "pg") == 0 || strcmp(name, "postgresql") == 0)
+		name = "postgres";
+	for (int i = 0; kb_drivers[i]; i++)
+		if (strcmp(kb_drivers[i]->name, name) == 0)
+			return kb_drivers[i];
+	return NULL;
+}
+
+/* Options that take a number. */
+static int apply_number(struct kb_config *c, int opt, const char *a)
+{
+	uint64_t v = 0;
+
+	switch (opt) {
+	case 't':
+	case 'c':
+		if (parse_u64(a, 1, 100000, &v))
+			return -1;
+		*(opt == 't' ? &c->threads : &c->conns) = (unsigned)v;
+		return 0;
+	case 'P':
+		if (parse_u64(a, 1, 65536, &v))
+			return -1;
+		c->pipeline = (unsigned)v;
+		return 0;
+	case 'n': return parse_u64(a, 1, UINT64_MAX, &c->ops);
+	case 'r': return parse_u64(a, 1, UINT64_MAX, &c->p.recordcount);
+	case 's': return parse_u64(a, 0, UINT64_MAX, &c->seed);
+	case O_PORT:
+		if (parse_u64(a, 1, 65535, &v))
+			return -1;
+		c->target.port = (unsigned)v;
+		return 0;
+	case O_SERVER_PID:
+		if (parse_u64(a, 1, INT32_MAX, &v))
+			return -1;
+		c->server_pid = (pid_t)v;
+		return 0;
+	case 'd': return parse_double(a, &c->duration);
+	case 'w': return parse_double(a, &c->warmup);
+	case 'R': return parse_double(a, &c->rate);
+	case O_VALUE_SIZE: return parse_range(a, &c->vmin, &c->vmax);
+	}
+	return -1;
+}
+
+static int apply_phase(struct kb_config *c, const char *a)
+{
+	c->do_load = strcmp(a, "load") == 0 || strcmp(a, "both") == 0;
+	c->do_run = strcmp(a, "run") == 0 || strcmp(a, "both") == 0;
+	return c->do_load || c->do_run ? 0 : -1;
+}
+
+/* Every option but the workload's defaults.  0, or -1 (message given). */
+static int apply_option(struct kb_config *c, int opt, const char *a)
+{
+	char err[256];
+
+	switch (opt) {
+	case 'D':
+		if ((c->driver = find_driver(a)))
+			return 0;
+		fprintf(stderr, "kvbench: driver '%s' is not built in\n", a);
+		return -1;
+	case 'H': c->target.host = a; return 0;
+	case O_CONNINFO: c->target.conninfo = a; return 0;
+	case O_TABLE: c->target.table = a; return 0;
+	case O_SERVER: c->server_cmd = a; return 0;
+	case O_VERIFY: c->verify = 1; return 0;
+	case O_BEFORE_VERIFY: c->before_verify = a; return 0;
+	case O_KEY_STATS: c->key_stats = 1; return 0;
+	case O_JSON: c->json_path = a; return 0;
+	case O_CSV: c->csv_path = a ? a : "-"; return 0;
+	case O_HDR: c->hdr_path = a; return 0;
+	case O_PLOT: c->plot_path = a; return 0;
+	case 'q': c->quiet = 1; return 0;
+	case O_PHASE:
+		if (!apply_phase(c, a))
+			return 0;
+		break;
+	case 'p':
+		if (!wl_set_prop(&c->p, a, err, sizeof(err)))
+			return 0;
+		fprintf(stderr, "kvbench: %s\n", err);
+		return -1;
+	default:
+		if (!apply_number(c, opt, a))
+			return 0;
+	}
+	fprintf(stderr, "kvbench: bad value '%s'\n", a ? a : "");
+	return -1;
+}
+
+/* The command line, quoted for a shell, for the reports. */
+static void build_cmdline(struct kb_config *c, int argc, char **argv)
+{
+	size_t n = 0, cap = sizeof(c->cmdline);
+
+	c->cmdline[0] = 0;
+	for (int i = 0; i < argc && n < cap; i++) {
+		const char *a = i ? argv[i] : "kvbench";
+		int plain =
+		    *a && strspn(a, "abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789-_=.,:/+@%") == strlen(a);
+
+		n += (size_t)snprintf(c->cmdline + n, cap - n,
+				      plain ? "%s%s" : "%s'%s'", i ? " " : "",
+				      a);
+	}
+}
+
+static unsigned ncpu(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (unsigned)n : 1;
+}
+
+/* Options are gathered first and applied after the workload's defaults,
+ * which depend on the workload named after them. */
+static int parse_args(struct kb_config *c, int argc, char **argv)
+{
+	struct optval *ov = calloc((size_t)argc + 1, sizeof(*ov));
+	int n = 0, opt, rc = -1;
+	char err[256];
+
+	if (!ov)
+		return -1;
+	while ((opt = getopt_long(argc, argv, short_opts, long_opts, NULL)) !=
+	       -1) {
+		if (opt == 'h' || opt == 'V' || opt == '?') {
+			if (opt == 'h')
+				usage(stdout);
+			if (opt == 'V')
+				printf("kvbench %s\n", KVBENCH_VERSION);
+			rc = opt == '?' ? -1 : 1;
+			goto out;
+		}
+		ov[n++] = (struct optval){opt, optarg};
+	}
+	if (optind != argc - 1 || !(c->wl = wl_find(argv[optind]))) {
+		fprintf(stderr,
+			optind == argc - 1 ? "kvbench: unknown workload '%s'\n"
+					   : "kvbench: name one workload%s\n",
+			optind < argc ? argv[optind] : " (see --help)");
+		goto out;
+	}
+	c->driver = kb_drivers[0];
+	c->target.host = "127.0.0.1";
+	c->seed = 1;
+	wl_defaults(c, ncpu());
+	for (int i = 0; i < n; i++)
+		if (apply_option(c, ov[i].opt, ov[i].arg))
+			goto out;
+	if (!c->driver) {
+		fprintf(stderr, "kvbench: no driver built in\n");
+		goto out;
+	}
+	if (!c->target.port)
+		c->target.port = c->driver->default_port;
+	if (c->do_run && !c->ops && !c->duration && !c->p.operationcount)
+		c->duration = 10;
+	if (wl_finish(c, err, sizeof(err))) {
+		fprintf(stderr, "kvbench: %s\n", err);
+		goto out;
+	}
+	c->target.scans = c->p.scanproportion > 0;
+	build_cmdline(c, argc, argv);
+	rc = 0;
+out:
+	free(ov);
+	return rc;
+}
+
+/* ---- running --------------------------------------------------------- */
+
+/* Enough descriptors for 4,000 connections, if the hard limit allows. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int run_hook(const char *cmd)
+{
+	int st = system(cmd);
+
+	if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "kvbench: --before-verify command failed: %s\n",
+			cmd);
+		return -1;
+	}
+	return 0;
+}
+
+static int run_phase(struct kb_run *run, enum kb_phase ph,
+		     struct kb_result *res, size_t *nres)
+{
+	char err[512];
+
+	if (engine_run(run, ph, &res[*nres], err, sizeof(err))) {
+		fprintf(stderr, "kvbench: %s phase: %s\n", kb_phase_names[ph],
+			err);
+		return -1;
+	}
+	(*nres)++;
+	return 0;
+}
+
+/* load, run, verify; 0 or -1. */
+static int run_phases(struct kb_run *run, struct kb_result *res, size_t *nres)
+{
+	const struct kb_config *c = run->cfg;
+
+	if (c->do_load && run_phase(run, PHASE_LOAD, res, nres))
+		return -1;
+	if (c->do_run && run_phase(run, PHASE_RUN, res, nres))
+		return -1;
+	if (!c->verify)
+		return 0;
+	if (c->before_verify && run_hook(c->before_verify))
+		return -1;
+	if (vtable_build(&run->vt, run->vlogs, c->threads)) {
+		fprintf(stderr, "kvbench: --verify: out of memory\n");
+		return -1;
+	}
+	for (unsigned i = 0; i < c->threads; i++)
+		if (run->vlogs[i].oom) {
+			fprintf(stderr, "kvbench: --verify: out of memory\n");
+			return -1;
+		}
+	return run_phase(run, PHASE_VERIFY, res, nres);
+}
+
+static int write_reports(const struct kb_report *r)
+{
+	const struct kb_config *c = r->cfg;
+	int rc = 0;
+
+	if (!c->csv_path || strcmp(c->csv_path, "-"))
+		report_table(stdout, r);
+	if (c->csv_path) {
+		FILE *f =
+		    strcmp(c->csv_path, "-") ? fopen(c->csv_path, "w") : stdout;
+
+		if (f) {
+			report_csv(f, r);
+			if (f != stdout)
+				fclose(f);
+		} else {
+			rc = -1;
+		}
+	}
+	if (c->json_path && report_json(c->json_path, r))
+		rc = -1;
+	if (c->hdr_path && report_hdr(c->hdr_path, r))
+		rc = -1;
+	if (c->plot_path && report_plot(c->plot_path, r))
+		rc = -1;
+	if (rc)
+		fprintf(stderr, "kvbench: could not write a report: %s\n",
+			strerror(errno));
+	return rc;
+}
+
+static int verify_failed(const struct kb_run *run)
+{
+	const struct kb_verify_result *v = &run->vres;
+
+	return v->done && (v->lost || v->mismatched || v->errors);
+}
+
+int main(int argc, char **argv)
+{
+	struct kb_config cfg = {0};
+	struct kb_run run = {.cfg = &cfg};
+	struct kb_server_mem mem = {0};
+	struct kb_result res[PHASE_N];
+	struct kb_report rep = {.cfg = &cfg, .res = res};
+	char target[300], err[512];
+	size_t nres = 0;
+	int rc = 1, prc = parse_args(&cfg, argc, argv);
+
+	if (prc)
+		return prc > 0 ? 0 : EXIT_USAGE;
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	snprintf(target, sizeof(target), "%s %s:%u", cfg.driver->name,
+		 cfg.target.host, cfg.target.port);
+	rep.target = target;
+	if (cfg.server_cmd && (mem.pid = server_start(&cfg, cfg.server_cmd, 30,
+						      err, sizeof(err))) < 0) {
+		fprintf(stderr, "kvbench: --server: %s\n", err);
+		return 1;
+	}
+	if (cfg.server_pid)
+		mem.pid = cfg.server_pid;
+	if (mem.pid > 0) {
+		run.mem = &mem;
+		server_sample(&mem);
+	}
+	if (wl_shared_init(&run.ws, &cfg) ||
+	    (cfg.verify &&
+	     !(run.vlogs = calloc(cfg.threads, sizeof(*run.vlogs))))) {
+		fprintf(stderr, "kvbench: out of memory\n");
+		goto out;
+	}
+	if (run_phases(&run, res, &nres) == 0)
+		rc = 0;
+	if (run.mem)
+		server_sample(&mem);
+	rep.nres = nres;
+	rep.verify = run.vres.done ? &run.vres : NULL;
+	rep.mem = run.mem;
+	if (nres && write_reports(&rep))
+		rc = 1;
+	if (rc == 0 && verify_failed(&run))
+		rc = EXIT_VERIFY;
+out:
+	if (cfg.server_cmd && mem.pid > 0)
+		server_stop(mem.pid, 30);
+	for (size_t i = 0; i < nres; i++)
+		result_free(&res[i]);
+	for (unsigned i = 0; run.vlogs && i < cfg.threads; i++)
+		vlog_free(&run.vlogs[i]);
+	free(run.vlogs);
+	vtable_free(&run.vt);
+	verify_result_free(&run.vres);
+	wl_shared_free(&run.ws);
+	return rc;
+}

@@ -1,0 +1,207 @@
+/* kvbench.h - what kvbench's modules share: the configuration, the
+ * operation types, the driver interface and the results of a phase.
+ *
+ * Modules: kvbench.c (options, main), engine.c (threads, connections,
+ * pipelining, rate, warmup), workloads.c (what to send), ycsb.c (YCSB's
+ * generators), hist.c (latency histograms), verify.c (read-back of every
+ * acknowledged write), report.c (table, JSON, CSV, HDR, plot), server.c
+ * (starting a server and measuring its memory), driver_*.c (one per
+ * protocol).
+ */
+#ifndef KVBENCH_H
+#define KVBENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hist.h"
+
+/* ---- operations ------------------------------------------------------ */
+
+/* What a user asked for; a read-modify-write is one operation of two
+ * requests, timed from the read's send to the write's reply. */
+enum kb_optype {
+	OP_READ,
+	OP_UPDATE,
+	OP_INSERT,
+	OP_SCAN,
+	OP_RMW,
+	OP_NTYPES,
+	OP_VERIFY = OP_NTYPES, /* a read-back, never reported as an op */
+};
+
+extern const char *const kb_op_names[OP_NTYPES];
+
+enum kb_err {
+	ERR_NOT_FOUND,	/* a read found no value */
+	ERR_SERVER,	/* the server answered with an error */
+	ERR_CONNECTION, /* the connection failed with requests in flight */
+	ERR_PROTOCOL,	/* a reply that cannot be decoded */
+	ERR_NTYPES,
+};
+
+extern const char *const kb_err_names[ERR_NTYPES];
+
+/* ---- drivers ----------------------------------------------------------- */
+
+/* A request, as the engine hands it to a driver.  The driver copies what it
+ * needs before send() returns. */
+enum kb_req_kind { REQ_GET, REQ_PUT, REQ_SCAN };
+
+#define KB_REQ_KEY_MAX 128 /* the longest key a workload makes */
+
+struct kb_req {
+	enum kb_req_kind kind;
+	const char *key;
+	size_t klen;
+	const uint8_t *val; /* PUT */
+	size_t vlen;
+	unsigned count; /* SCAN: records from key on */
+};
+
+enum kb_status { REPLY_OK, REPLY_NOT_FOUND, REPLY_ERROR };
+
+/* A reply.  val and msg point into the driver's buffers and stay valid
+ * until the next call on the connection. */
+struct kb_reply {
+	enum kb_status status;
+	const uint8_t *val; /* GET */
+	size_t vlen;
+	unsigned items;	 /* SCAN: records returned */
+	const char *msg; /* REPLY_ERROR: the server's words */
+};
+
+struct kb_target {
+	const char *host;
+	unsigned port;
+	const char *conninfo; /* postgres: a libpq connection string */
+	const char *table;    /* postgres: the table; redis: the scan index */
+	int scans;	      /* the workload scans: keep an ordered index */
+};
+
+/* Every call returns 0 or a negative value on failure, with the reason in
+ * err (setup, connect) or errmsg(). */
+struct kb_driver {
+	const char *name;
+	unsigned default_port;
+	/* Once per phase, before connecting: create a table, load a script. */
+	int (*setup)(const struct kb_target *t, char *err, size_t errlen);
+	void *(*connect)(const struct kb_target *t, char *err, size_t errlen);
+	int (*fd)(void *c);
+	/* Queue one request; no I/O needed. */
+	int (*send)(void *c, const struct kb_req *r);
+	/* Write what is queued without blocking: 0 all written, 1 more is
+	 * left (wait for POLLOUT), < 0 the connection failed. */
+	int (*flush)(void *c);
+	/* Read what the socket holds, without blocking. */
+	int (*input)(void *c);
+	/* The reply to the oldest request, of the given kind, if complete:
+	 * 1 got one, 0 not yet, < 0 the connection failed. */
+	int (*reply)(void *c, enum kb_req_kind kind, struct kb_reply *out);
+	const char *(*errmsg)(void *c);
+	void (*close)(void *c);
+};
+
+extern const struct kb_driver driver_kvd, driver_redis, driver_pg;
+
+/* The drivers built into this binary, NULL-terminated. */
+extern const struct kb_driver *const kb_drivers[];
+
+/* ---- configuration --------------------------------------------------- */
+
+enum kb_phase { PHASE_LOAD, PHASE_RUN, PHASE_VERIFY, PHASE_N };
+
+extern const char *const kb_phase_names[PHASE_N];
+
+/* YCSB's CoreWorkload properties, named as in its workload files. */
+struct kb_props {
+	uint64_t recordcount, operationcount, insertstart, insertcount;
+	unsigned fieldcount, fieldlength, minfieldlength;
+	int fieldlengthdistribution; /* enum kb_dist */
+	double readproportion, updateproportion, insertproportion;
+	double scanproportion, readmodifywriteproportion;
+	int requestdistribution; /* enum kb_dist */
+	unsigned minscanlength, maxscanlength;
+	int scanlengthdistribution; /* enum kb_dist */
+	int orderedinserts;	    /* insertorder=ordered */
+	unsigned zeropadding;
+	int readallfields, writeallfields;
+	double zipfianconstant;
+	double hotspotdatafraction, hotspotopnfraction;
+	double exp_percentile, exp_frac;
+};
+
+struct kb_workload;
+
+struct kb_config {
+	const struct kb_driver *driver;
+	struct kb_target target;
+	const struct kb_workload *wl;
+	struct kb_props p;
+	unsigned threads, conns, pipeline;
+	uint64_t ops;	 /* run phase; 0: by duration */
+	double duration; /* seconds; 0: by ops */
+	double warmup;
+	double rate; /* ops/s over all threads; 0: unlimited */
+	uint64_t seed;
+	unsigned vmin, vmax; /* ingest, uuid: value sizes */
+	int do_load, do_run;
+	int verify;
+	const char *before_verify;
+	const char *json_path, *csv_path, *hdr_path, *plot_path;
+	int key_stats;
+	int quiet;
+	pid_t server_pid;
+	const char *server_cmd;
+	char cmdline[2048]; /* for the reports: how this run was made */
+};
+
+/* ---- results --------------------------------------------------------- */
+
+struct kb_tick {
+	double t; /* seconds since the phase started */
+	uint64_t ops;
+	uint64_t p50, p99, p999, max; /* ns, over the second */
+	int warmup;
+};
+
+struct kb_result {
+	enum kb_phase phase;
+	double seconds;	  /* measured part */
+	uint64_t ops;	  /* measured operations, failed ones included */
+	uint64_t planned; /* what the options asked for; 0: by time */
+	struct kb_hist hist[OP_NTYPES];
+	uint64_t errors[ERR_NTYPES];
+	uint64_t op_errors[OP_NTYPES];
+	uint64_t scan_items;
+	struct kb_tick *ticks;
+	size_t nticks;
+	/* --key-stats */
+	int has_keys;
+	uint64_t keys_distinct, keys_space;
+	double keys_top1, keys_top10; /* share of ops on the hottest 1%/10% */
+	char first_error[256];
+};
+
+struct kb_verify_result {
+	int done;
+	uint64_t keys, ok, lost, mismatched, errors;
+	char **lost_keys, **bad_keys; /* the first few, printable */
+	size_t nlost_keys, nbad_keys;
+	double seconds;
+};
+
+struct kb_server_mem {
+	int known;
+	pid_t pid;
+	uint64_t peak_rss; /* bytes: VmHWM, or the sampled process tree */
+	uint64_t rss_anon, rss_file; /* bytes, at the end */
+	int tree;		     /* sampled over several processes */
+};
+
+/* ---- time -------------------------------------------------------------- */
+
+uint64_t kb_now_ns(void);
+
+#endif

@@ -1,0 +1,441 @@
+/* report.c - kvbench's output formats.  The JSON fields are documented in
+ * docs/kvbench.md; tests/bench reads them, so renaming one is a breaking
+ * change. */
+#include "report.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "workloads.h"
+
+#define MS(ns) ((double)(ns) / 1e6)
+
+static double rate_of(uint64_t n, double s)
+{
+	return s > 0 ? (double)n / s : 0;
+}
+
+static uint64_t total_errors(const struct kb_result *r)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < ERR_NTYPES; i++)
+		n += r->errors[i];
+	return n;
+}
+
+/* ---- progress -------------------------------------------------------- */
+
+void report_progress(FILE *f, enum kb_phase phase, const struct kb_tick *k,
+		     uint64_t done, uint64_t planned, uint64_t errors)
+{
+	char left[64] = "";
+
+	if (planned)
+		snprintf(left, sizeof(left), "  %" PRIu64 "/%" PRIu64 " %.0f%%",
+			 done, planned, 100.0 * (double)done / (double)planned);
+	fprintf(f,
+		"kvbench: %-6s %4.0fs %9" PRIu64 " ops/s  p50 %.3f  p99 %.3f"
+		"  p99.9 %.3f ms  errors %" PRIu64 "%s%s\n",
+		kb_phase_names[phase], k->t, k->ops, MS(k->p50), MS(k->p99),
+		MS(k->p999), errors, left, k->warmup ? "  (warmup)" : "");
+	fflush(f);
+}
+
+/* ---- table ----------------------------------------------------------- */
+
+static void table_phase(FILE *f, const struct kb_result *r)
+{
+	fprintf(f,
+		"\nphase %s: %" PRIu64 " ops in %.2f s = %.0f ops/s, "
+		"errors %" PRIu64 "\n",
+		kb_phase_names[r->phase], r->ops, r->seconds,
+		rate_of(r->ops, r->seconds), total_errors(r));
+	fprintf(f, "  %-7s %10s %10s %9s %9s %9s %9s %9s %9s %7s\n", "op",
+		"count", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
+		"max ms", "mean ms", "errors");
+	for (int i = 0; i < OP_NTYPES; i++) {
+		const struct kb_hist *h = &r->hist[i];
+		uint64_t n = h->count + r->op_errors[i];
+
+		if (!n)
+			continue;
+		fprintf(f,
+			"  %-7s %10" PRIu64 " %10.0f %9.3f %9.3f %9.3f %9.3f "
+			"%9.3f %9.3f %7" PRIu64 "\n",
+			kb_op_names[i], n, rate_of(n, r->seconds),
+			MS(hist_percentile(h, 50)), MS(hist_percentile(h, 90)),
+			MS(hist_percentile(h, 99)),
+			MS(hist_percentile(h, 99.9)), MS(h->max),
+			hist_mean(h) / 1e6, r->op_errors[i]);
+	}
+	if (total_errors(r)) {
+		fprintf(f, "  errors:");
+		for (int i = 0; i < ERR_NTYPES; i++)
+			if (r->errors[i])
+				fprintf(f, " %s %" PRIu64, kb_err_names[i],
+					r->errors[i]);
+		fprintf(f, "\n");
+	}
+	if (r->first_error[0])
+		fprintf(f, "  first error: %s\n", r->first_error);
+	if (r->planned && r->ops != r->planned)
+		fprintf(f,
+			"  note: %" PRIu64 " operations planned, %" PRIu64
+			" done\n",
+			r->planned, r->ops);
+	if (r->scan_items && r->hist[OP_SCAN].count)
+		fprintf(f, "  scans returned %.1f records on average\n",
+			(double)r->scan_items / (double)r->hist[OP_SCAN].count);
+	if (r->has_keys)
+		fprintf(f,
+			"  keys: %" PRIu64 " of %" PRIu64 " touched; the "
+			"hottest 1%% took %.1f%% of operations, the hottest "
+			"10%% %.1f%%\n",
+			r->keys_distinct, r->keys_space, 100 * r->keys_top1,
+			100 * r->keys_top10);
+}
+
+static void table_verify(FILE *f, const struct kb_verify_result *v)
+{
+	fprintf(f,
+		"\nverify: %" PRIu64 " keys read back in %.2f s: ok %" PRIu64
+		", mismatched %" PRIu64 ", errors %" PRIu64 "\n",
+		v->keys, v->seconds, v->ok, v->mismatched, v->errors);
+	fprintf(f, "lost: %" PRIu64 "\n", v->lost);
+	for (size_t i = 0; i < v->nlost_keys; i++)
+		fprintf(f, "  lost key: %s\n", v->lost_keys[i]);
+	if (v->lost > v->nlost_keys)
+		fprintf(f, "  ... and %" PRIu64 " more\n",
+			v->lost - v->nlost_keys);
+	for (size_t i = 0; i < v->nbad_keys; i++)
+		fprintf(f, "  unexpected value: %s\n", v->bad_keys[i]);
+}
+
+static const char *mem_method(const struct kb_server_mem *m)
+{
+	return m->tree ? "sampled process tree" : "VmHWM";
+}
+
+void report_table(FILE *f, const struct kb_report *r)
+{
+	const struct kb_config *c = r->cfg;
+
+	fprintf(f, "kvbench %s: %s\n", KVBENCH_VERSION, c->wl->title);
+	fprintf(f,
+		"target %s; %u threads x %u conns, pipeline %u, "
+		"records %" PRIu64 "\n",
+		r->target, c->threads, c->conns, c->pipeline, c->p.recordcount);
+	fprintf(f, "command: %s\n", c->cmdline);
+	for (size_t i = 0; i < r->nres; i++)
+		if (r->res[i].phase != PHASE_VERIFY)
+			table_phase(f, &r->res[i]);
+	if (r->verify)
+		table_verify(f, r->verify);
+	if (r->mem && r->mem->known)
+		fprintf(f,
+			"\nserver: peak RSS %.1f MiB (%s, pid %d); at the "
+			"end anon %.1f MiB, file %.1f MiB\n",
+			(double)r->mem->peak_rss / 1048576.0,
+			mem_method(r->mem), (int)r->mem->pid,
+			(double)r->mem->rss_anon / 1048576.0,
+			(double)r->mem->rss_file / 1048576.0);
+}
+
+/* ---- CSV ------------------------------------------------------------- */
+
+void report_csv(FILE *f, const struct kb_report *r)
+{
+	fprintf(f, "phase,op,count,errors,seconds,ops_per_sec,p50_ms,p90_ms,"
+		   "p99_ms,p999_ms,max_ms,mean_ms\n");
+	for (size_t i = 0; i < r->nres; i++) {
+		const struct kb_result *x = &r->res[i];
+
+		if (x->phase == PHASE_VERIFY)
+			continue;
+		for (int j = 0; j < OP_NTYPES; j++) {
+			const struct kb_hist *h = &x->hist[j];
+			uint64_t n = h->count + x->op_errors[j];
+
+			if (!n)
+				continue;
+			fprintf(f,
+				"%s,%s,%" PRIu64 ",%" PRIu64
+				",%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
+				kb_phase_names[x->phase], kb_op_names[j], n,
+				x->op_errors[j], x->seconds,
+				rate_of(n, x->seconds),
+				MS(hist_percentile(h, 50)),
+				MS(hist_percentile(h, 90)),
+				MS(hist_percentile(h, 99)),
+				MS(hist_percentile(h, 99.9)), MS(h->max),
+				hist_mean(h) / 1e6);
+		}
+	}
+}
+
+/* ---- JSON ------------------------------------------------------------ */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void json_latency(FILE *f, const struct kb_hist *h)
+{
+	fprintf(f,
+		"{\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
+		"\"p99_9\": %.4f, \"max\": %.4f, \"mean\": %.4f, "
+		"\"min\": %.4f}",
+		MS(hist_percentile(h, 50)), MS(hist_percentile(h, 90)),
+		MS(hist_percentile(h, 99)), MS(hist_percentile(h, 99.9)),
+		MS(h->max), hist_mean(h) / 1e6, h->count ? MS(h->min) : 0.0);
+}
+
+static void json_ops(FILE *f, const struct kb_result *x)
+{
+	const char *sep = "";
+
+	fprintf(f, "\"ops_by_type\": {");
+	for (int j = 0; j < OP_NTYPES; j++) {
+		uint64_t n = x->hist[j].count + x->op_errors[j];
+
+		if (!n)
+			continue;
+		fprintf(f,
+			"%s\n        \"%s\": {\"count\": %" PRIu64
+			", \"errors\": %" PRIu64
+			", \"ops_per_sec\": %.1f, \"latency_ms\": ",
+			sep, kb_op_names[j], n, x->op_errors[j],
+			rate_of(n, x->seconds));
+		json_latency(f, &x->hist[j]);
+		fprintf(f, "}");
+		sep = ",";
+	}
+	fprintf(f, "}");
+}
+
+static void json_phase(FILE *f, const struct kb_result *x)
+{
+	fprintf(f,
+		"    {\"phase\": \"%s\", \"seconds\": %.4f, \"ops\": %" PRIu64
+		", \"planned\": %" PRIu64 ", \"ops_per_sec\": %.1f,\n"
+		"      \"errors\": {\"total\": %" PRIu64,
+		kb_phase_names[x->phase], x->seconds, x->ops, x->planned,
+		rate_of(x->ops, x->seconds), total_errors(x));
+	for (int j = 0; j < ERR_NTYPES; j++)
+		fprintf(f, ", \"%s\": %" PRIu64, kb_err_names[j], x->errors[j]);
+	fprintf(f, "},\n      \"first_error\": ");
+	json_str(f, x->first_error);
+	fprintf(f, ", \"scan_items\": %" PRIu64 ",\n      ", x->scan_items);
+	json_ops(f, x);
+	if (x->has_keys)
+		fprintf(f,
+			",\n      \"keys\": {\"space\": %" PRIu64
+			", \"distinct\": %" PRIu64
+			", \"top1_share\": %.4f, \"top10_share\": %.4f}",
+			x->keys_space, x->keys_distinct, x->keys_top1,
+			x->keys_top10);
+	fprintf(f, ",\n      \"timeline\": [");
+	for (size_t k = 0; k < x->nticks; k++) {
+		const struct kb_tick *t = &x->ticks[k];
+
+		fprintf(f,
+			"%s\n        {\"t\": %.2f, \"ops\": %" PRIu64
+			", \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
+			"\"p99_9_ms\": %.4f, \"max_ms\": %.4f, "
+			"\"warmup\": %s}",
+			k ? "," : "", t->t, t->ops, MS(t->p50), MS(t->p99),
+			MS(t->p999), MS(t->max), t->warmup ? "true" : "false");
+	}
+	fprintf(f, "]}");
+}
+
+static void json_verify(FILE *f, const struct kb_verify_result *v)
+{
+	fprintf(f,
+		",\n  \"verify\": {\"keys\": %" PRIu64 ", \"ok\": %" PRIu64
+		", \"lost\": %" PRIu64 ", \"mismatched\": %" PRIu64
+		", \"errors\": %" PRIu64 ", \"seconds\": %.4f, "
+		"\"lost_keys\": [",
+		v->keys, v->ok, v->lost, v->mismatched, v->errors, v->seconds);
+	for (size_t i = 0; i < v->nlost_keys; i++) {
+		fprintf(f, i ? ", " : "");
+		json_str(f, v->lost_keys[i]);
+	}
+	fprintf(f, "], \"mismatched_keys\": [");
+	for (size_t i = 0; i < v->nbad_keys; i++) {
+		fprintf(f, i ? ", " : "");
+		json_str(f, v->bad_keys[i]);
+	}
+	fprintf(f, "]}");
+}
+
+static void json_prop(void *arg, const char *name, const char *value)
+{
+	FILE *f = arg;
+
+	fprintf(f, ",\n      ");
+	json_str(f, name);
+	fprintf(f, ": ");
+	json_str(f, value);
+}
+
+static void json_config(FILE *f, const struct kb_config *c)
+{
+	fprintf(f,
+		"  \"config\": {\"threads\": %u, \"conns\": %u, "
+		"\"pipeline\": %u, \"records\": %" PRIu64 ", \"ops\": %" PRIu64
+		", \"duration\": %.3f, \"warmup\": %.3f, \"rate\": %.1f, "
+		"\"seed\": %" PRIu64 ", \"value_size\": [%u, %u], "
+		"\"verify\": %s,\n    \"properties\": {\"workload\": ",
+		c->threads, c->conns, c->pipeline, c->p.recordcount, c->ops,
+		c->duration, c->warmup, c->rate, c->seed, c->vmin, c->vmax,
+		c->verify ? "true" : "false");
+	json_str(f, c->wl->name);
+	wl_print_props(c, json_prop, f);
+	fprintf(f, "}},\n");
+}
+
+int report_json(const char *path, const struct kb_report *r)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+
+	if (!f)
+		return -1;
+	fprintf(f,
+		"{\n  \"kvbench\": \"%s\",\n  \"command\": ", KVBENCH_VERSION);
+	json_str(f, r->cfg->cmdline);
+	fprintf(f, ",\n  \"driver\": \"%s\",\n  \"target\": ",
+		r->cfg->driver->name);
+	json_str(f, r->target);
+	fprintf(f,
+		",\n  \"workload\": \"%s\",\n  \"title\": ", r->cfg->wl->name);
+	json_str(f, r->cfg->wl->title);
+	fprintf(f, ",\n");
+	json_config(f, r->cfg);
+	fprintf(f, "  \"phases\": [\n");
+	for (size_t i = 0, n = 0; i < r->nres; i++)
+		if (r->res[i].phase != PHASE_VERIFY) {
+			fprintf(f, n++ ? ",\n" : "");
+			json_phase(f, &r->res[i]);
+		}
+	fprintf(f, "]");
+	if (r->verify)
+		json_verify(f, r->verify);
+	if (r->mem && r->mem->known)
+		fprintf(f,
+			",\n  \"server\": {\"pid\": %d, \"peak_rss_bytes\": "
+			"%" PRIu64 ", \"rss_anon_bytes\": %" PRIu64
+			", \"rss_file_bytes\": %" PRIu64
+			", \"method\": \"%s\"}",
+			(int)r->mem->pid, r->mem->peak_rss, r->mem->rss_anon,
+			r->mem->rss_file, mem_method(r->mem));
+	fprintf(f, "\n}\n");
+	if (f == stdout)
+		return fflush(f) ? -1 : 0;
+	return fclose(f) ? -1 : 0;
+}
+
+/* ---- HDR ------------------------------------------------------------- */
+
+int report_hdr(const char *path, const struct kb_report *r)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	for (size_t i = 0; i < r->nres; i++)
+		for (int j = 0; j < OP_NTYPES; j++) {
+			if (r->res[i].phase == PHASE_VERIFY ||
+			    !r->res[i].hist[j].count)
+				continue;
+			fprintf(f, "# kvbench %s, phase %s, op %s\n",
+				r->cfg->wl->name,
+				kb_phase_names[r->res[i].phase],
+				kb_op_names[j]);
+			hist_print_hdr(f, &r->res[i].hist[j], 5);
+			fprintf(f, "\n");
+		}
+	return fclose(f) ? -1 : 0;
+}
+
+/* ---- plot ------------------------------------------------------------ */
+
+/* The phase worth a picture: the run if there was one, else the load. */
+static const struct kb_result *plot_phase(const struct kb_report *r)
+{
+	const struct kb_result *best = NULL;
+
+	for (size_t i = 0; i < r->nres; i++)
+		if (r->res[i].phase != PHASE_VERIFY && r->res[i].nticks)
+			best = &r->res[i];
+	return best;
+}
+
+static int write_plot_data(FILE *d, const struct kb_result *x)
+{
+	for (size_t k = 0; k < x->nticks; k++) {
+		const struct kb_tick *t = &x->ticks[k];
+
+		fprintf(d, "%.2f %" PRIu64 " %.4f %.4f %.4f\n", t->t, t->ops,
+			MS(t->p50), MS(t->p99), MS(t->p999));
+	}
+	return fclose(d) ? -1 : 0;
+}
+
+int report_plot(const char *path, const struct kb_report *r)
+{
+	const struct kb_result *x = plot_phase(r);
+	char data[] = "/tmp/kvbench-plot-XXXXXX";
+	int fd = -1, rc = -1;
+	FILE *d, *g;
+
+	if (!x) {
+		fprintf(stderr, "kvbench: --plot: the run was shorter than a "
+				"second, nothing to draw\n");
+		return -1;
+	}
+	if ((fd = mkstemp(data)) < 0 || !(d = fdopen(fd, "w")))
+		goto out;
+	fd = -1;
+	if (write_plot_data(d, x))
+		goto out;
+	if (!(g = popen("gnuplot", "w"))) {
+		fprintf(stderr, "kvbench: --plot needs gnuplot (Debian: "
+				"gnuplot-nox)\n");
+		goto out;
+	}
+	fprintf(g,
+		"set terminal pngcairo size 1000,700\nset output '%s'\n"
+		"set multiplot layout 2,1 title 'kvbench %s, %s, %s phase'\n"
+		"set grid\nset xlabel 'seconds'\nset ylabel 'ops/s'\n"
+		"plot '%s' using 1:2 with linespoints title 'throughput'\n"
+		"set logscale y\nset ylabel 'latency, ms'\n"
+		"plot '%s' using 1:3 with lines title 'p50', '' using 1:4 with "
+		"lines title 'p99', '' using 1:5 with lines title 'p99.9'\n"
+		"unset multiplot\n",
+		path, r->cfg->wl->name, r->target, kb_phase_names[x->phase],
+		data, data);
+	rc = pclose(g) == 0 ? 0 : -1;
+	if (rc)
+		fprintf(stderr, "kvbench: gnuplot failed\n");
+out:
+	if (fd >= 0)
+		close(fd);
+	unlink(data);
+	return rc;
+}
