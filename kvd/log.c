@@ -28,6 +28,11 @@ int kvd_log_open(const char *path, int level)
 	return kvd_log_reopen();
 }
 
+int kvd_log_is_file(void)
+{
+	return log_path[0] != '\0';
+}
+
 int kvd_log_reopen(void)
 {
 	int fd, old;

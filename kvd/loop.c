@@ -535,7 +535,24 @@ static void *io_main(void *arg)
 
 /* ===================== Setup ===================== */
 
-static int listen_on(const char *host, unsigned *port, char *err, size_t errlen)
+/* SO_REUSEPORT lets every io thread have its own listener, but it would
+ * also let a second kvd of the same user join the group and take half of
+ * the connections.  A plain bind first proves nobody holds the port. */
+static int port_free(const struct addrinfo *ai)
+{
+	int one = 1, fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int rc;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	rc = bind(fd, ai->ai_addr, ai->ai_addrlen);
+	close(fd);
+	return rc;
+}
+
+static int listen_on(const char *host, unsigned *port, int first, char *err,
+		     size_t errlen)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC,
 				 .ai_socktype = SOCK_STREAM,
@@ -548,6 +565,12 @@ static int listen_on(const char *host, unsigned *port, char *err, size_t errlen)
 	if ((rc = getaddrinfo(host, ps, &hints, &ai))) {
 		snprintf(err, errlen, "cannot resolve bind address %s: %s",
 			 host, gai_strerror(rc));
+		return -1;
+	}
+	if (first && *port && port_free(ai)) {
+		snprintf(err, errlen, "cannot listen on %s port %u: %s", host,
+			 *port, strerror(errno));
+		freeaddrinfo(ai);
 		return -1;
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -624,35 +647,27 @@ static int ring_init(struct kvd_io *io, char *err, size_t errlen)
 	return 0;
 }
 
-static int io_init(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
-		   char *err, size_t errlen)
+static int io_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
+		     char *err, size_t errlen)
 {
 	io->idx = idx;
 	io->srv = srv;
+	io->efd = -1;
 	io->lfd[0] = io->lfd[1] = -1;
-	io->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	io->ring = calloc(1, sizeof(*io->ring));
-	io->reader = kvd_reader_new(srv->store);
-	if (io->efd < 0 || !io->ring || !io->reader) {
-		snprintf(err, errlen, "cannot set up io thread %u: %s", idx,
-			 strerror(errno));
-		return -1;
-	}
-	if (ring_init(io, err, errlen))
-		return -1;
-	io->lfd[0] = listen_on(srv->cfg->bind, &srv->port, err, errlen);
+	io->lfd[0] =
+	    listen_on(srv->cfg->bind, &srv->port, idx == 0, err, errlen);
 	if (io->lfd[0] < 0)
 		return -1;
 	if (srv->cfg->resp_port) {
-		io->lfd[1] =
-		    listen_on(srv->cfg->bind, &srv->resp_port, err, errlen);
+		io->lfd[1] = listen_on(srv->cfg->bind, &srv->resp_port,
+				       idx == 0, err, errlen);
 		if (io->lfd[1] < 0)
 			return -1;
 	}
 	return 0;
 }
 
-int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen)
+int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen)
 {
 	srv->port = srv->cfg->port;
 	srv->resp_port = srv->cfg->resp_port;
@@ -663,7 +678,30 @@ int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen)
 	}
 	for (unsigned i = 0; i < srv->nio; i++) {
 		srv->io[i] = calloc(1, sizeof(struct kvd_io));
-		if (!srv->io[i] || io_init(srv, srv->io[i], i, err, errlen))
+		if (!srv->io[i]) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (io_listen(srv, srv->io[i], i, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < srv->nio; i++) {
+		struct kvd_io *io = srv->io[i];
+
+		io->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		io->ring = calloc(1, sizeof(*io->ring));
+		io->reader = kvd_reader_new(srv->store);
+		if (io->efd < 0 || !io->ring || !io->reader) {
+			snprintf(err, errlen, "cannot set up io thread %u: %s",
+				 i, strerror(errno));
+			return -1;
+		}
+		if (ring_init(io, err, errlen))
 			return -1;
 	}
 	return 0;

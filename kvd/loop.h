@@ -40,8 +40,11 @@ struct kvd_io {
 	int stopping;
 };
 
-/* Create the listeners and rings of every io thread; a port in use or a
- * ring that cannot be set up is reported here, before anything runs. */
+/* Bind every io thread's listeners (before the data directory is touched,
+ * so a port in use is the first and only complaint). */
+int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen);
+/* Then create their rings and read snapshots; errors are reported here,
+ * before anything runs. */
 int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen);
 int kvd_io_start(struct kvd_server *srv);
 /* Ask every io thread to drain and stop, then join them. */

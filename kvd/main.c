@@ -12,10 +12,12 @@
 #include "loop.h"
 #include "shard.h"
 
+/* One line on stderr; the log file (when there is one) gets it too. */
 static int fail(const char *msg)
 {
 	fprintf(stderr, "kvd: %s\n", msg);
-	log_error("%s", msg);
+	if (kvd_log_is_file())
+		log_error("%s", msg);
 	return 1;
 }
 
@@ -33,7 +35,6 @@ static int open_store(struct kvd_server *srv, char *err, size_t errlen)
 	if (kvd_store_open(&srv->store, &o, err, errlen))
 		return -1;
 	srv->nshards = kvd_store_nshards(srv->store);
-	srv->nio = cfg->threads;
 	return 0;
 }
 
@@ -86,8 +87,15 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	srv.start_ms = kvd_now_ms();
-	if (open_store(&srv, err, sizeof(err)))
+	srv.nio = cfg.threads;
+	if (kvd_io_listen(&srv, err, sizeof(err))) {
+		kvd_io_destroy(&srv);
 		return fail(err);
+	}
+	if (open_store(&srv, err, sizeof(err))) {
+		kvd_io_destroy(&srv);
+		return fail(err);
+	}
 	if (kvd_io_create(&srv, err, sizeof(err))) {
 		kvd_io_destroy(&srv);
 		kvd_store_close(srv.store);

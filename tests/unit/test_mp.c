@@ -56,7 +56,8 @@ static int same(const uint8_t **pp, const uint8_t *end, const msgpack_object *o)
 	case MSGPACK_OBJECT_FLOAT32:
 	case MSGPACK_OBJECT_FLOAT64:
 		return m.type == KV_MP_FLOAT &&
-		       (m.v.f == o->via.f64 || (m.v.f != m.v.f && o->via.f64 != o->via.f64));
+		       (m.v.f == o->via.f64 ||
+			(m.v.f != m.v.f && o->via.f64 != o->via.f64));
 	case MSGPACK_OBJECT_STR:
 		return m.type == KV_MP_STR && m.len == o->via.str.size &&
 		       !memcmp(m.p, o->via.str.ptr, m.len);
@@ -90,7 +91,8 @@ static int same(const uint8_t **pp, const uint8_t *end, const msgpack_object *o)
 
 static int sbuf_matches(const struct kv_buf *ours, const msgpack_sbuffer *ref)
 {
-	return ours->len == ref->size && !memcmp(ours->data, ref->data, ref->size);
+	return ours->len == ref->size &&
+	       !memcmp(ours->data, ref->data, ref->size);
 }
 
 static void check_encoded(const char *what, struct kv_buf *b,
@@ -102,11 +104,12 @@ static void check_encoded(const char *what, struct kv_buf *b,
 
 	if (!sbuf_matches(b, ref)) {
 		dump(what, b->data, b->len);
-		dump("  msgpack-c packs", (const uint8_t *)ref->data, ref->size);
+		dump("  msgpack-c packs", (const uint8_t *)ref->data,
+		     ref->size);
 	}
 	msgpack_unpacked_init(&u);
 	if (msgpack_unpack_next(&u, (const char *)b->data, b->len, &off) !=
-		    MSGPACK_UNPACK_SUCCESS ||
+		MSGPACK_UNPACK_SUCCESS ||
 	    off != b->len || !same(&p, b->data + b->len, &u.data) ||
 	    p != b->data + b->len)
 		dump(what, b->data, b->len);
@@ -116,9 +119,11 @@ static void check_encoded(const char *what, struct kv_buf *b,
 static void test_integers(void)
 {
 	static const int64_t ints[] = {
-		0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536, 4294967295LL,
-		4294967296LL, INT64_MAX, -1, -31, -32, -33, -127, -128, -129,
-		-32768, -32769, -2147483648LL, -2147483649LL, INT64_MIN};
+	    0,	       1,    31,     32,     127,	    128,
+	    255,       256,  65535,  65536,  4294967295LL,  4294967296LL,
+	    INT64_MAX, -1,   -31,    -32,    -33,	    -127,
+	    -128,      -129, -32768, -32769, -2147483648LL, -2147483649LL,
+	    INT64_MIN};
 
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
 		struct kv_buf b = {0};
@@ -150,7 +155,8 @@ static void test_integers(void)
 
 static void test_lengths(void)
 {
-	static const uint32_t lens[] = {0, 1, 15, 16, 31, 32, 255, 256, 65535, 65536, 100000};
+	static const uint32_t lens[] = {0,   1,	  15,	 16,	31,    32,
+					255, 256, 65535, 65536, 100000};
 	static uint8_t payload[100000];
 
 	for (size_t i = 0; i < sizeof(payload); i++)
@@ -185,8 +191,11 @@ static void test_lengths(void)
 					kv_mp_bool(&b, 1);
 				}
 			}
-			check_encoded(kind == 0 ? "bin" : kind == 1 ? "str" :
-				      kind == 2 ? "array" : "map", &b, &sb);
+			check_encoded(kind == 0	  ? "bin"
+				      : kind == 1 ? "str"
+				      : kind == 2 ? "array"
+						  : "map",
+				      &b, &sb);
 			msgpack_sbuffer_destroy(&sb);
 			kv_buf_free(&b);
 		}
@@ -219,13 +228,22 @@ static void pack_random(msgpack_packer *pk, unsigned depth)
 	switch (k) {
 	case 0: msgpack_pack_nil(pk); break;
 	case 1: msgpack_pack_true(pk); break;
-	case 2: msgpack_pack_uint64(pk, next_rand() >> (next_rand() % 64)); break;
-	case 3: msgpack_pack_int64(pk, -(int64_t)(next_rand() >> (1 + next_rand() % 63))); break;
-	case 4: msgpack_pack_double(pk, (double)(next_rand() % 1000) / 7.0); break;
+	case 2:
+		msgpack_pack_uint64(pk, next_rand() >> (next_rand() % 64));
+		break;
+	case 3:
+		msgpack_pack_int64(
+		    pk, -(int64_t)(next_rand() >> (1 + next_rand() % 63)));
+		break;
+	case 4:
+		msgpack_pack_double(pk, (double)(next_rand() % 1000) / 7.0);
+		break;
 	case 5: msgpack_pack_float(pk, 1.5f); break;
 	case 6: msgpack_pack_str_with_body(pk, bytes, next_rand() % 300); break;
 	case 7: msgpack_pack_bin_with_body(pk, bytes, next_rand() % 300); break;
-	case 8: msgpack_pack_ext_with_body(pk, bytes, next_rand() % 20, 5); break;
+	case 8:
+		msgpack_pack_ext_with_body(pk, bytes, next_rand() % 20, 5);
+		break;
 	case 9:
 	case 10: {
 		unsigned n = (unsigned)(next_rand() % 20);
@@ -259,7 +277,8 @@ static void agree(const uint8_t *buf, size_t n, const char *what)
 	msgpack_unpacked_init(&u);
 	ref = msgpack_unpack_next(&u, (const char *)buf, n, &off);
 	ours = kv_mp_skip(&p, buf + n, KV_MP_MAX_DEPTH);
-	if (ref == MSGPACK_UNPACK_SUCCESS || ref == MSGPACK_UNPACK_EXTRA_BYTES) {
+	if (ref == MSGPACK_UNPACK_SUCCESS ||
+	    ref == MSGPACK_UNPACK_EXTRA_BYTES) {
 		const uint8_t *q = buf;
 
 		if (ours != KV_MP_OK || (size_t)(p - buf) != off ||
@@ -284,7 +303,8 @@ static void test_random(unsigned rounds)
 		pack_random(&pk, 4);
 		n = sb.size;
 		agree((const uint8_t *)sb.data, n, "valid object");
-		agree((const uint8_t *)sb.data, n - 1 - next_rand() % n, "truncated");
+		agree((const uint8_t *)sb.data, n - 1 - next_rand() % n,
+		      "truncated");
 		m = malloc(n);
 		memcpy(m, sb.data, n);
 		for (unsigned f = 0; f < 3; f++)
@@ -298,15 +318,15 @@ static void test_random(unsigned rounds)
 static void test_hostile(void)
 {
 	static const uint8_t cases[][9] = {
-		{0xc1},
-		{0xc6, 0xff, 0xff, 0xff, 0xff},	   /* bin32 of 2^32-1 */
-		{0xc6, 0x80, 0x00, 0x00, 0x00},	   /* bin32 of 2^31 */
-		{0xdb, 0xff, 0xff, 0xff, 0xff, 'a'},  /* str32, short */
-		{0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0}, /* array32 of 2^32-1 */
-		{0xdf, 0x80, 0x00, 0x00, 0x00, 0xc0}, /* map32 of 2^31 */
-		{0xc9, 0xff, 0xff, 0xff, 0xff, 0x01}, /* ext32 */
-		{0xd8, 0x01},			   /* fixext16, short */
-		{0xcf, 0x01, 0x02},		   /* uint64, short */
+	    {0xc1},
+	    {0xc6, 0xff, 0xff, 0xff, 0xff},	  /* bin32 of 2^32-1 */
+	    {0xc6, 0x80, 0x00, 0x00, 0x00},	  /* bin32 of 2^31 */
+	    {0xdb, 0xff, 0xff, 0xff, 0xff, 'a'},  /* str32, short */
+	    {0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0}, /* array32 of 2^32-1 */
+	    {0xdf, 0x80, 0x00, 0x00, 0x00, 0xc0}, /* map32 of 2^31 */
+	    {0xc9, 0xff, 0xff, 0xff, 0xff, 0x01}, /* ext32 */
+	    {0xd8, 0x01},			  /* fixext16, short */
+	    {0xcf, 0x01, 0x02},			  /* uint64, short */
 	};
 	uint8_t deep[64];
 

@@ -14,11 +14,11 @@ static const struct {
 	const char *key;
 	unsigned long long hash;
 } pinned[] = {
-	{"a", 0xe6c632b61e964e1full},
-	{"user:0001", 0x041b86d6263a4cefull},
-	{"hello world", 0xd447b1ea40e6988bull},
-	{"k", 0xa921e3704fda881dull},
-	{"0123456789abcdef", 0x64439946d8fa212dull},
+    {"a", 0xe6c632b61e964e1full},
+    {"user:0001", 0x041b86d6263a4cefull},
+    {"hello world", 0xd447b1ea40e6988bull},
+    {"k", 0xa921e3704fda881dull},
+    {"0123456789abcdef", 0x64439946d8fa212dull},
 };
 
 int main(void)
@@ -29,7 +29,8 @@ int main(void)
 		size_t n = strlen(pinned[i].key);
 
 		for (unsigned s = 1; s <= 16; s++) {
-			if (kvd_shard_of(pinned[i].key, n, s) != pinned[i].hash % s) {
+			if (kvd_shard_of(pinned[i].key, n, s) !=
+			    pinned[i].hash % s) {
 				fprintf(stderr, "FAIL: %s moved shard (S=%u)\n",
 					pinned[i].key, s);
 				fails++;
@@ -50,7 +51,9 @@ int main(void)
 			double share = count[j] * (double)s / 200000.0;
 
 			if (share < 0.97 || share > 1.03) {
-				fprintf(stderr, "FAIL: S=%u shard %u holds %.3f of its share\n",
+				fprintf(stderr,
+					"FAIL: S=%u shard %u holds %.3f of its "
+					"share\n",
 					s, j, share);
 				fails++;
 			}

@@ -1,0 +1,145 @@
+"""test_startup.py - kvd refuses to start with a one-line reason, or starts.
+
+Bad flags and config files (with file:line), a port in use, a data directory
+held by another kvd, a manifest that disagrees with the shard directories, an
+unusable data directory; and the options that only print (--help, --version,
+--test-config).
+"""
+
+import os
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from kvdtest import *  # noqa: F401,F403
+
+
+def run(args, timeout=20):
+    p = subprocess.run([KVD_BIN] + args, capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def one_line_refusal(test, args, rc_want, needle):
+    rc, out, err = run(args)
+    test.assertEqual(rc, rc_want, err)
+    first = err.strip().splitlines()[0]
+    test.assertTrue(first.startswith("kvd: "), err)
+    test.assertIn(needle, first)
+    return first
+
+
+class Startup(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kvdstart-")
+
+    def tearDown(self):
+        subprocess.run(["rm", "-rf", self.tmp])
+
+    def conf(self, text):
+        self.nconf = getattr(self, "nconf", 0) + 1
+        path = os.path.join(self.tmp, "kvd%d.conf" % self.nconf)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_help_version(self):
+        rc, out, _ = run(["--help"])
+        self.assertEqual(rc, 0)
+        for opt in ("--port", "--data-dir", "--threads", "--durability",
+                    "--flush-interval-ms", "--max-clients", "--map-size"):
+            self.assertIn(opt, out)
+        rc, out, _ = run(["--version"])
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"^kvd \d+\.\d+\.\d+")
+
+    def test_bad_flags(self):
+        one_line_refusal(self, ["--bogus", "1"], 2, "unknown option '--bogus'")
+        one_line_refusal(self, ["--port", "-1"], 2, "port")
+        one_line_refusal(self, ["--port", "70000"], 2, "out of range")
+        one_line_refusal(self, ["--threads", "many"], 2, "not a non-negative integer")
+        one_line_refusal(self, ["--durability", "maybe"], 2, "sync, async")
+        one_line_refusal(self, ["--map-size", "12q"], 2, "not a size")
+        one_line_refusal(self, ["--max-value-size", "64m", "--max-frame-size", "32m"],
+                         2, "max-frame-size")
+        one_line_refusal(self, ["--port"], 2, "needs a value")
+        one_line_refusal(self, ["stray"], 2, "unexpected argument")
+
+    def test_config_file(self):
+        good = self.conf("# comment\nport 7999\n\ndurability async\nmap-size 1g\n")
+        rc, out, err = run(["--config", good, "--test-config"])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("valid", out)
+        bad = self.conf("port 7999\nflush-interval-ms 0\n")
+        line = one_line_refusal(self, ["--config", bad, "--test-config"], 2, bad + ":2:")
+        self.assertIn("out of range", line)
+        bad = self.conf("port 7999\nno-such-thing yes\n")
+        one_line_refusal(self, ["--config", bad], 2, bad + ":2: unknown option 'no-such-thing'")
+        bad = self.conf("threads\n")
+        one_line_refusal(self, ["--config", bad], 2, "missing value")
+        bad = self.conf("max-clients 99999999999\n")
+        one_line_refusal(self, ["--config", bad], 2, "out of range")
+        bad = self.conf("data-dir\t\"/srv/kvd data\"\nport -5\n")
+        one_line_refusal(self, ["--config", bad], 2, bad + ":2: port")
+        one_line_refusal(self, ["--config", os.path.join(self.tmp, "absent.conf")], 2,
+                         "No such file")
+        # flags override the file
+        rc, _, err = run(["--config", good, "--port", "8000", "--test-config"])
+        self.assertEqual(rc, 0, err)
+
+    def test_port_in_use(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        one_line_refusal(self, ["--port", str(port), "--data-dir", self.tmp + "/d"], 1,
+                         "Address already in use")
+        s.close()
+        # and a second kvd on a port a first kvd holds
+        with Server(threads=1) as srv:
+            one_line_refusal(self, ["--port", str(srv.port), "--data-dir",
+                                    self.tmp + "/d2"], 1, "Address already in use")
+
+    def test_data_dir_locked(self):
+        with Server(threads=1) as srv:
+            line = one_line_refusal(self, ["--port", "0", "--data-dir", srv.data_dir], 1,
+                                    "in use by another kvd")
+            self.assertIn("pid %d" % srv.proc.pid, line)
+
+    def test_unusable_data_dir(self):
+        f = os.path.join(self.tmp, "file")
+        open(f, "w").close()
+        one_line_refusal(self, ["--port", "0", "--data-dir", f + "/sub"], 1,
+                         "cannot create data directory")
+
+    def test_manifest_checks(self):
+        d = os.path.join(self.tmp, "data")
+        with Server(threads=2, data_dir=d) as srv:
+            srv.client().call(PUT, b"k", b"v")
+            srv.stop()
+        # a shard directory beyond the manifest's count
+        os.mkdir(os.path.join(d, "shard-002"))
+        one_line_refusal(self, ["--port", "0", "--data-dir", d], 1, "shard-002 exists")
+        os.rmdir(os.path.join(d, "shard-002"))
+        # a shard the manifest promises is missing
+        os.rename(os.path.join(d, "shard-001"), os.path.join(self.tmp, "moved"))
+        one_line_refusal(self, ["--port", "0", "--data-dir", d], 1, "shard-001")
+        os.rename(os.path.join(self.tmp, "moved"), os.path.join(d, "shard-001"))
+        # a manifest that is not one
+        man = os.path.join(d, "MANIFEST")
+        orig = open(man).read()
+        with open(man, "w") as f:
+            f.write("shards lots\n")
+        one_line_refusal(self, ["--port", "0", "--data-dir", d], 1, "not a valid kvd manifest")
+        # shard directories without a manifest
+        os.unlink(man)
+        one_line_refusal(self, ["--port", "0", "--data-dir", d], 1, "no MANIFEST")
+        with open(man, "w") as f:
+            f.write(orig)
+        with Server(threads=3, data_dir=d) as srv:
+            self.assertEqual(srv.client().call(GET, b"k"), [OK, b"v"])
+            self.assertEqual(srv.client().call(HELLO, 1)[1][b"shards"], 2)
+
+
+if __name__ == "__main__":
+    main()
