@@ -1,0 +1,342 @@
+/* out.c - kvcli's output styles.
+ *
+ *   raw       (stdout not a terminal) bytes as they are, for pipes: a lone
+ *             value exactly, no newline added; rows as key TAB value
+ *   readable  (a terminal) quoted and escaped, "(nil)", "(integer) 5"
+ *   json      one JSON document per line; records are {"key":..,"value":..}
+ *             exactly as kvcli dump writes them
+ *   csv       RFC 4180, with a header row
+ *
+ * Output is composed in cli->ob and written in large pieces, so a scan of
+ * millions of keys costs few system calls and bounded memory.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+#include "kv_mp.h"
+#include "kvcli.h"
+
+#define OUT_FLUSH_AT (256u << 10)
+
+void out_flush(struct cli *cli)
+{
+	if (cli->ob.len)
+		fwrite(cli->ob.data, 1, cli->ob.len, stdout);
+	cli->ob.len = 0;
+	fflush(stdout);
+}
+
+static void maybe_flush(struct cli *cli)
+{
+	if (cli->ob.len >= OUT_FLUSH_AT) {
+		fwrite(cli->ob.data, 1, cli->ob.len, stdout);
+		cli->ob.len = 0;
+	}
+}
+
+static void puts_b(struct kv_buf *b, const char *s)
+{
+	kv_buf_append(b, s, strlen(s));
+}
+
+/* ===================== Quoting ===================== */
+
+/* "text", with C escapes for what a terminal should not interpret. */
+static void readable(struct kv_buf *b, const void *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const uint8_t *s = p, *end = s + n;
+
+	kv_buf_append(b, "\"", 1);
+	while (s < end) {
+		char e[4] = {'\\', 0, 0, 0};
+		size_t k = 1;
+
+		if (*s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\') {
+			kv_buf_append(b, s++, 1);
+			continue;
+		}
+		if (*s >= 0x80) {
+			/* A whole valid UTF-8 character prints as itself. */
+			size_t len = *s >= 0xf0 ? 4 : *s >= 0xe0 ? 3 : 2;
+
+			if ((size_t)(end - s) >= len && utf8_valid(s, len) &&
+			    *s >= 0xc2) {
+				kv_buf_append(b, s, len);
+				s += len;
+				continue;
+			}
+		}
+		switch (*s) {
+		case '"': e[1] = '"'; break;
+		case '\\': e[1] = '\\'; break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\t': e[1] = 't'; break;
+		default:
+			e[1] = 'x';
+			e[2] = hex[*s >> 4];
+			e[3] = hex[*s & 15];
+			k = 3;
+		}
+		kv_buf_append(b, e, k + 1);
+		s++;
+	}
+	kv_buf_append(b, "\"", 1);
+}
+
+static void csv_field(struct kv_buf *b, const void *p, size_t n)
+{
+	const char *s = p;
+
+	if (n == 0)
+		return;
+	if (!memchr(s, ',', n) && !memchr(s, '"', n) && !memchr(s, '\n', n) &&
+	    !memchr(s, '\r', n)) {
+		kv_buf_append(b, s, n);
+		return;
+	}
+	kv_buf_append(b, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"')
+			kv_buf_append(b, "\"", 1);
+		kv_buf_append(b, s + i, 1);
+	}
+	kv_buf_append(b, "\"", 1);
+}
+
+/* ===================== Records ===================== */
+
+static void json_bytes_member(struct kv_buf *b, const char *name, kvc_val v,
+			      int b64, int doc_ok)
+{
+	int text = !b64 && utf8_valid(v.p, v.len);
+
+	kv_buf_append(b, "\"", 1);
+	puts_b(b, name);
+	if (!b64 && doc_ok) {
+		size_t at = b->len;
+
+		puts_b(b, "\":");
+		if (mp_doc_to_json(b, v.p, v.len))
+			return;
+		b->len = at;
+	}
+	puts_b(b, text || b64 ? "\":\"" : "_b64\":\"");
+	if (text) {
+		b->len--; /* json_put_str opens its own quote */
+		json_put_str(b, v.p, v.len);
+		return;
+	}
+	b64_encode(b, v.p, v.len);
+	kv_buf_append(b, "\"", 1);
+}
+
+void out_json_record(struct kv_buf *b, kvc_val key, const kvc_val *val, int b64)
+{
+	kv_buf_append(b, "{", 1);
+	json_bytes_member(b, "key", key, b64, 0);
+	if (val && !val->p) {
+		puts_b(b, ",\"value\":null");
+	} else if (val) {
+		kv_buf_append(b, ",", 1);
+		json_bytes_member(b, "value", *val, b64, 1);
+	}
+	kv_buf_append(b, "}\n", 2);
+}
+
+void out_kv_header(struct cli *cli, int with_value)
+{
+	if (cli->fmt == FMT_CSV)
+		puts_b(&cli->ob, with_value ? "key,value\r\n" : "key\r\n");
+}
+
+void out_kv(struct cli *cli, kvc_val key, const kvc_val *val, int show_key)
+{
+	struct kv_buf *b = &cli->ob;
+
+	switch (cli->fmt) {
+	case FMT_JSON: out_json_record(b, key, val, 0); break;
+	case FMT_CSV:
+		csv_field(b, key.p, key.len);
+		if (val) {
+			kv_buf_append(b, ",", 1);
+			csv_field(b, val->p, val->len);
+		}
+		puts_b(b, "\r\n");
+		break;
+	case FMT_RAW:
+		if (show_key) {
+			kv_buf_append(b, key.p, key.len);
+			kv_buf_append(b, val ? "\t" : "\n", 1);
+		}
+		if (val) {
+			kv_buf_append(b, val->p, val->len);
+			kv_buf_append(b, "\n", 1);
+		}
+		break;
+	case FMT_READABLE:
+		if (show_key) {
+			readable(b, key.p, key.len);
+			if (val)
+				puts_b(b, " => ");
+		}
+		if (val && val->p)
+			readable(b, val->p, val->len);
+		else if (val)
+			puts_b(b, "(nil)");
+		kv_buf_append(b, "\n", 1);
+		break;
+	}
+	maybe_flush(cli);
+}
+
+void out_value(struct cli *cli, kvc_val key, kvc_val val)
+{
+	switch (cli->fmt) {
+	case FMT_RAW: /* exactly the bytes: `kvcli get k > file` */
+		if (val.p)
+			kv_buf_append(&cli->ob, val.p, val.len);
+		break;
+	case FMT_CSV:
+		out_kv_header(cli, 1);
+		out_kv(cli, key, &val, 1);
+		break;
+	default: out_kv(cli, key, &val, 0); break;
+	}
+}
+
+/* ===================== Scalars ===================== */
+
+void out_ok(struct cli *cli)
+{
+	switch (cli->fmt) {
+	case FMT_JSON: puts_b(&cli->ob, "\"OK\"\n"); break;
+	case FMT_CSV: puts_b(&cli->ob, "status\r\nOK\r\n"); break;
+	default: puts_b(&cli->ob, "OK\n"); break;
+	}
+}
+
+void out_int(struct cli *cli, const char *name, long long v)
+{
+	char tmp[64];
+
+	switch (cli->fmt) {
+	case FMT_READABLE:
+		snprintf(tmp, sizeof(tmp), "(integer) %lld\n", v);
+		break;
+	case FMT_CSV:
+		snprintf(tmp, sizeof(tmp), "%s\r\n%lld\r\n", name, v);
+		break;
+	default: snprintf(tmp, sizeof(tmp), "%lld\n", v); break;
+	}
+	puts_b(&cli->ob, tmp);
+}
+
+/* ===================== Maps ===================== */
+
+/* One scalar, as text. */
+static int scalar_text(const struct kv_mp_obj *o, char *tmp, size_t n,
+		       kvc_val *text)
+{
+	switch (o->type) {
+	case KV_MP_UINT:
+		snprintf(tmp, n, "%llu", (unsigned long long)o->v.u);
+		break;
+	case KV_MP_INT: snprintf(tmp, n, "%lld", (long long)o->v.i); break;
+	case KV_MP_FLOAT: snprintf(tmp, n, "%.6g", o->v.f); break;
+	case KV_MP_BOOL:
+		snprintf(tmp, n, "%s", o->v.b ? "true" : "false");
+		break;
+	case KV_MP_NIL: snprintf(tmp, n, "null"); break;
+	case KV_MP_STR:
+	case KV_MP_BIN:
+		text->p = o->p;
+		text->len = o->len;
+		return 0;
+	default: return -1;
+	}
+	text->p = tmp;
+	text->len = strlen(tmp);
+	return 0;
+}
+
+static void flat_row(struct cli *cli, struct kv_buf *path, kvc_val text)
+{
+	struct kv_buf *b = &cli->ob;
+
+	switch (cli->fmt) {
+	case FMT_CSV:
+		csv_field(b, path->data, path->len);
+		kv_buf_append(b, ",", 1);
+		csv_field(b, text.p, text.len);
+		puts_b(b, "\r\n");
+		break;
+	case FMT_READABLE:
+		kv_buf_append(b, path->data, path->len);
+		puts_b(b, ": ");
+		kv_buf_append(b, text.p, text.len);
+		kv_buf_append(b, "\n", 1);
+		break;
+	default:
+		kv_buf_append(b, path->data, path->len);
+		kv_buf_append(b, "\t", 1);
+		kv_buf_append(b, text.p, text.len);
+		kv_buf_append(b, "\n", 1);
+		break;
+	}
+}
+
+/* Every scalar under a map or array, named by its dotted path:
+ * "ops.GET.calls", "shards.0.entries". */
+static int flatten(struct cli *cli, const uint8_t **p, const uint8_t *end,
+		   struct kv_buf *path, unsigned depth)
+{
+	struct kv_mp_obj o, k;
+	size_t at = path->len;
+	char tmp[64];
+	kvc_val text;
+
+	if (depth > 32 || kv_mp_next(p, end, &o))
+		return -1;
+	if (o.type != KV_MP_MAP && o.type != KV_MP_ARRAY) {
+		if (scalar_text(&o, tmp, sizeof(tmp), &text))
+			return -1;
+		flat_row(cli, path, text);
+		return 0;
+	}
+	for (uint32_t i = 0; i < o.len; i++) {
+		path->len = at;
+		if (at)
+			kv_buf_append(path, ".", 1);
+		if (o.type == KV_MP_ARRAY) {
+			snprintf(tmp, sizeof(tmp), "%u", i);
+			puts_b(path, tmp);
+		} else {
+			if (kv_mp_next(p, end, &k) ||
+			    scalar_text(&k, tmp, sizeof(tmp), &text))
+				return -1;
+			kv_buf_append(path, text.p, text.len);
+		}
+		if (flatten(cli, p, end, path, depth + 1))
+			return -1;
+	}
+	path->len = at;
+	return 0;
+}
+
+void out_map(struct cli *cli, kvc_val map)
+{
+	const uint8_t *p = map.p;
+	struct kv_buf path = {0};
+
+	if (cli->fmt == FMT_JSON && mp_to_json(&cli->ob, map.p, map.len) == 0) {
+		kv_buf_append(&cli->ob, "\n", 1);
+		return;
+	}
+	if (cli->fmt == FMT_CSV)
+		puts_b(&cli->ob, "name,value\r\n");
+	flatten(cli, &p, p + map.len, &path, 0);
+	kv_buf_free(&path);
+}
