@@ -110,7 +110,8 @@ static uint64_t be64_get(const uint8_t *p)
 /* LMDB's default order: memcmp over the common length, then shorter first. */
 static int key_cmp(const void *a, size_t an, const void *b, size_t bn)
 {
-	int c = memcmp(a, b, an < bn ? an : bn);
+	size_t n = an < bn ? an : bn;
+	int c = n ? memcmp(a, b, n) : 0; /* an empty slice may be NULL */
 
 	if (c)
 		return c;
