@@ -559,13 +559,13 @@ static void thread_free(struct thread *t)
  * the difference between this snapshot and the last one. */
 struct ticker {
 	struct kb_hist *prev, *cur, *iv;
-	uint64_t prev_done;
+	uint64_t prev_done, prev_all;
 };
 
 static void tick(struct engine *e, struct ticker *tk, double t, int warmup,
 		 struct kb_result *res)
 {
-	uint64_t done = 0, errs = 0;
+	uint64_t done = 0, all = 0, errs = 0;
 	struct kb_tick *grown, *k;
 	unsigned top = 0;
 
@@ -573,7 +573,8 @@ static void tick(struct engine *e, struct ticker *tk, double t, int warmup,
 	for (unsigned i = 0; i < e->n; i++) {
 		for (int j = 0; j < OP_NTYPES; j++)
 			hist_add(tk->cur, &e->th[i].hist[j]);
-		done += warmup ? LOAD(e->th[i].done_all) : LOAD(e->th[i].done);
+		done += LOAD(e->th[i].done);
+		all += LOAD(e->th[i].done_all);
 		for (int j = 0; j < ERR_NTYPES; j++)
 			errs += LOAD(e->th[i].errors[j]);
 	}
@@ -591,8 +592,10 @@ static void tick(struct engine *e, struct ticker *tk, double t, int warmup,
 	if (grown) {
 		res->ticks = grown;
 		k = &grown[res->nticks++];
+		/* During the warmup nothing is measured: count all. */
 		*k = (struct kb_tick){t,
-				      done - tk->prev_done,
+				      warmup ? all - tk->prev_all
+					     : done - tk->prev_done,
 				      hist_percentile(tk->iv, 50),
 				      hist_percentile(tk->iv, 99),
 				      hist_percentile(tk->iv, 99.9),
@@ -606,6 +609,7 @@ static void tick(struct engine *e, struct ticker *tk, double t, int warmup,
 					errs);
 	}
 	tk->prev_done = done;
+	tk->prev_all = all;
 	memcpy(tk->prev, tk->cur, sizeof(*tk->cur));
 }
 
@@ -635,6 +639,14 @@ static uint64_t supervise(struct engine *e, struct kb_result *res)
 
 		nap_ms(20);
 		now = kb_now_ns();
+		/* The second that ended is labelled with the state it ran in,
+		 * so the tick comes before the warmup may end. */
+		if (now >= next && tk.prev && tk.cur && tk.iv) {
+			if (e->run->mem)
+				server_sample(e->run->mem);
+			tick(e, &tk, (double)(now - t0) / 1e9, warm, res);
+			next += 1000000000ull;
+		}
 		if (warm && now - t0 >= (uint64_t)(cfg->warmup * 1e9)) {
 			warm = 0;
 			mstart = now;
@@ -643,12 +655,6 @@ static uint64_t supervise(struct engine *e, struct kb_result *res)
 		if (e->phase == PHASE_RUN && cfg->duration > 0 && !warm &&
 		    now - mstart >= (uint64_t)(cfg->duration * 1e9))
 			STORE(e->stop, 1);
-		if (now >= next && tk.prev && tk.cur && tk.iv) {
-			if (e->run->mem)
-				server_sample(e->run->mem);
-			tick(e, &tk, (double)(now - t0) / 1e9, warm, res);
-			next += 1000000000ull;
-		}
 	}
 	free(tk.prev);
 	free(tk.cur);

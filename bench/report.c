@@ -26,6 +26,29 @@ static uint64_t total_errors(const struct kb_result *r)
 	return n;
 }
 
+/* All operation types of a phase in one histogram (malloc'd; NULL when
+ * out of memory). */
+static struct kb_hist *merged(const struct kb_result *r)
+{
+	struct kb_hist *h = malloc(sizeof(*h));
+
+	if (!h)
+		return NULL;
+	hist_reset(h);
+	for (int i = 0; i < OP_NTYPES; i++)
+		hist_add(h, &r->hist[i]);
+	return h;
+}
+
+static int op_types(const struct kb_result *r)
+{
+	int n = 0;
+
+	for (int i = 0; i < OP_NTYPES; i++)
+		n += r->hist[i].count + r->op_errors[i] > 0;
+	return n;
+}
+
 /* ---- progress -------------------------------------------------------- */
 
 void report_progress(FILE *f, enum kb_phase phase, const struct kb_tick *k,
@@ -46,8 +69,22 @@ void report_progress(FILE *f, enum kb_phase phase, const struct kb_tick *k,
 
 /* ---- table ----------------------------------------------------------- */
 
+static void table_row(FILE *f, const char *name, const struct kb_hist *h,
+		      uint64_t n, uint64_t errors, double seconds)
+{
+	fprintf(f,
+		"  %-7s %10" PRIu64 " %10.0f %9.3f %9.3f %9.3f %9.3f %9.3f "
+		"%9.3f %7" PRIu64 "\n",
+		name, n, rate_of(n, seconds), MS(hist_percentile(h, 50)),
+		MS(hist_percentile(h, 90)), MS(hist_percentile(h, 99)),
+		MS(hist_percentile(h, 99.9)), MS(h->max), hist_mean(h) / 1e6,
+		errors);
+}
+
 static void table_phase(FILE *f, const struct kb_result *r)
 {
+	struct kb_hist *all;
+
 	fprintf(f,
 		"\nphase %s: %" PRIu64 " ops in %.2f s = %.0f ops/s, "
 		"errors %" PRIu64 "\n",
@@ -56,20 +93,14 @@ static void table_phase(FILE *f, const struct kb_result *r)
 	fprintf(f, "  %-7s %10s %10s %9s %9s %9s %9s %9s %9s %7s\n", "op",
 		"count", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms",
 		"max ms", "mean ms", "errors");
-	for (int i = 0; i < OP_NTYPES; i++) {
-		const struct kb_hist *h = &r->hist[i];
-		uint64_t n = h->count + r->op_errors[i];
-
-		if (!n)
-			continue;
-		fprintf(f,
-			"  %-7s %10" PRIu64 " %10.0f %9.3f %9.3f %9.3f %9.3f "
-			"%9.3f %9.3f %7" PRIu64 "\n",
-			kb_op_names[i], n, rate_of(n, r->seconds),
-			MS(hist_percentile(h, 50)), MS(hist_percentile(h, 90)),
-			MS(hist_percentile(h, 99)),
-			MS(hist_percentile(h, 99.9)), MS(h->max),
-			hist_mean(h) / 1e6, r->op_errors[i]);
+	for (int i = 0; i < OP_NTYPES; i++)
+		if (r->hist[i].count + r->op_errors[i])
+			table_row(f, kb_op_names[i], &r->hist[i],
+				  r->hist[i].count + r->op_errors[i],
+				  r->op_errors[i], r->seconds);
+	if (op_types(r) > 1 && (all = merged(r))) {
+		table_row(f, "all", all, r->ops, total_errors(r), r->seconds);
+		free(all);
 	}
 	if (total_errors(r)) {
 		fprintf(f, "  errors:");
@@ -146,32 +177,36 @@ void report_table(FILE *f, const struct kb_report *r)
 
 /* ---- CSV ------------------------------------------------------------- */
 
+static void csv_row(FILE *f, const struct kb_result *x, const char *name,
+		    const struct kb_hist *h, uint64_t n, uint64_t errors)
+{
+	fprintf(f,
+		"%s,%s,%" PRIu64 ",%" PRIu64
+		",%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
+		kb_phase_names[x->phase], name, n, errors, x->seconds,
+		rate_of(n, x->seconds), MS(hist_percentile(h, 50)),
+		MS(hist_percentile(h, 90)), MS(hist_percentile(h, 99)),
+		MS(hist_percentile(h, 99.9)), MS(h->max), hist_mean(h) / 1e6);
+}
+
 void report_csv(FILE *f, const struct kb_report *r)
 {
 	fprintf(f, "phase,op,count,errors,seconds,ops_per_sec,p50_ms,p90_ms,"
 		   "p99_ms,p999_ms,max_ms,mean_ms\n");
 	for (size_t i = 0; i < r->nres; i++) {
 		const struct kb_result *x = &r->res[i];
+		struct kb_hist *all;
 
 		if (x->phase == PHASE_VERIFY)
 			continue;
-		for (int j = 0; j < OP_NTYPES; j++) {
-			const struct kb_hist *h = &x->hist[j];
-			uint64_t n = h->count + x->op_errors[j];
-
-			if (!n)
-				continue;
-			fprintf(f,
-				"%s,%s,%" PRIu64 ",%" PRIu64
-				",%.3f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
-				kb_phase_names[x->phase], kb_op_names[j], n,
-				x->op_errors[j], x->seconds,
-				rate_of(n, x->seconds),
-				MS(hist_percentile(h, 50)),
-				MS(hist_percentile(h, 90)),
-				MS(hist_percentile(h, 99)),
-				MS(hist_percentile(h, 99.9)), MS(h->max),
-				hist_mean(h) / 1e6);
+		for (int j = 0; j < OP_NTYPES; j++)
+			if (x->hist[j].count + x->op_errors[j])
+				csv_row(f, x, kb_op_names[j], &x->hist[j],
+					x->hist[j].count + x->op_errors[j],
+					x->op_errors[j]);
+		if ((all = merged(x))) {
+			csv_row(f, x, "all", all, x->ops, total_errors(x));
+			free(all);
 		}
 	}
 }
@@ -230,6 +265,8 @@ static void json_ops(FILE *f, const struct kb_result *x)
 
 static void json_phase(FILE *f, const struct kb_result *x)
 {
+	struct kb_hist *all;
+
 	fprintf(f,
 		"    {\"phase\": \"%s\", \"seconds\": %.4f, \"ops\": %" PRIu64
 		", \"planned\": %" PRIu64 ", \"ops_per_sec\": %.1f,\n"
@@ -240,7 +277,15 @@ static void json_phase(FILE *f, const struct kb_result *x)
 		fprintf(f, ", \"%s\": %" PRIu64, kb_err_names[j], x->errors[j]);
 	fprintf(f, "},\n      \"first_error\": ");
 	json_str(f, x->first_error);
-	fprintf(f, ", \"scan_items\": %" PRIu64 ",\n      ", x->scan_items);
+	fprintf(f, ", \"scan_items\": %" PRIu64 ",\n      \"latency_ms\": ",
+		x->scan_items);
+	if ((all = merged(x))) {
+		json_latency(f, all);
+		free(all);
+	} else {
+		fprintf(f, "null");
+	}
+	fprintf(f, ",\n      ");
 	json_ops(f, x);
 	if (x->has_keys)
 		fprintf(f,
@@ -391,6 +436,8 @@ static int write_plot_data(FILE *d, const struct kb_result *x)
 	for (size_t k = 0; k < x->nticks; k++) {
 		const struct kb_tick *t = &x->ticks[k];
 
+		if (t->warmup) /* nothing was measured */
+			continue;
 		fprintf(d, "%.2f %" PRIu64 " %.4f %.4f %.4f\n", t->t, t->ops,
 			MS(t->p50), MS(t->p99), MS(t->p999));
 	}

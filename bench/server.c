@@ -54,7 +54,15 @@ pid_t server_start(const struct kb_config *cfg, const char *cmd,
 
 		if (c) {
 			cfg->driver->close(c);
-			return pid;
+			/* Still ours?  If the port was taken, the server exits
+			 * and we were talking to someone else's. */
+			nap(100);
+			if (waitpid(pid, &status, WNOHANG) == 0)
+				return pid;
+			snprintf(err, errlen,
+				 "server exited at once (port taken?): %s",
+				 cmd);
+			return -1;
 		}
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			snprintf(err, errlen, "server exited (status %d): %s",

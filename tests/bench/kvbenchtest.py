@@ -1,0 +1,51 @@
+"""kvbenchtest.py - runs the kvbench just built and reads its JSON report.
+
+Tests call kvbench(...) with the options of one run; it adds --json and
+--quiet, runs the binary with a timeout and returns a Run with the exit
+code, stdout, stderr and the parsed report.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+
+BUILD = os.environ.get("KVD_BUILD_DIR", ".")
+KVBENCH = os.path.join(BUILD, "bench", "kvbench")
+
+
+class Run:
+    def __init__(self, rc, out, err, report):
+        self.rc, self.out, self.err, self.report = rc, out, err, report
+
+    def phase(self, name):
+        for p in self.report["phases"]:
+            if p["phase"] == name:
+                return p
+        raise KeyError(name)
+
+    def counts(self, name="run"):
+        """{op type: count} of a phase."""
+        return {k: v["count"] for k, v in self.phase(name)["ops_by_type"].items()}
+
+    def share(self, op, name="run"):
+        c = self.counts(name)
+        return c.get(op, 0) / sum(c.values())
+
+
+def kvbench(*args, port=None, driver="kvd", timeout=120, expect=0):
+    with tempfile.TemporaryDirectory(prefix="kvbench-") as d:
+        path = os.path.join(d, "out.json")
+        argv = [KVBENCH, "-D", driver, "-q", "--json", path]
+        if port is not None:
+            argv += ["--port", str(port)]
+        argv += [str(a) for a in args]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        report = None
+        if os.path.exists(path):
+            with open(path) as f:
+                report = json.load(f)
+    if expect is not None and p.returncode != expect:
+        raise AssertionError("kvbench exited %d, expected %d: %s\nstdout:\n%s\nstderr:\n%s"
+                             % (p.returncode, expect, " ".join(argv), p.stdout, p.stderr))
+    return Run(p.returncode, p.stdout, p.stderr, report)
