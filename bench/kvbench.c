@@ -453,7 +453,9 @@ static int write_reports(const struct kb_report *r)
 	const struct kb_config *c = r->cfg;
 	int rc = 0;
 
-	if (!c->csv_path || strcmp(c->csv_path, "-"))
+	/* The table goes to stdout unless a machine format asked for it. */
+	if ((!c->csv_path || strcmp(c->csv_path, "-")) &&
+	    (!c->json_path || strcmp(c->json_path, "-")))
 		report_table(stdout, r);
 	if (c->csv_path) {
 		FILE *f =

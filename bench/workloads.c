@@ -337,6 +337,19 @@ int wl_finish(struct kb_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "bad --value-size range");
 		return -1;
 	}
+	if (cfg->wl->kind == WL_GEO && cfg->vmax) {
+		snprintf(err, errlen, "geo documents have their own size");
+		return -1;
+	}
+	if (cfg->wl->kind == WL_YCSB && cfg->vmax) {
+		/* A record of one field of that size, the knob people know
+		 * from redis-benchmark -d. */
+		p->fieldcount = 1;
+		p->fieldlength = cfg->vmax;
+		p->minfieldlength = cfg->vmin ? cfg->vmin : 1;
+		p->fieldlengthdistribution =
+		    cfg->vmin == cfg->vmax ? DIST_CONSTANT : DIST_UNIFORM;
+	}
 	return check_props(p, err, errlen);
 }
 
