@@ -43,7 +43,8 @@
 	X(TTL, 16, R)                                                          \
 	X(GETDEL, 17, W)                                                       \
 	X(FLUSHALL, 18, W)                                                     \
-	X(AUTH, 19, A)
+	X(AUTH, 19, A)                                                         \
+	X(BACKUP, 20, A)
 
 enum kv_op {
 #define KV_OP_ENUM(name, num, kind) KV_OP_##name = num,

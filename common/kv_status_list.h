@@ -33,6 +33,7 @@
 	X(READ_ONLY, 27, "server is read-only")                                \
 	X(DISABLED, 28, "operation disabled by configuration")                 \
 	X(INTERNAL, 29, "internal server error")                               \
+	X(BUSY, 30, "another operation of this kind is in progress")           \
 	X(CONNECT, 64, "cannot connect")                                       \
 	X(TIMEOUT, 65, "timed out")                                            \
 	X(CLOSED, 66, "connection closed")                                     \

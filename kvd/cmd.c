@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backup.h"
 #include "conn.h"
 #include "kv_mp.h"
 #include "kv_status.h"
@@ -427,6 +428,15 @@ static int op_stats(struct kvd_conn *c, struct req *r)
 	return KV_OK;
 }
 
+static int op_backup(struct kvd_conn *c, struct req *r)
+{
+	struct kv_slice dir = {r->a[0].p, r->a[0].len};
+
+	if (!is_bytes(&r->a[0]))
+		return KV_BAD_ARGS;
+	return kvd_backup_start(c, dir);
+}
+
 static int op_auth(struct kvd_conn *c, struct req *r)
 {
 	(void)c;
@@ -570,7 +580,8 @@ void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 		kvd_reply_status(c, pd->result ? KV_OK : KV_NOT_FOUND, NULL);
 		break;
 	case KV_OP_MDEL:
-	case KV_OP_APPEND: reply_uint(c, (uint64_t)pd->result); break;
+	case KV_OP_APPEND:
+	case KV_OP_BACKUP: reply_uint(c, (uint64_t)pd->result); break;
 	case KV_OP_INCR: reply_int(c, pd->result); break;
 	case KV_OP_GETDEL:
 		if (st == KV_OK) {
@@ -617,6 +628,7 @@ static const struct op_desc ops[KV_OP_MAX] = {
     [KV_OP_GETDEL] = {op_key_write, 1, 1, 1},
     [KV_OP_FLUSHALL] = {op_flushall, 1, 0, 0},
     [KV_OP_AUTH] = {op_auth, 0, 1, 1},
+    [KV_OP_BACKUP] = {op_backup, 0, 1, 1},
 };
 
 /* Run one decoded request.  KV_OK once it is answered or queued; a status

@@ -32,6 +32,22 @@
 static pthread_t flusher;
 static int flusher_efd = -1;
 
+/* Backups pause every committer between two batches, so that read
+ * snapshots opened meanwhile form one cut across all shards. */
+static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pause_cv = PTHREAD_COND_INITIALIZER;
+static atomic_int pause_req;
+static unsigned paused;
+
+static void wake(struct kvd_committer *c)
+{
+	uint64_t one = 1;
+
+	if (write(c->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_error("shard %u: cannot wake committer: %s", c->shard,
+			  strerror(errno));
+}
+
 void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
 {
 	struct kvd_committer *c = &srv->com[w->shard];
@@ -42,13 +58,8 @@ void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
 		w->next = old;
 	while (!atomic_compare_exchange_weak_explicit(
 	    &c->queue, &old, w, memory_order_release, memory_order_relaxed));
-	if (!old) {
-		uint64_t one = 1;
-
-		if (write(c->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			log_error("shard %u: cannot wake committer: %s",
-				  c->shard, strerror(errno));
-	}
+	if (!old)
+		wake(c);
 }
 
 static struct kvd_wreq *take_all(struct kvd_committer *c)
@@ -103,7 +114,7 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 		n++;
 		bytes += end->op.items_len;
 	}
-	if (c->failed) {
+	if (atomic_load(&c->failed)) {
 		fail_all(first, end, KV_SHARD_FAILED);
 		return end;
 	}
@@ -145,7 +156,7 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 fail:
 	kvd_count(&c->failures, 1);
 	if (rc == KV_SHARD_FAILED)
-		c->failed = 1;
+		atomic_store(&c->failed, 1);
 	fail_all(first, end, rc);
 	return end;
 }
@@ -157,14 +168,17 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	int n;
 
 	c->next_reap_ms = now + c->srv->cfg->reaper_interval_ms;
-	if (c->failed || kvd_shard_begin(c->srv->store, c->shard, &t))
+	if (atomic_load(&c->failed) ||
+	    kvd_shard_begin(c->srv->store, c->shard, &t))
 		return;
 	n = kvd_shard_reap(t, now, REAP_PER_TXN);
 	if (n > 0) {
-		if (kvd_shard_commit(t) == 0)
+		int rc = kvd_shard_commit(t);
+
+		if (rc == 0)
 			kvd_count(&c->reaped, (uint64_t)n);
-		else
-			c->failed = 1;
+		else if (rc == KV_SHARD_FAILED) /* not a full map or disk */
+			atomic_store(&c->failed, 1);
 	} else {
 		kvd_shard_abort(t); /* nothing to do: no commit, no fsync */
 	}
@@ -197,12 +211,46 @@ static void wait_for_work(struct kvd_committer *c)
 	}
 }
 
+static void maybe_pause(void)
+{
+	if (!atomic_load(&pause_req))
+		return;
+	pthread_mutex_lock(&pause_mu);
+	paused++;
+	pthread_cond_broadcast(&pause_cv);
+	while (atomic_load(&pause_req))
+		pthread_cond_wait(&pause_cv, &pause_mu);
+	paused--;
+	pthread_mutex_unlock(&pause_mu);
+}
+
+void kvd_committers_pause(struct kvd_server *srv)
+{
+	atomic_store(&pause_req, 1);
+	for (unsigned i = 0; i < srv->nshards; i++)
+		wake(&srv->com[i]);
+	pthread_mutex_lock(&pause_mu);
+	while (paused < srv->nshards)
+		pthread_cond_wait(&pause_cv, &pause_mu);
+	pthread_mutex_unlock(&pause_mu);
+}
+
+void kvd_committers_resume(struct kvd_server *srv)
+{
+	(void)srv;
+	pthread_mutex_lock(&pause_mu);
+	atomic_store(&pause_req, 0);
+	pthread_cond_broadcast(&pause_cv);
+	pthread_mutex_unlock(&pause_mu);
+}
+
 static void *committer_main(void *arg)
 {
 	struct kvd_committer *c = arg;
 	struct kvd_wreq *w;
 
 	for (;;) {
+		maybe_pause();
 		w = take_all(c);
 		if (!w) {
 			if (atomic_load(&c->stop))
@@ -217,6 +265,30 @@ static void *committer_main(void *arg)
 	return NULL;
 }
 
+/* Flush every shard that has not failed.  A failed fsync ends the shard's
+ * writes and is never retried, here or at stop: the kernel may have dropped
+ * the dirty pages it could not write, so a later fsync that succeeds would
+ * prove nothing about them (PostgreSQL's fsync lesson). */
+static void flush_all(struct kvd_server *srv, const char *what)
+{
+	for (unsigned i = 0; srv->com && i < srv->nshards; i++) {
+		struct kvd_committer *c = &srv->com[i];
+		int rc;
+
+		if (atomic_load(&c->failed))
+			continue;
+		if ((rc = kvd_store_sync(srv->store, i))) {
+			atomic_store(&c->failed, 1);
+			log_error(
+			    "shard %u: %s failed: %s; writes acknowledged "
+			    "since the last flush may not be on disk; "
+			    "this shard accepts no more writes until "
+			    "restart (a failed fsync is never retried)",
+			    i, what, strerror(rc));
+		}
+	}
+}
+
 /* async durability: commits reach the OS at once; this thread makes them
  * durable every flush-interval-ms.  LMDB's mdb_env_sync takes no lock, so
  * the committers never wait for it. */
@@ -228,13 +300,7 @@ static void *flusher_main(void *arg)
 	for (;;) {
 		int stop = poll(&pfd, 1, (int)srv->cfg->flush_interval_ms) > 0;
 
-		for (unsigned i = 0; i < srv->nshards; i++) {
-			int rc = kvd_store_sync(srv->store, i);
-
-			if (rc)
-				log_error("shard %u: flush failed: %s", i,
-					  strerror(rc));
-		}
+		flush_all(srv, "flush");
 		if (stop)
 			return NULL;
 	}
@@ -288,13 +354,7 @@ void kvd_committers_stop(struct kvd_server *srv)
 		close(flusher_efd);
 		flusher_efd = -1;
 	}
-	for (unsigned i = 0; i < srv->nshards; i++) {
-		int rc = kvd_store_sync(srv->store, i);
-
-		if (rc)
-			log_error("shard %u: final flush failed: %s", i,
-				  strerror(rc));
-	}
+	flush_all(srv, "final flush");
 	free(srv->com);
 	srv->com = NULL;
 }

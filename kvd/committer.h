@@ -21,7 +21,10 @@ struct kvd_committer {
 	unsigned shard;
 	struct kvd_server *srv;
 	atomic_int stop;
-	int failed; /* a write or fsync failed: refuse writes until restart */
+	/* A write or fsync failed: refuse writes, and never fsync again, until
+	 * restart.  Set by the committer or the async flusher; read by both
+	 * and by STATS. */
+	atomic_int failed;
 	uint64_t next_reap_ms;
 	uint64_t next_check_ms;
 	/* counters, written by the committer thread only */
@@ -33,6 +36,10 @@ struct kvd_committer {
 int kvd_committers_start(struct kvd_server *srv);
 /* Queue a request (any thread).  It comes back through kvd_io_complete(). */
 void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w);
+/* Stop every committer between two batches and wait until all have; a
+ * backup opens its snapshots meanwhile.  Resume lets them go on. */
+void kvd_committers_pause(struct kvd_server *srv);
+void kvd_committers_resume(struct kvd_server *srv);
 /* After the io threads have stopped: drain, commit, stop, flush. */
 void kvd_committers_stop(struct kvd_server *srv);
 

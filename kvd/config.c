@@ -32,6 +32,7 @@ struct opt {
 };
 
 static const char *const durability_names[] = {"sync", "async", NULL};
+static const char *const yes_no[] = {"no", "yes", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug",
 					  NULL};
 static const char *const bool_names[] = {"no", "yes", NULL};
@@ -78,6 +79,10 @@ static const struct opt options[] = {
      "pending reply bytes per connection before it stops being read"},
     {"reaper-interval-ms", OPT_UINT, F(reaper_interval_ms), 10, 3600000, "100",
      NULL, "how often expired keys are reclaimed"},
+    {"restore", OPT_STR, F(restore), 0, 0, "", NULL,
+     "before starting, copy the backup in this directory into data-dir"},
+    {"restore-force", OPT_ENUM, F(restore_force), 0, 0, "no", yes_no,
+     "let --restore replace a data-dir that is not empty"},
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))

@@ -30,6 +30,8 @@ struct kvd_config {
 	unsigned idle_timeout;
 	uint64_t max_output;
 	unsigned reaper_interval_ms;
+	char restore[512];
+	unsigned restore_force;
 	char config_file[512];
 	int test_config;
 };

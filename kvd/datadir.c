@@ -65,7 +65,8 @@ static int fsync_path(const char *path, int dir)
 }
 
 /* Write MANIFEST atomically: temp file, fsync, rename, fsync the directory. */
-static int write_manifest(const char *dir, unsigned n, char *err, size_t errlen)
+int kvd_datadir_write_manifest(const char *dir, unsigned n, char *err,
+			       size_t errlen)
 {
 	char tmp[600], path[600];
 	FILE *f;
@@ -197,6 +198,14 @@ static int make_shard_dirs(const char *dir, unsigned n, char *err,
 	return 0;
 }
 
+int kvd_datadir_inspect(const char *dir, unsigned *nshards, char *err,
+			size_t errlen)
+{
+	if (read_manifest(dir, nshards, err, errlen))
+		return -1;
+	return check_shards(dir, *nshards, 0, err, errlen);
+}
+
 int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
 		     unsigned want_shards, char *err, size_t errlen)
 {
@@ -235,7 +244,7 @@ int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
 				 want_shards);
 			goto fail;
 		}
-		if (write_manifest(dir, want_shards, err, errlen))
+		if (kvd_datadir_write_manifest(dir, want_shards, err, errlen))
 			goto fail;
 		d->nshards = want_shards;
 		d->created = 1;

@@ -30,4 +30,15 @@ void kvd_datadir_shard_path(char *buf, size_t len, const char *dir, unsigned i);
 
 void kvd_datadir_close(struct kvd_datadir *d);
 
+/* Check that dir is a complete data directory (a valid manifest, every
+ * shard's data file present, no extra shard); *nshards from the manifest.
+ * Takes no lock.  0, or -1 with a reason in err. */
+int kvd_datadir_inspect(const char *dir, unsigned *nshards, char *err,
+			size_t errlen);
+
+/* Write DIR/MANIFEST for n shards atomically (temp file, fsync, rename,
+ * fsync of the directory).  0, or -1 with a reason in err. */
+int kvd_datadir_write_manifest(const char *dir, unsigned n, char *err,
+			       size_t errlen);
+
 #endif

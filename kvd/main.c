@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backup.h"
 #include "committer.h"
 #include "config.h"
 #include "kvd.h"
@@ -88,6 +89,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	srv.start_ms = kvd_now_ms();
 	srv.nio = cfg.threads;
+	if (cfg.restore[0] &&
+	    kvd_restore(cfg.restore, cfg.data_dir, (int)cfg.restore_force, err,
+			sizeof(err)))
+		return fail(err);
 	if (kvd_io_listen(&srv, err, sizeof(err))) {
 		kvd_io_destroy(&srv);
 		return fail(err);

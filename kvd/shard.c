@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "datadir.h"
 #include "kv_buf.h"
@@ -582,11 +584,41 @@ int kvd_reader_count(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
 
 /* ===================== Writers ===================== */
 
+/* Room left below which an EIO from a commit counts as a full disk: more
+ * than the largest batch a committer builds (16 MiB) can write. */
+#define FULL_MARGIN (32ull << 20)
+
+/* LMDB reports a short write of data pages as EIO (mdb_page_flush: "short
+ * write, filesystem full?"), and a write that runs out of space part way is
+ * short; only a write with no room at all gives ENOSPC.  So an EIO from a
+ * commit on a filesystem with (almost) no room left is a full disk, and
+ * fails only its batch.  That is safe: an aborted commit's pages are never
+ * referenced by a meta page, and in sync mode every earlier commit was
+ * already on disk, so the only pages an fsync that failed here can have
+ * lost are the aborted batch's own. */
+static int fs_full(const char *path)
+{
+	struct statvfs sv;
+	uint64_t room;
+
+	if (statvfs(path, &sv))
+		return 0;
+	room =
+	    (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) * sv.f_frsize;
+	return room < FULL_MARGIN;
+}
+
 /* Map an LMDB failure inside a write transaction to what its writers see. */
 static int wfail(struct kvd_wtxn *t, int rc, const char *what)
 {
 	const char *path = t->st->sh[t->idx].path;
 
+	if (rc == EIO && !strcmp(what, "commit") && fs_full(path)) {
+		log_warn("%s: commit: short write on a full filesystem; batch "
+			 "refused",
+			 path);
+		return KV_DISK_FULL;
+	}
 	switch (rc) {
 	case MDB_MAP_FULL:
 		log_warn("%s: %s: map full (raise map-size); batch refused",
@@ -921,4 +953,120 @@ void kvd_shard_abort(struct kvd_wtxn *t)
 	if (t->txn)
 		mdb_txn_abort(t->txn);
 	t->txn = NULL;
+}
+
+/* ===================== Backups ===================== */
+
+struct kvd_snapshot {
+	struct kvd_store *st;
+	MDB_txn *txn[KVD_MAX_SHARDS];
+};
+
+int kvd_snapshot_begin(struct kvd_store *st, struct kvd_snapshot **out)
+{
+	struct kvd_snapshot *sn = calloc(1, sizeof(*sn));
+
+	if (!sn)
+		return KV_INTERNAL;
+	sn->st = st;
+	for (unsigned i = 0; i < st->n; i++) {
+		int rc =
+		    mdb_txn_begin(st->sh[i].env, NULL, MDB_RDONLY, &sn->txn[i]);
+
+		if (rc) {
+			log_error("%s: backup snapshot: %s", st->sh[i].path,
+				  mdb_strerror(rc));
+			kvd_snapshot_end(sn);
+			return KV_INTERNAL;
+		}
+	}
+	*out = sn;
+	return 0;
+}
+
+void kvd_snapshot_end(struct kvd_snapshot *sn)
+{
+	if (!sn)
+		return;
+	for (unsigned i = 0; i < sn->st->n; i++)
+		if (sn->txn[i])
+			mdb_txn_abort(sn->txn[i]);
+	free(sn);
+}
+
+/* Copy one database in key order; MDB_APPEND builds full, compact pages
+ * without a search per key.  Commits every 64 MiB to bound dirty pages. */
+static int copy_dbi(MDB_txn *src, MDB_dbi sdbi, MDB_env *env, MDB_txn **dtxn,
+		    MDB_dbi ddbi, unsigned flags, uint64_t *keys,
+		    uint64_t *bytes)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	size_t since = 0;
+	int rc = mdb_cursor_open(src, sdbi, &c);
+
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if ((rc = mdb_put(*dtxn, ddbi, &k, &v, flags)))
+			break;
+		*keys += 1;
+		*bytes += k.mv_size + v.mv_size;
+		since += k.mv_size + v.mv_size;
+		if (since >= (64u << 20)) {
+			since = 0;
+			if ((rc = mdb_txn_commit(*dtxn)) ||
+			    (rc = mdb_txn_begin(env, NULL, 0, dtxn))) {
+				*dtxn = NULL;
+				break;
+			}
+		}
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int kvd_snapshot_copy(struct kvd_snapshot *sn, unsigned i, const char *dir,
+		      uint64_t *keys, uint64_t *bytes, char *err, size_t errlen)
+{
+	struct shard *sh = &sn->st->sh[i];
+	MDB_envinfo ei;
+	MDB_env *env = NULL;
+	MDB_txn *t = NULL;
+	MDB_dbi kv, exp;
+	uint64_t ignored = 0, ignored_bytes = 0;
+	int rc;
+
+	mdb_env_info(sh->env, &ei);
+	if (mkdir(dir, 0750) && errno != EEXIST) {
+		rc = errno;
+		goto fail;
+	}
+	/* NOSYNC while copying, one forced sync at the end. */
+	if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, 2)) ||
+	    (rc = mdb_env_set_mapsize(env, ei.me_mapsize)) ||
+	    (rc = mdb_env_open(env, dir, MDB_NOSYNC | MDB_NOTLS, 0640)) ||
+	    (rc = mdb_txn_begin(env, NULL, 0, &t)) ||
+	    (rc = mdb_dbi_open(t, "kv", MDB_CREATE, &kv)) ||
+	    (rc = mdb_dbi_open(t, "exp", MDB_CREATE | MDB_DUPSORT, &exp)))
+		goto fail;
+	if ((rc = copy_dbi(sn->txn[i], sh->kv, env, &t, kv, MDB_APPEND, keys,
+			   bytes)) ||
+	    (rc = copy_dbi(sn->txn[i], sh->exp, env, &t, exp, MDB_APPENDDUP,
+			   &ignored, &ignored_bytes)))
+		goto fail;
+	rc = mdb_txn_commit(t);
+	t = NULL;
+	if (rc || (rc = mdb_env_sync(env, 1)))
+		goto fail;
+	mdb_env_close(env);
+	return 0;
+fail:
+	if (t)
+		mdb_txn_abort(t);
+	if (env)
+		mdb_env_close(env);
+	snprintf(err, errlen, "%s: %s", dir, mdb_strerror(rc));
+	return -1;
 }

@@ -149,4 +149,19 @@ int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit);
 int kvd_shard_commit(struct kvd_wtxn *t);
 void kvd_shard_abort(struct kvd_wtxn *t);
 
+/* ---- backups ---- */
+
+struct kvd_snapshot;
+
+/* One read transaction per shard, opened now (while writers are paused, they
+ * form one cut).  0 or a KV_* code. */
+int kvd_snapshot_begin(struct kvd_store *st, struct kvd_snapshot **out);
+/* Write shard i of the snapshot as a fresh, compact environment in dir
+ * (created), flushed to disk.  Adds to *keys and *bytes.  0, or -1 with a
+ * reason in err. */
+int kvd_snapshot_copy(struct kvd_snapshot *sn, unsigned i, const char *dir,
+		      uint64_t *keys, uint64_t *bytes, char *err,
+		      size_t errlen);
+void kvd_snapshot_end(struct kvd_snapshot *sn);
+
 #endif

@@ -1,0 +1,26 @@
+/* backup.h - hot backups: one consistent cut of every shard, while writes
+ * go on.
+ *
+ * The committers are paused between two batches only for as long as it takes
+ * to open one read transaction per shard; those snapshots form a single cut
+ * (no commit is half-way through any shard), and the copy is then made from
+ * them by a thread of its own while writes continue.  The result is a data
+ * directory: start kvd on it, or give it to `kvd --restore`.
+ */
+#ifndef KVD_BACKUP_H
+#define KVD_BACKUP_H
+
+#include "conn.h"
+#include "shard.h"
+
+/* Start a backup into dir (absolute, absent or empty).  Answers the request
+ * itself: an error at once, or [0, keys copied] when the copy is on disk.
+ * Returns KV_OK, or a KV_* code when out of memory. */
+int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir);
+
+/* kvd --restore: copy the backup in src into the data directory dst, which
+ * must be absent or empty unless force.  0, or -1 with a reason in err. */
+int kvd_restore(const char *src, const char *dst, int force, char *err,
+		size_t errlen);
+
+#endif

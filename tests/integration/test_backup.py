@@ -1,0 +1,110 @@
+"""test_backup.py - hot backups are one consistent cut, and restore works.
+
+Writers keep writing numbered keys (each waits for its acknowledgement)
+while a backup runs.  The backup must hold, for every writer, exactly its
+first n keys with no gap: n at least what was acknowledged before the backup
+was asked for and at most what was acknowledged when it answered.  The backup
+is then served directly and through --restore; restore refuses a data
+directory that is not empty unless forced.
+"""
+
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from kvdtest import *  # noqa: F401,F403
+
+BACKUP = 20
+BUSY = 30
+
+
+def writer(port, n, acked, stop):
+    c = Client(port)
+    i = 0
+    while not stop.is_set():
+        if c.call(PUT, b"w%d:%07d" % (n, i), b"%d" % i) == [OK]:
+            acked[n] = i + 1
+        i += 1
+    c.close()
+
+
+def prefix_len(test, c, n):
+    st, items, cur = c.call(SCAN, b"w%d:" % n, None, None, 10000, 1)
+    keys = list(items)
+    while cur is not None:
+        st, items, cur = c.call(SCAN, b"w%d:" % n, cur, None, 10000, 1)
+        keys += items
+    test.assertEqual(keys, [b"w%d:%07d" % (n, i) for i in range(len(keys))],
+                     "writer %d: a gap in the backup" % n)
+    return len(keys)
+
+
+class Backup(unittest.TestCase):
+    def test_hot_backup_is_a_cut(self):
+        tmp = tempfile.mkdtemp(prefix="kvdbackup-")
+        bk = os.path.join(tmp, "bk")
+        with Server(threads=2) as srv:
+            acked, stop = [0] * 6, threading.Event()
+            ts = [threading.Thread(target=writer, args=(srv.port, n, acked, stop))
+                  for n in range(6)]
+            for t in ts:
+                t.start()
+            time.sleep(0.5)
+            c = srv.client()
+            lo = list(acked)
+            st, keys = c.call(BACKUP, bk.encode())
+            hi = list(acked)
+            time.sleep(0.2)
+            stop.set()
+            for t in ts:
+                t.join()
+            self.assertEqual(st, OK)
+            self.assertGreater(sum(lo), 0)
+            # errors: relative path, a directory that is not empty, a file
+            self.assertEqual(c.call(BACKUP, b"relative/dir")[0], BAD_ARGS)
+            self.assertEqual(c.call(BACKUP, bk.encode())[0], BAD_ARGS)
+            self.assertEqual(c.call(BACKUP, 7)[0], BAD_ARGS)
+            self.assertEqual(c.call(PING), [OK])
+
+        # serve the backup directory directly
+        with Server(threads=2, data_dir=bk) as b:
+            c = b.client()
+            total = 0
+            for n in range(6):
+                got = prefix_len(self, c, n)
+                self.assertGreaterEqual(got, lo[n])
+                self.assertLessEqual(got, hi[n])
+                total += got
+            self.assertEqual(total, keys)
+            self.assertEqual(c.call(COUNT), [OK, keys])
+            b.stop()
+
+        # --restore into a fresh directory, then refuse a non-empty one
+        dst = os.path.join(tmp, "restored")
+        with Server(threads=1, data_dir=dst, args=["--restore", bk]) as r:
+            self.assertEqual(r.client().call(COUNT), [OK, keys])
+            r.client().call(PUT, b"extra", b"1")
+            r.stop()
+        p = subprocess.run([KVD_BIN, "--port", "0", "--data-dir", dst, "--restore", bk],
+                           capture_output=True, timeout=20)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"not empty", p.stderr)
+        with Server(threads=1, data_dir=dst,
+                    args=["--restore", bk, "--restore-force", "yes"]) as r:
+            self.assertEqual(r.client().call(COUNT), [OK, keys])
+            self.assertEqual(r.client().call(GET, b"extra"), [NOT_FOUND])
+            r.stop()
+        # a backup directory without its manifest is refused
+        os.rename(os.path.join(bk, "MANIFEST"), os.path.join(tmp, "M"))
+        p = subprocess.run([KVD_BIN, "--port", "0", "--data-dir", tmp + "/x", "--restore", bk],
+                           capture_output=True, timeout=20)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"MANIFEST", p.stderr)
+        subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()
