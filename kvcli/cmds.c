@@ -22,8 +22,11 @@ static int prologue(struct cli *cli, const struct cmd *cmd, int argc,
 
 	if (rc)
 		return rc > 0 ? EXIT_OK : EXIT_ERROR;
-	if (a->npos < min || (max >= 0 && a->npos > max))
+	if (a->npos < min || (max >= 0 && a->npos > max)) {
+		fprintf(stderr, "kvcli %s: wrong number of arguments\n",
+			cmd->name);
 		return USAGE_ERROR(cmd);
+	}
 	if (cli_connect(cli))
 		return EXIT_ERROR;
 	return -1;
@@ -81,7 +84,7 @@ static int c_hello(struct cli *cli, int argc, char **argv)
 static int c_ping(struct cli *cli, int argc, char **argv)
 {
 	struct cli_args a;
-	kvc_val echo, key = {"", 0};
+	kvc_val echo;
 	int rc = prologue(cli, self("ping"), argc, argv, NULL, &a, 0, 1);
 
 	if (rc >= 0)
@@ -92,9 +95,7 @@ static int c_ping(struct cli *cli, int argc, char **argv)
 		return cli_fail(cli, "ping", rc);
 	if (!echo.p)
 		echo = str_val("PONG");
-	out_value(cli, key, echo);
-	if (cli->fmt == FMT_RAW)
-		kv_buf_append(&cli->ob, "\n", 1);
+	out_text(cli, "reply", echo);
 	return EXIT_OK;
 }
 
@@ -477,8 +478,13 @@ static int c_auth(struct cli *cli, int argc, char **argv)
 static int c_help(struct cli *cli, int argc, char **argv)
 {
 	const struct cmd *cmd;
+	struct cli_args a;
+	int rc = cli_args(cli_find("help"), argc, argv, NULL, &a);
 
 	(void)cli;
+	if (rc)
+		return rc > 0 ? EXIT_OK : EXIT_ERROR;
+	argc = a.npos + 1;
 	if (argc < 2) {
 		printf("Commands (kvcli help CMD, or kvcli CMD --help, for "
 		       "details):\n");
@@ -486,8 +492,8 @@ static int c_help(struct cli *cli, int argc, char **argv)
 			printf("  %-9s %s\n", cmd->name, cmd->usage);
 		return EXIT_OK;
 	}
-	if (!(cmd = cli_find(argv[1]))) {
-		fprintf(stderr, "kvcli: unknown command '%s'\n", argv[1]);
+	if (!(cmd = cli_find(a.pos[0]))) {
+		fprintf(stderr, "kvcli: unknown command '%s'\n", a.pos[0]);
 		return EXIT_ERROR;
 	}
 	cli_help(cmd, stdout);

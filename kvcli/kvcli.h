@@ -93,6 +93,8 @@ void out_kv(struct cli *cli, kvc_val key, const kvc_val *val, int show_key);
 /* The value of one key (GET): raw prints exactly the bytes. */
 void out_value(struct cli *cli, kvc_val key, kvc_val val);
 void out_map(struct cli *cli, kvc_val map); /* HELLO, STATS */
+/* A lone string (PING's reply): a JSON string, a CSV column called name. */
+void out_text(struct cli *cli, const char *name, kvc_val v);
 /* A JSON line {"key":...,"value":...} as dump writes it: text as strings,
  * stored JSON documents as JSON, other bytes as "key_b64"/"value_b64";
  * b64 puts every key and value in base64 under "key" and "value". */

@@ -142,7 +142,7 @@ void cli_help(const struct cmd *cmd, FILE *f)
 
 int cli_usage(const struct cmd *cmd)
 {
-	fprintf(stderr, "usage: kvcli [OPTIONS] %s%s%s\n", cmd->name,
+	fprintf(stderr, "kvcli: usage: kvcli [OPTIONS] %s%s%s\n", cmd->name,
 		*cmd->usage ? " " : "", cmd->usage);
 	return -1;
 }

@@ -209,6 +209,31 @@ void out_value(struct cli *cli, kvc_val key, kvc_val val)
 
 /* ===================== Scalars ===================== */
 
+void out_text(struct cli *cli, const char *name, kvc_val v)
+{
+	struct kv_buf *b = &cli->ob;
+
+	switch (cli->fmt) {
+	case FMT_JSON:
+		if (utf8_valid(v.p, v.len)) {
+			json_put_str(b, v.p, v.len);
+		} else {
+			puts_b(b, "{\"base64\":\"");
+			b64_encode(b, v.p, v.len);
+			puts_b(b, "\"}");
+		}
+		break;
+	case FMT_CSV:
+		puts_b(b, name);
+		puts_b(b, "\r\n");
+		csv_field(b, v.p, v.len);
+		break;
+	case FMT_READABLE: readable(b, v.p, v.len); break;
+	default: kv_buf_append(b, v.p, v.len); break;
+	}
+	puts_b(b, cli->fmt == FMT_CSV ? "\r\n" : "\n");
+}
+
 void out_ok(struct cli *cli)
 {
 	switch (cli->fmt) {
