@@ -475,6 +475,20 @@ static int c_auth(struct cli *cli, int argc, char **argv)
 	return EXIT_OK;
 }
 
+static int c_backup(struct cli *cli, int argc, char **argv)
+{
+	struct cli_args a;
+	uint64_t keys;
+	int rc = prologue(cli, self("backup"), argc, argv, NULL, &a, 1, 1);
+
+	if (rc >= 0)
+		return rc;
+	if ((rc = kvc_backup(cli->c, a.pos[0], &keys)))
+		return cli_fail(cli, "backup", rc);
+	out_int(cli, "keys", (long long)keys);
+	return EXIT_OK;
+}
+
 static int c_help(struct cli *cli, int argc, char **argv)
 {
 	const struct cmd *cmd;
@@ -572,6 +586,11 @@ const struct cmd kvcli_cmds[] = {
      "Print the value of KEY (as get does) and delete it.\n"},
     {"flushall", c_flushall, "", "Delete every key on every shard.\n" OUT_OK},
     {"auth", c_auth, "PASSWORD", "Authenticate the connection.\n" OUT_OK},
+    {"backup", c_backup, "DIR",
+     "Make the server copy one consistent cut of every shard into DIR, a\n"
+     "directory on the server's machine (absolute; absent or empty), while\n"
+     "writes go on.  Prints the number of keys copied.  Start kvd on DIR, or\n"
+     "give it to kvd --restore.  Mind -t: a large store takes a while.\n"},
     {"load", cmd_load,
      "[FILE|-] [--tsv] [--base64] [--strict] [--ttl MS] [--batch N]",
      "Bulk load records, pipelined.  Input is JSON lines by default:\n"

@@ -129,7 +129,8 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_MDEL:
 	case KV_OP_EXISTS:
 	case KV_OP_COUNT:
-	case KV_OP_APPEND: bad = n != 1 || take_int(&p, end, 1); break;
+	case KV_OP_APPEND:
+	case KV_OP_BACKUP: bad = n != 1 || take_int(&p, end, 1); break;
 	case KV_OP_INCR:
 	case KV_OP_TTL: bad = n != 1 || take_int(&p, end, 0); break;
 	case KV_OP_SCAN: return check_scan(r, p, end, n);
@@ -306,8 +307,9 @@ int kvc_reply_value(const kvc_reply *r, kvc_val *val)
 
 int kvc_reply_int(const kvc_reply *r, int64_t *v)
 {
-	static const uint8_t ops[] = {KV_OP_INCR, KV_OP_TTL,	KV_OP_APPEND,
-				      KV_OP_MDEL, KV_OP_EXISTS, KV_OP_COUNT};
+	static const uint8_t ops[] = {KV_OP_INCR,  KV_OP_TTL,	 KV_OP_APPEND,
+				      KV_OP_MDEL,  KV_OP_EXISTS, KV_OP_COUNT,
+				      KV_OP_BACKUP};
 	const uint8_t *p = r->res;
 	struct kv_mp_obj o;
 

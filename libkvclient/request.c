@@ -14,6 +14,7 @@
 #include "kvc_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "kv_mp.h"
 #include "kv_proto.h"
@@ -358,6 +359,13 @@ int kvc_send_getdel(kvc_conn *c, const void *key, size_t klen)
 int kvc_send_flushall(kvc_conn *c)
 {
 	return opt_req(c, KV_OP_FLUSHALL, NULL, 0);
+}
+
+int kvc_send_backup(kvc_conn *c, const char *dir)
+{
+	if (!dir)
+		return invalid(c, "directory");
+	return key_req(c, KV_OP_BACKUP, dir, strlen(dir));
 }
 
 int kvc_send_auth(kvc_conn *c, const void *password, size_t len)

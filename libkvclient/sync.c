@@ -225,6 +225,13 @@ int kvc_auth(kvc_conn *c, const void *password, size_t len)
 	return rc ? rc : status_only(c, kvc_send_auth(c, password, len));
 }
 
+int kvc_backup(kvc_conn *c, const char *dir, uint64_t *keys)
+{
+	int rc = idle(c);
+
+	return rc ? rc : uint_result(c, kvc_send_backup(c, dir), keys);
+}
+
 /* ===================== Scans ===================== */
 
 #define KVC_SCAN_DEFAULT_BATCH 1000

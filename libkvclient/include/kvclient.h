@@ -281,6 +281,14 @@ KVC_API int kvc_flushall(kvc_conn *c);
  * server has no password configured. */
 KVC_API int kvc_auth(kvc_conn *c, const void *password, size_t len);
 
+/* BACKUP: the server copies one consistent cut of every shard into dir, a
+ * directory on the server's machine (absolute; absent or empty), while
+ * writes go on; the call returns when the copy is on disk, with the number
+ * of keys copied in *keys (may be NULL).  Mind the I/O timeout: a large
+ * store takes a while.  -KVC_BUSY if a backup is already running;
+ * -KVC_BAD_ARGS or -KVC_INTERNAL (see kvc_errmsg) if dir is unusable. */
+KVC_API int kvc_backup(kvc_conn *c, const char *dir, uint64_t *keys);
+
 /* ===================== Scans =====================
  *
  * A scan walks keys in byte order, batch keys per round trip, following
@@ -361,6 +369,7 @@ KVC_API int kvc_send_ttl(kvc_conn *c, const void *key, size_t klen);
 KVC_API int kvc_send_getdel(kvc_conn *c, const void *key, size_t klen);
 KVC_API int kvc_send_flushall(kvc_conn *c);
 KVC_API int kvc_send_auth(kvc_conn *c, const void *password, size_t len);
+KVC_API int kvc_send_backup(kvc_conn *c, const char *dir);
 
 /* Number of queued or sent requests whose replies have not been read. */
 KVC_API size_t kvc_pending(const kvc_conn *c);
@@ -392,7 +401,7 @@ KVC_API const char *kvc_reply_error(const kvc_reply *r);
 /* GET, GETDEL, PING (with a payload; without one: { NULL, 0 }). */
 KVC_API int kvc_reply_value(const kvc_reply *r, kvc_val *val);
 
-/* INCR, TTL, APPEND, MDEL, EXISTS, COUNT. */
+/* INCR, TTL, APPEND, MDEL, EXISTS, COUNT, BACKUP. */
 KVC_API int kvc_reply_int(const kvc_reply *r, int64_t *v);
 
 /* MGET and SCAN: the next item; -KVC_END after the last.  MGET gives

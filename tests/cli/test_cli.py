@@ -194,6 +194,20 @@ class Cli(unittest.TestCase):
         self.styles(["ping", "hi there"], b"hi there\n", b'"hi there"\n',
                     b'"hi there"\n', b"reply\r\nhi there\r\n")
 
+    def test_backup(self):
+        self.ok("mput", "a", "1", "b", "2")
+        target = self.srv.data_dir + "-clibackup"
+        os.makedirs(target)
+        try:
+            self.assertEqual(self.ok("backup", target + "/raw"), b"2\n")
+            self.assertEqual(self.ok("--csv", "backup", target + "/csv"),
+                             b"keys\r\n2\r\n")
+            rc, out, err = self.run_cli("backup", target + "/raw")
+            self.assertEqual(rc, 2)
+            self.assertIn(b"BAD_ARGS: backup directory must be absent or empty", err)
+        finally:
+            subprocess.run(["rm", "-rf", target])
+
     # ---- exit codes and failures ----
 
     def test_usage_errors(self):

@@ -394,6 +394,23 @@ static void test_scan(kvc_conn *c)
 	CHECK_RC(kvc_send_scan(c, NULL, NULL, NULL, 0, 0), -KVC_INVALID);
 }
 
+static void test_backup(kvc_conn *c, const struct kvd_proc *k)
+{
+	char dir[200], cmd[240];
+	uint64_t keys, n;
+
+	snprintf(dir, sizeof(dir), "%s-backup", k->dir);
+	CHECK_RC(kvc_count(c, NULL, 0, &n), 0);
+	CHECK_RC(kvc_backup(c, dir, &keys), 0);
+	CHECK(keys == n && n > 0);
+	CHECK_RC(kvc_backup(c, dir, NULL), -KVC_BAD_ARGS); /* not empty */
+	CHECK(strstr(kvc_errmsg(c), "empty"));
+	CHECK_RC(kvc_backup(c, "relative/dir", NULL), -KVC_BAD_ARGS);
+	CHECK_RC(kvc_backup(c, NULL, NULL), -KVC_INVALID);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
 	struct kvd_proc k;
@@ -409,6 +426,7 @@ int main(void)
 	test_server_errors(c);
 	test_accessors(c);
 	test_scan(c);
+	test_backup(c, &k);
 	/* reconnecting drops the old connection and its unread replies */
 	CHECK_RC(kvc_send_ping(c, NULL, 0), 0);
 	CHECK_RC(kvc_connect(c, "127.0.0.1", k.port), 0);
