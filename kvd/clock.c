@@ -19,3 +19,13 @@ uint64_t kvd_mono_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
 }
+
+unsigned kvd_lat_bucket(uint64_t ns)
+{
+	static const uint64_t bounds_us[] = {KVD_LAT_BOUNDS_US};
+	unsigned i = 0;
+
+	while (i < KVD_LAT_BUCKETS - 1 && ns > bounds_us[i] * 1000)
+		i++;
+	return i;
+}

@@ -569,9 +569,9 @@ void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 {
 	int st = pd->status;
 
-	kvd_count(&c->io->stats.calls[pd->op], 1);
+	kvd_count_reply(&c->io->stats, pd->op, st);
+	kvd_count_latency(&c->io->stats, pd->op, c->io->turn_ns - pd->t0_ns, 1);
 	if (st >= KV_MALFORMED) {
-		kvd_count(&c->io->stats.errors[pd->op], 1);
 		kvd_reply_status(c, st, NULL);
 		return;
 	}
@@ -646,7 +646,7 @@ static int run(struct kvd_conn *c, struct req *r)
 		return -1;
 	rc = d->fn(c, r);
 	if (rc == KV_OK && !d->write)
-		kvd_count(&c->io->stats.calls[r->op], 1);
+		kvd_count_now(&c->io->stats, r->op, KV_OK);
 	return rc;
 }
 
@@ -680,13 +680,12 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 		return 0;
 	}
 	if (rc == KV_NOT_FOUND || rc == KV_EXISTS) {
-		kvd_count(&c->io->stats.calls[r.op], 1);
+		kvd_count_now(&c->io->stats, r.op, rc);
 		kvd_reply_status(c, rc, NULL);
 	} else if (rc != KV_OK) {
 		unsigned op = r.op < KV_OP_MAX ? r.op : 0;
 
-		kvd_count(&c->io->stats.calls[op], 1);
-		kvd_count(&c->io->stats.errors[op], 1);
+		kvd_count_now(&c->io->stats, op, rc);
 		kvd_reply_status(c, rc, NULL);
 	}
 	return KV_FRAME_HDR + len;

@@ -97,6 +97,15 @@ static void fail_all(struct kvd_wreq *w, struct kvd_wreq *stop, int status)
 	}
 }
 
+static unsigned batch_bucket(uint64_t n)
+{
+	unsigned b = 0;
+
+	while (b < KVD_BATCH_BUCKETS - 1 && n > (1ull << b))
+		b++;
+	return b;
+}
+
 /* Apply and commit one batch starting at w; returns the first request not
  * in it. */
 static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
@@ -139,11 +148,14 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 	}
 	t0 = kvd_mono_ns();
 	rc = kvd_shard_commit(t);
-	kvd_count(&c->commit_ns, kvd_mono_ns() - t0);
+	t0 = kvd_mono_ns() - t0;
+	kvd_count(&c->commit_ns, t0);
 	if (rc)
 		goto fail;
 	kvd_count(&c->commits, 1);
 	kvd_count(&c->writes, n);
+	kvd_count(&c->commit_hist[kvd_lat_bucket(t0)], 1);
+	kvd_count(&c->batch_hist[batch_bucket(n)], 1);
 	if (n > kvd_read(&c->max_batch))
 		atomic_store_explicit(&c->max_batch, n, memory_order_relaxed);
 	for (w = first; w != end;) {

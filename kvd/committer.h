@@ -14,6 +14,9 @@
 
 #include "kvd.h"
 
+/* Batch sizes are counted in powers of two: <= 1, 2, 4, ... 4096. */
+#define KVD_BATCH_BUCKETS 13
+
 struct kvd_committer {
 	_Atomic(struct kvd_wreq *) queue; /* Treiber stack, newest first */
 	int efd;			  /* wakes the committer */
@@ -30,6 +33,8 @@ struct kvd_committer {
 	/* counters, written by the committer thread only */
 	kvd_counter commits, writes, max_batch, commit_ns, failures;
 	kvd_counter reaped;
+	kvd_counter commit_hist[KVD_LAT_BUCKETS];  /* commit (fsync) time */
+	kvd_counter batch_hist[KVD_BATCH_BUCKETS]; /* writes per commit */
 };
 
 /* Start one committer per shard (and the async flusher); 0 or -1. */

@@ -50,6 +50,11 @@ static const struct opt options[] = {
      "Redis protocol (RESP2) port; 0 disables it (suggested: 7380)"},
     {"resp-flushall", OPT_ENUM, F(resp_flushall), 0, 0, "yes", bool_names,
      "whether RESP FLUSHALL and FLUSHDB may empty the store"},
+    {"metrics-port", OPT_UINT, F(metrics_port), 0, 65535, "0", NULL,
+     "Prometheus metrics over HTTP (GET /metrics); 0 disables it (suggested: "
+     "9379)"},
+    {"metrics-bind", OPT_STR, F(metrics_bind), 0, 0, "127.0.0.1", NULL,
+     "address of the metrics listener"},
     {"data-dir", OPT_STR, F(data_dir), 0, 0, "./data", NULL,
      "data directory: MANIFEST, LOCK and shard-NNN/"},
     {"threads", OPT_UINT, F(threads), 0, 256, "0", NULL,
@@ -77,6 +82,12 @@ static const struct opt options[] = {
      "close connections idle this many seconds; 0 never"},
     {"max-output", OPT_SIZE, F(max_output), 1ull << 16, 1ull << 40, "64m", NULL,
      "pending reply bytes per connection before it stops being read"},
+    {"request-timeout", OPT_UINT, F(request_timeout), 0, 86400, "30", NULL,
+     "close a connection whose request stays incomplete this many seconds "
+     "(slow senders); 0 never"},
+    {"output-timeout", OPT_UINT, F(output_timeout), 0, 86400, "60", NULL,
+     "close a connection over max-output whose replies go unread this many "
+     "seconds; 0 never"},
     {"reaper-interval-ms", OPT_UINT, F(reaper_interval_ms), 10, 3600000, "100",
      NULL, "how often expired keys are reclaimed"},
     {"restore", OPT_STR, F(restore), 0, 0, "", NULL,
@@ -300,6 +311,14 @@ static int check(struct kvd_config *c)
 			"max-value-size + max-key-size + 64 (%llu)\n",
 			(unsigned long long)c->max_frame,
 			(unsigned long long)(c->max_value + c->max_key + 64));
+		return -1;
+	}
+	if (c->metrics_port &&
+	    (c->metrics_port == c->port || c->metrics_port == c->resp_port)) {
+		fprintf(stderr,
+			"kvd: metrics-port %u is already used by another "
+			"listener\n",
+			c->metrics_port);
 		return -1;
 	}
 	if (c->resp_port && c->resp_port == c->port) {

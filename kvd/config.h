@@ -15,6 +15,8 @@ struct kvd_config {
 	char bind[64];
 	unsigned port;
 	unsigned resp_port;
+	unsigned metrics_port;
+	char metrics_bind[64];
 	unsigned resp_flushall; /* RESP FLUSHALL/FLUSHDB allowed (1) or not */
 	char data_dir[512];
 	unsigned threads;
@@ -28,6 +30,8 @@ struct kvd_config {
 	unsigned log_level;
 	char log_file[512];
 	unsigned idle_timeout;
+	unsigned request_timeout;
+	unsigned output_timeout;
 	uint64_t max_output;
 	unsigned reaper_interval_ms;
 	char restore[512];

@@ -74,6 +74,10 @@ static size_t pending_output(const struct kvd_conn *c)
 	return c->out.len + (c->tx.len - c->tx_off);
 }
 
+typedef size_t (*input_fn_t)(struct kvd_conn *, const uint8_t *, size_t);
+static const input_fn_t input_fn[KVD_NPROTO] = {kvd_cmd_native, kvd_resp_input,
+						kvd_http_input};
+
 /* Run as many requests as the bytes hold and the rules allow. */
 static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
@@ -81,9 +85,7 @@ static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 
 	while (used < n && c->stall == STALL_NONE &&
 	       !(c->flags & (CONN_CLOSING | CONN_DEAD))) {
-		size_t k = c->proto == KVD_PROTO_NATIVE
-			       ? kvd_cmd_native(c, p + used, n - used)
-			       : kvd_resp_input(c, p + used, n - used);
+		size_t k = input_fn[c->proto](c, p + used, n - used);
 
 		if (c->out.err) {
 			log_error("connection %llu: out of memory for a reply; "
@@ -96,8 +98,10 @@ static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 		if (k == 0)
 			break;
 		used += k;
-		if (pending_output(c) > max_out)
+		if (pending_output(c) > max_out) {
 			c->stall = STALL_OUTPUT;
+			c->out_ms = c->io->now_ms;
+		}
 	}
 	return used;
 }
@@ -111,16 +115,29 @@ static void keep_input(struct kvd_conn *c, const uint8_t *p, size_t n)
 	}
 }
 
-/* Work through buffered input (after a stall ends, or new bytes came). */
-static void run_buffered(struct kvd_conn *c)
+/* Work through buffered input (after a stall ends, or new bytes came);
+ * returns the bytes used. */
+static size_t run_buffered(struct kvd_conn *c)
 {
 	size_t used;
 
 	if (!c->in.len)
-		return;
+		return 0;
 	used = parse(c, c->in.data, c->in.len);
 	kv_buf_consume(&c->in, used);
 	kv_buf_trim(&c->in, 64 << 10);
+	return used;
+}
+
+/* request-timeout: since when has the input held an incomplete request,
+ * with no request completed since?  (Input held while stalled is complete
+ * requests waiting their turn: not the client's doing.) */
+static void track_partial(struct kvd_conn *c, int progress)
+{
+	if (!c->in.len || c->stall != STALL_NONE)
+		c->req_ms = 0;
+	else if (progress || !c->req_ms)
+		c->req_ms = c->io->now_ms;
 }
 
 static void check_pause(struct kvd_conn *c)
@@ -135,19 +152,21 @@ static void check_pause(struct kvd_conn *c)
 
 void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len)
 {
+	size_t used;
+
 	c->last_ms = c->io->now_ms;
 	kvd_count(&c->io->stats.bytes_in, len);
 	if (c->flags & (CONN_CLOSING | CONN_DEAD))
 		return;
 	if (c->in.len == 0) {
-		size_t used = parse(c, data, len);
-
+		used = parse(c, data, len);
 		if (used < len && !(c->flags & (CONN_CLOSING | CONN_DEAD)))
 			keep_input(c, data + used, len - used);
 	} else {
 		keep_input(c, data, len);
-		run_buffered(c);
+		used = run_buffered(c);
 	}
+	track_partial(c, used > 0);
 	check_pause(c);
 	kvd_io_mark(c);
 }
@@ -155,7 +174,7 @@ void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len)
 static void resume(struct kvd_conn *c)
 {
 	c->stall = STALL_NONE;
-	run_buffered(c);
+	track_partial(c, run_buffered(c) > 0);
 	check_pause(c);
 	kvd_io_mark(c);
 }
@@ -178,6 +197,7 @@ struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op)
 	memset(pd, 0, sizeof(*pd));
 	pd->conn = c;
 	pd->op = (uint16_t)op;
+	pd->t0_ns = c->io->turn_ns;
 	if (c->pend_tail)
 		c->pend_tail->next = pd;
 	else

@@ -32,6 +32,7 @@ struct kvd_server {
 	uint64_t start_ms;
 	unsigned port; /* as bound (differs from cfg when cfg says 0) */
 	unsigned resp_port;
+	unsigned metrics_port;
 };
 
 /* Single-writer counters: only the owning thread writes, any thread may
@@ -51,13 +52,52 @@ static inline uint64_t kvd_read(kvd_counter *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
+/* Latency buckets, upper bounds in microseconds (Prometheus-style, with a
+ * last +Inf bucket); kept per bucket and made cumulative on export. */
+#define KVD_LAT_BOUNDS_US                                                      \
+	100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,  \
+	    500000, 1000000, 2500000
+#define KVD_LAT_BUCKETS 15
+/* Replies are counted by status; statuses above this share the last slot. */
+#define KVD_NSTATUS 32
+
 struct kvd_io_stats {
-	kvd_counter calls[KV_OP_MAX];
-	kvd_counter errors[KV_OP_MAX];
+	kvd_counter replies[KV_OP_MAX][KVD_NSTATUS];
+	kvd_counter lat[KV_OP_MAX][KVD_LAT_BUCKETS];
+	kvd_counter lat_ns[KV_OP_MAX];
 	kvd_counter bytes_in, bytes_out;
 	kvd_counter accepted, refused, closed;
 	kvd_counter resp_calls, resp_errors;
+	/* requests answered at once in this loop turn, timed at its end */
+	uint32_t turn_ops[KV_OP_MAX];
 };
+
+/* Index of the bucket for a duration. */
+unsigned kvd_lat_bucket(uint64_t ns);
+
+static inline void kvd_count_reply(struct kvd_io_stats *s, unsigned op,
+				   int status)
+{
+	unsigned st = status < 0 || status >= KVD_NSTATUS ? KVD_NSTATUS - 1
+							  : (unsigned)status;
+
+	kvd_count(&s->replies[op][st], 1);
+}
+
+/* A request answered in this turn without waiting for a commit. */
+static inline void kvd_count_now(struct kvd_io_stats *s, unsigned op,
+				 int status)
+{
+	kvd_count_reply(s, op, status);
+	s->turn_ops[op]++;
+}
+
+static inline void kvd_count_latency(struct kvd_io_stats *s, unsigned op,
+				     uint64_t ns, uint64_t n)
+{
+	kvd_count(&s->lat[op][kvd_lat_bucket(ns)], n);
+	kvd_count(&s->lat_ns[op], ns * n);
+}
 
 struct kvd_pend {
 	struct kvd_pend *next;
@@ -69,7 +109,8 @@ struct kvd_pend {
 	int64_t result; /* sum of the parts' results */
 	uint8_t *val;	/* GETDEL's old value (malloc'd) */
 	uint32_t vlen;
-	uint32_t aux; /* protocol-specific reply detail */
+	uint32_t aux;	/* protocol-specific reply detail */
+	uint64_t t0_ns; /* when the request arrived (its loop turn began) */
 };
 
 struct kvd_wreq {

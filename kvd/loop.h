@@ -22,7 +22,8 @@ struct kvd_io {
 	struct kvd_server *srv;
 	struct kvd_ring *ring;
 	struct kvd_reader *reader;
-	uint64_t now_ms; /* wall clock, refreshed every loop turn */
+	uint64_t now_ms;  /* wall clock, refreshed every loop turn */
+	uint64_t turn_ns; /* monotonic clock when this loop turn began */
 	struct kvd_io_stats stats;
 	_Atomic(struct kvd_wreq *) done; /* completions pushed by committers */
 	int efd;			 /* wakes this thread */
@@ -35,7 +36,7 @@ struct kvd_io {
 	struct kvd_conn *conns;
 	struct kvd_conn *dirty;
 	pthread_t thread;
-	int lfd[2]; /* native and RESP listeners, -1 when absent */
+	int lfd[KVD_NPROTO]; /* listeners by protocol, -1 when absent */
 	uint64_t next_id;
 	int stopping;
 };

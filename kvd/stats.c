@@ -2,6 +2,8 @@
  * sizes, as a msgpack map (native STATS) or Redis's INFO text (RESP). */
 #include "stats.h"
 
+#include "kv_status.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,22 +14,20 @@
 #include "kv_mp.h"
 #include "loop.h"
 
-struct totals {
-	uint64_t calls[KV_OP_MAX], errors[KV_OP_MAX];
-	uint64_t bytes_in, bytes_out, accepted, refused, conns;
-	uint64_t commits, writes, max_batch, commit_ns, failures, reaped;
-	uint64_t resp_calls, resp_errors;
-};
-
-static void sum(struct kvd_server *srv, struct totals *t)
+void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 {
 	memset(t, 0, sizeof(*t));
 	for (unsigned i = 0; i < srv->nio; i++) {
 		struct kvd_io_stats *s = &srv->io[i]->stats;
 
 		for (unsigned op = 0; op < KV_OP_MAX; op++) {
-			t->calls[op] += kvd_read(&s->calls[op]);
-			t->errors[op] += kvd_read(&s->errors[op]);
+			for (unsigned st = 0; st < KVD_NSTATUS; st++) {
+				uint64_t n = kvd_read(&s->replies[op][st]);
+
+				t->calls[op] += n;
+				if (st >= KV_MALFORMED)
+					t->errors[op] += n;
+			}
 		}
 		t->bytes_in += kvd_read(&s->bytes_in);
 		t->bytes_out += kvd_read(&s->bytes_out);
@@ -57,7 +57,7 @@ static void kv_u(struct kv_buf *b, const char *k, uint64_t v)
 	kv_mp_uint(b, v);
 }
 
-static void encode_ops(struct kv_buf *b, const struct totals *t)
+static void encode_ops(struct kv_buf *b, const struct kvd_totals *t)
 {
 	uint32_t n = 0;
 
@@ -99,9 +99,9 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 {
 	struct kvd_server *srv = io->srv;
-	struct totals t;
+	struct kvd_totals t;
 
-	sum(srv, &t);
+	kvd_stats_sum(srv, &t);
 	kv_mp_map(b, 18);
 	kv_mp_cstr(b, "server");
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
@@ -170,7 +170,7 @@ static void info_server(struct kvd_io *io, struct kv_buf *b)
 	line(b, "config_file:%s", srv->cfg->config_file);
 }
 
-static void info_persistence(struct kvd_io *io, const struct totals *t,
+static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 			     struct kv_buf *b)
 {
 	struct kvd_server *srv = io->srv;
@@ -202,7 +202,7 @@ static void info_persistence(struct kvd_io *io, const struct totals *t,
 	line(b, "kvd_file_bytes:%llu", (unsigned long long)file);
 }
 
-static void info_stats(const struct totals *t, struct kv_buf *b)
+static void info_stats(const struct kvd_totals *t, struct kv_buf *b)
 {
 	uint64_t calls = 0, errors = 0;
 
@@ -249,10 +249,10 @@ static void info_keyspace(struct kvd_io *io, struct kv_buf *b)
 void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b)
 {
 	struct kvd_server *srv = io->srv;
-	struct totals t;
+	struct kvd_totals t;
 	int first = 1;
 
-	sum(srv, &t);
+	kvd_stats_sum(srv, &t);
 	for (unsigned s = KVD_INFO_SERVER; s <= KVD_INFO_KEYSPACE; s <<= 1) {
 		if (!(sections & s))
 			continue;

@@ -4,9 +4,26 @@
 #ifndef KVD_STATS_H
 #define KVD_STATS_H
 
+#include <stdint.h>
+
 #include "kv_buf.h"
+#include "kv_proto.h"
 
 struct kvd_io;
+struct kvd_server;
+
+/* Every counter summed over the threads that keep it. */
+struct kvd_totals {
+	uint64_t calls[KV_OP_MAX], errors[KV_OP_MAX];
+	uint64_t bytes_in, bytes_out, accepted, refused, conns;
+	uint64_t commits, writes, max_batch, commit_ns, failures, reaped;
+	uint64_t resp_calls, resp_errors;
+};
+
+void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t);
+
+/* Append the Prometheus text exposition (GET /metrics) to b. */
+void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b);
 
 /* Append the STATS map (documented in docs/protocol.md) to b. */
 void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b);

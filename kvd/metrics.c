@@ -1,0 +1,309 @@
+/* metrics.c - the Prometheus endpoint: a minimal HTTP/1.1 responder for
+ * GET /metrics and the text exposition format (version 0.0.4).
+ *
+ * One request per connection (Connection: close), answered from the same
+ * per-thread counters as STATS and INFO.  Names follow Prometheus
+ * conventions: a kvd_ prefix, base units (seconds, bytes), _total for
+ * counters, histograms with cumulative le buckets.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "committer.h"
+#include "datadir.h"
+#include "conn.h"
+#include "kv_status.h"
+#include "loop.h"
+#include "stats.h"
+
+#define HTTP_MAX_REQUEST 8192
+
+static const uint64_t lat_bounds_us[] = {KVD_LAT_BOUNDS_US};
+
+static void out(struct kv_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void out(struct kv_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || kv_buf_reserve(b, (size_t)n + 1))
+		return;
+	va_start(ap, fmt);
+	vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+static void head(struct kv_buf *b, const char *name, const char *type,
+		 const char *help)
+{
+	out(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* ===================== Requests ===================== */
+
+static void requests(struct kvd_server *srv, struct kv_buf *b)
+{
+	head(b, "kvd_requests_total", "counter",
+	     "Native protocol requests answered, by operation and status.");
+	for (unsigned op = 1; op < KV_OP_MAX; op++) {
+		for (unsigned st = 0; st < KVD_NSTATUS; st++) {
+			uint64_t n = 0;
+
+			for (unsigned i = 0; i < srv->nio; i++)
+				n += kvd_read(
+				    &srv->io[i]->stats.replies[op][st]);
+			if (n)
+				out(b,
+				    "kvd_requests_total{op=\"%s\",status=\"%"
+				    "s\"} %llu\n",
+				    kv_op_name(op),
+				    kv_status_name((int)st)
+					? kv_status_name((int)st)
+					: "OTHER",
+				    (unsigned long long)n);
+		}
+	}
+}
+
+/* One histogram series from per-bucket counts (made cumulative here). */
+static void histogram(struct kv_buf *b, const char *name, const char *labels,
+		      const uint64_t *counts, unsigned nb, const double *bounds,
+		      double sum)
+{
+	uint64_t cum = 0;
+
+	for (unsigned i = 0; i < nb; i++) {
+		cum += counts[i];
+		if (i + 1 < nb)
+			out(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels,
+			    *labels ? "," : "", bounds[i],
+			    (unsigned long long)cum);
+		else
+			out(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name,
+			    labels, *labels ? "," : "",
+			    (unsigned long long)cum);
+	}
+	out(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, labels, sum, name,
+	    labels, (unsigned long long)cum);
+}
+
+static void latencies(struct kvd_server *srv, struct kv_buf *b)
+{
+	double bounds[KVD_LAT_BUCKETS];
+
+	for (unsigned i = 0; i + 1 < KVD_LAT_BUCKETS; i++)
+		bounds[i] = (double)lat_bounds_us[i] / 1e6;
+	head(b, "kvd_request_duration_seconds", "histogram",
+	     "Time from a request's arrival to its reply, by operation.");
+	for (unsigned op = 1; op < KV_OP_MAX; op++) {
+		uint64_t counts[KVD_LAT_BUCKETS] = {0}, ns = 0, any = 0;
+		char labels[64];
+
+		for (unsigned i = 0; i < srv->nio; i++) {
+			struct kvd_io_stats *s = &srv->io[i]->stats;
+
+			for (unsigned j = 0; j < KVD_LAT_BUCKETS; j++) {
+				counts[j] += kvd_read(&s->lat[op][j]);
+				any += counts[j];
+			}
+			ns += kvd_read(&s->lat_ns[op]);
+		}
+		if (!any)
+			continue;
+		snprintf(labels, sizeof(labels), "op=\"%s\"", kv_op_name(op));
+		histogram(b, "kvd_request_duration_seconds", labels, counts,
+			  KVD_LAT_BUCKETS, bounds, (double)ns / 1e9);
+	}
+}
+
+/* ===================== Commits and shards ===================== */
+
+static void commits(struct kvd_server *srv, struct kv_buf *b)
+{
+	double lat[KVD_LAT_BUCKETS], batch[KVD_BATCH_BUCKETS];
+	struct {
+		const char *name, *help;
+		size_t off;
+	} ctr[] = {
+	    {"kvd_commits_total", "LMDB write transactions committed.",
+	     offsetof(struct kvd_committer, commits)},
+	    {"kvd_committed_writes_total",
+	     "Write requests (per shard part) committed.",
+	     offsetof(struct kvd_committer, writes)},
+	    {"kvd_commit_failures_total", "Batches whose commit failed.",
+	     offsetof(struct kvd_committer, failures)},
+	    {"kvd_expired_keys_total", "Expired keys reclaimed.",
+	     offsetof(struct kvd_committer, reaped)},
+	};
+
+	for (unsigned i = 0; i + 1 < KVD_LAT_BUCKETS; i++)
+		lat[i] = (double)lat_bounds_us[i] / 1e6;
+	for (unsigned i = 0; i + 1 < KVD_BATCH_BUCKETS; i++)
+		batch[i] = (double)(1u << i);
+	for (size_t k = 0; k < sizeof(ctr) / sizeof(ctr[0]); k++) {
+		head(b, ctr[k].name, "counter", ctr[k].help);
+		for (unsigned s = 0; s < srv->nshards; s++)
+			out(b, "%s{shard=\"%u\"} %llu\n", ctr[k].name, s,
+			    (unsigned long long)kvd_read(
+				(kvd_counter *)((char *)&srv->com[s] +
+						ctr[k].off)));
+	}
+	head(b, "kvd_commit_duration_seconds", "histogram",
+	     "Time in mdb_txn_commit (fsync included in sync mode), by shard.");
+	for (unsigned s = 0; s < srv->nshards; s++) {
+		struct kvd_committer *c = &srv->com[s];
+		uint64_t counts[KVD_LAT_BUCKETS];
+		char labels[32];
+
+		for (unsigned j = 0; j < KVD_LAT_BUCKETS; j++)
+			counts[j] = kvd_read(&c->commit_hist[j]);
+		snprintf(labels, sizeof(labels), "shard=\"%u\"", s);
+		histogram(b, "kvd_commit_duration_seconds", labels, counts,
+			  KVD_LAT_BUCKETS, lat,
+			  (double)kvd_read(&c->commit_ns) / 1e9);
+	}
+	head(b, "kvd_commit_batch_size", "histogram",
+	     "Write requests carried by one commit (group commit), by shard.");
+	for (unsigned s = 0; s < srv->nshards; s++) {
+		struct kvd_committer *c = &srv->com[s];
+		uint64_t counts[KVD_BATCH_BUCKETS];
+		char labels[32];
+
+		for (unsigned j = 0; j < KVD_BATCH_BUCKETS; j++)
+			counts[j] = kvd_read(&c->batch_hist[j]);
+		snprintf(labels, sizeof(labels), "shard=\"%u\"", s);
+		histogram(b, "kvd_commit_batch_size", labels, counts,
+			  KVD_BATCH_BUCKETS, batch,
+			  (double)kvd_read(&c->writes));
+	}
+}
+
+static void shards(struct kvd_io *io, struct kv_buf *b)
+{
+	struct kvd_server *srv = io->srv;
+	struct kvd_shard_stat st[KVD_MAX_SHARDS];
+	unsigned n = srv->nshards;
+	struct {
+		const char *name, *help;
+		size_t off;
+	} g[] = {
+	    {"kvd_shard_keys",
+	     "Keys stored (expired ones not yet reclaimed included).",
+	     offsetof(struct kvd_shard_stat, entries)},
+	    {"kvd_shard_expiring_keys", "Entries in the expiry index.",
+	     offsetof(struct kvd_shard_stat, expiring)},
+	    {"kvd_shard_used_bytes", "Bytes of LMDB pages in use.",
+	     offsetof(struct kvd_shard_stat, used_bytes)},
+	    {"kvd_shard_file_bytes", "Size of the shard's data file.",
+	     offsetof(struct kvd_shard_stat, file_bytes)},
+	    {"kvd_shard_map_bytes", "The shard's map size (its size limit).",
+	     offsetof(struct kvd_shard_stat, map_size)},
+	};
+
+	for (unsigned s = 0; s < n; s++)
+		kvd_reader_stat(io->reader, s, &st[s]);
+	for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
+		head(b, g[k].name, "gauge", g[k].help);
+		for (unsigned s = 0; s < n; s++)
+			out(b, "%s{shard=\"%u\"} %llu\n", g[k].name, s,
+			    (unsigned long long)*(uint64_t *)((char *)&st[s] +
+							      g[k].off));
+	}
+	head(b, "kvd_shard_failed", "gauge",
+	     "1 when a write or fsync failed and the shard refuses writes.");
+	for (unsigned s = 0; s < n; s++)
+		out(b, "kvd_shard_failed{shard=\"%u\"} %d\n", s,
+		    srv->com[s].failed);
+}
+
+void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
+{
+	struct kvd_server *srv = io->srv;
+	struct kvd_totals t;
+
+	kvd_stats_sum(srv, &t);
+	head(b, "kvd_info", "gauge", "Version and durability mode.");
+	out(b, "kvd_info{version=\"%s\",durability=\"%s\"} 1\n", KVD_VERSION,
+	    srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	head(b, "kvd_uptime_seconds", "gauge", "Seconds since start.");
+	out(b, "kvd_uptime_seconds %.3f\n",
+	    (double)(io->now_ms - srv->start_ms) / 1e3);
+	head(b, "kvd_connections", "gauge", "Open client connections.");
+	out(b, "kvd_connections %llu\n", (unsigned long long)t.conns);
+	head(b, "kvd_connections_accepted_total", "counter",
+	     "Connections accepted.");
+	out(b, "kvd_connections_accepted_total %llu\n",
+	    (unsigned long long)t.accepted);
+	head(b, "kvd_connections_refused_total", "counter",
+	     "Connections refused over max-clients.");
+	out(b, "kvd_connections_refused_total %llu\n",
+	    (unsigned long long)t.refused);
+	head(b, "kvd_received_bytes_total", "counter", "Bytes received.");
+	out(b, "kvd_received_bytes_total %llu\n",
+	    (unsigned long long)t.bytes_in);
+	head(b, "kvd_sent_bytes_total", "counter", "Bytes sent.");
+	out(b, "kvd_sent_bytes_total %llu\n", (unsigned long long)t.bytes_out);
+	head(b, "kvd_resp_commands_total", "counter",
+	     "Redis-protocol commands.");
+	out(b, "kvd_resp_commands_total %llu\n",
+	    (unsigned long long)t.resp_calls);
+	head(b, "kvd_resp_errors_total", "counter",
+	     "Redis-protocol commands answered with an error.");
+	out(b, "kvd_resp_errors_total %llu\n",
+	    (unsigned long long)t.resp_errors);
+	requests(srv, b);
+	latencies(srv, b);
+	commits(srv, b);
+	shards(io, b);
+}
+
+/* ===================== HTTP ===================== */
+
+static void respond(struct kvd_conn *c, const char *status, struct kv_buf *body)
+{
+	char hdr[256];
+	int n =
+	    snprintf(hdr, sizeof(hdr),
+		     "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4; "
+		     "charset=utf-8\r\nContent-Length: %zu\r\n"
+		     "Connection: close\r\n\r\n",
+		     status, body->len);
+
+	kvd_reply_append(c, hdr, (size_t)n);
+	kvd_reply_append(c, body->data, body->len);
+}
+
+size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	struct kv_buf body = {0};
+	const char *end = memmem(p, n, "\r\n\r\n", 4);
+
+	if (!end) {
+		if (n < HTTP_MAX_REQUEST)
+			return 0; /* wait for the rest of the header */
+		out(&body, "request header too large\n");
+		respond(c, "431 Request Header Fields Too Large", &body);
+	} else if (n >= 13 && (!memcmp(p, "GET /metrics ", 13) ||
+			       !memcmp(p, "GET /metrics?", 13))) {
+		kvd_metrics_render(c->io, &body);
+		respond(c, "200 OK", &body);
+	} else if (n >= 4 && memcmp(p, "GET ", 4)) {
+		out(&body, "only GET is supported\n");
+		respond(c, "405 Method Not Allowed", &body);
+	} else {
+		out(&body, "not found: the metrics are at /metrics\n");
+		respond(c, "404 Not Found", &body);
+	}
+	kv_buf_free(&body);
+	c->flags |= CONN_CLOSING;
+	return n;
+}

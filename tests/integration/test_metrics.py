@@ -1,0 +1,113 @@
+"""test_metrics.py - the Prometheus endpoint tells the truth.
+
+After a known mix of requests, GET /metrics must parse as the Prometheus
+text format, every sample belong to a declared family, histograms be
+cumulative with count == the requests made, and the counters agree with
+STATS and with what the test did.
+"""
+
+import re
+import socket
+import unittest
+
+from kvdtest import *  # noqa: F401,F403
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
+
+
+def http_get(port, path):
+    with socket.create_connection(("127.0.0.1", port), 5) as s:
+        s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.decode(), body.decode()
+
+
+def parse(text):
+    types, samples = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, typ = line.split(" ")
+            types[name] = typ
+        elif line.startswith("#") or not line:
+            continue
+        else:
+            m = SAMPLE.match(line)
+            assert m, "not a sample line: %r" % line
+            samples[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    return types, samples
+
+
+def family(name, types):
+    for suffix in ("_bucket", "_sum", "_count"):
+        if name.endswith(suffix) and name[:-len(suffix)] in types:
+            return name[:-len(suffix)]
+    return name
+
+
+class Metrics(unittest.TestCase):
+    def test_metrics(self):
+        with Server(threads=2, args=["--metrics-port", str(free_port())]) as srv:
+            mport = int(srv.argv()[srv.argv().index("--metrics-port") + 1])
+            c = srv.client()
+            for i in range(20):
+                c.call(PUT, b"k%d" % i, b"v")
+            for i in range(30):
+                c.call(GET, b"k%d" % i)        # 20 OK, 10 NOT_FOUND
+            c.call(GET, b"k" * 600)            # KEY_TOO_LARGE
+            c.call(MPUT, 0, b"a", b"1", b"b", b"2")
+            head, body = http_get(mport, b"/metrics")
+            self.assertIn("200 OK", head.splitlines()[0])
+            self.assertIn("text/plain; version=0.0.4", head)
+            types, s = parse(body)
+            for (name, labels) in s:
+                self.assertIn(family(name, types), types, name)
+                self.assertTrue(name.startswith("kvd_"))
+            self.assertEqual(s[("kvd_requests_total", '{op="PUT",status="OK"}')], 20)
+            self.assertEqual(s[("kvd_requests_total", '{op="GET",status="OK"}')], 20)
+            self.assertEqual(s[("kvd_requests_total", '{op="GET",status="NOT_FOUND"}')], 10)
+            self.assertEqual(s[("kvd_requests_total", '{op="GET",status="KEY_TOO_LARGE"}')], 1)
+            self.assertEqual(types["kvd_request_duration_seconds"], "histogram")
+            # cumulative buckets, +Inf == count == requests
+            for op, n in (("GET", 31), ("PUT", 20), ("MPUT", 1)):
+                buckets = [(k[1], v) for k, v in s.items()
+                           if k[0] == "kvd_request_duration_seconds_bucket"
+                           and 'op="%s"' % op in k[1]]
+                values = [v for _, v in buckets]
+                self.assertEqual(values, sorted(values))
+                self.assertEqual(s[("kvd_request_duration_seconds_bucket",
+                                    '{op="%s",le="+Inf"}' % op)], n)
+                self.assertEqual(s[("kvd_request_duration_seconds_count",
+                                    '{op="%s"}' % op)], n)
+            commits = sum(v for k, v in s.items() if k[0] == "kvd_commits_total")
+            self.assertGreaterEqual(commits, 1)
+            batch = sum(v for k, v in s.items() if k[0] == "kvd_commit_batch_size_count")
+            self.assertEqual(batch, commits)
+            keys = sum(v for k, v in s.items() if k[0] == "kvd_shard_keys")
+            self.assertEqual(keys, 22)
+            # this client, plus the scrape itself (and maybe the readiness probe)
+            self.assertIn(s[("kvd_connections", "")], (2, 3))
+            # STATS shows the same counters
+            st = c.call(STATS)[1]
+            self.assertEqual(st[b"ops"][b"GET"][b"calls"], 31)
+            self.assertEqual(st[b"ops"][b"GET"][b"errors"], 1)
+            self.assertEqual(st[b"commits"], commits)
+            # other paths and methods
+            head, _ = http_get(mport, b"/")
+            self.assertIn("404", head.splitlines()[0])
+            with socket.create_connection(("127.0.0.1", mport), 5) as sk:
+                sk.sendall(b"POST /metrics HTTP/1.1\r\n\r\n")
+                self.assertIn(b"405", sk.recv(1000))
+            with socket.create_connection(("127.0.0.1", mport), 5) as sk:
+                sk.sendall(b"GET /" + b"x" * 9000)
+                self.assertIn(b"431", sk.recv(1000))
+            self.assertEqual(c.call(PING), [OK])
+
+
+if __name__ == "__main__":
+    main()
