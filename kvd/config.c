@@ -50,6 +50,11 @@ static const struct opt options[] = {
      "Redis protocol (RESP2) port; 0 disables it (suggested: 7380)"},
     {"resp-flushall", OPT_ENUM, F(resp_flushall), 0, 0, "yes", bool_names,
      "whether RESP FLUSHALL and FLUSHDB may empty the store"},
+    {"metrics-port", OPT_UINT, F(metrics_port), 0, 65535, "0", NULL,
+     "Prometheus metrics over HTTP (GET /metrics); 0 disables it (suggested: "
+     "9379)"},
+    {"metrics-bind", OPT_STR, F(metrics_bind), 0, 0, "127.0.0.1", NULL,
+     "address of the metrics listener"},
     {"data-dir", OPT_STR, F(data_dir), 0, 0, "./data", NULL,
      "data directory: MANIFEST, LOCK and shard-NNN/"},
     {"threads", OPT_UINT, F(threads), 0, 256, "0", NULL,
@@ -306,6 +311,14 @@ static int check(struct kvd_config *c)
 			"max-value-size + max-key-size + 64 (%llu)\n",
 			(unsigned long long)c->max_frame,
 			(unsigned long long)(c->max_value + c->max_key + 64));
+		return -1;
+	}
+	if (c->metrics_port &&
+	    (c->metrics_port == c->port || c->metrics_port == c->resp_port)) {
+		fprintf(stderr,
+			"kvd: metrics-port %u is already used by another "
+			"listener\n",
+			c->metrics_port);
 		return -1;
 	}
 	if (c->resp_port && c->resp_port == c->port) {

@@ -15,6 +15,8 @@ struct kvd_config {
 	char bind[64];
 	unsigned port;
 	unsigned resp_port;
+	unsigned metrics_port;
+	char metrics_bind[64];
 	unsigned resp_flushall; /* RESP FLUSHALL/FLUSHDB allowed (1) or not */
 	char data_dir[512];
 	unsigned threads;

@@ -74,6 +74,10 @@ static size_t pending_output(const struct kvd_conn *c)
 	return c->out.len + (c->tx.len - c->tx_off);
 }
 
+typedef size_t (*input_fn_t)(struct kvd_conn *, const uint8_t *, size_t);
+static const input_fn_t input_fn[KVD_NPROTO] = {kvd_cmd_native, kvd_resp_input,
+						kvd_http_input};
+
 /* Run as many requests as the bytes hold and the rules allow. */
 static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
@@ -81,9 +85,7 @@ static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 
 	while (used < n && c->stall == STALL_NONE &&
 	       !(c->flags & (CONN_CLOSING | CONN_DEAD))) {
-		size_t k = c->proto == KVD_PROTO_NATIVE
-			       ? kvd_cmd_native(c, p + used, n - used)
-			       : kvd_resp_input(c, p + used, n - used);
+		size_t k = input_fn[c->proto](c, p + used, n - used);
 
 		if (c->out.err) {
 			log_error("connection %llu: out of memory for a reply; "
@@ -195,6 +197,7 @@ struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op)
 	memset(pd, 0, sizeof(*pd));
 	pd->conn = c;
 	pd->op = (uint16_t)op;
+	pd->t0_ns = c->io->turn_ns;
 	if (c->pend_tail)
 		c->pend_tail->next = pd;
 	else

@@ -21,7 +21,7 @@
 #include "kv_buf.h"
 #include "kvd.h"
 
-enum kvd_proto { KVD_PROTO_NATIVE, KVD_PROTO_RESP };
+enum kvd_proto { KVD_PROTO_NATIVE, KVD_PROTO_RESP, KVD_PROTO_HTTP, KVD_NPROTO };
 
 enum {
 	CONN_RECV_ARMED = 1u << 0, /* loop: a multishot recv is active */
@@ -96,6 +96,7 @@ void kvd_conn_flush(struct kvd_conn *c);
 size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n);
 void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd);
 size_t kvd_resp_input(struct kvd_conn *c, const uint8_t *p, size_t n);
+size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n);
 void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd);
 
 /* The shortest input worth keeping without a complete request in sight;
