@@ -137,7 +137,7 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 		}
 	}
 	if (now >= c->next_reap_ms) {
-		c->next_reap_ms = now + srv->cfg->reaper_interval_ms;
+		c->next_reap_ms = now + KVD_LIVE(srv->cfg->reaper_interval_ms);
 		if ((rc = kvd_shard_reap(t, now, REAP_PER_TXN)) > 0)
 			kvd_count(&c->reaped, (uint64_t)rc);
 		else if (rc < 0) {
@@ -179,7 +179,7 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	struct kvd_wtxn *t;
 	int n;
 
-	c->next_reap_ms = now + c->srv->cfg->reaper_interval_ms;
+	c->next_reap_ms = now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
 	if (atomic_load(&c->failed) ||
 	    kvd_shard_begin(c->srv->store, c->shard, &t))
 		return;
@@ -310,7 +310,8 @@ static void *flusher_main(void *arg)
 	struct pollfd pfd = {.fd = flusher_efd, .events = POLLIN};
 
 	for (;;) {
-		int stop = poll(&pfd, 1, (int)srv->cfg->flush_interval_ms) > 0;
+		int stop = poll(&pfd, 1,
+				(int)KVD_LIVE(srv->cfg->flush_interval_ms)) > 0;
 
 		flush_all(srv, "flush");
 		if (stop)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kv_proto.h"
+#include "log.h"
 
 enum opt_type { OPT_UINT, OPT_SIZE, OPT_STR, OPT_ENUM };
 
@@ -417,4 +418,57 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv)
 			return -1;
 	}
 	return check(c);
+}
+
+/* ===================== Reload ===================== */
+
+static const char *const reloadable[] = {
+    "log-level",	 "log-file",	"idle-timeout", "request-timeout",
+    "output-timeout",	 "max-clients", "max-output",	"reaper-interval-ms",
+    "flush-interval-ms", NULL};
+
+static int is_reloadable(const char *name)
+{
+	for (unsigned i = 0; reloadable[i]; i++)
+		if (!strcmp(reloadable[i], name))
+			return 1;
+	return 0;
+}
+
+int kvd_config_reload(struct kvd_config *live, int argc, char **argv)
+{
+	struct kvd_config *next = malloc(sizeof(*next));
+
+	if (!next || kvd_config_load(next, argc, argv)) {
+		log_error("SIGHUP: the configuration does not load; nothing "
+			  "changed");
+		free(next);
+		return -1;
+	}
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct opt *o = &options[i];
+		char *now = (char *)live + o->off,
+		     *want = (char *)next + o->off;
+
+		if (!memcmp(now, want, o->len))
+			continue;
+		if (!is_reloadable(o->name)) {
+			log_warn("SIGHUP: %s changed; it takes effect after a "
+				 "restart",
+				 o->name);
+			continue;
+		}
+		if (o->type == OPT_STR)
+			memcpy(now, want,
+			       o->len); /* read by this thread only */
+		else if (o->len == sizeof(uint64_t))
+			__atomic_store_n((uint64_t *)now, *(uint64_t *)want,
+					 __ATOMIC_RELAXED);
+		else
+			__atomic_store_n((unsigned *)now, *(unsigned *)want,
+					 __ATOMIC_RELAXED);
+		log_info("SIGHUP: %s changed", o->name);
+	}
+	free(next);
+	return 0;
 }

@@ -45,6 +45,17 @@ struct kvd_config {
  * 1 when --help or --version was answered, 0 to run. */
 int kvd_config_load(struct kvd_config *c, int argc, char **argv);
 
+/* SIGHUP: read the configuration again (file, then the original flags) and
+ * apply what can change at run time: log-level, log-file, idle-timeout,
+ * request-timeout, output-timeout, max-clients, max-output,
+ * reaper-interval-ms, flush-interval-ms.  Other changes are logged as
+ * needing a restart.  A configuration that no longer parses changes
+ * nothing.  0 or -1. */
+int kvd_config_reload(struct kvd_config *live, int argc, char **argv);
+
+/* Read a field that SIGHUP may change while other threads run. */
+#define KVD_LIVE(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
 /* Print every option with its default to stdout (kvd --help). */
 void kvd_config_usage(void);
 

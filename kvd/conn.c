@@ -81,7 +81,7 @@ static const input_fn_t input_fn[KVD_NPROTO] = {kvd_cmd_native, kvd_resp_input,
 /* Run as many requests as the bytes hold and the rules allow. */
 static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
-	size_t used = 0, max_out = c->io->srv->cfg->max_output;
+	size_t used = 0, max_out = KVD_LIVE(c->io->srv->cfg->max_output);
 
 	while (used < n && c->stall == STALL_NONE &&
 	       !(c->flags & (CONN_CLOSING | CONN_DEAD))) {
@@ -182,7 +182,7 @@ static void resume(struct kvd_conn *c)
 void kvd_conn_sent(struct kvd_conn *c)
 {
 	if (c->stall == STALL_OUTPUT &&
-	    pending_output(c) <= c->io->srv->cfg->max_output / 2)
+	    pending_output(c) <= KVD_LIVE(c->io->srv->cfg->max_output) / 2)
 		resume(c);
 }
 

@@ -21,11 +21,22 @@ static const char level_tag[] = "EWID";
 
 int kvd_log_open(const char *path, int level)
 {
-	log_level = level;
-	if (!path || !*path)
+	kvd_log_set_level(level);
+	if (!path || !*path) {
+		/* Back to stderr (a reload may have removed log-file). */
+		if (log_fd > 2)
+			close(log_fd);
+		log_fd = 2;
+		log_path[0] = '\0';
 		return 0;
+	}
 	snprintf(log_path, sizeof(log_path), "%s", path);
 	return kvd_log_reopen();
+}
+
+void kvd_log_set_level(int level)
+{
+	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
 }
 
 int kvd_log_is_file(void)
@@ -58,7 +69,7 @@ void kvd_log(int level, const char *fmt, ...)
 	size_t n;
 	int saved = errno;
 
-	if (level > log_level)
+	if (level > __atomic_load_n(&log_level, __ATOMIC_RELAXED))
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);

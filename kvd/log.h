@@ -7,6 +7,7 @@ enum { KVD_LOG_ERROR, KVD_LOG_WARN, KVD_LOG_INFO, KVD_LOG_DEBUG };
 
 /* path NULL or "" logs to stderr.  0, or -1 when the file cannot be opened. */
 int kvd_log_open(const char *path, int level);
+void kvd_log_set_level(int level);
 /* Whether lines go to a file (not stderr). */
 int kvd_log_is_file(void);
 /* Reopen the same file (after logrotate moved it); 0 or -1. */

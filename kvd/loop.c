@@ -365,7 +365,8 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int proto)
 		close(fd);
 		return;
 	}
-	if (atomic_fetch_add(&srv->nconns, 1) >= srv->cfg->max_clients ||
+	if (atomic_fetch_add(&srv->nconns, 1) >=
+		KVD_LIVE(srv->cfg->max_clients) ||
 	    !(c = calloc(1, sizeof(*c)))) {
 		atomic_fetch_sub(&srv->nconns, 1);
 		kvd_count(&io->stats.refused, 1);
@@ -481,12 +482,13 @@ static const char *conn_timeout(struct kvd_io *io, const struct kvd_conn *c)
 {
 	const struct kvd_config *cfg = io->srv->cfg;
 
-	if (!c->npend && expired(io->now_ms, c->last_ms, cfg->idle_timeout))
+	if (!c->npend &&
+	    expired(io->now_ms, c->last_ms, KVD_LIVE(cfg->idle_timeout)))
 		return "idle-timeout";
-	if (expired(io->now_ms, c->req_ms, cfg->request_timeout))
+	if (expired(io->now_ms, c->req_ms, KVD_LIVE(cfg->request_timeout)))
 		return "request-timeout (request left incomplete)";
 	if (c->stall == STALL_OUTPUT &&
-	    expired(io->now_ms, c->out_ms, cfg->output_timeout))
+	    expired(io->now_ms, c->out_ms, KVD_LIVE(cfg->output_timeout)))
 		return "output-timeout (replies left unread)";
 	return NULL;
 }

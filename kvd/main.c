@@ -39,8 +39,41 @@ static int open_store(struct kvd_server *srv, char *err, size_t errlen)
 	return 0;
 }
 
-/* Wait for SIGTERM or SIGINT; SIGHUP reopens the log file. */
-static void wait_for_stop(const sigset_t *set)
+#ifdef KVD_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#else
+static int sd_notify(int unset, const char *state)
+{
+	(void)unset;
+	(void)state;
+	return 0;
+}
+#endif
+
+/* SIGHUP: reopen the log file (after logrotate moved it) and apply what
+ * the configuration now says, where that can change at run time. */
+static void reload(struct kvd_config *cfg, int argc, char **argv)
+{
+	char old_log[sizeof(cfg->log_file)];
+
+	sd_notify(0, "RELOADING=1");
+	/* Reopen first, so that what the reload logs lands in the new file. */
+	if (kvd_log_reopen())
+		log_error("SIGHUP: cannot reopen the log file %s",
+			  cfg->log_file);
+	memcpy(old_log, cfg->log_file, sizeof(old_log));
+	kvd_config_reload(cfg, argc, argv);
+	kvd_log_set_level((int)cfg->log_level);
+	if (strcmp(old_log, cfg->log_file) &&
+	    kvd_log_open(cfg->log_file, (int)cfg->log_level))
+		log_error("SIGHUP: cannot open the log file %s", cfg->log_file);
+	log_info("SIGHUP: configuration reloaded, log file reopened");
+	sd_notify(0, "READY=1");
+}
+
+/* Wait for SIGTERM or SIGINT, serving SIGHUP meanwhile. */
+static void wait_for_stop(const sigset_t *set, struct kvd_config *cfg, int argc,
+			  char **argv)
 {
 	for (;;) {
 		int sig;
@@ -48,14 +81,12 @@ static void wait_for_stop(const sigset_t *set)
 		if (sigwait(set, &sig))
 			continue;
 		if (sig == SIGHUP) {
-			if (kvd_log_reopen())
-				log_error("SIGHUP: cannot reopen the log file");
-			else
-				log_info("SIGHUP: log file reopened");
+			reload(cfg, argc, argv);
 			continue;
 		}
 		log_info("received %s: stopping",
 			 sig == SIGINT ? "SIGINT" : "SIGTERM");
+		sd_notify(0, "STOPPING=1");
 		return;
 	}
 }
@@ -114,7 +145,8 @@ int main(int argc, char **argv)
 		 srv.resp_port ? ", resp port " : "", srv.resp_port, srv.nio,
 		 srv.nshards, cfg.durability == KVD_DUR_SYNC ? "sync" : "async",
 		 cfg.data_dir);
-	wait_for_stop(&set);
+	sd_notify(0, "READY=1");
+	wait_for_stop(&set, &cfg, argc, argv);
 	kvd_io_stop(&srv);
 	kvd_committers_stop(&srv);
 	kvd_io_destroy(&srv);

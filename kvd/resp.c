@@ -164,7 +164,7 @@ void resp_insert(struct kvd_conn *c, size_t off, const void *hdr, size_t n)
 
 size_t resp_reply_cap(const struct kvd_conn *c)
 {
-	return c->io->srv->cfg->max_output;
+	return KVD_LIVE(c->io->srv->cfg->max_output);
 }
 
 /* ===================== Arguments ===================== */

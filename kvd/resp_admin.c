@@ -387,10 +387,10 @@ static void config_value(struct kvd_conn *c, int i, char *v, size_t cap)
 	case 1: snprintf(v, cap, "%s", "no"); break; /* appendonly */
 	case 2: snprintf(v, cap, "%s", sync ? "always" : "everysec"); break;
 	case 3: snprintf(v, cap, "%s", "1"); break; /* databases */
-	case 4: snprintf(v, cap, "%u", cfg->max_clients); break;
+	case 4: snprintf(v, cap, "%u", KVD_LIVE(cfg->max_clients)); break;
 	case 5: snprintf(v, cap, "%u", c->io->srv->resp_port); break;
 	case 6: snprintf(v, cap, "%s", cfg->bind); break;
-	case 7: snprintf(v, cap, "%u", cfg->idle_timeout); break;
+	case 7: snprintf(v, cap, "%u", KVD_LIVE(cfg->idle_timeout)); break;
 	case 8: snprintf(v, cap, "%s", "0"); break; /* maxmemory */
 	case 9:
 	case 10:

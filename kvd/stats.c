@@ -265,7 +265,8 @@ void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b)
 			line(b, "# Clients");
 			line(b, "connected_clients:%llu",
 			     (unsigned long long)t.conns);
-			line(b, "maxclients:%u", srv->cfg->max_clients);
+			line(b, "maxclients:%u",
+			     KVD_LIVE(srv->cfg->max_clients));
 			line(b, "blocked_clients:0");
 			break;
 		case KVD_INFO_PERSISTENCE: info_persistence(io, &t, b); break;
