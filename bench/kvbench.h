@@ -195,7 +195,7 @@ struct kb_verify_result {
 struct kb_server_mem {
 	int known;
 	pid_t pid;
-	uint64_t peak_rss; /* bytes: VmHWM, or the sampled process tree */
+	uint64_t peak_rss; /* bytes: VmHWM, or the tree's sampled PSS */
 	uint64_t rss_anon, rss_file; /* bytes, at the end */
 	int tree;		     /* sampled over several processes */
 };

@@ -147,7 +147,7 @@ static void table_verify(FILE *f, const struct kb_verify_result *v)
 
 static const char *mem_method(const struct kb_server_mem *m)
 {
-	return m->tree ? "sampled process tree" : "VmHWM";
+	return m->tree ? "sampled process tree PSS" : "VmHWM";
 }
 
 void report_table(FILE *f, const struct kb_report *r)

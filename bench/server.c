@@ -3,9 +3,10 @@
  *
  * The peak resident size is what the kernel records as VmHWM: exact for a
  * single process, however short the peak.  PostgreSQL is a process per
- * connection, so for a server with children the resident sizes of the
- * whole tree are summed each second and the largest sum is kept, which can
- * miss a peak shorter than a second.  The report says which was used.
+ * connection, so for a server with children the proportional set sizes
+ * (PSS) of the whole tree are summed each second and the largest sum is
+ * kept, which can miss a peak shorter than a second.  The report says which
+ * was used.
  */
 #include "server.h"
 
@@ -98,10 +99,31 @@ int server_stop(pid_t pid, double timeout_s)
 	return -1;
 }
 
-/* The kB figures of /proc/pid/status we use; 0 when the process is gone. */
+/* The kB figures of /proc/pid/status we use, and the proportional set size
+ * (shared pages divided among the processes sharing them); 0 when the
+ * process is gone. */
 struct pstat {
-	uint64_t hwm, rss, anon, file;
+	uint64_t hwm, rss, anon, file, pss;
 };
+
+/* PSS, not RSS, is what adds up across processes: PostgreSQL's backends
+ * all map the same shared buffers, and summing their RSS would count those
+ * once per backend. */
+static uint64_t read_pss(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pss: %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v * 1024;
+}
 
 static int read_status(pid_t pid, struct pstat *ps)
 {
@@ -125,6 +147,7 @@ static int read_status(pid_t pid, struct pstat *ps)
 			ps->file = v * 1024;
 	}
 	fclose(f);
+	ps->pss = read_pss(pid);
 	return 0;
 }
 
@@ -158,13 +181,13 @@ static int in_tree(pid_t pid, pid_t root)
 void server_sample(struct kb_server_mem *m)
 {
 	struct pstat root, ps;
-	uint64_t rss, anon, file;
+	uint64_t pss, anon, file;
 	struct dirent *d;
 	DIR *dir;
 
 	if (m->pid <= 0 || read_status(m->pid, &root))
 		return;
-	rss = root.rss;
+	pss = root.pss;
 	anon = root.anon;
 	file = root.file;
 	if ((dir = opendir("/proc"))) {
@@ -175,7 +198,7 @@ void server_sample(struct kb_server_mem *m)
 			    read_status(p, &ps))
 				continue;
 			m->tree = 1;
-			rss += ps.rss;
+			pss += ps.pss;
 			anon += ps.anon;
 			file += ps.file;
 		}
@@ -184,8 +207,8 @@ void server_sample(struct kb_server_mem *m)
 	m->known = 1;
 	m->rss_anon = anon;
 	m->rss_file = file;
-	if (root.hwm > m->peak_rss)
+	if (!m->tree && root.hwm > m->peak_rss)
 		m->peak_rss = root.hwm;
-	if (m->tree && rss > m->peak_rss)
-		m->peak_rss = rss;
+	if (m->tree && pss > m->peak_rss)
+		m->peak_rss = pss;
 }

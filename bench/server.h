@@ -15,8 +15,8 @@ int server_stop(pid_t pid, double timeout_s);
 
 /* Refresh m (m->pid set): the peak resident size is the kernel's high-water
  * mark (VmHWM) for one process; a server made of several processes
- * (PostgreSQL) is sampled, summing VmRSS over the process and its
- * descendants, and the largest sum is kept. */
+ * (PostgreSQL) is sampled, summing the proportional set size (PSS) over the
+ * process and its descendants, and the largest sum is kept. */
 void server_sample(struct kb_server_mem *m);
 
 #endif

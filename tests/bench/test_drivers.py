@@ -73,7 +73,7 @@ class Postgres(DriverChecks, unittest.TestCase):
 
     def test_memory_is_the_process_tree(self):
         r = self.bench("-r", 200, "-n", 200, "--server-pid", self.peer.pid(), "c")
-        self.assertEqual(r.report["server"]["method"], "sampled process tree")
+        self.assertEqual(r.report["server"]["method"], "sampled process tree PSS")
 
 
 if __name__ == "__main__":
