@@ -44,6 +44,7 @@ class Peer:
 
     key = label = driver = ""
     max_conns = None  # connections it can take; None: no limit worth noting
+    unsupported = set()  # compare's steps this server cannot run
 
     def __init__(self):
         self.port = None
@@ -109,21 +110,36 @@ class Peer:
 
 
 class Kvd(Peer):
-    driver = "kvd"
+    """kvd; with resp=True it is measured through its RESP port with the
+    redis driver (hiredis), the same client library as redis-server."""
 
-    def __init__(self, kvd_bin, durability="sync", threads=2):
+    def __init__(self, kvd_bin, durability="sync", threads=2, resp=False):
         super().__init__()
-        self.bin, self.durability, self.threads = kvd_bin, durability, threads
-        self.key = "kvd-" + durability
-        self.label = "kvd, durability %s" % durability
+        self.bin, self.durability, self.threads, self.resp = kvd_bin, durability, threads, resp
+        self.driver = "redis" if resp else "kvd"
+        self.key = "kvd-resp" if resp else "kvd-" + durability
+        self.label = "kvd, durability %s%s" % (durability, ", RESP port" if resp else "")
+        # YCSB E's Redis scans need EVALSHA, which kvd's RESP port lacks.
+        self.unsupported = {"e"} if resp else set()
+        self.resp_port = None
 
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="compare-kvd-")
         self.port = free_port()
-        self._spawn([self.bin, "--bind", "127.0.0.1", "--port", str(self.port),
-                     "--data-dir", os.path.join(self.dir, "data"),
-                     "--threads", str(self.threads), "--durability", self.durability])
-        self.command = "kvd --threads %d --durability %s" % (self.threads, self.durability)
+        argv = [self.bin, "--bind", "127.0.0.1", "--port", str(self.port),
+                "--data-dir", os.path.join(self.dir, "data"),
+                "--threads", str(self.threads), "--durability", self.durability]
+        if self.resp:
+            self.resp_port = free_port()
+            argv += ["--resp-port", str(self.resp_port)]
+        self._spawn(argv)
+        self.command = "kvd --threads %d --durability %s%s" % (
+            self.threads, self.durability, " --resp-port PORT" if self.resp else "")
+
+    def kvbench_args(self):
+        if self.resp:
+            return ["-D", "redis", "--port", str(self.resp_port)]
+        return super().kvbench_args()
 
     def version(self):
         return first_line([self.bin, "--version"])
