@@ -45,6 +45,7 @@ struct conn {
 	unsigned gid;
 	struct slot *slots;
 	unsigned head, n;
+	unsigned ready_at; /* index in the thread's ready list */
 	struct kb_wconn wc;
 	uint8_t dead, exhausted, in_ready, dirty, want_out;
 };
@@ -117,16 +118,21 @@ static void ready_push(struct thread *t, struct conn *c)
 	    c->n >= t->e->cfg->pipeline)
 		return;
 	c->in_ready = 1;
+	c->ready_at = t->nready;
 	t->ready[t->nready++] = c;
 }
 
+/* O(1): the last entry takes the removed one's place. */
 static void ready_remove(struct thread *t, struct conn *c)
 {
-	for (unsigned i = 0; c->in_ready && i < t->nready; i++)
-		if (t->ready[i] == c) {
-			t->ready[i] = t->ready[--t->nready];
-			c->in_ready = 0;
-		}
+	struct conn *last;
+
+	if (!c->in_ready)
+		return;
+	last = t->ready[--t->nready];
+	t->ready[c->ready_at] = last;
+	last->ready_at = c->ready_at;
+	c->in_ready = 0;
 }
 
 static void mark_dirty(struct thread *t, struct conn *c)
