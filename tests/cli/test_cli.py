@@ -5,8 +5,11 @@ server that never answers, server errors)."""
 
 import json
 import os
+import pty
+import select
 import socket
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -207,6 +210,67 @@ class Cli(unittest.TestCase):
             self.assertIn(b"BAD_ARGS: backup directory must be absent or empty", err)
         finally:
             subprocess.run(["rm", "-rf", target])
+
+    # ---- terminals ----
+
+    def read_pty(self, fd, token, timeout=10):
+        buf = b""
+        deadline = time.time() + timeout
+        while token not in buf:
+            r, _, _ = select.select([fd], [], [], max(0, deadline - time.time()))
+            self.assertTrue(r, (token, buf))
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+        self.assertIn(token, buf)
+        return buf
+
+    def test_prompt_on_a_terminal(self):
+        home = tempfile.mkdtemp(prefix="kvcli-home-")
+        try:
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.environ.update(HOME=home, TERM="xterm")
+                os.execv(KVCLI, [KVCLI, "-p", str(self.srv.port)])
+            self.read_pty(fd, b"127.0.0.1:%d> " % self.srv.port)
+            os.write(fd, b"put k 'a value'\r")
+            self.read_pty(fd, b"OK")
+            os.write(fd, b"get k\r")
+            self.read_pty(fd, b'"a value"')  # readable on a terminal
+            os.write(fd, b"get nothing\r")
+            self.read_pty(fd, b"(nil)")
+            os.write(fd, b"quit\r")
+            _, status = os.waitpid(pid, 0)
+            os.close(fd)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            with open(os.path.join(home, ".kvcli_history"), "rb") as f:
+                self.assertIn(b"nothing", f.read())  # libedit's own encoding
+        finally:
+            subprocess.run(["rm", "-rf", home])
+
+    def test_load_progress_on_a_terminal(self):
+        master, slave = pty.openpty()
+        rows = b"".join(b'{"key":"p%d","value":"v"}\n' % i for i in range(1000))
+        path = os.path.join(os.path.dirname(self.srv.data_dir),
+                            "kvcli-progress-%d.jsonl" % os.getpid())
+        with open(path, "wb") as f:
+            f.write(rows)
+        try:
+            p = subprocess.Popen([KVCLI, "-p", str(self.srv.port), "load", path],
+                                 stdout=subprocess.PIPE, stderr=slave)
+            os.close(slave)
+            err = self.read_pty(master, b"100%")
+            out = p.communicate(timeout=30)[0]
+        finally:
+            os.unlink(path)
+            os.close(master)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn(b"1000 rows, 0 errors", err)
+        self.assertTrue(out.startswith(b"rows 1000, errors 0, seconds "), out)
 
     # ---- exit codes and failures ----
 

@@ -288,8 +288,15 @@ static void test_accessors(kvc_conn *c)
 	CHECK_RC(kvc_read_reply(c, &r), 0);
 	CHECK_RC(kvc_reply_value(r, &v), 0);
 	CHECK_VAL(v, "p");
+}
 
-	/* every remaining queued form */
+/* Every remaining queued form, read back in order. */
+static void test_queued_forms(kvc_conn *c)
+{
+	kvc_val keys[3] = {{"a1", 2}, {"zz", 2}, {"a2", 2}};
+	kvc_reply *r;
+	int64_t i;
+
 	CHECK_RC(kvc_send_hello(c), 0);
 	CHECK_RC(kvc_send_del(c, "a1", 2), 0);
 	CHECK_RC(kvc_send_mput(c, keys, keys, 1, 0), 0);
@@ -425,6 +432,7 @@ int main(void)
 	test_multi(c);
 	test_server_errors(c);
 	test_accessors(c);
+	test_queued_forms(c);
 	test_scan(c);
 	test_backup(c, &k);
 	/* reconnecting drops the old connection and its unread replies */
