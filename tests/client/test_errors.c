@@ -6,6 +6,9 @@
  * each ends in its status, within its timeout, and the sticky ones stay.
  */
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kvctest.h"
@@ -266,11 +269,52 @@ static void test_frame_too_large(void)
 	kvd_stop(&k);
 }
 
+/* A Unix socket path: a child process answers one PING. */
+static void test_unix_socket(void)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	uint8_t req[64];
+	kvc_conn *c;
+	int lfd, status;
+	pid_t pid;
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "/tmp/kvctest-%d.sock",
+		 (int)getpid());
+	unlink(sun.sun_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(lfd >= 0);
+	CHECK(bind(lfd, (struct sockaddr *)&sun, sizeof(sun)) == 0);
+	CHECK(listen(lfd, 1) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		int fd = accept(lfd, NULL, NULL);
+
+		/* [2] is 6 bytes on the wire: read them, answer [0] */
+		if (fd < 0 || read(fd, req, 6) != 6 ||
+		    write(fd, "\0\0\0\2\x91\x00", 6) != 6)
+			_exit(1);
+		close(fd);
+		_exit(0);
+	}
+	CHECK_RC(kvc_create(&c), 0);
+	CHECK_RC(kvc_connect(c, sun.sun_path, 0), 0);
+	CHECK_RC(kvc_ping(c, NULL, 0, NULL), 0);
+	CHECK_RC(kvc_ping(c, NULL, 0, NULL), -KVC_CLOSED);
+	CHECK(strstr(kvc_errmsg(c), sun.sun_path));
+	kvc_close(c);
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0);
+	close(lfd);
+	unlink(sun.sun_path);
+}
+
 int main(void)
 {
 	if (!getenv("KVD_BIN"))
 		return 77;
 	test_refused();
+	test_unix_socket();
 	test_connect_timeout();
 	test_io_timeout();
 	test_closed();
