@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "backup.h"
 #include "conn.h"
 #include "kv_mp.h"
 #include "kv_status.h"
+#include "log.h"
 #include "loop.h"
 #include "router.h"
 #include "stats.h"
@@ -439,9 +441,19 @@ static int op_backup(struct kvd_conn *c, struct req *r)
 
 static int op_auth(struct kvd_conn *c, struct req *r)
 {
-	(void)c;
-	(void)r;
-	return KV_DISABLED; /* no password can be configured yet */
+	if (!is_bytes(&r->a[0]))
+		return KV_BAD_ARGS;
+	if (!c->io->srv->cfg->requirepass[0]) {
+		kvd_reply_status(c, KV_DISABLED, "no password is configured");
+		return KV_OK;
+	}
+	if (!kvd_auth_try(c, r->a[0].p, r->a[0].len)) {
+		log_warn("connection %llu: AUTH failed",
+			 (unsigned long long)c->id);
+		return KV_AUTH_FAILED;
+	}
+	kvd_reply_status(c, KV_OK, NULL);
+	return KV_OK;
 }
 
 /* ===================== Writes ===================== */
@@ -640,10 +652,17 @@ static int run(struct kvd_conn *c, struct req *r)
 
 	if (!d->fn)
 		return KV_UNKNOWN_OP;
+	if (kvd_auth_pending(c) && r->op != KV_OP_AUTH && r->op != KV_OP_HELLO)
+		return KV_AUTH_REQUIRED;
 	if (r->argc < d->min || r->argc > d->max)
 		return KV_BAD_ARGS;
 	if (!d->write && c->npend)
 		return -1;
+	if (d->write && c->io->srv->cfg->read_only)
+		return KV_READ_ONLY;
+	if (kvd_auth_disabled(c->io->srv->cfg, kv_op_name(r->op),
+			      strlen(kv_op_name(r->op))))
+		return KV_DISABLED;
 	rc = d->fn(c, r);
 	if (rc == KV_OK && !d->write)
 		kvd_count_now(&c->io->stats, r->op, KV_OK);
@@ -659,7 +678,9 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	if (n < KV_FRAME_HDR)
 		return 0;
 	len = kv_load_be32(p);
-	if (len > c->io->srv->cfg->max_frame) {
+	/* Before authentication only small frames are read at all. */
+	if (len > (kvd_auth_pending(c) ? KVD_PREAUTH_MAX_FRAME
+				       : c->io->srv->cfg->max_frame)) {
 		if (c->npend) {
 			c->stall = STALL_WRITES;
 			return 0;

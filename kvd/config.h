@@ -34,6 +34,11 @@ struct kvd_config {
 	unsigned output_timeout;
 	uint64_t max_output;
 	unsigned reaper_interval_ms;
+	char requirepass[256];
+	char requirepass_file[512];
+	unsigned protected_mode;
+	unsigned read_only;
+	char disable_commands[512];
 	char restore[512];
 	unsigned restore_force;
 	char config_file[512];

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "auth.h"
 #include "backup.h"
 #include "committer.h"
 #include "config.h"
@@ -101,6 +102,10 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc < 0 ? 2 : 0;
+	if (kvd_auth_setup(&cfg, err, sizeof(err))) {
+		fprintf(stderr, "kvd: %s\n", err);
+		return 2;
+	}
 	if (cfg.test_config) {
 		printf("kvd: configuration %s is valid\n",
 		       cfg.config_file[0] ? cfg.config_file : "(flags only)");

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "auth.h"
 #include "kv_status.h"
 #include "loop.h"
 
@@ -352,7 +353,9 @@ static int num_line(const uint8_t *p, size_t n, long long *v, size_t *len)
 static int mb_bulks(struct kvd_conn *c, const uint8_t *p, size_t n,
 		    struct resp_req *r)
 {
-	uint64_t max = c->io->srv->cfg->max_frame;
+	/* Before AUTH, Redis's own small caps (CVE-2021-32675). */
+	uint64_t max = kvd_auth_pending(c) ? KVD_PREAUTH_MAX_BULK
+					   : c->io->srv->cfg->max_frame;
 	long long len;
 	size_t hl;
 	int rc;
@@ -416,6 +419,13 @@ static long mb_parse(struct kvd_conn *c, const uint8_t *p, size_t n,
 		rc = num_line(p + 1, n - 1, &count, &hl);
 		if (rc == PARSE_MORE)
 			return PARSE_MORE;
+		if (rc == 1 && count > (long long)KVD_PREAUTH_MAX_ARGS &&
+		    kvd_auth_pending(c)) {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Protocol error: unauthenticated "
+				 "multibulk length");
+			return PARSE_ERR;
+		}
 		if (rc < 0 || count > (long long)RESP_MAX_ARGS) {
 			snprintf(r->err, sizeof(r->err),
 				 "ERR Protocol error: %s",
@@ -604,7 +614,10 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 	if (r->argc == 0)
 		return consumed(c, len); /* Redis ignores empty requests */
 	id = find_cmd(r->a[0]);
-	if (id < 0) {
+	if (kvd_auth_pending(c) && id != RESP_CMD_AUTH &&
+	    id != RESP_CMD_HELLO && id != RESP_CMD_QUIT) {
+		err = "NOAUTH Authentication required.";
+	} else if (id < 0) {
 		err = unknown_error(r);
 	} else {
 		d = &resp_cmds[id];
@@ -612,6 +625,13 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		if ((d->arity > 0 && r->argc != (uint32_t)d->arity) ||
 		    (d->arity < 0 && r->argc < (uint32_t)-d->arity))
 			err = resp_arity_error(r, d->name);
+		else if (kvd_auth_disabled(c->io->srv->cfg, d->name,
+					   strlen(d->name)))
+			err = "ERR this command is disabled by the server's "
+			      "configuration (disable-commands)";
+		else if ((d->flags & RC_WRITE) && c->io->srv->cfg->read_only)
+			err = "READONLY You can't write against a read only "
+			      "server.";
 	}
 	/* Everything but a write answers now, so waits for earlier writes. */
 	if (c->npend && (err || !(d->flags & RC_WRITE)))

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "auth.h"
+#include "log.h"
 #include "loop.h"
 #include "resp.h"
 #include "stats.h"
@@ -79,18 +81,41 @@ const char *resp_select(struct kvd_conn *c, struct resp_req *r)
 	return NULL;
 }
 
-/* The default user has no password, as in a Redis without requirepass. */
+static const char wrongpass[] = "WRONGPASS invalid username-password pair "
+				"or user is disabled.";
+
+/* AUTH password, or AUTH default password: the one user is "default". */
+static const char *check_pass(struct kvd_conn *c, struct kv_slice user,
+			      struct kv_slice pass)
+{
+	if (user.p && !resp_eq(user, "default"))
+		return wrongpass;
+	if (!c->io->srv->cfg->requirepass[0]) {
+		if (!user.p)
+			return "ERR AUTH <password> called without any "
+			       "password configured for the default user. Are "
+			       "you sure your configuration is correct?";
+		return NULL; /* default user, no password: any is accepted */
+	}
+	if (!kvd_auth_try(c, pass.p, pass.n)) {
+		log_warn("connection %llu: AUTH failed",
+			 (unsigned long long)c->id);
+		return wrongpass;
+	}
+	return NULL;
+}
+
 const char *resp_auth(struct kvd_conn *c, struct resp_req *r)
 {
+	struct kv_slice none = {NULL, 0};
+	const char *err;
+
 	if (r->argc > 3)
 		return resp_err_syntax;
-	if (r->argc == 2)
-		return "ERR AUTH <password> called without any password "
-		       "configured for the default user. Are you sure your "
-		       "configuration is correct?";
-	if (!resp_eq(r->a[1], "default"))
-		return "WRONGPASS invalid username-password pair or user is "
-		       "disabled.";
+	err = r->argc == 2 ? check_pass(c, none, r->a[1])
+			   : check_pass(c, r->a[1], r->a[2]);
+	if (err)
+		return err;
 	resp_add_ok(c);
 	return NULL;
 }
@@ -130,9 +155,8 @@ const char *resp_hello(struct kvd_conn *c, struct resp_req *r)
 		if (resp_eq(o, "auth") && more >= 2) {
 			resp_it_next(&it, &user);
 			resp_it_next(&it, &pass);
-			if (!resp_eq(user, "default"))
-				return "WRONGPASS invalid username-password "
-				       "pair or user is disabled.";
+			if ((err = check_pass(c, user, pass)))
+				return err;
 			i += 2;
 		} else if (resp_eq(o, "setname") && more >= 1) {
 			resp_it_next(&it, &name);
@@ -145,6 +169,11 @@ const char *resp_hello(struct kvd_conn *c, struct resp_req *r)
 			return r->err;
 		}
 	}
+	if (kvd_auth_pending(c))
+		return "NOAUTH HELLO must be called with the client already "
+		       "authenticated, otherwise the HELLO <proto> AUTH <user> "
+		       "<pass> option can be used to authenticate the client "
+		       "and select the RESP protocol version at the same time";
 	if (has_name && (err = set_name(c, name)))
 		return err;
 	resp_add_array(c, 14);
