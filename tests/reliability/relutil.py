@@ -259,3 +259,25 @@ def rss_kib(pid):
 def kill9(proc):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def start_with(srv, **env):
+    """Start srv with extra environment variables (the shim's, mostly)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        return srv.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
+
+
+def shim_env(**env):
+    """LD_PRELOAD of the shim, plus what ASan needs to accept it."""
+    shim = os.environ.get("KVD_POWERLOSS")
+    env["LD_PRELOAD"] = shim
+    env["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    return env
