@@ -426,8 +426,9 @@ static int read_input(struct loader *L)
 		ssize_t got;
 		uint8_t *nl;
 
-		while (!L->stop && (nl = memchr(L->in.data + used, '\n',
-						L->in.len - used))) {
+		while (
+		    !L->stop && L->in.len > used &&
+		    (nl = memchr(L->in.data + used, '\n', L->in.len - used))) {
 			row(L, (const char *)L->in.data + used,
 			    (size_t)(nl - L->in.data) - used);
 			used = (size_t)(nl - L->in.data) + 1;

@@ -271,7 +271,7 @@ int hung_listener(unsigned *port, int *fds, int *n)
 		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
 			continue;
 		CHECK(errno == EINPROGRESS);
-		if (poll(&p, 1, 200) == 0)
+		if (poll(&p, 1, 500) == 0)
 			return lfd; /* this one hangs: the queue is full */
 	}
 	return lfd;
