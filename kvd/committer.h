@@ -28,6 +28,8 @@ struct kvd_committer {
 	 * restart.  Set by the committer or the async flusher; read by both
 	 * and by STATS. */
 	atomic_int failed;
+	struct kvd_wreq
+	    *unacked; /* sync mode: committed, meta not yet synced */
 	uint64_t next_reap_ms;
 	uint64_t next_check_ms;
 	/* counters, written by the committer thread only */

@@ -125,8 +125,8 @@ static int key_cmp(const void *a, size_t an, const void *b, size_t bn)
 static int shard_open(struct shard *sh, const struct kvd_store_opts *o,
 		      char *err, size_t errlen)
 {
-	unsigned flags =
-	    MDB_NOTLS | MDB_NORDAHEAD | (o->nosync ? MDB_NOSYNC : 0);
+	unsigned flags = MDB_NOTLS | MDB_NORDAHEAD |
+			 (o->nosync ? MDB_NOSYNC : MDB_NOMETASYNC);
 	MDB_txn *txn = NULL;
 	int rc, dead = 0;
 

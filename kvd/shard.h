@@ -39,7 +39,11 @@ struct kvd_store_opts {
 	unsigned want_shards; /* used only when the directory is new */
 	uint64_t map_size;
 	unsigned max_readers;
-	int nosync; /* async durability: commits write but do not fsync */
+	/* async durability: commits write but do not fsync (MDB_NOSYNC).
+	 * Otherwise commits sync their data but not their meta page
+	 * (MDB_NOMETASYNC): the committer answers writers only after a later
+	 * sync (committer.c explains). */
+	int nosync;
 };
 
 struct kvd_shard_stat {
