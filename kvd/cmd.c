@@ -1,4 +1,5 @@
-/* cmd.c - the native (msgpack) protocol: request decoding and handlers.
+/* cmd.c - the native (msgpack) protocol: request handlers (the decoder is
+ * in cmdparse.c).
  *
  * A request is a frame holding one flat array [op, arg...] whose arguments
  * are scalars; a nested container is refused outright, so no request can
@@ -11,6 +12,7 @@
 
 #include "auth.h"
 #include "backup.h"
+#include "cmdparse.h"
 #include "conn.h"
 #include "kv_mp.h"
 #include "kv_status.h"
@@ -20,46 +22,11 @@
 #include "stats.h"
 #include "write.h"
 
-#define MAX_FIXED_ARGS 6
 #define SCAN_DEFAULT_LIMIT 100
 /* 2^50 ms is 35,000 years: far enough, and now + ttl cannot overflow. */
 #define KVD_TTL_MAX (1ull << 50)
 
-struct req {
-	unsigned op;
-	uint32_t argc;	     /* arguments after the opcode */
-	const uint8_t *args; /* first argument, for variadic walks */
-	const uint8_t *end;
-	struct kv_mp_obj a[MAX_FIXED_ARGS];
-};
-
-/* ===================== Decoding ===================== */
-
-static int decode(const uint8_t *p, const uint8_t *end, struct req *r)
-{
-	struct kv_mp_obj o;
-
-	if (kv_mp_next(&p, end, &o) || o.type != KV_MP_ARRAY || o.len == 0)
-		return KV_MALFORMED;
-	r->argc = o.len - 1;
-	if (kv_mp_next(&p, end, &o))
-		return KV_MALFORMED;
-	if (o.type != KV_MP_UINT || o.v.u == 0 || o.v.u >= KV_OP_MAX)
-		return o.type == KV_MP_UINT ? KV_UNKNOWN_OP : KV_MALFORMED;
-	r->op = (unsigned)o.v.u;
-	r->args = p;
-	r->end = end;
-	for (uint32_t i = 0; i < r->argc; i++) {
-		if (kv_mp_next(&p, end, &o))
-			return KV_MALFORMED;
-		if (o.type == KV_MP_ARRAY || o.type == KV_MP_MAP ||
-		    o.type == KV_MP_EXT || o.type == KV_MP_FLOAT)
-			return KV_BAD_ARGS;
-		if (i < MAX_FIXED_ARGS)
-			r->a[i] = o;
-	}
-	return p == end ? KV_OK : KV_MALFORMED;
-}
+/* ===================== Arguments ===================== */
 
 static int is_bytes(const struct kv_mp_obj *o)
 {
@@ -91,7 +58,8 @@ static int arg_val(struct kvd_conn *c, const struct kv_mp_obj *o,
 }
 
 /* Optional bytes: nil or absent gives an empty slice. */
-static int arg_opt_bytes(const struct req *r, unsigned i, struct kv_slice *s)
+static int arg_opt_bytes(const struct kvd_req *r, unsigned i,
+			 struct kv_slice *s)
 {
 	s->p = NULL;
 	s->n = 0;
@@ -104,7 +72,7 @@ static int arg_opt_bytes(const struct req *r, unsigned i, struct kv_slice *s)
 	return KV_OK;
 }
 
-static int arg_opt_uint(const struct req *r, unsigned i, uint64_t def,
+static int arg_opt_uint(const struct kvd_req *r, unsigned i, uint64_t def,
 			uint64_t *v)
 {
 	*v = def;
@@ -114,26 +82,6 @@ static int arg_opt_uint(const struct req *r, unsigned i, uint64_t def,
 		return KV_BAD_ARGS;
 	*v = r->a[i].v.u;
 	return KV_OK;
-}
-
-/* Walk the arguments of a variadic request from argument `from` on. */
-struct argit {
-	const uint8_t *p, *end;
-};
-
-static void argit_init(const struct req *r, unsigned from, struct argit *it)
-{
-	struct kv_mp_obj o;
-
-	it->p = r->args;
-	it->end = r->end;
-	while (from--)
-		kv_mp_next(&it->p, it->end, &o);
-}
-
-static void argit_next(struct argit *it, struct kv_mp_obj *o)
-{
-	kv_mp_next(&it->p, it->end, o); /* validated by decode() */
 }
 
 static uint64_t expire_at(struct kvd_conn *c, uint64_t ttl_ms)
@@ -173,7 +121,7 @@ static void reply_int(struct kvd_conn *c, int64_t n)
 	kvd_reply_end(c, off);
 }
 
-static int op_get(struct kvd_conn *c, struct req *r)
+static int op_get(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kv_slice k, v;
@@ -190,7 +138,7 @@ static int op_get(struct kvd_conn *c, struct req *r)
 	return KV_OK;
 }
 
-static int op_ttl(struct kvd_conn *c, struct req *r)
+static int op_ttl(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kv_slice k;
@@ -209,27 +157,27 @@ static int op_ttl(struct kvd_conn *c, struct req *r)
 }
 
 /* MGET and EXISTS: every key is checked before the reply is started. */
-static int check_keys(struct kvd_conn *c, struct req *r, unsigned from)
+static int check_keys(struct kvd_conn *c, struct kvd_req *r, unsigned from)
 {
 	struct kv_mp_obj o;
 	struct kv_slice k;
-	struct argit it;
+	struct kvd_argit it;
 	int rc;
 
-	argit_init(r, from, &it);
+	kvd_argit_init(r, from, &it);
 	for (uint32_t i = from; i < r->argc; i++) {
-		argit_next(&it, &o);
+		kvd_argit_next(&it, &o);
 		if ((rc = arg_key(c, &o, &k)))
 			return rc;
 	}
 	return KV_OK;
 }
 
-static int op_mget(struct kvd_conn *c, struct req *r)
+static int op_mget(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kv_mp_obj o;
-	struct argit it;
+	struct kvd_argit it;
 	size_t off;
 	int rc = check_keys(c, r, 0);
 
@@ -238,11 +186,11 @@ static int op_mget(struct kvd_conn *c, struct req *r)
 	off = kvd_reply_begin(c);
 	kv_mp_array(&c->out, r->argc + 1);
 	kv_mp_uint(&c->out, KV_OK);
-	argit_init(r, 0, &it);
+	kvd_argit_init(r, 0, &it);
 	for (uint32_t i = 0; i < r->argc; i++) {
 		struct kv_slice v;
 
-		argit_next(&it, &o);
+		kvd_argit_next(&it, &o);
 		rc = kvd_reader_get(io->reader,
 				    kvd_shard_of(o.p, o.len, io->srv->nshards),
 				    o.p, o.len, io->now_ms, &v);
@@ -259,21 +207,21 @@ static int op_mget(struct kvd_conn *c, struct req *r)
 	return KV_OK;
 }
 
-static int op_exists(struct kvd_conn *c, struct req *r)
+static int op_exists(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kv_mp_obj o;
-	struct argit it;
+	struct kvd_argit it;
 	uint64_t n = 0;
 	int rc = check_keys(c, r, 0);
 
 	if (rc)
 		return rc;
-	argit_init(r, 0, &it);
+	kvd_argit_init(r, 0, &it);
 	for (uint32_t i = 0; i < r->argc; i++) {
 		struct kv_slice v;
 
-		argit_next(&it, &o);
+		kvd_argit_next(&it, &o);
 		rc = kvd_reader_get(io->reader,
 				    kvd_shard_of(o.p, o.len, io->srv->nshards),
 				    o.p, o.len, io->now_ms, &v);
@@ -303,7 +251,7 @@ static int scan_emit(void *arg, struct kv_slice key, struct kv_slice val)
 	return so->c->out.err;
 }
 
-static int op_scan(struct kvd_conn *c, struct req *r)
+static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kvd_scan sc = {0};
@@ -351,7 +299,7 @@ static int op_scan(struct kvd_conn *c, struct req *r)
 	return KV_OK;
 }
 
-static int op_count(struct kvd_conn *c, struct req *r)
+static int op_count(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kv_slice prefix;
 	uint64_t n;
@@ -368,7 +316,7 @@ static int op_count(struct kvd_conn *c, struct req *r)
 
 /* ===================== Admin ===================== */
 
-static int op_hello(struct kvd_conn *c, struct req *r)
+static int op_hello(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_config *cfg = c->io->srv->cfg;
 	size_t off;
@@ -400,7 +348,7 @@ static int op_hello(struct kvd_conn *c, struct req *r)
 	return KV_OK;
 }
 
-static int op_ping(struct kvd_conn *c, struct req *r)
+static int op_ping(struct kvd_conn *c, struct kvd_req *r)
 {
 	size_t off;
 
@@ -418,7 +366,7 @@ static int op_ping(struct kvd_conn *c, struct req *r)
 	return KV_OK;
 }
 
-static int op_stats(struct kvd_conn *c, struct req *r)
+static int op_stats(struct kvd_conn *c, struct kvd_req *r)
 {
 	size_t off = kvd_reply_begin(c);
 
@@ -430,7 +378,7 @@ static int op_stats(struct kvd_conn *c, struct req *r)
 	return KV_OK;
 }
 
-static int op_backup(struct kvd_conn *c, struct req *r)
+static int op_backup(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kv_slice dir = {r->a[0].p, r->a[0].len};
 
@@ -439,7 +387,7 @@ static int op_backup(struct kvd_conn *c, struct req *r)
 	return kvd_backup_start(c, dir);
 }
 
-static int op_auth(struct kvd_conn *c, struct req *r)
+static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 {
 	if (!is_bytes(&r->a[0]))
 		return KV_BAD_ARGS;
@@ -458,7 +406,7 @@ static int op_auth(struct kvd_conn *c, struct req *r)
 
 /* ===================== Writes ===================== */
 
-static int op_put(struct kvd_conn *c, struct req *r)
+static int op_put(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kv_slice k, v;
 	uint64_t ttl, flags;
@@ -477,7 +425,7 @@ static int op_put(struct kvd_conn *c, struct req *r)
 			     (uint8_t)flags, 0);
 }
 
-static int op_key_write(struct kvd_conn *c, struct req *r)
+static int op_key_write(struct kvd_conn *c, struct kvd_req *r)
 {
 	static const struct kv_slice none;
 	struct kv_slice k, v = none;
@@ -516,8 +464,8 @@ static int op_key_write(struct kvd_conn *c, struct req *r)
 
 /* Items of MPUT (key, value pairs after the TTL) and MDEL (keys). */
 struct items {
-	struct req *r;
-	struct argit it;
+	struct kvd_req *r;
+	struct kvd_argit it;
 	unsigned first;
 	int put;
 };
@@ -529,25 +477,25 @@ static void next_item(void *arg, uint32_t i, struct kv_slice *k,
 	struct kv_mp_obj o;
 
 	if (i == 0)
-		argit_init(its->r, its->first, &its->it);
-	argit_next(&its->it, &o);
+		kvd_argit_init(its->r, its->first, &its->it);
+	kvd_argit_next(&its->it, &o);
 	k->p = o.p;
 	k->n = o.len;
 	v->p = NULL;
 	v->n = 0;
 	if (its->put) {
-		argit_next(&its->it, &o);
+		kvd_argit_next(&its->it, &o);
 		v->p = o.p;
 		v->n = o.len;
 	}
 }
 
-static int op_multi_write(struct kvd_conn *c, struct req *r)
+static int op_multi_write(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct items its = {r, {0}, 0, r->op == KV_OP_MPUT};
 	struct kv_slice k, v;
 	struct kv_mp_obj o;
-	struct argit it;
+	struct kvd_argit it;
 	uint64_t ttl = 0;
 	int rc;
 
@@ -556,13 +504,13 @@ static int op_multi_write(struct kvd_conn *c, struct req *r)
 			ttl > KVD_TTL_MAX))
 		return KV_BAD_ARGS;
 	/* Every item is checked before any is queued: never half applied. */
-	argit_init(r, its.first, &it);
+	kvd_argit_init(r, its.first, &it);
 	for (uint32_t i = its.first; i < r->argc; i += its.put ? 2 : 1) {
-		argit_next(&it, &o);
+		kvd_argit_next(&it, &o);
 		if ((rc = arg_key(c, &o, &k)))
 			return rc;
 		if (its.put) {
-			argit_next(&it, &o);
+			kvd_argit_next(&it, &o);
 			if ((rc = arg_val(c, &o, &v)))
 				return rc;
 		}
@@ -572,7 +520,7 @@ static int op_multi_write(struct kvd_conn *c, struct req *r)
 			       next_item, &its, expire_at(c, ttl));
 }
 
-static int op_flushall(struct kvd_conn *c, struct req *r)
+static int op_flushall(struct kvd_conn *c, struct kvd_req *r)
 {
 	return kvd_write_all(c, r->op, KVD_W_FLUSH);
 }
@@ -611,7 +559,7 @@ void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 
 /* ===================== Dispatch ===================== */
 
-typedef int (*op_fn)(struct kvd_conn *c, struct req *r);
+typedef int (*op_fn)(struct kvd_conn *c, struct kvd_req *r);
 
 struct op_desc {
 	op_fn fn;
@@ -645,7 +593,7 @@ static const struct op_desc ops[KV_OP_MAX] = {
 
 /* Run one decoded request.  KV_OK once it is answered or queued; a status
  * when it must be answered with an error; -1 to stall. */
-static int run(struct kvd_conn *c, struct req *r)
+static int run(struct kvd_conn *c, struct kvd_req *r)
 {
 	const struct op_desc *d = &ops[r->op];
 	int rc;
@@ -671,7 +619,7 @@ static int run(struct kvd_conn *c, struct req *r)
 
 size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
-	struct req r = {0};
+	struct kvd_req r = {0};
 	uint32_t len;
 	int rc;
 
@@ -693,7 +641,7 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	}
 	if (n - KV_FRAME_HDR < len)
 		return 0;
-	rc = decode(p + KV_FRAME_HDR, p + KV_FRAME_HDR + len, &r);
+	rc = kvd_req_decode(p + KV_FRAME_HDR, p + KV_FRAME_HDR + len, &r);
 	if (rc == KV_OK)
 		rc = run(c, &r);
 	if (rc < 0 || (rc != KV_OK && c->npend)) {
