@@ -7,7 +7,8 @@
 #   make test-tsan   the same suite under ThreadSanitizer
 #   make format      reformat every C file with .clang-format
 #   make bench       kvbench side by side with its peers (bench/compare)
-#   make package     build the .deb packages
+#   make package     build the .deb packages (kvd, libkvclient1, libkvclient-dev)
+#                    in build-deb/
 
 JOBS ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
@@ -48,10 +49,10 @@ format:
 bench: build
 	bench/compare
 
+# The packages need a tree configured for /usr: build-deb, not build.
 package:
-	@scripts/deps.sh build
-	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build build -j$(JOBS) --target package
+	@scripts/deps.sh package
+	@packaging/build-debs.sh build-deb
 
 clean:
-	rm -rf build build-test build-asan build-tsan
+	rm -rf build build-test build-asan build-tsan build-deb

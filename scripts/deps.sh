@@ -4,6 +4,8 @@
 #   scripts/deps.sh build   what `make run` needs: compiler, cmake, the four libraries
 #   scripts/deps.sh test    what `make test` needs: the above, plus the peers the
 #                           tests talk to (redis-tools, nutcracker, ...) and python3
+#   scripts/deps.sh package what `make package` needs: build, plus dpkg-dev and
+#                           file (dpkg-shlibdeps computes the packages' Depends)
 #
 # As root, missing packages are installed with apt-get; otherwise the command
 # to run is printed and the script fails.
@@ -13,12 +15,14 @@ build_pkgs="gcc make cmake pkg-config liblmdb-dev liburing-dev libmsgpack-dev
 libxxhash-dev libhiredis-dev libedit-dev libsystemd-dev libpq-dev"
 test_pkgs="$build_pkgs python3 python3-msgpack python3-redis redis-server
 redis-tools nutcracker clang clang-format libclang-rt-14-dev lmdb-utils
-postgresql gnuplot-nox procps iproute2"
+postgresql gnuplot-nox procps iproute2 dpkg-dev file strace"
+package_pkgs="$build_pkgs dpkg-dev file"
 
 case "${1:-build}" in
 build) want=$build_pkgs ;;
 test) want=$test_pkgs ;;
-*) echo "usage: $0 build|test" >&2; exit 2 ;;
+package) want=$package_pkgs ;;
+*) echo "usage: $0 build|test|package" >&2; exit 2 ;;
 esac
 
 missing=""
