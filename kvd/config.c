@@ -243,17 +243,12 @@ static char *trim(char *s)
 	return s;
 }
 
-static int load_file(struct kvd_config *c, const char *path)
+int kvd_config_read(struct kvd_config *c, FILE *f, const char *path)
 {
 	char line[1024], err[300];
 	unsigned lineno = 0;
-	FILE *f = fopen(path, "r");
 	int rc = 0;
 
-	if (!f) {
-		fprintf(stderr, "kvd: %s: %s\n", path, strerror(errno));
-		return -1;
-	}
 	while (fgets(line, sizeof(line), f)) {
 		char *s = trim(line), *key, *val;
 		const struct opt *o;
@@ -290,6 +285,19 @@ static int load_file(struct kvd_config *c, const char *path)
 			break;
 		}
 	}
+	return rc;
+}
+
+static int load_file(struct kvd_config *c, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int rc;
+
+	if (!f) {
+		fprintf(stderr, "kvd: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	rc = kvd_config_read(c, f, path);
 	fclose(f);
 	return rc;
 }

@@ -4,6 +4,7 @@
 #define KVD_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 enum kvd_durability {
@@ -60,6 +61,12 @@ int kvd_config_reload(struct kvd_config *live, int argc, char **argv);
 
 /* Read a field that SIGHUP may change while other threads run. */
 #define KVD_LIVE(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+/* Apply the "name value" lines of a config file, read from f (path names
+ * it in messages), to c.  kvd_config_load calls it for --config; the
+ * fuzzer (tests/fuzz/fuzz_config.c) calls it on its own.  0, or -1 after
+ * printing a one-line reason. */
+int kvd_config_read(struct kvd_config *c, FILE *f, const char *path);
 
 /* Print every option with its default to stdout (kvd --help). */
 void kvd_config_usage(void);
