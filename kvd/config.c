@@ -245,15 +245,27 @@ static char *trim(char *s)
 
 int kvd_config_read(struct kvd_config *c, FILE *f, const char *path)
 {
-	char line[1024], err[300];
+	char *line = NULL, err[300];
+	size_t cap = 0;
+	ssize_t n;
 	unsigned lineno = 0;
 	int rc = 0;
 
-	while (fgets(line, sizeof(line), f)) {
-		char *s = trim(line), *key, *val;
+	/* Whole lines, however long: read into a fixed buffer, a long line
+	 * came back in pieces and the tail of a long comment was taken for
+	 * an option (found by tests/fuzz/fuzz_config.c). */
+	while ((n = getline(&line, &cap, f)) > 0) {
+		char *s, *key, *val;
 		const struct opt *o;
 
 		lineno++;
+		if (memchr(line, '\0', (size_t)n)) {
+			fprintf(stderr, "kvd: %s:%u: NUL byte in line\n", path,
+				lineno);
+			rc = -1;
+			break;
+		}
+		s = trim(line);
 		if (*s == '#' || *s == '\0')
 			continue;
 		key = s;
@@ -285,6 +297,7 @@ int kvd_config_read(struct kvd_config *c, FILE *f, const char *path)
 			break;
 		}
 	}
+	free(line);
 	return rc;
 }
 
