@@ -263,7 +263,7 @@ class Cli(unittest.TestCase):
             p = subprocess.Popen([KVCLI, "-p", str(self.srv.port), "load", path],
                                  stdout=subprocess.PIPE, stderr=slave)
             os.close(slave)
-            err = self.read_pty(master, b"100%")
+            err = self.read_pty(master, b"1000 rows, 0 errors")
             out = p.communicate(timeout=30)[0]
         finally:
             os.unlink(path)
