@@ -271,7 +271,13 @@ int kvd_store_prealloc(struct kvd_store *st, unsigned i, uint64_t ahead)
 		if (pwrite(fd, zero, n, (off_t)end) != (ssize_t)n)
 			return -1; /* out of space: LMDB will say so itself */
 	}
-	return fdatasync(fd);
+	/* No fsync of our own: the next commit's makes the zeroes and the new
+	 * size durable (that commit pays the journal once).  Ours could take
+	 * the write-back error of the last meta page, written unsynced
+	 * (MDB_NOMETASYNC) through this very descriptor, and leave LMDB's
+	 * next fdatasync nothing to report: that batch would be answered OK
+	 * with its meta page lost.  And a failed fsync is never retried. */
+	return 0;
 }
 
 int kvd_store_reader_check(struct kvd_store *st, unsigned i)
