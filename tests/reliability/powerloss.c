@@ -21,6 +21,9 @@
  * part way does).  KVD_FI_LOG=FILE gets one text line per sync and write of
  * a tracked file, so a test can see that a failed fsync is never retried.
  *
+ * KVD_FI_ARM=FILE: count calls towards N only while FILE exists, so that
+ * a test can let kvd start (and preallocate) before the count begins.
+ *
  * KVD_PL_MATCH selects the tracked files (a path substring, default
  * "/data.mdb").  LMDB 0.9.24 writes data pages with pwrite, or lseek and
  * writev for runs of pages, and meta pages with pwrite on a second
@@ -68,6 +71,7 @@ struct fault {
 	int err; /* errno, or -1 for a short write */
 };
 static struct fault sync_fault, write_fault;
+static const char *arm_path;
 
 static int (*real_open)(const char *, int, ...);
 static int (*real_openat)(int, const char *, int, ...);
@@ -128,6 +132,8 @@ __attribute__((constructor)) static void pl_init(void)
 		fi_log = fopen(s, "ae");
 	if (fi_log)
 		setvbuf(fi_log, NULL, _IOLBF, 0);
+	if ((s = getenv("KVD_FI_ARM")) && *s)
+		arm_path = s;
 	parse_fault(&sync_fault, getenv("KVD_FI_SYNC_FAIL"));
 	parse_fault(&write_fault, getenv("KVD_FI_WRITE_FAIL"));
 }
@@ -264,7 +270,8 @@ static int fault_hit(struct fault *f, int file)
 {
 	int hit = 0;
 
-	if (!f->nth || !strstr(paths[file - 1], f->sub))
+	if (!f->nth || !strstr(paths[file - 1], f->sub) ||
+	    (arm_path && access(arm_path, F_OK)))
 		return 0;
 	pthread_mutex_lock(&mu);
 	hit = ++f->count == f->nth;

@@ -59,16 +59,21 @@ class Faults(unittest.TestCase):
             out[k] = c.call(PUT, k, b"v" + k)[0]
         return out
 
-    def run_fault(self, durability, env, expect=SHARD_FAILED, after_ms=0):
+    def run_fault(self, durability, env, expect=SHARD_FAILED, after_ms=0, arm_at_start=False):
         srv = Server(threads=2, durability=durability,
                      args=["--flush-interval-ms", "50"])
         # the shards exist before the fault counts start
         srv.start()
         srv.stop()
+        arm = self.fi_log + ".arm"
+        if arm_at_start:
+            open(arm, "w").close()
         try:
-            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, **env))
+            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm, **env))
             c = srv.client()
-            before = self.put_many(c, b"a", 20 if durability == "sync" else 0)
+            before = self.put_many(c, b"a", 20)
+            # count from here: kvd has started and preallocated its files
+            open(arm, "w").close()
             if after_ms:
                 # async: let the flusher reach its failing sync
                 import time
@@ -106,6 +111,8 @@ class Faults(unittest.TestCase):
             return st, log, refused
         finally:
             srv.cleanup()
+            if os.path.exists(arm):
+                os.unlink(arm)
 
     def check_never_retried(self):
         ev = self.events()
@@ -125,15 +132,23 @@ class Faults(unittest.TestCase):
 
     # A lone writer's commit costs two syncs: its data pages (in the
     # commit), then its meta page (nothing follows to piggyback on); the
-    # 9th and 10th syncs of shard 1 are one of each.
-    def test_fsync_fails_sync_mode_9(self):
-        self.fsync_fails_sync_mode(9)
+    # first and second syncs of shard 1 after arming are one of each.
+    def test_fsync_of_commit_fails(self):
+        self.fsync_fails_sync_mode(1)
 
-    def test_fsync_fails_sync_mode_10(self):
-        self.fsync_fails_sync_mode(10)
+    def test_fsync_of_meta_page_fails(self):
+        self.fsync_fails_sync_mode(2)
+
+    def test_fsync_fails_while_growing(self):
+        # counted from the start: the second sync of shard 1 comes right
+        # after its first commit, which also makes room ahead of the file
+        st, log, refused = self.run_fault("sync", {"KVD_FI_SYNC_FAIL": FILE + ":2"},
+                                          arm_at_start=True)
+        self.check_never_retried()
+        self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
 
     def test_fsync_fails_async_flush(self):
-        # the flusher's first sync of shard 1 fails
+        # the flusher's first sync of shard 1 after arming fails
         st, log, refused = self.run_fault("async", {"KVD_FI_SYNC_FAIL": FILE + ":1"},
                                           after_ms=300)
         self.assertTrue(self.check_never_retried().endswith(FILE))
@@ -142,19 +157,19 @@ class Faults(unittest.TestCase):
         self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
 
     def test_write_fails(self):
-        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":12"})
+        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":1"})
         self.assertRegex(log, r" E .*shard-001: commit failed: Input/output error")
         self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
         # and no fsync of it after the failure either
         self.check_never_retried()
 
     def test_short_write_with_room_is_a_failure(self):
-        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":12:SHORT"})
+        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":1:SHORT"})
         self.assertNotIn("short write on a full filesystem", log)
         self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
 
     def test_enospc_refuses_only_its_batch(self):
-        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":12:ENOSPC"},
+        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":1:ENOSPC"},
                                           expect=DISK_FULL)
         self.assertEqual(len(refused), 1)
         self.assertIn("disk full; batch refused", log)
