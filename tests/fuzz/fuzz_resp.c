@@ -1,0 +1,143 @@
+/* fuzz_resp.c - kvd's RESP2 request parser (kvd/resp.c) on any bytes.
+ *
+ * kvd_resp_input is driven as conn.c drives it: input arrives in chunks
+ * (sizes picked by the first byte), unparsed bytes stay at the start of an
+ * input buffer, and every call gets the buffer from the start of the
+ * request it is in the middle of (resp.c keeps how far it has validated a
+ * multibulk in c->resp_mb).  The rest of kvd is faked: a connection with
+ * a configuration, and every command handler replaced by one stub (linked
+ * in place of each, see CMakeLists.txt) that walks the request's
+ * arguments and checks each lies inside the input and matches r->a[].  The
+ * second bit of the first byte makes the connection unauthenticated, so
+ * the pre-auth caps are fuzzed too.
+ *
+ * Only built with -DKVD_FUZZ=ON: this harness knows what resp.c calls, and
+ * resp.c is still growing.
+ */
+#include <string.h>
+
+#include "auth.h"
+#include "conn.h"
+#include "fuzz.h"
+#include "kv_buf.h"
+#include "loop.h"
+#include "resp.h"
+
+static struct kvd_config cfg;
+static struct kvd_server srv;
+static struct kvd_io io;
+static int auth_pending;
+static const uint8_t *in_lo, *in_hi; /* the bytes of the current call */
+
+/* ---- the rest of kvd, faked ---- */
+
+int kvd_auth_pending(const struct kvd_conn *c)
+{
+	(void)c;
+	return auth_pending;
+}
+
+int kvd_auth_disabled(const struct kvd_config *config, const char *name,
+		      size_t n)
+{
+	(void)config;
+	return n == 4 && !memcmp(name, "keys", 4);
+}
+
+uint8_t *kvd_reply_room(struct kvd_conn *c, size_t n)
+{
+	if (kv_buf_reserve(&c->out, n))
+		return NULL;
+	return c->out.data + c->out.len;
+}
+
+void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n)
+{
+	kv_buf_append(&c->out, p, n);
+}
+
+const char *fuzz_resp_stub(struct kvd_conn *c, struct resp_req *r);
+
+const char *fuzz_resp_stub(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_it it;
+	struct kv_slice a;
+	unsigned sum = 0;
+
+	resp_it_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		if (!r->packed)
+			FUZZ_CHECK(a.p >= in_lo && a.p + a.n <= in_hi);
+		if (i < RESP_FIXED_ARGS)
+			FUZZ_CHECK(a.p == r->a[i].p && a.n == r->a[i].n);
+		for (size_t j = 0; j < a.n; j++)
+			sum += a.p[j]; /* every byte readable (ASan) */
+	}
+	c->out.len = 0;
+	return sum == 0xffffffffu ? "ERR never" : NULL;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	cfg.max_frame = 1 << 20;
+	cfg.max_key = 511;
+	cfg.max_value = 512 << 10;
+	cfg.max_output = 1 << 20;
+	srv.cfg = &cfg;
+	io.srv = &srv;
+	return 0;
+}
+
+/* ---- conn.c's input loop, in miniature ---- */
+
+static int feed(struct kvd_conn *c, struct kv_buf *in)
+{
+	size_t used = 0;
+
+	while (used < in->len && !(c->flags & CONN_CLOSING)) {
+		size_t k;
+
+		in_lo = in->data + used;
+		in_hi = in->data + in->len;
+		k = kvd_resp_input(c, in->data + used, in->len - used);
+		FUZZ_CHECK(k <= in->len - used);
+		if (k == 0)
+			break;
+		used += k;
+		FUZZ_CHECK(c->stall ==
+			   STALL_NONE); /* nothing is ever pending */
+	}
+	kv_buf_consume(in, used);
+	c->out.len = 0;
+	return !(c->flags & CONN_CLOSING);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const size_t chunks[8] = {1, 2, 3, 7, 64, 4096, 65536, 1 << 30};
+	struct kvd_conn c;
+	struct kv_buf in = {0};
+	size_t chunk, pos = 1;
+
+	if (size == 0)
+		return 0;
+	memset(&c, 0, sizeof(c));
+	c.io = &io;
+	c.proto = KVD_PROTO_RESP;
+	auth_pending = (data[0] >> 3) & 1;
+	chunk = chunks[data[0] & 7];
+	while (pos < size) {
+		size_t n = size - pos < chunk ? size - pos : chunk;
+
+		FUZZ_CHECK(kv_buf_append(&in, data + pos, n) == 0);
+		pos += n;
+		if (!feed(&c, &in))
+			break;
+	}
+	kv_buf_free(&in);
+	kv_buf_free(&c.out);
+	return 0;
+}
