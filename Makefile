@@ -5,6 +5,8 @@
 #   make test        install what the tests need, build with -Werror, run ctest
 #   make test-asan   the same suite under AddressSanitizer + UBSan
 #   make test-tsan   the same suite under ThreadSanitizer
+#   make soak        the reliability tests, long (docs/reliability.md)
+#   make fuzz        every libFuzzer target for FUZZ_SECONDS (default 60) each
 #   make format      reformat every C file with .clang-format
 #   make bench       kvbench side by side with its peers (bench/compare)
 #   make package     build the .deb packages (kvd, libkvclient1, libkvclient-dev)
@@ -14,7 +16,7 @@ JOBS ?= $(shell nproc)
 CTEST_FLAGS ?= --output-on-failure -j$(JOBS)
 KVD_ARGS ?=
 
-.PHONY: all build run test test-asan test-tsan format format-check bench package clean
+.PHONY: all build run test test-asan test-tsan soak fuzz format format-check bench package clean
 
 all: build
 
@@ -43,6 +45,25 @@ test-asan:
 test-tsan:
 	$(call test_build,build-tsan,-DKVD_SANITIZE=thread,)
 
+# Long versions of the reliability tests; figures go to build-test/soak-report.txt.
+SOAK_CRASH ?= 200
+SOAK_POWERLOSS ?= 200
+SOAK_READERS ?= 1000
+soak: export KVD_SOAK_CRASH = $(SOAK_CRASH)
+soak: export KVD_SOAK_POWERLOSS = $(SOAK_POWERLOSS)
+soak: export KVD_SOAK_READERS = $(SOAK_READERS)
+soak: export KVD_SOAK_REPORT = $(CURDIR)/build-test/soak-report.txt
+soak:
+	$(call test_build,build-test,,-L reliability)
+
+# libFuzzer needs clang: a build directory of its own, only the fuzzers.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/deps.sh test
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVD_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzzers >build-fuzz/build.log 2>&1 || { cat build-fuzz/build.log; exit 1; }
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh build-fuzz/tests/fuzz
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
@@ -55,4 +76,4 @@ package:
 	@packaging/build-debs.sh build-deb
 
 clean:
-	rm -rf build build-test build-asan build-tsan build-deb
+	rm -rf build build-test build-asan build-tsan build-deb build-fuzz
