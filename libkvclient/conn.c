@@ -252,7 +252,8 @@ static int try_connect(kvc_conn *c, const struct sockaddr *sa, socklen_t len,
 	if (fd < 0)
 		return -KVC_CONNECT;
 	if (connect(fd, sa, len) < 0) {
-		if (errno != EINPROGRESS && errno != EAGAIN)
+		/* EAGAIN (a Unix socket's full backlog) is a refusal. */
+		if (errno != EINPROGRESS)
 			goto fail;
 		if (wait_fd(fd, POLLOUT, deadline)) {
 			close(fd);
@@ -310,10 +311,12 @@ static int connect_inet(kvc_conn *c, const char *host, unsigned port,
 		 strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
 	snprintf(sport, sizeof(sport), "%u", port);
 	g = getaddrinfo(host, sport, &hints, &res);
+	if (g == EAI_SYSTEM) {
+		kvc_set_err(c, "%s: %m", c->peer);
+		return -KVC_CONNECT;
+	}
 	if (g) {
-		kvc_set_err(c, "%s: %s", c->peer,
-			    g == EAI_SYSTEM ? strerror(errno)
-					    : gai_strerror(g));
+		kvc_set_err(c, "%s: %s", c->peer, gai_strerror(g));
 		return g == EAI_MEMORY ? -KVC_NOMEM : -KVC_CONNECT;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {

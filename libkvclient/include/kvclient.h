@@ -72,7 +72,7 @@
 extern "C" {
 #endif
 
-#if defined(__GNUC__) && !defined(KVC_STATIC_BUILD)
+#if defined(__GNUC__)
 #define KVC_API __attribute__((visibility("default")))
 #else
 #define KVC_API
