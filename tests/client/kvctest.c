@@ -87,6 +87,37 @@ static pid_t spawn(const char *bin, struct kvd_proc *k,
 	return pid;
 }
 
+static void remove_dir(const char *dir);
+
+/* The servers still running, so that a failed CHECK (which exits) leaves
+ * no process and no data directory behind. */
+static struct kvd_proc *running[4];
+
+static void reap_all(void)
+{
+	for (int i = 0; i < 4; i++) {
+		if (!running[i])
+			continue;
+		kill(running[i]->pid, SIGKILL);
+		waitpid(running[i]->pid, NULL, 0);
+		remove_dir(running[i]->dir);
+		running[i] = NULL;
+	}
+}
+
+static void track(struct kvd_proc *k, int on)
+{
+	static int registered;
+
+	if (!registered++)
+		atexit(reap_all);
+	for (int i = 0; i < 4; i++)
+		if (on ? !running[i] : running[i] == k) {
+			running[i] = on ? k : NULL;
+			return;
+		}
+}
+
 void kvd_start(struct kvd_proc *k, const char *const *extra)
 {
 	const char *bin = getenv("KVD_BIN");
@@ -106,14 +137,17 @@ void kvd_start(struct kvd_proc *k, const char *const *extra)
 		while (kvt_now_ms() < deadline) {
 			if (waitpid(k->pid, &status, WNOHANG) == k->pid)
 				break; /* exited: the port was taken */
-			if (can_connect(k->port))
+			if (can_connect(k->port)) {
+				track(k, 1);
 				return;
+			}
 			sleep_ms(20);
 		}
 		kill(k->pid, SIGKILL);
 		waitpid(k->pid, &status, 0);
 	}
 	fprintf(stderr, "kvd did not start\n");
+	remove_dir(k->dir);
 	exit(1);
 }
 
@@ -130,16 +164,18 @@ void kvd_stop(struct kvd_proc *k)
 {
 	int status;
 
+	track(k, 0);
 	CHECK(kill(k->pid, SIGTERM) == 0);
 	CHECK(waitpid(k->pid, &status, 0) == k->pid);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	remove_dir(k->dir);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 void kvd_kill(struct kvd_proc *k)
 {
 	int status;
 
+	track(k, 0);
 	kill(k->pid, SIGKILL);
 	waitpid(k->pid, &status, 0);
 	remove_dir(k->dir);
