@@ -256,6 +256,13 @@ def rss_kib(pid):
     return 0
 
 
+def sanitized(pid):
+    """Is the process built with ASan or TSan (its memory is not its own)?"""
+    with open("/proc/%d/maps" % pid) as f:
+        maps = f.read()
+    return "libasan" in maps or "libtsan" in maps
+
+
 def kill9(proc):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
