@@ -25,6 +25,11 @@ struct job {
 };
 
 static atomic_int running;
+/* The last backup's thread, joined by the next backup or at stop: it wakes
+ * its io thread through the io thread's eventfd, which must still be open.
+ * Only the holder of `running` (then main, at stop) touches these. */
+static pthread_t last_thread;
+static int have_thread;
 
 /* 1 if path is absent, or a directory holding nothing but (maybe) the
  * name `except`. */
@@ -122,7 +127,6 @@ int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 	struct kvd_io *io = c->io;
 	struct kvd_pend *pd;
 	struct job *j;
-	pthread_t t;
 
 	if (dir.n == 0 || dir.n >= sizeof(j->dir) || dir.p[0] != '/' ||
 	    memchr(dir.p, '\0', dir.n)) {
@@ -144,6 +148,7 @@ int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 		kvd_reply_status(c, KV_BUSY, "a backup is already running");
 		return KV_OK;
 	}
+	kvd_backup_wait(); /* the previous one has answered: it is exiting */
 	j->srv = io->srv;
 	if (!(j->w = kvd_wreq_new(io, 0)) ||
 	    !(pd = kvd_conn_pend(c, KV_OP_BACKUP)))
@@ -153,7 +158,7 @@ int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 	j->w->io = io;
 	pd->parts = 1;
 	io->inflight++; /* the io thread waits for it before it stops */
-	if (pthread_create(&t, NULL, backup_main, j)) {
+	if (pthread_create(&last_thread, NULL, backup_main, j)) {
 		io->inflight--;
 		pd->parts = 0;
 		pd->status = KV_INTERNAL;
@@ -164,7 +169,7 @@ int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 		kvd_conn_flush(c);
 		return KV_OK;
 	}
-	pthread_detach(t);
+	have_thread = 1;
 	return KV_OK;
 fail:
 	if (j->w)
@@ -172,6 +177,13 @@ fail:
 	free(j);
 	atomic_store(&running, 0);
 	return KV_INTERNAL;
+}
+
+void kvd_backup_wait(void)
+{
+	if (have_thread)
+		pthread_join(last_thread, NULL);
+	have_thread = 0;
 }
 
 /* ===================== Restore ===================== */

@@ -18,6 +18,10 @@
  * Returns KV_OK, or a KV_* code when out of memory. */
 int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir);
 
+/* Wait for the last backup's thread to end (at stop, after the io threads
+ * have, which wait for its answer, and before their eventfds close). */
+void kvd_backup_wait(void);
+
 /* kvd --restore: copy the backup in src into the data directory dst, which
  * must be absent or empty unless force.  0, or -1 with a reason in err. */
 int kvd_restore(const char *src, const char *dst, int force, char *err,

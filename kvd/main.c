@@ -154,6 +154,7 @@ int main(int argc, char **argv)
 	wait_for_stop(&set, &cfg, argc, argv);
 	kvd_io_stop(&srv);
 	kvd_committers_stop(&srv);
+	kvd_backup_wait();
 	kvd_io_destroy(&srv);
 	kvd_store_close(srv.store);
 	log_info("stopped cleanly");
