@@ -238,6 +238,17 @@ int kvd_store_sync(struct kvd_store *st, unsigned i)
 	return mdb_env_sync(st->sh[i].env, 1);
 }
 
+/* Bytes free on the filesystem holding path (root may use the reserve). */
+static uint64_t fs_room(const char *path)
+{
+	struct statvfs sv;
+
+	if (statvfs(path, &sv))
+		return UINT64_MAX;
+	return (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) *
+	       sv.f_frsize;
+}
+
 /* Zero-fill ahead of LMDB's last page (see shard.h): a commit that writes
  * into blocks the file already has syncs only its data, while one that
  * grows the file must also commit the new size through the filesystem's
@@ -259,6 +270,11 @@ int kvd_store_prealloc(struct kvd_store *st, unsigned i, uint64_t ahead)
 	end = (uint64_t)fst.st_size;
 	if (end >= used + ahead / 2)
 		return 0;
+	/* On a nearly full disk the room is for data: zeroes ahead of this
+	 * shard would take what another shard's next commit needs, and keep
+	 * it failing after space was freed. */
+	if (fs_room(sh->path) < 4 * ahead)
+		return -1;
 	target = used + ahead;
 	if (target > ei.me_mapsize)
 		target = ei.me_mapsize;
@@ -640,14 +656,7 @@ int kvd_reader_count(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
  * lost are the aborted batch's own. */
 static int fs_full(const char *path)
 {
-	struct statvfs sv;
-	uint64_t room;
-
-	if (statvfs(path, &sv))
-		return 0;
-	room =
-	    (uint64_t)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) * sv.f_frsize;
-	return room < FULL_MARGIN;
+	return fs_room(path) < FULL_MARGIN;
 }
 
 /* Map an LMDB failure inside a write transaction to what its writers see. */
