@@ -10,6 +10,7 @@
 #define KVCTEST_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -83,7 +84,7 @@ struct fake {
 	const struct fake_step *steps;
 	size_t nsteps;
 	int keep_open;
-	volatile int stop;
+	atomic_int stop; /* set by fake_stop, read by the fake's thread */
 };
 
 void fake_start(struct fake *f, const struct fake_step *steps, size_t n,
