@@ -156,6 +156,7 @@ int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 	memset(&j->w->op, 0, sizeof(j->w->op));
 	j->w->pend = pd;
 	j->w->io = io;
+	j->w->tracked = 0;
 	pd->parts = 1;
 	io->inflight++; /* the io thread waits for it before it stops */
 	if (pthread_create(&last_thread, NULL, backup_main, j)) {

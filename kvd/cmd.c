@@ -593,9 +593,37 @@ static const struct op_desc ops[KV_OP_MAX] = {
 
 /* Run one decoded request.  KV_OK once it is answered or queued; a status
  * when it must be answered with an error; -1 to stall. */
+/* May read r run now although writes of this connection are in flight?
+ * Only if none of them can touch what it reads (conn.h). */
+static int reads_free(struct kvd_conn *c, struct kvd_req *r)
+{
+	struct kv_mp_obj o;
+	struct kvd_argit it;
+
+	switch (r->op) {
+	case KV_OP_GET:
+	case KV_OP_TTL: return !kvd_conn_key_busy(c, r->a[0].p, r->a[0].len);
+	case KV_OP_MGET:
+	case KV_OP_EXISTS:
+		kvd_argit_init(r, 0, &it);
+		for (uint32_t i = 0; i < r->argc; i++) {
+			kvd_argit_next(&it, &o);
+			if (kvd_conn_key_busy(c, o.p, o.len))
+				return 0;
+		}
+		return 1;
+	case KV_OP_SCAN:
+	case KV_OP_COUNT:
+	case KV_OP_BACKUP: /* sees every earlier write, of any key */ return 0;
+	default: /* HELLO, PING, STATS, AUTH: no keys */ return 1;
+	}
+}
+
 static int run(struct kvd_conn *c, struct kvd_req *r)
 {
 	const struct op_desc *d = &ops[r->op];
+	size_t mark = c->out.len;
+	unsigned was_pending = c->npend;
 	int rc;
 
 	if (!d->fn)
@@ -604,7 +632,7 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 		return KV_AUTH_REQUIRED;
 	if (r->argc < d->min || r->argc > d->max)
 		return KV_BAD_ARGS;
-	if (!d->write && c->npend)
+	if (!d->write && c->npend && !reads_free(c, r))
 		return -1;
 	if (d->write && c->io->srv->cfg->read_only)
 		return KV_READ_ONLY;
@@ -612,8 +640,11 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 			      strlen(kv_op_name(r->op))))
 		return KV_DISABLED;
 	rc = d->fn(c, r);
-	if (rc == KV_OK && !d->write)
+	if (rc == KV_OK && !d->write) {
 		kvd_count_now(&c->io->stats, r->op, KV_OK);
+		if (was_pending)
+			kvd_conn_defer(c, mark, r->op);
+	}
 	return rc;
 }
 
@@ -644,18 +675,18 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	rc = kvd_req_decode(p + KV_FRAME_HDR, p + KV_FRAME_HDR + len, &r);
 	if (rc == KV_OK)
 		rc = run(c, &r);
-	if (rc < 0 || (rc != KV_OK && c->npend)) {
+	if (rc < 0) {
 		c->stall = STALL_WRITES; /* answer only after earlier writes */
 		return 0;
 	}
-	if (rc == KV_NOT_FOUND || rc == KV_EXISTS) {
-		kvd_count_now(&c->io->stats, r.op, rc);
-		kvd_reply_status(c, rc, NULL);
-	} else if (rc != KV_OK) {
+	if (rc != KV_OK) {
 		unsigned op = r.op < KV_OP_MAX ? r.op : 0;
+		size_t mark = c->out.len;
 
 		kvd_count_now(&c->io->stats, op, rc);
 		kvd_reply_status(c, rc, NULL);
+		kvd_conn_defer(c, mark,
+			       op); /* behind earlier writes' replies */
 	}
 	return KV_FRAME_HDR + len;
 }

@@ -71,7 +71,7 @@ void kvd_reply_status(struct kvd_conn *c, int status, const char *detail)
 
 static size_t pending_output(const struct kvd_conn *c)
 {
-	return c->out.len + (c->tx.len - c->tx_off);
+	return c->out.len + (c->tx.len - c->tx_off) + c->deferred;
 }
 
 typedef size_t (*input_fn_t)(struct kvd_conn *, const uint8_t *, size_t);
@@ -213,7 +213,11 @@ void kvd_conn_flush(struct kvd_conn *c)
 	struct kvd_pend *pd;
 
 	while ((pd = c->pend_head) && pd->done) {
-		if (!(c->flags & CONN_DEAD)) {
+		if (pd->raw) {
+			if (!(c->flags & CONN_DEAD))
+				kvd_reply_append(c, pd->val, pd->vlen);
+			c->deferred -= pd->vlen;
+		} else if (!(c->flags & CONN_DEAD)) {
 			if (c->proto == KVD_PROTO_NATIVE)
 				kvd_cmd_native_wreply(c, pd);
 			else
@@ -235,9 +239,60 @@ void kvd_conn_flush(struct kvd_conn *c)
 	kvd_io_mark(c);
 }
 
+void kvd_conn_track_key(struct kvd_conn *c, const void *k, size_t n, int d)
+{
+	c->wkeys[kvd_key_slot(k, n)] += (uint16_t)d;
+}
+
+/* Uncount the keys of a write that came back (as write.c counted them). */
+static void untrack(struct kvd_conn *c, const struct kvd_wreq *w)
+{
+	const uint8_t *p = w->op.items;
+
+	if (w->op.kind == KVD_W_FLUSH) {
+		c->wall--;
+		return;
+	}
+	for (uint32_t i = 0; i < w->op.nitems; i++) {
+		uint16_t kn;
+		uint32_t vn;
+
+		memcpy(&kn, p, 2);
+		memcpy(&vn, p + 2, 4);
+		kvd_conn_track_key(c, p + KVD_ITEM_HDR, kn, -1);
+		p += KVD_ITEM_HDR + kn + vn;
+	}
+}
+
+void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op)
+{
+	size_t n = c->out.len - mark;
+	struct kvd_pend *pd;
+
+	if (!c->npend)
+		return;
+	if (!(pd = kvd_conn_pend(c, op)) || !(pd->val = malloc(n ? n : 1))) {
+		if (pd) {
+			pd->done = 1;
+			pd->status = KV_INTERNAL;
+		}
+		c->out.err = 1; /* judged by parse(): the connection closes */
+		return;
+	}
+	memcpy(pd->val, c->out.data + mark, n);
+	pd->vlen = (uint32_t)n;
+	pd->raw = 1;
+	pd->done = 1;
+	c->out.len = mark;
+	c->deferred += n;
+}
+
 void kvd_conn_wdone(struct kvd_wreq *w)
 {
 	struct kvd_pend *pd = w->pend;
+
+	if (w->tracked)
+		untrack(pd->conn, w);
 
 	if (w->op.status != KV_OK && pd->status == KV_OK)
 		pd->status = w->op.status;

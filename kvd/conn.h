@@ -1,12 +1,17 @@
 /* conn.h - a client connection: its buffers, its reply order, its state.
  *
- * Reply order and own writes rest on one rule: a connection's replies leave
- * in request order, and while any of its writes are in flight only further
- * writes are started; any other request waits (the connection "stalls")
- * until every earlier write has been committed and answered.  Writes from
- * one connection reach each committer in order, so a pipelined PUT k, GET k
- * always reads the PUT.  The pending writes form a FIFO of kvd_pend; a reply
- * is encoded when its pend reaches the head and is complete.
+ * Replies leave in request order, and a connection reads its own writes.
+ * Writes in flight form a FIFO of kvd_pend; a reply is encoded when its pend
+ * reaches the head and is complete.  Further writes always start at once
+ * (one connection's writes reach each committer in order).  A read while
+ * writes are in flight runs at once only if none of them touches its keys:
+ * each connection counts its in-flight writes per key slot (256 slots by
+ * key hash; a collision only costs a wait).  It then reads a snapshot
+ * that its own pending writes could not have changed, and its reply bytes
+ * wait in a done pend for the replies before it.  Otherwise the connection
+ * stalls until those writes are committed and answered, and re-reads the
+ * request then.  So a pipelined PUT k, GET k always reads the PUT, while
+ * PUT k, GET j does not wait for a commit.
  *
  * The io loop owns the socket and the io_uring operations; this module only
  * turns bytes in into replies out and tells the loop what it wants through
@@ -20,6 +25,7 @@
 
 #include "kv_buf.h"
 #include "kvd.h"
+#include "router.h"
 
 enum kvd_proto { KVD_PROTO_NATIVE, KVD_PROTO_RESP, KVD_PROTO_HTTP, KVD_NPROTO };
 
@@ -57,6 +63,9 @@ struct kvd_conn {
 	size_t tx_off;
 	struct kvd_pend *pend_head, *pend_tail;
 	unsigned npend;
+	unsigned wall;	     /* in-flight writes touching every key */
+	uint16_t wkeys[256]; /* in-flight key writes, by kvd_key_slot */
+	size_t deferred;     /* reply bytes held in done pends */
 	struct kvd_conn *dirty_next;
 	struct kvd_conn *prev, *next; /* the io thread's list of connections */
 	uint32_t resp_state;	      /* RESP: protocol-specific flags */
@@ -90,6 +99,18 @@ void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n);
 struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op);
 /* Encode the replies of finished pends at the head of the queue. */
 void kvd_conn_flush(struct kvd_conn *c);
+
+/* In-flight write bookkeeping (write.c counts, kvd_conn_wdone uncounts). */
+void kvd_conn_track_key(struct kvd_conn *c, const void *k, size_t n, int d);
+/* Could an in-flight write of this connection touch key k? */
+static inline int kvd_conn_key_busy(const struct kvd_conn *c, const void *k,
+				    size_t n)
+{
+	return c->wall || c->wkeys[kvd_key_slot(k, n)];
+}
+/* A reply written at c->out from mark on must wait for earlier replies:
+ * move it into a done pend at the tail.  No-op when nothing is pending. */
+void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op);
 
 /* Protocol entry points, one request per call: return the bytes consumed
  * (0: need more input, or stalled). */

@@ -104,6 +104,7 @@ struct kvd_pend {
 	struct kvd_conn *conn;
 	uint16_t op; /* the request's opcode (native or RESP command) */
 	uint8_t done;
+	uint8_t raw;	/* val holds the reply's bytes, ready to send */
 	uint32_t parts; /* wreqs still out */
 	int status;	/* first failure among the parts, else KV_OK */
 	int64_t result; /* sum of the parts' results */
@@ -118,6 +119,7 @@ struct kvd_wreq {
 	struct kvd_pend *pend;
 	struct kvd_io *io;
 	uint16_t shard;
+	uint8_t tracked; /* counted in its connection's in-flight keys */
 	uint32_t cap;
 	struct kvd_wop op;
 	uint8_t data[];

@@ -294,8 +294,9 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 		if (c->tx.len > c->tx_off)
 			arm_send(io, c);
 	}
-	if (!(c->flags & CONN_DEAD) && conn_idle(c) &&
-	    ((c->flags & CONN_CLOSING) || ((c->flags & CONN_EOF) && !c->npend)))
+	/* Close once every reply is out, those of writes in flight too. */
+	if (!(c->flags & CONN_DEAD) && conn_idle(c) && !c->npend &&
+	    (c->flags & (CONN_CLOSING | CONN_EOF)))
 		conn_kill(io, c);
 	if (c->flags & CONN_DEAD) {
 		if (!(c->flags & (CONN_RECV_ARMED | CONN_SEND_BUSY)) &&

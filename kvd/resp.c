@@ -590,6 +590,34 @@ static int find_cmd(struct kv_slice name)
 	return -1;
 }
 
+/* May a non-write command run while writes are in flight?  Keyless
+ * commands may (but QUIT, which would close before their replies); key
+ * readers may when no in-flight write can touch their keys (first..last
+ * by step, from the command table); whole-keyspace readers never. */
+static int reads_free(const struct kvd_conn *c, const struct resp_cmd *d,
+		      const struct resp_req *r)
+{
+	struct resp_it it;
+	struct kv_slice k;
+	uint32_t last;
+
+	if (r->cmd == RESP_CMD_QUIT)
+		return 0;
+	if (!(d->flags & RC_READ))
+		return 1;
+	if (d->first <= 0)
+		return 0;
+	last = d->last < 0 ? r->argc - 1 : (uint32_t)d->last;
+	resp_it_init(r, (uint32_t)d->first, &it);
+	for (uint32_t i = (uint32_t)d->first; i <= last && i < r->argc; i++) {
+		resp_it_next(&it, &k);
+		if ((i - (uint32_t)d->first) % (uint32_t)d->step == 0 &&
+		    kvd_conn_key_busy(c, k.p, k.n))
+			return 0;
+	}
+	return 1;
+}
+
 /* The request's reply must wait for earlier writes. */
 static size_t stall(struct kvd_conn *c)
 {
@@ -609,6 +637,8 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 {
 	const struct resp_cmd *d = NULL;
 	const char *err = NULL;
+	unsigned was = c->npend;
+	size_t mark = c->out.len;
 	int id;
 
 	if (r->argc == 0)
@@ -633,16 +663,17 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 			err = "READONLY You can't write against a read only "
 			      "server.";
 	}
-	/* Everything but a write answers now, so waits for earlier writes. */
-	if (c->npend && (err || !(d->flags & RC_WRITE)))
+	/* Everything but a write answers at once: while earlier writes are
+	 * in flight, its reply waits behind theirs (conn.h), and a read that
+	 * one of them may touch waits for them to commit. */
+	if (was && !err && !(d->flags & RC_WRITE) && !reads_free(c, d, r))
 		return stall(c);
 	if (!err)
 		err = d->fn(c, r);
-	if (err) {
-		if (c->npend) /* a write refused after validation */
-			return stall(c);
+	if (err)
 		resp_add_error(c, err);
-	}
+	if (was && (err || !(d->flags & RC_WRITE)))
+		kvd_conn_defer(c, mark, r->cmd);
 	kvd_count(&c->io->stats.resp_calls, 1);
 	return consumed(c, len);
 }

@@ -17,4 +17,11 @@ static inline unsigned kvd_shard_of(const void *key, size_t len,
 	return (unsigned)(XXH3_64bits(key, len) % nshards);
 }
 
+/* A key's slot in its connection's count of in-flight writes (conn.h):
+ * the hash's top byte, independent of the shard (its low bits). */
+static inline unsigned kvd_key_slot(const void *key, size_t len)
+{
+	return (unsigned)(XXH3_64bits(key, len) >> 56);
+}
+
 #endif

@@ -37,6 +37,7 @@ static struct kvd_wreq *new_wreq(struct kvd_io *io, size_t payload,
 	w->op.items = w->data;
 	w->shard = (uint16_t)shard;
 	w->pend = pd;
+	w->tracked = 1;
 	return w;
 }
 
@@ -60,6 +61,7 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		return KV_OK;
 	}
 	put_item(w, k, v);
+	kvd_conn_track_key(c, k.p, k.n, 1);
 	w->op.expire_at = expire_at;
 	w->op.flags = flags;
 	w->op.delta = delta;
@@ -134,6 +136,7 @@ int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		item(arg, i, &k, &v);
 		w = sp.w[kvd_shard_of(k.p, k.n, S)];
 		put_item(w, k, v);
+		kvd_conn_track_key(c, k.p, k.n, 1);
 		w->op.expire_at = expire_at;
 	}
 	split_finish(c, &sp, pd, 1);
@@ -151,6 +154,12 @@ int kvd_write_all(struct kvd_conn *c, unsigned op, enum kvd_wkind kind)
 		sp.w[s] = NULL;
 		sp.size[s] = 1;
 	}
-	split_finish(c, &sp, pd, split_alloc(c, &sp, kind, pd) == 0);
+	if (split_alloc(c, &sp, kind, pd) == 0) {
+		c->wall +=
+		    pd->parts; /* one per part, uncounted as each returns */
+		split_finish(c, &sp, pd, 1);
+	} else {
+		split_finish(c, &sp, pd, 0);
+	}
 	return KV_OK;
 }
