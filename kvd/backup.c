@@ -52,6 +52,24 @@ static int usable_target(const char *path, const char *except)
 	return empty;
 }
 
+/* 1 if the directory that would hold path exists and kvd may write in it. */
+static int parent_writable(const char *path)
+{
+	char parent[512];
+	char *slash;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	while ((slash = strrchr(parent, '/')) && slash[1] == '\0' &&
+	       slash != parent)
+		*slash = '\0'; /* "/a/b/" names /a/b */
+	slash = strrchr(parent, '/');
+	if (slash == parent)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	return access(parent, W_OK | X_OK) == 0;
+}
+
 static int fsync_dir(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
@@ -141,6 +159,13 @@ int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 		free(j);
 		kvd_reply_status(c, KV_BAD_ARGS,
 				 "backup directory must be absent or empty");
+		return KV_OK;
+	}
+	if (!parent_writable(j->dir)) {
+		free(j);
+		kvd_reply_status(c, KV_BAD_ARGS,
+				 "the backup directory's parent does not exist "
+				 "or is not writable by kvd");
 		return KV_OK;
 	}
 	if (atomic_exchange(&running, 1)) {

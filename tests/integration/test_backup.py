@@ -67,6 +67,9 @@ class Backup(unittest.TestCase):
             self.assertEqual(c.call(BACKUP, b"relative/dir")[0], BAD_ARGS)
             self.assertEqual(c.call(BACKUP, bk.encode())[0], BAD_ARGS)
             self.assertEqual(c.call(BACKUP, 7)[0], BAD_ARGS)
+            r = c.call(BACKUP, (tmp + "/no/such/parent").encode())
+            self.assertEqual(r[0], BAD_ARGS)
+            self.assertIn(b"parent", r[1])
             self.assertEqual(c.call(PING), [OK])
 
         # serve the backup directory directly
