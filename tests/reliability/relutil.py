@@ -20,13 +20,11 @@ power-loss shim stamps its records with.
 
 import os
 import random
-import signal
 import subprocess
 import threading
 import time
 
-from kvdtest import (DEL, GET, MGET, MPUT, NOT_FOUND, OK, PUT, SCAN, Client,
-                     frame)
+from kvdtest import DEL, MGET, MPUT, NOT_FOUND, OK, PUT, SCAN, Client, frame
 
 now_ns = time.monotonic_ns
 
@@ -263,9 +261,14 @@ def sanitized(pid):
     return "libasan" in maps or "libtsan" in maps
 
 
-def kill9(proc):
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+def kill9(srv):
+    """SIGKILL kvd, which must still be running: a kvd that died on its own
+    (a crash, a sanitizer's abort) must not pass for a killed one."""
+    rc = srv.proc.poll()
+    if rc is not None:
+        raise AssertionError("kvd exited on its own (status %d) before the kill:\n%s"
+                             % (rc, srv.log_text().decode(errors="replace")[-3000:]))
+    srv.kill9()
 
 
 def start_with(srv, **env):

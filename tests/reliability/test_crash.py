@@ -17,13 +17,12 @@ KVD_SOAK_ITERATIONS) on demand.
 """
 
 import random
-import sys
 import threading
 import time
 import unittest
 
 from kvdtest import COUNT, OK, PUT, Server, main
-from relutil import audit, fetch, merge, report, run_writers, soak, walk
+from relutil import audit, fetch, kill9, merge, report, run_writers, soak, walk
 
 
 class Crash(unittest.TestCase):
@@ -36,7 +35,7 @@ class Crash(unittest.TestCase):
                 stop = threading.Event()
                 ws = run_writers(srv.port, 64, b"c%d" % it, stop, seed=it)
                 time.sleep(rng.uniform(0.05, 1.2))
-                srv.kill9()
+                kill9(srv)
                 stop.set()
                 for w in ws:
                     w.join(30)

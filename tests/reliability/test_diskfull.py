@@ -24,7 +24,7 @@ import tempfile
 import threading
 import unittest
 
-from kvdtest import DISK_FULL, GET, MGET, OK, PING, PUT, Client, Server, frame, main
+from kvdtest import DISK_FULL, MGET, OK, PING, PUT, Client, Server, frame, main
 from relutil import report
 
 

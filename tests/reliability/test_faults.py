@@ -22,7 +22,6 @@ filesystem with room (EIO from LMDB) is a broken disk.
 """
 
 import os
-import re
 import tempfile
 import unittest
 

@@ -23,7 +23,7 @@ import unittest
 import msgpack
 
 from kvdtest import (BAD_ARGS, FRAME_TOO_LARGE, GET, MALFORMED, NOT_FOUND, OK, PING,
-                     UNKNOWN_OP, VALUE_TOO_LARGE, Client, Server, main)
+                     UNKNOWN_OP, VALUE_TOO_LARGE, Server, main)
 from relutil import rss_kib
 
 HERE = os.path.dirname(os.path.abspath(__file__))

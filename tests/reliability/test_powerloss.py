@@ -32,9 +32,9 @@ import threading
 import time
 import unittest
 
-from kvdtest import COUNT, OK, Server, main
+from kvdtest import Server, main
 import plimage
-from relutil import allowed, audit, fetch, mdb_dump_ok, merge, report, run_writers, soak, walk
+from relutil import audit, kill9, mdb_dump_ok, merge, report, run_writers, soak, walk
 
 SHIM = os.environ.get("KVD_POWERLOSS")
 
@@ -61,7 +61,7 @@ def record(durability, seconds, writers, args=()):
     stop = threading.Event()
     ws = run_writers(srv.port, writers, b"pl", stop, nkeys=64, seed=7)
     time.sleep(seconds)
-    srv.kill9()
+    kill9(srv)
     stop.set()
     for w in ws:
         w.join(30)

@@ -24,8 +24,8 @@ import threading
 import time
 import unittest
 
-from kvdtest import MGET, OK, PUT, Client, Server, main
-from relutil import report, soak
+from kvdtest import MGET, OK, PUT, Server, main
+from relutil import kill9, report, soak
 
 HOLD = os.environ.get("KVD_LMDB_HOLD")
 
@@ -76,7 +76,7 @@ class StaleReaders(unittest.TestCase):
                 t = threading.Thread(target=self.pound, args=(cs, keys, stop, i))
                 t.start()
                 time.sleep(rng.uniform(0.0, 0.03))
-                srv.kill9()             # with reads and writes in flight
+                kill9(srv)              # with reads and writes in flight
                 stop.set()
                 t.join()
                 for c in cs:
