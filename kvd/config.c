@@ -9,6 +9,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +111,30 @@ static const struct opt options[] = {
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))
+
+/* Where each option was last set ("kvd.conf:12" or "--port"), so that a
+ * value found bad only later (a path) is reported where it came from.
+ * Configuration is read by the main thread only. */
+static char origin[NOPTS][96];
+
+static void set_origin(const struct opt *o, const char *fmt, const char *a,
+		       unsigned line)
+{
+	snprintf(origin[o - options], sizeof(origin[0]), fmt, a, line);
+}
+
+/* "FILE:LINE: " or "--name: " (or nothing for a default), for messages. */
+static const char *where(const char *name)
+{
+	static char buf[128];
+
+	for (size_t i = 0; i < NOPTS; i++)
+		if (!strcmp(options[i].name, name) && origin[i][0]) {
+			snprintf(buf, sizeof(buf), "%s: ", origin[i]);
+			return buf;
+		}
+	return "";
+}
 
 static const struct opt *find_opt(const char *name, size_t n)
 {
@@ -296,6 +322,7 @@ int kvd_config_read(struct kvd_config *c, FILE *f, const char *path)
 			rc = -1;
 			break;
 		}
+		set_origin(o, "%s:%u", path, lineno);
 	}
 	free(line);
 	return rc;
@@ -335,6 +362,68 @@ void kvd_config_usage(void)
 	}
 }
 
+/* A directory kvd must be able to create, or write in if it exists. */
+static int dir_usable(const char *dir)
+{
+	char parent[sizeof(((struct kvd_config *)0)->data_dir)];
+	char *slash;
+	struct stat st;
+
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			errno = ENOTDIR;
+			return -1;
+		}
+		return access(dir, W_OK | X_OK);
+	}
+	if (errno != ENOENT)
+		return -1;
+	snprintf(parent, sizeof(parent), "%s", dir);
+	slash = strrchr(parent, '/');
+	if (!slash)
+		return access(".", W_OK | X_OK);
+	if (slash == parent)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	return access(parent, W_OK | X_OK);
+}
+
+/* The paths, checked now so that --test-config catches them too. */
+static int check_paths(const struct kvd_config *c)
+{
+	int fd;
+
+	if (dir_usable(c->data_dir)) {
+		fprintf(stderr, "kvd: %sdata-dir %s cannot be used: %s\n",
+			where("data-dir"), c->data_dir, strerror(errno));
+		return -1;
+	}
+	if (c->log_file[0]) {
+		fd = open(c->log_file,
+			  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+		if (fd < 0) {
+			fprintf(stderr, "kvd: %slog-file %s: %s\n",
+				where("log-file"), c->log_file,
+				strerror(errno));
+			return -1;
+		}
+		close(fd);
+	}
+	if (c->requirepass_file[0] && access(c->requirepass_file, R_OK)) {
+		fprintf(stderr, "kvd: %srequirepass-file %s: %s\n",
+			where("requirepass-file"), c->requirepass_file,
+			strerror(errno));
+		return -1;
+	}
+	if (c->restore[0] && access(c->restore, R_OK | X_OK)) {
+		fprintf(stderr, "kvd: %srestore %s: %s\n", where("restore"),
+			c->restore, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* Cross-option rules a single range cannot express. */
 static int check(struct kvd_config *c)
 {
@@ -367,7 +456,7 @@ static int check(struct kvd_config *c)
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		c->threads = n < 1 ? 1 : n > 256 ? 256 : (unsigned)n;
 	}
-	return 0;
+	return check_paths(c);
 }
 
 static int parse_flag(struct kvd_config *c, int argc, char **argv, int *i)
@@ -394,12 +483,14 @@ static int parse_flag(struct kvd_config *c, int argc, char **argv, int *i)
 		fprintf(stderr, "kvd: --%s\n", err);
 		return -1;
 	}
+	set_origin(o, "--%s", o->name, 0);
 	return 0;
 }
 
 int kvd_config_load(struct kvd_config *c, int argc, char **argv)
 {
 	set_defaults(c);
+	memset(origin, 0, sizeof(origin));
 	/* The file first, wherever --config appears, so flags override it. */
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];

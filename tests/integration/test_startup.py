@@ -83,6 +83,17 @@ class Startup(unittest.TestCase):
         one_line_refusal(self, ["--config", bad], 2, bad + ":2: port")
         one_line_refusal(self, ["--config", os.path.join(self.tmp, "absent.conf")], 2,
                          "No such file")
+        # paths are checked at start (and by --test-config), with file:line
+        bad = self.conf("port 7999\nlog-file %s/missing/dir/kvd.log\n" % self.tmp)
+        one_line_refusal(self, ["--config", bad, "--test-config"], 2,
+                         bad + ":2: log-file")
+        bad = self.conf("requirepass-file %s/nope\n" % self.tmp)
+        one_line_refusal(self, ["--config", bad, "--test-config"], 2,
+                         bad + ":1: requirepass-file")
+        f = os.path.join(self.tmp, "plainfile")
+        open(f, "w").close()
+        one_line_refusal(self, ["--data-dir", f, "--test-config"], 2,
+                         "--data-dir: data-dir")
         # flags override the file
         rc, _, err = run(["--config", good, "--port", "8000", "--test-config"])
         self.assertEqual(rc, 0, err)
@@ -109,8 +120,9 @@ class Startup(unittest.TestCase):
     def test_unusable_data_dir(self):
         f = os.path.join(self.tmp, "file")
         open(f, "w").close()
-        one_line_refusal(self, ["--port", "0", "--data-dir", f + "/sub"], 1,
-                         "cannot create data directory")
+        # found by the configuration check, before anything starts
+        one_line_refusal(self, ["--port", "0", "--data-dir", f + "/sub"], 2,
+                         "cannot be used: Not a directory")
 
     def test_manifest_checks(self):
         d = os.path.join(self.tmp, "data")

@@ -119,8 +119,14 @@ class Conf(unittest.TestCase):
                     continue
                 example = lines[:]
                 line = lines[n - 1][1:]
-                if name == "requirepass-file":  # the example file does not exist here
+                # kvd checks paths at start: the examples' paths exist only
+                # on an installed system, so point them here.
+                if name == "requirepass-file":
                     line = "requirepass-file " + pw
+                elif name == "log-file":
+                    line = "log-file " + os.path.join(tmp, "kvd.log")
+                elif name == "restore":
+                    line = "restore " + tmp
                 example[n - 1] = line
                 r = check_config("\n".join(example) + "\n")
                 self.assertEqual(r.returncode, 0, "kvd.conf:%d: %s\n%s" % (n, line, r.stderr))
