@@ -1,6 +1,7 @@
 /* shard.h - the storage layer: S LMDB environments, one per shard.
  *
- * This is the only module that calls LMDB.  Each shard directory holds one
+ * This module (shard*.c, sharing shard_int.h) is the only code that calls
+ * LMDB.  Each shard directory holds one
  * environment with two databases: "kv" maps a key to its stored value, and
  * "exp" (MDB_DUPSORT) maps big-endian(expire_ms) to the keys expiring then,
  * so expired keys are found in time order without scanning.  An entry there
