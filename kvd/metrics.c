@@ -127,6 +127,31 @@ static void latencies(struct kvd_server *srv, struct kv_buf *b)
 
 /* ===================== Commits and shards ===================== */
 
+/* A per-shard histogram kept in each committer: its bucket counters start
+ * at hist_off, its sum (divided by scale) is the counter at sum_off. */
+static void shard_histogram(struct kvd_server *srv, struct kv_buf *b,
+			    const char *name, const char *help, size_t hist_off,
+			    unsigned nb, const double *bounds, size_t sum_off,
+			    double scale)
+{
+	head(b, name, "histogram", help);
+	for (unsigned s = 0; s < srv->nshards; s++) {
+		char *base = (char *)&srv->com[s];
+		kvd_counter *hist = (kvd_counter *)(base + hist_off);
+		uint64_t counts[KVD_LAT_BUCKETS > KVD_BATCH_BUCKETS
+				    ? KVD_LAT_BUCKETS
+				    : KVD_BATCH_BUCKETS];
+		char labels[32];
+
+		for (unsigned j = 0; j < nb; j++)
+			counts[j] = kvd_read(&hist[j]);
+		snprintf(labels, sizeof(labels), "shard=\"%u\"", s);
+		histogram(b, name, labels, counts, nb, bounds,
+			  (double)kvd_read((kvd_counter *)(base + sum_off)) /
+			      scale);
+	}
+}
+
 static void commits(struct kvd_server *srv, struct kv_buf *b)
 {
 	double lat[KVD_LAT_BUCKETS], batch[KVD_BATCH_BUCKETS];
@@ -157,34 +182,18 @@ static void commits(struct kvd_server *srv, struct kv_buf *b)
 				(kvd_counter *)((char *)&srv->com[s] +
 						ctr[k].off)));
 	}
-	head(b, "kvd_commit_duration_seconds", "histogram",
-	     "Time in mdb_txn_commit (fsync included in sync mode), by shard.");
-	for (unsigned s = 0; s < srv->nshards; s++) {
-		struct kvd_committer *c = &srv->com[s];
-		uint64_t counts[KVD_LAT_BUCKETS];
-		char labels[32];
-
-		for (unsigned j = 0; j < KVD_LAT_BUCKETS; j++)
-			counts[j] = kvd_read(&c->commit_hist[j]);
-		snprintf(labels, sizeof(labels), "shard=\"%u\"", s);
-		histogram(b, "kvd_commit_duration_seconds", labels, counts,
-			  KVD_LAT_BUCKETS, lat,
-			  (double)kvd_read(&c->commit_ns) / 1e9);
-	}
-	head(b, "kvd_commit_batch_size", "histogram",
-	     "Write requests carried by one commit (group commit), by shard.");
-	for (unsigned s = 0; s < srv->nshards; s++) {
-		struct kvd_committer *c = &srv->com[s];
-		uint64_t counts[KVD_BATCH_BUCKETS];
-		char labels[32];
-
-		for (unsigned j = 0; j < KVD_BATCH_BUCKETS; j++)
-			counts[j] = kvd_read(&c->batch_hist[j]);
-		snprintf(labels, sizeof(labels), "shard=\"%u\"", s);
-		histogram(b, "kvd_commit_batch_size", labels, counts,
-			  KVD_BATCH_BUCKETS, batch,
-			  (double)kvd_read(&c->writes));
-	}
+	shard_histogram(srv, b, "kvd_commit_duration_seconds",
+			"Time in mdb_txn_commit (fsync included in sync mode), "
+			"by shard.",
+			offsetof(struct kvd_committer, commit_hist),
+			KVD_LAT_BUCKETS, lat,
+			offsetof(struct kvd_committer, commit_ns), 1e9);
+	shard_histogram(srv, b, "kvd_commit_batch_size",
+			"Write requests carried by one commit (group commit), "
+			"by shard.",
+			offsetof(struct kvd_committer, batch_hist),
+			KVD_BATCH_BUCKETS, batch,
+			offsetof(struct kvd_committer, writes), 1);
 }
 
 static void shards(struct kvd_io *io, struct kv_buf *b)

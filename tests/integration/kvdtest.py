@@ -154,8 +154,9 @@ def frame(obj):
     return struct.pack(">I", len(body)) + body
 
 
-class Client:
-    """A blocking native-protocol client; replies are decoded lists."""
+class Stream:
+    """A blocking socket with an input buffer: what every protocol's test
+    client shares (the native Client here, RESP's in tests/resp)."""
 
     def __init__(self, port, timeout=30):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout)
@@ -167,26 +168,17 @@ class Client:
     def send_raw(self, data):
         self.sock.sendall(data)
 
+    def _fill(self, want=65536):
+        chunk = self.sock.recv(max(65536, want))
+        if not chunk:
+            raise EOFError("connection closed by kvd")
+        self.buf += chunk
+
     def _read(self, n):
         while len(self.buf) < n:
-            chunk = self.sock.recv(max(65536, n - len(self.buf)))
-            if not chunk:
-                raise EOFError("connection closed by kvd")
-            self.buf += chunk
+            self._fill(n - len(self.buf))
         out, self.buf = self.buf[:n], self.buf[n:]
         return out
-
-    def read_reply(self):
-        (n,) = struct.unpack(">I", self._read(4))
-        return msgpack.unpackb(self._read(n), raw=True, strict_map_key=False)
-
-    def call(self, op, *args):
-        self.send_raw(frame([op] + list(args)))
-        return self.read_reply()
-
-    def pipeline(self, reqs):
-        self.send_raw(b"".join(frame(list(r)) for r in reqs))
-        return [self.read_reply() for _ in reqs]
 
     def closed_by_peer(self, timeout=5):
         """True once kvd has closed this connection (after any replies)."""
@@ -201,6 +193,22 @@ class Client:
             return True
         except socket.timeout:
             return False
+
+
+class Client(Stream):
+    """A blocking native-protocol client; replies are decoded lists."""
+
+    def read_reply(self):
+        (n,) = struct.unpack(">I", self._read(4))
+        return msgpack.unpackb(self._read(n), raw=True, strict_map_key=False)
+
+    def call(self, op, *args):
+        self.send_raw(frame([op] + list(args)))
+        return self.read_reply()
+
+    def pipeline(self, reqs):
+        self.send_raw(b"".join(frame(list(r)) for r in reqs))
+        return [self.read_reply() for _ in reqs]
 
 
 def main():

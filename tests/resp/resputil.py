@@ -10,31 +10,21 @@ import subprocess
 import sys
 import unittest
 
-from kvdtest import Server  # noqa: F401  (re-exported for the tests)
+from kvdtest import Server, Stream  # noqa: F401  (Server: re-exported)
 
 
 class Error(Exception):
     """An error reply: str(e) is its text without the leading '-'."""
 
 
-class Raw:
+class Raw(Stream):
     """A blocking RESP2 connection that sends bytes as given."""
 
     def __init__(self, port, timeout=10):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout)
-        self.buf = b""
-
-    def close(self):
-        self.sock.close()
+        super().__init__(port, timeout)
 
     def send(self, data):
-        self.sock.sendall(data)
-
-    def _fill(self):
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise EOFError("closed by kvd")
-        self.buf += chunk
+        self.send_raw(data)
 
     def _line(self):
         while b"\r\n" not in self.buf:
@@ -71,17 +61,7 @@ class Raw:
 
     def closed(self, timeout=5):
         """True once kvd closed the connection (after any replies)."""
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    return True
-                self.buf += chunk
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except socket.timeout:
-            return False
+        return self.closed_by_peer(timeout)
 
 
 def encode(*args):
