@@ -13,11 +13,16 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#define MAX_ENVS 256
+
 int main(int argc, char **argv)
 {
+	MDB_env *envs[MAX_ENVS];
+	MDB_txn *txns[MAX_ENVS];
 	char buf[64];
+	int n = 0;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc && n < MAX_ENVS; i++, n++) {
 		MDB_env *env;
 		MDB_txn *txn;
 		int rc;
@@ -32,10 +37,16 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		mdb_txn_reset(txn); /* keep the slot, not the snapshot */
+		envs[n] = env;
+		txns[n] = txn;
 	}
 	printf("ready\n");
 	fflush(stdout);
 	while (read(0, buf, sizeof(buf)) > 0) {
+	}
+	while (n--) {
+		mdb_txn_abort(txns[n]);
+		mdb_env_close(envs[n]);
 	}
 	return 0;
 }
