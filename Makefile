@@ -39,11 +39,30 @@ endef
 test:
 	$(call test_build,build-test,,)
 
-test-asan:
-	$(call test_build,build-asan,-DKVD_SANITIZE=address,)
+# Sanitizer reports go to files, so that those of processes the tests kill
+# (kill -9 rounds) or whose exit status they ignore are not lost either:
+# any file left fails the run.
+define sanitizer_reports
+	@if ls $(1)/sanitizer-report.* >/dev/null 2>&1; then \
+		cat $(1)/sanitizer-report.*; \
+		echo "sanitizer reports: $(1)/sanitizer-report.*"; exit 1; fi
+endef
 
+# allocator_may_return_null: msgpack-c, unit_mp's reference decoder, asks
+# malloc for a hostile container's declared size and copes with NULL.
+test-asan: export ASAN_OPTIONS = allocator_may_return_null=1 log_path=$(CURDIR)/build-asan/sanitizer-report
+test-asan: export UBSAN_OPTIONS = print_stacktrace=1 log_path=$(CURDIR)/build-asan/sanitizer-report
+test-asan:
+	@rm -f build-asan/sanitizer-report.*
+	$(call test_build,build-asan,-DKVD_SANITIZE=address,)
+	$(call sanitizer_reports,build-asan)
+
+# tests/tsan.supp says why each suppression (if any) is a false positive.
+test-tsan: export TSAN_OPTIONS = suppressions=$(CURDIR)/tests/tsan.supp allocator_may_return_null=1 log_path=$(CURDIR)/build-tsan/sanitizer-report
 test-tsan:
+	@rm -f build-tsan/sanitizer-report.*
 	$(call test_build,build-tsan,-DKVD_SANITIZE=thread,)
+	$(call sanitizer_reports,build-tsan)
 
 # Long versions of the reliability tests; figures go to build-test/soak-report.txt.
 SOAK_CRASH ?= 200
