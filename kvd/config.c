@@ -130,7 +130,8 @@ static const char *where(const char *name)
 
 	for (size_t i = 0; i < NOPTS; i++)
 		if (!strcmp(options[i].name, name) && origin[i][0]) {
-			snprintf(buf, sizeof(buf), "%s: ", origin[i]);
+			snprintf(buf, sizeof(buf),
+				 "%.*s: ", (int)sizeof(origin[0]), origin[i]);
 			return buf;
 		}
 	return "";
