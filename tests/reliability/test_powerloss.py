@@ -21,7 +21,9 @@ cut (relutil.py's model).
   happens is counted: LMDB documents that MDB_NOSYNC may corrupt the store
   on a disk that reorders writes, and the count shows how often it does.
 
-Cut points: KVD_SOAK_POWERLOSS (or KVD_SOAK_ITERATIONS) per mode on demand.
+Cut points: KVD_SOAK_POWERLOSS (or KVD_SOAK_ITERATIONS) per mode on demand;
+the async case takes KVD_FLUSH_INTERVAL_MS (default 200) and KVD_PL_SECONDS
+(seconds of writes recorded, default 2).
 """
 
 import os
@@ -128,8 +130,9 @@ class PowerLoss(unittest.TestCase):
 
     def test_async_loss_window(self):
         interval = int(os.environ.get("KVD_FLUSH_INTERVAL_MS", "200"))
+        seconds = float(os.environ.get("KVD_PL_SECONDS", "2"))
         log, srv, base, hist, errors, logpath = record(
-            "async", 2.0, 16, ["--flush-interval-ms", str(interval)])
+            "async", seconds, 16, ["--flush-interval-ms", str(interval)])
         self.assertEqual(errors, 0)
         rng = random.Random(2)
         n = soak("powerloss", 24)
