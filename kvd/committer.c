@@ -38,8 +38,6 @@
 #define BATCH_MAX_BYTES (16u << 20)
 #define REAP_PER_TXN 1000
 #define READER_CHECK_MS 10000
-/* Zeroes kept written past each shard's last page in sync mode. */
-#define PREALLOC_AHEAD (16u << 20)
 
 static pthread_t flusher;
 static int flusher_efd = -1;
@@ -208,10 +206,6 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 	kvd_count(&c->batch_hist[batch_bucket(n)], 1);
 	if (n > kvd_read(&c->max_batch))
 		atomic_store_explicit(&c->max_batch, n, memory_order_relaxed);
-	if (srv->cfg->durability == KVD_DUR_SYNC &&
-	    now >= c->next_prealloc_ms &&
-	    kvd_store_prealloc(srv->store, c->shard, PREALLOC_AHEAD))
-		c->next_prealloc_ms = now + 1000; /* disk full: not so often */
 	if (srv->cfg->durability == KVD_DUR_SYNC) {
 		/* This commit's data sync made the previous meta page
 		 * durable: its writers can be answered.  This batch waits

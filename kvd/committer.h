@@ -31,7 +31,6 @@ struct kvd_committer {
 	struct kvd_wreq
 	    *unacked; /* sync mode: committed, meta not yet synced */
 	uint64_t next_reap_ms;
-	uint64_t next_prealloc_ms;
 	uint64_t next_check_ms;
 	/* counters, written by the committer thread only */
 	kvd_counter commits, writes, max_batch, commit_ns, failures;

@@ -146,53 +146,6 @@ uint64_t kvd_shard_fs_room(const char *path)
 	       sv.f_frsize;
 }
 
-/* Zero-fill ahead of LMDB's last page (see shard.h): a commit that writes
- * into blocks the file already has syncs only its data, while one that
- * grows the file must also commit the new size through the filesystem's
- * journal, which costs about as much again. */
-int kvd_store_prealloc(struct kvd_store *st, unsigned i, uint64_t ahead)
-{
-	static const uint8_t zero[1 << 16];
-	struct shard *sh = &st->sh[i];
-	MDB_envinfo ei;
-	MDB_stat ms;
-	struct stat fst;
-	uint64_t used, end, target;
-	int fd;
-
-	if (mdb_env_info(sh->env, &ei) || mdb_env_stat(sh->env, &ms) ||
-	    mdb_env_get_fd(sh->env, &fd) || fstat(fd, &fst))
-		return -1;
-	used = (uint64_t)(ei.me_last_pgno + 1) * ms.ms_psize;
-	end = (uint64_t)fst.st_size;
-	if (end >= used + ahead / 2)
-		return 0;
-	/* On a nearly full disk the room is for data: zeroes ahead of this
-	 * shard would take what another shard's next commit needs, and keep
-	 * it failing after space was freed. */
-	if (kvd_shard_fs_room(sh->path) < 4 * ahead)
-		return -1;
-	target = used + ahead;
-	if (target > ei.me_mapsize)
-		target = ei.me_mapsize;
-	if (end < used)
-		end = used;
-	for (; end < target; end += sizeof(zero)) {
-		size_t n = target - end < sizeof(zero) ? (size_t)(target - end)
-						       : sizeof(zero);
-
-		if (pwrite(fd, zero, n, (off_t)end) != (ssize_t)n)
-			return -1; /* out of space: LMDB will say so itself */
-	}
-	/* No fsync of our own: the next commit's makes the zeroes and the new
-	 * size durable (that commit pays the journal once).  Ours could take
-	 * the write-back error of the last meta page, written unsynced
-	 * (MDB_NOMETASYNC) through this very descriptor, and leave LMDB's
-	 * next fdatasync nothing to report: that batch would be answered OK
-	 * with its meta page lost.  And a failed fsync is never retried. */
-	return 0;
-}
-
 int kvd_store_reader_check(struct kvd_store *st, unsigned i)
 {
 	int dead = 0;

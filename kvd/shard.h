@@ -63,10 +63,6 @@ void kvd_store_close(struct kvd_store *st);
 unsigned kvd_store_nshards(const struct kvd_store *st);
 /* Flush shard i to disk (async mode's timer); 0 or an errno. */
 int kvd_store_sync(struct kvd_store *st, unsigned i);
-/* Keep `ahead` bytes of zeroes written past shard i's last page, so that
- * commits write into the file instead of growing it.  0, or -1 (then
- * nothing is promised; LMDB reports a full disk on its own). */
-int kvd_store_prealloc(struct kvd_store *st, unsigned i, uint64_t ahead);
 /* Clear reader slots left by dead processes; returns how many. */
 int kvd_store_reader_check(struct kvd_store *st, unsigned i);
 

@@ -22,7 +22,7 @@
  * a tracked file, so a test can see that a failed fsync is never retried.
  *
  * KVD_FI_ARM=FILE: count calls towards N only while FILE exists, so that
- * a test can let kvd start (and preallocate) before the count begins.
+ * a test can let kvd start before the count begins.
  *
  * KVD_PL_MATCH selects the tracked files (a path substring, default
  * "/data.mdb").  LMDB 0.9.24 writes data pages with pwrite, or lseek and

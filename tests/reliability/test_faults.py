@@ -71,7 +71,7 @@ class Faults(unittest.TestCase):
             start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm, **env))
             c = srv.client()
             before = self.put_many(c, b"a", 20)
-            # count from here: kvd has started and preallocated its files
+            # count from here: kvd has started and written its first commits
             open(arm, "w").close()
             if after_ms:
                 # async: let the flusher reach its failing sync
