@@ -13,22 +13,7 @@ from kvdtest import *  # noqa: F401,F403
 from kvbenchtest import kvbench
 
 
-class Scenarios(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server(threads=2).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-        cls.srv.cleanup()
-
-    def setUp(self):
-        self.c = self.srv.client()
-        self.assertEqual(self.c.call(FLUSHALL), [OK])
-
-    def tearDown(self):
-        self.c.close()
+class Scenarios(ServerCase):
 
     def all_keys(self, prefix=b""):
         keys, cur = [], None

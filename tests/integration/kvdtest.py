@@ -211,6 +211,29 @@ class Client(Stream):
         return [self.read_reply() for _ in reqs]
 
 
+class ServerCase(unittest.TestCase):
+    """Tests that share one kvd: SERVER holds Server's keyword arguments;
+    each test gets a native client, self.c, on an emptied store."""
+
+    SERVER = {"threads": 2}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server(**cls.SERVER).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        cls.srv.cleanup()
+
+    def setUp(self):
+        self.c = self.srv.client()
+        self.assertEqual(self.c.call(FLUSHALL), [OK])
+
+    def tearDown(self):
+        self.c.close()
+
+
 def main():
     # Sockets left to the garbage collector in failure paths are not bugs.
     warnings.simplefilter("ignore", ResourceWarning)

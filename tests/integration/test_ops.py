@@ -7,23 +7,8 @@ import unittest
 from kvdtest import *  # noqa: F401,F403
 
 
-class Ops(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server(threads=2, args=["--max-value-size", "1m",
-                                          "--max-frame-size", "2m"]).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-        cls.srv.cleanup()
-
-    def setUp(self):
-        self.c = self.srv.client()
-        self.assertEqual(self.c.call(FLUSHALL), [OK])
-
-    def tearDown(self):
-        self.c.close()
+class Ops(ServerCase):
+    SERVER = {"threads": 2, "args": ["--max-value-size", "1m", "--max-frame-size", "2m"]}
 
     def test_hello(self):
         st, info = self.c.call(HELLO, 1)

@@ -8,20 +8,13 @@ import unittest
 
 import redis
 
-from resputil import Error, Raw, Server, main
+from kvdtest import Server, ServerCase
+from resputil import Error, Raw, main
 
 
-class Commands(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server(threads=2, resp=True,
-                         args=["--max-value-size", "1m",
-                               "--max-frame-size", "2m"]).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-        cls.srv.cleanup()
+class Commands(ServerCase):
+    SERVER = {"threads": 2, "resp": True,
+              "args": ["--max-value-size", "1m", "--max-frame-size", "2m"]}
 
     def setUp(self):
         self.r = redis.Redis(port=self.srv.resp_port, socket_timeout=10)
