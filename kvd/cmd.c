@@ -591,8 +591,6 @@ static const struct op_desc ops[KV_OP_MAX] = {
     [KV_OP_BACKUP] = {op_backup, 0, 1, 1},
 };
 
-/* Run one decoded request.  KV_OK once it is answered or queued; a status
- * when it must be answered with an error; -1 to stall. */
 /* May read r run now although writes of this connection are in flight?
  * Only if none of them can touch what it reads (conn.h). */
 static int reads_free(struct kvd_conn *c, struct kvd_req *r)
@@ -619,6 +617,8 @@ static int reads_free(struct kvd_conn *c, struct kvd_req *r)
 	}
 }
 
+/* Run one decoded request.  KV_OK once it is answered or queued; a status
+ * when it must be answered with an error; -1 to stall. */
 static int run(struct kvd_conn *c, struct kvd_req *r)
 {
 	const struct op_desc *d = &ops[r->op];

@@ -239,11 +239,6 @@ void kvd_conn_flush(struct kvd_conn *c)
 	kvd_io_mark(c);
 }
 
-void kvd_conn_track_key(struct kvd_conn *c, const void *k, size_t n, int d)
-{
-	c->wkeys[kvd_key_slot(k, n)] += (uint16_t)d;
-}
-
 /* Uncount the keys of a write that came back (as write.c counted them). */
 static void untrack(struct kvd_conn *c, const struct kvd_wreq *w)
 {
@@ -259,7 +254,7 @@ static void untrack(struct kvd_conn *c, const struct kvd_wreq *w)
 
 		memcpy(&kn, p, 2);
 		memcpy(&vn, p + 2, 4);
-		kvd_conn_track_key(c, p + KVD_ITEM_HDR, kn, -1);
+		kvd_conn_track(c, kvd_key_slot(p + KVD_ITEM_HDR, kn), -1);
 		p += KVD_ITEM_HDR + kn + vn;
 	}
 }

@@ -100,8 +100,12 @@ struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op);
 /* Encode the replies of finished pends at the head of the queue. */
 void kvd_conn_flush(struct kvd_conn *c);
 
-/* In-flight write bookkeeping (write.c counts, kvd_conn_wdone uncounts). */
-void kvd_conn_track_key(struct kvd_conn *c, const void *k, size_t n, int d);
+/* In-flight write bookkeeping (write.c counts, kvd_conn_wdone uncounts),
+ * by the slot of the key's hash (router.h). */
+static inline void kvd_conn_track(struct kvd_conn *c, unsigned slot, int d)
+{
+	c->wkeys[slot] += (uint16_t)d;
+}
 /* Could an in-flight write of this connection touch key k? */
 static inline int kvd_conn_key_busy(const struct kvd_conn *c, const void *k,
 				    size_t n)

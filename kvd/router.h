@@ -9,19 +9,37 @@
 #define KVD_ROUTER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <xxhash.h>
 
-static inline unsigned kvd_shard_of(const void *key, size_t len,
-				    unsigned nshards)
+/* A write needs both the shard and the slot of its key: hash once and
+ * derive both from the hash. */
+static inline uint64_t kvd_key_hash(const void *key, size_t len)
 {
-	return (unsigned)(XXH3_64bits(key, len) % nshards);
+	return XXH3_64bits(key, len);
+}
+
+static inline unsigned kvd_hash_shard(uint64_t h, unsigned nshards)
+{
+	return (unsigned)(h % nshards);
 }
 
 /* A key's slot in its connection's count of in-flight writes (conn.h):
  * the hash's top byte, independent of the shard (its low bits). */
+static inline unsigned kvd_hash_slot(uint64_t h)
+{
+	return (unsigned)(h >> 56);
+}
+
+static inline unsigned kvd_shard_of(const void *key, size_t len,
+				    unsigned nshards)
+{
+	return kvd_hash_shard(kvd_key_hash(key, len), nshards);
+}
+
 static inline unsigned kvd_key_slot(const void *key, size_t len)
 {
-	return (unsigned)(XXH3_64bits(key, len) >> 56);
+	return kvd_hash_slot(kvd_key_hash(key, len));
 }
 
 #endif

@@ -47,12 +47,13 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 {
 	struct kvd_io *io = c->io;
 	struct kvd_pend *pd = kvd_conn_pend(c, op);
+	uint64_t h = kvd_key_hash(k.p, k.n);
 	struct kvd_wreq *w;
 
 	if (!pd)
 		return KV_INTERNAL;
 	w = new_wreq(io, KVD_ITEM_HDR + k.n + v.n,
-		     kvd_shard_of(k.p, k.n, io->srv->nshards), kind, pd);
+		     kvd_hash_shard(h, io->srv->nshards), kind, pd);
 	if (!w) {
 		/* The pend is queued: answer through it, in order. */
 		pd->status = KV_INTERNAL;
@@ -61,7 +62,7 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		return KV_OK;
 	}
 	put_item(w, k, v);
-	kvd_conn_track_key(c, k.p, k.n, 1);
+	kvd_conn_track(c, kvd_hash_slot(h), 1);
 	w->op.expire_at = expire_at;
 	w->op.flags = flags;
 	w->op.delta = delta;
@@ -132,11 +133,13 @@ int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		struct kvd_wreq *w;
+		uint64_t h;
 
 		item(arg, i, &k, &v);
-		w = sp.w[kvd_shard_of(k.p, k.n, S)];
+		h = kvd_key_hash(k.p, k.n);
+		w = sp.w[kvd_hash_shard(h, S)];
 		put_item(w, k, v);
-		kvd_conn_track_key(c, k.p, k.n, 1);
+		kvd_conn_track(c, kvd_hash_slot(h), 1);
 		w->op.expire_at = expire_at;
 	}
 	split_finish(c, &sp, pd, 1);
