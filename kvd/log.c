@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -60,27 +61,25 @@ int kvd_log_reopen(void)
 	return 0;
 }
 
-void kvd_log(int level, const char *fmt, ...)
+/* Format and write one line, with an optional suffix. */
+static void vlog(int level, const char *suffix, const char *fmt, va_list ap)
 {
 	char line[1024];
 	struct timespec ts;
 	struct tm tm;
-	va_list ap;
 	size_t n;
 	int saved = errno;
 
-	if (level > __atomic_load_n(&log_level, __ATOMIC_RELAXED))
-		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
 	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %d %c ",
 			      ts.tv_nsec / 1000000, (int)getpid(),
 			      level_tag[level]);
-	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-	va_end(ap);
 	n = strlen(line);
+	if (suffix)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, "%s", suffix);
 	if (n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
@@ -88,4 +87,58 @@ void kvd_log(int level, const char *fmt, ...)
 		/* Nowhere left to report it. */
 	}
 	errno = saved;
+}
+
+void kvd_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (level > __atomic_load_n(&log_level, __ATOMIC_RELAXED))
+		return;
+	va_start(ap, fmt);
+	vlog(level, NULL, fmt, ap);
+	va_end(ap);
+}
+
+/* The limiter's clock: coarse is enough for a once-a-second gate, and
+ * costs no system call. */
+static unsigned long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (unsigned long long)ts.tv_sec * 1000 +
+	       (unsigned long long)ts.tv_nsec / 1000000;
+}
+
+int kvd_log_ratelimited(struct kvd_log_limit *l, int level, const char *fmt,
+			...)
+{
+	unsigned long long now, next, dropped;
+	char suffix[64];
+	va_list ap;
+
+	if (level > __atomic_load_n(&log_level, __ATOMIC_RELAXED))
+		return 0;
+	/* +1: a clock reading of 0 must not look like "never logged". */
+	now = mono_ms() + 1;
+	next = atomic_load_explicit(&l->next_ms, memory_order_relaxed);
+	/* One winner per interval, even when threads share the limiter. */
+	if ((next && now < next) ||
+	    !atomic_compare_exchange_strong_explicit(
+		&l->next_ms, &next, now + l->interval_ms, memory_order_relaxed,
+		memory_order_relaxed)) {
+		atomic_fetch_add_explicit(&l->dropped, 1, memory_order_relaxed);
+		return 0;
+	}
+	dropped =
+	    atomic_exchange_explicit(&l->dropped, 0, memory_order_relaxed);
+	suffix[0] = '\0';
+	if (dropped)
+		snprintf(suffix, sizeof(suffix),
+			 " (%llu similar lines suppressed)", dropped);
+	va_start(ap, fmt);
+	vlog(level, suffix, fmt, ap);
+	va_end(ap);
+	return 1;
 }

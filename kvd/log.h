@@ -15,6 +15,26 @@ int kvd_log_reopen(void);
 void kvd_log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* A line a peer can make kvd repeat at will (a failed AUTH, a request in
+ * the wrong protocol) must not let it fill the disk: such lines go through
+ * a limiter, which lets one line out per interval and counts the ones it
+ * holds back; the next line out ends with "(N similar lines suppressed)".
+ * A limiter may be shared by threads (its fields are atomic), or be
+ * static __thread for one per io thread.  Never blocks. */
+struct kvd_log_limit {
+	_Atomic unsigned long long next_ms; /* monotonic; 0: never logged */
+	_Atomic unsigned long long dropped;
+	unsigned interval_ms;
+};
+#define KVD_LOG_LIMIT_INIT(ms)                                                 \
+	{                                                                      \
+		0, 0, (ms)                                                     \
+	}
+
+/* Log through the limiter l; 1 when the line went out, 0 when held back. */
+int kvd_log_ratelimited(struct kvd_log_limit *l, int level, const char *fmt,
+			...) __attribute__((format(printf, 3, 4)));
+
 #define log_error(...) kvd_log(KVD_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) kvd_log(KVD_LOG_WARN, __VA_ARGS__)
 #define log_info(...) kvd_log(KVD_LOG_INFO, __VA_ARGS__)
