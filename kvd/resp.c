@@ -309,6 +309,8 @@ void resp_it_init(const struct resp_req *r, uint32_t from, struct resp_it *it)
 
 	it->p = r->body;
 	it->packed = r->packed;
+	if (from > r->argc) /* skip no further than the request goes */
+		from = r->argc;
 	while (from--)
 		resp_it_next(it, &skip);
 }

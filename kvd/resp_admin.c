@@ -147,7 +147,10 @@ const char *resp_hello(struct kvd_conn *c, struct resp_req *r)
 	if (ver != 2)
 		return "NOPROTO sorry, this protocol version is not supported "
 		       "(kvd speaks RESP2 only)";
-	resp_it_init(r, 2, &it);
+	/* Options follow the version: none unless there are 3+ arguments
+	 * (starting the walk at 2 on a shorter request read past it). */
+	if (r->argc > 2)
+		resp_it_init(r, 2, &it);
 	for (uint32_t i = 2; i < r->argc; i++) {
 		uint32_t more = r->argc - 1 - i;
 
