@@ -9,7 +9,7 @@ import unittest
 import redis
 
 from kvdtest import Server, ServerCase
-from resputil import Error, Raw, main
+from resputil import Error, Raw, encode, main
 
 
 class Commands(ServerCase):
@@ -345,6 +345,94 @@ class Commands(ServerCase):
             else:
                 self.assertEqual(g, w)
         self.assertEqual(len(got), len(want))
+
+    def pipe(self, cmds):
+        """Send every command in one write, then read the replies."""
+        c = self.raw()
+        c.send(b"".join(encode(*a) for a in cmds))
+        got = [c.reply() for _ in cmds]
+        c.close()
+        return got
+
+    def test_pipeline_own_writes(self):
+        """Every read, pipelined right behind writes that touch what it
+        reads (whole-keyspace readers too), sees them: several rounds on
+        fresh keys, since a read that skipped its wait would see a
+        snapshot from before a commit still in flight."""
+        total = 0
+        for rnd in range(10):
+            pre = b"rw%02d:" % rnd
+            ks = [pre + b"%02d" % i for i in range(10)]
+            cmds = [("SET", k, b"v" + k) for k in ks]
+            want = [b"OK"] * 10
+            total += 10
+            cmds += [("DBSIZE",), ("KEYS", pre + b"*"),
+                     ("SCAN", 0, "MATCH", pre + b"*", "COUNT", 1000),
+                     ("EXISTS", ks[0], ks[1], pre + b"x"), ("TTL", ks[0]),
+                     ("PTTL", ks[0]), ("GET", ks[0]), ("MGET", ks[1], pre + b"x"),
+                     ("STRLEN", ks[2]), ("TYPE", ks[2])]
+            want += [total, ks, [b"0", ks], 2, -1, -1, b"v" + ks[0],
+                     [b"v" + ks[1], None], len(ks[2]) + 1, b"string"]
+            cmds += [("DEL",) + tuple(ks[:5]), ("UNLINK", ks[5]), ("DBSIZE",),
+                     ("KEYS", pre + b"*"),
+                     ("SCAN", 0, "MATCH", pre + b"*", "COUNT", 1000),
+                     ("EXISTS", ks[0], ks[5]), ("GET", ks[0]), ("TTL", ks[0]),
+                     ("PTTL", ks[5]), ("TYPE", ks[0]), ("MGET", ks[0], ks[6])]
+            total -= 6
+            want += [5, 1, total, ks[6:], [b"0", ks[6:]], 0, None, -2, -2,
+                     b"none", [None, b"v" + ks[6]]]
+            cmds += [("EXPIRE", ks[7], 100), ("TTL", ks[7]), ("PTTL", ks[7]),
+                     ("PERSIST", ks[7]), ("TTL", ks[7]),
+                     ("PEXPIRE", ks[8], 100000), ("TTL", ks[8]),
+                     ("SET", ks[8], b"x"), ("PTTL", ks[8])]
+            want += [1, "ttl", "pttl", 1, -1, 1, "ttl", b"OK", -1]
+            cmds += [("APPEND", ks[9], b"!"), ("GET", ks[9]),
+                     ("INCR", pre + b"n"), ("GET", pre + b"n"),
+                     ("GETDEL", ks[6]), ("EXISTS", ks[6]),
+                     ("MSET", pre + b"a", b"1", pre + b"b", b"2"),
+                     ("MGET", pre + b"a", pre + b"b"), ("DBSIZE",)]
+            total += 1 - 1 + 2
+            want += [len(ks[9]) + 2, b"v" + ks[9] + b"!", 1, b"1",
+                     b"v" + ks[6], 0, b"OK", [b"1", b"2"], total]
+            got = self.pipe(cmds)
+            for i, (g, w) in enumerate(zip(got, want)):
+                if w == "ttl":
+                    self.assertTrue(0 < g <= 100, (i, cmds[i], g))
+                elif w == "pttl":
+                    self.assertTrue(0 < g <= 100000, (i, cmds[i], g))
+                elif isinstance(w, list) and cmds[i][0] == "SCAN":
+                    self.assertEqual((g[0], sorted(g[1])), (w[0], w[1]),
+                                     (i, cmds[i]))
+                elif cmds[i][0] == "KEYS":
+                    self.assertEqual(sorted(g), w, (i, cmds[i]))
+                else:
+                    self.assertEqual(g, w, (i, cmds[i]))
+
+    def test_pipeline_flush_every_slot(self):
+        """FLUSHALL and FLUSHDB touch every key: any read behind them,
+        whichever key slot it falls in, sees an empty store."""
+        # 4096 keys hit every one of the 256 in-flight key slots (conn.h)
+        # but with probability about 1e-7.
+        keys = [b"fs:%05d" % i for i in range(4096)]
+        for flush in ("FLUSHALL", "FLUSHDB", "FLUSHALL"):
+            self.assertEqual(self.pipe([("SET", k, b"v") for k in keys]),
+                             [b"OK"] * len(keys))
+            cmds = [(flush,), ("DBSIZE",), ("KEYS", "*"),
+                    ("SCAN", 0, "COUNT", 100)]
+            want = [b"OK", 0, [], [b"0", []]]
+            cmds += [("GET", k) for k in keys]
+            want += [None] * len(keys)
+            cmds += [("EXISTS",) + tuple(keys[i:i + 64])
+                     for i in range(0, len(keys), 64)]
+            want += [0] * (len(keys) // 64)
+            cmds += [("TTL", k) for k in keys[::7]]
+            want += [-2] * len(keys[::7])
+            cmds += [("SET", keys[1], b"after"), ("DBSIZE",),
+                     ("KEYS", "*"), ("GET", keys[1])]
+            want += [b"OK", 1, [keys[1]], b"after"]
+            got = self.pipe(cmds)
+            for i, (g, w) in enumerate(zip(got, want)):
+                self.assertEqual(g, w, (i, cmds[i]))
 
     def test_inline(self):
         c = self.raw()
