@@ -1,16 +1,20 @@
-/* auth.c - password, protected mode, disabled commands (see auth.h). */
+/* auth.c - password, protected mode, disabled commands, cross-protocol
+ * requests (see auth.h). */
 #include "auth.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "conn.h"
 #include "kv_proto.h"
+#include "log.h"
 #include "loop.h"
+#include "resp.h"
 
 static int is_loopback(const char *addr)
 {
@@ -49,35 +53,84 @@ static int read_password(struct kvd_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-/* Every name in disable-commands must be a command kvd knows. */
-static int check_disable_list(const struct kvd_config *cfg, char *err,
-			      size_t errlen)
-{
-	static const char *const resp_only[] = {"KEYS", "FLUSHDB", "CONFIG",
-						"DEBUG", NULL};
-	const char *p = cfg->disable_commands;
+/* ===================== Disabled commands ===================== */
 
+/* Bits of the native operations and of the RESP commands refused.  Written
+ * once by kvd_auth_setup, before any io thread exists (disable-commands is
+ * not reloadable), read-only after. */
+static uint32_t op_off;
+static uint64_t resp_off;
+
+_Static_assert(KV_OP_MAX <= 32, "op_off and resp.h's KVO bits are 32 bits");
+_Static_assert(RESP_NCMDS <= 64, "resp_off is 64 bits");
+
+static int name_is(const char *name, const char *p, size_t n)
+{
+	return strlen(name) == n && !strncasecmp(name, p, n);
+}
+
+/* Mark the name at p (n bytes) off: a native operation, a RESP command,
+ * or both (GET, DEL, ...).  -1 when kvd knows no command of that name. */
+static int disable_name(const char *p, size_t n, uint64_t *resp_named)
+{
+	int known = 0;
+
+	for (unsigned op = 1; op < KV_OP_MAX; op++)
+		if (kv_op_name(op) && name_is(kv_op_name(op), p, n)) {
+			op_off |= 1u << op;
+			known = 1;
+		}
+	for (unsigned i = 0; i < RESP_NCMDS; i++)
+		if (name_is(resp_cmds[i].name, p, n)) {
+			*resp_named |= 1ull << i;
+			known = 1;
+		}
+	return known ? 0 : -1;
+}
+
+/* Turn disable-commands into the bitmaps; every name must be a command kvd
+ * knows, so that a typo cannot leave a command on that was meant off. */
+static int setup_disabled(const struct kvd_config *cfg, char *err,
+			  size_t errlen)
+{
+	const char *p = cfg->disable_commands;
+	uint64_t named = 0;
+
+	op_off = 0;
 	while (*p) {
 		size_t n = strcspn(p, ", ");
-		int known = 0;
 
-		for (unsigned op = 1; op < KV_OP_MAX && n; op++)
-			known |= strlen(kv_op_name(op)) == n &&
-				 !strncasecmp(kv_op_name(op), p, n);
-		for (unsigned i = 0; resp_only[i] && n; i++)
-			known |= strlen(resp_only[i]) == n &&
-				 !strncasecmp(resp_only[i], p, n);
-		if (n && !known) {
-			snprintf(err, errlen,
-				 "disable-commands: unknown command '%.*s'",
-				 (int)n, p);
+		if (n && disable_name(p, n, &named)) {
+			snprintf(
+			    err, errlen,
+			    "disable-commands: unknown command '%.*s' "
+			    "(give native operation or RESP command names)",
+			    (int)n, p);
 			return -1;
 		}
 		p += n;
 		p += strspn(p, ", ");
 	}
+	/* A RESP command is off when named, or when it performs a native
+	 * operation that is off. */
+	resp_off = named;
+	for (unsigned i = 0; i < RESP_NCMDS; i++)
+		if (resp_cmds[i].ops & op_off)
+			resp_off |= 1ull << i;
 	return 0;
 }
+
+int kvd_auth_op_disabled(unsigned op)
+{
+	return op < 32 && (op_off >> op) & 1;
+}
+
+int kvd_auth_resp_disabled(unsigned id)
+{
+	return id < 64 && (resp_off >> id) & 1;
+}
+
+/* ===================== Setup ===================== */
 
 int kvd_auth_setup(struct kvd_config *cfg, char *err, size_t errlen)
 {
@@ -91,7 +144,7 @@ int kvd_auth_setup(struct kvd_config *cfg, char *err, size_t errlen)
 		if (read_password(cfg, err, errlen))
 			return -1;
 	}
-	if (check_disable_list(cfg, err, errlen))
+	if (setup_disabled(cfg, err, errlen))
 		return -1;
 	if (!cfg->protected_mode || cfg->requirepass[0])
 		return 0;
@@ -121,6 +174,38 @@ int kvd_auth_pending(const struct kvd_conn *c)
 	return c->io->srv->cfg->requirepass[0] && !(c->flags & CONN_AUTHED);
 }
 
+/* Failed AUTHs of every connection: rare by design (each connection gets
+ * KVD_AUTH_MAX_FAILS), so one shared counter costs nothing on a hot path. */
+static _Atomic uint64_t auth_failures;
+
+uint64_t kvd_auth_failures(void)
+{
+	return atomic_load_explicit(&auth_failures, memory_order_relaxed);
+}
+
+/* Count, log at most once a second per io thread, and close the
+ * connection (after this reply) once it has used up its attempts.  No
+ * sleep: an io thread never blocks, so a guesser is slowed by having to
+ * reconnect, not by a delay. */
+static void auth_failed(struct kvd_conn *c)
+{
+	static __thread struct kvd_log_limit limit = KVD_LOG_LIMIT_INIT(1000);
+
+	atomic_fetch_add_explicit(&auth_failures, 1, memory_order_relaxed);
+	if (c->auth_fails < UINT8_MAX)
+		c->auth_fails++;
+	if (c->auth_fails < KVD_AUTH_MAX_FAILS) {
+		kvd_log_ratelimited(&limit, KVD_LOG_WARN,
+				    "connection %llu: AUTH failed",
+				    (unsigned long long)c->id);
+		return;
+	}
+	c->flags |= CONN_CLOSING;
+	kvd_log_ratelimited(&limit, KVD_LOG_WARN,
+			    "connection %llu: AUTH failed %u times; closing it",
+			    (unsigned long long)c->id, c->auth_fails);
+}
+
 int kvd_auth_try(struct kvd_conn *c, const void *pw, size_t n)
 {
 	const char *want = c->io->srv->cfg->requirepass;
@@ -132,23 +217,46 @@ int kvd_auth_try(struct kvd_conn *c, const void *pw, size_t n)
 	 * tells nothing about how much of a guess was right. */
 	for (size_t i = 0; i < len; i++)
 		diff |= (unsigned char)want[i] ^ (i < n ? got[i] : 0);
-	if (diff)
+	if (diff) {
+		auth_failed(c);
 		return 0;
+	}
 	c->flags |= CONN_AUTHED;
 	return 1;
 }
 
-int kvd_auth_disabled(const struct kvd_config *cfg, const char *name, size_t n)
+/* ===================== Cross-protocol requests ===================== */
+
+static __thread struct kvd_log_limit http_limit = KVD_LOG_LIMIT_INIT(1000);
+
+void kvd_auth_http_refuse(struct kvd_conn *c, const char *what)
 {
-	const char *p = cfg->disable_commands;
+	c->flags |= CONN_CLOSING;
+	kvd_log_ratelimited(
+	    &http_limit, KVD_LOG_WARN,
+	    "connection %llu: %s: possible SECURITY ATTACK (a web page making "
+	    "a browser send HTTP to kvd, cross-protocol scripting); "
+	    "connection closed unanswered",
+	    (unsigned long long)c->id, what);
+}
 
-	while (*p) {
-		size_t k = strcspn(p, ", ");
+int kvd_auth_http_native(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	/* The method and its space: no native frame has a space (msgpack
+	 * fixint 32) where its request array should begin. */
+	static const char *const methods[] = {
+	    "GET ",   "POST ",	  "PUT ",     "HEAD ",	"DELETE ",
+	    "PATCH ", "OPTIONS ", "CONNECT ", "TRACE ", "PRI "};
 
-		if (k == n && !strncasecmp(p, name, n))
-			return 1;
-		p += k;
-		p += strspn(p, ", ");
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		size_t len = strlen(methods[i]), k = n < len ? n : len;
+
+		if (memcmp(p, methods[i], k))
+			continue;
+		if (k < len)
+			return -1;
+		kvd_auth_http_refuse(c, "an HTTP request on the native port");
+		return 1;
 	}
 	return 0;
 }

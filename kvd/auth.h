@@ -1,15 +1,33 @@
 /* auth.h - who may do what: the password, protected mode, read-only mode
- * and disabled commands, shared by both protocols.
+ * and disabled commands, shared by both protocols, and the refusal of
+ * requests in the wrong protocol.
  *
  * With a password configured, a connection may only say HELLO and AUTH (and
  * RESP's QUIT) until it has authenticated, and its requests are held to
  * small caps meanwhile, so an unauthenticated peer cannot make kvd buffer
- * large frames (as Redis does since CVE-2021-32675).
+ * large frames (as Redis does since CVE-2021-32675).  A connection that
+ * fails AUTH KVD_AUTH_MAX_FAILS times is closed after the last answer, and
+ * the failures are counted and logged at most once a second per io thread:
+ * a guesser pays a connection every few guesses and cannot fill the disk.
+ *
+ * disable-commands takes native operation names and RESP command names
+ * (kvd_auth_setup turns them into bitmaps, so a request costs one bit
+ * test).  A native name refuses that operation and every RESP command that
+ * performs it (the ops column of resp.h's table): FLUSHALL also refuses
+ * RESP FLUSHDB, PUT refuses SET, SETNX, SETEX, PSETEX and GETSET.  A RESP
+ * name refuses that RESP command.
+ *
+ * Cross-protocol scripting: a web page can make a browser POST to a kvd
+ * port, with a body of commands.  On the RESP port a request named POST or
+ * "Host:" closes the connection (Redis's answer since 3.2.7); on the native
+ * port a frame that begins with an HTTP method does.  Both are logged,
+ * rate-limited, and never answered.
  */
 #ifndef KVD_AUTH_H
 #define KVD_AUTH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -21,6 +39,9 @@ struct kvd_conn;
 #define KVD_PREAUTH_MAX_ARGS 10u
 #define KVD_PREAUTH_MAX_BULK 16384u
 
+/* Failed AUTH attempts a connection may make before it is closed. */
+#define KVD_AUTH_MAX_FAILS 10u
+
 /* Start-up checks and loading: reads requirepass-file, refuses a
  * non-loopback bind without a password in protected mode, checks the
  * disable list.  0, or -1 with a reason in err. */
@@ -30,10 +51,29 @@ int kvd_auth_setup(struct kvd_config *cfg, char *err, size_t errlen);
 int kvd_auth_pending(const struct kvd_conn *c);
 
 /* Check a password in time that depends only on the configured one's
- * length; on success the connection is authenticated.  1 or 0. */
+ * length; on success the connection is authenticated.  A failure is
+ * counted and logged (rate-limited), and the connection marked to close
+ * after its reply once it has failed KVD_AUTH_MAX_FAILS times.  1 or 0. */
 int kvd_auth_try(struct kvd_conn *c, const void *pw, size_t n);
 
-/* Is the command (native op or RESP command name, any case) disabled? */
-int kvd_auth_disabled(const struct kvd_config *cfg, const char *name, size_t n);
+/* Failed AUTH attempts since start, both protocols (STATS, INFO, metrics). */
+uint64_t kvd_auth_failures(void);
+
+/* Is the native operation op, or the RESP command id (enum resp_cmd_id),
+ * disabled by disable-commands?  Set up by kvd_auth_setup. */
+int kvd_auth_op_disabled(unsigned op);
+int kvd_auth_resp_disabled(unsigned id);
+
+/* Native frame header: 1 (and the connection closing, logged) when the
+ * bytes at p begin with an HTTP method, 0 when they cannot, -1 when more
+ * bytes are needed to tell.  Only worth asking when the frame length they
+ * encode is at least KVD_HTTP_MIN_LEN: every method's first four bytes
+ * read as a larger length. */
+#define KVD_HTTP_MIN_LEN 0x41000000u /* "A\0\0\0" */
+int kvd_auth_http_native(struct kvd_conn *c, const uint8_t *p, size_t n);
+
+/* A RESP request named POST or Host: (the first lines of an HTTP
+ * request): log it and close the connection, unanswered. */
+void kvd_auth_http_refuse(struct kvd_conn *c, const char *what);
 
 #endif

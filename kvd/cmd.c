@@ -395,11 +395,8 @@ static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 		kvd_reply_status(c, KV_DISABLED, "no password is configured");
 		return KV_OK;
 	}
-	if (!kvd_auth_try(c, r->a[0].p, r->a[0].len)) {
-		log_warn("connection %llu: AUTH failed",
-			 (unsigned long long)c->id);
-		return KV_AUTH_FAILED;
-	}
+	if (!kvd_auth_try(c, r->a[0].p, r->a[0].len))
+		return KV_AUTH_FAILED; /* counted and logged there */
 	kvd_reply_status(c, KV_OK, NULL);
 	return KV_OK;
 }
@@ -636,8 +633,7 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 		return -1;
 	if (d->write && c->io->srv->cfg->read_only)
 		return KV_READ_ONLY;
-	if (kvd_auth_disabled(c->io->srv->cfg, kv_op_name(r->op),
-			      strlen(kv_op_name(r->op))))
+	if (kvd_auth_op_disabled(r->op))
 		return KV_DISABLED;
 	rc = d->fn(c, r);
 	if (rc == KV_OK && !d->write) {
@@ -657,6 +653,14 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	if (n < KV_FRAME_HDR)
 		return 0;
 	len = kv_load_be32(p);
+	/* A browser made to send HTTP here: close, unanswered.  Only so large
+	 * a length can be the start of one, so this costs one compare. */
+	if (len >= KVD_HTTP_MIN_LEN) {
+		int http = kvd_auth_http_native(c, p, n);
+
+		if (http)
+			return http > 0 ? n : 0;
+	}
 	/* Before authentication only small frames are read at all. */
 	if (len > (kvd_auth_pending(c) ? KVD_PREAUTH_MAX_FRAME
 				       : c->io->srv->cfg->max_frame)) {

@@ -52,6 +52,7 @@ struct kvd_conn {
 	int fd;
 	uint8_t proto;
 	uint8_t stall;
+	uint8_t auth_fails; /* failed AUTH attempts (auth.c) */
 	uint32_t flags;
 	uint64_t id;
 	uint64_t last_ms;  /* last input, for idle-timeout */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "auth.h"
 #include "committer.h"
 #include "datadir.h"
 #include "conn.h"
@@ -256,6 +257,10 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 	     "Connections refused over max-clients.");
 	out(b, "kvd_connections_refused_total %llu\n",
 	    (unsigned long long)t.refused);
+	head(b, "kvd_auth_failures_total", "counter",
+	     "Failed AUTH attempts (both protocols).");
+	out(b, "kvd_auth_failures_total %llu\n",
+	    (unsigned long long)kvd_auth_failures());
 	head(b, "kvd_received_bytes_total", "counter", "Bytes received.");
 	out(b, "kvd_received_bytes_total %llu\n",
 	    (unsigned long long)t.bytes_in);

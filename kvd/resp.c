@@ -36,10 +36,10 @@ const char resp_err_key[] =
 const char resp_err_nomem[] = "ERR out of memory";
 
 const struct resp_cmd resp_cmds[RESP_NCMDS] = {
-#define RESP_CMD_ROW(id, name, fn, arity, flags, first, last, step, group,     \
-		     summary)                                                  \
-	[RESP_CMD_##                                                           \
-	    id] = {name, fn, arity, flags, first, last, step, group, summary},
+#define RESP_CMD_ROW(id, name, fn, ops, arity, flags, first, last, step,       \
+		     group, summary)                                           \
+	[RESP_CMD_##id] = {name,  fn,	ops,  arity, flags,                    \
+			   first, last, step, group, summary},
     RESP_COMMANDS(RESP_CMD_ROW)
 #undef RESP_CMD_ROW
 };
@@ -646,6 +646,12 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 	if (r->argc == 0)
 		return consumed(c, len); /* Redis ignores empty requests */
 	id = find_cmd(r->a[0]);
+	/* The first lines of an HTTP request (a browser made to POST to this
+	 * port): close before its body's lines run as commands. */
+	if (id < 0 && (resp_eq(r->a[0], "post") || resp_eq(r->a[0], "host:"))) {
+		kvd_auth_http_refuse(c, "an HTTP request on the RESP port");
+		return consumed(c, len);
+	}
 	if (kvd_auth_pending(c) && id != RESP_CMD_AUTH &&
 	    id != RESP_CMD_HELLO && id != RESP_CMD_QUIT) {
 		err = "NOAUTH Authentication required.";
@@ -657,8 +663,7 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		if ((d->arity > 0 && r->argc != (uint32_t)d->arity) ||
 		    (d->arity < 0 && r->argc < (uint32_t)-d->arity))
 			err = resp_arity_error(r, d->name);
-		else if (kvd_auth_disabled(c->io->srv->cfg, d->name,
-					   strlen(d->name)))
+		else if (kvd_auth_resp_disabled((unsigned)id))
 			err = "ERR this command is disabled by the server's "
 			      "configuration (disable-commands)";
 		else if ((d->flags & RC_WRITE) && c->io->srv->cfg->read_only)

@@ -65,97 +65,112 @@ enum {
 
 typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 
-/* X(ID, name, handler, arity, flags, first key, last key, step, group,
- * summary).  Arity as Redis: n exact, -n at least n (name included). */
+/* X(ID, name, handler, native ops, arity, flags, first key, last key, step,
+ * group, summary).  Arity as Redis: n exact, -n at least n (name included).
+ * Native ops: the native operations (KVO bits) the command performs, so that
+ * disable-commands refuses a native name on both protocols (auth.c); 0 for
+ * a command that performs none.  Keep "X(ID, "name", resp_fn" at the start
+ * of each row: tests/fuzz/CMakeLists.txt finds the handlers by it. */
+#define KVO(op) (1u << KV_OP_##op)
 #define RESP_COMMANDS(X)                                                       \
-	X(APPEND, "append", resp_append, 3, RC_WRITE, 1, 1, 1, "string",       \
-	  "Appends a string to the value of a key.")                           \
-	X(AUTH, "auth", resp_auth, -2, RC_CONN | RC_FAST, 0, 0, 0,             \
+	X(APPEND, "append", resp_append, KVO(APPEND), 3, RC_WRITE, 1, 1, 1,    \
+	  "string", "Appends a string to the value of a key.")                 \
+	X(AUTH, "auth", resp_auth, KVO(AUTH), -2, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "connection", "Authenticates the connection.")                       \
-	X(CLIENT, "client", resp_client, -2, RC_CONN, 0, 0, 0, "connection",   \
-	  "Connection commands: ID, SETNAME, GETNAME, SETINFO.")               \
-	X(COMMAND, "command", resp_command, -1, RC_CONN, 0, 0, 0, "server",    \
+	X(CLIENT, "client", resp_client, 0, -2, RC_CONN, 0, 0, 0,              \
+	  "connection", "Connection commands: ID, SETNAME, GETNAME, SETINFO.") \
+	X(COMMAND, "command", resp_command, 0, -1, RC_CONN, 0, 0, 0, "server", \
 	  "Returns detailed information about commands.")                      \
-	X(CONFIG, "config", resp_config, -2, RC_ADMIN, 0, 0, 0, "server",      \
+	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
 	  "Reads the server's configuration (CONFIG GET).")                    \
-	X(DBSIZE, "dbsize", resp_dbsize, 1, RC_READ, 0, 0, 0, "server",        \
-	  "Returns the number of keys.")                                       \
-	X(DECR, "decr", resp_incr, 2, RC_WRITE | RC_FAST, 1, 1, 1, "string",   \
-	  "Decrements the integer value of a key by one.")                     \
-	X(DECRBY, "decrby", resp_incr, 3, RC_WRITE | RC_FAST, 1, 1, 1,         \
-	  "string", "Decrements the integer value of a key by a number.")      \
-	X(DEL, "del", resp_del, -2, RC_WRITE, 1, -1, 1, "generic",             \
-	  "Deletes one or more keys.")                                         \
-	X(ECHO, "echo", resp_echo, 2, RC_CONN | RC_FAST, 0, 0, 0,              \
+	X(DBSIZE, "dbsize", resp_dbsize, KVO(COUNT), 1, RC_READ, 0, 0, 0,      \
+	  "server", "Returns the number of keys.")                             \
+	X(DECR, "decr", resp_incr, KVO(INCR), 2, RC_WRITE | RC_FAST, 1, 1, 1,  \
+	  "string", "Decrements the integer value of a key by one.")           \
+	X(DECRBY, "decrby", resp_incr, KVO(INCR), 3, RC_WRITE | RC_FAST, 1, 1, \
+	  1, "string", "Decrements the integer value of a key by a number.")   \
+	X(DEL, "del", resp_del, KVO(DEL) | KVO(MDEL), -2, RC_WRITE, 1, -1, 1,  \
+	  "generic", "Deletes one or more keys.")                              \
+	X(ECHO, "echo", resp_echo, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,           \
 	  "connection", "Returns the given string.")                           \
-	X(EXISTS, "exists", resp_exists, -2, RC_READ | RC_FAST, 1, -1, 1,      \
-	  "generic", "Determines whether one or more keys exist.")             \
-	X(EXPIRE, "expire", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1, 1,      \
-	  "generic", "Sets the expiration time of a key in seconds.")          \
-	X(EXPIREAT, "expireat", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1, 1,  \
-	  "generic", "Sets the expiration time of a key to a Unix timestamp.") \
-	X(FLUSHALL, "flushall", resp_flushall, -1, RC_WRITE | RC_ADMIN, 0, 0,  \
-	  0, "server", "Removes all keys (unless resp-flushall is no).")       \
-	X(FLUSHDB, "flushdb", resp_flushall, -1, RC_WRITE | RC_ADMIN, 0, 0, 0, \
-	  "server", "Removes all keys (unless resp-flushall is no).")          \
-	X(GET, "get", resp_get, 2, RC_READ | RC_FAST, 1, 1, 1, "string",       \
-	  "Returns the string value of a key.")                                \
-	X(GETDEL, "getdel", resp_getdel, 2, RC_WRITE | RC_FAST, 1, 1, 1,       \
-	  "string", "Returns the string value of a key after deleting it.")    \
-	X(GETSET, "getset", resp_set, 3, RC_WRITE | RC_FAST, 1, 1, 1,          \
-	  "string", "Returns the old value of a key after setting a new one.") \
-	X(HELLO, "hello", resp_hello, -1, RC_CONN | RC_FAST, 0, 0, 0,          \
-	  "connection", "Handshakes with the server (protocol 2 only).")       \
-	X(INCR, "incr", resp_incr, 2, RC_WRITE | RC_FAST, 1, 1, 1, "string",   \
-	  "Increments the integer value of a key by one.")                     \
-	X(INCRBY, "incrby", resp_incr, 3, RC_WRITE | RC_FAST, 1, 1, 1,         \
-	  "string", "Increments the integer value of a key by a number.")      \
-	X(INFO, "info", resp_info, -1, RC_ADMIN, 0, 0, 0, "server",            \
-	  "Returns information and statistics about the server.")              \
-	X(KEYS, "keys", resp_keys, 2, RC_READ, 0, 0, 0, "generic",             \
+	X(EXISTS, "exists", resp_exists, KVO(EXISTS), -2, RC_READ | RC_FAST,   \
+	  1, -1, 1, "generic", "Determines whether one or more keys exist.")   \
+	X(EXPIRE, "expire", resp_expire, KVO(EXPIRE), -3, RC_WRITE | RC_FAST,  \
+	  1, 1, 1, "generic", "Sets the expiration time of a key in seconds.") \
+	X(EXPIREAT, "expireat", resp_expire, KVO(EXPIRE), -3,                  \
+	  RC_WRITE | RC_FAST, 1, 1, 1, "generic",                              \
+	  "Sets the expiration time of a key to a Unix timestamp.")            \
+	X(FLUSHALL, "flushall", resp_flushall, KVO(FLUSHALL), -1,              \
+	  RC_WRITE | RC_ADMIN, 0, 0, 0, "server",                              \
+	  "Removes all keys (unless resp-flushall is no).")                    \
+	X(FLUSHDB, "flushdb", resp_flushall, KVO(FLUSHALL), -1,                \
+	  RC_WRITE | RC_ADMIN, 0, 0, 0, "server",                              \
+	  "Removes all keys (unless resp-flushall is no).")                    \
+	X(GET, "get", resp_get, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, 1,       \
+	  "string", "Returns the string value of a key.")                      \
+	X(GETDEL, "getdel", resp_getdel, KVO(GETDEL), 2, RC_WRITE | RC_FAST,   \
+	  1, 1, 1, "string",                                                   \
+	  "Returns the string value of a key after deleting it.")              \
+	X(GETSET, "getset", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1,   \
+	  1, "string",                                                         \
+	  "Returns the old value of a key after setting a new one.")           \
+	X(HELLO, "hello", resp_hello, KVO(HELLO), -1, RC_CONN | RC_FAST, 0, 0, \
+	  0, "connection", "Handshakes with the server (protocol 2 only).")    \
+	X(INCR, "incr", resp_incr, KVO(INCR), 2, RC_WRITE | RC_FAST, 1, 1, 1,  \
+	  "string", "Increments the integer value of a key by one.")           \
+	X(INCRBY, "incrby", resp_incr, KVO(INCR), 3, RC_WRITE | RC_FAST, 1, 1, \
+	  1, "string", "Increments the integer value of a key by a number.")   \
+	X(INFO, "info", resp_info, KVO(STATS), -1, RC_ADMIN, 0, 0, 0,          \
+	  "server", "Returns information and statistics about the server.")    \
+	X(KEYS, "keys", resp_keys, KVO(SCAN), 2, RC_READ, 0, 0, 0, "generic",  \
 	  "Returns all key names that match a pattern (blocks: use SCAN).")    \
-	X(MGET, "mget", resp_mget, -2, RC_READ | RC_FAST, 1, -1, 1, "string",  \
+	X(MGET, "mget", resp_mget, KVO(MGET), -2, RC_READ | RC_FAST, 1, -1, 1, \
+	  "string",                                                            \
 	  "Atomically returns the string values of one or more keys.")         \
-	X(MSET, "mset", resp_mset, -3, RC_WRITE, 1, -1, 2, "string",           \
-	  "Sets the values of one or more keys (atomic per shard).")           \
-	X(PERSIST, "persist", resp_expire, 2, RC_WRITE | RC_FAST, 1, 1, 1,     \
-	  "generic", "Removes the expiration time of a key.")                  \
-	X(PEXPIRE, "pexpire", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1, 1,    \
-	  "generic", "Sets the expiration time of a key in milliseconds.")     \
-	X(PEXPIREAT, "pexpireat", resp_expire, -3, RC_WRITE | RC_FAST, 1, 1,   \
-	  1, "generic",                                                        \
+	X(MSET, "mset", resp_mset, KVO(MPUT), -3, RC_WRITE, 1, -1, 2,          \
+	  "string", "Sets the values of one or more keys (atomic per shard).") \
+	X(PERSIST, "persist", resp_expire, KVO(EXPIRE), 2, RC_WRITE | RC_FAST, \
+	  1, 1, 1, "generic", "Removes the expiration time of a key.")         \
+	X(PEXPIRE, "pexpire", resp_expire, KVO(EXPIRE), -3,                    \
+	  RC_WRITE | RC_FAST, 1, 1, 1, "generic",                              \
+	  "Sets the expiration time of a key in milliseconds.")                \
+	X(PEXPIREAT, "pexpireat", resp_expire, KVO(EXPIRE), -3,                \
+	  RC_WRITE | RC_FAST, 1, 1, 1, "generic",                              \
 	  "Sets the expiration time of a key to a Unix millisecond "           \
 	  "timestamp.")                                                        \
-	X(PING, "ping", resp_ping, -1, RC_CONN | RC_FAST, 0, 0, 0,             \
+	X(PING, "ping", resp_ping, KVO(PING), -1, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "connection", "Returns the server's liveliness response.")           \
-	X(PSETEX, "psetex", resp_set, 4, RC_WRITE, 1, 1, 1, "string",          \
+	X(PSETEX, "psetex", resp_set, KVO(PUT), 4, RC_WRITE, 1, 1, 1,          \
+	  "string",                                                            \
 	  "Sets the string value and expiration time in milliseconds of a "    \
 	  "key.")                                                              \
-	X(PTTL, "pttl", resp_ttl, 2, RC_READ | RC_FAST, 1, 1, 1, "generic",    \
-	  "Returns the expiration time in milliseconds of a key.")             \
-	X(QUIT, "quit", resp_quit, -1, RC_CONN | RC_FAST, 0, 0, 0,             \
+	X(PTTL, "pttl", resp_ttl, KVO(TTL), 2, RC_READ | RC_FAST, 1, 1, 1,     \
+	  "generic", "Returns the expiration time in milliseconds of a key.")  \
+	X(QUIT, "quit", resp_quit, 0, -1, RC_CONN | RC_FAST, 0, 0, 0,          \
 	  "connection", "Closes the connection.")                              \
-	X(SCAN, "scan", resp_scan, -2, RC_READ, 0, 0, 0, "generic",            \
+	X(SCAN, "scan", resp_scan, KVO(SCAN), -2, RC_READ, 0, 0, 0, "generic", \
 	  "Iterates over the key names in key order.")                         \
-	X(SELECT, "select", resp_select, 2, RC_CONN | RC_FAST, 0, 0, 0,        \
+	X(SELECT, "select", resp_select, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,     \
 	  "connection", "Changes the selected database (only 0 exists).")      \
-	X(SET, "set", resp_set, -3, RC_WRITE, 1, 1, 1, "string",               \
+	X(SET, "set", resp_set, KVO(PUT), -3, RC_WRITE, 1, 1, 1, "string",     \
 	  "Sets the string value of a key, ignoring its type.")                \
-	X(SETEX, "setex", resp_set, 4, RC_WRITE, 1, 1, 1, "string",            \
+	X(SETEX, "setex", resp_set, KVO(PUT), 4, RC_WRITE, 1, 1, 1, "string",  \
 	  "Sets the string value and expiration time of a key.")               \
-	X(SETNX, "setnx", resp_set, 3, RC_WRITE | RC_FAST, 1, 1, 1, "string",  \
+	X(SETNX, "setnx", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1, 1,  \
+	  "string",                                                            \
 	  "Sets the string value of a key only when the key does not "         \
 	  "exist.")                                                            \
-	X(STRLEN, "strlen", resp_strlen, 2, RC_READ | RC_FAST, 1, 1, 1,        \
-	  "string", "Returns the length of a string value.")                   \
-	X(TIME, "time", resp_time, 1, RC_FAST, 0, 0, 0, "server",              \
+	X(STRLEN, "strlen", resp_strlen, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, \
+	  1, "string", "Returns the length of a string value.")                \
+	X(TIME, "time", resp_time, 0, 1, RC_FAST, 0, 0, 0, "server",           \
 	  "Returns the server time.")                                          \
-	X(TTL, "ttl", resp_ttl, 2, RC_READ | RC_FAST, 1, 1, 1, "generic",      \
-	  "Returns the expiration time in seconds of a key.")                  \
-	X(TYPE, "type", resp_type, 2, RC_READ | RC_FAST, 1, 1, 1, "generic",   \
-	  "Determines the type of value stored at a key.")                     \
-	X(UNLINK, "unlink", resp_del, -2, RC_WRITE | RC_FAST, 1, -1, 1,        \
-	  "generic", "Deletes one or more keys.")
+	X(TTL, "ttl", resp_ttl, KVO(TTL), 2, RC_READ | RC_FAST, 1, 1, 1,       \
+	  "generic", "Returns the expiration time in seconds of a key.")       \
+	X(TYPE, "type", resp_type, KVO(EXISTS), 2, RC_READ | RC_FAST, 1, 1, 1, \
+	  "generic", "Determines the type of value stored at a key.")          \
+	X(UNLINK, "unlink", resp_del, KVO(DEL) | KVO(MDEL), -2,                \
+	  RC_WRITE | RC_FAST, 1, -1, 1, "generic",                             \
+	  "Deletes one or more keys.")
 
 enum resp_cmd_id {
 #define RESP_CMD_ENUM(id, ...) RESP_CMD_##id,
@@ -167,6 +182,7 @@ enum resp_cmd_id {
 struct resp_cmd {
 	const char *name;
 	resp_fn fn;
+	uint32_t ops; /* KVO bits: the native operations it performs */
 	int arity;
 	uint32_t flags;
 	int first, last, step;

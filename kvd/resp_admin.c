@@ -97,11 +97,8 @@ static const char *check_pass(struct kvd_conn *c, struct kv_slice user,
 			       "you sure your configuration is correct?";
 		return NULL; /* default user, no password: any is accepted */
 	}
-	if (!kvd_auth_try(c, pass.p, pass.n)) {
-		log_warn("connection %llu: AUTH failed",
-			 (unsigned long long)c->id);
-		return wrongpass;
-	}
+	if (!kvd_auth_try(c, pass.p, pass.n))
+		return wrongpass; /* counted and logged (rate-limited) there */
 	return NULL;
 }
 

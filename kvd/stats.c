@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "committer.h"
 #include "kv_mp.h"
 #include "loop.h"
@@ -102,7 +103,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	struct kvd_totals t;
 
 	kvd_stats_sum(srv, &t);
-	kv_mp_map(b, 18);
+	kv_mp_map(b, 19);
 	kv_mp_cstr(b, "server");
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
@@ -112,6 +113,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "connections", t.conns);
 	kv_u(b, "connections_total", t.accepted);
 	kv_u(b, "connections_refused", t.refused);
+	kv_u(b, "auth_failures", kvd_auth_failures());
 	kv_u(b, "bytes_in", t.bytes_in);
 	kv_u(b, "bytes_out", t.bytes_out);
 	kv_u(b, "commits", t.commits);
@@ -219,6 +221,8 @@ static void info_stats(const struct kvd_totals *t, struct kv_buf *b)
 	line(b, "total_net_output_bytes:%llu",
 	     (unsigned long long)t->bytes_out);
 	line(b, "rejected_connections:%llu", (unsigned long long)t->refused);
+	line(b, "acl_access_denied_auth:%llu",
+	     (unsigned long long)kvd_auth_failures());
 	line(b, "expired_keys:%llu", (unsigned long long)t->reaped);
 	line(b, "total_error_replies:%llu",
 	     (unsigned long long)(errors + t->resp_errors));

@@ -3,21 +3,31 @@
 Protected mode refuses a non-loopback bind without a password; with a
 password, nothing but HELLO/AUTH (and RESP QUIT) works before AUTH, and
 unauthenticated requests are held to small caps; read-only mode and
-disable-commands refuse what they should and nothing else.
+disable-commands refuse what they should and nothing else, on both
+protocols; a browser's request to either port (cross-protocol scripting) is
+refused and the connection closed; password guessing costs a connection
+every few guesses and is counted, and its log lines are rate-limited.
 """
 
+import base64
 import os
 import socket
 import struct
 import subprocess
 import tempfile
+import time
 import unittest
 
+import msgpack
 import redis
 
 from kvdtest import *  # noqa: F401,F403
 
 AUTH_REQUIRED, AUTH_FAILED, READ_ONLY, DISABLED = 25, 26, 27, 28
+
+
+STATS_OP = 12
+AUTH_FAIL_LIMIT = 10  # failed AUTHs a connection may make (auth.h)
 
 
 def kvd(args):
@@ -130,6 +140,172 @@ class Security(unittest.TestCase):
                     r.execute_command(*cmd)
                 self.assertIn("disabled", str(e.exception))
             self.assertEqual(r.get("k"), b"v")
+
+
+    def test_disable_commands_cover_resp(self):
+        """Each native name refuses every RESP command that performs it."""
+        with Server(threads=1, resp=True,
+                    args=["--disable-commands", "PUT,EXPIRE,INCR,MPUT"]) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(APPEND, b"k", b"v"), [OK, 1])
+            for req in ([PUT, b"k", b"w"], [MPUT, 0, b"a", b"b"],
+                        [EXPIRE, b"k", 1000], [INCR, b"n", 1]):
+                self.assertEqual(c.call(*req)[0], DISABLED, req)
+            r = redis.Redis(port=srv.resp_port)
+            for cmd in (("SET", "k", "w"), ("SETNX", "k2", "w"),
+                        ("SETEX", "k", "10", "w"), ("PSETEX", "k", "10", "w"),
+                        ("MSET", "k", "w"), ("GETSET", "k", "w"),
+                        ("EXPIRE", "k", "1"), ("PEXPIRE", "k", "1"),
+                        ("EXPIREAT", "k", "1"), ("PEXPIREAT", "k", "1"),
+                        ("PERSIST", "k"), ("INCR", "n"), ("INCRBY", "n", "2"),
+                        ("DECR", "n"), ("DECRBY", "n", "2")):
+                with self.assertRaises(redis.exceptions.ResponseError,
+                                       msg=cmd) as e:
+                    r.execute_command(*cmd)
+                self.assertIn("disabled", str(e.exception), cmd)
+            self.assertEqual(r.get("k"), b"v")
+            self.assertEqual(r.ttl("k"), -1)
+            self.assertIsNone(r.get("n"))
+            self.assertEqual(r.append("k", "x"), 2)  # not listed: works
+
+    def test_disable_commands_resp_names(self):
+        """A RESP name is accepted and refuses that RESP command only."""
+        rc, err = kvd(["--disable-commands", "SET,FLUSHDB,getset",
+                       "--test-config"])
+        self.assertEqual(rc, 0, err)
+        rc, err = kvd(["--disable-commands", "SET,NOPE", "--test-config"])
+        self.assertEqual(rc, 2)
+        self.assertIn("unknown command 'NOPE'", err)
+        self.assertEqual(len(err.strip().splitlines()), 1)
+        with Server(threads=1, resp=True,
+                    args=["--disable-commands", "SET"]) as srv:
+            r = redis.Redis(port=srv.resp_port)
+            with self.assertRaises(redis.exceptions.ResponseError) as e:
+                r.set("k", "v")
+            self.assertIn("disabled", str(e.exception))
+            self.assertTrue(r.setnx("k", "v"))  # another command
+            self.assertEqual(srv.client().call(PUT, b"j", b"v"), [OK])
+
+    def test_disable_documented_example(self):
+        """docs/security.md's example list leaves no command that empties
+        the store: FLUSHALL covers RESP FLUSHDB."""
+        with Server(threads=1, resp=True,
+                    args=["--disable-commands", "FLUSHALL,KEYS,BACKUP"]) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"k", b"v"), [OK])
+            self.assertEqual(c.call(FLUSHALL)[0], DISABLED)
+            r = redis.Redis(port=srv.resp_port)
+            for cmd in (("FLUSHALL",), ("FLUSHDB",), ("FLUSHALL", "ASYNC"),
+                        ("FLUSHDB", "SYNC")):
+                with self.assertRaises(redis.exceptions.ResponseError,
+                                       msg=cmd) as e:
+                    r.execute_command(*cmd)
+                self.assertIn("disabled", str(e.exception), cmd)
+            self.assertEqual(r.dbsize(), 1)
+            self.assertEqual(c.call(GET, b"k"), [OK, b"v"])
+
+    def http_attack(self, port, body):
+        """A browser's form POST to a kvd port: what a web page can make a
+        victim's browser send (cross-protocol scripting).  Returns the
+        bytes kvd answered, asserting that it closed the connection."""
+        s = Stream(port, timeout=5)
+        s.send_raw(b"POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                   b"Content-Type: text/plain\r\nContent-Length: %d\r\n"
+                   b"\r\n" % (port, len(body)) + body)
+        self.assertTrue(s.closed_by_peer())
+        s.close()
+        return s.buf
+
+    def test_cross_protocol_resp(self):
+        with Server(threads=1, resp=True) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"keep", b"v"), [OK])
+            self.http_attack(srv.resp_port, b"SET x pwned\r\n")
+            self.http_attack(srv.resp_port, b"FLUSHALL\r\n")
+            # a GET has no POST line: its Host: header closes it
+            s = Stream(srv.resp_port, timeout=5)
+            s.send_raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nSET y pwned\r\n")
+            self.assertTrue(s.closed_by_peer())
+            self.assertEqual(c.call(GET, b"x")[0], NOT_FOUND)
+            self.assertEqual(c.call(GET, b"y")[0], NOT_FOUND)
+            self.assertEqual(c.call(GET, b"keep"), [OK, b"v"])
+            self.assertIn(b"SECURITY ATTACK", srv.log_text())
+            # the port still serves its own protocol
+            self.assertEqual(redis.Redis(port=srv.resp_port).get("keep"), b"v")
+
+    def test_cross_protocol_native(self):
+        with Server(threads=1) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"keep", b"v"), [OK])
+            for body in (frame([PUT, b"x", b"pwned"]), frame([FLUSHALL])):
+                out = self.http_attack(srv.port, body)
+                self.assertEqual(out, b"")  # no binary reply to a browser
+            s = Stream(srv.port, timeout=5)
+            s.send_raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertTrue(s.closed_by_peer())
+            self.assertEqual(s.buf, b"")
+            self.assertEqual(c.call(GET, b"x")[0], NOT_FOUND)
+            self.assertEqual(c.call(GET, b"keep"), [OK, b"v"])
+            self.assertIn(b"SECURITY ATTACK", srv.log_text())
+
+    def auth_lines(self, srv):
+        return [l for l in srv.log_text().splitlines() if b"AUTH failed" in l]
+
+    def test_auth_guessing(self):
+        mport = free_port()
+        with Server(threads=1, resp=True,
+                    args=["--requirepass", "right",
+                          "--metrics-port", str(mport)]) as srv:
+            # 100 guesses on one native connection: the first ten are
+            # answered, then the connection is closed
+            d = srv.client()
+            d.send_raw(b"".join(frame([AUTH, b"guess%d" % i])
+                                for i in range(100)))
+            self.assertTrue(d.closed_by_peer())
+            replies = []
+            while d.buf:
+                (n,) = struct.unpack(">I", d.buf[:4])
+                replies.append(msgpack.unpackb(d.buf[4:4 + n]))
+                d.buf = d.buf[4 + n:]
+            self.assertEqual([r[0] for r in replies],
+                             [AUTH_FAILED] * AUTH_FAIL_LIMIT)
+            # the same on the RESP port
+            s = Stream(srv.resp_port, timeout=5)
+            s.send_raw(b"".join(b"AUTH guess%d\r\n" % i for i in range(100)))
+            self.assertTrue(s.closed_by_peer())
+            self.assertEqual(s.buf.count(b"-WRONGPASS"), AUTH_FAIL_LIMIT)
+            self.assertEqual(s.buf.count(b"\r\n"), AUTH_FAIL_LIMIT)
+            # the right password still works, on a fresh connection
+            c = srv.client()
+            self.assertEqual(c.call(AUTH, b"right"), [OK])
+            failures = 2 * AUTH_FAIL_LIMIT
+            self.assertEqual(c.call(STATS_OP)[1][b"auth_failures"], failures)
+            r = redis.Redis(port=srv.resp_port, password="right")
+            self.assertEqual(r.info("stats")["acl_access_denied_auth"],
+                             failures)
+            with socket.create_connection(("127.0.0.1", mport), 5) as m:
+                m.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                          b"Authorization: Basic %s\r\n\r\n"
+                          % base64.b64encode(b"kvd:right"))
+                text = b""
+                while True:
+                    chunk = m.recv(65536)
+                    if not chunk:
+                        break
+                    text += chunk
+            self.assertIn(b"\nkvd_auth_failures_total %d\n" % failures, text)
+            # many guessing connections: the log does not grow per guess
+            # (at most one line a second per io thread)
+            t0 = time.monotonic()
+            for _ in range(20):
+                g = Stream(srv.port, timeout=5)
+                g.send_raw(b"".join(frame([AUTH, b"x"]) for i in range(20)))
+                self.assertTrue(g.closed_by_peer())
+                g.close()
+            elapsed = time.monotonic() - t0
+            self.assertLessEqual(len(self.auth_lines(srv)), 3 + elapsed)
+            self.assertEqual(c.call(STATS_OP)[1][b"auth_failures"],
+                             failures + 20 * AUTH_FAIL_LIMIT)
 
 
 if __name__ == "__main__":
