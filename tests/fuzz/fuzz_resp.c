@@ -37,11 +37,15 @@ int kvd_auth_pending(const struct kvd_conn *c)
 	return auth_pending;
 }
 
-int kvd_auth_disabled(const struct kvd_config *config, const char *name,
-		      size_t n)
+int kvd_auth_resp_disabled(unsigned id)
 {
-	(void)config;
-	return n == 4 && !memcmp(name, "keys", 4);
+	return id == RESP_CMD_KEYS;
+}
+
+void kvd_auth_http_refuse(struct kvd_conn *c, const char *what)
+{
+	(void)what;
+	c->flags |= CONN_CLOSING;
 }
 
 uint8_t *kvd_reply_room(struct kvd_conn *c, size_t n)
