@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -30,27 +31,50 @@ static int is_loopback(const char *addr)
 	return 0;
 }
 
+/* The first line of requirepass-file, whole: fgets into the 256-byte field
+ * once cut a longer password silently, and kvd then asked for a prefix. */
 static int read_password(struct kvd_config *cfg, char *err, size_t errlen)
 {
 	FILE *f = fopen(cfg->requirepass_file, "r");
-	size_t n;
+	char *line = NULL;
+	size_t cap = 0, n = 0;
+	ssize_t got;
+	int rc = -1;
 
 	if (!f) {
 		snprintf(err, errlen, "requirepass-file %s: %s",
 			 cfg->requirepass_file, strerror(errno));
 		return -1;
 	}
-	if (!fgets(cfg->requirepass, sizeof(cfg->requirepass), f))
-		cfg->requirepass[0] = '\0';
+	got = getline(&line, &cap, f);
 	fclose(f);
-	n = strcspn(cfg->requirepass, "\r\n");
-	cfg->requirepass[n] = '\0';
-	if (n == 0) {
+	if (got > 0) {
+		const char *nl = memchr(line, '\n', (size_t)got);
+
+		n = nl ? (size_t)(nl - line) : (size_t)got;
+		if (n && line[n - 1] == '\r')
+			n--;
+	}
+	if (got > 0 && memchr(line, '\0', n))
+		snprintf(err, errlen,
+			 "requirepass-file %s: NUL byte in the "
+			 "password",
+			 cfg->requirepass_file);
+	else if (n == 0)
 		snprintf(err, errlen, "requirepass-file %s holds no password",
 			 cfg->requirepass_file);
-		return -1;
+	else if (n > KVD_PASS_MAX)
+		snprintf(err, errlen,
+			 "requirepass-file %s: the password is longer than "
+			 "%d bytes",
+			 cfg->requirepass_file, KVD_PASS_MAX);
+	else {
+		memcpy(cfg->requirepass, line, n);
+		cfg->requirepass[n] = '\0';
+		rc = 0;
 	}
-	return 0;
+	free(line);
+	return rc;
 }
 
 /* ===================== Disabled commands ===================== */

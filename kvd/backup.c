@@ -1,9 +1,11 @@
 /* backup.c - hot backups and kvd --restore (see backup.h). */
+#define _GNU_SOURCE /* memmem */
 #include "backup.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +26,14 @@ struct job {
 	char dir[512];
 };
 
-static atomic_int running;
-/* The last backup's thread, joined by the next backup or at stop: it wakes
- * its io thread through the io thread's eventfd, which must still be open.
- * Only the holder of `running` (then main, at stop) touches these. */
+/* One backup at a time.  `running` and the last backup's thread are kept
+ * under backup_lock: the thread clears `running` under it too, so it cannot do
+ * so before its starter has recorded it in last_thread (a fast failure once
+ * let a second BACKUP, on another io thread, overwrite a thread never
+ * joined).  That thread is joined by the next backup or at stop: it wakes
+ * its io thread through the io thread's eventfd, which must still be open. */
+static pthread_mutex_t backup_lock = PTHREAD_MUTEX_INITIALIZER;
+static int running;
 static pthread_t last_thread;
 static int have_thread;
 
@@ -89,7 +95,8 @@ static int copy_all(struct job *j, uint64_t *keys, uint64_t *bytes)
 	int rc;
 
 	if (mkdir(j->dir, 0750) && errno != EEXIST) {
-		log_error("backup: cannot create %s: %s", j->dir,
+		log_error("backup: cannot create %s: %s",
+			  kvd_path_quote(err, sizeof(err), j->dir),
 			  strerror(errno));
 		return KV_INTERNAL;
 	}
@@ -123,57 +130,129 @@ static void *backup_main(void *arg)
 {
 	struct job *j = arg;
 	uint64_t keys = 0, bytes = 0, t0 = kvd_mono_ns();
+	char q[1100];
 	int rc;
 
-	log_info("backup to %s started", j->dir);
+	kvd_path_quote(q, sizeof(q), j->dir);
+	log_info("backup to %s started", q);
 	rc = copy_all(j, &keys, &bytes);
 	if (rc == KV_OK)
-		log_info("backup to %s done: %llu keys, %.1f MiB in %.2f s",
-			 j->dir, (unsigned long long)keys,
-			 (double)bytes / (1 << 20),
+		log_info("backup to %s done: %llu keys, %.1f MiB in %.2f s", q,
+			 (unsigned long long)keys, (double)bytes / (1 << 20),
 			 (double)(kvd_mono_ns() - t0) / 1e9);
 	j->w->op.status = rc;
 	j->w->op.result = (int64_t)keys;
-	atomic_store(&running, 0);
+	pthread_mutex_lock(&backup_lock);
+	running = 0;
+	pthread_mutex_unlock(&backup_lock);
 	kvd_io_complete(j->w->io, j->w);
 	free(j);
 	return NULL;
 }
 
+/* Answer a BACKUP at once with an error, counted here (run() leaves
+ * BACKUP's replies to backup.c and to the completion), and logged with the
+ * path quoted: the path comes from a client. */
+static int refuse(struct kvd_conn *c, int status, struct kv_slice dir,
+		  const char *why)
+{
+	char raw[600], q[2500];
+
+	snprintf(raw, sizeof(raw), "%.*s", (int)(dir.n < 512 ? dir.n : 512),
+		 (const char *)dir.p);
+	log_warn("connection %llu: BACKUP %s refused: %s",
+		 (unsigned long long)c->id, kvd_path_quote(q, sizeof(q), raw),
+		 why);
+	kvd_count_now(&c->io->stats, KV_OP_BACKUP, status);
+	kvd_reply_status(c, status, why);
+	return KV_OK;
+}
+
+/* Where BACKUP's argument puts the backup: backup-dir/NAME, or (with
+ * backup-anywhere) the absolute path itself; resolved (no symbolic link,
+ * no "..") into out.  NULL, or why the argument is refused (*status). */
+static const char *target(const struct kvd_config *cfg, struct kv_slice dir,
+			  char *out, size_t len, int *status)
+{
+	char path[1100], data[PATH_MAX], base[PATH_MAX];
+
+	*status = KV_BAD_ARGS;
+	if (cfg->read_only && !cfg->read_only_backup) {
+		*status = KV_READ_ONLY;
+		return "BACKUP is refused in read-only mode (read-only-backup "
+		       "no)";
+	}
+	if (!cfg->backup_dir[0] && !cfg->backup_anywhere) {
+		*status = KV_DISABLED;
+		return "BACKUP needs backup-dir (or backup-anywhere yes) in "
+		       "the server's configuration";
+	}
+	if (dir.n == 0 || dir.n >= 512 || memchr(dir.p, '\0', dir.n) ||
+	    kvd_path_has_ctl((const char *)dir.p, dir.n))
+		return "the backup path is empty, too long or holds control "
+		       "characters";
+	if (cfg->backup_dir[0]) {
+		if (memchr(dir.p, '/', dir.n) ||
+		    memmem(dir.p, dir.n, "..", 2) ||
+		    (dir.n == 1 && dir.p[0] == '.'))
+			return "BACKUP takes a name under backup-dir: no '/', "
+			       "no '..'";
+		snprintf(path, sizeof(path), "%s/%.*s", cfg->backup_dir,
+			 (int)dir.n, (const char *)dir.p);
+	} else {
+		if (dir.p[0] != '/')
+			return "backup directory must be an absolute path";
+		snprintf(path, sizeof(path), "%.*s", (int)dir.n,
+			 (const char *)dir.p);
+	}
+	if (kvd_path_resolve(path, out, len))
+		return "the backup directory's parent does not exist or is "
+		       "not writable by kvd";
+	if (cfg->backup_dir[0] &&
+	    (kvd_path_resolve(cfg->backup_dir, base, sizeof(base)) ||
+	     !kvd_path_within(out, base) || !strcmp(out, base)))
+		return "the backup name leads out of backup-dir";
+	if (kvd_path_resolve(cfg->data_dir, data, sizeof(data)) ||
+	    kvd_path_within(out, data))
+		return "the backup directory is inside the data directory";
+	if (!usable_target(out, "."))
+		return "backup directory must be absent or empty";
+	if (!parent_writable(out))
+		return "the backup directory's parent does not exist or is not "
+		       "writable by kvd";
+	return NULL;
+}
+
+/* Join the last backup's thread; the caller holds backup_lock. */
+static void wait_locked(void)
+{
+	if (have_thread)
+		pthread_join(last_thread, NULL);
+	have_thread = 0;
+}
+
 int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 {
 	struct kvd_io *io = c->io;
-	struct kvd_pend *pd;
+	struct kvd_pend *pd = NULL;
+	const char *why;
 	struct job *j;
+	int status;
 
-	if (dir.n == 0 || dir.n >= sizeof(j->dir) || dir.p[0] != '/' ||
-	    memchr(dir.p, '\0', dir.n)) {
-		kvd_reply_status(c, KV_BAD_ARGS,
-				 "backup directory must be an absolute path");
-		return KV_OK;
-	}
 	if (!(j = calloc(1, sizeof(*j))))
 		return KV_INTERNAL;
-	memcpy(j->dir, dir.p, dir.n);
-	if (!usable_target(j->dir, ".")) {
+	why = target(io->srv->cfg, dir, j->dir, sizeof(j->dir), &status);
+	if (why) {
 		free(j);
-		kvd_reply_status(c, KV_BAD_ARGS,
-				 "backup directory must be absent or empty");
-		return KV_OK;
+		return refuse(c, status, dir, why);
 	}
-	if (!parent_writable(j->dir)) {
+	pthread_mutex_lock(&backup_lock);
+	if (running) {
+		pthread_mutex_unlock(&backup_lock);
 		free(j);
-		kvd_reply_status(c, KV_BAD_ARGS,
-				 "the backup directory's parent does not exist "
-				 "or is not writable by kvd");
-		return KV_OK;
+		return refuse(c, KV_BUSY, dir, "a backup is already running");
 	}
-	if (atomic_exchange(&running, 1)) {
-		free(j);
-		kvd_reply_status(c, KV_BUSY, "a backup is already running");
-		return KV_OK;
-	}
-	kvd_backup_wait(); /* the previous one has answered: it is exiting */
+	wait_locked(); /* the previous one has answered: exiting */
 	j->srv = io->srv;
 	if (!(j->w = kvd_wreq_new(io, 0)) ||
 	    !(pd = kvd_conn_pend(c, KV_OP_BACKUP)))
@@ -184,32 +263,35 @@ int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 	j->w->tracked = 0;
 	pd->parts = 1;
 	io->inflight++; /* the io thread waits for it before it stops */
+	running = 1;
 	if (pthread_create(&last_thread, NULL, backup_main, j)) {
+		running = 0;
+		pthread_mutex_unlock(&backup_lock);
 		io->inflight--;
 		pd->parts = 0;
 		pd->status = KV_INTERNAL;
 		pd->done = 1;
 		kvd_wreq_free(io, j->w);
 		free(j);
-		atomic_store(&running, 0);
 		kvd_conn_flush(c);
 		return KV_OK;
 	}
 	have_thread = 1;
+	pthread_mutex_unlock(&backup_lock);
 	return KV_OK;
 fail:
+	pthread_mutex_unlock(&backup_lock);
 	if (j->w)
 		kvd_wreq_free(io, j->w);
 	free(j);
-	atomic_store(&running, 0);
 	return KV_INTERNAL;
 }
 
 void kvd_backup_wait(void)
 {
-	if (have_thread)
-		pthread_join(last_thread, NULL);
-	have_thread = 0;
+	pthread_mutex_lock(&backup_lock);
+	wait_locked();
+	pthread_mutex_unlock(&backup_lock);
 }
 
 /* ===================== Restore ===================== */
@@ -292,6 +374,25 @@ fail:
 	return -1;
 }
 
+/* --restore D --data-dir D once deleted D's data before failing: the
+ * backup and the data directory must be apart, neither inside the other. */
+static int restore_overlap(const char *src, const char *dst, char *err,
+			   size_t errlen)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+
+	if (kvd_path_resolve(src, a, sizeof(a)) ||
+	    kvd_path_resolve(dst, b, sizeof(b)))
+		return 0; /* reported by what follows, which needs them */
+	if (!kvd_path_within(a, b) && !kvd_path_within(b, a))
+		return 0;
+	snprintf(err, errlen,
+		 "restore %s and data-dir %s overlap: restore from a backup "
+		 "outside the data directory",
+		 src, dst);
+	return -1;
+}
+
 int kvd_restore(const char *src, const char *dst, int force, char *err,
 		size_t errlen)
 {
@@ -299,7 +400,8 @@ int kvd_restore(const char *src, const char *dst, int force, char *err,
 	unsigned n;
 	int lock, rc;
 
-	if (kvd_datadir_inspect(src, &n, err, errlen))
+	if (restore_overlap(src, dst, err, errlen) ||
+	    kvd_datadir_inspect(src, &n, err, errlen))
 		return -1;
 	if (mkdir(dst, 0750) && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create data directory %s: %s",
@@ -317,7 +419,45 @@ int kvd_restore(const char *src, const char *dst, int force, char *err,
 	}
 	rc = restore_locked(src, dst, n, force, err, errlen);
 	close(lock);
-	if (rc == 0)
-		log_info("restored %u shards from %s into %s", n, src, dst);
+	if (rc == 0) {
+		char qs[1100], qd[1100];
+
+		log_info("restored %u shards from %s into %s", n,
+			 kvd_path_quote(qs, sizeof(qs), src),
+			 kvd_path_quote(qd, sizeof(qd), dst));
+	}
 	return rc;
+}
+
+int kvd_backup_check(const struct kvd_config *cfg, char *err, size_t errlen)
+{
+	const char *bd = cfg->backup_dir;
+	char a[PATH_MAX], b[PATH_MAX];
+
+	if (cfg->restore[0] &&
+	    restore_overlap(cfg->restore, cfg->data_dir, err, errlen))
+		return -1;
+	if (!bd[0])
+		return 0;
+	if (cfg->backup_anywhere) {
+		snprintf(err, errlen,
+			 "set backup-dir or backup-anywhere, not both");
+		return -1;
+	}
+	if (bd[0] != '/' || kvd_path_has_ctl(bd, strlen(bd))) {
+		snprintf(err, errlen,
+			 "backup-dir must be an absolute path without control "
+			 "characters");
+		return -1;
+	}
+	if (!kvd_path_resolve(bd, a, sizeof(a)) &&
+	    !kvd_path_resolve(cfg->data_dir, b, sizeof(b)) &&
+	    (kvd_path_within(a, b) || kvd_path_within(b, a))) {
+		snprintf(err, errlen,
+			 "backup-dir %s and data-dir %s overlap: keep backups "
+			 "outside the data directory",
+			 bd, cfg->data_dir);
+		return -1;
+	}
+	return 0;
 }

@@ -10,12 +10,17 @@
 #ifndef KVD_BACKUP_H
 #define KVD_BACKUP_H
 
+#include "config.h"
 #include "conn.h"
 #include "shard.h"
 
-/* Start a backup into dir (absolute, absent or empty).  Answers the request
- * itself: an error at once, or [0, keys copied] when the copy is on disk.
- * Returns KV_OK, or a KV_* code when out of memory. */
+/* Start a backup.  dir is a name under backup-dir, or with backup-anywhere
+ * an absolute path; either way the target must be absent or empty, outside
+ * the data directory, free of control characters.  Refused in read-only
+ * mode unless read-only-backup, and without backup-dir or backup-anywhere.
+ * Answers (and counts) the request itself: an error at once, or
+ * [0, keys copied] when the copy is on disk.  Returns KV_OK, or a KV_*
+ * code when out of memory. */
 int kvd_backup_start(struct kvd_conn *c, struct kv_slice dir);
 
 /* Wait for the last backup's thread to end (at stop, after the io threads
@@ -26,5 +31,9 @@ void kvd_backup_wait(void);
  * must be absent or empty unless force.  0, or -1 with a reason in err. */
 int kvd_restore(const char *src, const char *dst, int force, char *err,
 		size_t errlen);
+
+/* Start-up checks of backup-dir and --restore against data-dir (neither
+ * may overlap it).  0, or -1 with a reason in err. */
+int kvd_backup_check(const struct kvd_config *cfg, char *err, size_t errlen);
 
 #endif

@@ -636,7 +636,8 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 	if (kvd_auth_op_disabled(r->op))
 		return KV_DISABLED;
 	rc = d->fn(c, r);
-	if (rc == KV_OK && !d->write) {
+	/* BACKUP counts its own reply (backup.c, or at its completion). */
+	if (rc == KV_OK && !d->write && r->op != KV_OP_BACKUP) {
 		kvd_count_now(&c->io->stats, r->op, KV_OK);
 		if (was_pending)
 			kvd_conn_defer(c, mark, r->op);

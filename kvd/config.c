@@ -104,6 +104,14 @@ static const struct opt options[] = {
     {"disable-commands", OPT_STR, F(disable_commands), 0, 0, "", NULL,
      "comma-separated commands to refuse with DISABLED (e.g. "
      "FLUSHALL,KEYS,BACKUP)"},
+    {"backup-dir", OPT_STR, F(backup_dir), 0, 0, "", NULL,
+     "BACKUP NAME writes the backup to this directory's NAME (absolute "
+     "path); empty: BACKUP is refused unless backup-anywhere"},
+    {"backup-anywhere", OPT_ENUM, F(backup_anywhere), 0, 0, "no", yes_no,
+     "without backup-dir, let BACKUP write to any absolute path kvd can "
+     "write (outside data-dir)"},
+    {"read-only-backup", OPT_ENUM, F(read_only_backup), 0, 0, "no", yes_no,
+     "allow BACKUP when read-only is yes"},
     {"restore", OPT_STR, F(restore), 0, 0, "", NULL,
      "before starting, copy the backup in this directory into data-dir"},
     {"restore-force", OPT_ENUM, F(restore_force), 0, 0, "no", yes_no,

@@ -12,6 +12,10 @@ enum kvd_durability {
 	KVD_DUR_ASYNC, /* reply after the commit reaches the OS; flush on a timer */
 };
 
+/* Longest password: a native AUTH frame before authentication is at most
+ * 16 KiB (auth.h), so a longer one could never be given. */
+#define KVD_PASS_MAX 4096
+
 struct kvd_config {
 	char bind[64];
 	unsigned port;
@@ -35,11 +39,15 @@ struct kvd_config {
 	unsigned output_timeout;
 	uint64_t max_output;
 	unsigned reaper_interval_ms;
-	char requirepass[256];
+	/* up to KVD_PASS_MAX bytes, whether from requirepass or its file */
+	char requirepass[KVD_PASS_MAX + 1];
 	char requirepass_file[512];
 	unsigned protected_mode;
 	unsigned read_only;
 	char disable_commands[512];
+	char backup_dir[512];	   /* BACKUP NAME writes backup_dir/NAME */
+	unsigned backup_anywhere;  /* without backup-dir: any absolute path */
+	unsigned read_only_backup; /* BACKUP allowed in read-only mode */
 	char restore[512];
 	unsigned restore_force;
 	char config_file[512];

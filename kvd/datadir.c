@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,4 +264,98 @@ void kvd_datadir_close(struct kvd_datadir *d)
 	if (d->lock_fd >= 0)
 		close(d->lock_fd);
 	d->lock_fd = -1;
+}
+
+/* ===================== Paths ===================== */
+
+int kvd_path_has_ctl(const char *path, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
+			return 1;
+	return 0;
+}
+
+int kvd_path_resolve(const char *path, char *out, size_t len)
+{
+	char buf[PATH_MAX], parent[PATH_MAX];
+	const char *base;
+	char *slash;
+
+	if (realpath(path, buf)) {
+		if (snprintf(out, len, "%s", buf) >= (int)len)
+			goto toolong;
+		return 0;
+	}
+	if (errno != ENOENT || strlen(path) >= sizeof(parent))
+		return -1;
+	/* The last name does not exist (yet): resolve what holds it. */
+	snprintf(parent, sizeof(parent), "%s", path);
+	while ((slash = strrchr(parent, '/')) && slash[1] == '\0' &&
+	       slash != parent)
+		*slash = '\0'; /* "/a/b/" names /a/b */
+	slash = strrchr(parent, '/');
+	base = slash ? slash + 1 : parent;
+	if (!strcmp(base, ".") || !strcmp(base, "..") || !*base) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (!slash)
+		snprintf(buf, sizeof(buf), ".");
+	else if (slash == parent)
+		snprintf(buf, sizeof(buf), "/");
+	else {
+		*slash = '\0';
+		snprintf(buf, sizeof(buf), "%s", parent);
+	}
+	if (!realpath(buf, parent))
+		return -1;
+	if (snprintf(out, len, "%s%s%s", parent, strcmp(parent, "/") ? "/" : "",
+		     base) >= (int)len)
+		goto toolong;
+	return 0;
+toolong:
+	errno = ENAMETOOLONG;
+	return -1;
+}
+
+int kvd_path_within(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (n == 1 && dir[0] == '/')
+		return 1;
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+const char *kvd_path_quote(char *buf, size_t len, const char *path)
+{
+	size_t o = 0;
+
+	if (len < 3) {
+		if (len)
+			buf[0] = '\0';
+		return buf;
+	}
+	buf[o++] = '"';
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+		char e[5];
+		int k;
+
+		if (*p == '\n')
+			k = snprintf(e, sizeof(e), "\\n");
+		else if (*p == '"' || *p == '\\')
+			k = snprintf(e, sizeof(e), "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			k = snprintf(e, sizeof(e), "\\x%02x", *p);
+		else
+			k = snprintf(e, sizeof(e), "%c", *p);
+		if (o + (size_t)k + 2 > len)
+			break; /* cut: room is kept for the closing quote */
+		memcpy(buf + o, e, (size_t)k);
+		o += (size_t)k;
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+	return buf;
 }

@@ -41,4 +41,22 @@ int kvd_datadir_inspect(const char *dir, unsigned *nshards, char *err,
 int kvd_datadir_write_manifest(const char *dir, unsigned n, char *err,
 			       size_t errlen);
 
+/* ---- paths given by others (a BACKUP's target, --restore) ---- */
+
+/* 1 if path holds a control character (a byte below 0x20, or 0x7f): such
+ * a path could forge log lines, and no sane directory is named so. */
+int kvd_path_has_ctl(const char *path, size_t n);
+
+/* The absolute path with every symbolic link, "." and ".." resolved:
+ * realpath(3) when path exists, else realpath of its parent plus its last
+ * name (which must not be "." or "..").  0, or -1 with errno set. */
+int kvd_path_resolve(const char *path, char *out, size_t len);
+
+/* 1 if the resolved path is dir itself or lies under it. */
+int kvd_path_within(const char *path, const char *dir);
+
+/* path in double quotes for a log line, with '"', '\\' and control
+ * characters escaped (\n, \xNN), cut to fit buf.  Returns buf. */
+const char *kvd_path_quote(char *buf, size_t len, const char *path);
+
 #endif

@@ -102,7 +102,8 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc < 0 ? 2 : 0;
-	if (kvd_auth_setup(&cfg, err, sizeof(err))) {
+	if (kvd_auth_setup(&cfg, err, sizeof(err)) ||
+	    kvd_backup_check(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "kvd: %s\n", err);
 		return 2;
 	}

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "auth.h"
 #include "committer.h"
@@ -282,40 +283,119 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 
 /* ===================== HTTP ===================== */
 
-static void respond(struct kvd_conn *c, const char *status, struct kv_buf *body)
+/* extra: more header lines, each ending in \r\n, or "". */
+static void respond(struct kvd_conn *c, const char *status, const char *extra,
+		    struct kv_buf *body)
 {
-	char hdr[256];
+	char hdr[320];
 	int n =
 	    snprintf(hdr, sizeof(hdr),
-		     "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4; "
-		     "charset=utf-8\r\nContent-Length: %zu\r\n"
+		     "HTTP/1.1 %s\r\n%sContent-Type: text/plain; "
+		     "version=0.0.4; charset=utf-8\r\nContent-Length: %zu\r\n"
 		     "Connection: close\r\n\r\n",
-		     status, body->len);
+		     status, extra, body->len);
 
 	kvd_reply_append(c, hdr, (size_t)n);
 	kvd_reply_append(c, body->data, body->len);
 }
 
+static int b64val(uint8_t ch)
+{
+	if (ch >= 'A' && ch <= 'Z')
+		return ch - 'A';
+	if (ch >= 'a' && ch <= 'z')
+		return ch - 'a' + 26;
+	if (ch >= '0' && ch <= '9')
+		return ch - '0' + 52;
+	return ch == '+' ? 62 : ch == '/' ? 63 : -1;
+}
+
+/* Decode base64 (padding optional) into out; its length, or -1. */
+static long b64decode(const uint8_t *p, size_t n, uint8_t *out, size_t cap)
+{
+	uint32_t acc = 0;
+	unsigned bits = 0;
+	size_t o = 0;
+
+	while (n && p[n - 1] == '=')
+		n--;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64val(p[i]);
+
+		if (v < 0)
+			return -1;
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (o == cap)
+				return -1;
+			out[o++] = (uint8_t)(acc >> bits);
+		}
+	}
+	return (long)o;
+}
+
+/* With requirepass set, /metrics needs HTTP Basic authentication with that
+ * password (any user name): the counters tell a stranger how the store is
+ * used, and metrics-bind may reach beyond loopback.  1 if the header block
+ * [p, end) carries the password. */
+static int authorized(struct kvd_conn *c, const uint8_t *p, const uint8_t *end)
+{
+	static const char name[] = "\r\nauthorization:";
+	uint8_t cred[HTTP_MAX_REQUEST];
+	const uint8_t *colon;
+	long n;
+
+	if (!c->io->srv->cfg->requirepass[0])
+		return 1;
+	for (; p + sizeof(name) - 1 <= end; p++) {
+		const uint8_t *v = p + sizeof(name) - 1, *e = v;
+
+		if (strncasecmp((const char *)p, name, sizeof(name) - 1))
+			continue;
+		while (v < end && *v == ' ')
+			v++;
+		if (end - v < 6 || strncasecmp((const char *)v, "Basic ", 6))
+			return 0;
+		for (v += 6; v < end && *v == ' '; v++)
+			;
+		for (e = v; e < end && *e != '\r' && *e != ' '; e++)
+			;
+		n = b64decode(v, (size_t)(e - v), cred, sizeof(cred));
+		if (n < 0 || !(colon = memchr(cred, ':', (size_t)n)))
+			return 0;
+		colon++;
+		return kvd_auth_try(c, colon, (size_t)(cred + n - colon));
+	}
+	return 0;
+}
+
 size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
 	struct kv_buf body = {0};
-	const char *end = memmem(p, n, "\r\n\r\n", 4);
+	const uint8_t *end = memmem(p, n, "\r\n\r\n", 4);
 
 	if (!end) {
 		if (n < HTTP_MAX_REQUEST)
 			return 0; /* wait for the rest of the header */
 		out(&body, "request header too large\n");
-		respond(c, "431 Request Header Fields Too Large", &body);
+		respond(c, "431 Request Header Fields Too Large", "", &body);
+	} else if (n >= 4 && memcmp(p, "GET ", 4)) {
+		out(&body, "only GET is supported\n");
+		respond(c, "405 Method Not Allowed", "", &body);
+	} else if (!authorized(c, p, end + 2)) {
+		out(&body, "authentication required: HTTP Basic, with the "
+			   "password of requirepass\n");
+		respond(c, "401 Unauthorized",
+			"WWW-Authenticate: Basic realm=\"kvd\"\r\n", &body);
 	} else if (n >= 13 && (!memcmp(p, "GET /metrics ", 13) ||
 			       !memcmp(p, "GET /metrics?", 13))) {
 		kvd_metrics_render(c->io, &body);
-		respond(c, "200 OK", &body);
-	} else if (n >= 4 && memcmp(p, "GET ", 4)) {
-		out(&body, "only GET is supported\n");
-		respond(c, "405 Method Not Allowed", &body);
+		respond(c, "200 OK", "", &body);
 	} else {
 		out(&body, "not found: the metrics are at /metrics\n");
-		respond(c, "404 Not Found", &body);
+		respond(c, "404 Not Found", "", &body);
 	}
 	kv_buf_free(&body);
 	c->flags |= CONN_CLOSING;

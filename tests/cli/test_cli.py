@@ -21,7 +21,7 @@ KVCLI = os.environ["KVCLI"]
 class Cli(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.srv = Server().start()
+        cls.srv = Server(args=["--backup-anywhere", "yes"]).start()
 
     @classmethod
     def tearDownClass(cls):

@@ -420,12 +420,15 @@ static void test_backup(kvc_conn *c, const struct kvd_proc *k)
 
 int main(void)
 {
+	/* test_backup gives absolute paths */
+	static const char *const backup_anywhere[] = {"--backup-anywhere",
+						      "yes", NULL};
 	struct kvd_proc k;
 	kvc_conn *c;
 
 	test_library();
 	test_unconnected();
-	kvd_start(&k, NULL);
+	kvd_start(&k, backup_anywhere);
 	c = kvt_connect(k.port, 10000);
 	test_basic(c);
 	test_numbers(c);

@@ -46,7 +46,7 @@ class Backup(unittest.TestCase):
     def test_hot_backup_is_a_cut(self):
         tmp = tempfile.mkdtemp(prefix="kvdbackup-")
         bk = os.path.join(tmp, "bk")
-        with Server(threads=2) as srv:
+        with Server(threads=2, args=["--backup-anywhere", "yes"]) as srv:
             acked, stop = [0] * 6, threading.Event()
             ts = [threading.Thread(target=writer, args=(srv.port, n, acked, stop))
                   for n in range(6)]

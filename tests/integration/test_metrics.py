@@ -28,6 +28,23 @@ def http_get(port, path):
     return head.decode(), body.decode()
 
 
+def http_get_auth(port, path, auth=None):
+    """The status line of GET path, with an Authorization header if given."""
+    with socket.create_connection(("127.0.0.1", port), 5) as s:
+        req = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n"
+        if auth is not None:
+            req += b"Authorization: " + auth + b"\r\n"
+        s.sendall(req + b"\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.decode(), body.decode()
+
+
 def parse(text):
     types, samples = {}, {}
     for line in text.splitlines():
@@ -107,6 +124,41 @@ class Metrics(unittest.TestCase):
                 sk.sendall(b"GET /" + b"x" * 9000)
                 self.assertIn(b"431", sk.recv(1000))
             self.assertEqual(c.call(PING), [OK])
+
+
+class MetricsPassword(unittest.TestCase):
+    """With requirepass, /metrics needs it as HTTP Basic authentication,
+    wherever metrics-bind points (here 0.0.0.0: protected mode lets it
+    listen there because a password is set)."""
+
+    def test_basic_auth(self):
+        import base64
+        mport = free_port()
+        pw = b"s3cret:with colon"
+        with Server(threads=1, args=["--requirepass", pw.decode(),
+                                     "--metrics-port", str(mport),
+                                     "--metrics-bind", "0.0.0.0"]) as srv:
+            head, body = http_get_auth(mport, b"/metrics")
+            self.assertIn("401", head.splitlines()[0])
+            self.assertIn('WWW-Authenticate: Basic realm="kvd"', head)
+            self.assertNotIn("kvd_info", body)
+            for bad in (b"Basic " + base64.b64encode(b"prom:wrong"),
+                        b"Basic " + base64.b64encode(b"prom:" + pw[:-1]),
+                        b"Basic " + base64.b64encode(pw),  # no user part
+                        b"Basic !!!notbase64", b"Bearer " + pw):
+                head, body = http_get_auth(mport, b"/metrics", bad)
+                self.assertIn("401", head.splitlines()[0], bad)
+                self.assertNotIn("kvd_info", body)
+            good = b"Basic " + base64.b64encode(b"prometheus:" + pw)
+            head, body = http_get_auth(mport, b"/metrics", good)
+            self.assertIn("200 OK", head.splitlines()[0])
+            self.assertIn("kvd_info{", body)
+            # the user name is not checked; the header name is any case
+            with socket.create_connection(("127.0.0.1", mport), 5) as s:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nauthorization: Basic "
+                          + base64.b64encode(b":" + pw) + b"\r\n\r\n")
+                self.assertIn(b"200 OK", s.recv(100))
+            srv.stop()
 
 
 if __name__ == "__main__":

@@ -152,6 +152,44 @@ class Startup(unittest.TestCase):
             self.assertEqual(srv.client().call(GET, b"k"), [OK, b"v"])
             self.assertEqual(srv.client().call(HELLO, 1)[1][b"shards"], 2)
 
+    def test_long_password_file(self):
+        # requirepass-file once kept only the first 255 bytes of the line.
+        pw = ("p%03d" % 0 + "".join("%03d" % i for i in range(1, 100)))[:300]
+        self.assertEqual(len(pw), 300)
+        path = os.path.join(self.tmp, "pw")
+        with open(path, "w") as f:
+            f.write(pw + "\n")
+        with Server(threads=1, args=["--requirepass-file", path]) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(AUTH, pw[:255].encode())[0], AUTH_FAILED)
+            self.assertEqual(c.call(AUTH, pw.encode()), [OK])
+            self.assertEqual(c.call(PING), [OK])
+            srv.stop()
+        # longer than any AUTH could carry: refused at start, not cut
+        with open(path, "w") as f:
+            f.write("x" * 5000 + "\n")
+        one_line_refusal(self, ["--port", "0", "--data-dir", self.tmp + "/d",
+                                "--requirepass-file", path], 2, "longer than")
+
+    def test_restore_into_itself(self):
+        # --restore D --data-dir D --restore-force yes once deleted D's data,
+        # then failed: the two must not overlap.
+        d = os.path.join(self.tmp, "data")
+        with Server(threads=2, data_dir=d) as srv:
+            c = srv.client()
+            for i in range(30):
+                c.call(PUT, b"k%d" % i, b"v")
+            srv.stop()
+        before = sorted(os.listdir(d))
+        for rst, data in ((d, d), (d, d + "/sub"), (d + "/shard-000", d)):
+            one_line_refusal(self, ["--port", "0", "--data-dir", data,
+                                    "--restore", rst, "--restore-force", "yes"],
+                             2, "overlap")
+        self.assertEqual(sorted(os.listdir(d)), before)
+        with Server(threads=2, data_dir=d) as srv:
+            self.assertEqual(srv.client().call(COUNT), [OK, 30])
+            srv.stop()
+
 
 if __name__ == "__main__":
     main()

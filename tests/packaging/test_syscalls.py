@@ -144,7 +144,7 @@ def workload(srv, resp_port, metrics_port, backup):
     idle = socket.create_connection(("127.0.0.1", p), 10)
     time.sleep(1.5)
     idle.close()
-    kvcli(p, "backup", backup)
+    kvcli(p, "backup", os.path.basename(backup))  # a name under --backup-dir
     kvcli(p, "del", "a")
     os.kill(srv.pid, signal.SIGHUP)
     time.sleep(0.3)
@@ -175,7 +175,7 @@ def main():
             "--data-dir", data, "--threads", "2", "--durability", "async",
             "--flush-interval-ms", "50", "--reaper-interval-ms", "10",
             "--idle-timeout", "1", "--resp-port", str(resp_port),
-            "--metrics-port", str(metrics_port)])
+            "--metrics-port", str(metrics_port), "--backup-dir", tmp])
         try:
             workload(srv, resp_port, metrics_port, backup)
             srv.stop()
