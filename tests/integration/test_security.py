@@ -167,6 +167,21 @@ class Security(unittest.TestCase):
             self.assertEqual(r.ttl("k"), -1)
             self.assertIsNone(r.get("n"))
             self.assertEqual(r.append("k", "x"), 2)  # not listed: works
+        with Server(threads=1, resp=True,
+                    args=["--disable-commands", "del,SCAN,STATS"]) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"k", b"v"), [OK])
+            for req in ([DEL, b"k"], [SCAN], [STATS_OP]):
+                self.assertEqual(c.call(*req)[0], DISABLED, req)
+            r = redis.Redis(port=srv.resp_port)
+            for cmd in (("DEL", "k"), ("UNLINK", "k"), ("SCAN", "0"),
+                        ("KEYS", "*"), ("INFO",)):
+                with self.assertRaises(redis.exceptions.ResponseError,
+                                       msg=cmd) as e:
+                    r.execute_command(*cmd)
+                self.assertIn("disabled", str(e.exception), cmd)
+            self.assertEqual(r.get("k"), b"v")
+            self.assertEqual(c.call(MDEL, b"k"), [OK, 1])  # not listed
 
     def test_disable_commands_resp_names(self):
         """A RESP name is accepted and refuses that RESP command only."""
