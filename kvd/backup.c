@@ -452,9 +452,11 @@ int kvd_backup_check(const struct kvd_config *cfg, char *err, size_t errlen)
 	}
 	if (!kvd_path_resolve(bd, a, sizeof(a)) &&
 	    !kvd_path_resolve(cfg->data_dir, b, sizeof(b)) &&
-	    (kvd_path_within(a, b) || kvd_path_within(b, a))) {
+	    kvd_path_within(a, b)) {
+		/* (data-dir inside backup-dir is fine: each target is checked
+		 * against data-dir anyway) */
 		snprintf(err, errlen,
-			 "backup-dir %s and data-dir %s overlap: keep backups "
+			 "backup-dir %s is inside data-dir %s: keep backups "
 			 "outside the data directory",
 			 bd, cfg->data_dir);
 		return -1;

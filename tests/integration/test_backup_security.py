@@ -66,7 +66,7 @@ class BackupSecurity(unittest.TestCase):
                                 "--backup-dir", d + "/backups"],
                                capture_output=True, timeout=20)
             self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertIn(b"overlap", p.stderr)
+            self.assertIn(b"inside data-dir", p.stderr)
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
