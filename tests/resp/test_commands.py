@@ -12,6 +12,100 @@ from kvdtest import Server, ServerCase
 from resputil import Error, Raw, encode, main
 
 
+# Read commands, each on its round's keys: prefix, k, k2.
+RESP_READERS = [
+    lambda p, k, k2: ("DBSIZE",),
+    lambda p, k, k2: ("KEYS", p + b"*"),
+    lambda p, k, k2: ("SCAN", 0, "MATCH", p + b"*", "COUNT", 10000),
+    lambda p, k, k2: ("EXISTS", k, k2, k),
+    lambda p, k, k2: ("GET", k),
+    lambda p, k, k2: ("MGET", k2, k),
+    lambda p, k, k2: ("TTL", k),
+    lambda p, k, k2: ("PTTL", k),
+    lambda p, k, k2: ("STRLEN", k),
+    lambda p, k, k2: ("TYPE", k),
+]
+
+
+def resp_writes(k, k2, n):
+    """Writes of every kind, each changing what some read sees."""
+    return [("SET", k, b"v1"), ("APPEND", k, b"+"), ("EXPIRE", k, 100),
+            ("PERSIST", k), ("PEXPIRE", k, 100000), ("SET", k, b"v2"),
+            ("INCR", n), ("GETDEL", k), ("MSET", k, b"m", k2, b"m2"),
+            ("INCRBY", n, 5), ("DEL", k, n), ("SETEX", k2, 100, b"e"),
+            ("UNLINK", k2), ("SET", k, b"v3", "EX", 100), ("FLUSHALL",),
+            ("SET", k2, b"z"), ("GETSET", k2, b"zz"), ("FLUSHDB",),
+            ("SETNX", k, b"nx")]
+
+
+def resp_apply(model, cmd):
+    """The reply to a write from a model of the store (key -> [value,
+    has expiry]), which it updates."""
+    op, a = cmd[0], cmd[1:]
+    if op in ("SET", "SETNX"):
+        if op == "SETNX" and a[0] in model:
+            return 0
+        model[a[0]] = [a[1], len(a) > 2]
+        return 1 if op == "SETNX" else b"OK"
+    if op == "SETEX":
+        model[a[0]] = [a[2], True]
+        return b"OK"
+    if op == "GETSET":
+        old = model.get(a[0], [None])[0]
+        model[a[0]] = [a[1], False]
+        return old
+    if op == "APPEND":
+        old = model.setdefault(a[0], [b"", False])
+        old[0] += a[1]
+        return len(old[0])
+    if op in ("EXPIRE", "PEXPIRE", "PERSIST"):
+        if a[0] not in model or (op == "PERSIST" and not model[a[0]][1]):
+            return 0
+        model[a[0]][1] = op != "PERSIST"
+        return 1
+    if op in ("INCR", "INCRBY"):
+        old = model.setdefault(a[0], [b"0", False])
+        old[0] = b"%d" % (int(old[0]) + (a[1] if a[1:] else 1))
+        return int(old[0])
+    if op == "GETDEL":
+        return model.pop(a[0])[0] if a[0] in model else None
+    if op in ("DEL", "UNLINK"):
+        return sum(model.pop(x, None) is not None for x in a)
+    if op == "MSET":
+        for i in range(0, len(a), 2):
+            model[a[i]] = [a[i + 1], False]
+        return b"OK"
+    assert op in ("FLUSHALL", "FLUSHDB")
+    model.clear()
+    return b"OK"
+
+
+def resp_expect(model, cmd):
+    """The reply to a read from the model ("ttl"/"pttl": positive)."""
+    op, a = cmd[0], cmd[1:]
+    if op == "DBSIZE":
+        return len(model)
+    if op == "KEYS":
+        return sorted(x for x in model if x.startswith(a[0][:-1]))
+    if op == "SCAN":
+        keys = sorted(x for x in model if x.startswith(a[2][:-1]))
+        return [b"0", keys]
+    if op == "EXISTS":
+        return sum(x in model for x in a)
+    if op == "GET":
+        return model[a[0]][0] if a[0] in model else None
+    if op == "MGET":
+        return [model[x][0] if x in model else None for x in a]
+    if op in ("TTL", "PTTL"):
+        if a[0] not in model:
+            return -2
+        return op.lower() if model[a[0]][1] else -1
+    if op == "STRLEN":
+        return len(model[a[0]][0]) if a[0] in model else 0
+    assert op == "TYPE"
+    return b"string" if a[0] in model else b"none"
+
+
 class Commands(ServerCase):
     SERVER = {"threads": 2, "resp": True,
               "args": ["--max-value-size", "1m", "--max-frame-size", "2m"]}
@@ -355,84 +449,60 @@ class Commands(ServerCase):
         return got
 
     def test_pipeline_own_writes(self):
-        """Every read, pipelined right behind writes that touch what it
-        reads (whole-keyspace readers too), sees them: several rounds on
-        fresh keys, since a read that skipped its wait would see a
-        snapshot from before a commit still in flight."""
-        total = 0
-        for rnd in range(10):
-            pre = b"rw%02d:" % rnd
-            ks = [pre + b"%02d" % i for i in range(10)]
-            cmds = [("SET", k, b"v" + k) for k in ks]
-            want = [b"OK"] * 10
-            total += 10
-            cmds += [("DBSIZE",), ("KEYS", pre + b"*"),
-                     ("SCAN", 0, "MATCH", pre + b"*", "COUNT", 1000),
-                     ("EXISTS", ks[0], ks[1], pre + b"x"), ("TTL", ks[0]),
-                     ("PTTL", ks[0]), ("GET", ks[0]), ("MGET", ks[1], pre + b"x"),
-                     ("STRLEN", ks[2]), ("TYPE", ks[2])]
-            want += [total, ks, [b"0", ks], 2, -1, -1, b"v" + ks[0],
-                     [b"v" + ks[1], None], len(ks[2]) + 1, b"string"]
-            cmds += [("DEL",) + tuple(ks[:5]), ("UNLINK", ks[5]), ("DBSIZE",),
-                     ("KEYS", pre + b"*"),
-                     ("SCAN", 0, "MATCH", pre + b"*", "COUNT", 1000),
-                     ("EXISTS", ks[0], ks[5]), ("GET", ks[0]), ("TTL", ks[0]),
-                     ("PTTL", ks[5]), ("TYPE", ks[0]), ("MGET", ks[0], ks[6])]
-            total -= 6
-            want += [5, 1, total, ks[6:], [b"0", ks[6:]], 0, None, -2, -2,
-                     b"none", [None, b"v" + ks[6]]]
-            cmds += [("EXPIRE", ks[7], 100), ("TTL", ks[7]), ("PTTL", ks[7]),
-                     ("PERSIST", ks[7]), ("TTL", ks[7]),
-                     ("PEXPIRE", ks[8], 100000), ("TTL", ks[8]),
-                     ("SET", ks[8], b"x"), ("PTTL", ks[8])]
-            want += [1, "ttl", "pttl", 1, -1, 1, "ttl", b"OK", -1]
-            cmds += [("APPEND", ks[9], b"!"), ("GET", ks[9]),
-                     ("INCR", pre + b"n"), ("GET", pre + b"n"),
-                     ("GETDEL", ks[6]), ("EXISTS", ks[6]),
-                     ("MSET", pre + b"a", b"1", pre + b"b", b"2"),
-                     ("MGET", pre + b"a", pre + b"b"), ("DBSIZE",)]
-            total += 1 - 1 + 2
-            want += [len(ks[9]) + 2, b"v" + ks[9] + b"!", 1, b"1",
-                     b"v" + ks[6], 0, b"OK", [b"1", b"2"], total]
-            got = self.pipe(cmds)
-            for i, (g, w) in enumerate(zip(got, want)):
-                if w == "ttl":
-                    self.assertTrue(0 < g <= 100, (i, cmds[i], g))
-                elif w == "pttl":
-                    self.assertTrue(0 < g <= 100000, (i, cmds[i], g))
-                elif isinstance(w, list) and cmds[i][0] == "SCAN":
-                    self.assertEqual((g[0], sorted(g[1])), (w[0], w[1]),
-                                     (i, cmds[i]))
-                elif cmds[i][0] == "KEYS":
-                    self.assertEqual(sorted(g), w, (i, cmds[i]))
-                else:
-                    self.assertEqual(g, w, (i, cmds[i]))
+        """Every read command directly behind each kind of write (so no
+        earlier read's wait hides one that did not wait) sees the write:
+        whole-keyspace readers (DBSIZE, KEYS, SCAN) too."""
+        model, cmds, want = {}, [], []
+        for r, read in enumerate(RESP_READERS):
+            pre = b"rw%02d:" % r
+            k, k2, n = pre + b"k", pre + b"k2", pre + b"n"
+            for w in resp_writes(k, k2, n):
+                cmds.append(w)
+                want.append(resp_apply(model, w))
+                cmds.append(read(pre, k, k2))
+                want.append(resp_expect(model, cmds[-1]))
+        got = self.pipe(cmds)
+        for i, (g, w) in enumerate(zip(got, want)):
+            where = (i, cmds[i - 1], cmds[i], g)
+            if w == "ttl":
+                self.assertTrue(0 < g <= 100, where)
+            elif w == "pttl":
+                self.assertTrue(0 < g <= 100000, where)
+            elif cmds[i][0] == "KEYS":
+                self.assertEqual(sorted(g), w, where)
+            elif cmds[i][0] == "SCAN":
+                self.assertEqual([g[0], sorted(g[1])], w, where)
+            else:
+                self.assertEqual(g, w, where)
 
     def test_pipeline_flush_every_slot(self):
-        """FLUSHALL and FLUSHDB touch every key: any read behind them,
-        whichever key slot it falls in, sees an empty store."""
-        # 4096 keys hit every one of the 256 in-flight key slots (conn.h)
-        # but with probability about 1e-7.
-        keys = [b"fs:%05d" % i for i in range(4096)]
-        for flush in ("FLUSHALL", "FLUSHDB", "FLUSHALL"):
-            self.assertEqual(self.pipe([("SET", k, b"v") for k in keys]),
-                             [b"OK"] * len(keys))
-            cmds = [(flush,), ("DBSIZE",), ("KEYS", "*"),
-                    ("SCAN", 0, "COUNT", 100)]
-            want = [b"OK", 0, [], [b"0", []]]
-            cmds += [("GET", k) for k in keys]
-            want += [None] * len(keys)
-            cmds += [("EXISTS",) + tuple(keys[i:i + 64])
-                     for i in range(0, len(keys), 64)]
-            want += [0] * (len(keys) // 64)
-            cmds += [("TTL", k) for k in keys[::7]]
-            want += [-2] * len(keys[::7])
-            cmds += [("SET", keys[1], b"after"), ("DBSIZE",),
-                     ("KEYS", "*"), ("GET", keys[1])]
-            want += [b"OK", 1, [keys[1]], b"after"]
-            got = self.pipe(cmds)
-            for i, (g, w) in enumerate(zip(got, want)):
-                self.assertEqual(g, w, (i, cmds[i]))
+        """A read of any key right behind FLUSHALL or FLUSHDB waits for it,
+        whichever of the connection's 256 in-flight key slots (conn.h) the
+        key is in.  Each segment drains its SET (GET k waits for it), so
+        only the flush is in flight when the last read arrives; 2048 keys
+        leave a slot untried with probability about 256 * e^-8."""
+        readers = [(lambda k: ("GET", k), None), (lambda k: ("EXISTS", k), 0),
+                   (lambda k: ("MGET", k), [None]), (lambda k: ("TTL", k), -2),
+                   (lambda k: ("PTTL", k), -2), (lambda k: ("STRLEN", k), 0),
+                   (lambda k: ("TYPE", k), b"none"),
+                   (lambda k: ("DBSIZE",), 0), (lambda k: ("KEYS", k), []),
+                   (lambda k: ("SCAN", 0, "MATCH", k), [b"0", []])]
+        cmds, want = [], []
+        for i in range(2048):
+            k = b"fs:%05d" % i
+            read, answer = readers[i % len(readers)]
+            cmds += [("SET", k, b"v"), ("GET", k),
+                     ("FLUSHALL" if i % 2 else "FLUSHDB",), read(k)]
+            want += [b"OK", b"v", b"OK", answer]
+        cmds += [("SET", b"fs:x", b"after"), ("GET", b"fs:x"), ("DBSIZE",)]
+        want += [b"OK", b"after", 1]
+        with Server(threads=2, resp=True, durability="async") as srv:
+            c = Raw(srv.resp_port)
+            c.send(b"".join(encode(*a) for a in cmds))
+            got = [c.reply() for _ in cmds]
+            c.close()
+        for i, (g, w) in enumerate(zip(got, want)):
+            self.assertEqual(g, w, (i, cmds[i]))
 
     def test_inline(self):
         c = self.raw()
