@@ -12,6 +12,7 @@ SRC = os.environ.get("KVD_SOURCE_DIR", ".")
 BUILD = os.environ.get("KVD_BUILD_DIR", ".")
 COMPARE = os.path.join(SRC, "bench", "compare")
 sys.path.insert(0, os.path.join(SRC, "bench"))
+import kvdtest  # noqa: E402
 import peers  # noqa: E402
 
 OTHER = """# kvd benchmark results
@@ -60,7 +61,10 @@ class Compare(unittest.TestCase):
             self.assertEqual(again.count("<!-- compare:begin -->"), 1)
             self.assertIn("a section another script owns", again)
             self.assertNotIn("| kvd-async", again.split("<!-- compare:begin -->")[1])
+        if not peers.Redis.available():
+            # what ran passed, but the redis columns were never checked
+            self.skipTest("redis-server is not installed (scripts/deps.sh test)")
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    kvdtest.main()

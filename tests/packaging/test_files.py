@@ -19,6 +19,8 @@ import sys
 import tempfile
 import unittest
 
+import kvdtest
+
 SRC = os.environ["KVD_SOURCE_DIR"]
 KVD = os.environ["KVD_BIN"]
 CONF = os.path.join(SRC, "packaging", "kvd.conf")
@@ -221,4 +223,4 @@ class Scripts(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    kvdtest.main()

@@ -7,9 +7,9 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import unittest
 
+import kvdtest
 from kvdtest import Server, Stream  # noqa: F401  (Server: re-exported)
 
 
@@ -76,11 +76,10 @@ def encode(*args):
 
 
 def need(*tools):
-    """Skip (exit 77) unless every tool is installed."""
+    """Skip (kvdtest.main exits 77) unless every tool is installed."""
     for t in tools:
         if not shutil.which(t) and not os.path.exists(t):
-            print("skipped: %s is not installed (scripts/deps.sh test)" % t)
-            sys.exit(77)
+            raise unittest.SkipTest("%s is not installed (scripts/deps.sh test)" % t)
 
 
 def cli(port, *args, stdin=None, timeout=60):
@@ -91,4 +90,4 @@ def cli(port, *args, stdin=None, timeout=60):
 
 
 def main():
-    unittest.main(verbosity=2, buffer=False)
+    kvdtest.main()
