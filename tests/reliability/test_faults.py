@@ -23,6 +23,7 @@ filesystem with room (EIO from LMDB) is a broken disk.
 
 import os
 import tempfile
+import time
 import unittest
 
 from kvdtest import (DISK_FULL, GET, OK, PUT, SHARD_FAILED, STATS, Server,
@@ -50,34 +51,38 @@ class Faults(unittest.TestCase):
         with open(self.fi_log) as f:
             return [line.split() for line in f]
 
-    def put_many(self, c, prefix, n):
-        """PUT n keys one at a time: {key: status}."""
+    def injected(self):
+        return any(e[0].startswith("inject") for e in self.events())
+
+    def put_many(self, c, prefix, n, until_injected=False):
+        """PUT n keys one at a time (or, until_injected, at least n and on
+        until the shim has injected its fault, within 60 s): {key: status}."""
         out = {}
-        for i in range(n):
+        deadline = time.time() + 60
+        i = 0
+        while i < n or (until_injected and not self.injected()):
+            self.assertLess(time.time(), deadline, "the fault was never injected")
             k = b"%s%04d" % (prefix, i)
             out[k] = c.call(PUT, k, b"v" + k)[0]
+            i += 1
         return out
 
-    def run_fault(self, durability, env, expect=SHARD_FAILED, after_ms=0, arm_at_start=False):
+    def run_fault(self, durability, env, expect=SHARD_FAILED):
         srv = Server(threads=2, durability=durability,
                      args=["--flush-interval-ms", "50"])
         # the shards exist before the fault counts start
         srv.start()
         srv.stop()
         arm = self.fi_log + ".arm"
-        if arm_at_start:
-            open(arm, "w").close()
         try:
             start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm, **env))
             c = srv.client()
             before = self.put_many(c, b"a", 20)
             # count from here: kvd has started and written its first commits
             open(arm, "w").close()
-            if after_ms:
-                # async: let the flusher reach its failing sync
-                import time
-                time.sleep(after_ms / 1000)
-            during = self.put_many(c, b"b", 60)
+            # on until the fault is in (async: the flusher's sync, on its
+            # own timer, may come after many writes)
+            during = self.put_many(c, b"b", 60, until_injected=True)
             after = self.put_many(c, b"c", 60)
             st = c.call(STATS)[1]
             acked = [k for d in (before, during, after) for k, s in d.items() if s == OK]
@@ -138,18 +143,9 @@ class Faults(unittest.TestCase):
     def test_fsync_of_meta_page_fails(self):
         self.fsync_fails_sync_mode(2)
 
-    def test_fsync_fails_while_growing(self):
-        # counted from the start: the second sync of shard 1 comes right
-        # after its first commit, which also makes room ahead of the file
-        st, log, refused = self.run_fault("sync", {"KVD_FI_SYNC_FAIL": FILE + ":2"},
-                                          arm_at_start=True)
-        self.check_never_retried()
-        self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
-
     def test_fsync_fails_async_flush(self):
         # the flusher's first sync of shard 1 after arming fails
-        st, log, refused = self.run_fault("async", {"KVD_FI_SYNC_FAIL": FILE + ":1"},
-                                          after_ms=300)
+        st, log, refused = self.run_fault("async", {"KVD_FI_SYNC_FAIL": FILE + ":1"})
         self.assertTrue(self.check_never_retried().endswith(FILE))
         self.assertRegex(log, r" E shard 1: flush failed: Input/output error; writes "
                               r"acknowledged since the last flush may not be on disk")
