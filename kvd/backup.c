@@ -150,6 +150,10 @@ static void *backup_main(void *arg)
 	return NULL;
 }
 
+/* A client can repeat a refused BACKUP at will: its log line goes through
+ * a limiter (log.h), one per io thread. */
+static __thread struct kvd_log_limit refuse_limit = KVD_LOG_LIMIT_INIT(1000);
+
 /* Answer a BACKUP at once with an error, counted here (run() leaves
  * BACKUP's replies to backup.c and to the completion), and logged with the
  * path quoted: the path comes from a client. */
@@ -160,9 +164,10 @@ static int refuse(struct kvd_conn *c, int status, struct kv_slice dir,
 
 	snprintf(raw, sizeof(raw), "%.*s", (int)(dir.n < 512 ? dir.n : 512),
 		 (const char *)dir.p);
-	log_warn("connection %llu: BACKUP %s refused: %s",
-		 (unsigned long long)c->id, kvd_path_quote(q, sizeof(q), raw),
-		 why);
+	kvd_log_ratelimited(&refuse_limit, KVD_LOG_WARN,
+			    "connection %llu: BACKUP %s refused: %s",
+			    (unsigned long long)c->id,
+			    kvd_path_quote(q, sizeof(q), raw), why);
 	kvd_count_now(&c->io->stats, KV_OP_BACKUP, status);
 	kvd_reply_status(c, status, why);
 	return KV_OK;
