@@ -146,8 +146,9 @@ def cases():
         "ascii-resp": b"*1\r\n$4\r\nPING\r\n",
         "http-get": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
     }
-    # each byte of a valid PUT flipped in turn, in one stream
-    put = body([PUT, b"key", b"value", 1000, 1])
+    # each byte of a valid PUT flipped in turn, in one stream (an hour's
+    # TTL: the keys some flips write are still there when the test looks)
+    put = body([PUT, b"key", b"value", 3600000, 1])
     flips = b""
     for i in range(len(put)):
         m = bytearray(put)
