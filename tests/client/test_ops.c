@@ -290,6 +290,157 @@ static void test_accessors(kvc_conn *c)
 	CHECK_VAL(v, "p");
 }
 
+#define NOINT INT64_MIN
+
+/* ---- own writes: each read queued right behind a write that changes
+ * its answer, all sent in one go when the first reply is read ---- */
+
+static kvc_reply *next_reply(kvc_conn *c, int status)
+{
+	kvc_reply *r;
+
+	CHECK_RC(kvc_read_reply(c, &r), 0);
+	CHECK_RC(kvc_reply_status(r), status);
+	return r;
+}
+
+static void want_int(kvc_conn *c, int64_t lo, int64_t hi)
+{
+	int64_t i;
+
+	CHECK_RC(kvc_reply_int(next_reply(c, 0), &i), 0);
+	if (i < lo || i > hi) {
+		fprintf(stderr, "own writes: %lld, wanted %lld..%lld\n",
+			(long long)i, (long long)lo, (long long)hi);
+		exit(1);
+	}
+}
+
+/* A SCAN reply with exactly n keys (with or without their values). */
+static void want_items(kvc_conn *c, int n)
+{
+	kvc_reply *r = next_reply(c, 0);
+	kvc_val k, v;
+	int got = 0, rc;
+
+	while ((rc = kvc_reply_next(r, &k, &v)) == 0)
+		got++;
+	CHECK_RC(rc, -KVC_END);
+	if (got != n) {
+		fprintf(stderr, "own writes: SCAN gave %d keys, wanted %d\n",
+			got, n);
+		exit(1);
+	}
+}
+
+#define OWN_BULK 500
+
+static void queue_own_writes(kvc_conn *c, const char *p, const char *bdir)
+{
+	char k[9][16];
+	kvc_val pre = {p, strlen(p)}, ks[5];
+
+	for (int j = 0; j < 9; j++) {
+		snprintf(k[j], sizeof(k[j]), "%s%c", p, 'a' + j);
+		if (j < 5)
+			ks[j] = (kvc_val){k[j], strlen(k[j])};
+	}
+	kvc_send_put(c, k[0], 4, "v", 1, 0, 0);
+	kvc_send_count(c, p, 3);
+	kvc_send_put(c, k[1], 4, "v", 1, 0, 0);
+	kvc_send_scan(c, &pre, NULL, NULL, 100, KVC_SCAN_KEYS_ONLY);
+	kvc_send_put(c, k[2], 4, "v", 1, 0, 0);
+	kvc_send_count(c, NULL, 0);
+	kvc_send_put(c, k[3], 4, "v", 1, 0, 0);
+	kvc_send_exists(c, ks, 5);
+	kvc_send_mdel(c, ks, 2);
+	kvc_send_count(c, p, 3);
+	kvc_send_del(c, k[2], 4);
+	kvc_send_scan(c, &pre, NULL, NULL, 100, 0);
+	kvc_send_del(c, k[3], 4);
+	kvc_send_exists(c, ks, 4);
+	kvc_send_put(c, k[4], 4, "v", 1, 0, 0);
+	kvc_send_expire(c, k[4], 4, 5000);
+	kvc_send_ttl(c, k[4], 4);
+	kvc_send_put(c, k[4], 4, "w", 1, 0, 0);
+	kvc_send_ttl(c, k[4], 4);
+	kvc_send_getdel(c, k[4], 4);
+	kvc_send_ttl(c, k[4], 4);
+	kvc_send_put(c, k[5], 4, "v", 1, 0, 0);
+	kvc_send_flushall(c);
+	kvc_send_count(c, NULL, 0);
+	kvc_send_put(c, k[6], 4, "v", 1, 0, 0);
+	kvc_send_flushall(c);
+	kvc_send_scan(c, NULL, NULL, NULL, 100, 0);
+	/* GET waits for the PUT, so only the FLUSHALL is in flight when
+	 * EXISTS comes: it must wait for that alone */
+	kvc_send_put(c, k[7], 4, "v", 1, 0, 0);
+	kvc_send_get(c, k[7], 4);
+	kvc_send_flushall(c);
+	kvc_send_exists(c, &(kvc_val){k[7], 4}, 1);
+	kvc_send_mput(c, ks, ks, 3, 0);
+	/* many writes last keep a commit in flight when BACKUP comes */
+	for (int j = 0; j < OWN_BULK; j++) {
+		char bk[16];
+		int n = snprintf(bk, sizeof(bk), "%sz%03d", p, j);
+
+		kvc_send_put(c, bk, (size_t)n, "b", 1, 0, 0);
+	}
+	kvc_send_backup(c, bdir);
+}
+
+static void test_own_writes(kvc_conn *c, const struct kvd_proc *k)
+{
+	char p[4], bdir[200], cmd[240];
+
+	snprintf(bdir, sizeof(bdir), "%s-own-backup", k->dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", bdir);
+	/* rounds: one read that skipped its wait would read a snapshot from
+	 * before a commit still in flight */
+	for (int round = 0; round < 10; round++) {
+		snprintf(p, sizeof(p), "o%d:", round);
+		CHECK_RC(kvc_flushall(c), 0);
+		queue_own_writes(c, p, bdir);
+		next_reply(c, 0);
+		want_int(c, 1, 1); /* COUNT prefix after a PUT */
+		next_reply(c, 0);
+		want_items(c, 2); /* SCAN keys */
+		next_reply(c, 0);
+		want_int(c, 3, 3); /* COUNT */
+		next_reply(c, 0);
+		want_int(c, 4, 4); /* EXISTS */
+		want_int(c, 2, 2); /* MDEL */
+		want_int(c, 2, 2); /* COUNT prefix after it */
+		next_reply(c, 0);
+		want_items(c, 1); /* SCAN: one key and its value */
+		next_reply(c, 0);
+		want_int(c, 0, 0); /* EXISTS after the deletes */
+		next_reply(c, 0);
+		next_reply(c, 0);
+		want_int(c, 1, 5000); /* TTL after EXPIRE */
+		next_reply(c, 0);
+		want_int(c, -1, -1); /* TTL after a plain PUT */
+		next_reply(c, 0);
+		next_reply(c, -KVC_NOT_FOUND); /* TTL after GETDEL */
+		next_reply(c, 0);
+		next_reply(c, 0);
+		want_int(c, 0, 0); /* COUNT after FLUSHALL */
+		next_reply(c, 0);
+		next_reply(c, 0);
+		want_items(c, 0); /* SCAN after FLUSHALL */
+		next_reply(c, 0);
+		next_reply(c, 0);
+		next_reply(c, 0);
+		want_int(c, 0, 0); /* EXISTS after FLUSHALL */
+		next_reply(c, 0);
+		for (int j = 0; j < OWN_BULK; j++)
+			next_reply(c, 0);
+		want_int(c, 3 + OWN_BULK, 3 + OWN_BULK); /* BACKUP: keys */
+		CHECK(kvc_pending(c) == 0);
+		CHECK(system(cmd) == 0);
+	}
+}
+
 /* Every remaining queued form, read back in order. */
 static void test_queued_forms(kvc_conn *c)
 {
@@ -312,16 +463,25 @@ static void test_queued_forms(kvc_conn *c)
 	{
 		static const int want[] = {
 		    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -KVC_DISABLED, 0};
-		static const int64_t ints[] = {-1, -1, -1, 2,  0,  0,
-					       3,  -1, 1,  -1, -1, -1};
+		/* NOINT: the reply holds no integer.  Zero is a result to
+		 * check too: an EXISTS or COUNT that missed the MDEL before
+		 * it would not answer 0. */
+		static const int64_t ints[] = {NOINT, NOINT, NOINT, 2,
+					       0,     0,     3,	    NOINT,
+					       5000,  NOINT, NOINT, NOINT};
+		kvc_val v;
 
 		for (int j = 0; j < 12; j++) {
 			CHECK_RC(kvc_read_reply(c, &r), 0);
 			CHECK_RC(kvc_reply_status(r), want[j]);
-			if (ints[j] > 0) {
+			if (ints[j] != NOINT) {
 				CHECK_RC(kvc_reply_int(r, &i), 0);
 				CHECK(i == ints[j] ||
 				      (j == 8 && i > 4000 && i <= 5000));
+			}
+			if (j == 9) { /* GETDEL */
+				CHECK_RC(kvc_reply_value(r, &v), 0);
+				CHECK_VAL(v, "123");
 			}
 		}
 	}
@@ -437,6 +597,7 @@ int main(void)
 	test_accessors(c);
 	test_queued_forms(c);
 	test_scan(c);
+	test_own_writes(c, &k);
 	test_backup(c, &k);
 	/* reconnecting drops the old connection and its unread replies */
 	CHECK_RC(kvc_send_ping(c, NULL, 0), 0);
