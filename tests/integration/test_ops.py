@@ -65,9 +65,8 @@ class Ops(ServerCase):
         self.assertEqual(self.c.call(TTL, b"p"), [OK, -1])
         self.assertEqual(self.c.call(TTL, b"nope"), [NOT_FOUND])
         self.assertEqual(self.c.call(COUNT), [OK, 2])
-        time.sleep(0.45)
         # invisible to every read, before and after the reaper runs
-        self.assertEqual(self.c.call(GET, b"t"), [NOT_FOUND])
+        self.wait_for(lambda: self.c.call(GET, b"t") == [NOT_FOUND], "t never expired")
         self.assertEqual(self.c.call(EXISTS, b"t", b"p"), [OK, 1])
         self.assertEqual(self.c.call(MGET, b"t", b"p"), [OK, None, b"v"])
         st, items, cur = self.c.call(SCAN, b"", None, None, 100)
@@ -97,15 +96,41 @@ class Ops(ServerCase):
         self.assertEqual(sum(s[b"expiring"] for s in st[b"shards"]), 0)
         self.assertGreaterEqual(st[b"expired_reaped"], 200)
 
+    def wait_for(self, cond, what, timeout=30):
+        deadline = time.time() + timeout
+        while not cond():
+            self.assertLess(time.time(), deadline, what)
+            time.sleep(0.02)
+
+    def expiring(self):
+        return [s[b"expiring"] for s in self.c.call(STATS)[1][b"shards"]]
+
+    def shard_of(self, key):
+        """The shard whose expiry index key joins (then the key goes)."""
+        before = self.expiring()
+        self.assertEqual(self.c.call(PUT, key, b"", 1 << 40), [OK])
+        grew = [i for i, (a, b) in enumerate(zip(before, self.expiring())) if b > a]
+        self.assertEqual(self.c.call(DEL, key), [OK])
+        return grew[0]
+
     def test_overwrite_clears_ttl_and_keepttl(self):
+        # a key of o's shard expiring with o's first TTL: once the reaper
+        # has deleted it, it has been past o's stale index entry too
+        probe = next(k for k in (b"probe%d" % i for i in range(1000))
+                     if self.shard_of(k) == self.shard_of(b"o"))
+        reaped = self.c.call(STATS)[1][b"expired_reaped"]
         self.c.call(PUT, b"o", b"1", 200)
+        self.c.call(PUT, probe, b"p", 200)
         self.assertEqual(self.c.call(PUT, b"o", b"2"), [OK])
         self.assertEqual(self.c.call(TTL, b"o"), [OK, -1])
         self.c.call(PUT, b"o", b"3", 100000)
         self.assertEqual(self.c.call(PUT, b"o", b"4", 0, PUT_KEEPTTL), [OK])
         st, ttl = self.c.call(TTL, b"o")
         self.assertTrue(90000 < ttl <= 100000)
-        time.sleep(0.3)  # the stale index entry of the first PUT must not delete it
+        # the stale index entry of the first PUT must not delete it
+        self.wait_for(lambda: self.c.call(STATS)[1][b"expired_reaped"] > reaped,
+                      "the reaper never deleted %r" % probe)
+        self.assertEqual(self.c.call(GET, probe), [NOT_FOUND])
         self.assertEqual(self.c.call(GET, b"o"), [OK, b"4"])
 
     def test_expire(self):
