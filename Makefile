@@ -2,7 +2,8 @@
 #
 #   make run         install missing Debian packages, build (Release), start kvd
 #                    on 127.0.0.1 with ./data
-#   make test        install what the tests need, build with -Werror, run ctest
+#   make test        install what the tests need, build with -Werror, run ctest;
+#                    ctest's summary comes last and lists skipped tests (exit 77)
 #   make test-asan   the same suite under AddressSanitizer + UBSan
 #   make test-tsan   the same suite under ThreadSanitizer
 #   make soak        the reliability tests, long (docs/reliability.md)
