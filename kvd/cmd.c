@@ -526,6 +526,9 @@ void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 {
 	int st = pd->status;
 
+	/* A DEL of an absent key answers NOT_FOUND: count it as answered. */
+	if (pd->op == KV_OP_DEL && st == KV_OK && !pd->result)
+		st = KV_NOT_FOUND;
 	kvd_count_reply(&c->io->stats, pd->op, st);
 	kvd_count_latency(&c->io->stats, pd->op, c->io->turn_ns - pd->t0_ns, 1);
 	if (st >= KV_MALFORMED) {
