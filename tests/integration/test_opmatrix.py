@@ -17,7 +17,6 @@ entry here fails test_table_complete.  For each operation:
   that changes its answer, sees that write.
 """
 
-import os
 import re
 import shutil
 import tempfile
