@@ -602,6 +602,10 @@ class Rounds:
                 errors[st] = errors.get(st, 0) + cnt
         if errors:
             raise AssertionError("round %d: error replies before the kill: %r" % (it, errors))
+        idle = [w.wid for w in ws if w.acked == 0]
+        if idle:
+            raise AssertionError("round %d: writers %r had no write acknowledged before "
+                                 "the kill" % (it, idle[:8]))
         acked, flight, multi = cut_counts(ws)
         if acked == 0 or flight == 0:
             raise AssertionError("round %d: %d acknowledged, %d in flight at the kill: "
