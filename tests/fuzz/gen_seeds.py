@@ -9,6 +9,10 @@
   config/  0x00 + a config file, or 0x01 + NUL-separated flags
   resp/    a flags byte (bits 0-2: chunk size, bit 3: not authenticated)
            + RESP2 input: multibulk, inline, pipelines, protocol errors
+  dispatch/ a flags byte (see fuzz_dispatch.c) + every command of both
+           protocols (from kvd/resp.h, common/kv_proto.h and cmd.c's ops[])
+           with 0 .. arity+2 arguments, authenticated, not, and without a
+           password
 
 Deterministic; the files are checked in.  Inputs the fuzzers find worth
 keeping (crashes once fixed, new coverage) can be added to these
@@ -16,6 +20,7 @@ directories by hand: every file is replayed by `make test`.
 """
 
 import os
+import re
 import struct
 
 import msgpack
@@ -150,6 +155,118 @@ def resp_seeds():
     return out
 
 
+def resp_table():
+    """[(name, arity)] from kvd/resp.h: the arity is the number just before
+    each row's RC_ flags."""
+    with open(os.path.join(ROOT, "kvd", "resp.h")) as f:
+        text = f.read().replace("\\\n", " ")
+    rows = re.findall(r'X\(\s*\w+,\s*"([a-z]+)",\s*\w+,[^"]*?(-?\d+),\s*RC_', text)
+    assert len(rows) > 30, "resp.h: command table not found"
+    return [(n, int(a)) for n, a in rows]
+
+
+def native_table():
+    """[(name, number, min, max or None)] from kv_proto.h and cmd.c."""
+    with open(os.path.join(ROOT, "common", "kv_proto.h")) as f:
+        ops = re.findall(r"X\((\w+),\s*(\d+),\s*[RWA]\)", f.read())
+    with open(os.path.join(ROOT, "kvd", "cmd.c")) as f:
+        counts = {n: (int(lo), None if hi == "VAR" else int(hi)) for n, lo, hi in
+                  re.findall(r"\[KV_OP_(\w+)\]\s*=\s*\{\s*\w+,\s*\d+,\s*(\d+),\s*(\w+)",
+                             f.read())}
+    assert len(ops) > 15 and len(counts) == len(ops), "kv_proto.h/cmd.c tables"
+    return [(n, int(num)) + counts[n] for n, num in ops]
+
+
+# Plausible arguments, in order; longer requests repeat keys.  BACKUP's
+# targets are relative (refused unread) or absolute, which fuzz_dispatch
+# moves under its temporary directory: no seed writes anywhere else.
+RESP_ARGS = {
+    "auth": [b"default", b"pw"], "hello": [b"2", b"AUTH", b"default", b"pw", b"SETNAME", b"x"],
+    "client": [b"SETNAME", b"conn", b"x"], "command": [b"DOCS", b"get", b"nosuch"],
+    "config": [b"GET", b"max*", b"port"], "echo": [b"hi"], "info": [b"server", b"keyspace"],
+    "keys": [b"k*"], "scan": [b"0", b"MATCH", b"k*", b"COUNT", b"10", b"TYPE", b"string"],
+    "select": [b"0"], "flushall": [b"ASYNC"], "flushdb": [b"SYNC"],
+    "set": [b"k", b"v", b"PX", b"100000", b"XX", b"GET", b"KEEPTTL"],
+    "setex": [b"k", b"100", b"v"], "psetex": [b"k", b"100000", b"v"],
+    "mset": [b"k", b"v", b"k2", b"v2"], "expire": [b"k", b"100", b"NX"],
+    "pexpire": [b"k", b"100000", b"XX"], "expireat": [b"k", b"4000000000"],
+    "pexpireat": [b"k", b"1"], "incrby": [b"n", b"5"], "decrby": [b"n", b"-9"],
+    "incr": [b"n"], "decr": [b"n"], "ping": [b"hi"], "append": [b"k", b"v"],
+    "getset": [b"k", b"v"], "setnx": [b"k", b"v"],
+}
+NATIVE_ARGS = {
+    "HELLO": [1], "PING": [b"hi"], "PUT": [b"k", b"v", 100000, 1],
+    "MPUT": [0, b"k", b"v", b"k2", b"v2"], "SCAN": [None, b"a", b"z", 10, 1],
+    "COUNT": [b"k"], "INCR": [b"n", -2], "APPEND": [b"k", b"v"],
+    "EXPIRE": [b"k", 100000], "AUTH": [b"pw"],
+}
+
+
+def dispatch_seeds():
+    """fuzz_dispatch: a flags byte (bit 0 RESP, bit 1 authenticated, bit 2
+    no password, bits 3-5 chunk size), then every command of both
+    protocols with 0 .. arity+2 arguments in one pipeline, then PING."""
+    def mb(*args):
+        return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+    def frame(obj):
+        body = pk(obj)
+        return struct.pack(">I", len(body)) + body
+
+    out = {}
+    for i, (name, arity) in enumerate(resp_table()):
+        t = RESP_ARGS.get(name, [b"k", b"k2", b"k3"])
+        reqs = [mb(name.upper().encode(), *(t + [b"k%d" % j for j in range(n)])[:n])
+                for n in range(abs(arity) + 2) if name != "quit"]
+        data = b"".join(reqs) + mb(b"PING") + (mb(b"QUIT") if i % 2 else b"")
+        chunk = (i % 8) << 3
+        out["resp-%s" % name] = bytes([1 | 2 | chunk]) + data
+        out["resp-%s-noauth" % name] = bytes([1 | chunk]) + data
+        out["resp-%s-nopass" % name] = bytes([1 | 4 | chunk]) + data
+        inline = b"".join(b" ".join([name.encode()] + (t + [b"x"] * n)[:n]) + b"\r\n"
+                          for n in range(abs(arity) + 2))
+        out["resp-%s-inline" % name] = bytes([1 | 2 | ((i + 3) % 8) << 3]) + inline
+    for i, (name, num, lo, hi) in enumerate(native_table()):
+        t = NATIVE_ARGS.get(name, [b"k", b"k2", b"k3"])
+        if name == "BACKUP":
+            t = [b"/bk%d" % i, b"relative", b"/"]
+        top = (lo if hi is None else hi) + 2
+        data = b"".join(frame([num] + (t + [b"k%d" % j for j in range(n)])[:n])
+                        for n in range(top + 1)) + frame([2])
+        chunk = (i % 8) << 3
+        out["native-%s" % name.lower()] = bytes([2 | chunk]) + data
+        out["native-%s-noauth" % name.lower()] = bytes([chunk]) + data
+        out["native-%s-nopass" % name.lower()] = bytes([4 | chunk]) + data
+    # A write, then reads of the same key before it commits (own writes),
+    # and more replies than max-output holds (output stall and resume).
+    out["resp-own-writes"] = bytes([3 | 7 << 3]) + mb(b"SET", b"k", b"v") + mb(b"GET", b"k") \
+        + mb(b"INCR", b"k") + mb(b"MGET", b"k", b"j") + mb(b"DEL", b"k") + mb(b"EXISTS", b"k")
+    out["resp-output-stall"] = bytes([3 | 7 << 3]) + mb(b"SET", b"big", b"x" * 40000) \
+        + mb(b"GET", b"big") * 8 + mb(b"INCR", b"n") + mb(b"GET", b"big") * 4
+    out["native-own-writes"] = bytes([2 | 7 << 3]) + frame([4, b"k", b"v"]) + frame([3, b"k"]) \
+        + frame([17, b"k"]) + frame([16, b"k"]) + frame([8, b"k", b"j"]) + frame([6, b"k"])
+    out["resp-auth-then-all"] = bytes([1 | 7 << 3]) + mb(b"GET", b"k") + mb(b"AUTH", b"pw") \
+        + mb(b"SET", b"k", b"1") + mb(b"INCRBY", b"k", b"2") + mb(b"HELLO") + mb(b"HELLO", b"2")
+    out["resp-hello-alone-preauth"] = bytes([1]) + b"*1\r\n$5\r\nHELLO\r\n"
+    # Keys to walk (SCAN pages and cursors, KEYS, COUNT), help texts,
+    # unknown subcommands, bad expiry times.
+    keys = mb(b"MSET", *[x for j in range(12) for x in (b"k%02d" % j, b"v")])
+    out["resp-scan-pages"] = bytes([3 | 7 << 3]) + keys + mb(b"SCAN", b"0", b"COUNT", b"5") \
+        + mb(b"SCAN", b"5", b"MATCH", b"k1*") + mb(b"KEYS", b"k0?") + mb(b"DBSIZE") \
+        + mb(b"SCAN", b"0", b"TYPE", b"hash") + mb(b"SCAN", b"99999") + mb(b"INFO", b"keyspace")
+    out["native-scan-pages"] = bytes([2 | 7 << 3]) + frame([7, 0, b"a", b"1", b"b", b"2", b"c", b"3"]) \
+        + frame([10, None, None, None, 2]) + frame([10, b"", b"b", None, 1, 1]) \
+        + frame([11]) + frame([11, b"a"]) + frame([9, b"a", b"z"]) + frame([5, b"a"])
+    out["resp-help"] = bytes([3 | 7 << 3]) + b"".join(
+        mb(c, b"HELP") + mb(c, b"NOSUCH") for c in (b"CLIENT", b"COMMAND", b"CONFIG")) \
+        + mb(b"CLIENT", b"ID", b"x") + mb(b"CONFIG", b"SET", b"a", b"b") + mb(b"COMMAND", b"COUNT")
+    out["resp-bad-expiry"] = bytes([3 | 7 << 3]) + mb(b"SET", b"k", b"v", b"EX", b"0") \
+        + mb(b"SET", b"k", b"v", b"PX", b"99999999999999999") + mb(b"EXPIRE", b"k", b"x") \
+        + mb(b"SETEX", b"k", b"-1", b"v") + mb(b"PEXPIREAT", b"k", b"9223372036854775807") \
+        + mb(b"SET", b"k", b"v", b"NX", b"XX") + mb(b"SET", b"k", b"v", b"EX")
+    return out
+
+
 def write(sub, seeds):
     d = os.path.join(HERE, "corpus", sub)
     os.makedirs(d, exist_ok=True)
@@ -167,6 +284,7 @@ def main():
     write("mp", mp_seeds())
     write("config", config_seeds())
     write("resp", resp_seeds())
+    write("dispatch", dispatch_seeds())
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 # a regression test, fix the bug and copy the file into the seed corpus,
 # which `make test` replays.
 set -u
-bin=$1
+bin=$(cd "$1" && pwd)
 secs=${2:-${FUZZ_SECONDS:-60}}
 jobs=${FUZZ_JOBS:-$(nproc)}
 src=$(cd "$(dirname "$0")" && pwd)
@@ -18,13 +18,15 @@ work=$bin/fuzz-work
 run_one() {
 	name=$1 corpus=$2 max_len=$3
 	dir=$work/$name
-	mkdir -p "$dir/corpus" "$dir/artifacts"
+	mkdir -p "$dir/corpus" "$dir/artifacts" "$dir/tmp"
 	rm -f "$dir/artifacts"/*
-	"$bin/fuzz_$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2560 \
+	# fuzz_dispatch keeps its store under $TMPDIR: here, and removed below.
+	TMPDIR=$dir/tmp "$bin/fuzz_$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2560 \
 		-max_len="$max_len" \
 		-artifact_prefix="$dir/artifacts/" -print_final_stats=1 \
 		"$dir/corpus" "$src/corpus/$corpus" >"$dir/log" 2>&1
 	status=$?
+	rm -rf "$dir/tmp"
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log")
 	cov=$(grep -o 'cov: [0-9]*' "$dir/log" | tail -1)
 	found=$(ls "$dir/artifacts" 2>/dev/null | wc -l)
@@ -41,8 +43,10 @@ pids=""
 n=0
 # name:corpus:max_len.  Small inputs run faster; the seeds' 64 KiB cases
 # (32-bit lengths) still run whole in `make test`.  RESP keeps 70,000 to
-# reach its 64 KiB inline-request cap.
-for t in cmd:cmd:8192 mp_diff:mp:8192 config:config:4096 resp:resp:70000; do
+# reach its 64 KiB inline-request cap.  dispatch runs every command handler
+# of both protocols against a real store (fuzz_dispatch.c).
+for t in cmd:cmd:8192 mp_diff:mp:8192 config:config:4096 resp:resp:70000 \
+	dispatch:dispatch:16384; do
 	set -- $(echo "$t" | tr : ' ')
 	run_one "$1" "$2" "$3" >"$work.$1.out" 2>&1 &
 	pids="$pids $!:$1"
