@@ -2,15 +2,21 @@
 
 Concurrent writers, restarts (clean and kill -9), a different --threads on
 restart, and SIGTERM with writes in flight: after each, every acknowledged
-write is read back with its exact value, from the real LMDB files.
+write is read back with its exact value, from the real LMDB files.  The
+kill -9 rounds are tests/reliability/relutil.py's (seeded: KVD_SEED).
 """
 
+import os
 import random
+import sys
 import threading
 import time
 import unittest
 
 from kvdtest import *  # noqa: F401,F403
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reliability"))
+from relutil import Rounds, seed_from_env  # noqa: E402
 
 
 def value_of(key):
@@ -73,35 +79,26 @@ class Durability(unittest.TestCase):
             audit(self, srv.port, acked)
             self.assertEqual(srv.client().call(COUNT), [OK, 64 * 2000])
 
-    def kill9_round(self, durability, rounds):
-        with Server(threads=2, durability=durability) as srv:
-            all_acked = []
+    def kill9_rounds(self, durability, rounds):
+        """relutil's crash rounds (both ports, the full write mix, the
+        audit), restarting with a different --threads each time: shards are
+        fixed by the data directory, whatever the thread count."""
+        seed = seed_from_env(None)
+        with Server(threads=2, durability=durability, resp=True) as srv:
+            r = Rounds(srv, seed, writers=16, prefix=b"r", threads=(1, 2, 3, 4))
             for rnd in range(rounds):
-                acked, stop = [], threading.Event()
-                threads = [threading.Thread(target=writer,
-                                            args=(srv.port, b"r%d-%02d" % (rnd, n), 100000,
-                                                  acked, 1 + n % 3 * 10, stop))
-                           for n in range(16)]
-                for t in threads:
-                    t.start()
-                time.sleep(random.uniform(0.3, 1.0))
-                srv.kill9()
-                stop.set()
-                for t in threads:
-                    t.join()
-                self.assertGreater(len(acked), 0)
-                all_acked += acked
-                srv.start()
-                audit(self, srv.port, all_acked)
+                r.round(rnd)
+            self.assertEqual(r.fig["iterations"], rounds)
+            self.assertGreater(r.fig["min_acked_round"], 0)
             # the environments opened clean: still writable after all that
             self.assertEqual(srv.client().call(PUT, b"after", b"crash"), [OK])
 
     def test_kill9_sync(self):
-        self.kill9_round("sync", 3)
+        self.kill9_rounds("sync", 3)
 
     def test_kill9_async(self):
         # async acknowledges after write(2): a process crash loses nothing
-        self.kill9_round("async", 2)
+        self.kill9_rounds("async", 2)
 
     def test_threads_change_keeps_data(self):
         with Server(threads=2) as srv:
