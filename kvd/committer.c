@@ -150,18 +150,122 @@ static void flush_unacked(struct kvd_committer *c)
 	c->unacked = NULL;
 }
 
+/* Apply the requests of list first (NULL-terminated) in one transaction,
+ * with a round of reaping if reap, and commit.  0, or the KV_* code that
+ * failed the transaction (it is gone either way).  *full: a write was
+ * refused because only the map's room for deletes is left. */
+static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
+		       uint64_t now, int reap, int *full)
+{
+	struct kvd_server *srv = c->srv;
+	struct kvd_wtxn *t;
+	uint64_t t0;
+	int rc;
+
+	if ((rc = kvd_shard_begin(srv->store, c->shard, &t)))
+		return rc;
+	for (struct kvd_wreq *w = first; w; w = w->next) {
+		if ((rc = kvd_shard_apply(t, &w->op, now,
+					  srv->cfg->max_value))) {
+			kvd_shard_abort(t);
+			return rc;
+		}
+		*full |= w->op.status == KV_MAP_FULL;
+	}
+	if (reap) {
+		if ((rc = kvd_shard_reap(t, now, REAP_PER_TXN)) < 0) {
+			kvd_shard_abort(t);
+			return -rc;
+		}
+		kvd_count(&c->reaped, (uint64_t)rc);
+	}
+	t0 = kvd_mono_ns();
+	rc = kvd_shard_commit(t);
+	t0 = kvd_mono_ns() - t0;
+	kvd_count(&c->commit_ns, t0);
+	if (!rc)
+		kvd_count(&c->commit_hist[kvd_lat_bucket(t0)], 1);
+	return rc;
+}
+
+/* A transaction that failed with rc may succeed without some of its
+ * requests: one that does not fit the map or the disk, or that ran out of
+ * memory, must fail alone, not take its batch with it. */
+static int splittable(int rc)
+{
+	return rc == KV_MAP_FULL || rc == KV_DISK_FULL || rc == KV_INTERNAL;
+}
+
+/* Commit the n requests of list first, in order; when that fails in a way
+ * a smaller transaction may not, commit each half on its own (bisection:
+ * the requests that cannot be applied end up alone and fail alone). */
+static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
+		     uint64_t n, uint64_t now, int reap)
+{
+	struct kvd_wreq *w, *second;
+	int rc, full = 0;
+
+	if (atomic_load(&c->failed)) {
+		fail_all(first, NULL, KV_SHARD_FAILED);
+		return;
+	}
+	rc = commit_list(c, first, now, reap, &full);
+	if (rc == 0) {
+		/* Writes refused for a full map count as a failed batch,
+		 * as when the whole transaction was refused: that is what
+		 * operators watch. */
+		if (full)
+			kvd_count(&c->failures, 1);
+		kvd_count(&c->commits, 1);
+		kvd_count(&c->writes, n);
+		kvd_count(&c->batch_hist[batch_bucket(n)], 1);
+		if (n > kvd_read(&c->max_batch))
+			atomic_store_explicit(&c->max_batch, n,
+					      memory_order_relaxed);
+		if (c->srv->cfg->durability == KVD_DUR_SYNC) {
+			/* This commit's data sync made the previous meta
+			 * page durable: its writers can be answered.  This
+			 * list waits for the next sync (see the top). */
+			complete_list(c->unacked);
+			c->unacked = first;
+		} else {
+			complete_list(first);
+		}
+		return;
+	}
+	kvd_count(&c->failures, 1);
+	if (rc == KV_SHARD_FAILED) {
+		/* The sync that failed may have been the one that was to make
+		 * the previous batch durable, and a failed fsync is never
+		 * retried: those writers are not answered OK either. */
+		atomic_store(&c->failed, 1);
+		fail_all(c->unacked, NULL, KV_SHARD_FAILED);
+		c->unacked = NULL;
+		fail_all(first, NULL, rc);
+		return;
+	}
+	if (n > 1 && splittable(rc)) {
+		w = first;
+		for (uint64_t i = 1; i < n / 2; i++)
+			w = w->next;
+		second = w->next;
+		w->next = NULL;
+		run_list(c, first, n / 2, now, 0);
+		run_list(c, second, n - n / 2, now, 0);
+		return;
+	}
+	flush_unacked(c);
+	fail_all(first, NULL, rc);
+}
+
 /* Apply and commit one batch starting at w; returns the first request not
  * in it. */
 static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 {
-	struct kvd_server *srv = c->srv;
-	struct kvd_wreq *first = w, *end;
-	struct kvd_wtxn *t;
-	uint64_t now = kvd_now_ms(), t0, n = 0;
+	struct kvd_wreq *first = w, *end, *last = w;
+	uint64_t now = kvd_now_ms(), n = 0;
 	size_t bytes = 0;
-	int rc;
-
-	struct kvd_wreq *last = w;
+	int reap = 0;
 
 	for (end = w; end && n < BATCH_MAX_OPS &&
 		      (n == 0 || bytes + end->op.items_len <= BATCH_MAX_BYTES);
@@ -171,64 +275,12 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 		last = end;
 	}
 	last->next = NULL; /* the batch is a list of its own from here on */
-	if (atomic_load(&c->failed)) {
-		fail_all(first, NULL, KV_SHARD_FAILED);
-		return end;
-	}
-	if ((rc = kvd_shard_begin(srv->store, c->shard, &t)))
-		goto fail;
-	for (w = first; w; w = w->next) {
-		if ((rc = kvd_shard_apply(t, &w->op, now,
-					  srv->cfg->max_value))) {
-			kvd_shard_abort(t);
-			goto fail;
-		}
-	}
 	if (now >= c->next_reap_ms) {
-		c->next_reap_ms = now + KVD_LIVE(srv->cfg->reaper_interval_ms);
-		if ((rc = kvd_shard_reap(t, now, REAP_PER_TXN)) > 0)
-			kvd_count(&c->reaped, (uint64_t)rc);
-		else if (rc < 0) {
-			rc = -rc;
-			kvd_shard_abort(t);
-			goto fail;
-		}
+		c->next_reap_ms =
+		    now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
+		reap = 1;
 	}
-	t0 = kvd_mono_ns();
-	rc = kvd_shard_commit(t);
-	t0 = kvd_mono_ns() - t0;
-	kvd_count(&c->commit_ns, t0);
-	if (rc)
-		goto fail;
-	kvd_count(&c->commits, 1);
-	kvd_count(&c->writes, n);
-	kvd_count(&c->commit_hist[kvd_lat_bucket(t0)], 1);
-	kvd_count(&c->batch_hist[batch_bucket(n)], 1);
-	if (n > kvd_read(&c->max_batch))
-		atomic_store_explicit(&c->max_batch, n, memory_order_relaxed);
-	if (srv->cfg->durability == KVD_DUR_SYNC) {
-		/* This commit's data sync made the previous meta page
-		 * durable: its writers can be answered.  This batch waits
-		 * for the next sync (see the top of this file). */
-		complete_list(c->unacked);
-		c->unacked = first;
-	} else {
-		complete_list(first);
-	}
-	return end;
-fail:
-	kvd_count(&c->failures, 1);
-	if (rc == KV_SHARD_FAILED) {
-		/* The sync that failed may have been the one that was to make
-		 * the previous batch durable, and a failed fsync is never
-		 * retried: those writers are not answered OK either. */
-		atomic_store(&c->failed, 1);
-		fail_all(c->unacked, NULL, KV_SHARD_FAILED);
-		c->unacked = NULL;
-	} else {
-		flush_unacked(c);
-	}
-	fail_all(first, NULL, rc);
+	run_list(c, first, n, now, reap);
 	return end;
 }
 
@@ -255,20 +307,28 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	}
 }
 
+/* Every READER_CHECK_MS, busy or idle: free the reader slots of dead
+ * processes, which would otherwise pin old pages and fill the table. */
+static void check_readers(struct kvd_committer *c, uint64_t now)
+{
+	int dead;
+
+	if (now < c->next_check_ms)
+		return;
+	c->next_check_ms = now + READER_CHECK_MS;
+	dead = kvd_store_reader_check(c->srv->store, c->shard);
+	if (dead)
+		log_warn("shard %u: cleared %d stale reader slot(s)", c->shard,
+			 dead);
+}
+
 static void timers(struct kvd_committer *c)
 {
 	uint64_t now = kvd_now_ms();
 
 	if (now >= c->next_reap_ms)
 		idle_reap(c, now);
-	if (now >= c->next_check_ms) {
-		int dead = kvd_store_reader_check(c->srv->store, c->shard);
-
-		if (dead)
-			log_warn("shard %u: cleared %d stale reader slot(s)",
-				 c->shard, dead);
-		c->next_check_ms = now + READER_CHECK_MS;
-	}
+	check_readers(c, now);
 }
 
 static void wait_for_work(struct kvd_committer *c)
@@ -337,6 +397,7 @@ static void *committer_main(void *arg)
 		}
 		while (w)
 			w = run_batch(c, w);
+		check_readers(c, kvd_now_ms());
 	}
 	return NULL;
 }
@@ -385,6 +446,8 @@ static void *flusher_main(void *arg)
 
 int kvd_committers_start(struct kvd_server *srv)
 {
+	int rc;
+
 	srv->com = calloc(srv->nshards, sizeof(*srv->com));
 	if (!srv->com)
 		return -1;
@@ -394,18 +457,30 @@ int kvd_committers_start(struct kvd_server *srv)
 		c->shard = i;
 		c->srv = srv;
 		c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (c->efd < 0 ||
-		    pthread_create(&c->thread, NULL, committer_main, c)) {
-			log_error("cannot start committer %u: %s", i,
+		if (c->efd < 0) {
+			log_error("cannot start committer %u: eventfd: %s", i,
 				  strerror(errno));
+			return -1;
+		}
+		/* pthread_create returns its error; it does not set errno. */
+		if ((rc =
+			 pthread_create(&c->thread, NULL, committer_main, c))) {
+			log_error("cannot start committer %u: %s", i,
+				  strerror(rc));
 			return -1;
 		}
 	}
 	if (srv->cfg->durability == KVD_DUR_ASYNC) {
 		flusher_efd = eventfd(0, EFD_CLOEXEC);
-		if (flusher_efd < 0 ||
-		    pthread_create(&flusher, NULL, flusher_main, srv))
+		if (flusher_efd < 0) {
+			log_error("cannot start the flusher: eventfd: %s",
+				  strerror(errno));
 			return -1;
+		}
+		if ((rc = pthread_create(&flusher, NULL, flusher_main, srv))) {
+			log_error("cannot start the flusher: %s", strerror(rc));
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -21,6 +21,8 @@ struct kvd_wtxn {
 	unsigned idx;
 	MDB_txn *txn;
 	struct kv_buf tmp; /* old values copied out before they are rewritten */
+	int room; /* -1: not yet known in this txn; 0: only deletes may use the
+		     map's reserve, which is all that is left; 1: room */
 };
 
 struct shard {

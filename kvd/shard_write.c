@@ -34,28 +34,47 @@ static int fs_full(const char *path)
 	return kvd_shard_fs_room(path) < FULL_MARGIN;
 }
 
-/* Map an LMDB failure inside a write transaction to what its writers see. */
+/* A full map or disk refuses every batch until room is made, and a
+ * committer retries a failed batch in parts: one line a second, with a
+ * count of the others, is enough. */
+static struct kvd_log_limit full_limit = KVD_LOG_LIMIT_INIT(1000);
+
+/* Map an LMDB failure inside a write transaction to what its writers see.
+ * A full map or disk and a failed allocation fail only the transaction:
+ * nothing of it reached the disk's meta page, and the next one may fit. */
 static int wfail(struct kvd_wtxn *t, int rc, const char *what)
 {
 	const char *path = t->st->sh[t->idx].path;
 
 	if (rc == EIO && !strcmp(what, "commit") && fs_full(path)) {
-		log_warn("%s: commit: short write on a full filesystem; batch "
-			 "refused",
-			 path);
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: commit: short write on a full "
+				    "filesystem; batch refused",
+				    path);
 		return KV_DISK_FULL;
 	}
 	switch (rc) {
 	case MDB_MAP_FULL:
-		log_warn("%s: %s: map full (raise map-size); batch refused",
-			 path, what);
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: %s: map full (raise map-size); batch "
+				    "refused",
+				    path, what);
 		return KV_MAP_FULL;
 	case ENOSPC:
-		log_warn("%s: %s: disk full; batch refused", path, what);
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: %s: disk full; batch refused", path,
+				    what);
 		return KV_DISK_FULL;
+	case ENOMEM:
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: %s: out of memory; batch refused",
+				    path, what);
+		return KV_INTERNAL;
 	case MDB_TXN_FULL:
-		log_warn("%s: %s: transaction too large; batch refused", path,
-			 what);
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: %s: transaction too large; batch "
+				    "refused",
+				    path, what);
 		return KV_INTERNAL;
 	default:
 		log_error(
@@ -73,8 +92,71 @@ int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
 
 	if (rc)
 		return wfail(t, rc, "begin");
+	t->room = -1;
 	*out = t;
 	return 0;
+}
+
+/* ===================== Room for deletes ===================== */
+
+/* Pages of the map kept for deletes: LMDB copies every page it changes,
+ * so a DEL in a map with no free page fails, and a full map could never be
+ * emptied.  A write other than a delete is refused once only this many
+ * pages are left: enough for a batch of deletes and for the free-page list
+ * FLUSHALL builds (8 bytes a page, so map/512), twice over. */
+static uint64_t reserve_pages(uint64_t map_pages)
+{
+	return 64 + map_pages / 256;
+}
+
+/* Pages listed free in the map (LMDB's free-page database: one record per
+ * transaction that freed pages, each an array whose first word is its
+ * count).  LMDB opens no cursor on it in a write transaction, so this reads
+ * a snapshot of the last commit, which is where this transaction started.
+ * Read only when the unused end of the map is below the reserve. */
+static uint64_t free_pages(MDB_env *env)
+{
+	MDB_txn *rt;
+	MDB_cursor *c;
+	MDB_val k, v;
+	uint64_t n = 0;
+	int rc;
+
+	if (mdb_txn_begin(env, NULL, MDB_RDONLY, &rt))
+		return 0;
+	if (mdb_cursor_open(rt, 0, &c) == 0) {
+		for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+		     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+			if (v.mv_size >= 2 * sizeof(size_t))
+				n += v.mv_size / sizeof(size_t) - 1;
+		mdb_cursor_close(c);
+	}
+	mdb_txn_abort(rt);
+	return n;
+}
+
+/* 1 when a write other than a delete may use the map, as of the start of
+ * this transaction (a batch can add at most BATCH_MAX_BYTES: the reserve's
+ * margin covers it in a large map; a small one fails that batch, retried
+ * in parts by the committer). */
+static int has_room(struct kvd_wtxn *t)
+{
+	MDB_env *env = t->st->sh[t->idx].env;
+	MDB_envinfo ei;
+	MDB_stat ms;
+	uint64_t pages, unused, reserve;
+
+	if (t->room >= 0)
+		return t->room;
+	t->room = 1;
+	if (mdb_env_info(env, &ei) || mdb_env_stat(env, &ms) || !ms.ms_psize)
+		return t->room;
+	pages = ei.me_mapsize / ms.ms_psize;
+	unused = pages > ei.me_last_pgno + 1 ? pages - ei.me_last_pgno - 1 : 0;
+	reserve = reserve_pages(pages);
+	if (unused < reserve && unused + free_pages(env) < reserve)
+		t->room = 0;
+	return t->room;
 }
 
 /* Look key up; *live says whether it holds an unexpired value.  *present
@@ -314,6 +396,15 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 
 	op->status = KV_OK;
 	op->result = 0;
+	if (op->kind != KVD_W_DEL && op->kind != KVD_W_GETDEL &&
+	    op->kind != KVD_W_FLUSH && !has_room(t)) {
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: map full (raise map-size); writes "
+				    "refused, deletes still served",
+				    sh->path);
+		op->status = KV_MAP_FULL;
+		return 0;
+	}
 	switch (op->kind) {
 	case KVD_W_PUT: rc = apply_put(t, op, now); break;
 	case KVD_W_DEL:

@@ -1,4 +1,5 @@
-"""test_diskfull.py - a full disk refuses batches, loses nothing, and passes.
+"""test_diskfull.py - a full disk or a full map refuses writes, loses
+nothing, and passes.
 
 The data directory lives on a small filesystem of its own: a tmpfs with a
 size limit, and a loop-mounted ext4 image (needs root and mount; the test
@@ -14,17 +15,27 @@ then:
     connections keep working while the disk is full;
   - once the filler is deleted, writes succeed again, without a restart;
   - after a clean restart every acknowledged write is still there.
+
+A full map (a small map-size; runs everywhere, no mount needed):
+
+  - a request that cannot fit fails alone: while one client keeps sending
+    4 MiB values that no longer fit, another client's 100-byte PUTs, which
+    do, never get MAP_FULL (a batch that fails is retried in parts, so
+    only the request that does not fit is refused);
+  - in a map filled with 100-byte values, DEL and FLUSHALL still work (kvd
+    keeps room in the map that only deletes may use), so an operator can
+    free space without a restart; then PUT works again.
 """
 
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import unittest
 
-from kvdtest import DISK_FULL, MGET, OK, PING, PUT, Client, Server, frame, main
+from kvdtest import (COUNT, DEL, DISK_FULL, FLUSHALL, GET, MAP_FULL, MGET, OK, PING,
+                     PUT, Client, Server, frame, main)
 from relutil import report
 
 
@@ -100,6 +111,11 @@ class Filler(threading.Thread):
 
 
 class DiskFull(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not can_mount():
+            raise unittest.SkipTest("mounting a filesystem needs root and permission to mount")
+
     def fill_and_recover(self, kind, mib, filler_mib):
         fs = Fs(kind, mib)
         srv = None
@@ -163,8 +179,105 @@ class DiskFull(unittest.TestCase):
         self.fill_and_recover("ext4", 48, 8)
 
 
+class BigWriter(threading.Thread):
+    """PUT 4 MiB values under new keys, two in flight, until told to stop."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.port = port
+        self.stop = threading.Event()
+        self.full_once = threading.Event()
+        self.statuses = {}
+
+    def run(self):
+        c = Client(self.port, timeout=60)
+        big = b"B" * (4 << 20)
+        i = inflight = 0
+        while not self.stop.is_set() or inflight:
+            if not self.stop.is_set() and inflight < 2:
+                c.send_raw(frame([PUT, b"big%05d" % i, big]))
+                i += 1
+                inflight += 1
+                continue
+            st = c.read_reply()[0]
+            inflight -= 1
+            self.statuses[st] = self.statuses.get(st, 0) + 1
+            if st == MAP_FULL:
+                self.full_once.set()
+        c.close()
+
+
+class MapFull(unittest.TestCase):
+    def test_oversized_writes_fail_alone(self):
+        with Server(threads=1, args=["--map-size", "16m"]) as srv:
+            big = BigWriter(srv.port)
+            big.start()
+            self.assertTrue(big.full_once.wait(60), "the map never filled")
+            c = srv.client()
+            small, statuses = [], {}
+            for i in range(0, 1500, 10):
+                keys = [b"s%05d" % j for j in range(i, i + 10)]
+                c.send_raw(b"".join(frame([PUT, k, k * 16 + b"-" * 4]) for k in keys))
+                for k in keys:
+                    st = c.read_reply()[0]
+                    statuses[st] = statuses.get(st, 0) + 1
+                    if st == OK:
+                        small.append(k)
+            big.stop.set()
+            big.join(60)
+            self.assertEqual(statuses, {OK: 1500}, "100-byte PUTs refused while they fit")
+            self.assertGreater(big.statuses.get(MAP_FULL, 0), 5)
+            for k in small:
+                self.assertEqual(c.call(GET, k), [OK, k * 16 + b"-" * 4])
+            c.close()
+            report("map-full-isolation", small_ok=len(small),
+                   big_refused=big.statuses.get(MAP_FULL, 0))
+
+    def test_deletes_work_in_a_full_map(self):
+        with Server(threads=1, args=["--map-size", "1m"]) as srv:
+            c = srv.client()
+            acked, full, i = [], 0, 0
+            while not full and i < 100000:
+                keys = [b"k%06d" % j for j in range(i, i + 64)]
+                i += 64
+                c.send_raw(b"".join(frame([PUT, k, b"v" * 100]) for k in keys))
+                for k in keys:
+                    st = c.read_reply()[0]
+                    self.assertIn(st, (OK, MAP_FULL))
+                    if st == OK:
+                        acked.append(k)
+                    else:
+                        full += 1
+            self.assertGreater(full, 0, "1 MiB never filled")
+            self.assertGreater(len(acked), 1000)
+            # then one at a time, until a lone 100-byte PUT no longer fits
+            while True:
+                k = b"k%06d" % i
+                i += 1
+                st = c.call(PUT, k, b"v" * 100)[0]
+                self.assertIn(st, (OK, MAP_FULL))
+                if st != OK:
+                    break
+                acked.append(k)
+            # deletes still work, one by one and many at a time
+            for k in acked[:300]:
+                self.assertEqual(c.call(DEL, k), [OK], "DEL refused in a full map")
+            c.send_raw(b"".join(frame([DEL, k]) for k in acked[300:600]))
+            for k in acked[300:600]:
+                self.assertEqual(c.read_reply(), [OK])
+            self.assertEqual(c.call(GET, acked[0])[0], 1)
+            self.assertEqual(c.call(GET, acked[600]), [OK, b"v" * 100])
+            # fill it again, then empty it in one go
+            j = 0
+            while c.call(PUT, b"again%06d" % j, b"v" * 100)[0] == OK:
+                j += 1
+            self.assertEqual(c.call(FLUSHALL), [OK], "FLUSHALL refused in a full map")
+            self.assertEqual(c.call(COUNT), [OK, 0])
+            for j in range(100):
+                self.assertEqual(c.call(PUT, b"after%03d" % j, b"v" * 100), [OK])
+            c.close()
+            report("map-full-deletes", filled=len(acked), deleted=600, flushall=1)
+
+
 if __name__ == "__main__":
-    if not can_mount():
-        print("skipped: mounting a filesystem needs root and permission to mount")
-        sys.exit(77)
     main()
