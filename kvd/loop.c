@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,6 +37,14 @@
 #define WREQ_SMALL 992
 #define FREE_MAX 4096
 #define STOP_GRACE_MS 5000
+/* Out of descriptors, accepting again at once would fail at once, in a
+ * busy loop: wait this long, or until a connection closes. */
+#define ACCEPT_PAUSE_MS 100
+/* Descriptors kvd keeps for itself besides connections, as Redis keeps 32:
+ * the log, backups, libraries; and per io thread its ring, eventfd and
+ * listeners, and about one shard's LMDB files and committer eventfd. */
+#define FD_RESERVED 32
+#define FD_RESERVED_PER_THREAD 8
 
 enum tag {
 	TAG_NONE,
@@ -58,8 +67,17 @@ struct kvd_ring {
 	uint8_t *bufs;
 	uint64_t wake_val;
 	struct __kernel_timespec tick;
+	struct __kernel_timespec pause; /* the accept pause's timer */
 	uint64_t stop_deadline;
 };
+
+/* Connections the open-file limit leaves room for (kvd_io_listen). */
+static unsigned fd_max_clients = UINT32_MAX;
+
+/* Lines a peer or a flood can repeat at will: one a second, with a count. */
+static struct kvd_log_limit accept_limit = KVD_LOG_LIMIT_INIT(1000);
+static struct kvd_log_limit timeout_limit = KVD_LOG_LIMIT_INIT(1000);
+static struct kvd_log_limit wake_limit = KVD_LOG_LIMIT_INIT(1000);
 
 static uint64_t tagged(void *p, enum tag t)
 {
@@ -92,6 +110,39 @@ static void arm_accept(struct kvd_io *io, int which)
 	io_uring_prep_multishot_accept(sqe, io->lfd[which], NULL, NULL,
 				       SOCK_CLOEXEC);
 	io_uring_sqe_set_data64(sqe, tagged(io, accept_tags[which]));
+	io->accept_armed |= 1u << which;
+}
+
+/* The accept pause's timer: tagged with the ring, not io, which tells it
+ * from the one-second tick (the tag bits are all taken). */
+static void arm_accept_timer(struct kvd_io *io)
+{
+	struct io_uring_sqe *sqe = sqe_get(io);
+
+	io->ring->pause.tv_sec = 0;
+	io->ring->pause.tv_nsec = ACCEPT_PAUSE_MS * 1000000ll;
+	io_uring_prep_timeout(sqe, &io->ring->pause, 0, 0);
+	io_uring_sqe_set_data64(sqe, tagged(io->ring, TAG_TICK));
+	io->accept_timer = 1;
+}
+
+static void resume_accepts(struct kvd_io *io)
+{
+	for (int i = 0; i < KVD_NPROTO; i++)
+		if ((io->accept_paused & (1u << i)) && !io->stopping)
+			arm_accept(io, i);
+	io->accept_paused = 0;
+}
+
+/* Close a listener the ring no longer refers to: the socket goes now, not
+ * when the ring is torn down, so a kvd started right after this one exits
+ * can bind the port, and nobody connects to a socket nobody will accept. */
+static void close_listener(struct kvd_io *io, int which)
+{
+	if (io->lfd[which] >= 0)
+		close(io->lfd[which]);
+	io->lfd[which] = -1;
+	io->accept_paused &= ~(1u << which);
 }
 
 static void arm_recv(struct kvd_io *io, struct kvd_conn *c)
@@ -227,8 +278,9 @@ void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w)
 		uint64_t one = 1;
 
 		if (write(io->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			log_error("io %u: cannot wake: %s", io->idx,
-				  strerror(errno));
+			kvd_log_ratelimited(&wake_limit, KVD_LOG_ERROR,
+					    "io %u: cannot wake: %s", io->idx,
+					    strerror(errno));
 	}
 }
 
@@ -259,6 +311,8 @@ static void conn_free(struct kvd_io *io, struct kvd_conn *c)
 	atomic_fetch_sub(&io->nconns, 1);
 	atomic_fetch_sub(&io->srv->nconns, 1);
 	kvd_count(&io->stats.closed, 1);
+	if (io->accept_paused) /* a descriptor is free again */
+		resume_accepts(io);
 }
 
 /* Shut the socket; the memory goes once nothing refers to it. */
@@ -282,6 +336,8 @@ static int conn_idle(const struct kvd_conn *c)
 
 static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 {
+	if (c->flags & CONN_ABORT) /* over a cap that forbids waiting */
+		conn_kill(io, c);
 	if (!(c->flags & CONN_DEAD) && !(c->flags & CONN_SEND_BUSY)) {
 		if (c->tx.len == c->tx_off && c->out.len) {
 			struct kv_buf t = c->tx;
@@ -349,25 +405,49 @@ static void refuse(int fd, int proto)
 	close(fd);
 }
 
+/* The listener's multishot accept ended: re-arm it, or, out of
+ * descriptors, pause it (the failure would repeat at once, in a busy loop
+ * logging a line each time), or close the listener when stopping. */
+static void accept_ended(struct kvd_io *io, int proto, int res)
+{
+	io->accept_armed &= ~(1u << proto);
+	if (io->stopping) {
+		close_listener(io, proto);
+	} else if (res == -EMFILE || res == -ENFILE) {
+		io->accept_paused |= 1u << proto;
+		if (!io->accept_timer)
+			arm_accept_timer(io);
+	} else {
+		arm_accept(io, proto);
+	}
+}
+
 static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int proto)
 {
 	struct kvd_server *srv = io->srv;
 	struct kvd_conn *c;
 	int one = 1, fd = cqe->res;
+	unsigned max = KVD_LIVE(srv->cfg->max_clients);
 
-	if (!(cqe->flags & IORING_CQE_F_MORE) && !io->stopping)
-		arm_accept(io, proto);
+	if (!(cqe->flags & IORING_CQE_F_MORE))
+		accept_ended(io, proto, fd);
 	if (fd < 0) {
 		if (fd != -ECANCELED)
-			log_warn("accept failed: %s", strerror(-fd));
+			kvd_log_ratelimited(
+			    &accept_limit, KVD_LOG_WARN, "accept failed: %s%s",
+			    strerror(-fd),
+			    io->accept_paused ? "; accepting again in a "
+						"moment"
+					      : "");
 		return;
 	}
 	if (io->stopping) {
 		close(fd);
 		return;
 	}
-	if (atomic_fetch_add(&srv->nconns, 1) >=
-		KVD_LIVE(srv->cfg->max_clients) ||
+	if (max > fd_max_clients)
+		max = fd_max_clients;
+	if (atomic_fetch_add(&srv->nconns, 1) >= max ||
 	    !(c = calloc(1, sizeof(*c)))) {
 		atomic_fetch_sub(&srv->nconns, 1);
 		kvd_count(&io->stats.refused, 1);
@@ -435,9 +515,16 @@ static void begin_stop(struct kvd_io *io)
 {
 	io->stopping = 1;
 	io->ring->stop_deadline = io->now_ms + STOP_GRACE_MS;
+	/* Listeners first: an accept in the ring holds its socket open, so
+	 * cancel it, and close the socket when the cancel has completed
+	 * (accept_ended); one not in the ring closes now. */
 	for (int i = 0; i < KVD_NPROTO; i++) {
 		if (io->lfd[i] < 0)
 			continue;
+		if (!(io->accept_armed & (1u << i))) {
+			close_listener(io, i);
+			continue;
+		}
 		struct io_uring_sqe *sqe = sqe_get(io);
 
 		io_uring_prep_cancel64(sqe, tagged(io, accept_tags[i]), 0);
@@ -504,8 +591,9 @@ static void on_tick(struct kvd_io *io)
 			continue;
 		why = conn_timeout(io, c);
 		if (why && strcmp(why, "idle-timeout"))
-			log_info("connection %llu: %s; closing",
-				 (unsigned long long)c->id, why);
+			kvd_log_ratelimited(&timeout_limit, KVD_LOG_INFO,
+					    "connection %llu: %s; closing",
+					    (unsigned long long)c->id, why);
 		if (why ||
 		    (io->stopping && io->now_ms > io->ring->stop_deadline)) {
 			conn_kill(io, c);
@@ -523,7 +611,14 @@ static void handle(struct kvd_io *io, struct io_uring_cqe *cqe)
 	case TAG_RECV: on_recv(io, cqe); break;
 	case TAG_SEND: on_send(io, cqe); break;
 	case TAG_WAKE: on_wake(io); break;
-	case TAG_TICK: on_tick(io); break;
+	case TAG_TICK:
+		if (untag(cqe->user_data) == io) {
+			on_tick(io);
+		} else { /* the accept pause is over */
+			io->accept_timer = 0;
+			resume_accepts(io);
+		}
+		break;
 	default: break;
 	}
 }
@@ -566,7 +661,7 @@ static void *io_main(void *arg)
 			arm_accept(io, i);
 	arm_wake(io);
 	arm_tick(io);
-	while (!io->stopping || io->conns || io->inflight) {
+	while (!io->stopping || io->conns || io->inflight || io->accept_armed) {
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 
@@ -733,8 +828,53 @@ static int io_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
 	return 0;
 }
 
+/* Raise the open-file limit to its hard limit, then lower max-clients to
+ * what it leaves room for: a connection over the limit is then refused
+ * with a clear reply, rather than left in the listen queue while accept
+ * fails for want of a descriptor.  -1 when no connection would fit. */
+static int fit_fd_limit(struct kvd_server *srv, char *err, size_t errlen)
+{
+	uint64_t reserved = FD_RESERVED + FD_RESERVED_PER_THREAD * srv->nio;
+	unsigned max = KVD_LIVE(srv->cfg->max_clients);
+	struct rlimit rl;
+
+	fd_max_clients = UINT32_MAX;
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = {rl.rlim_max, rl.rlim_max};
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0) {
+			log_info("open-file limit raised from %llu to %llu",
+				 (unsigned long long)rl.rlim_cur,
+				 (unsigned long long)rl.rlim_max);
+			rl.rlim_cur = rl.rlim_max;
+		}
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= max + reserved)
+		return 0;
+	if (rl.rlim_cur <= reserved) {
+		snprintf(err, errlen,
+			 "the open-file limit %llu leaves no room for "
+			 "connections (kvd keeps %llu for itself); raise it "
+			 "(ulimit -n, or LimitNOFILE= in the unit)",
+			 (unsigned long long)rl.rlim_cur,
+			 (unsigned long long)reserved);
+		return -1;
+	}
+	fd_max_clients = (unsigned)(rl.rlim_cur - reserved);
+	log_warn("max-clients %u (%u configured): the open-file limit %llu "
+		 "allows no more (kvd keeps %llu for itself); raise it "
+		 "(ulimit -n, or LimitNOFILE= in the unit) for more",
+		 fd_max_clients, max, (unsigned long long)rl.rlim_cur,
+		 (unsigned long long)reserved);
+	return 0;
+}
+
 int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen)
 {
+	if (fit_fd_limit(srv, err, errlen))
+		return -1;
 	srv->port = srv->cfg->port;
 	srv->resp_port = srv->cfg->resp_port;
 	srv->metrics_port = srv->cfg->metrics_port;
@@ -761,11 +901,15 @@ int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen)
 		struct kvd_io *io = srv->io[i];
 
 		io->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (io->efd < 0) {
+			snprintf(err, errlen, "io thread %u: eventfd: %s", i,
+				 strerror(errno));
+			return -1;
+		}
 		io->ring = calloc(1, sizeof(*io->ring));
 		io->reader = kvd_reader_new(srv->store);
-		if (io->efd < 0 || !io->ring || !io->reader) {
-			snprintf(err, errlen, "cannot set up io thread %u: %s",
-				 i, strerror(errno));
+		if (!io->ring || !io->reader) {
+			snprintf(err, errlen, "io thread %u: out of memory", i);
 			return -1;
 		}
 		if (ring_init(io, err, errlen))
@@ -777,9 +921,13 @@ int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen)
 int kvd_io_start(struct kvd_server *srv)
 {
 	for (unsigned i = 0; i < srv->nio; i++) {
-		if (pthread_create(&srv->io[i]->thread, NULL, io_main,
-				   srv->io[i])) {
-			log_error("cannot start io thread %u", i);
+		/* pthread_create returns its error; it does not set errno. */
+		int rc = pthread_create(&srv->io[i]->thread, NULL, io_main,
+					srv->io[i]);
+
+		if (rc) {
+			log_error("cannot start io thread %u: %s", i,
+				  strerror(rc));
 			return -1;
 		}
 	}

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 
 #include "conn.h"
+#include "datadir.h"
 #include "kvd.h"
 
 struct kvd_ring;
@@ -29,6 +30,9 @@ struct kvd_io {
 	int efd;			 /* wakes this thread */
 	atomic_uint nconns;
 	unsigned inflight; /* wreqs out at committers */
+	/* write payload bytes this thread has out at each shard (write.c);
+	 * each thread may use 1/nio of max-inflight-shard-bytes */
+	uint64_t shard_wbytes[KVD_MAX_SHARDS];
 	struct kvd_wreq *free_wreq;
 	unsigned nfree_wreq;
 	struct kvd_pend *free_pend;
@@ -36,13 +40,17 @@ struct kvd_io {
 	struct kvd_conn *conns;
 	struct kvd_conn *dirty;
 	pthread_t thread;
-	int lfd[KVD_NPROTO]; /* listeners by protocol, -1 when absent */
+	int lfd[KVD_NPROTO];   /* listeners by protocol, -1 when absent */
+	unsigned accept_armed; /* bit per listener: its accept is in the ring */
+	unsigned accept_paused; /* bit per listener: out of descriptors */
+	int accept_timer;	/* the timer that resumes them is in the ring */
 	uint64_t next_id;
 	int stopping;
 };
 
-/* Bind every io thread's listeners (before the data directory is touched,
- * so a port in use is the first and only complaint). */
+/* Fit max-clients to the open-file limit (raised to its hard limit first),
+ * then bind every io thread's listeners (before the data directory is
+ * touched, so a port in use is the first and only complaint). */
 int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen);
 /* Then create their rings and read snapshots; errors are reported here,
  * before anything runs. */
