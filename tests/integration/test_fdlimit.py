@@ -5,7 +5,8 @@ max-clients (10,000), kvd logs the max-clients it can honour (the limit
 less the descriptors it keeps for itself); 400 connections each get either
 service or a clear TOO_MANY_CONNS refusal (none is left hanging in the
 listen queue); kvd uses little CPU while they are held; its log stays
-small; and closing connections lets new ones in.
+small; and closing connections lets new ones in.  Started with a soft
+limit of 256 under a hard one of 1024, kvd raises the soft limit to 1024.
 
 Before, accept failed with EMFILE and was retried at once: 81% CPU and
 3 million log lines in 5 s, and the connections over the limit waited in
@@ -34,15 +35,16 @@ def cpu_seconds(pid):
 
 
 class LimitedServer(Server):
-    """A kvd started with RLIMIT_NOFILE soft = hard = nofile."""
+    """A kvd started with RLIMIT_NOFILE soft = nofile, hard = hard or nofile."""
 
-    def __init__(self, nofile, **kw):
+    def __init__(self, nofile, hard=None, **kw):
         super().__init__(**kw)
         self.nofile = nofile
+        self.hard = hard or nofile
 
     def start(self, timeout=15):
         def lower():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.hard))
 
         self.port = free_port()
         self.log = open(self.log_path, "ab")
@@ -122,6 +124,21 @@ class FdLimit(unittest.TestCase):
             self.assertEqual(ok, 10)
             for i in served[50:]:
                 cs[i].close()
+            srv.stop()
+        finally:
+            srv.cleanup()
+
+    def test_soft_limit_raised_to_hard(self):
+        srv = LimitedServer(256, hard=1024, threads=2)
+        srv.start()
+        try:
+            self.assertEqual(resource.prlimit(srv.proc.pid, resource.RLIMIT_NOFILE),
+                             (1024, 1024))
+            log = srv.log_text()
+            self.assertIn(b"open-file limit raised from 256 to 1024", log)
+            m = re.search(rb"max-clients (\d+) .*open-file limit 1024", log)
+            self.assertIsNotNone(m, log)
+            self.assertGreater(int(m.group(1)), 900)
             srv.stop()
         finally:
             srv.cleanup()
