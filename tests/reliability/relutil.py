@@ -111,7 +111,7 @@ class Writer(threading.Thread):
 
     def __init__(self, port, wid, prefix, nkeys, stop, pipeline=1, seed=None,
                  vmax=200, mix=MIX, resp=False):
-        super().__init__(daemon=True)
+        super().__init__(daemon=True, name="writer %d (%s)" % (wid, "resp" if resp else "native"))
         self.port, self.wid, self.stop, self.resp = port, wid, stop, resp
         self.keys = [b"%s:%03d:%04d" % (prefix, wid, i) for i in range(nkeys)]
         # every fourth key is a counter (INCR); the others take strings
@@ -272,7 +272,7 @@ class Flusher(threading.Thread):
     start, one at a time; events lists them as Reqs."""
 
     def __init__(self, port, resp_port, delays, stop, seed):
-        super().__init__(daemon=True)
+        super().__init__(daemon=True, name="flusher")
         self.port, self.resp_port, self.delays, self.stop = port, resp_port, delays, stop
         self.rng = random.Random(seed)
         self.events = []
