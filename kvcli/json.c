@@ -680,7 +680,8 @@ void b64_encode(struct kv_buf *b, const void *p, size_t n)
 	uint8_t *o;
 	size_t i;
 
-	if (kv_buf_reserve(b, (n + 2) / 3 * 4))
+	/* Nothing to write: an empty b may have no memory to point into. */
+	if (!n || kv_buf_reserve(b, (n + 2) / 3 * 4))
 		return;
 	o = b->data + b->len;
 	for (i = 0; i + 3 <= n; i += 3) {
@@ -721,6 +722,8 @@ int b64_decode(struct kv_buf *b, const char *s, size_t n)
 
 	if (n % 4 || kv_buf_reserve(b, n / 4 * 3))
 		return -1;
+	if (!n)
+		return 0; /* an empty b may have no memory to point into */
 	o = b->data + b->len;
 	for (size_t i = 0; i < n; i += 4) {
 		int v[4], pad = 0;
