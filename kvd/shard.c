@@ -157,6 +157,10 @@ int kvd_store_reader_check(struct kvd_store *st, unsigned i)
 
 /* ===================== Readers ===================== */
 
+/* A read that fails (MDB_READERS_FULL, say) fails for every request until
+ * the cause goes: one line a second, with a count of the others. */
+static struct kvd_log_limit read_limit = KVD_LOG_LIMIT_INIT(1000);
+
 struct kvd_reader *kvd_reader_new(struct kvd_store *st)
 {
 	struct kvd_reader *r = calloc(1, sizeof(*r));
@@ -218,8 +222,9 @@ MDB_txn *kvd_shard_rtxn(struct kvd_reader *r, unsigned i)
 		rc = mdb_txn_begin(r->st->sh[i].env, NULL, MDB_RDONLY,
 				   &r->txn[i]);
 	if (rc) {
-		log_error("%s: cannot open read transaction: %s",
-			  r->st->sh[i].path, mdb_strerror(rc));
+		kvd_log_ratelimited(&read_limit, KVD_LOG_ERROR,
+				    "%s: cannot open read transaction: %s",
+				    r->st->sh[i].path, mdb_strerror(rc));
 		return NULL;
 	}
 	r->active[i] = 1;
@@ -239,8 +244,9 @@ MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i)
 	else
 		rc = mdb_cursor_open(txn, r->st->sh[i].kv, &r->cur[i]);
 	if (rc) {
-		log_error("%s: cannot open cursor: %s", r->st->sh[i].path,
-			  mdb_strerror(rc));
+		kvd_log_ratelimited(&read_limit, KVD_LOG_ERROR,
+				    "%s: cannot open cursor: %s",
+				    r->st->sh[i].path, mdb_strerror(rc));
 		return NULL;
 	}
 	return r->cur[i];
@@ -259,8 +265,9 @@ static int rget(struct kvd_reader *r, unsigned shard, const void *key,
 	if (rc == MDB_NOTFOUND)
 		return KV_NOT_FOUND;
 	if (rc) {
-		log_error("%s: read failed: %s", r->st->sh[shard].path,
-			  mdb_strerror(rc));
+		kvd_log_ratelimited(&read_limit, KVD_LOG_ERROR,
+				    "%s: read failed: %s",
+				    r->st->sh[shard].path, mdb_strerror(rc));
 		return KV_INTERNAL;
 	}
 	return val_live(&v, now, exp, val) ? KV_OK : KV_NOT_FOUND;
