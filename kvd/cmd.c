@@ -173,9 +173,12 @@ static int check_keys(struct kvd_conn *c, struct kvd_req *r, unsigned from)
 	return KV_OK;
 }
 
+/* The reply is checked against max-frame-size as it grows, not once built:
+ * one 16 MiB value named a thousand times must not cost 16 GB first. */
 static int op_mget(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
+	size_t max = io->srv->cfg->max_frame;
 	struct kv_mp_obj o;
 	struct kvd_argit it;
 	size_t off;
@@ -201,6 +204,10 @@ static int op_mget(struct kvd_conn *c, struct kvd_req *r)
 		else {
 			c->out.len = off;
 			return rc;
+		}
+		if (c->out.len - off - KV_FRAME_HDR > max) {
+			c->out.len = off;
+			return KV_REPLY_TOO_LARGE;
 		}
 	}
 	kvd_reply_end(c, off);
@@ -238,6 +245,8 @@ struct scan_out {
 	struct kvd_conn *c;
 	uint32_t n;
 	int keys_only;
+	size_t off, max; /* the reply's start, and max-frame-size */
+	int big;
 };
 
 static int scan_emit(void *arg, struct kv_slice key, struct kv_slice val)
@@ -248,14 +257,16 @@ static int scan_emit(void *arg, struct kv_slice key, struct kv_slice val)
 	if (!so->keys_only)
 		kv_mp_bin(&so->c->out, val.p, val.n);
 	so->n += so->keys_only ? 1 : 2;
-	return so->c->out.err;
+	/* A page stops at max_bytes, but its last value may be large. */
+	so->big = so->c->out.len - so->off > so->max;
+	return so->c->out.err || so->big;
 }
 
 static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kvd_scan sc = {0};
-	struct scan_out so = {c, 0, 0};
+	struct scan_out so = {c, 0, 0, 0, io->srv->cfg->max_frame, 0};
 	struct kv_slice next;
 	uint64_t limit, flags;
 	size_t off, items;
@@ -277,7 +288,7 @@ static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 	sc.max_bytes = io->srv->cfg->max_frame / 2;
 	if (sc.max_bytes > (8u << 20))
 		sc.max_bytes = 8u << 20;
-	off = kvd_reply_begin(c);
+	so.off = off = kvd_reply_begin(c);
 	kv_mp_array(&c->out, 3);
 	kv_mp_uint(&c->out, KV_OK);
 	/* The item count is known only at the end: a fixed array32 header. */
@@ -285,6 +296,10 @@ static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 	kv_buf_append(&c->out, "\xdd\0\0\0\0", 5);
 	rc =
 	    kvd_reader_scan(io->reader, &sc, io->now_ms, scan_emit, &so, &next);
+	if (so.big) {
+		c->out.len = off;
+		return KV_REPLY_TOO_LARGE;
+	}
 	if (rc || c->out.err) {
 		c->out.len = off;
 		return rc ? rc : KV_INTERNAL;

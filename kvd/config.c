@@ -85,6 +85,18 @@ static const struct opt options[] = {
      "close connections idle this many seconds; 0 never"},
     {"max-output", OPT_SIZE, F(max_output), 1ull << 16, 1ull << 40, "64m", NULL,
      "pending reply bytes per connection before it stops being read"},
+    {"max-inflight-write-bytes", OPT_SIZE, F(max_inflight_bytes), 1ull << 16,
+     1ull << 40, "64m", NULL,
+     "write bytes a connection may have waiting for commit before it stops "
+     "being read"},
+    {"max-inflight-writes", OPT_SIZE, F(max_inflight_writes), 16, 1ull << 24,
+     "65536", NULL,
+     "keys a connection may have waiting for commit before it stops being "
+     "read"},
+    {"max-inflight-shard-bytes", OPT_SIZE, F(max_inflight_shard), 1ull << 20,
+     1ull << 40, "256m", NULL,
+     "write bytes waiting for one shard's commit before writers to it stop "
+     "being read"},
     {"request-timeout", OPT_UINT, F(request_timeout), 0, 86400, "30", NULL,
      "close a connection whose request stays incomplete this many seconds "
      "(slow senders); 0 never"},

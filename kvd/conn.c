@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
+#include "write.h"
 
 /* ===================== Replies ===================== */
 
@@ -78,6 +80,33 @@ typedef size_t (*input_fn_t)(struct kvd_conn *, const uint8_t *, size_t);
 static const input_fn_t input_fn[KVD_NPROTO] = {kvd_cmd_native, kvd_resp_input,
 						kvd_http_input};
 
+/* An unauthenticated peer over its small caps is closed at once: waiting
+ * for it to read its replies is what it would exploit. */
+static int preauth_over(struct kvd_conn *c)
+{
+	if (c->flags & CONN_ABORT)
+		return 1;
+	if ((c->in.len <= KVD_PREAUTH_MAX_INPUT &&
+	     pending_output(c) <= KVD_PREAUTH_MAX_OUTPUT) ||
+	    !kvd_auth_pending(c))
+		return 0;
+	log_info("connection %llu: over the caps before AUTH; closing",
+		 (unsigned long long)c->id);
+	kvd_count(&c->io->stats.preauth_closed, 1);
+	c->flags |= CONN_ABORT | CONN_CLOSING;
+	c->out.len = 0;
+	return 1;
+}
+
+/* Stop taking requests while writes in flight are over their bounds. */
+static void check_inflight(struct kvd_conn *c)
+{
+	if (c->stall == STALL_NONE && kvd_write_over(c)) {
+		c->stall = STALL_INFLIGHT;
+		kvd_count(&c->io->stats.write_pauses, 1);
+	}
+}
+
 /* Run as many requests as the bytes hold and the rules allow. */
 static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
@@ -98,10 +127,13 @@ static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 		if (k == 0)
 			break;
 		used += k;
+		if (preauth_over(c))
+			return n;
 		if (pending_output(c) > max_out) {
 			c->stall = STALL_OUTPUT;
 			c->out_ms = c->io->now_ms;
 		}
+		check_inflight(c);
 	}
 	return used;
 }
@@ -143,10 +175,11 @@ static void track_partial(struct kvd_conn *c, int progress)
 static void check_pause(struct kvd_conn *c)
 {
 	/* Unstalled, c->in holds at most one partial request, bounded by the
-	 * frame limit.  Stalled, it may only grow to the soft cap. */
+	 * frame limit, and reading must go on to complete it (however much is
+	 * buffered).  Stalled, it may only grow to the soft cap. */
 	if (c->stall != STALL_NONE && c->in.len >= KVD_INPUT_SOFT_CAP)
 		c->flags |= CONN_PAUSED;
-	else if (c->in.len < KVD_INPUT_SOFT_CAP / 2)
+	else if (c->stall == STALL_NONE || c->in.len < KVD_INPUT_SOFT_CAP / 2)
 		c->flags &= ~CONN_PAUSED;
 }
 
@@ -166,6 +199,7 @@ void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len)
 		keep_input(c, data, len);
 		used = run_buffered(c);
 	}
+	preauth_over(c);
 	track_partial(c, used > 0);
 	check_pause(c);
 	kvd_io_mark(c);
@@ -213,10 +247,11 @@ void kvd_conn_flush(struct kvd_conn *c)
 	struct kvd_pend *pd;
 
 	while ((pd = c->pend_head) && pd->done) {
+		if (pd->val) /* held reply bytes, or GETDEL's value */
+			c->deferred -= pd->vlen;
 		if (pd->raw) {
 			if (!(c->flags & CONN_DEAD))
 				kvd_reply_append(c, pd->val, pd->vlen);
-			c->deferred -= pd->vlen;
 		} else if (!(c->flags & CONN_DEAD)) {
 			if (c->proto == KVD_PROTO_NATIVE)
 				kvd_cmd_native_wreply(c, pd);
@@ -234,8 +269,11 @@ void kvd_conn_flush(struct kvd_conn *c)
 		c->out.len = 0;
 		c->flags |= CONN_CLOSING;
 	}
-	if (!c->npend && c->stall == STALL_WRITES)
+	if ((!c->npend && c->stall == STALL_WRITES) ||
+	    (c->stall == STALL_INFLIGHT && kvd_write_may_resume(c))) {
+		c->wshard = 0;
 		resume(c);
+	}
 	kvd_io_mark(c);
 }
 
@@ -275,7 +313,7 @@ void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op)
 		return;
 	}
 	memcpy(pd->val, c->out.data + mark, n);
-	pd->vlen = (uint32_t)n;
+	pd->vlen = n;
 	pd->raw = 1;
 	pd->done = 1;
 	c->out.len = mark;
@@ -286,23 +324,31 @@ void kvd_conn_wdone(struct kvd_wreq *w)
 {
 	struct kvd_pend *pd = w->pend;
 
-	if (w->tracked)
-		untrack(pd->conn, w);
+	struct kvd_conn *c = pd->conn;
 
+	if (w->tracked) {
+		untrack(c, w);
+		kvd_write_uncharge(c, w);
+	}
 	if (w->op.status != KV_OK && pd->status == KV_OK)
 		pd->status = w->op.status;
 	pd->result += w->op.result;
 	if (w->op.val) {
+		/* A value held until its reply's turn counts as output. */
+		if (pd->val)
+			c->deferred -= pd->vlen;
 		free(pd->val);
 		pd->val = w->op.val;
 		pd->vlen = w->op.vlen;
+		c->deferred += pd->vlen;
 		w->op.val = NULL;
 	}
 	kvd_wreq_free(w->io, w);
-	if (--pd->parts == 0) {
+	if (--pd->parts == 0)
 		pd->done = 1;
-		kvd_conn_flush(pd->conn);
-	}
+	/* Flush also resumes a connection whose writes drained. */
+	if (pd->done || c->stall == STALL_INFLIGHT)
+		kvd_conn_flush(c);
 }
 
 void kvd_conn_release(struct kvd_conn *c)

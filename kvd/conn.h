@@ -39,12 +39,14 @@ enum {
 	CONN_DEAD = 1u << 6,	   /* socket shut down; free when idle */
 	CONN_CANCELING = 1u << 7,  /* loop: recv cancel submitted */
 	CONN_AUTHED = 1u << 8,
+	CONN_ABORT = 1u << 9, /* close now, unsent replies or not */
 };
 
 enum kvd_stall {
 	STALL_NONE,
-	STALL_WRITES, /* a non-write waits for earlier writes */
-	STALL_OUTPUT, /* too many reply bytes not yet sent */
+	STALL_WRITES,	/* a non-write waits for earlier writes */
+	STALL_OUTPUT,	/* too many reply bytes not yet sent */
+	STALL_INFLIGHT, /* too many write bytes or keys not yet committed */
 };
 
 struct kvd_conn {
@@ -65,8 +67,11 @@ struct kvd_conn {
 	struct kvd_pend *pend_head, *pend_tail;
 	unsigned npend;
 	unsigned wall;	     /* in-flight writes touching every key */
-	uint16_t wkeys[256]; /* in-flight key writes, by kvd_key_slot */
+	uint32_t wkeys[256]; /* in-flight key writes, by kvd_key_slot */
 	size_t deferred;     /* reply bytes held in done pends */
+	uint64_t wbytes;     /* write payload bytes in flight */
+	uint64_t witems;     /* keys (and FLUSHALL parts) in flight */
+	uint16_t wshard;     /* 1 + a shard over its bound we wrote to, or 0 */
 	struct kvd_conn *dirty_next;
 	struct kvd_conn *prev, *next; /* the io thread's list of connections */
 	uint32_t resp_state;	      /* RESP: protocol-specific flags */
@@ -102,7 +107,13 @@ struct kvd_pend *kvd_conn_pend(struct kvd_conn *c, unsigned op);
 void kvd_conn_flush(struct kvd_conn *c);
 
 /* In-flight write bookkeeping (write.c counts, kvd_conn_wdone uncounts),
- * by the slot of the key's hash (router.h). */
+ * by the slot of the key's hash (router.h).
+ *
+ * A slot counter cannot wrap: it is at most witems, and a connection stops
+ * being parsed once witems exceeds max-inflight-writes (at most 2^24), so
+ * witems stays below 2^24 plus the keys of one request.  A request holds at
+ * most max-frame-size (2 GiB) / 2 bytes per key = 2^30 keys: the sum is
+ * below 2^32. */
 static inline void kvd_conn_track(struct kvd_conn *c, unsigned slot, int d)
 {
 	c->wkeys[slot] += (uint16_t)d;
@@ -128,5 +139,11 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd);
 /* The shortest input worth keeping without a complete request in sight;
  * more than this with no progress pauses reading. */
 #define KVD_INPUT_SOFT_CAP (1u << 20)
+
+/* Before AUTH a connection may hold at most this many unsent reply bytes
+ * and this much unparsed input (auth.h caps each request at 16 KiB); a
+ * peer over either is closed at once, unsent replies dropped. */
+#define KVD_PREAUTH_MAX_OUTPUT (16u << 10)
+#define KVD_PREAUTH_MAX_INPUT (32u << 10)
 
 #endif

@@ -68,6 +68,9 @@ struct kvd_io_stats {
 	kvd_counter bytes_in, bytes_out;
 	kvd_counter accepted, refused, closed;
 	kvd_counter resp_calls, resp_errors;
+	/* connections that stopped being read: writes in flight over their
+	 * bound (conn.c), and unauthenticated ones closed over their caps */
+	kvd_counter write_pauses, preauth_closed;
 	/* requests answered at once in this loop turn, timed at its end */
 	uint32_t turn_ops[KV_OP_MAX];
 };
@@ -107,10 +110,10 @@ struct kvd_pend {
 	uint8_t raw;	/* val holds the reply's bytes, ready to send */
 	uint32_t parts; /* wreqs still out */
 	int status;	/* first failure among the parts, else KV_OK */
-	int64_t result; /* sum of the parts' results */
-	uint8_t *val;	/* GETDEL's old value (malloc'd) */
-	uint32_t vlen;
 	uint32_t aux;	/* protocol-specific reply detail */
+	int64_t result; /* sum of the parts' results */
+	uint8_t *val;	/* GETDEL's old value, or a deferred reply (malloc'd) */
+	size_t vlen;	/* a deferred reply may exceed 4 GiB (max-output) */
 	uint64_t t0_ns; /* when the request arrived (its loop turn began) */
 };
 

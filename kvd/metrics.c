@@ -262,6 +262,16 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 	     "Failed AUTH attempts (both protocols).");
 	out(b, "kvd_auth_failures_total %llu\n",
 	    (unsigned long long)kvd_auth_failures());
+	head(b, "kvd_write_backpressure_total", "counter",
+	     "Times a connection stopped being read because its writes in "
+	     "flight, or its shard's, were over their bound.");
+	out(b, "kvd_write_backpressure_total %llu\n",
+	    (unsigned long long)t.write_pauses);
+	head(b, "kvd_preauth_closed_total", "counter",
+	     "Unauthenticated connections closed over their input or output "
+	     "caps.");
+	out(b, "kvd_preauth_closed_total %llu\n",
+	    (unsigned long long)t.preauth_closed);
 	head(b, "kvd_received_bytes_total", "counter", "Bytes received.");
 	out(b, "kvd_received_bytes_total %llu\n",
 	    (unsigned long long)t.bytes_in);

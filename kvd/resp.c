@@ -26,6 +26,9 @@
 #include "loop.h"
 
 #define NUM_LINE_MAX 24 /* "$" + sign + 20 digits, generously */
+/* Longest inline line before AUTH: room for HELLO 2 AUTH default and a
+ * 255-byte password, far below RESP_INLINE_MAX. */
+#define RESP_PREAUTH_INLINE_MAX (4u << 10)
 
 const char resp_err_syntax[] = "ERR syntax error";
 const char resp_err_int[] = "ERR value is not an integer or out of range";
@@ -697,17 +700,20 @@ static size_t protocol_error(struct kvd_conn *c, const char *msg, size_t n)
 /* Inline requests: rare (telnet), so the unescaping buffer lives on the
  * stack of this function only.  A token of k source bytes packs into at
  * most k + 4, and every token but the last is followed by a separator, so
- * the packed form of a line of m bytes fits in 3m + 4. */
+ * the packed form of a line of m bytes fits in 3m + 4.  Before AUTH a line
+ * may be only RESP_PREAUTH_INLINE_MAX long (AUTH and HELLO fit easily), so
+ * an unauthenticated peer cannot hold 64 KiB per connection. */
 static size_t inline_input(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
 	uint8_t buf[3 * RESP_INLINE_MAX + 4];
-	const uint8_t *nl =
-	    memchr(p, '\n', n < RESP_INLINE_MAX ? n : RESP_INLINE_MAX);
+	size_t max =
+	    kvd_auth_pending(c) ? RESP_PREAUTH_INLINE_MAX : RESP_INLINE_MAX;
+	const uint8_t *nl = memchr(p, '\n', n < max ? n : max);
 	const uint8_t *end;
 	struct resp_req r;
 
 	if (!nl) {
-		if (n < RESP_INLINE_MAX)
+		if (n < max)
 			return 0;
 		return protocol_error(
 		    c, "ERR Protocol error: too big inline request", n);

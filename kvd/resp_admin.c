@@ -329,13 +329,16 @@ static int lookup(struct kv_slice name)
 	return -1;
 }
 
-/* COMMAND INFO and COMMAND DOCS: every command, or the ones named. */
-static void command_list(struct kvd_conn *c, struct resp_req *r, int docs)
+/* COMMAND INFO and COMMAND DOCS: every command, or the ones named.  Names
+ * may repeat (about 150 bytes out per 9 in), so the reply is held to
+ * max-output as it grows, as MGET's is. */
+static const char *command_list(struct kvd_conn *c, struct resp_req *r,
+				int docs)
 {
 	struct resp_it it;
 	struct kv_slice a;
 	uint64_t n = 0;
-	size_t off = c->out.len;
+	size_t off = c->out.len, cap = resp_reply_cap(c);
 	char hdr[24];
 
 	if (r->argc <= 2) {
@@ -356,11 +359,17 @@ static void command_list(struct kvd_conn *c, struct resp_req *r, int docs)
 		else if (!docs)
 			resp_add_nil(c); /* INFO answers nil, DOCS omits */
 		n += id >= 0 || !docs;
+		if (c->out.len - off > cap) {
+			c->out.len = off;
+			return "ERR reply would exceed max-output: ask for "
+			       "fewer commands";
+		}
 	}
 	hdr[0] = '*';
 	n = 1 + resp_u64(hdr + 1, docs ? 2 * n : n);
 	memcpy(hdr + n, "\r\n", 2);
 	resp_insert(c, off, hdr, (size_t)n + 2);
+	return NULL;
 }
 
 const char *resp_command(struct kvd_conn *c, struct resp_req *r)
@@ -393,7 +402,7 @@ const char *resp_command(struct kvd_conn *c, struct resp_req *r)
 		for (int i = 0; i < RESP_NCMDS; i++)
 			resp_add_cstr(c, resp_cmds[i].name);
 	} else if (resp_eq(sub, "info") || resp_eq(sub, "docs")) {
-		command_list(c, r, resp_eq(sub, "docs"));
+		return command_list(c, r, resp_eq(sub, "docs"));
 	} else if (resp_eq(sub, "help") && r->argc == 2) {
 		add_help(c, help);
 	} else {

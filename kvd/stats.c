@@ -36,6 +36,8 @@ void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 		t->refused += kvd_read(&s->refused);
 		t->resp_calls += kvd_read(&s->resp_calls);
 		t->resp_errors += kvd_read(&s->resp_errors);
+		t->write_pauses += kvd_read(&s->write_pauses);
+		t->preauth_closed += kvd_read(&s->preauth_closed);
 	}
 	t->conns = atomic_load(&srv->nconns);
 	for (unsigned i = 0; i < srv->nshards; i++) {
@@ -103,7 +105,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	struct kvd_totals t;
 
 	kvd_stats_sum(srv, &t);
-	kv_mp_map(b, 19);
+	kv_mp_map(b, 21);
 	kv_mp_cstr(b, "server");
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
@@ -125,6 +127,8 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_mp_double(b, (double)t.commit_ns / 1e9);
 	kv_u(b, "commit_failures", t.failures);
 	kv_u(b, "expired_reaped", t.reaped);
+	kv_u(b, "write_backpressure", t.write_pauses);
+	kv_u(b, "preauth_closed", t.preauth_closed);
 	encode_ops(b, &t);
 	encode_shards(io, b);
 }
@@ -228,6 +232,10 @@ static void info_stats(const struct kvd_totals *t, struct kv_buf *b)
 	     (unsigned long long)(errors + t->resp_errors));
 	line(b, "kvd_native_commands:%llu", (unsigned long long)calls);
 	line(b, "kvd_resp_commands:%llu", (unsigned long long)t->resp_calls);
+	line(b, "kvd_write_backpressure:%llu",
+	     (unsigned long long)t->write_pauses);
+	line(b, "kvd_preauth_closed:%llu",
+	     (unsigned long long)t->preauth_closed);
 }
 
 static void info_keyspace(struct kvd_io *io, struct kv_buf *b)

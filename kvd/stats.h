@@ -18,6 +18,7 @@ struct kvd_totals {
 	uint64_t bytes_in, bytes_out, accepted, refused, conns;
 	uint64_t commits, writes, max_batch, commit_ns, failures, reaped;
 	uint64_t resp_calls, resp_errors;
+	uint64_t write_pauses, preauth_closed;
 };
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t);

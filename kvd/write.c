@@ -8,6 +8,61 @@
 #include "loop.h"
 #include "router.h"
 
+/* ===================== In-flight bounds ===================== */
+
+static uint64_t shard_share(const struct kvd_io *io)
+{
+	return KVD_LIVE(io->srv->cfg->max_inflight_shard) / io->srv->nio;
+}
+
+static uint64_t wreq_items(const struct kvd_wreq *w)
+{
+	return w->op.kind == KVD_W_FLUSH ? 1 : w->op.nitems;
+}
+
+/* Count w against its connection and its shard, then send it. */
+static void dispatch(struct kvd_conn *c, struct kvd_wreq *w)
+{
+	struct kvd_io *io = c->io;
+
+	c->wbytes += w->op.items_len;
+	c->witems += wreq_items(w);
+	io->shard_wbytes[w->shard] += w->op.items_len;
+	if (io->shard_wbytes[w->shard] > shard_share(io))
+		c->wshard = (uint16_t)(w->shard + 1);
+	kvd_io_dispatch(io, w);
+}
+
+void kvd_write_uncharge(struct kvd_conn *c, const struct kvd_wreq *w)
+{
+	c->wbytes -= w->op.items_len;
+	c->witems -= wreq_items(w);
+	c->io->shard_wbytes[w->shard] -= w->op.items_len;
+}
+
+int kvd_write_over(const struct kvd_conn *c)
+{
+	const struct kvd_config *cfg = c->io->srv->cfg;
+
+	return c->wshard || c->wbytes > KVD_LIVE(cfg->max_inflight_bytes) ||
+	       c->witems > KVD_LIVE(cfg->max_inflight_writes);
+}
+
+int kvd_write_may_resume(const struct kvd_conn *c)
+{
+	const struct kvd_config *cfg = c->io->srv->cfg;
+
+	if (!c->witems)
+		return 1;
+	if (c->wshard &&
+	    c->io->shard_wbytes[c->wshard - 1] > shard_share(c->io))
+		return 0;
+	return c->wbytes <= KVD_LIVE(cfg->max_inflight_bytes) / 2 &&
+	       c->witems <= KVD_LIVE(cfg->max_inflight_writes) / 2;
+}
+
+/* ===================== Building requests ===================== */
+
 /* Append one item to a request's payload (layout in shard.h). */
 static void put_item(struct kvd_wreq *w, struct kv_slice k, struct kv_slice v)
 {
@@ -67,7 +122,7 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 	w->op.flags = flags;
 	w->op.delta = delta;
 	pd->parts = 1;
-	kvd_io_dispatch(io, w);
+	dispatch(c, w);
 	return KV_OK;
 }
 
@@ -99,7 +154,7 @@ static void split_finish(struct kvd_conn *c, struct split *sp,
 		if (!sp->w[s])
 			continue;
 		if (ok)
-			kvd_io_dispatch(c->io, sp->w[s]);
+			dispatch(c, sp->w[s]);
 		else
 			kvd_wreq_free(c->io, sp->w[s]);
 	}

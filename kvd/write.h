@@ -33,4 +33,22 @@ int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 /* Queue kind (KVD_W_FLUSH) on every shard. */
 int kvd_write_all(struct kvd_conn *c, unsigned op, enum kvd_wkind kind);
 
+/* Writes in flight are bounded per connection (max-inflight-write-bytes,
+ * max-inflight-writes) and per shard (max-inflight-shard-bytes, shared out
+ * equally among the io threads, so each thread counts its own share without
+ * atomics).  A request is always queued whole; one that leaves its
+ * connection or its shard over a bound stalls the connection
+ * (STALL_INFLIGHT), which stops it being parsed, then read, until
+ * kvd_write_may_resume says so.  The overshoot is one request. */
+
+/* A write charged to its connection came back: uncount it. */
+void kvd_write_uncharge(struct kvd_conn *c, const struct kvd_wreq *w);
+/* Over a bound: must the connection stop taking requests? */
+int kvd_write_over(const struct kvd_conn *c);
+/* May a connection stalled by kvd_write_over take requests again?  Once
+ * its own writes are below half its bounds and the shard it waited for is
+ * within its share, or once it has none in flight at all (so a shard kept
+ * busy by others still lets it through one request at a time). */
+int kvd_write_may_resume(const struct kvd_conn *c);
+
 #endif
