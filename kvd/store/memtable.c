@@ -1,0 +1,539 @@
+/* memtable.c - a single-writer, many-reader skiplist of key versions in an
+ * arena (see memtable.h for the contract, docs/memtable.md for the design).
+ *
+ * Why readers need no lock (the memory-ordering argument, after LevelDB's
+ * db/skiplist.h):
+ *
+ *  1. A node's contents (key, value, LSN, kind, expiry, counters) are
+ *     written by the writer before the node is linked anywhere, and never
+ *     again.  Only the next[] links change after that.
+ *  2. The writer links a node with a release store into its predecessor's
+ *     next[i] (after setting the node's own next[i] with a relaxed store:
+ *     the release store that publishes the node orders it).  A reader loads
+ *     every link with acquire.  So a reader that reaches a node through any
+ *     link has happened-after everything the writer wrote into the node
+ *     before publishing it: it sees the node whole.  The same holds for
+ *     m->top (the node whose counters are current) and m->height.
+ *  3. Nodes are only ever inserted, never unlinked or moved, and memory is
+ *     freed only by kvm_destroy.  So any pointer a reader holds stays valid
+ *     and still leads, through next[0], to every node after it; a reader
+ *     that passes an insertion point before or after the link changed just
+ *     misses or finds the new node, and the list stays sorted either way.
+ *  4. m->height may be read stale.  A reader that sees the new height but
+ *     an old head link at that level reads NULL there, which sorts after
+ *     every key, and drops one level: the search stays correct.
+ *  5. Versions of a key sort by LSN descending, and a new version is
+ *     linked in front of the older ones (level 0 first), so the first node
+ *     of a key a reader finds is the newest one published before it looked,
+ *     and the next reader call (happening after) finds that one or a newer
+ *     one: versions never go back.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memtable.h"
+
+#define MAX_HEIGHT 12 /* 4^12 = 16M nodes before search degrades */
+#define BRANCHING 4   /* one node in 4 climbs a level */
+#define KIND_FLUSH 3  /* a flush marker: never linked, only m->top */
+#define ALIGN 8u
+
+/* Counters after the write that allocated the node: one consistent moment,
+ * published with the node through m->top. */
+struct kvm_stats {
+	uint32_t keys;
+	uint32_t tombstones;
+	uint32_t below;
+	uint32_t expiring;
+	uint64_t flush_lsn;
+};
+
+/* Laid out in the arena as: this header, height links, key, value. */
+struct kvm_node {
+	uint64_t lsn;
+	uint64_t expire_at;
+	uint32_t vlen;
+	uint16_t klen;
+	uint8_t kind;
+	uint8_t height;
+	struct kvm_stats st;
+	_Atomic(struct kvm_node *) next[];
+};
+
+struct kvm_chunk {
+	struct kvm_chunk *next;
+	size_t size;
+	/* data follows, aligned to 8 */
+};
+
+struct kvm {
+	/* Arena: written by the writer only; bytes also read by readers. */
+	struct kvm_chunk *chunks;
+	char *cur;   /* bump pointer in the current chunk */
+	size_t left; /* bytes left after cur */
+	size_t chunk_size;
+	size_t limit;
+	atomic_size_t bytes;
+
+	uint64_t rng;	   /* writer only */
+	uint64_t last_lsn; /* writer only */
+	_Atomic int height;
+	_Atomic(struct kvm_node *) top; /* current counters and flush LSN */
+	struct kvm_node *head;		/* MAX_HEIGHT links, no key */
+};
+
+/* ---- arena ---- */
+
+static int arena_chunk(struct kvm *m, size_t size)
+{
+	size_t total = sizeof(struct kvm_chunk) + size;
+	struct kvm_chunk *c;
+
+	if (m->limit &&
+	    atomic_load_explicit(&m->bytes, memory_order_relaxed) + total >
+		m->limit)
+		return -ENOSPC;
+	c = malloc(total);
+	if (!c)
+		return -ENOMEM;
+	c->size = size;
+	c->next = m->chunks;
+	m->chunks = c;
+	atomic_store_explicit(
+	    &m->bytes,
+	    atomic_load_explicit(&m->bytes, memory_order_relaxed) + total,
+	    memory_order_relaxed);
+	return 0;
+}
+
+/* Bump allocation; a request over a quarter chunk gets a chunk of its own
+ * so that big values do not waste the rest of the current one. */
+static void *arena_alloc(struct kvm *m, size_t n, int *err)
+{
+	char *p;
+
+	n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	if (n > m->chunk_size / 4) {
+		*err = arena_chunk(m, n);
+		return *err ? NULL : (char *)(m->chunks + 1);
+	}
+	if (n > m->left) {
+		*err = arena_chunk(m, m->chunk_size);
+		if (*err)
+			return NULL;
+		m->cur = (char *)(m->chunks + 1);
+		m->left = m->chunk_size;
+	}
+	p = m->cur;
+	m->cur += n;
+	m->left -= n;
+	return p;
+}
+
+/* ---- nodes and search ---- */
+
+static const uint8_t *node_key(const struct kvm_node *x)
+{
+	return (const uint8_t *)&x->next[x->height];
+}
+
+static const uint8_t *node_val(const struct kvm_node *x)
+{
+	return node_key(x) + x->klen;
+}
+
+static struct kvm_node *next_of(const struct kvm_node *x, int i)
+{
+	/* Acquire: see rule 2 at the top of the file. */
+	return atomic_load_explicit(&((struct kvm_node *)x)->next[i],
+				    memory_order_acquire);
+}
+
+/* LMDB's default order: bytes, then the shorter key first. */
+static int key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+{
+	int c = memcmp(a, b, an < bn ? an : bn);
+
+	if (c)
+		return c;
+	return an < bn ? -1 : an > bn;
+}
+
+/* Is x before (key, lsn) in (key asc, LSN desc) order?  A node with the
+ * same key and LSN is not, so a new version goes in front of it. */
+static bool node_before(const struct kvm_node *x, const uint8_t *key,
+			size_t klen, uint64_t lsn)
+{
+	int c;
+
+	if (!x)
+		return false; /* NULL ends a level: after every key */
+	c = key_cmp(node_key(x), x->klen, key, klen);
+	return c < 0 || (c == 0 && x->lsn > lsn);
+}
+
+/* The first node at or after (key, lsn); prev[] (if set) gets the last
+ * node before it on every level. */
+static struct kvm_node *find_ge(const struct kvm *m, const uint8_t *key,
+				size_t klen, uint64_t lsn,
+				struct kvm_node **prev)
+{
+	struct kvm_node *x = m->head;
+	int level = atomic_load_explicit(&m->height, memory_order_acquire) - 1;
+
+	for (;;) {
+		struct kvm_node *nx = next_of(x, level);
+
+		if (node_before(nx, key, klen, lsn)) {
+			x = nx;
+			continue;
+		}
+		if (prev)
+			prev[level] = x;
+		if (level == 0)
+			return nx;
+		level--;
+	}
+}
+
+static int random_height(struct kvm *m)
+{
+	int h = 1;
+
+	for (;;) {
+		/* xorshift64 */
+		m->rng ^= m->rng << 13;
+		m->rng ^= m->rng >> 7;
+		m->rng ^= m->rng << 17;
+		if (h >= MAX_HEIGHT || m->rng % BRANCHING)
+			return h;
+		h++;
+	}
+}
+
+static const struct kvm_stats *cur_stats(const struct kvm *m)
+{
+	return &atomic_load_explicit(&((struct kvm *)m)->top,
+				     memory_order_acquire)
+		    ->st;
+}
+
+/* ---- writer ---- */
+
+/* The counters after a write of (kind, expire_at) over old, the key's
+ * newest version in this memtable (NULL, or hidden by a flush: new key). */
+static void next_stats(struct kvm_stats *st, const struct kvm_node *old,
+		       const struct kvm_node *x, unsigned flags)
+{
+	if (old) {
+		/* Not a new key: what is below was counted at its first
+		 * write, and flags are ignored. */
+		st->tombstones -= old->kind == KVM_TOMBSTONE;
+		st->expiring -= old->kind == KVM_VALUE && old->expire_at;
+	} else {
+		st->keys++;
+		/* Behind a flush nothing below is visible. */
+		st->below += !st->flush_lsn && (flags & KVM_F_BELOW);
+	}
+	st->tombstones += x->kind == KVM_TOMBSTONE;
+	st->expiring += x->kind == KVM_VALUE && x->expire_at;
+}
+
+/* Link x at its place; rule 2: x is complete before the release stores. */
+static void link_node(struct kvm *m, struct kvm_node *x, struct kvm_node **prev)
+{
+	int h = atomic_load_explicit(&m->height, memory_order_relaxed);
+
+	if (x->height > h) {
+		for (int i = h; i < x->height; i++)
+			prev[i] = m->head;
+		/* Rule 4: a stale or early height is harmless. */
+		atomic_store_explicit(&m->height, x->height,
+				      memory_order_release);
+	}
+	for (int i = 0; i < x->height; i++) {
+		atomic_store_explicit(
+		    &x->next[i],
+		    atomic_load_explicit(&prev[i]->next[i],
+					 memory_order_relaxed),
+		    memory_order_relaxed);
+		atomic_store_explicit(&prev[i]->next[i], x,
+				      memory_order_release);
+	}
+	atomic_store_explicit(&m->top, x, memory_order_release);
+}
+
+static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
+		  size_t vlen, uint64_t expire_at, uint64_t lsn, int kind,
+		  unsigned flags)
+{
+	struct kvm_node *prev[MAX_HEIGHT], *old, *x;
+	const struct kvm_stats *st = cur_stats(m);
+	int h, err = 0;
+
+	if (!klen || klen > KVM_MAX_KEY || vlen > KVM_MAX_VALUE ||
+	    lsn < m->last_lsn)
+		return -EINVAL;
+	old = find_ge(m, key, klen, lsn, prev);
+	if (old && (key_cmp(node_key(old), old->klen, key, klen) ||
+		    old->lsn < st->flush_lsn))
+		old = NULL;
+	h = random_height(m);
+	x = arena_alloc(m, sizeof(*x) + h * sizeof(x->next[0]) + klen + vlen,
+			&err);
+	if (!x)
+		return err;
+	x->lsn = lsn;
+	x->expire_at = kind == KVM_VALUE ? expire_at : 0;
+	x->vlen = (uint32_t)vlen;
+	x->klen = (uint16_t)klen;
+	x->kind = (uint8_t)kind;
+	x->height = (uint8_t)h;
+	x->st = *st;
+	memcpy((uint8_t *)node_key(x), key, klen);
+	if (vlen)
+		memcpy((uint8_t *)node_val(x), val, vlen);
+	next_stats(&x->st, old, x, flags);
+	link_node(m, x, prev);
+	m->last_lsn = lsn;
+	return 0;
+}
+
+int kvm_put(struct kvm *m, const void *key, size_t klen, const void *val,
+	    size_t vlen, uint64_t expire_at, uint64_t lsn, unsigned flags)
+{
+	return insert(m, key, klen, val, vlen, expire_at, lsn, KVM_VALUE,
+		      flags);
+}
+
+int kvm_del(struct kvm *m, const void *key, size_t klen, uint64_t lsn,
+	    unsigned flags)
+{
+	return insert(m, key, klen, NULL, 0, 0, lsn, KVM_TOMBSTONE, flags);
+}
+
+/* A flush marker is a node of height 0 that is never linked: it only
+ * carries the new counters (all zero) and the flush LSN to readers. */
+int kvm_flush(struct kvm *m, uint64_t lsn)
+{
+	struct kvm_node *x;
+	int err = 0;
+
+	/* Strictly above every version it hides: a version at the flush's
+	 * LSN or later is visible, so it must have been written after it. */
+	if (lsn <= m->last_lsn)
+		return -EINVAL;
+	x = arena_alloc(m, sizeof(*x), &err);
+	if (!x)
+		return err;
+	memset(x, 0, sizeof(*x));
+	x->lsn = lsn;
+	x->kind = KIND_FLUSH;
+	x->st.flush_lsn = lsn;
+	atomic_store_explicit(&m->top, x, memory_order_release);
+	m->last_lsn = lsn;
+	return 0;
+}
+
+/* ---- readers ---- */
+
+static void fill_entry(const struct kvm_node *x, struct kvm_entry *e)
+{
+	e->key = node_key(x);
+	e->klen = x->klen;
+	e->kind = x->kind;
+	e->val = x->kind == KVM_VALUE ? node_val(x) : NULL;
+	e->vlen = x->vlen;
+	e->expire_at = x->expire_at;
+	e->lsn = x->lsn;
+}
+
+int kvm_get(const struct kvm *m, const void *key, size_t klen,
+	    struct kvm_entry *e)
+{
+	/* The flush LSN first: a version found after it is at least as new
+	 * as the view it belongs to (rule 5). */
+	uint64_t flush = cur_stats(m)->flush_lsn;
+	const struct kvm_node *x;
+
+	if (!klen || klen > KVM_MAX_KEY)
+		return -EINVAL;
+	x = find_ge(m, key, klen, UINT64_MAX, NULL);
+	if (x && !key_cmp(node_key(x), x->klen, key, klen) && x->lsn >= flush) {
+		fill_entry(x, e);
+		return x->kind;
+	}
+	if (!flush)
+		return KVM_ABSENT;
+	/* Hidden by the flush, here and below. */
+	memset(e, 0, sizeof(*e));
+	e->key = key;
+	e->klen = (uint32_t)klen;
+	e->lsn = flush;
+	e->kind = KVM_TOMBSTONE;
+	return KVM_TOMBSTONE;
+}
+
+void kvm_count(const struct kvm *m, struct kvm_count *c)
+{
+	const struct kvm_stats *st = cur_stats(m);
+
+	c->keys = st->keys;
+	c->tombstones = st->tombstones;
+	c->below = st->below;
+	c->expiring = st->expiring;
+	c->flush_lsn = st->flush_lsn;
+}
+
+size_t kvm_bytes(const struct kvm *m)
+{
+	return atomic_load_explicit(&m->bytes, memory_order_relaxed);
+}
+
+uint64_t kvm_flush_lsn(const struct kvm *m)
+{
+	return cur_stats(m)->flush_lsn;
+}
+
+uint64_t kvm_last_lsn(const struct kvm *m)
+{
+	return m->last_lsn;
+}
+
+/* ---- iterator ---- */
+
+/* Skip keys whose newest version the flush hides. */
+static void skip_hidden(struct kvm_iter *it)
+{
+	const struct kvm_node *x = it->node;
+
+	while (x && x->lsn < it->flush_lsn) {
+		const struct kvm_node *y = next_of(x, 0);
+
+		/* Older versions of a hidden key are hidden too. */
+		while (y &&
+		       !key_cmp(node_key(y), y->klen, node_key(x), x->klen))
+			y = next_of(y, 0);
+		x = y;
+	}
+	it->node = x;
+}
+
+void kvm_iter_init(struct kvm_iter *it, const struct kvm *m)
+{
+	it->m = m;
+	it->node = NULL;
+	it->flush_lsn = 0;
+}
+
+int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen)
+{
+	it->flush_lsn = cur_stats(it->m)->flush_lsn;
+	if (klen)
+		it->node = find_ge(it->m, key, klen, UINT64_MAX, NULL);
+	else
+		it->node = next_of(it->m->head, 0);
+	skip_hidden(it);
+	return it->node != NULL;
+}
+
+int kvm_iter_valid(const struct kvm_iter *it)
+{
+	return it->node != NULL;
+}
+
+int kvm_iter_next(struct kvm_iter *it)
+{
+	const struct kvm_node *x = it->node;
+	const struct kvm_node *y = next_of(x, 0);
+
+	/* Older versions of x's key follow it: step over them.  A newer one
+	 * linked meanwhile goes in front of x, out of our way. */
+	while (y && !key_cmp(node_key(y), y->klen, node_key(x), x->klen))
+		y = next_of(y, 0);
+	it->node = y;
+	skip_hidden(it);
+	return it->node != NULL;
+}
+
+const uint8_t *kvm_iter_key(const struct kvm_iter *it, uint32_t *klen)
+{
+	*klen = it->node->klen;
+	return node_key(it->node);
+}
+
+void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e)
+{
+	fill_entry(it->node, e);
+}
+
+int kvm_iter_base_hidden(const struct kvm_iter *it)
+{
+	return it->flush_lsn != 0;
+}
+
+/* ---- life cycle ---- */
+
+int kvm_create(const struct kvm_opts *opts, struct kvm **out)
+{
+	struct kvm_opts o = opts ? *opts : (struct kvm_opts){0};
+	struct kvm *m;
+	struct kvm_node *head;
+	int err = 0;
+
+	if (!o.chunk_size)
+		o.chunk_size = KVM_DEFAULT_CHUNK;
+	if (o.chunk_size < 4096 || (o.limit && o.limit < o.chunk_size))
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->chunk_size = o.chunk_size;
+	m->limit = o.limit;
+	m->rng = o.seed ? o.seed : 0x9e3779b97f4a7c15ull;
+	atomic_init(&m->bytes, 0);
+	atomic_init(&m->height, 1);
+	head = arena_alloc(
+	    m, sizeof(*head) + MAX_HEIGHT * sizeof(head->next[0]), &err);
+	if (!head)
+		goto fail;
+	memset(head, 0, sizeof(*head));
+	head->height = MAX_HEIGHT;
+	for (int i = 0; i < MAX_HEIGHT; i++)
+		atomic_init(&head->next[i], NULL);
+	m->head = head;
+	/* The head doubles as the first counters: all zero, no flush. */
+	atomic_init(&m->top, head);
+	*out = m;
+	return 0;
+fail:
+	kvm_destroy(m);
+	return err;
+}
+
+void kvm_destroy(struct kvm *m)
+{
+	struct kvm_chunk *c, *next;
+
+	if (!m)
+		return;
+	for (c = m->chunks; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(m);
+}
+
+const char *kvm_strerror(int err)
+{
+	switch (err) {
+	case 0: return "success";
+	case -EINVAL: return "invalid argument (key, value length or LSN)";
+	case -ENOSPC: return "memtable full";
+	case -ENOMEM: return "out of memory";
+	default: return "unknown memtable error";
+	}
+}

@@ -1,0 +1,224 @@
+/* memtable.h - a shard's memtable: every write acknowledged since the last
+ * checkpoint, in key order, read by every io thread without locks.
+ *
+ * A memtable is a skiplist of immutable versions in one arena.  A write
+ * never changes a version in place: it inserts a new one, ordered by
+ * (key ascending, LSN descending), so the first version of a key is its
+ * newest and a reader sees either the old version or the new one, whole.
+ * Nothing is ever unlinked or freed before kvm_destroy, which frees the
+ * arena as a whole.  docs/memtable.md has the picture and the argument.
+ *
+ * Threading (the contract every caller keeps):
+ *   - Exactly one writer thread at a time calls kvm_put, kvm_del and
+ *     kvm_flush (the shard's committer, or recovery before readers start).
+ *     Handing the writer role to another thread needs a happens-before
+ *     edge between them (a mutex, a thread join, a queue).
+ *   - Any number of reader threads call kvm_get, kvm_count, kvm_bytes,
+ *     kvm_flush_lsn and the kvm_iter_* calls at the same time as the writer
+ *     and each other, without locks.  No reader call blocks, allocates or
+ *     waits for the writer.
+ *   - While a write is in progress a reader sees the memtable either
+ *     without that write or with it, never part of it: kvm_get returns the
+ *     previous newest version or the new one; an iterator may or may not
+ *     return a key inserted after it passed that point, and never returns
+ *     an older version of a key after it returned a newer one.  Once the
+ *     writer's call returned and the writer told a reader so (through any
+ *     release/acquire pair, such as the completion queue that answers a
+ *     client), that reader sees the write: own writes are read.
+ *   - A reader never sees a version go back: a thread that saw LSN n for
+ *     a key sees n or a later one afterwards.
+ *   - kvm_destroy frees every pointer any call returned.  The caller calls
+ *     it only once no reader can hold such a pointer or an iterator: in
+ *     kvd, after every io thread passed a quiescent point (the end of a
+ *     loop turn) following the memtable's retirement.
+ *
+ * Layers and what kvm_get's answer means to a reader (the store is: the
+ * active memtable, then the one being checkpointed, then LMDB):
+ *   KVM_VALUE      this layer decides: the value (the caller treats an
+ *                  expire_at in the past as deleted; the memtable has no
+ *                  clock).
+ *   KVM_TOMBSTONE  this layer decides: the key is deleted, do not look
+ *                  below (a kvm_del, or a kvm_flush that hides the key).
+ *   KVM_ABSENT     this layer knows nothing of the key: look below.
+ *
+ * FLUSHALL: kvm_flush(m, lsn) records a flush marker.  Every version in m
+ * with an LSN below it and every layer below m (older memtables, LMDB) are
+ * hidden from then on: kvm_get answers KVM_TOMBSTONE for them, iterators
+ * skip them, kvm_count no longer counts them, and kvm_iter_base_hidden()
+ * tells a scan to leave the layers below out.  The checkpointer that
+ * applies a memtable with a flush marker empties LMDB first (mdb_drop) in
+ * the same transaction.
+ *
+ * SCAN/KEYS, merged with LMDB (the caller's loop; memtable wins on equal
+ * keys, tombstones hide base keys):
+ *
+ *	kvm_iter_init(&it, m); kvm_iter_seek(&it, start, n);
+ *	cursor: MDB_SET_RANGE at start, unless kvm_iter_base_hidden(&it)
+ *	while either side has a key:
+ *		take the smaller key; on equal keys take the memtable's and
+ *		step both sides;
+ *		memtable side: KVM_VALUE (not expired) is emitted,
+ *		KVM_TOMBSTONE is not; LMDB side: emitted (unless expired).
+ *
+ * With two memtables (active A over frozen F over LMDB) the same merge runs
+ * over three sources, A winning over F winning over LMDB; if A's flush hid
+ * the base, F and LMDB are both left out.
+ *
+ * COUNT/DBSIZE, exact: kvm_count's counters are one consistent snapshot
+ * (those of one moment between two writes).  Writes pass KVM_F_BELOW when
+ * the key holds a value (live or expired-but-unreaped) in the layers below
+ * this memtable, as the committer saw them; the flag counts only at a
+ * key's first write in this memtable (later writes' flags are ignored, and
+ * behind a flush nothing is below).  Then the
+ * number of stored entries, expired or not, is
+ *
+ *	entries = (base_hidden ? 0 : entries_below)
+ *		  + (keys - tombstones) - below
+ *
+ * where entries_below is LMDB's mdb_stat count (plus the frozen
+ * memtable's own delta, computed the same way).  Live keys at time now are
+ * entries minus the expired ones: the expired keys of LMDB's expiry index
+ * that kvm_get reports KVM_ABSENT in the memtables, plus the memtable's
+ * newest values with 0 < expire_at <= now (an iteration, needed only when
+ * c.expiring > 0).
+ *
+ * Errors: negative errno values; kvm_strerror() names them.
+ *   -EINVAL  key empty or longer than KVM_MAX_KEY, value too long, an LSN
+ *            lower than the last one written.
+ *   -ENOSPC  the write would take the arena past its limit: the memtable is
+ *            full; freeze it and write into a new one.  Nothing was written.
+ *   -ENOMEM  malloc failed.  Nothing was written.
+ */
+#ifndef KVD_STORE_MEMTABLE_H
+#define KVD_STORE_MEMTABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvm;
+struct kvm_node;
+
+/* LMDB's compiled-in key limit, as kv_proto.h's KV_MAX_KEY_LIMIT. */
+#define KVM_MAX_KEY 511u
+/* Values longer than this are refused (kvd's own limit is 16 MiB). */
+#define KVM_MAX_VALUE (1u << 30)
+/* Arena chunk size when kvm_opts.chunk_size is 0. */
+#define KVM_DEFAULT_CHUNK (1u << 20)
+
+/* kvm_get results and kvm_entry.kind. */
+#define KVM_ABSENT 0
+#define KVM_VALUE 1
+#define KVM_TOMBSTONE 2
+
+/* kvm_put/kvm_del flags. */
+/* The key holds a value in the layers below this memtable (see COUNT). */
+#define KVM_F_BELOW 0x1u
+
+struct kvm_opts {
+	size_t chunk_size; /* arena chunk bytes, 0 = KVM_DEFAULT_CHUNK */
+	size_t limit;	   /* arena bytes at most, 0 = no limit */
+	uint32_t seed;	   /* skiplist height generator, 0 = a fixed one */
+};
+
+/* One version, as readers see it.  Pointers stay valid until kvm_destroy. */
+struct kvm_entry {
+	const uint8_t *key;
+	const uint8_t *val; /* NULL for a tombstone */
+	uint32_t klen;
+	uint32_t vlen;
+	uint64_t expire_at; /* Unix ms, 0 for none */
+	uint64_t lsn;	    /* a flush-hidden key: the flush's LSN */
+	int kind;	    /* KVM_VALUE or KVM_TOMBSTONE */
+};
+
+/* Counters of one moment (see COUNT above). */
+struct kvm_count {
+	uint64_t keys;	     /* distinct keys visible in this memtable */
+	uint64_t tombstones; /* of them, deleted ones */
+	uint64_t below;	     /* of them, ones that hold a value below */
+	uint64_t expiring;   /* of them, values with an expire_at */
+	uint64_t flush_lsn;  /* 0, or the flush that hides the base */
+};
+
+/* An iterator: a reader's position.  Plain data, no cleanup needed; it is
+ * valid as long as its memtable is. */
+struct kvm_iter {
+	const struct kvm *m;
+	const struct kvm_node *node;
+	uint64_t flush_lsn; /* read once at seek: one view per scan */
+};
+
+/* kvm_create - a new, empty memtable.
+ * opts may be NULL (defaults).  Returns 0 with *out set, -EINVAL for a
+ * chunk size under 4 KiB or a limit under one chunk, -ENOMEM. */
+int kvm_create(const struct kvm_opts *opts, struct kvm **out);
+
+/* kvm_destroy - free the memtable and its arena (see the threading
+ * contract: no reader may hold anything of it).  NULL is a no-op. */
+void kvm_destroy(struct kvm *m);
+
+/* kvm_put - write key = val (writer only).  expire_at is absolute Unix ms,
+ * 0 for none.  lsn must be >= the last LSN written to m (equal LSNs are
+ * allowed: of two writes of one key with one LSN the later one wins).
+ * flags: KVM_F_BELOW or 0.  0, -EINVAL, -ENOSPC, -ENOMEM. */
+int kvm_put(struct kvm *m, const void *key, size_t klen, const void *val,
+	    size_t vlen, uint64_t expire_at, uint64_t lsn, unsigned flags);
+
+/* kvm_del - write a tombstone for key (writer only), whether or not the
+ * key exists anywhere: the tombstone hides the layers below.  Same rules
+ * and errors as kvm_put. */
+int kvm_del(struct kvm *m, const void *key, size_t klen, uint64_t lsn,
+	    unsigned flags);
+
+/* kvm_flush - FLUSHALL at lsn (writer only): hides every version in m
+ * older than lsn and every layer below; writes after it (LSN >= lsn) are
+ * visible.  lsn must be above every LSN written before (and so not 0).
+ * 0, -EINVAL, -ENOSPC, -ENOMEM. */
+int kvm_flush(struct kvm *m, uint64_t lsn);
+
+/* kvm_get - the newest version of key.  Returns KVM_VALUE or KVM_TOMBSTONE
+ * with *e filled, KVM_ABSENT (e untouched), or -EINVAL for a bad key.  For
+ * a key a flush hides, e->lsn is the flush's LSN and e->key the caller's. */
+int kvm_get(const struct kvm *m, const void *key, size_t klen,
+	    struct kvm_entry *e);
+
+/* kvm_count - the counters of one moment between two writes. */
+void kvm_count(const struct kvm *m, struct kvm_count *c);
+
+/* kvm_bytes - arena bytes taken (chunks plus headers): what the caller
+ * compares with its memtable size to decide when to freeze. */
+size_t kvm_bytes(const struct kvm *m);
+
+/* kvm_flush_lsn - 0, or the LSN of the newest flush marker. */
+uint64_t kvm_flush_lsn(const struct kvm *m);
+
+/* kvm_last_lsn - the highest LSN written, 0 when none (writer only, or a
+ * reader that has a happens-before edge from the last write). */
+uint64_t kvm_last_lsn(const struct kvm *m);
+
+/* ---- iteration (readers), in key order, newest version of each key ---- */
+
+/* Bind it to m; the iterator is not valid until a seek. */
+void kvm_iter_init(struct kvm_iter *it, const struct kvm *m);
+/* Position at the first key >= key (klen 0: the first key).  Keys whose
+ * newest version a flush hides are skipped; the flush LSN is read here, so
+ * one pass (seek, then next until the end) has one view of the base.  Tombstones are returned
+ * (a merge needs them).  Returns kvm_iter_valid(). */
+int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen);
+/* 1 when positioned at a key, 0 at the end. */
+int kvm_iter_valid(const struct kvm_iter *it);
+/* Step to the next key, skipping older versions of the current one.
+ * Requires valid.  Returns kvm_iter_valid(). */
+int kvm_iter_next(struct kvm_iter *it);
+/* The current key (requires valid). */
+const uint8_t *kvm_iter_key(const struct kvm_iter *it, uint32_t *klen);
+/* The current key's newest version as of when the iterator reached it
+ * (requires valid): its kind is KVM_VALUE or KVM_TOMBSTONE. */
+void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e);
+/* 1 when the flush seen at seek hides the layers below this memtable. */
+int kvm_iter_base_hidden(const struct kvm_iter *it);
+
+/* A static string for one of the negative codes above. */
+const char *kvm_strerror(int err);
+
+#endif
