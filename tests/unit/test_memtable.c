@@ -1,0 +1,532 @@
+/* test_memtable.c - the memtable (kvd/store/memtable.h) against a model,
+ * and one writer against three lock-free readers (run it under TSan:
+ * -DKVD_SANITIZE=thread).
+ *
+ * 1. Model: random puts, deletes (with equal LSNs now and then) and
+ *    flushes on a few hundred keys, every answer of kvm_get, kvm_count and
+ *    the iterator (from the start and from random keys) compared with a
+ *    plain array.  The seed is printed; KVM_TEST_SEED=n replays one.
+ * 2. Limits: bad keys and LSNs refused, the arena limit answered -ENOSPC
+ *    with nothing half-written, kvm_bytes within the limit.
+ * 3. Concurrency: one writer writes new versions of 64 keys (values that
+ *    carry their LSN, key and a checksum), deletes and flushes, while three
+ *    readers get and iterate without locks.  They assert that a version
+ *    never goes back, no value is torn, iteration is sorted, and a write
+ *    the writer announced (release/acquire) is visible.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memtable.h"
+
+static unsigned fails;
+
+#define CHECK(c, ...)                                                          \
+	do {                                                                   \
+		if (!(c)) {                                                    \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fputc('\n', stderr);                                   \
+			if (++fails > 20)                                      \
+				exit(1);                                       \
+		}                                                              \
+	} while (0)
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static int key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+{
+	int c = memcmp(a, b, an < bn ? an : bn);
+
+	if (c)
+		return c;
+	return an < bn ? -1 : an > bn;
+}
+
+/* ---- 1. model ---- */
+
+#define MKEYS 300
+#define MVAL 64
+
+struct mkey {
+	uint8_t key[KVM_MAX_KEY];
+	size_t klen;
+	int state; /* KVM_ABSENT, KVM_VALUE, KVM_TOMBSTONE */
+	uint8_t val[MVAL];
+	size_t vlen;
+	uint64_t exp, lsn;
+	int below;
+};
+
+static struct mkey mk[MKEYS];
+static unsigned nmk;
+static int base_hidden;
+static uint64_t flush_lsn;
+
+static int mkey_order(const void *a, const void *b)
+{
+	const struct mkey *x = a, *y = b;
+
+	return key_cmp(x->key, x->klen, y->key, y->klen);
+}
+
+/* Short keys over a small alphabet (shared prefixes, a key that is a prefix
+ * of another), bytes 0x00 and 0xff, and one key of the maximum length. */
+static void model_keys(void)
+{
+	static const uint8_t alpha[] = {'a', 'b', 'c', 0x00, 0xff};
+
+	nmk = 0;
+	memset(mk[0].key, 'z', KVM_MAX_KEY);
+	mk[0].klen = KVM_MAX_KEY;
+	nmk = 1;
+	while (nmk < MKEYS) {
+		struct mkey *k = &mk[nmk];
+		int dup = 0;
+
+		k->klen = 1 + rnd() % 6;
+		for (size_t i = 0; i < k->klen; i++)
+			k->key[i] = alpha[rnd() % sizeof(alpha)];
+		for (unsigned j = 0; j < nmk && !dup; j++)
+			dup = !key_cmp(mk[j].key, mk[j].klen, k->key, k->klen);
+		nmk += !dup;
+	}
+	/* Sorted, so that the model's order is the index order. */
+	qsort(mk, nmk, sizeof(mk[0]), mkey_order);
+}
+
+static void check_get(struct kvm *m, unsigned i)
+{
+	struct kvm_entry e;
+	int r = kvm_get(m, mk[i].key, mk[i].klen, &e);
+	int want = mk[i].state;
+
+	if (want == KVM_ABSENT && base_hidden)
+		want = KVM_TOMBSTONE;
+	CHECK(r == want, "get key %u: %d, want %d", i, r, want);
+	if (r != want || r == KVM_ABSENT)
+		return;
+	CHECK(e.lsn == (mk[i].state ? mk[i].lsn : flush_lsn), "get key %u lsn",
+	      i);
+	if (r == KVM_VALUE) {
+		CHECK(e.vlen == mk[i].vlen && !memcmp(e.val, mk[i].val, e.vlen),
+		      "get key %u value", i);
+		CHECK(e.expire_at == mk[i].exp, "get key %u expiry", i);
+		CHECK(e.klen == mk[i].klen && !memcmp(e.key, mk[i].key, e.klen),
+		      "get key %u key", i);
+	}
+}
+
+static void check_count(struct kvm *m)
+{
+	struct kvm_count c, w = {0};
+
+	for (unsigned i = 0; i < nmk; i++) {
+		if (!mk[i].state)
+			continue;
+		w.keys++;
+		w.tombstones += mk[i].state == KVM_TOMBSTONE;
+		w.below += mk[i].below;
+		w.expiring += mk[i].state == KVM_VALUE && mk[i].exp;
+	}
+	kvm_count(m, &c);
+	CHECK(c.keys == w.keys && c.tombstones == w.tombstones &&
+		  c.below == w.below && c.expiring == w.expiring &&
+		  c.flush_lsn == flush_lsn,
+	      "count %llu/%llu/%llu/%llu, want %llu/%llu/%llu/%llu",
+	      (unsigned long long)c.keys, (unsigned long long)c.tombstones,
+	      (unsigned long long)c.below, (unsigned long long)c.expiring,
+	      (unsigned long long)w.keys, (unsigned long long)w.tombstones,
+	      (unsigned long long)w.below, (unsigned long long)w.expiring);
+}
+
+/* Iterate from key index `from` (nmk: from the start) and compare. */
+static void check_iter(struct kvm *m, unsigned from)
+{
+	struct kvm_iter it;
+	unsigned i = from == nmk ? 0 : from;
+	int ok;
+
+	kvm_iter_init(&it, m);
+	if (from == nmk)
+		ok = kvm_iter_seek(&it, NULL, 0);
+	else
+		ok = kvm_iter_seek(&it, mk[from].key, mk[from].klen);
+	CHECK(kvm_iter_base_hidden(&it) == base_hidden, "base hidden");
+	for (; ok; ok = kvm_iter_next(&it), i++) {
+		struct kvm_entry e;
+		uint32_t klen;
+		const uint8_t *k = kvm_iter_key(&it, &klen);
+
+		while (i < nmk && !mk[i].state)
+			i++;
+		CHECK(i < nmk, "iter: a key past the model's last");
+		if (i >= nmk)
+			return;
+		kvm_iter_entry(&it, &e);
+		CHECK(!key_cmp(k, klen, mk[i].key, mk[i].klen),
+		      "iter: key %u out of place", i);
+		CHECK(e.kind == mk[i].state && e.lsn == mk[i].lsn,
+		      "iter: key %u kind %d lsn %llu", i, e.kind,
+		      (unsigned long long)e.lsn);
+		CHECK(e.kind != KVM_VALUE ||
+			  (e.vlen == mk[i].vlen &&
+			   !memcmp(e.val, mk[i].val, e.vlen)),
+		      "iter: key %u value", i);
+	}
+	while (i < nmk && !mk[i].state)
+		i++;
+	CHECK(i == nmk, "iter: ended at model key %u of %u", i, nmk);
+}
+
+static void model_step(struct kvm *m, uint64_t *lsn)
+{
+	unsigned r = rnd() % 1000, i = rnd() % nmk;
+	unsigned flags = rnd() % 2 ? KVM_F_BELOW : 0;
+	struct mkey *k = &mk[i];
+
+	*lsn += rnd() % 4 != 0; /* equal LSNs now and then: later wins */
+	if (r < 600) {
+		k->vlen = rnd() % MVAL;
+		for (size_t j = 0; j < k->vlen; j++)
+			k->val[j] = (uint8_t)rnd();
+		k->exp = rnd() % 3 ? 0 : 1700000000000ull + rnd() % 1000;
+		CHECK(!kvm_put(m, k->key, k->klen, k->val, k->vlen, k->exp,
+			       *lsn, flags),
+		      "put");
+	} else if (r < 990) {
+		CHECK(!kvm_del(m, k->key, k->klen, *lsn, flags), "del");
+		k->exp = 0;
+	} else {
+		CHECK(!kvm_flush(m, ++*lsn), "flush");
+		for (unsigned j = 0; j < nmk; j++)
+			mk[j].state = KVM_ABSENT;
+		base_hidden = 1;
+		flush_lsn = *lsn;
+		return;
+	}
+	if (!k->state)
+		k->below = base_hidden ? 0 : !!flags;
+	k->state = r < 600 ? KVM_VALUE : KVM_TOMBSTONE;
+	k->lsn = *lsn;
+}
+
+static void test_model(uint64_t seed)
+{
+	struct kvm_opts o = {.chunk_size = 8192, .seed = (uint32_t)seed};
+	struct kvm *m;
+	uint64_t lsn = 0;
+
+	rng_state = seed;
+	model_keys();
+	base_hidden = 0;
+	flush_lsn = 0;
+	CHECK(!kvm_create(&o, &m), "create");
+	check_iter(m, nmk);
+	for (unsigned step = 0; step < 10000; step++) {
+		model_step(m, &lsn);
+		check_get(m, rnd() % nmk);
+		check_count(m);
+		if (step % 1000 == 999) {
+			for (unsigned i = 0; i < nmk; i++)
+				check_get(m, i);
+			check_iter(m, nmk);
+			for (int j = 0; j < 20; j++)
+				check_iter(m, rnd() % nmk);
+		}
+	}
+	CHECK(kvm_last_lsn(m) == lsn, "last lsn");
+	kvm_destroy(m);
+}
+
+/* ---- 2. limits ---- */
+
+static void test_limits(void)
+{
+	struct kvm_opts o = {.chunk_size = 4096, .limit = 65536};
+	struct kvm_entry e;
+	struct kvm_count c1, c2;
+	struct kvm_iter it;
+	uint8_t big[600], val[100];
+	struct kvm *m;
+	uint64_t lsn = 10;
+	unsigned n = 0;
+	int r;
+
+	memset(big, 'k', sizeof(big));
+	memset(val, 'v', sizeof(val));
+	o.limit = 100;
+	CHECK(kvm_create(&o, &m) == -EINVAL, "limit under a chunk");
+	o.limit = 65536;
+	CHECK(!kvm_create(&o, &m), "create");
+	CHECK(kvm_put(m, big, 0, val, 1, 0, lsn, 0) == -EINVAL, "empty key");
+	CHECK(kvm_put(m, big, KVM_MAX_KEY + 1, val, 1, 0, lsn, 0) == -EINVAL,
+	      "key too long");
+	CHECK(kvm_get(m, big, 0, &e) == -EINVAL, "get empty key");
+	CHECK(!kvm_put(m, big, KVM_MAX_KEY, val, 1, 0, lsn, 0), "longest key");
+	CHECK(kvm_put(m, "a", 1, val, 1, 0, lsn - 1, 0) == -EINVAL,
+	      "lsn going back");
+	CHECK(kvm_flush(m, lsn) == -EINVAL, "flush at the last lsn");
+	/* A seek past the longest key: nothing at or after it. */
+	kvm_iter_init(&it, m);
+	CHECK(!kvm_iter_seek(&it, big, sizeof(big)), "seek past every key");
+	CHECK(kvm_iter_seek(&it, big, KVM_MAX_KEY), "seek at the key");
+	/* A value over a quarter chunk takes a chunk of its own. */
+	CHECK(!kvm_put(m, "big", 3, big, sizeof(big) - 8, 0, ++lsn, 0), "big");
+	for (;;) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "k%06u", n);
+		kvm_count(m, &c1);
+		r = kvm_put(m, key, strlen(key), val, sizeof(val), 0, ++lsn, 0);
+		if (r)
+			break;
+		n++;
+	}
+	CHECK(r == -ENOSPC, "full: %d (%s)", r, kvm_strerror(r));
+	CHECK(kvm_bytes(m) <= o.limit, "bytes %zu over the limit",
+	      kvm_bytes(m));
+	CHECK(n > 200, "only %u writes fit in 64 KiB", n);
+	kvm_count(m, &c2);
+	CHECK(c1.keys == c2.keys && c2.keys == n + 2, "count after -ENOSPC");
+	CHECK(kvm_get(m, "k000000", 7, &e) == KVM_VALUE && e.vlen == 100,
+	      "first key still there");
+	CHECK(kvm_last_lsn(m) == lsn - 1, "the refused write left no LSN");
+	kvm_destroy(m);
+}
+
+/* ---- 3. one writer, three readers ---- */
+
+#define CKEYS 64
+#define CWRITES 20000
+#define CREADERS 3
+
+struct shared {
+	struct kvm *m;
+	atomic_int done;
+	atomic_uint rounds; /* reader passes, all readers (shows overlap) */
+	/* The last write, announced after kvm_put returned: lsn << 8 | key. */
+	_Atomic uint64_t announced;
+	uint64_t final_lsn[CKEYS]; /* read after the join */
+};
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* value: lsn (8), key index (4), filler, fnv of all before it (8) */
+static size_t make_value(uint8_t *v, uint64_t lsn, uint32_t key)
+{
+	size_t n = 20 + (lsn * 7919) % 180;
+	uint64_t h;
+
+	memcpy(v, &lsn, 8);
+	memcpy(v + 8, &key, 4);
+	for (size_t i = 12; i < n - 8; i++)
+		v[i] = (uint8_t)(lsn >> (i % 8) ^ i);
+	h = fnv(v, n - 8);
+	memcpy(v + n - 8, &h, 8);
+	return n;
+}
+
+static void ckey(char *buf, unsigned k)
+{
+	snprintf(buf, 8, "key%03u", k);
+}
+
+static void *writer(void *arg)
+{
+	struct shared *s = arg;
+	uint64_t st = 42, lsn = 0;
+	uint8_t v[256];
+
+	for (unsigned i = 0; i < CWRITES; i++) {
+		unsigned k, op;
+		char key[8];
+
+		st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+		k = st % CKEYS;
+		op = (st >> 32) % 100;
+		ckey(key, k);
+		if (i % 3000 == 2999) {
+			CHECK(!kvm_flush(s->m, ++lsn), "flush");
+			for (unsigned j = 0; j < CKEYS; j++)
+				s->final_lsn[j] = lsn; /* hidden */
+			continue;
+		}
+		lsn++;
+		if (op < 90)
+			CHECK(!kvm_put(s->m, key, 6, v, make_value(v, lsn, k),
+				       0, lsn, 0),
+			      "put");
+		else
+			CHECK(!kvm_del(s->m, key, 6, lsn, 0), "del");
+		s->final_lsn[k] = lsn;
+		atomic_store_explicit(&s->announced, lsn << 8 | k,
+				      memory_order_release);
+	}
+	atomic_store_explicit(&s->done, 1, memory_order_release);
+	return NULL;
+}
+
+/* The LSN of what a reader saw: 0 for absent.  Checks the value whole. */
+static uint64_t seen_lsn(const struct kvm_entry *e, int r, unsigned k)
+{
+	uint64_t lsn, h;
+	uint32_t key;
+
+	if (r == KVM_ABSENT)
+		return 0;
+	if (r != KVM_VALUE)
+		return e->lsn;
+	CHECK(e->vlen >= 20, "short value");
+	if (e->vlen < 20)
+		return e->lsn;
+	memcpy(&lsn, e->val, 8);
+	memcpy(&key, e->val + 8, 4);
+	memcpy(&h, e->val + e->vlen - 8, 8);
+	CHECK(lsn == e->lsn && key == k && h == fnv(e->val, e->vlen - 8) &&
+		  e->vlen == 20 + (lsn * 7919) % 180,
+	      "torn value: key %u lsn %llu (in value %llu key %u vlen %u)", k,
+	      (unsigned long long)e->lsn, (unsigned long long)lsn, key,
+	      e->vlen);
+	return e->lsn;
+}
+
+static void reader_iterate(struct shared *s, uint64_t *last)
+{
+	struct kvm_iter it;
+	char prev[8] = "";
+
+	kvm_iter_init(&it, s->m);
+	for (int ok = kvm_iter_seek(&it, NULL, 0); ok;
+	     ok = kvm_iter_next(&it)) {
+		struct kvm_entry e;
+		unsigned k;
+		uint64_t lsn;
+
+		kvm_iter_entry(&it, &e);
+		CHECK(e.klen == 6 && (!prev[0] || memcmp(prev, e.key, 6) < 0),
+		      "iteration out of order");
+		memcpy(prev, e.key, 6);
+		/* "keyNNN", not NUL-terminated */
+		k = ((e.key[3] - '0') * 100u + (e.key[4] - '0') * 10u +
+		     (e.key[5] - '0')) %
+		    CKEYS;
+		lsn = seen_lsn(&e, e.kind, k);
+		CHECK(lsn >= last[k], "iter: key %u went back %llu -> %llu", k,
+		      (unsigned long long)last[k], (unsigned long long)lsn);
+		last[k] = lsn;
+	}
+}
+
+static void *reader(void *arg)
+{
+	struct shared *s = arg;
+	uint64_t last[CKEYS] = {0};
+	unsigned rounds = 0;
+
+	while (!atomic_load_explicit(&s->done, memory_order_acquire) ||
+	       rounds < 2) {
+		uint64_t a =
+		    atomic_load_explicit(&s->announced, memory_order_acquire);
+		struct kvm_entry e;
+		struct kvm_count c;
+		char key[8];
+
+		/* An announced write is visible (own writes). */
+		ckey(key, a & 0xff);
+		if (a) {
+			int r = kvm_get(s->m, key, 6, &e);
+
+			CHECK(seen_lsn(&e, r, a & 0xff) >= a >> 8,
+			      "announced lsn %llu not visible",
+			      (unsigned long long)(a >> 8));
+		}
+		for (unsigned k = 0; k < CKEYS; k++) {
+			int r;
+			uint64_t lsn;
+
+			ckey(key, k);
+			r = kvm_get(s->m, key, 6, &e);
+			lsn = seen_lsn(&e, r, k);
+			CHECK(lsn >= last[k],
+			      "get: key %u went back %llu -> %llu", k,
+			      (unsigned long long)last[k],
+			      (unsigned long long)lsn);
+			last[k] = lsn;
+		}
+		reader_iterate(s, last);
+		kvm_count(s->m, &c);
+		CHECK(c.keys <= CKEYS && c.tombstones <= c.keys, "count");
+		rounds++;
+	}
+	atomic_fetch_add(&s->rounds, rounds);
+	return NULL;
+}
+
+static void test_concurrent(void)
+{
+	static struct shared s;
+	pthread_t w, r[CREADERS];
+	struct kvm_entry e;
+	char key[8];
+
+	CHECK(!kvm_create(NULL, &s.m), "create");
+	atomic_init(&s.done, 0);
+	atomic_init(&s.announced, 0);
+	atomic_init(&s.rounds, 0);
+	for (int i = 0; i < CREADERS; i++)
+		pthread_create(&r[i], NULL, reader, &s);
+	pthread_create(&w, NULL, writer, &s);
+	pthread_join(w, NULL);
+	for (int i = 0; i < CREADERS; i++)
+		pthread_join(r[i], NULL);
+	for (unsigned k = 0; k < CKEYS; k++) {
+		int res;
+
+		ckey(key, k);
+		res = kvm_get(s.m, key, 6, &e);
+		CHECK(seen_lsn(&e, res, k) == s.final_lsn[k], "final: key %u",
+		      k);
+	}
+	printf("concurrent: %u writes, %u reader passes, %zu arena bytes\n",
+	       CWRITES, atomic_load(&s.rounds), kvm_bytes(s.m));
+	kvm_destroy(s.m);
+}
+
+int main(void)
+{
+	const char *env = getenv("KVM_TEST_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 0) : 20240611;
+
+	printf("model: seed %llu (KVM_TEST_SEED=%llu replays it)\n",
+	       (unsigned long long)seed, (unsigned long long)seed);
+	test_model(seed ? seed : 1);
+	test_limits();
+	test_concurrent();
+	if (fails) {
+		fprintf(stderr, "%u failure(s)\n", fails);
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
