@@ -1,0 +1,150 @@
+/* journal_bench.c - what a durable write costs on this disk: journal
+ * appends of 100-byte records, one fdatasync per batch of 1 and of 64,
+ * against one LMDB put per fully synced write transaction (what every
+ * acknowledged write waits for before the journal), in the same directory
+ * and the same run.  A measurement tool, not a test: nothing is asserted.
+ *
+ *   journal_bench DIR [SECONDS]      (DIR is created; SECONDS per mode, 2)
+ */
+#include <errno.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "journal.h"
+
+#define VALUE 100
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Batches of `batch` PUT records (16-byte key, 100-byte value), each
+ * batch one append and one fdatasync, for `secs` seconds. */
+static int bench_journal(const char *dir, unsigned batch, double secs)
+{
+	struct kvj_opts o = {.shard_id = 0};
+	struct kvj_rec r[64];
+	char keys[64][16], val[VALUE];
+	unsigned long long n = 0, syncs = 0;
+	struct kvj *j;
+	double t0, t = 0;
+	int rc;
+
+	rc = kvj_open(dir, &o, 0, NULL, NULL, NULL, &j);
+	if (rc < 0) {
+		fprintf(stderr, "kvj_open %s: %s\n", dir, kvj_strerror(rc));
+		return rc;
+	}
+	memset(val, 'v', sizeof(val));
+	t0 = now();
+	do {
+		for (unsigned i = 0; i < batch; i++) {
+			snprintf(keys[i], sizeof(keys[i]), "key:%011llu",
+				 n + i);
+			r[i] = (struct kvj_rec){.type = KVJ_PUT,
+						.key = keys[i],
+						.klen = 15,
+						.val = val,
+						.vlen = VALUE};
+		}
+		rc = kvj_append_recs(j, r, batch, NULL);
+		if (rc == 0)
+			rc = kvj_sync(j);
+		if (rc < 0)
+			break;
+		n += batch;
+		syncs++;
+		t = now() - t0;
+	} while (t < secs);
+	kvj_close(j);
+	if (rc < 0) {
+		fprintf(stderr, "journal: %s\n", kvj_strerror(rc));
+		return rc;
+	}
+	printf("journal batch %2u: %9.0f appends/s %7.0f fsyncs/s "
+	       "(%llu records in %.2f s)\n",
+	       batch, n / t, syncs / t, n, t);
+	return 0;
+}
+
+/* One put per write transaction, each commit fully synced (LMDB's
+ * defaults), for `secs` seconds. */
+static int bench_lmdb(const char *dir, double secs)
+{
+	char key[16], val[VALUE];
+	unsigned long long n = 0;
+	MDB_env *env = NULL;
+	MDB_dbi dbi;
+	MDB_txn *txn;
+	double t0, t = 0;
+	int rc;
+
+	memset(val, 'v', sizeof(val));
+	rc = mdb_env_create(&env);
+	if (rc == 0)
+		rc = mdb_env_set_mapsize(env, 1ull << 30);
+	if (rc == 0)
+		rc = mdb_env_open(env, dir, 0, 0600);
+	if (rc == 0 && (rc = mdb_txn_begin(env, NULL, 0, &txn)) == 0) {
+		rc = mdb_dbi_open(txn, NULL, 0, &dbi);
+		rc = rc ? rc : mdb_txn_commit(txn);
+	}
+	t0 = now();
+	while (rc == 0) {
+		MDB_val k = {15, key}, v = {VALUE, val};
+
+		snprintf(key, sizeof(key), "key:%011llu", n);
+		rc = mdb_txn_begin(env, NULL, 0, &txn);
+		if (rc == 0 && (rc = mdb_put(txn, dbi, &k, &v, 0)) == 0)
+			rc = mdb_txn_commit(txn);
+		else if (rc)
+			break;
+		n++;
+		t = now() - t0;
+		if (t >= secs)
+			break;
+	}
+	if (env)
+		mdb_env_close(env);
+	if (rc) {
+		fprintf(stderr, "lmdb: %s\n", mdb_strerror(rc));
+		return -1;
+	}
+	printf("lmdb put+commit : %9.0f commits/s (%llu in %.2f s)\n", n / t, n,
+	       t);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	char path[4096];
+	double secs = argc > 2 ? atof(argv[2]) : 2.0;
+	int rc = 0;
+
+	if (argc < 2 || secs <= 0) {
+		fprintf(stderr, "usage: %s DIR [SECONDS]\n", argv[0]);
+		return 2;
+	}
+	if (mkdir(argv[1], 0700) < 0 && errno != EEXIST) {
+		perror(argv[1]);
+		return 1;
+	}
+	for (unsigned b = 1; b <= 64 && rc == 0; b *= 64) {
+		snprintf(path, sizeof(path), "%s/journal-b%u", argv[1], b);
+		mkdir(path, 0700);
+		rc = bench_journal(path, b, secs);
+	}
+	snprintf(path, sizeof(path), "%s/lmdb", argv[1]);
+	mkdir(path, 0700);
+	if (rc == 0)
+		rc = bench_lmdb(path, secs);
+	return rc ? 1 : 0;
+}
