@@ -402,17 +402,23 @@ static int op_backup(struct kvd_conn *c, struct kvd_req *r)
 	return kvd_backup_start(c, dir);
 }
 
+/* Answers and counts its own reply: DISABLED keeps its explanation, and
+ * STATS and /metrics must count it as DISABLED, not as OK. */
 static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 {
+	int st = KV_OK;
+
 	if (!is_bytes(&r->a[0]))
 		return KV_BAD_ARGS;
 	if (!c->io->srv->cfg->requirepass[0]) {
-		kvd_reply_status(c, KV_DISABLED, "no password is configured");
-		return KV_OK;
-	}
-	if (!kvd_auth_try(c, r->a[0].p, r->a[0].len))
+		st = KV_DISABLED;
+		kvd_reply_status(c, st, "no password is configured");
+	} else if (!kvd_auth_try(c, r->a[0].p, r->a[0].len)) {
 		return KV_AUTH_FAILED; /* counted and logged there */
-	kvd_reply_status(c, KV_OK, NULL);
+	} else {
+		kvd_reply_status(c, st, NULL);
+	}
+	kvd_count_now(&c->io->stats, KV_OP_AUTH, st);
 	return KV_OK;
 }
 
@@ -654,9 +660,11 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 	if (kvd_auth_op_disabled(r->op))
 		return KV_DISABLED;
 	rc = d->fn(c, r);
-	/* BACKUP counts its own reply (backup.c, or at its completion). */
+	/* BACKUP counts its own reply (backup.c, or at its completion), and
+	 * AUTH its own (op_auth: it may answer DISABLED). */
 	if (rc == KV_OK && !d->write && r->op != KV_OP_BACKUP) {
-		kvd_count_now(&c->io->stats, r->op, KV_OK);
+		if (r->op != KV_OP_AUTH)
+			kvd_count_now(&c->io->stats, r->op, KV_OK);
 		if (was_pending)
 			kvd_conn_defer(c, mark, r->op);
 	}

@@ -219,11 +219,8 @@ class OpMatrix(unittest.TestCase):
                      if got.get(k) != want.get(k)}
             self.assertEqual(wrong, {}, "(op, status): (/metrics, replies)")
 
-    # kvd answers AUTH without a configured password with DISABLED but
-    # counts that reply as OK in STATS and /metrics (cmd.c's run() counts
-    # every answered non-write as OK).  Expected to fail until that is
-    # fixed; then drop the decorator.
-    @unittest.expectedFailure
+    # AUTH without a configured password answers DISABLED, and STATS and
+    # /metrics count it under DISABLED, not OK (op_auth counts its reply).
     def test_auth_disabled_counted(self):
         mport = free_port()
         with self.server("--metrics-port", str(mport)) as srv:
