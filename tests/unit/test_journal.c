@@ -461,6 +461,14 @@ static void test_bit_flips(void)
 	CHECK(append_n(j, 4, 0) == 0 && kvj_sync(j) == 0, "append");
 	kvj_close(j);
 	reopen_expect(dir, SEG1, 0, 1, mid + 3, NULL);
+	/* a damaged segment header */
+	memcpy(b, orig, n);
+	b[20] ^= 0x01;
+	spill(seg, b, n);
+	o.flags = 0;
+	CHECK(kvj_open(dir, &o, 0, NULL, NULL, &rep, &j) == -EBADMSG &&
+		  strstr(rep.msg, "header") && strstr(rep.msg, "offset 0:"),
+	      "bad header: %s", rep.msg);
 	/* flips in the last record: the torn tail, not corruption */
 	spill(seg, orig, n);
 	for (uint64_t l = mid; l <= last; l++)
