@@ -38,6 +38,7 @@ struct kvj {
 	unsigned nsegs, capsegs;
 	unsigned *spares; /* spare file numbers */
 	unsigned nspares, capspares, spare_seq;
+	unsigned taken;	   /* the spare take_spare just opened */
 	int fd;		   /* the current (last) segment */
 	uint64_t seg_size; /* its size */
 	uint64_t seed;	   /* its record checksum seed */
@@ -290,7 +291,7 @@ static int take_spare(struct kvj *j)
 			continue;
 		if (fstat(fd, &st) == 0 &&
 		    (uint64_t)st.st_size == j->o.segment_size) {
-			j->spare_seq = num; /* the name to rename from */
+			j->taken = num; /* the name activate renames */
 			return fd;
 		}
 		close(fd);
@@ -311,7 +312,7 @@ static int activate(struct kvj *j, uint64_t first)
 	fd = take_spare(j);
 	if (fd < 0)
 		return fd;
-	spare_name(from, sizeof(from), j->spare_seq);
+	spare_name(from, sizeof(from), j->taken);
 	seg_name(to, sizeof(to), first);
 	hdr_encode(j, first, j->o.segment_size, h);
 	rc = pwrite_all(fd, h, SEG_HDR, 0);
