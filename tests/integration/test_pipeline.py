@@ -8,7 +8,9 @@ the same connection always sees it, whatever shard or commit it went to.
 import os
 import random
 import shutil
+import socket
 import tempfile
+import time
 import unittest
 
 from kvdtest import *  # noqa: F401,F403
@@ -85,14 +87,66 @@ class Pipeline(unittest.TestCase):
             self.assertEqual(c.read_reply(), [OK, b"v"])
 
     def test_large_pipeline_backpressure(self):
-        # 20 MB of GET replies requested in one go while the client does not
-        # read: kvd stops reading the connection instead of buffering all.
+        # 200 MB of GET replies asked for in 40 KB of requests while the
+        # client does not read: kvd must stop reading the connection once
+        # max-output (1 MiB) of replies is pending, not build them all.
+        # Measured in kvd's own memory (/proc/PID/status) and in how many
+        # of the GETs it has run; a kvd that ignored max-output would run
+        # all 2,000 and hold about 200 MB.
+        n, size = 2000, 100000
         with Server(threads=1, args=["--max-output", "1m"]) as srv:
             c = srv.client()
-            c.call(PUT, b"big", b"x" * 100000)
-            c.send_raw(frame([GET, b"big"]) * 200)
-            for _ in range(200):
-                self.assertEqual(c.read_reply(), [OK, b"x" * 100000])
+            watch = srv.client()
+            self.assertEqual(c.call(PUT, b"big", b"x" * size), [OK])
+            self.assertEqual(c.call(GET, b"big"), [OK, b"x" * size])
+            # What the kernel may hold for us is kept small and constant.
+            c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            gets0 = get_calls(watch)
+            rss0 = proc_kib(srv, "RssAnon")
+            hwm0 = proc_kib(srv, "VmHWM")
+            c.send_raw(frame([GET, b"big"]) * n)
+            ran = settled(lambda: get_calls(watch) - gets0)
+            rss = proc_kib(srv, "RssAnon") - rss0
+            hwm = proc_kib(srv, "VmHWM") - hwm0
+            self.assertLess(rss, 32 << 10, "RssAnon grew %d KiB" % rss)
+            self.assertLess(hwm, 32 << 10, "VmHWM grew %d KiB" % hwm)
+            self.assertLess(ran, n // 2, "kvd kept reading the connection")
+            # Once the client reads, every GET is answered, in order.
+            for _ in range(n):
+                self.assertEqual(c.read_reply(), [OK, b"x" * size])
+            self.assertEqual(get_calls(watch) - gets0, n)
+            c.close()
+            watch.close()
+
+
+def proc_kib(srv, field):
+    """A field of kvd's /proc/PID/status, in KiB."""
+    with open("/proc/%d/status" % srv.proc.pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def get_calls(c):
+    st = c.call(STATS)
+    assert st[0] == OK, st
+    return st[1][b"ops"].get(b"GET", {}).get(b"calls", 0)
+
+
+def settled(probe, still=1.0, limit=30.0):
+    """probe()'s value once it has not changed for still seconds (a server
+    that stopped reading); fails the test past limit seconds."""
+    end = time.monotonic() + limit
+    last, since = probe(), time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        v = probe()
+        if v != last:
+            last, since = v, time.monotonic()
+        elif time.monotonic() - since >= still:
+            return v
+    raise AssertionError("still changing after %.0f s: %r" % (limit, last))
 
 
 # The reads, each as a request on its round's keys: prefix, k, k2, n.
