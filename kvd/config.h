@@ -38,9 +38,10 @@ struct kvd_config {
 	unsigned request_timeout;
 	unsigned output_timeout;
 	uint64_t max_output;
-	uint64_t max_inflight_bytes;  /* write bytes in flight, per connection */
-	uint64_t max_inflight_writes; /* keys written in flight, per connection */
-	uint64_t max_inflight_shard;  /* write bytes in flight, per shard */
+	uint64_t max_inflight_bytes; /* write bytes in flight, per connection */
+	uint64_t
+	    max_inflight_writes; /* keys written in flight, per connection */
+	uint64_t max_inflight_shard; /* write bytes in flight, per shard */
 	unsigned reaper_interval_ms;
 	/* up to KVD_PASS_MAX bytes, whether from requirepass or its file */
 	char requirepass[KVD_PASS_MAX + 1];
