@@ -9,6 +9,7 @@ directory that is not empty unless forced.
 """
 
 import os
+import select
 import subprocess
 import tempfile
 import threading
@@ -106,6 +107,42 @@ class Backup(unittest.TestCase):
                            capture_output=True, timeout=20)
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"MANIFEST", p.stderr)
+        subprocess.run(["rm", "-rf", tmp])
+
+    def test_second_backup_is_busy(self):
+        # 256 MiB of values make the first copy take a while (about 0.5 s
+        # here); the second BACKUP is sent only once kvd has logged that
+        # the first one started, and its BUSY must come while the first
+        # one's reply is still pending, so the order is checked, not
+        # assumed.
+        tmp = tempfile.mkdtemp(prefix="kvdbackup-")
+        first, second = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+        with Server(threads=2, args=["--backup-anywhere", "yes"]) as srv:
+            c = srv.client()
+            val = b"v" * (1 << 20)
+            for i in range(32):
+                args = [0]
+                for j in range(8):
+                    args += [b"big%04d" % (i * 8 + j), val]
+                self.assertEqual(c.call(MPUT, *args), [OK])
+            c.send_raw(frame([BACKUP, first.encode()]))
+            started = b'backup to "%s" started' % first.encode()
+            end = time.monotonic() + 30
+            while started not in srv.log_text():
+                self.assertLess(time.monotonic(), end, "BACKUP never started")
+                time.sleep(0.01)
+            c2 = srv.client()
+            r = c2.call(BACKUP, second.encode())
+            pending = not select.select([c.sock], [], [], 0)[0]
+            self.assertEqual(r[0], BUSY, r)
+            self.assertTrue(pending, "the first BACKUP ended before the "
+                            "second was answered: make the store larger")
+            self.assertFalse(os.path.exists(second))
+            self.assertEqual(c.read_reply(), [OK, 256])
+            # BUSY lasts only while one runs.
+            self.assertEqual(c2.call(BACKUP, second.encode()), [OK, 256])
+            c.close()
+            c2.close()
         subprocess.run(["rm", "-rf", tmp])
 
 
