@@ -23,10 +23,37 @@
  *     an old head link at that level reads NULL there, which sorts after
  *     every key, and drops one level: the search stays correct.
  *  5. Versions of a key sort by LSN descending, and a new version is
- *     linked in front of the older ones (level 0 first), so the first node
- *     of a key a reader finds is the newest one published before it looked,
- *     and the next reader call (happening after) finds that one or a newer
- *     one: versions never go back.
+ *     linked in front of the older ones (level 0 first), so the skiplist's
+ *     first node of a key is its newest linked version.
+ *
+ * Point reads do not walk the skiplist: a hash index (open addressing,
+ * linear probing, at most half full) maps each key to its newest version,
+ * and every version has a `newer` link to the one that replaced it.  The
+ * writer publishes a version x of a key whose newest version is s in this
+ * order, each a release store:
+ *
+ *	(a) s->newer = x      (x is complete)
+ *	(b) link x into the skiplist
+ *	(c) the key's hash slot = x
+ *
+ * and a new key's x in this order: (a') the empty hash slot = x, (b).
+ * Readers, by kvm_get or by an iterator, take a node (from the slot or
+ * from the skiplist) and follow `newer` with acquire loads to its end.
+ *
+ *  6. Versions never go back, across kvm_get and iterators alike: a reader
+ *     that saw x by any path happened after (a), so any later look at s
+ *     reads s->newer == x (or a newer one: coherence) and goes on to x.
+ *  7. A slot, once set for a key, always holds a version of that key:
+ *     (c) replaces a version with a newer one of the same key, so a probe
+ *     that matched the key once matches it again.  A new key is in the
+ *     index (a') before the skiplist (b): kvm_get may find a brand-new key
+ *     a moment before an iterator does, never after.
+ *  8. The index grows by building a bigger table and publishing it with a
+ *     release store of m->hash; the old table stays in the arena, still
+ *     right for the versions it holds (rule 6 takes a reader on from them).
+ *     A slot holds a node pointer with a 16-bit tag of the key's hash in
+ *     its top bits (user pointers fit in 48 bits here), so a probe that
+ *     does not match costs no load of the node.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -34,12 +61,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "memtable.h"
 
 #define MAX_HEIGHT 12 /* 4^12 = 16M nodes before search degrades */
 #define BRANCHING 4   /* one node in 4 climbs a level */
 #define KIND_FLUSH 3  /* a flush marker: never linked, only m->top */
 #define ALIGN 8u
+#define HASH_MIN 64u			/* slots in a new memtable's index */
+#define HASH_SEED 0x6b766d656d746162ull /* not the router's (unseeded) hash */
+#define PTR_BITS 48
+#define PTR_MASK ((UINT64_C(1) << PTR_BITS) - 1)
 
 /* Counters after the write that allocated the node: one consistent moment,
  * published with the node through m->top. */
@@ -60,6 +93,7 @@ struct kvm_node {
 	uint8_t kind;
 	uint8_t height;
 	struct kvm_stats st;
+	_Atomic(struct kvm_node *) newer; /* the version that replaced this */
 	_Atomic(struct kvm_node *) next[];
 };
 
@@ -67,6 +101,12 @@ struct kvm_chunk {
 	struct kvm_chunk *next;
 	size_t size;
 	/* data follows, aligned to 8 */
+};
+
+/* The hash index: slot = tag << 48 | node, 0 when empty. */
+struct kvm_hash {
+	uint64_t mask;
+	_Atomic uint64_t slot[];
 };
 
 struct kvm {
@@ -82,7 +122,9 @@ struct kvm {
 	uint64_t last_lsn; /* writer only */
 	_Atomic int height;
 	_Atomic(struct kvm_node *) top; /* current counters and flush LSN */
-	struct kvm_node *head;		/* MAX_HEIGHT links, no key */
+	_Atomic(struct kvm_hash *) hash;
+	uint64_t hkeys;	       /* slots in use (writer only) */
+	struct kvm_node *head; /* MAX_HEIGHT links, no key */
 };
 
 /* ---- arena ---- */
@@ -97,6 +139,11 @@ static int arena_chunk(struct kvm *m, size_t size)
 		m->limit)
 		return -ENOSPC;
 	c = malloc(total);
+	if (c && ((uintptr_t)c + total - 1) >> PTR_BITS) {
+		free(
+		    c); /* cannot be tagged (rule 8): no Linux malloc does it */
+		c = NULL;
+	}
 	if (!c)
 		return -ENOMEM;
 	c->size = size;
@@ -221,6 +268,81 @@ static const struct kvm_stats *cur_stats(const struct kvm *m)
 		    ->st;
 }
 
+/* Follow `newer` to the newest version (rules 6 and 7). */
+static const struct kvm_node *newest(const struct kvm_node *x)
+{
+	const struct kvm_node *n;
+
+	while ((n = atomic_load_explicit(&((struct kvm_node *)x)->newer,
+					 memory_order_acquire)))
+		x = n;
+	return x;
+}
+
+/* ---- hash index ---- */
+
+static uint64_t hash_key(const void *key, size_t klen)
+{
+	return XXH3_64bits_withSeed(key, klen, HASH_SEED);
+}
+
+static uint64_t slot_of(const struct kvm_node *x, uint64_t h)
+{
+	return (h >> PTR_BITS) << PTR_BITS | (uintptr_t)x;
+}
+
+/* The key's slot node, or NULL; *idx gets its slot, or the empty slot that
+ * ends the probe. */
+static struct kvm_node *hash_find(const struct kvm_hash *t, const void *key,
+				  size_t klen, uint64_t h, uint64_t *idx)
+{
+	for (uint64_t i = h & t->mask;; i = (i + 1) & t->mask) {
+		uint64_t v = atomic_load_explicit(
+		    &((struct kvm_hash *)t)->slot[i], memory_order_acquire);
+		struct kvm_node *x =
+		    (struct kvm_node *)(uintptr_t)(v & PTR_MASK);
+
+		if (!v || ((v ^ h) >> PTR_BITS == 0 &&
+			   !key_cmp(node_key(x), x->klen, key, klen))) {
+			*idx = i;
+			return x;
+		}
+	}
+}
+
+/* A table of `slots` slots (a power of two) in the arena, filled from the
+ * current one and published (rule 8).  The writer's own loads are relaxed:
+ * it wrote every slot itself. */
+static int hash_grow(struct kvm *m, uint64_t slots)
+{
+	struct kvm_hash *old =
+	    atomic_load_explicit(&m->hash, memory_order_relaxed);
+	struct kvm_hash *t;
+	int err = 0;
+
+	t = arena_alloc(m, sizeof(*t) + slots * sizeof(t->slot[0]), &err);
+	if (!t)
+		return err;
+	t->mask = slots - 1;
+	for (uint64_t i = 0; i < slots; i++)
+		atomic_init(&t->slot[i], 0);
+	for (uint64_t i = 0; old && i <= old->mask; i++) {
+		uint64_t v =
+		    atomic_load_explicit(&old->slot[i], memory_order_relaxed);
+		struct kvm_node *x =
+		    (struct kvm_node *)(uintptr_t)(v & PTR_MASK);
+		uint64_t j;
+
+		if (!v)
+			continue;
+		hash_find(t, node_key(x), x->klen,
+			  hash_key(node_key(x), x->klen), &j);
+		atomic_store_explicit(&t->slot[j], v, memory_order_relaxed);
+	}
+	atomic_store_explicit(&m->hash, t, memory_order_release);
+	return 0;
+}
+
 /* ---- writer ---- */
 
 /* The counters after a write of (kind, expire_at) over old, the key's
@@ -263,6 +385,25 @@ static void link_node(struct kvm *m, struct kvm_node *x, struct kvm_node **prev)
 		atomic_store_explicit(&prev[i]->next[i], x,
 				      memory_order_release);
 	}
+}
+
+/* Publish x, the newest version of its key (s: the one before it, or
+ * NULL), in the order of rules 5-7. */
+static void publish(struct kvm *m, struct kvm_node *x, struct kvm_node *s,
+		    uint64_t h, uint64_t idx, struct kvm_node **prev)
+{
+	struct kvm_hash *t =
+	    atomic_load_explicit(&m->hash, memory_order_relaxed);
+
+	if (s) /* (a) */
+		atomic_store_explicit(&s->newer, x, memory_order_release);
+	else /* (a') */
+		atomic_store_explicit(&t->slot[idx], slot_of(x, h),
+				      memory_order_release);
+	link_node(m, x, prev); /* (b) */
+	if (s)		       /* (c) */
+		atomic_store_explicit(&t->slot[idx], slot_of(x, h),
+				      memory_order_release);
 	atomic_store_explicit(&m->top, x, memory_order_release);
 }
 
@@ -270,20 +411,28 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 		  size_t vlen, uint64_t expire_at, uint64_t lsn, int kind,
 		  unsigned flags)
 {
-	struct kvm_node *prev[MAX_HEIGHT], *old, *x;
+	struct kvm_node *prev[MAX_HEIGHT], *s, *x;
 	const struct kvm_stats *st = cur_stats(m);
-	int h, err = 0;
+	struct kvm_hash *t =
+	    atomic_load_explicit(&m->hash, memory_order_relaxed);
+	uint64_t h, idx;
+	int height, err = 0;
 
 	if (!klen || klen > KVM_MAX_KEY || vlen > KVM_MAX_VALUE ||
 	    lsn < m->last_lsn)
 		return -EINVAL;
-	old = find_ge(m, key, klen, lsn, prev);
-	if (old && (key_cmp(node_key(old), old->klen, key, klen) ||
-		    old->lsn < st->flush_lsn))
-		old = NULL;
-	h = random_height(m);
-	x = arena_alloc(m, sizeof(*x) + h * sizeof(x->next[0]) + klen + vlen,
-			&err);
+	h = hash_key(key, klen);
+	s = hash_find(t, key, klen, h, &idx);
+	if (!s && (m->hkeys + 1) * 2 > t->mask + 1) {
+		err = hash_grow(m, (t->mask + 1) * 2);
+		if (err)
+			return err;
+		t = atomic_load_explicit(&m->hash, memory_order_relaxed);
+		hash_find(t, key, klen, h, &idx);
+	}
+	height = random_height(m);
+	x = arena_alloc(
+	    m, sizeof(*x) + height * sizeof(x->next[0]) + klen + vlen, &err);
 	if (!x)
 		return err;
 	x->lsn = lsn;
@@ -291,13 +440,18 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 	x->vlen = (uint32_t)vlen;
 	x->klen = (uint16_t)klen;
 	x->kind = (uint8_t)kind;
-	x->height = (uint8_t)h;
+	x->height = (uint8_t)height;
 	x->st = *st;
+	atomic_init(&x->newer, NULL);
 	memcpy((uint8_t *)node_key(x), key, klen);
 	if (vlen)
 		memcpy((uint8_t *)node_val(x), val, vlen);
-	next_stats(&x->st, old, x, flags);
-	link_node(m, x, prev);
+	/* A version older than the flush is no version: a new key. */
+	next_stats(&x->st, s && s->lsn >= st->flush_lsn ? s : NULL, x, flags);
+	find_ge(m, key, klen, lsn, prev);
+	if (!s)
+		m->hkeys++;
+	publish(m, x, s, h, idx, prev);
 	m->last_lsn = lsn;
 	return 0;
 }
@@ -355,14 +509,18 @@ int kvm_get(const struct kvm *m, const void *key, size_t klen,
 	    struct kvm_entry *e)
 {
 	/* The flush LSN first: a version found after it is at least as new
-	 * as the view it belongs to (rule 5). */
-	uint64_t flush = cur_stats(m)->flush_lsn;
+	 * as the view it belongs to (rule 6). */
+	uint64_t flush = cur_stats(m)->flush_lsn, idx;
 	const struct kvm_node *x;
 
 	if (!klen || klen > KVM_MAX_KEY)
 		return -EINVAL;
-	x = find_ge(m, key, klen, UINT64_MAX, NULL);
-	if (x && !key_cmp(node_key(x), x->klen, key, klen) && x->lsn >= flush) {
+	x = hash_find(atomic_load_explicit(&((struct kvm *)m)->hash,
+					   memory_order_acquire),
+		      key, klen, hash_key(key, klen), &idx);
+	if (x)
+		x = newest(x);
+	if (x && x->lsn >= flush) {
 		fill_entry(x, e);
 		return x->kind;
 	}
@@ -410,7 +568,7 @@ static void skip_hidden(struct kvm_iter *it)
 {
 	const struct kvm_node *x = it->node;
 
-	while (x && x->lsn < it->flush_lsn) {
+	while (x && newest(x)->lsn < it->flush_lsn) {
 		const struct kvm_node *y = next_of(x, 0);
 
 		/* Older versions of a hidden key are hidden too. */
@@ -462,12 +620,12 @@ int kvm_iter_next(struct kvm_iter *it)
 const uint8_t *kvm_iter_key(const struct kvm_iter *it, uint32_t *klen)
 {
 	*klen = it->node->klen;
-	return node_key(it->node);
+	return node_key(it->node); /* every version holds the same key */
 }
 
 void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e)
 {
-	fill_entry(it->node, e);
+	fill_entry(newest(it->node), e);
 }
 
 int kvm_iter_base_hidden(const struct kvm_iter *it)
@@ -501,12 +659,17 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	if (!head)
 		goto fail;
 	memset(head, 0, sizeof(*head));
+	atomic_init(&head->newer, NULL);
 	head->height = MAX_HEIGHT;
 	for (int i = 0; i < MAX_HEIGHT; i++)
 		atomic_init(&head->next[i], NULL);
 	m->head = head;
 	/* The head doubles as the first counters: all zero, no flush. */
 	atomic_init(&m->top, head);
+	atomic_init(&m->hash, NULL);
+	err = hash_grow(m, HASH_MIN);
+	if (err)
+		goto fail;
 	*out = m;
 	return 0;
 fail:

@@ -5,6 +5,8 @@
  * never changes a version in place: it inserts a new one, ordered by
  * (key ascending, LSN descending), so the first version of a key is its
  * newest and a reader sees either the old version or the new one, whole.
+ * A hash index takes kvm_get to a key's newest version without walking
+ * the skiplist.
  * Nothing is ever unlinked or freed before kvm_destroy, which frees the
  * arena as a whole.  docs/memtable.md has the picture and the argument.
  *
@@ -20,8 +22,9 @@
  *   - While a write is in progress a reader sees the memtable either
  *     without that write or with it, never part of it: kvm_get returns the
  *     previous newest version or the new one; an iterator may or may not
- *     return a key inserted after it passed that point, and never returns
- *     an older version of a key after it returned a newer one.  Once the
+ *     return a key inserted after it passed that point.  A key new to this
+ *     memtable may reach kvm_get a moment before it reaches iterators
+ *     (never the other way round).  Once the
  *     writer's call returned and the writer told a reader so (through any
  *     release/acquire pair, such as the completion queue that answers a
  *     client), that reader sees the write: own writes are read.
@@ -212,8 +215,8 @@ int kvm_iter_valid(const struct kvm_iter *it);
 int kvm_iter_next(struct kvm_iter *it);
 /* The current key (requires valid). */
 const uint8_t *kvm_iter_key(const struct kvm_iter *it, uint32_t *klen);
-/* The current key's newest version as of when the iterator reached it
- * (requires valid): its kind is KVM_VALUE or KVM_TOMBSTONE. */
+/* The current key's newest version as of this call (requires valid): its
+ * kind is KVM_VALUE or KVM_TOMBSTONE. */
 void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e);
 /* 1 when the flush seen at seek hides the layers below this memtable. */
 int kvm_iter_base_hidden(const struct kvm_iter *it);
