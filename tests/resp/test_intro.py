@@ -247,8 +247,10 @@ class Intro(unittest.TestCase):
             self.assertLess(abs(int(m.group(1)) - time.time()), 60)
             seen.add(int(m.group(3)))
         self.assertEqual(seen, set(range(len(others))))
+        others[0].call("INFO", "cpu")
         others[0].call("GET", "key0")
-        self.assertRegex(mon.reply(), rb'"GET" "key0"$')  # AUTH was not shown
+        # neither AUTH nor an admin command (INFO) was shown
+        self.assertRegex(mon.reply(), rb'"GET" "key0"$')
         for o in others:
             o.close()
         mon.close()
@@ -326,6 +328,22 @@ class Disabled(unittest.TestCase):
                         ("OBJECT", "ENCODING", "k"), ("GETBIT", "k", 1)):
                 self.assertIn("disabled", str(c.call(*cmd)))
             self.assertEqual(c.call("TOUCH", "k"), 0)
+            c.close()
+
+
+class SmallOutput(unittest.TestCase):
+    def test_lcs_idx_held_to_max_output(self):
+        with Server(threads=1, resp=True, args=["--max-output", "64k"]) as srv:
+            c = Raw(srv.resp_port)
+            # 2000 ranges of one byte: about 90 KB of IDX reply
+            c.call("MSET", "a", "xa" * 2000, "b", "ya" * 2000)
+            self.assertEqual(c.call("LCS", "a", "b", "LEN"), 2000)
+            e = c.call("LCS", "a", "b", "IDX")
+            self.assertEqual(str(e), "ERR reply would exceed max-output: use "
+                             "MINMATCHLEN or LEN")
+            r = c.call("LCS", "a", "b", "IDX", "MINMATCHLEN", 2)
+            self.assertEqual(r, [b"matches", [], b"len", 2000])
+            self.assertEqual(c.call("PING"), b"PONG")
             c.close()
 
 
