@@ -98,6 +98,13 @@ class Auth(unittest.TestCase):
                     expect=1)
         self.assertIn("the load phase failed", r.err)
 
+    def test_server_without_password(self):
+        # kvd answers AUTH with DISABLED: not an error, as libpq ignores a
+        # password nobody asked for
+        with Server(threads=1, durability="async") as srv:
+            r = kvbench("-r", 100, "-n", 100, "c", port=srv.port, env={"KVCLI_AUTH": "x"})
+            self.assertEqual(r.phase("run")["errors"]["total"], 0)
+
     def test_failed_operations_exit_4(self):
         # reads of records never loaded: every operation of the run that
         # finds nothing is an error, and the exit status says so
