@@ -70,6 +70,9 @@ static void usage(FILE *f)
 	    "(no echo)\n"
 	    "                          or, without one, from stdin's first "
 	    "line\n"
+	    "      --no-auth-warning   no warning for a password on the "
+	    "command "
+	    "line\n"
 	    "      --conninfo STR      postgres: libpq connection string "
 	    "(dbname=...)\n"
 	    "      --table NAME        postgres table / redis scan index "
@@ -148,6 +151,7 @@ enum {
 	O_HDR,
 	O_PLOT,
 	O_ASKPASS,
+	O_NO_AUTH_WARNING,
 };
 
 static const struct option long_opts[] = {
@@ -157,6 +161,7 @@ static const struct option long_opts[] = {
     {"url", required_argument, NULL, 'u'},
     {"password", required_argument, NULL, 'a'},
     {"askpass", no_argument, NULL, O_ASKPASS},
+    {"no-auth-warning", no_argument, NULL, O_NO_AUTH_WARNING},
     {"conninfo", required_argument, NULL, O_CONNINFO},
     {"table", required_argument, NULL, O_TABLE},
     {"server", required_argument, NULL, O_SERVER},
@@ -307,6 +312,7 @@ static int apply_option(struct kb_config *c, int opt, char *a)
 	case 'u': c->url_arg = a; return 0;
 	case 'a': c->password_arg = a; return 0;
 	case O_ASKPASS: c->askpass = 1; return 0;
+	case O_NO_AUTH_WARNING: c->no_auth_warning = 1; return 0;
 	case O_CONNINFO: c->target.conninfo = a; return 0;
 	case O_TABLE: c->target.table = a; return 0;
 	case O_SERVER: c->server_cmd = a; return 0;

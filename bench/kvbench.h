@@ -157,7 +157,7 @@ struct kb_config {
 	const char *server_cmd;
 	/* -u, -a, --askpass as given (target.c wipes the password's text) */
 	char *url_arg, *password_arg;
-	int askpass;
+	int askpass, no_auth_warning;
 	char *password, *host_buf; /* owned: the password used, -u's host */
 	char cmdline[2048];	   /* for the reports: how this run was made */
 };

@@ -146,27 +146,27 @@ int target_apply(struct kb_config *c, char *err, size_t errlen)
 	if (c->url_arg && apply_url(c, &url_pw, err, errlen))
 		return -1;
 	on_cmdline |= url_pw != NULL;
-	/* --askpass first, then the command line, then the environment. */
-	if (c->askpass) {
+	/* kvcli's order: -a, --askpass, the URL's, the environment. */
+	if (c->password_arg) {
+		pw = strdup(c->password_arg);
+	} else if (c->askpass) {
 		if (!(pw = ask_password())) {
 			snprintf(err, errlen, "--askpass: cannot read it");
 			goto fail;
 		}
-	} else if (c->password_arg) {
-		pw = strdup(c->password_arg);
 	} else if (url_pw) {
 		pw = url_pw;
 		url_pw = NULL;
 	} else if (env && *env) {
 		pw = strdup(env);
 	}
-	if (!pw && (c->password_arg || (env && *env) || c->askpass)) {
+	if (!pw && (c->password_arg || (env && *env))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
 	if (c->password_arg)
 		memset(c->password_arg, '*', strlen(c->password_arg));
-	if (on_cmdline && !c->askpass)
+	if (on_cmdline && !c->no_auth_warning)
 		fprintf(stderr,
 			"kvbench: warning: a password given on the command "
 			"line (-a, -u) can be seen by other users; "

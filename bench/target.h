@@ -9,8 +9,8 @@
 #include "kvbench.h"
 
 /* Apply c->url_arg, c->password_arg, c->askpass and KVCLI_AUTH to
- * c->target; --askpass wins, then -a, then the URL's password, then the
- * environment.  Overwrites the password's text in argv.  0, or -1 with
+ * c->target; as in kvcli, -a wins, then --askpass, then the URL's
+ * password, then the environment.  Overwrites the password's text in argv.  0, or -1 with
  * the reason in err. */
 int target_apply(struct kb_config *c, char *err, size_t errlen);
 

@@ -56,6 +56,9 @@ class Auth(unittest.TestCase):
         # the reports quote the command line, never the password
         self.assertNotIn("s3cret", r.report["command"])
         self.assertIn("-a '*****************'", r.report["command"])
+        r = kvbench("-a", PW, "--no-auth-warning", "-r", 200, "-n", 300, "c",
+                    port=self.srv.port)
+        self.assertNotIn(WARNING, r.err)
 
     def test_environment(self):
         r = kvbench("-r", 200, "-n", 300, "c", port=self.srv.port,
@@ -70,6 +73,9 @@ class Auth(unittest.TestCase):
                     env={"KVCLI_AUTH": "wrong"}, input=PW + "\n")
         self.ok_run(r)
         self.assertNotIn(WARNING, r.err)
+        # -a comes first, as in kvcli
+        kvbench("--askpass", "-a", "wrong", "-r", 200, "-n", 300, "c", port=self.srv.port,
+                input=PW + "\n", expect=1)
 
     def test_url(self):
         url = "kvd://:%s@127.0.0.1:%d" % (PW.replace("'", "%27").replace(" ", "%20"),
