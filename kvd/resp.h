@@ -90,7 +90,9 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(BITPOS, "bitpos", resp_bitpos, KVO(GET), -3, RC_READ, 1, 1, 1,       \
 	  "bitmap", "Finds the first set (1) or clear (0) bit in a string.")   \
 	X(CLIENT, "client", resp_client, 0, -2, RC_CONN, 0, 0, 0,              \
-	  "connection", "Connection commands: ID, SETNAME, GETNAME, SETINFO.") \
+	  "connection",                                                        \
+	  "Connection commands: ID, SETNAME, GETNAME, SETINFO, LIST, "         \
+	  "INFO, KILL, NO-EVICT, NO-TOUCH.")                                   \
 	X(COMMAND, "command", resp_command, 0, -1, RC_CONN, 0, 0, 0, "server", \
 	  "Returns detailed information about commands.")                      \
 	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
