@@ -497,8 +497,14 @@ const char *resp_slowlog(struct kvd_conn *c, struct resp_req *r)
 		resp_add_array(c, n);
 		for (size_t i = 0; i < n; i++)
 			resp_add_status(c, help[i]);
-	} else if (resp_eq(sub, "get") || resp_eq(sub, "len") ||
-		   resp_eq(sub, "reset") || resp_eq(sub, "help")) {
+	} else if (resp_eq(sub, "get")) { /* more than a count: 7.0's words */
+		snprintf(r->err, sizeof(r->err),
+			 "ERR unknown subcommand or wrong number of arguments "
+			 "for '%.*s'. Try SLOWLOG HELP.",
+			 (int)(sub.n > 128 ? 128 : sub.n), (const char *)sub.p);
+		return r->err;
+	} else if (resp_eq(sub, "len") || resp_eq(sub, "reset") ||
+		   resp_eq(sub, "help")) {
 		char name[24];
 
 		snprintf(name, sizeof(name), "slowlog|%.*s", (int)sub.n,
