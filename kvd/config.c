@@ -59,6 +59,12 @@ static const struct opt options[] = {
      "9379)"},
     {"metrics-bind", OPT_STR, F(metrics_bind), 0, 0, "127.0.0.1", NULL,
      "address of the metrics listener"},
+    {"unix-socket", OPT_STR, F(unix_socket), 0, 0, "", NULL,
+     "also accept the msgpack protocol on this Unix socket path"},
+    {"resp-unix-socket", OPT_STR, F(resp_unix_socket), 0, 0, "", NULL,
+     "also accept RESP on this Unix socket path (needs resp-port)"},
+    {"unix-socket-perm", OPT_STR, F(unix_perm_str), 0, 0, "0770", NULL,
+     "mode of the Unix socket files, octal: who may connect"},
     {"data-dir", OPT_STR, F(data_dir), 0, 0, "./data", NULL,
      "data directory: MANIFEST, LOCK and shard-NNN/"},
     {"threads", OPT_UINT, F(threads), 0, 256, "0", NULL,
@@ -459,6 +465,40 @@ static int check_paths(const struct kvd_config *c)
 	return 0;
 }
 
+/* The Unix socket options: an octal mode, two different paths, RESP's
+ * only with RESP on. */
+static int check_unix(struct kvd_config *c)
+{
+	char *end;
+	unsigned long m;
+
+	errno = 0;
+	m = strtoul(c->unix_perm_str, &end, 8);
+	if (errno || end == c->unix_perm_str || *end || m > 0777 ||
+	    c->unix_perm_str[0] == '-') {
+		fprintf(stderr,
+			"kvd: %sunix-socket-perm '%s' is not an octal mode "
+			"(like 0770)\n",
+			where("unix-socket-perm"), c->unix_perm_str);
+		return -1;
+	}
+	c->unix_perm = (unsigned)m;
+	if (c->resp_unix_socket[0] && !c->resp_port) {
+		fprintf(stderr,
+			"kvd: %sresp-unix-socket needs the RESP listener "
+			"(resp-port)\n",
+			where("resp-unix-socket"));
+		return -1;
+	}
+	if (c->unix_socket[0] && !strcmp(c->unix_socket, c->resp_unix_socket)) {
+		fprintf(stderr,
+			"kvd: unix-socket and resp-unix-socket are both %s\n",
+			c->unix_socket);
+		return -1;
+	}
+	return 0;
+}
+
 /* Cross-option rules a single range cannot express. */
 static int check(struct kvd_config *c)
 {
@@ -483,6 +523,8 @@ static int check(struct kvd_config *c)
 			c->port);
 		return -1;
 	}
+	if (check_unix(c))
+		return -1;
 	if (c->data_dir[0] == '\0') {
 		fprintf(stderr, "kvd: data-dir is empty\n");
 		return -1;

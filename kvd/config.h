@@ -22,6 +22,12 @@ struct kvd_config {
 	unsigned resp_port;
 	unsigned metrics_port;
 	char metrics_bind[64];
+	/* Unix sockets of the native protocol and of RESP ("": none), made
+	 * with mode unix_perm (parsed from unix_perm_str, octal) */
+	char unix_socket[108];
+	char resp_unix_socket[108];
+	char unix_perm_str[8];
+	unsigned unix_perm;
 	unsigned resp_flushall; /* RESP FLUSHALL/FLUSHDB allowed (1) or not */
 	char data_dir[512];
 	unsigned threads;
