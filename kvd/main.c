@@ -1,6 +1,7 @@
 /* main.c - kvd's entry point: configuration, start-up order, signals, and
  * the orderly stop (stop accepting, answer what is in flight, commit,
  * flush, close). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,8 +52,9 @@ static int sd_notify(int unset, const char *state)
 }
 #endif
 
-/* SIGHUP: reopen the log file (after logrotate moved it) and apply what
- * the configuration now says, where that can change at run time. */
+/* SIGHUP: reopen the log file and apply what the configuration now says,
+ * where that can change at run time.  (logrotate sends SIGUSR1, which
+ * reopens the log file and nothing else.) */
 static void reload(struct kvd_config *cfg, int argc, char **argv)
 {
 	char old_log[sizeof(cfg->log_file)];
@@ -72,7 +74,18 @@ static void reload(struct kvd_config *cfg, int argc, char **argv)
 	sd_notify(0, "READY=1");
 }
 
-/* Wait for SIGTERM or SIGINT, serving SIGHUP meanwhile. */
+/* SIGUSR1: logrotate moved the log file away; reopen it by name.  The
+ * configuration is not read: an edit in progress is not applied. */
+static void reopen_log(const struct kvd_config *cfg)
+{
+	if (kvd_log_reopen())
+		log_error("SIGUSR1: cannot reopen the log file %s: %s",
+			  cfg->log_file, strerror(errno));
+	else
+		log_info("SIGUSR1: log file reopened");
+}
+
+/* Wait for SIGTERM or SIGINT, serving SIGHUP and SIGUSR1 meanwhile. */
 static void wait_for_stop(const sigset_t *set, struct kvd_config *cfg, int argc,
 			  char **argv)
 {
@@ -83,6 +96,10 @@ static void wait_for_stop(const sigset_t *set, struct kvd_config *cfg, int argc,
 			continue;
 		if (sig == SIGHUP) {
 			reload(cfg, argc, argv);
+			continue;
+		}
+		if (sig == SIGUSR1) {
+			reopen_log(cfg);
 			continue;
 		}
 		log_info("received %s: stopping",
@@ -122,6 +139,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	srv.start_ms = kvd_now_ms();
@@ -145,12 +163,16 @@ int main(int argc, char **argv)
 	}
 	if (kvd_committers_start(&srv) || kvd_io_start(&srv))
 		return fail("cannot start threads");
-	log_info("kvd %s ready: %s port %u%s%.0u, %u io threads, %u shards, "
-		 "durability %s, data %s",
-		 KVD_VERSION, cfg.bind, srv.port,
-		 srv.resp_port ? ", resp port " : "", srv.resp_port, srv.nio,
-		 srv.nshards, cfg.durability == KVD_DUR_SYNC ? "sync" : "async",
-		 cfg.data_dir);
+	log_info(
+	    "kvd %s ready: %s port %u%s%.0u%s%s%s%s, %u io threads, "
+	    "%u shards, durability %s, data %s",
+	    KVD_VERSION, cfg.bind, srv.port,
+	    srv.resp_port ? ", resp port " : "", srv.resp_port,
+	    cfg.unix_socket[0] ? ", unix socket " : "", cfg.unix_socket,
+	    cfg.resp_port && cfg.resp_unix_socket[0] ? ", resp unix socket "
+						     : "",
+	    cfg.resp_port ? cfg.resp_unix_socket : "", srv.nio, srv.nshards,
+	    cfg.durability == KVD_DUR_SYNC ? "sync" : "async", cfg.data_dir);
 	sd_notify(0, "READY=1");
 	wait_for_stop(&set, &cfg, argc, argv);
 	kvd_io_stop(&srv);
