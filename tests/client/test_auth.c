@@ -102,6 +102,58 @@ static void password_not_needed(void)
 	kvd_stop(&k);
 }
 
+/* Does $KVD_BIN have a Unix listener (--unix-socket)? */
+static int has_unix_listener(void)
+{
+	char cmd[512], line[512];
+	int found = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --help 2>&1", getenv("KVD_BIN"));
+	if (!(f = popen(cmd, "r")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		found |= strstr(line, "--unix-socket ") != NULL;
+	pclose(f);
+	return found;
+}
+
+/* Over kvd's Unix socket, with the password: kvc_connect_unix with a
+ * relative path, kvc_connect with an absolute one, a unix:// URL. */
+static void over_unix_socket(void)
+{
+	char dir[] = "/tmp/kvcsock-XXXXXX", path[64], url[128], cwd[512];
+	const char *args[] = {"--requirepass", "pw", "--unix-socket", path,
+			      NULL};
+	struct kvd_proc k;
+	kvc_conn *c = handle();
+	kvc_val v;
+
+	CHECK(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kvd.sock", dir);
+	kvd_start(&k, args);
+	CHECK_RC(kvc_connect_unix(c, path), 0);
+	CHECK_RC(kvc_get(c, "k", 1, &v), -KVC_AUTH_REQUIRED);
+	CHECK_RC(kvc_set_password(c, "pw", 2), 0);
+	CHECK_RC(kvc_connect(c, path, 0), 0);
+	CHECK_RC(kvc_put(c, "u", 1, "over unix", 9, 0, 0), 0);
+	CHECK(getcwd(cwd, sizeof(cwd)) && chdir(dir) == 0);
+	CHECK_RC(kvc_connect_unix(c, "kvd.sock"), 0);
+	CHECK(chdir(cwd) == 0);
+	CHECK_RC(kvc_get(c, "u", 1, &v), 0);
+	CHECK_VAL(v, "over unix");
+	CHECK_RC(kvc_set_password(c, NULL, 0), 0);
+	snprintf(url, sizeof(url), "unix://%s?password=pw", path);
+	CHECK_RC(kvc_connect_url(c, url), 0);
+	CHECK_RC(kvc_get(c, "u", 1, &v), 0);
+	snprintf(url, sizeof(url), "unix://%s?password=bad", path);
+	CHECK_RC(kvc_connect_url(c, url), -KVC_AUTH_FAILED);
+	kvc_close(c);
+	kvd_stop(&k);
+	unlink(path); /* if kvd left it */
+	CHECK(rmdir(dir) == 0);
+}
+
 int main(void)
 {
 	struct kvd_proc k;
@@ -110,6 +162,10 @@ int main(void)
 	password_and_reconnect(&k);
 	kvd_stop(&k);
 	password_not_needed();
+	if (has_unix_listener())
+		over_unix_socket();
+	else
+		printf("kvd has no --unix-socket: the Unix part skipped\n");
 	printf("ok\n");
 	return 0;
 }
