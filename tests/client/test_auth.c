@@ -102,6 +102,25 @@ static void password_not_needed(void)
 	kvd_stop(&k);
 }
 
+/* A server that takes AUTH and never answers: the connect timeout bounds
+ * the wait, even with no I/O timeout (else the connect would hang until
+ * the fake is stopped, and then fail as CLOSED). */
+static void auth_within_connect_timeout(void)
+{
+	static const struct fake_step steps[] = {{1, NULL, 0, 0}};
+	struct fake f;
+	kvc_conn *c;
+
+	fake_start(&f, steps, 1, 1);
+	CHECK(kvc_create(&c) == 0);
+	CHECK(kvc_set_timeouts(c, 300, 0) == 0);
+	CHECK_RC(kvc_set_password(c, "pw", 2), 0);
+	CHECK_RC(kvc_connect(c, "127.0.0.1", f.port), -KVC_TIMEOUT);
+	CHECK(kvc_fd(c) < 0);
+	kvc_close(c);
+	fake_stop(&f);
+}
+
 /* Does $KVD_BIN have a Unix listener (--unix-socket)? */
 static int has_unix_listener(void)
 {
@@ -162,6 +181,7 @@ int main(void)
 	password_and_reconnect(&k);
 	kvd_stop(&k);
 	password_not_needed();
+	auth_within_connect_timeout();
 	if (has_unix_listener())
 		over_unix_socket();
 	else
