@@ -52,7 +52,8 @@ class Sigusr1(unittest.TestCase):
 
     def test_reopen_only(self):
         self.srv.start()
-        self.assertIn(b" ready: ", read(self.log))
+        # (the port accepts a moment before the ready line is written)
+        self.assertTrue(wait_for(lambda: b" ready: " in read(self.log)))
         os.rename(self.log, self.log + ".1")
         # an edit SIGUSR1 must not apply (SIGHUP would: max-clients is
         # reloadable)
