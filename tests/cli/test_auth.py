@@ -14,16 +14,11 @@ import tempfile
 import time
 import unittest
 
-from kvdtest import KVD_BIN, Server, main
+from kvdtest import Server, main
 
 KVCLI = os.environ["KVCLI"]
 WARNING = (b"Warning: Using a password with '-a' or '-u' option on the "
            b"command line interface may not be safe.\n")
-
-
-def has_unix_listener():
-    out = subprocess.run([KVD_BIN, "--help"], capture_output=True).stdout
-    return b"--unix-socket " in out
 
 
 class Auth(unittest.TestCase):
@@ -31,10 +26,8 @@ class Auth(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="kvcli-auth-")
         cls.sock = os.path.join(cls.tmp, "kvd.sock")
-        args = ["--requirepass", "pw"]
-        if has_unix_listener():
-            args += ["--unix-socket", cls.sock]
-        cls.srv = Server(threads=1, args=args).start()
+        cls.srv = Server(threads=1, args=["--requirepass", "pw",
+                                           "--unix-socket", cls.sock]).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -102,8 +95,6 @@ class Auth(unittest.TestCase):
         self.assertIn(b"invalid URL", err)
 
     def test_unix_socket(self):
-        if not has_unix_listener():
-            self.skipTest("kvd has no --unix-socket")
         self.cli("-a", "pw", "put", "k", "over unix")
         rc, out, err = self.cli("-u", "unix://%s?password=pw" % self.sock,
                                 "--no-auth-warning", "get", "k", port=False)
