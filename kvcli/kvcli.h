@@ -99,6 +99,9 @@ int cli_latency(struct cli *cli);
 int cli_sleep(double seconds);
 extern volatile int cli_interrupted;
 
+/* The password for every later connection (and the handle's, if made);
+ * 0 or EXIT_ERROR (message printed). */
+int cli_set_password(struct cli *cli, const char *p, size_t n);
 /* Connect if not yet connected; 0 or EXIT_ERROR (message printed). */
 int cli_connect(struct cli *cli);
 /* Report a failed call; returns the exit code it deserves. */

@@ -282,11 +282,12 @@ static int run_repeated(struct cli *cli, int argc, char **argv)
 
 /* ===================== Passwords ===================== */
 
-static int set_password(struct cli *cli, const char *p, size_t n)
+int cli_set_password(struct cli *cli, const char *p, size_t n)
 {
 	char *copy = malloc(n + 1);
 
-	if (!copy) {
+	if (!copy || (cli->c && kvc_set_password(cli->c, p, n))) {
+		free(copy);
 		fprintf(stderr, "kvcli: out of memory\n");
 		return EXIT_ERROR;
 	}
@@ -328,7 +329,7 @@ static int ask_password(struct cli *cli)
 		fprintf(stderr, "kvcli: --askpass: %s\n", strerror(errno));
 		goto done;
 	}
-	rc = set_password(cli, buf, n);
+	rc = cli_set_password(cli, buf, n);
 	explicit_bzero(buf, sizeof(buf));
 done:
 	if (fd >= 0)
@@ -355,7 +356,7 @@ static int use_url(struct cli *cli, const char *url, int *pw_in_url)
 	cli->port = u->port ? u->port : KVC_DEFAULT_PORT;
 	*pw_in_url = u->password != NULL;
 	if (u->password)
-		return set_password(cli, u->password, strlen(u->password));
+		return cli_set_password(cli, u->password, strlen(u->password));
 	return 0;
 }
 
@@ -545,11 +546,11 @@ static int choose_password(struct cli *cli, const struct globals *g)
 	if ((g->pass || g->pw_url) && !g->no_warning)
 		fputs(PW_WARNING, stderr);
 	if (g->pass)
-		return set_password(cli, g->pass, strlen(g->pass));
+		return cli_set_password(cli, g->pass, strlen(g->pass));
 	if (g->askpass)
 		return ask_password(cli);
 	if (!cli->password && env && *env)
-		return set_password(cli, env, strlen(env));
+		return cli_set_password(cli, env, strlen(env));
 	return 0;
 }
 

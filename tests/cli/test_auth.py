@@ -105,6 +105,39 @@ class Auth(unittest.TestCase):
         rc, out, err = self.cli("-h", self.sock, "get", "k", port=False)
         self.assertIn(b"authentication required", err)
 
+    def restart_same_port(self):
+        s = self.srv
+        s.stop()
+        s.log = open(s.log_path, "ab")
+        s.proc = subprocess.Popen(s.argv(), stdout=s.log, stderr=subprocess.STDOUT)
+        self.assertTrue(s._wait_ready(30), s.log_text())
+
+    def test_auth_command_kept_for_reconnects(self):
+        e = dict(os.environ)
+        e.pop("KVCLI_AUTH", None)
+        p = subprocess.Popen([KVCLI, "-p", str(self.srv.port)], env=e,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            p.stdin.write(b"auth pw\nput rk rv\n")
+            p.stdin.flush()
+            self.assertEqual(p.stdout.readline(), b"OK\n")
+            self.assertEqual(p.stdout.readline(), b"OK\n")
+            self.restart_same_port()
+            # The first command meets the closed connection; the next one
+            # reconnects, and AUTH goes out again without being typed.
+            out, err = p.communicate(b"get rk\nget rk\n", timeout=60)
+        finally:
+            p.kill()
+        lines = out.split(b"\n")
+        self.assertTrue(lines[0].startswith(b"(error) "), (out, err))
+        self.assertEqual(lines[1:], [b"rv", b""], (out, err))
+        # A wrong -a, then the right password with auth: connecting with it
+        # is the AUTH.
+        rc, out, err = self.cli("-a", "nope", "--no-auth-warning",
+                                input=b"get rk\nauth pw\nget rk\n")
+        self.assertEqual(out, b"(error) AUTH_FAILED\nOK\nrv\n", err)
+
     def test_load_without_password(self):
         rows = b"".join(b'{"key":"k%d","value":"%s"}\n' % (i, b"v" * 100)
                         for i in range(2000))
