@@ -125,8 +125,13 @@ static void arm_accept(struct kvd_io *io, int which)
 {
 	struct io_uring_sqe *sqe = sqe_get(io);
 
-	io_uring_prep_multishot_accept(sqe, io->lfd[which], NULL, NULL,
-				       SOCK_CLOEXEC);
+	/* A Unix socket's accept is one-shot: see "Unix sockets" below. */
+	if (which >= KVD_NPROTO)
+		io_uring_prep_accept(sqe, io->lfd[which], NULL, NULL,
+				     SOCK_CLOEXEC);
+	else
+		io_uring_prep_multishot_accept(sqe, io->lfd[which], NULL, NULL,
+					       SOCK_CLOEXEC);
 	io_uring_sqe_set_data64(sqe, accept_ud(io, which));
 	io->accept_armed |= 1u << which;
 }
@@ -835,12 +840,17 @@ static int ring_init(struct kvd_io *io, char *err, size_t errlen)
  *
  * A Unix socket cannot be split between the io threads as SO_REUSEPORT
  * splits a TCP port, so there is one listening socket per path and every
- * io thread arms its multishot accept on it (through a dup, so that each
- * thread closes its own descriptor as it does a TCP listener's).  The
- * kernel hands each connection to one of the accepts (io_uring's accept
- * waits exclusively), so no io thread is special: one paused for want of
- * descriptors leaves the others accepting, and a local client's
- * connections are served by every thread, as TCP's are, not by one.
+ * io thread arms an accept on it (through a dup, so that each thread
+ * closes its own descriptor as it does a TCP listener's).  io_uring's
+ * accept waits exclusively: the kernel wakes one waiter per connection,
+ * the first in the socket's queue.  A multishot accept would stay first
+ * and take every connection; a one-shot one, re-armed when it completes
+ * (accept_ended), goes to the back of the queue, so connections go round
+ * the idle threads, as TCP's are spread by SO_REUSEPORT.  No thread is
+ * special: one paused for want of descriptors leaves the others
+ * accepting.  (Accepting on one thread and handing descriptors to the
+ * others would need a queue between threads for little gain: Unix
+ * connections are local and few.)
  */
 
 #define UNIX_INUSE_TRIES 20
