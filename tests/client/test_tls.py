@@ -1,0 +1,48 @@
+"""test_tls.py - libkvclient over TLS (test_tls.c) against a real kvd behind
+TLS ports (tlsproxy.py), with certificates made now by tlscerts.py.
+
+Besides test_tls.c's own checks: the port that asks for a client
+certificate saw the one test_tls.c presented, and the name it connected to
+("localhost") arrived as SNI while an IP address was never sent as one.
+"""
+
+import os
+import subprocess
+import sys
+
+from kvdtest import Server
+from tlscerts import Certs
+from tlsproxy import TLSProxy
+
+
+def main():
+    if not Certs.available():
+        print("no openssl command: skipped")
+        sys.exit(77)
+    binary = os.environ["KVT_TLS_BIN"]
+    with Certs() as certs, Server() as srv:
+        opt = TLSProxy(srv.port, certs.server_cert, certs.server_key,
+                       ca=certs.ca)
+        req = TLSProxy(srv.port, certs.server_cert, certs.server_key,
+                       ca=certs.ca, require_cert=True)
+        env = dict(os.environ, KVT_TLS_PORT=str(opt.port),
+                   KVT_REQ_PORT=str(req.port), KVT_PLAIN_PORT=str(srv.port),
+                   KVT_CERTS=certs.dir)
+        out = subprocess.run([binary], env=env, capture_output=True,
+                             timeout=240)
+        sys.stdout.write(out.stdout.decode())
+        sys.stderr.write(out.stderr.decode())
+        assert out.returncode == 0, out.returncode
+        assert "kvd test client" in req.peers, req.peers
+        assert "" not in req.peers, req.peers
+        assert "localhost" in opt.snis, opt.snis
+        assert "127.0.0.1" not in opt.snis, opt.snis
+        assert "db.example.org" in opt.snis, opt.snis
+        opt.close()
+        req.close()
+    print("ok")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    main()
