@@ -32,6 +32,8 @@ struct cli {
 	unsigned port;
 	char *password; /* -a, --askpass, -u or KVCLI_AUTH; NULL: none */
 	size_t password_len;
+	int tls;		      /* --tls or a kvds:// URL */
+	struct kvc_tls_opts tls_opts; /* --cacert, --cert, --sni, ... */
 	int timeout_ms;
 	enum out_fmt fmt;
 	int value_stdin; /* -x: the last argument comes from stdin */

@@ -531,8 +531,18 @@ static int tls_read(kvc_conn *c)
 	}
 	if (rc == 1)
 		return 0;
-	if (rc == 2)
-		return peer_closed(c);
+	if (rc == 2) {
+		int early = kvc_tls_closed_early(c);
+
+		peer_closed(c);
+		if (early)
+			snprintf(c->err, sizeof(c->err),
+				 "%s: connection closed by the server right "
+				 "after the TLS handshake (does it require a "
+				 "client certificate?)",
+				 c->peer);
+		return -KVC_CLOSED;
+	}
 	return rc;
 }
 

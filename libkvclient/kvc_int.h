@@ -71,6 +71,8 @@ struct kvc_conn {
 	void *bio_meth;	    /* BIO_METHOD sending with MSG_NOSIGNAL */
 	char *tls_name;	    /* kvc_tls_opts.server_name, or NULL */
 	int tls_insecure;   /* no verification */
+	int tls_has_cert;   /* a client certificate is configured */
+	int tls_fresh;	    /* handshake done, nothing read since */
 	int tls_rd_wants_w; /* SSL_read wants the socket writable */
 
 	struct kvc_reply reply; /* the one reply handed out */
@@ -102,6 +104,7 @@ int kvc_tls_handshake(kvc_conn *c, const char *host, uint64_t deadline);
 int kvc_tls_send(kvc_conn *c, const void *p, size_t n, size_t *done);
 int kvc_tls_recv(kvc_conn *c, void *p, size_t n, size_t *got);
 int kvc_tls_pending(const kvc_conn *c);
+int kvc_tls_closed_early(const kvc_conn *c);
 void kvc_tls_drop(kvc_conn *c);
 void kvc_tls_free(kvc_conn *c);
 

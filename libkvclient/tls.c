@@ -157,6 +157,7 @@ int kvc_set_tls(kvc_conn *c, const struct kvc_tls_opts *o)
 	c->bio_meth = m;
 	c->tls_name = name;
 	c->tls_insecure = o->insecure != 0;
+	c->tls_has_cert = o->cert_file != NULL;
 	return 0;
 fail:
 	if (rc == -KVC_NOMEM)
@@ -246,8 +247,10 @@ int kvc_tls_handshake(kvc_conn *c, const char *host, uint64_t deadline)
 		short ev;
 
 		errno = 0;
-		if ((r = SSL_connect(c->ssl)) == 1)
+		if ((r = SSL_connect(c->ssl)) == 1) {
+			c->tls_fresh = 1;
 			return 0;
+		}
 		err = SSL_get_error(c->ssl, r);
 		if (err == SSL_ERROR_WANT_READ)
 			ev = POLLIN;
@@ -268,38 +271,46 @@ int kvc_tls_handshake(kvc_conn *c, const char *host, uint64_t deadline)
 
 /* ===================== Bytes ===================== */
 
-/* What SSL_read/SSL_write's failure means: 1 try again later, or a sticky
- * failure. */
-static int io_failed(kvc_conn *c, int r, const char *what)
+/* The server closed as soon as the handshake was over, and we had no
+ * certificate to give: in TLS 1.3 the server checks ours only then, and
+ * its alert can be lost to the reset. */
+int kvc_tls_closed_early(const kvc_conn *c)
 {
-	int err = SSL_get_error(c->ssl, r);
-
-	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
-		return 1;
-	if (err == SSL_ERROR_SSL)
-		return kvc_fail(c, KVC_IO, "%s: TLS %s: %s", c->peer, what,
-				ossl_reason());
-	ERR_clear_error();
-	if (err == SSL_ERROR_SYSCALL && errno && errno != ECONNRESET &&
-	    errno != EPIPE)
-		return kvc_fail(c, KVC_IO, "%s: TLS %s: %m", c->peer, what);
-	return kvc_fail(c, KVC_CLOSED, "%s: connection closed by the server",
-			c->peer);
+	return c->tls_fresh && !c->tls_has_cert;
 }
 
 /* 0 with *done bytes written, 1 when the socket is full, or a failure. */
 int kvc_tls_send(kvc_conn *c, const void *p, size_t n, size_t *done)
 {
-	int r;
+	int r, err;
 
 	ERR_clear_error();
 	errno = 0;
 	r = SSL_write_ex(c->ssl, p, n, done);
-	return r == 1 ? 0 : io_failed(c, r, "send");
+	if (r == 1)
+		return 0;
+	err = SSL_get_error(c->ssl, r);
+	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+		return 1;
+	if (err == SSL_ERROR_SSL)
+		return kvc_fail(c, KVC_IO, "%s: TLS send: %s", c->peer,
+				ossl_reason());
+	ERR_clear_error();
+	if (err == SSL_ERROR_SYSCALL && errno && errno != ECONNRESET &&
+	    errno != EPIPE)
+		return kvc_fail(c, KVC_IO, "%s: TLS send: %m", c->peer);
+	if (kvc_tls_closed_early(c))
+		return kvc_fail(c, KVC_CLOSED,
+				"%s: connection closed by the server right "
+				"after the TLS handshake (does it require a "
+				"client certificate?)",
+				c->peer);
+	return kvc_fail(c, KVC_CLOSED, "%s: connection closed by the server",
+			c->peer);
 }
 
 /* 0 with *got bytes read, 1 when none are there yet, 2 at the end of the
- * stream, or a failure. */
+ * stream (a reset included, as for plain TCP), or a failure. */
 int kvc_tls_recv(kvc_conn *c, void *p, size_t n, size_t *got)
 {
 	int r, err;
@@ -308,19 +319,26 @@ int kvc_tls_recv(kvc_conn *c, void *p, size_t n, size_t *got)
 	c->tls_rd_wants_w = 0;
 	errno = 0;
 	r = SSL_read_ex(c->ssl, p, n, got);
-	if (r == 1)
+	if (r == 1) {
+		c->tls_fresh = 0;
 		return 0;
-	err = SSL_get_error(c->ssl, r);
-	if (err == SSL_ERROR_ZERO_RETURN ||
-	    (err == SSL_ERROR_SYSCALL && !errno)) {
-		ERR_clear_error();
-		return 2;
 	}
+	err = SSL_get_error(c->ssl, r);
+	if (err == SSL_ERROR_WANT_READ)
+		return 1;
 	/* A key update's answer waits for a writable socket: the caller
 	 * polls POLLOUT while kvc_want_write() says so. */
-	if (err == SSL_ERROR_WANT_WRITE)
+	if (err == SSL_ERROR_WANT_WRITE) {
 		c->tls_rd_wants_w = 1;
-	return io_failed(c, r, "recv");
+		return 1;
+	}
+	if (err == SSL_ERROR_SSL)
+		return kvc_fail(c, KVC_IO, "%s: TLS recv: %s", c->peer,
+				ossl_reason());
+	ERR_clear_error();
+	if (err == SSL_ERROR_SYSCALL && errno && errno != ECONNRESET)
+		return kvc_fail(c, KVC_IO, "%s: TLS recv: %m", c->peer);
+	return 2;
 }
 
 /* Decrypted bytes OpenSSL holds that the socket will not signal. */
@@ -334,5 +352,5 @@ void kvc_tls_drop(kvc_conn *c)
 {
 	SSL_free(c->ssl);
 	c->ssl = NULL;
-	c->tls_rd_wants_w = 0;
+	c->tls_rd_wants_w = c->tls_fresh = 0;
 }
