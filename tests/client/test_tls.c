@@ -6,6 +6,7 @@
  *                   signed by ca.crt, asks for a client certificate
  *   KVT_REQ_PORT    the same, but refuses a client without a certificate
  *   KVT_PLAIN_PORT  kvd itself, no TLS
+ *   KVT_GONE_PORT   TLS, then a clean close as soon as the handshake is done
  *   KVT_CERTS       the directory of tlscerts.py's files
  *
  * Each case asserts the status and, for a refusal, the words of
@@ -13,10 +14,11 @@
  */
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 
 #include "kvctest.h"
 
-static unsigned tls_port, req_port, plain_port;
+static unsigned tls_port, req_port, plain_port, gone_port;
 static const char *dir;
 
 static const char *cpath(const char *name)
@@ -181,10 +183,49 @@ static void client_cert(void)
 	rc = kvc_connect(c, "127.0.0.1", req_port);
 	if (rc == 0)
 		rc = kvc_ping(c, NULL, 0, NULL);
-	CHECK(rc == -KVC_CONNECT || rc == -KVC_IO);
+	CHECK(rc == -KVC_CONNECT || rc == -KVC_IO || rc == -KVC_CLOSED);
 	/* The server's alert, or the hint when a reset overtook it. */
 	if (!strstr(kvc_errmsg(c), "certificate required"))
 		refused(c, rc, rc, "require a client certificate");
+	kvc_close(c);
+}
+
+/* Writing over TLS to a server that has gone raises no SIGPIPE (which
+ * would kill this process): KVT_GONE_PORT closes each connection cleanly
+ * right after the handshake, the first write draws a reset, the second
+ * one EPIPE. */
+static void no_sigpipe(void)
+{
+	struct kvc_tls_opts o = {.ca_file = cpath("ca.crt")};
+	kvc_conn *c = handle(&o);
+	struct timespec ts = {0, 300 * 1000000L};
+	int rc = 0;
+
+	CHECK_RC(kvc_connect(c, "127.0.0.1", gone_port), 0);
+	nanosleep(&ts, NULL); /* the server has closed */
+	for (int i = 0; i < 3 && rc == 0; i++) {
+		CHECK_RC(kvc_send_ping(c, NULL, 0), 0);
+		rc = kvc_flush(c);
+		nanosleep(&ts, NULL);
+	}
+	CHECK(rc == -KVC_CLOSED || rc == -KVC_IO);
+	kvc_close(c);
+}
+
+/* A server that accepts but never answers the handshake: the connect
+ * timeout bounds it. */
+static void handshake_timeout(void)
+{
+	static const struct fake_step silent[] = {{0, NULL, 0, 0}};
+	struct kvc_tls_opts o = {.ca_file = cpath("ca.crt")};
+	kvc_conn *c = handle(&o);
+	struct fake f;
+
+	fake_start(&f, silent, 1, 1);
+	CHECK_RC(kvc_set_timeouts(c, 300, 0), 0);
+	refused(c, kvc_connect(c, "127.0.0.1", f.port), -KVC_TIMEOUT,
+		"TLS handshake timed out after 300 ms");
+	fake_stop(&f);
 	kvc_close(c);
 }
 
@@ -271,6 +312,7 @@ int main(void)
 	tls_port = env_port("KVT_TLS_PORT");
 	req_port = env_port("KVT_REQ_PORT");
 	plain_port = env_port("KVT_PLAIN_PORT");
+	gone_port = env_port("KVT_GONE_PORT");
 	dir = getenv("KVT_CERTS");
 	CHECK(dir);
 	verified();
@@ -278,6 +320,8 @@ int main(void)
 	bad_files();
 	insecure();
 	client_cert();
+	no_sigpipe();
+	handshake_timeout();
 	nonblocking();
 	urls();
 	printf("ok\n");

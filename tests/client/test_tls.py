@@ -7,12 +7,32 @@ certificate saw the one test_tls.c presented, and the name it connected to
 """
 
 import os
+import socket
 import subprocess
 import sys
+import threading
 
 from kvdtest import Server
 from tlscerts import Certs
 from tlsproxy import TLSProxy
+
+
+def closing_backend():
+    """A backend that closes every connection at once: the TLS port in
+    front of it closes cleanly right after the handshake."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = s.accept()
+            except OSError:
+                return
+            conn.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return s
 
 
 def main():
@@ -25,8 +45,12 @@ def main():
                        ca=certs.ca)
         req = TLSProxy(srv.port, certs.server_cert, certs.server_key,
                        ca=certs.ca, require_cert=True)
+        back = closing_backend()
+        gone = TLSProxy(back.getsockname()[1], certs.server_cert,
+                        certs.server_key)
         env = dict(os.environ, KVT_TLS_PORT=str(opt.port),
                    KVT_REQ_PORT=str(req.port), KVT_PLAIN_PORT=str(srv.port),
+                   KVT_GONE_PORT=str(gone.port),
                    KVT_CERTS=certs.dir)
         out = subprocess.run([binary], env=env, capture_output=True,
                              timeout=240)
@@ -40,6 +64,8 @@ def main():
         assert "db.example.org" in opt.snis, opt.snis
         opt.close()
         req.close()
+        gone.close()
+        back.close()
     print("ok")
 
 
