@@ -1,5 +1,8 @@
 """test_tls.py - libkvclient over TLS (test_tls.c) against a real kvd behind
-TLS ports (tlsproxy.py), with certificates made now by tlscerts.py.
+TLS ports (tlsproxy.py), with certificates made now by tlscerts.py; then,
+when kvd has --tls-port, the same cases against kvd's own TLS port (with
+--tls-auth-clients optional, and yes for the port that requires a client
+certificate).
 
 Besides test_tls.c's own checks: the port that asks for a client
 certificate saw the one test_tls.c presented, and the name it connected to
@@ -12,7 +15,7 @@ import subprocess
 import sys
 import threading
 
-from kvdtest import Server
+from kvdtest import Server, free_port
 from tlscerts import Certs
 from tlsproxy import TLSProxy
 
@@ -35,6 +38,32 @@ def closing_backend():
     return s
 
 
+def run(binary, certs, tls_port, req_port, plain_port, gone_port):
+    env = dict(os.environ, KVT_TLS_PORT=str(tls_port),
+               KVT_REQ_PORT=str(req_port), KVT_PLAIN_PORT=str(plain_port),
+               KVT_GONE_PORT=str(gone_port), KVT_CERTS=certs.dir)
+    out = subprocess.run([binary], env=env, capture_output=True, timeout=240)
+    sys.stdout.write(out.stdout.decode())
+    sys.stderr.write(out.stderr.decode())
+    assert out.returncode == 0, out.returncode
+
+
+def kvd_has_tls():
+    out = subprocess.run([os.environ["KVD_BIN"], "--help"],
+                         capture_output=True, text=True, timeout=30)
+    return "tls-port" in out.stdout + out.stderr
+
+
+def kvd_tls(certs, auth):
+    """A kvd with a TLS port beside its plain one; (server, TLS port)."""
+    port = free_port()
+    srv = Server(args=["--tls-port", str(port), "--tls-cert-file",
+                       certs.server_cert, "--tls-key-file", certs.server_key,
+                       "--tls-ca-cert-file", certs.ca,
+                       "--tls-auth-clients", auth]).start()
+    return srv, port
+
+
 def main():
     if not Certs.available():
         print("no openssl command: skipped")
@@ -48,15 +77,7 @@ def main():
         back = closing_backend()
         gone = TLSProxy(back.getsockname()[1], certs.server_cert,
                         certs.server_key)
-        env = dict(os.environ, KVT_TLS_PORT=str(opt.port),
-                   KVT_REQ_PORT=str(req.port), KVT_PLAIN_PORT=str(srv.port),
-                   KVT_GONE_PORT=str(gone.port),
-                   KVT_CERTS=certs.dir)
-        out = subprocess.run([binary], env=env, capture_output=True,
-                             timeout=240)
-        sys.stdout.write(out.stdout.decode())
-        sys.stderr.write(out.stderr.decode())
-        assert out.returncode == 0, out.returncode
+        run(binary, certs, opt.port, req.port, srv.port, gone.port)
         assert "kvd test client" in req.peers, req.peers
         assert "" not in req.peers, req.peers
         assert "localhost" in opt.snis, opt.snis
@@ -64,6 +85,18 @@ def main():
         assert "db.example.org" in opt.snis, opt.snis
         opt.close()
         req.close()
+        if kvd_has_tls():
+            a, a_port = kvd_tls(certs, "optional")
+            b, b_port = kvd_tls(certs, "yes")
+            try:
+                run(binary, certs, a_port, b_port, a.port, gone.port)
+            finally:
+                for k in (a, b):
+                    k.stop()
+                    k.cleanup()
+            print("kvd's own TLS port: ok")
+        else:
+            print("kvd has no --tls-port: its own TLS port not tested")
         gone.close()
         back.close()
     print("ok")
