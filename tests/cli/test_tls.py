@@ -4,7 +4,8 @@ port that requires one, --sni, --insecure and its warning; and the refusals,
 each with its message and exit status 2: a wrong CA, a name the certificate
 does not hold, TLS to a plain port, a missing CA file, TLS options without
 --tls.  The TLS ports are tests/client/tlsproxy.py in front of a real kvd;
-the certificates are made now (tests/integration/tlscerts.py)."""
+the certificates are made now (tests/integration/tlscerts.py).
+test_tls_kvd.py runs kvcli against kvd's own TLS port."""
 
 import os
 import subprocess
