@@ -31,6 +31,7 @@
 #include "committer.h"
 #include "kv_status.h"
 #include "log.h"
+#include "tls.h"
 
 #define RING_ENTRIES 1024
 #define CQ_ENTRIES 16384
@@ -72,6 +73,7 @@ struct kvd_ring {
 	struct __kernel_timespec tick;
 	struct __kernel_timespec pause; /* the accept pause's timer */
 	uint64_t stop_deadline;
+	uint64_t tls_owner[2]; /* the TLS listeners' accept tags (accept_ud) */
 };
 
 /* Connections the open-file limit leaves room for (kvd_io_listen). */
@@ -106,19 +108,41 @@ static struct io_uring_sqe *sqe_get(struct kvd_io *io)
 	return sqe;
 }
 
-/* The protocol a listener slot speaks (loop.h: TCP slots, then Unix). */
+/* The protocol a listener slot speaks (loop.h: TCP, Unix, TLS slots). */
 static int slot_proto(int slot)
 {
-	return slot < KVD_NPROTO ? slot : slot - KVD_NPROTO;
+	return slot < KVD_NPROTO       ? slot
+	       : slot < KVD_TLS_NATIVE ? slot - KVD_NPROTO
+				       : slot - KVD_TLS_NATIVE;
+}
+
+static int slot_tls(const struct kvd_io *io, int slot)
+{
+	return slot >= KVD_TLS_NATIVE ||
+	       (slot == KVD_PROTO_HTTP && io->srv->cfg->tls_metrics);
 }
 
 /* A Unix socket's accept is tagged with the ring rather than io, as the
- * accept pause's timer is: the tag bits are all taken. */
+ * accept pause's timer is, and a TLS listener's with a word of the ring:
+ * the tag bits are all taken. */
 static uint64_t accept_ud(struct kvd_io *io, int slot)
 {
-	void *owner = slot < KVD_NPROTO ? (void *)io : (void *)io->ring;
+	void *owner = slot < KVD_NPROTO ? (void *)io
+		      : slot < KVD_TLS_NATIVE
+			  ? (void *)io->ring
+			  : (void *)&io->ring->tls_owner[slot - KVD_TLS_NATIVE];
 
 	return tagged(owner, accept_tags[slot_proto(slot)]);
+}
+
+/* The listener slot of an accept of protocol proto (the inverse). */
+static int accept_slot(struct kvd_io *io, uint64_t ud, int proto)
+{
+	void *owner = untag(ud);
+
+	return owner == io	   ? proto
+	       : owner == io->ring ? KVD_NPROTO + proto
+				   : KVD_TLS_NATIVE + proto;
 }
 
 static void arm_accept(struct kvd_io *io, int which)
@@ -126,7 +150,7 @@ static void arm_accept(struct kvd_io *io, int which)
 	struct io_uring_sqe *sqe = sqe_get(io);
 
 	/* A Unix socket's accept is one-shot: see "Unix sockets" below. */
-	if (which >= KVD_NPROTO)
+	if (which >= KVD_NPROTO && which < KVD_TLS_NATIVE)
 		io_uring_prep_accept(sqe, io->lfd[which], NULL, NULL,
 				     SOCK_CLOEXEC);
 	else
@@ -356,7 +380,7 @@ static void conn_kill(struct kvd_io *io, struct kvd_conn *c)
 static int conn_idle(const struct kvd_conn *c)
 {
 	return !(c->flags & CONN_SEND_BUSY) && c->tx.len == c->tx_off &&
-	       c->out.len == 0;
+	       c->out.len == 0 && !kvd_tls_pending(c);
 }
 
 static void conn_update(struct kvd_io *io, struct kvd_conn *c)
@@ -364,7 +388,13 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 	if (c->flags & CONN_ABORT) /* over a cap that forbids waiting */
 		conn_kill(io, c);
 	if (!(c->flags & CONN_DEAD) && !(c->flags & CONN_SEND_BUSY)) {
-		if (c->tx.len == c->tx_off && c->out.len) {
+		/* TLS: replies are encrypted onto tx instead of swapped in. */
+		if (c->tls) {
+			if (c->tx.len == c->tx_off &&
+			    (c->out.len || kvd_tls_pending(c)) &&
+			    kvd_tls_seal(c))
+				conn_kill(io, c);
+		} else if (c->tx.len == c->tx_off && c->out.len) {
 			struct kv_buf t = c->tx;
 
 			c->tx = c->out;
@@ -372,13 +402,18 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 			c->out.len = 0;
 			c->tx_off = 0;
 		}
-		if (c->tx.len > c->tx_off)
+		if (c->tx.len > c->tx_off && !(c->flags & CONN_DEAD))
 			arm_send(io, c);
 	}
-	/* Close once every reply is out, those of writes in flight too. */
+	/* Close once every reply is out, those of writes in flight too (and
+	 * TLS's close_notify after them). */
 	if (!(c->flags & CONN_DEAD) && conn_idle(c) && !c->npend &&
-	    (c->flags & (CONN_CLOSING | CONN_EOF)))
-		conn_kill(io, c);
+	    (c->flags & (CONN_CLOSING | CONN_EOF))) {
+		if (kvd_tls_farewell(c))
+			kvd_io_mark(c);
+		else
+			conn_kill(io, c);
+	}
 	if (c->flags & CONN_DEAD) {
 		if (!(c->flags & (CONN_RECV_ARMED | CONN_SEND_BUSY)) &&
 		    !c->npend)
@@ -476,10 +511,13 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
 	    !(c = calloc(1, sizeof(*c)))) {
 		atomic_fetch_sub(&srv->nconns, 1);
 		kvd_count(&io->stats.refused, 1);
-		refuse(fd, proto);
+		if (slot_tls(io, slot)) /* no handshake yet to say it in */
+			close(fd);
+		else
+			refuse(fd, proto);
 		return;
 	}
-	if (slot < KVD_NPROTO)
+	if (slot < KVD_NPROTO || slot >= KVD_TLS_NATIVE)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->io = io;
 	c->fd = fd;
@@ -494,6 +532,13 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
 	kvd_count(&io->stats.accepted, 1);
 	if (proto == KVD_PROTO_RESP)
 		kvd_resp_conn_open(c);
+	if (slot_tls(io, slot) && kvd_tls_open(c)) {
+		log_error("connection %llu: out of memory for TLS; closing",
+			  (unsigned long long)c->id);
+		c->flags |= CONN_CLOSING;
+		kvd_io_mark(c);
+		return;
+	}
 	arm_recv(io, c);
 }
 
@@ -507,8 +552,14 @@ static void on_recv(struct kvd_io *io, struct io_uring_cqe *cqe)
 	if (res > 0) {
 		unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
 
-		kvd_conn_input(c, io->ring->bufs + (size_t)bid * BUF_SIZE,
-			       (size_t)res);
+		if (c->tls)
+			kvd_tls_input(c,
+				      io->ring->bufs + (size_t)bid * BUF_SIZE,
+				      (size_t)res);
+		else
+			kvd_conn_input(c,
+				       io->ring->bufs + (size_t)bid * BUF_SIZE,
+				       (size_t)res);
 		recycle_buf(io, bid);
 	} else if (res == 0) {
 		c->flags |= CONN_EOF;
@@ -603,7 +654,9 @@ static const char *conn_timeout(struct kvd_io *io, const struct kvd_conn *c)
 	    expired(io->now_ms, c->last_ms, KVD_LIVE(cfg->idle_timeout)))
 		return "idle-timeout";
 	if (expired(io->now_ms, c->req_ms, KVD_LIVE(cfg->request_timeout)))
-		return "request-timeout (request left incomplete)";
+		return c->tls && !kvd_tls_ready(c)
+			   ? "request-timeout (TLS handshake left unfinished)"
+			   : "request-timeout (request left incomplete)";
 	if (c->stall == STALL_OUTPUT &&
 	    expired(io->now_ms, c->out_ms, KVD_LIVE(cfg->output_timeout)))
 		return "output-timeout (replies left unread)";
@@ -636,11 +689,11 @@ static void handle(struct kvd_io *io, struct io_uring_cqe *cqe)
 	switch (cqe->user_data & 7) {
 	case TAG_ACCEPT_NATIVE:
 		on_accept(io, cqe,
-			  untag(cqe->user_data) == io ? 0 : KVD_UNIX_NATIVE);
+			  accept_slot(io, cqe->user_data, KVD_PROTO_NATIVE));
 		break;
 	case TAG_ACCEPT_RESP:
 		on_accept(io, cqe,
-			  untag(cqe->user_data) == io ? 1 : KVD_UNIX_RESP);
+			  accept_slot(io, cqe->user_data, KVD_PROTO_RESP));
 		break;
 	case TAG_ACCEPT_HTTP: on_accept(io, cqe, 2); break;
 	case TAG_RECV: on_recv(io, cqe); break;
@@ -996,6 +1049,25 @@ static void unix_remove(void)
 	}
 }
 
+/* The TLS listeners (as bound: a TLS port is never 0 here). */
+static unsigned tls_ports[2];
+
+static int tls_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
+		      char *err, size_t errlen)
+{
+	tls_ports[0] = srv->cfg->tls_port;
+	tls_ports[1] = srv->cfg->tls_resp_port;
+	for (int i = 0; i < 2; i++) {
+		if (!tls_ports[i])
+			continue;
+		io->lfd[KVD_TLS_NATIVE + i] = listen_on(
+		    srv->cfg->bind, &tls_ports[i], idx == 0, err, errlen);
+		if (io->lfd[KVD_TLS_NATIVE + i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int io_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
 		     char *err, size_t errlen)
 {
@@ -1006,9 +1078,14 @@ static int io_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
 		io->lfd[i] = -1;
 	if (unix_share(io, err, errlen))
 		return -1;
-	io->lfd[0] =
-	    listen_on(srv->cfg->bind, &srv->port, idx == 0, err, errlen);
-	if (io->lfd[0] < 0)
+	/* With a TLS port, port 0 turns the plain one off (as in Redis). */
+	if (srv->cfg->port || !srv->cfg->tls_port) {
+		io->lfd[0] = listen_on(srv->cfg->bind, &srv->port, idx == 0,
+				       err, errlen);
+		if (io->lfd[0] < 0)
+			return -1;
+	}
+	if (tls_listen(srv, io, idx, err, errlen))
 		return -1;
 	if (srv->cfg->resp_port) {
 		io->lfd[1] = listen_on(srv->cfg->bind, &srv->resp_port,

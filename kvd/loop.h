@@ -19,8 +19,16 @@
 struct kvd_ring;
 
 /* Listener slots: the TCP listeners by protocol (enum kvd_proto), then the
- * Unix sockets of the native protocol and of RESP (loop.c). */
-enum { KVD_UNIX_NATIVE = KVD_NPROTO, KVD_UNIX_RESP, KVD_NLISTEN };
+ * Unix sockets of the native protocol and of RESP (loop.c), then the TLS
+ * listeners of the native protocol and of RESP (tls.h; the metrics
+ * listener speaks TLS in its own slot when tls-metrics says so). */
+enum {
+	KVD_UNIX_NATIVE = KVD_NPROTO,
+	KVD_UNIX_RESP,
+	KVD_TLS_NATIVE,
+	KVD_TLS_RESP,
+	KVD_NLISTEN
+};
 
 struct kvd_io {
 	unsigned idx;

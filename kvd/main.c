@@ -14,6 +14,7 @@
 #include "log.h"
 #include "loop.h"
 #include "shard.h"
+#include "tls.h"
 
 /* One line on stderr; the log file (when there is one) gets it too. */
 static int fail(const char *msg)
@@ -67,6 +68,9 @@ static void reload(struct kvd_config *cfg, int argc, char **argv)
 	memcpy(old_log, cfg->log_file, sizeof(old_log));
 	kvd_config_reload(cfg, argc, argv);
 	kvd_log_set_level((int)cfg->log_level);
+	/* New certificates for new connections (the files may have been
+	 * replaced in place: they are read again even if unchanged). */
+	kvd_tls_reload(cfg);
 	if (strcmp(old_log, cfg->log_file) &&
 	    kvd_log_open(cfg->log_file, (int)cfg->log_level))
 		log_error("SIGHUP: cannot open the log file %s", cfg->log_file);
@@ -120,7 +124,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 2 : 0;
 	if (kvd_auth_setup(&cfg, err, sizeof(err)) ||
-	    kvd_backup_check(&cfg, err, sizeof(err))) {
+	    kvd_backup_check(&cfg, err, sizeof(err)) ||
+	    kvd_tls_setup(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "kvd: %s\n", err);
 		return 2;
 	}
@@ -173,6 +178,7 @@ int main(int argc, char **argv)
 						     : "",
 	    cfg.resp_port ? cfg.resp_unix_socket : "", srv.nio, srv.nshards,
 	    cfg.durability == KVD_DUR_SYNC ? "sync" : "async", cfg.data_dir);
+	kvd_tls_log(&cfg);
 	sd_notify(0, "READY=1");
 	wait_for_stop(&set, &cfg, argc, argv);
 	kvd_io_stop(&srv);
@@ -180,6 +186,7 @@ int main(int argc, char **argv)
 	kvd_backup_wait();
 	kvd_io_destroy(&srv);
 	kvd_store_close(srv.store);
+	kvd_tls_cleanup();
 	log_info("stopped cleanly");
 	return 0;
 }
