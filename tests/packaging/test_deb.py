@@ -311,7 +311,7 @@ def check_debs(debs, version, arch):
         assert len(desc) > 2 and len(desc[0]) < 80, desc
     deps = depends_names(debs["kvd"])
     for d in ("adduser", "init-system-helpers", "libc6", "liblmdb0", "liburing2", "libxxhash0",
-              "libsystemd0"):
+              "libsystemd0", "libssl3"):
         assert d in deps, "kvd does not depend on %s: %s" % (d, control(debs["kvd"], "Depends"))
     # The server alone: no client-side library (the tools' are in kvd-tools).
     for d in deps:
