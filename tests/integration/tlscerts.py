@@ -1,7 +1,7 @@
 """tlscerts.py - test certificates made at test time with the `openssl` command.
 
 Certs(dir=None) writes into a fresh temporary directory (removed by cleanup(),
-or use it as a context manager):
+or use it as a context manager), or into dir (made if missing, kept):
 
   ca.crt / ca.key                 a CA ("kvd test CA")
   server.crt / server.key         signed by ca, CN=127.0.0.1, SAN IP:127.0.0.1,
@@ -49,6 +49,7 @@ class Certs:
     def __init__(self, dir=None):
         self.owns_dir = dir is None
         self.dir = dir or tempfile.mkdtemp(prefix="kvdtls-")
+        os.makedirs(self.dir, exist_ok=True)
         self._serial = 1000
         self._make_ca("ca", "kvd test CA")
         self._make_ca("ca2", "kvd other CA")
