@@ -405,6 +405,26 @@ class Optional(Base):
         self.assert_serves()
 
 
+class Password(Base):
+    """requirepass applies over TLS as over a plain port: a client
+    certificate is not a password."""
+    SERVER_ARGS = dict(tls_args=["--requirepass", "sesame"])
+
+    def test_password_over_tls(self):
+        with TLSClient(self.srv.tls_port) as c:
+            self.assertEqual(c.call(GET, b"k")[0], kvdtest.AUTH_REQUIRED)
+            self.assertEqual(c.call(kvdtest.AUTH, b"sesame"), [OK])
+            self.assertEqual(c.call(PUT, b"k", b"v"), [OK])
+        with TLSClient(self.srv.tls_resp_port) as c:
+            c.send_raw(resp_cmd("GET", "k"))
+            while b"\r\n" not in c.buf:
+                c._fill()
+            self.assertTrue(c.buf.startswith(b"-NOAUTH"), c.buf)
+            c.buf = c.buf[c.buf.index(b"\r\n") + 2:]
+            c.send_raw(resp_cmd("AUTH", "sesame") + resp_cmd("GET", "k"))
+            self.assertEqual(c._read(12), b"+OK\r\n$1\r\nv\r\n")
+
+
 class Reload(unittest.TestCase):
     """SIGHUP reloads the certificate files for new connections, under
     load, without failing a request; a bad new certificate keeps the
