@@ -260,8 +260,9 @@ class Serving(Base):
 
     def test_same_bytes_same_replies(self):
         """TLS hands the parser the bytes the plain port does: every RESP
-        fuzz seed (tests/fuzz/corpus/resp) and a native pipeline give
-        byte-identical replies over TLS and plain."""
+        fuzz seed (tests/fuzz/corpus/resp), the dispatch fuzzer's seeds of
+        both protocols and a native pipeline give byte-identical replies
+        over TLS and plain."""
         corpus = os.path.join(SOURCE, "tests", "fuzz", "corpus", "resp")
         seeds = sorted(os.listdir(corpus))
         self.assertTrue(seeds)
@@ -277,6 +278,7 @@ class Serving(Base):
                 t.send(data[i:i + 7])
             got_tls = t.finish()
             self.assertEqual(got_tls, got_plain, name)
+        self.dispatch_seeds()
         native = b"".join(frame(r) for r in [
             [PUT, b"a", b"1"], [GET, b"a"], [GET, b"missing"], [99],
             [PUT, b"b", b"x" * 70000], [GET, b"b"]])
@@ -285,6 +287,37 @@ class Serving(Base):
         t.handshake()
         t.send(native)
         self.assertEqual(t.finish(), got_plain)
+
+
+    # Seeds whose replies carry a clock, counters, a connection id or an
+    # address: they differ between any two connections.
+    VARYING = ("stats", "hello", "info", "monitor", "time")
+
+    def dispatch_seeds(self):
+        """The dispatch fuzzer's seeds (tests/fuzz/corpus/dispatch) that run
+        without a password, each on its protocol's plain and TLS ports."""
+        corpus = os.path.join(SOURCE, "tests", "fuzz", "corpus", "dispatch")
+        n = 0
+        for name in sorted(os.listdir(corpus)):
+            with open(os.path.join(corpus, name), "rb") as f:
+                raw = f.read()
+            # byte 0: bit 0 RESP, bit 2 no password (fuzz_dispatch.c)
+            if not raw or not raw[0] & 4 or any(v in name for v in
+                                                  self.VARYING):
+                continue
+            if raw[0] & 1:
+                data = resp_cmd("FLUSHALL") + raw[1:]
+                plain, tls = self.srv.resp_port, self.srv.tls_resp_port
+            else:
+                data = frame([kvdtest.FLUSHALL]) + raw[1:]
+                plain, tls = self.srv.port, self.srv.tls_port
+            got_plain = plain_finish(plain, data)
+            t = TLSPipe(tls)
+            t.handshake()
+            t.send(data)
+            self.assertEqual(t.finish(), got_plain, name)
+            n += 1
+        self.assertGreater(n, 50)
 
 
 class Refused(Base):
