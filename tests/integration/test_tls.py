@@ -438,6 +438,49 @@ class Optional(Base):
         self.assert_serves()
 
 
+class CADirAndProtocols(Base):
+    """tls-ca-cert-dir instead of a CA file; tls-protocols TLSv1.3 only;
+    tls-ciphersuites one suite."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = TLSServer(tls_args=[
+            "--tls-ca-cert-file", "", "--tls-ca-cert-dir", CERTS.ca_dir,
+            "--tls-protocols", "TLSv1.3",
+            "--tls-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"]).start()
+
+    def test_ca_dir(self):
+        with TLSClient(self.srv.tls_port) as c:
+            self.assertEqual(c.call(PUT, b"dir", b"1"), [OK])
+            self.assertEqual(c.sock.version(), "TLSv1.3")
+            self.assertEqual(c.sock.cipher()[0],
+                             "TLS_CHACHA20_POLY1305_SHA256")
+        with self.assertRaises((ssl.SSLError, ConnectionError, EOFError)):
+            c = TLSClient(self.srv.tls_port,
+                          ctx=client_ctx(cert=CERTS.client2_cert,
+                                         key=CERTS.client2_key))
+            c.call(GET, b"dir")
+        self.assert_serves()
+
+    def test_tls12_refused(self):
+        ctx = client_ctx(cert=CERTS.client_cert, key=CERTS.client_key)
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+        with self.assertRaises(ssl.SSLError):
+            TLSClient(self.srv.tls_port, ctx=ctx)
+        self.assert_serves()
+
+    def test_bad_protocol_name_refused_at_start(self):
+        r = subprocess.run(
+            [kvdtest.KVD_BIN, "--test-config", "--data-dir",
+             self.srv.data_dir, "--tls-port", "1", "--tls-cert-file",
+             CERTS.server_cert, "--tls-key-file", CERTS.server_key,
+             "--tls-auth-clients", "no", "--tls-protocols", "SSLv3"],
+            capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("tls-protocols: 'SSLv3' is not TLSv1.2 or TLSv1.3",
+                      r.stderr)
+
+
 class Password(Base):
     """requirepass applies over TLS as over a plain port: a client
     certificate is not a password."""
