@@ -596,6 +596,32 @@ class Reload(unittest.TestCase):
         self.assertEqual(self.peer_der(), self.der_of(new_cert))
 
 
+class ReloadOptions(unittest.TestCase):
+    def test_reload_auth_clients(self):
+        """tls-auth-clients changed in the config file applies on SIGHUP
+        to new connections."""
+        d = tempfile.mkdtemp(prefix="kvdtls-conf-")
+        conf = os.path.join(d, "kvd.conf")
+        with open(conf, "w") as f:
+            f.write("tls-auth-clients yes\n")
+        srv = TLSServer(args=["--config", conf]).start()
+        try:
+            with self.assertRaises((ssl.SSLError, ConnectionError, EOFError)):
+                c = TLSClient(srv.tls_port, ctx=client_ctx())
+                c.call(GET, b"k")
+            with open(conf, "w") as f:
+                f.write("tls-auth-clients no\n")
+            srv.proc.send_signal(signal.SIGHUP)
+            self.assertTrue(srv.wait_log("TLS certificates reloaded"))
+            self.assertIn(b"SIGHUP: tls-auth-clients changed", srv.log_text())
+            with TLSClient(srv.tls_port, ctx=client_ctx()) as c:
+                self.assertEqual(c.call(PUT, b"k", b"v"), [OK])
+        finally:
+            srv.stop()
+            srv.cleanup()
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class Listeners(unittest.TestCase):
     def test_port_0_turns_the_plain_port_off(self):
         """With tls-port, --port 0 leaves only the TLS listener."""
