@@ -366,7 +366,7 @@ static int use_url(struct cli *cli, const char *url, int *pw_in_url)
 	}
 	cli->host = u->host;
 	cli->port = u->port ? u->port : KVC_DEFAULT_PORT;
-	cli->tls = u->tls;
+	cli->tls |= u->tls; /* a kvd:// URL with --tls is TLS too */
 	*pw_in_url = u->password != NULL;
 	if (u->password)
 		return cli_set_password(cli, u->password, strlen(u->password));

@@ -69,6 +69,12 @@ class TLS(unittest.TestCase):
         self.assertEqual((rc, err), (0, ""))
         self.assertEqual(self.cli("--cacert", self.certs.ca, "-u", url,
                                   "get", "u1", port=0)[:2], (0, "x"))
+        # --tls makes a kvd:// URL TLS too, whatever the order.
+        for args in (["--tls", "-u", url.replace("kvds", "kvd")],
+                     ["-u", url.replace("kvds", "kvd"), "--tls"]):
+            rc, out, err = self.cli("--no-auth-warning", "--cacert",
+                                    self.certs.ca, *args, "get", "u1", port=0)
+            self.assertEqual((rc, out), (0, "x"), err)
         # kvds:// is TLS: against the plain port it fails, never in clear.
         rc, out, err = self.cli("--cacert", self.certs.ca, "-u",
                                 "kvds://127.0.0.1:%d" % self.srv.port,
