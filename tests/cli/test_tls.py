@@ -89,6 +89,15 @@ class TLS(unittest.TestCase):
                                 port=self.req.port)
         self.assertEqual((rc, err), (0, ""))
         self.assertIn("kvd test client", self.req.peers)
+        # Without --key, the key is read from the --cert file.
+        both = self.certs.path("client-both.pem")
+        with open(both, "w") as f:
+            for p in (self.certs.client_cert, self.certs.client_key):
+                with open(p) as g:
+                    f.write(g.read())
+        rc, out, err = self.cli("--tls", "--cacert", self.certs.ca, "--cert",
+                                both, "get", "c1", port=self.req.port)
+        self.assertEqual((rc, out), (0, "y"), err)
         rc, out, err = self.cli("--tls", "--cacert", self.certs.ca, "get",
                                 "c1", port=self.req.port)
         self.assertEqual(rc, 2)
