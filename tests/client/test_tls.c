@@ -150,6 +150,14 @@ static void bad_files(void)
 	/* A failed kvc_set_tls leaves the handle as it was: plain. */
 	CHECK_RC(kvc_connect(c, "127.0.0.1", plain_port), 0);
 	roundtrip(c, "tls:plain");
+	/* NULL turns TLS off again. */
+	o = (struct kvc_tls_opts){.ca_file = cpath("ca.crt")};
+	CHECK_RC(kvc_set_tls(c, &o), 0);
+	refused(c, kvc_connect(c, "127.0.0.1", plain_port), -KVC_CONNECT,
+		"TLS handshake");
+	CHECK_RC(kvc_set_tls(c, NULL), 0);
+	CHECK_RC(kvc_connect(c, "127.0.0.1", plain_port), 0);
+	roundtrip(c, "tls:plain-again");
 	kvc_close(c);
 }
 
