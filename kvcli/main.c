@@ -330,8 +330,11 @@ static int ask_password(struct cli *cli)
 	quiet = old;
 	quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
 	quiet.c_lflag |= ICANON;
-	if (write(fd, "Please input password: ", 23) < 0 ||
-	    tcsetattr(fd, TCSAFLUSH, &quiet))
+	/* Echo off before the prompt: TCSAFLUSH drops what was typed before
+	 * it takes effect, so a password typed as soon as the prompt shows
+	 * must not arrive before it. */
+	if (tcsetattr(fd, TCSAFLUSH, &quiet) ||
+	    write(fd, "Please input password: ", 23) < 0)
 		goto done;
 	while ((r = read(fd, &ch, 1)) == 1 && ch != '\n' && n < sizeof(buf))
 		buf[n++] = ch;

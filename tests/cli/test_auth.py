@@ -156,7 +156,7 @@ class Auth(unittest.TestCase):
         pid, fd = pty.fork()
         if pid == 0:
             os.execve(KVCLI, [KVCLI, "-p", str(self.srv.port)] + args, env)
-        out, pos = b"", 0
+        out, pos, done = b"", 0, False
         try:
             for want, line in lines:
                 # Typed only once asked: libedit flushes input typed ahead.
@@ -178,7 +178,10 @@ class Auth(unittest.TestCase):
                 if not chunk:
                     break
                 out += chunk
+            done = True
         finally:
+            if not done:  # a failed check: never wait on a kvcli still reading
+                os.kill(pid, 9)
             _, status = os.waitpid(pid, 0)
             os.close(fd)
         return out, status
