@@ -326,6 +326,8 @@ def check_debs(debs, version, arch):
     assert "libkvclient1 (= %s)" % version in control(debs["kvd-tools"], "Depends")
     assert "kvd" not in tools, "kvd-tools needs no local server"
     assert "libkvclient1 (= %s)" % version in control(debs["libkvclient-dev"], "Depends")
+    # kvclient.pc requires libssl (privately), the CMake package OpenSSL.
+    assert "libssl-dev" in depends_names(debs["libkvclient-dev"])
     assert control(debs["kvd"], "Section") == "database"
     assert control(debs["kvd-tools"], "Section") == "database"
     assert control(debs["libkvclient1"], "Section") == "libs"
