@@ -394,7 +394,8 @@ static int parse_i64(struct kv_slice d, int64_t *out)
 	char buf[24], *end;
 	long long v;
 
-	if (d.n == 0 || d.n > 20)
+	/* A NUL would end the string early: "\0abc" is not 0. */
+	if (d.n == 0 || d.n > 20 || memchr(d.p, 0, d.n))
 		return -1;
 	memcpy(buf, d.p, d.n);
 	buf[d.n] = '\0';
