@@ -23,7 +23,8 @@
 #include "kvd.h"
 #include "log.h"
 
-/* Room for a checkpoint (map or disk full): retried this often. */
+/* Room for a checkpoint (map or disk full): retried this often, and at
+ * once when a writer needs it. */
 #define RETRY_MS 1000
 /* Room left below which an EIO from a commit counts as a full disk: LMDB
  * reports a short write of pages as EIO ("short write, filesystem
@@ -199,6 +200,7 @@ static void *ckpt_main(void *arg)
 		pthread_mutex_unlock(&sh->mu);
 		rc = checkpoint(sh, m, upto);
 		pthread_mutex_lock(&sh->mu);
+		sh->attempts++;
 		if (rc == 0) {
 			atomic_fetch_sub(&sh->pend_bytes, bytes);
 			sh->job = NULL;
@@ -250,14 +252,33 @@ static int wait_idle(struct shard *sh, struct kvd_reader *rd, int *waited)
 {
 	int rc = 0;
 
+	int kicked = 0;
+
 	kvd_reader_reset(rd);
 	*waited = 0;
 	pthread_mutex_lock(&sh->mu);
-	while (sh->job && !(rc = atomic_load(&sh->failed)) &&
-	       !(rc = atomic_load(&sh->ckpt_err))) {
+	while (sh->job && !(rc = atomic_load(&sh->failed))) {
+		uint64_t tries = sh->attempts;
+
+		if ((rc = atomic_load(&sh->ckpt_err))) {
+			/* The checkpoint failed for room: have it tried once
+			 * more now (room may be back), and answer with what
+			 * that attempt says. */
+			if (kicked)
+				break;
+			kicked = 1;
+			pthread_cond_broadcast(&sh->cv);
+			while (sh->job && sh->attempts == tries &&
+			       !atomic_load(&sh->failed))
+				pthread_cond_wait(&sh->cv, &sh->mu);
+			rc = 0;
+			continue;
+		}
 		*waited = 1;
 		pthread_cond_wait(&sh->cv, &sh->mu);
 	}
+	if (!sh->job)
+		rc = 0;
 	if (!rc)
 		rc = atomic_load(&sh->failed);
 	pthread_mutex_unlock(&sh->mu);

@@ -45,8 +45,10 @@ struct kvd_wtxn {
 	size_t nrecs;
 	int flushed; /* a FLUSH in this batch hides every layer below it */
 	uint64_t next_mreap; /* the next walk for expired memtable values */
-	int room; /* -1: not yet known in this batch; 0: only deletes may use
-		     the map's reserve, which is all that is left; 1: room */
+	/* pages of the map checkpoints may still use (INT64_MIN: not yet
+	 * known in this batch), and the page size */
+	int64_t room_pages;
+	uint64_t psize;
 };
 
 struct shard {
@@ -72,6 +74,7 @@ struct shard {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* job set (checkpointer), or done (committer) */
 	struct kvm *job;   /* under mu: the frozen memtable to checkpoint */
+	uint64_t attempts; /* under mu: checkpoints tried */
 	int stop;	   /* under mu */
 	/* counters */
 	_Atomic uint64_t jbytes, fsyncs, ckpts, ckpt_ns, bp_waits;

@@ -75,32 +75,67 @@ static uint64_t free_pages(MDB_env *env)
 	return n;
 }
 
-/* 1 when a write other than a delete may be taken, as of the start of
- * this batch: the map must keep its reserve after the checkpoints of
- * everything not yet in LMDB (the memtables' records, counted twice over
- * for the B-tree's pages and the copies a write transaction makes), so
- * that a checkpoint does not fail for room. */
-static int has_room(struct kvd_wtxn *t)
+/* Pages a checkpoint of bytes of records may take: twice their size, for
+ * half-full B-tree pages and the branch pages a write transaction copies. */
+static uint64_t ckpt_pages(uint64_t bytes, uint64_t psize)
 {
-	struct shard *sh = &t->st->sh[t->idx];
-	MDB_env *env = sh->env;
+	return 2 * bytes / psize + 1;
+}
+
+/* Pages of shard sh's map that checkpoints may still use, keeping the
+ * reserve, as of the last commit; the free-page list is read only when the
+ * unused end of the map is below need.  *psize gets the page size. */
+static int64_t room_pages(struct shard *sh, uint64_t need, uint64_t *psize)
+{
 	MDB_envinfo ei;
 	MDB_stat ms;
-	uint64_t pages, unused, reserve;
+	uint64_t pages, unused;
+	int64_t avail;
 
-	if (t->room >= 0)
-		return t->room;
-	t->room = 1;
-	if (mdb_env_info(env, &ei) || mdb_env_stat(env, &ms) || !ms.ms_psize)
-		return t->room;
+	*psize = 4096;
+	if (mdb_env_info(sh->env, &ei) || mdb_env_stat(sh->env, &ms) ||
+	    !ms.ms_psize)
+		return INT64_MAX;
+	*psize = ms.ms_psize;
 	pages = ei.me_mapsize / ms.ms_psize;
 	unused = pages > ei.me_last_pgno + 1 ? pages - ei.me_last_pgno - 1 : 0;
-	reserve =
-	    reserve_pages(pages) +
-	    2 * (atomic_load(&sh->pend_bytes) + t->data.len) / ms.ms_psize;
-	if (unused < reserve && unused + free_pages(env) < reserve)
-		t->room = 0;
-	return t->room;
+	avail = (int64_t)unused - (int64_t)reserve_pages(pages);
+	if (avail < (int64_t)need)
+		avail += (int64_t)free_pages(sh->env);
+	return avail;
+}
+
+/* 1 when a write other than a delete, of about bytes, may be taken: the
+ * checkpoints of everything not yet in LMDB (the memtables, this batch,
+ * this write) must fit the map and leave its reserve, so that a checkpoint
+ * does not fail for room.  A write that does not fit is refused alone. */
+static int has_room(struct kvd_wtxn *t, size_t bytes)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	uint64_t pend = atomic_load(&sh->pend_bytes) + t->data.len;
+
+	if (t->room_pages == INT64_MIN)
+		t->room_pages = room_pages(
+		    sh, ckpt_pages(pend + (16u << 20), 4096), &t->psize);
+	return (int64_t)ckpt_pages(pend + bytes, t->psize) <= t->room_pages;
+}
+
+/* At a batch's start: when what waits for a checkpoint would take more
+ * than half of the map's room, checkpoint now, so that a nearly full map
+ * sees its real room (a FLUSHALL or deletes in the memtable free pages
+ * only once checkpointed). */
+static int room_checkpoint(struct shard *sh, struct kvd_reader *rd)
+{
+	uint64_t pend = atomic_load(&sh->pend_bytes), psize, need;
+
+	if (!pend)
+		return 0;
+	need = ckpt_pages(pend, 4096);
+	if (room_pages(sh, 2 * need, &psize) >= 2 * (int64_t)need)
+		return 0;
+	if (sh->active_ms)
+		return kvd_ckpt_freeze(sh, rd) ?: kvd_ckpt_wait(sh, rd);
+	return kvd_ckpt_wait(sh, rd);
 }
 
 /* ===================== The batch's records ===================== */
@@ -495,7 +530,7 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	op->status = KV_OK;
 	op->result = 0;
 	if (op->kind != KVD_W_DEL && op->kind != KVD_W_GETDEL &&
-	    op->kind != KVD_W_FLUSH && !has_room(t)) {
+	    op->kind != KVD_W_FLUSH && !has_room(t, op->items_len)) {
 		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
 				    "%s: map full (raise map-size); writes "
 				    "refused, deletes still served",
@@ -651,14 +686,15 @@ int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
 		return KV_INTERNAL;
 	if ((rc = atomic_load(&sh->failed)))
 		return rc;
-	if ((rc = maybe_freeze(sh, t->rd, kvd_now_ms())))
+	if ((rc = maybe_freeze(sh, t->rd, kvd_now_ms())) ||
+	    (rc = room_checkpoint(sh, t->rd)))
 		return rc;
 	kvd_reader_enter(t->rd);
 	shard_layers(sh, &t->act, &t->frz);
 	t->nents = 0;
 	t->data.len = 0;
 	t->flushed = 0;
-	t->room = -1;
+	t->room_pages = INT64_MIN;
 	ov_clear_ht(t);
 	*out = t;
 	return 0;
