@@ -132,12 +132,15 @@ fail:
 	return rc;
 }
 
-/* A failed checkpoint: KV_MAP_FULL or KV_DISK_FULL (retried: nothing of
- * it is referenced on disk), or KV_SHARD_FAILED. */
+/* A failed checkpoint: KV_MAP_FULL, KV_DISK_FULL or KV_INTERNAL (out of
+ * memory), retried: nothing of an aborted commit is referenced on disk;
+ * or KV_SHARD_FAILED. */
 static int ckpt_status(struct shard *sh, int rc, const char *what)
 {
 	if (rc == MDB_MAP_FULL)
 		return KV_MAP_FULL;
+	if (rc == ENOMEM)
+		return KV_INTERNAL;
 	if (rc == ENOSPC || (rc == EIO && !strcmp(what, "commit") &&
 			     kvd_shard_fs_room(sh->path) < FULL_MARGIN))
 		return KV_DISK_FULL;
