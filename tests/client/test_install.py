@@ -41,7 +41,10 @@ def run(*cmd, **kw):
 
 
 def main():
-    if not shutil.which("cmake") or not shutil.which("pkg-config"):
+    missing = [t for t in ("cmake", "pkg-config") if not shutil.which(t)]
+    if missing:
+        print("skipped: %s not installed (scripts/deps.sh build installs the build tools)"
+              % " and ".join(missing))
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="kvc-install-")
     try:

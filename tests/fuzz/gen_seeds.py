@@ -22,13 +22,17 @@ directories by hand: every file is replayed by `make test`.
 import os
 import re
 import struct
+import sys
 
 import msgpack
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
-HELLO, PING, GET, PUT, DEL, MGET, MPUT, MDEL, EXISTS, SCAN, COUNT, STATS = range(1, 13)
-INCR, APPEND, EXPIRE, TTL, GETDEL, FLUSHALL, AUTH, BACKUP = range(13, 21)
+# Opcodes come from the headers through the tests' one parser of them.
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from kvproto import (APPEND, AUTH, BACKUP, COUNT, DEL, EXISTS, EXPIRE,  # noqa: E402
+                     FLUSHALL, GET, GETDEL, HELLO, INCR, MDEL, MGET, MPUT, OPS,
+                     PING, PUT, SCAN, STATS, TTL)
 
 
 def pk(obj):
@@ -166,15 +170,15 @@ def resp_table():
 
 
 def native_table():
-    """[(name, number, min, max or None)] from kv_proto.h and cmd.c."""
-    with open(os.path.join(ROOT, "common", "kv_proto.h")) as f:
-        ops = re.findall(r"X\((\w+),\s*(\d+),\s*[RWA]\)", f.read())
+    """[(name, number, min, max or None)] from kv_proto.h (kvproto.OPS, in
+    the header's order) and cmd.c."""
+    ops = [(n, num) for n, (num, _) in OPS.items()]
     with open(os.path.join(ROOT, "kvd", "cmd.c")) as f:
         counts = {n: (int(lo), None if hi == "VAR" else int(hi)) for n, lo, hi in
                   re.findall(r"\[KV_OP_(\w+)\]\s*=\s*\{\s*\w+,\s*\d+,\s*(\d+),\s*(\w+)",
                              f.read())}
     assert len(ops) > 15 and len(counts) == len(ops), "kv_proto.h/cmd.c tables"
-    return [(n, int(num)) + counts[n] for n, num in ops]
+    return [(n, num) + counts[n] for n, num in ops]
 
 
 # Plausible arguments, in order; longer requests repeat keys.  BACKUP's
@@ -232,7 +236,7 @@ def dispatch_seeds():
             t = [b"/bk%d" % i, b"relative", b"/"]
         top = (lo if hi is None else hi) + 2
         data = b"".join(frame([num] + (t + [b"k%d" % j for j in range(n)])[:n])
-                        for n in range(top + 1)) + frame([2])
+                        for n in range(top + 1)) + frame([PING])
         chunk = (i % 8) << 3
         out["native-%s" % name.lower()] = bytes([2 | chunk]) + data
         out["native-%s-noauth" % name.lower()] = bytes([chunk]) + data
@@ -243,8 +247,9 @@ def dispatch_seeds():
         + mb(b"INCR", b"k") + mb(b"MGET", b"k", b"j") + mb(b"DEL", b"k") + mb(b"EXISTS", b"k")
     out["resp-output-stall"] = bytes([3 | 7 << 3]) + mb(b"SET", b"big", b"x" * 40000) \
         + mb(b"GET", b"big") * 8 + mb(b"INCR", b"n") + mb(b"GET", b"big") * 4
-    out["native-own-writes"] = bytes([2 | 7 << 3]) + frame([4, b"k", b"v"]) + frame([3, b"k"]) \
-        + frame([17, b"k"]) + frame([16, b"k"]) + frame([8, b"k", b"j"]) + frame([6, b"k"])
+    out["native-own-writes"] = bytes([2 | 7 << 3]) + frame([PUT, b"k", b"v"]) \
+        + frame([GET, b"k"]) + frame([GETDEL, b"k"]) + frame([TTL, b"k"]) \
+        + frame([MDEL, b"k", b"j"]) + frame([MGET, b"k"])
     out["resp-auth-then-all"] = bytes([1 | 7 << 3]) + mb(b"GET", b"k") + mb(b"AUTH", b"pw") \
         + mb(b"SET", b"k", b"1") + mb(b"INCRBY", b"k", b"2") + mb(b"HELLO") + mb(b"HELLO", b"2")
     out["resp-hello-alone-preauth"] = bytes([1]) + b"*1\r\n$5\r\nHELLO\r\n"
@@ -254,9 +259,11 @@ def dispatch_seeds():
     out["resp-scan-pages"] = bytes([3 | 7 << 3]) + keys + mb(b"SCAN", b"0", b"COUNT", b"5") \
         + mb(b"SCAN", b"5", b"MATCH", b"k1*") + mb(b"KEYS", b"k0?") + mb(b"DBSIZE") \
         + mb(b"SCAN", b"0", b"TYPE", b"hash") + mb(b"SCAN", b"99999") + mb(b"INFO", b"keyspace")
-    out["native-scan-pages"] = bytes([2 | 7 << 3]) + frame([7, 0, b"a", b"1", b"b", b"2", b"c", b"3"]) \
-        + frame([10, None, None, None, 2]) + frame([10, b"", b"b", None, 1, 1]) \
-        + frame([11]) + frame([11, b"a"]) + frame([9, b"a", b"z"]) + frame([5, b"a"])
+    out["native-scan-pages"] = bytes([2 | 7 << 3]) \
+        + frame([MPUT, 0, b"a", b"1", b"b", b"2", b"c", b"3"]) \
+        + frame([SCAN, None, None, None, 2]) + frame([SCAN, b"", b"b", None, 1, 1]) \
+        + frame([COUNT]) + frame([COUNT, b"a"]) + frame([EXISTS, b"a", b"z"]) \
+        + frame([DEL, b"a"])
     out["resp-help"] = bytes([3 | 7 << 3]) + b"".join(
         mb(c, b"HELP") + mb(c, b"NOSUCH") for c in (b"CLIENT", b"COMMAND", b"CONFIG")) \
         + mb(b"CLIENT", b"ID", b"x") + mb(b"CONFIG", b"SET", b"a", b"b") + mb(b"COMMAND", b"COUNT")

@@ -31,7 +31,6 @@ SRC = os.environ.get("KVD_SOURCE_DIR",
 sys.path.insert(0, os.path.join(SRC, "tests", "resp"))
 from resputil import Error, Raw, encode  # noqa: E402
 
-AUTH_REQUIRED = 25
 PW = "pw"
 
 

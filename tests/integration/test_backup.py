@@ -18,9 +18,6 @@ import unittest
 
 from kvdtest import *  # noqa: F401,F403
 
-BACKUP = 20
-BUSY = 30
-
 
 def writer(port, n, acked, stop):
     c = Client(port)

@@ -47,7 +47,10 @@ class Limits(unittest.TestCase):
         with Server(threads=1, args=["--max-clients", "3"]) as srv:
             # the harness's readiness probe holds a slot until kvd sees it close
             first = srv.client()
+            end = time.monotonic() + 30
             while first.call(STATS)[1][b"connections"] > 1:
+                self.assertLess(time.monotonic(), end,
+                                "the readiness probe's connection never closed")
                 time.sleep(0.01)
             cs = [first] + [srv.client() for _ in range(2)]
             for c in cs:

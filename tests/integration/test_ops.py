@@ -106,9 +106,14 @@ class Ops(ServerCase):
         return [s[b"expiring"] for s in self.c.call(STATS)[1][b"shards"]]
 
     def shard_of(self, key):
-        """The shard whose expiry index key joins (then the key goes)."""
+        """The shard whose expiry index key joins (then the key goes).
+        Each call uses a TTL of its own: the index is keyed by (expiry,
+        key), so a second PUT of the same key within the same millisecond
+        would add no entry."""
+        self.ttl_seq = getattr(self, "ttl_seq", 0) + 1000
         before = self.expiring()
-        self.assertEqual(self.c.call(PUT, key, b"", 1 << 40), [OK])
+        self.assertEqual(self.c.call(PUT, key, b"", (1 << 40) + self.ttl_seq),
+                         [OK])
         grew = [i for i, (a, b) in enumerate(zip(before, self.expiring())) if b > a]
         self.assertEqual(self.c.call(DEL, key), [OK])
         return grew[0]
@@ -116,8 +121,9 @@ class Ops(ServerCase):
     def test_overwrite_clears_ttl_and_keepttl(self):
         # a key of o's shard expiring with o's first TTL: once the reaper
         # has deleted it, it has been past o's stale index entry too
+        home = self.shard_of(b"o")
         probe = next(k for k in (b"probe%d" % i for i in range(1000))
-                     if self.shard_of(k) == self.shard_of(b"o"))
+                     if self.shard_of(k) == home)
         reaped = self.c.call(STATS)[1][b"expired_reaped"]
         self.c.call(PUT, b"o", b"1", 200)
         self.c.call(PUT, probe, b"p", 200)

@@ -85,15 +85,41 @@ class Fs:
             os.unlink(self.image)
 
 
-class Filler(threading.Thread):
+class Writer(threading.Thread):
+    """A writer thread whose failure fails the test: threading only prints
+    an exception that ends run(), so work()'s is kept in self.error and
+    the test asserts, once joined, that none was raised."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.error = None
+
+    def run(self):
+        try:
+            self.work()
+        except BaseException as e:  # reported by the test
+            self.error = e
+
+
+def assert_writers_ok(test, writers, timeout):
+    """Join writers; fail if one is still running or raised."""
+    for w in writers:
+        w.join(timeout)
+    test.assertEqual([w.name for w in writers if w.is_alive()], [],
+                     "writer threads still running")
+    test.assertEqual([(w.name, repr(w.error)) for w in writers if w.error], [],
+                     "writer threads failed")
+
+
+class Filler(Writer):
     """PUT unique keys, pipelined by 8, until enough DISK_FULL replies."""
 
     def __init__(self, port, wid, stop_after=10):
-        super().__init__(daemon=True)
+        super().__init__()
         self.port, self.wid, self.stop_after = port, wid, stop_after
         self.acked, self.statuses = [], {}
 
-    def run(self):
+    def work(self):
         c = Client(self.port, timeout=30)
         i = full = 0
         while full < self.stop_after and i < 200000:
@@ -133,8 +159,7 @@ class DiskFull(unittest.TestCase):
             fillers = [Filler(srv.port, w) for w in range(8)]
             for f in fillers:
                 f.start()
-            for f in fillers:
-                f.join(120)
+            assert_writers_ok(self, fillers, 120)
             statuses = {}
             for f in fillers:
                 for st, n in f.statuses.items():
@@ -193,17 +218,17 @@ class DiskFull(unittest.TestCase):
         self.fill_and_recover("ext4", 48, 8)
 
 
-class BigWriter(threading.Thread):
+class BigWriter(Writer):
     """PUT 4 MiB values under new keys, two in flight, until told to stop."""
 
     def __init__(self, port):
-        super().__init__(daemon=True)
+        super().__init__()
         self.port = port
         self.stop = threading.Event()
         self.full_once = threading.Event()
         self.statuses = {}
 
-    def run(self):
+    def work(self):
         c = Client(self.port, timeout=60)
         big = b"B" * (4 << 20)
         i = inflight = 0
@@ -226,7 +251,8 @@ class MapFull(unittest.TestCase):
         with Server(threads=1, args=["--map-size", "16m"]) as srv:
             big = BigWriter(srv.port)
             big.start()
-            self.assertTrue(big.full_once.wait(60), "the map never filled")
+            self.assertTrue(big.full_once.wait(60),
+                            "the map never filled (writer: %r)" % big.error)
             c = srv.client()
             small, statuses = [], {}
             for i in range(0, 1500, 10):
@@ -238,7 +264,7 @@ class MapFull(unittest.TestCase):
                     if st == OK:
                         small.append(k)
             big.stop.set()
-            big.join(60)
+            assert_writers_ok(self, [big], 60)
             self.assertEqual(statuses, {OK: 1500}, "100-byte PUTs refused while they fit")
             self.assertGreater(big.statuses.get(MAP_FULL, 0), 5)
             for k in small:
