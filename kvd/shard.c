@@ -91,6 +91,7 @@ struct replay {
 	struct shard *sh;
 	struct kvm *m;
 	MDB_txn *txn;
+	uint64_t bytes; /* of the records replayed */
 };
 
 static int replay_one(void *arg, uint64_t lsn, uint8_t type,
@@ -102,6 +103,7 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type,
 	MDB_val k, v;
 	int rc;
 
+	rp->bytes += len;
 	if ((rc = kvj_rec_decode(type, payload, len, &r)))
 		return rc;
 	if (r.type == KVJ_FLUSHALL)
@@ -157,10 +159,9 @@ static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 	sh->released = ckpt;
 	sh->active_ms = rep.replayed ? kvd_now_ms() : 0;
 	log_info("%s: checkpoint LSN %llu, journal replayed %llu record(s) "
-		 "(%.1f MiB in memtable) in %.1f ms",
+		 "(%.1f MiB) in %.1f ms",
 		 sh->path, (unsigned long long)ckpt,
-		 (unsigned long long)rep.replayed,
-		 (double)kvm_bytes(rp.m) / (1 << 20),
+		 (unsigned long long)rep.replayed, (double)rp.bytes / (1 << 20),
 		 (double)(kvd_mono_ns() - t0) / 1e6);
 	return 0;
 }
