@@ -29,11 +29,13 @@
 #include "log.h"
 #include "loop.h"
 
-/* One transaction carries at most this much, so that a flood of writes
- * cannot build a transaction LMDB refuses (MDB_TXN_FULL) or delay the first
- * writer's reply without bound. */
+/* One batch carries at most this much (one request larger than that goes
+ * alone), so that a flood of writes cannot delay the first writer's reply
+ * without bound.  4 MiB already makes one journal write and flush cheap per
+ * byte; the batch is copied once more into the journal's write buffer, so
+ * more would only cost memory. */
 #define BATCH_MAX_OPS 4096
-#define BATCH_MAX_BYTES (16u << 20)
+#define BATCH_MAX_BYTES (4u << 20)
 #define REAP_PER_TXN 1000
 #define READER_CHECK_MS 10000
 

@@ -24,7 +24,12 @@
 
 /* One record of a batch, before it reaches the journal (shard_write.c). */
 struct ov_ent {
-	uint32_t koff, klen, voff, vlen; /* in kvd_wtxn.data */
+	/* The key, and a value given by the request, stay where they are
+	 * (the request's items, a snapshot or a memtable: all valid until the
+	 * batch is committed); a computed value is in kvd_wtxn.data at voff. */
+	const uint8_t *key, *val;
+	uint32_t klen, vlen, voff;
+	uint8_t vbuf; /* the value is in data */
 	uint64_t exp;
 	uint8_t type;  /* KVJ_PUT, KVJ_DEL, KVJ_FLUSHALL */
 	uint8_t below; /* the key holds a value under the active memtable */
@@ -35,7 +40,8 @@ struct kvd_wtxn {
 	unsigned idx;
 	struct kvd_reader *rd; /* the committer's LMDB snapshot */
 	struct kvm *act, *frz; /* the layers, as of the batch's start */
-	struct kv_buf data;    /* the batch's keys and values */
+	struct kv_buf data;    /* the batch's computed values */
+	size_t bytes;	       /* keys and values in the batch */
 	struct kv_buf tmp; /* old values copied out before they are rewritten */
 	struct ov_ent *ents;
 	size_t nents, cap;

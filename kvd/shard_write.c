@@ -112,7 +112,7 @@ static int64_t room_pages(struct shard *sh, uint64_t need, uint64_t *psize)
 static int has_room(struct kvd_wtxn *t, size_t bytes)
 {
 	struct shard *sh = &t->st->sh[t->idx];
-	uint64_t pend = atomic_load(&sh->pend_bytes) + t->data.len;
+	uint64_t pend = atomic_load(&sh->pend_bytes) + t->bytes;
 
 	if (t->room_pages == INT64_MIN)
 		t->room_pages = room_pages(
@@ -148,7 +148,13 @@ static void ov_clear_ht(struct kvd_wtxn *t)
 
 static const uint8_t *ov_key(const struct kvd_wtxn *t, const struct ov_ent *e)
 {
-	return t->data.data + e->koff;
+	(void)t;
+	return e->key;
+}
+
+static const uint8_t *ov_val(const struct kvd_wtxn *t, const struct ov_ent *e)
+{
+	return e->vbuf ? t->data.data + e->voff : e->val;
 }
 
 /* The slot of key in the hash of the batch's keys (empty or its own). */
@@ -190,10 +196,12 @@ static int ov_grow(struct kvd_wtxn *t)
 	return 0;
 }
 
-/* Add a record: key = a + b (a PUT), a tombstone, or a FLUSHALL. */
+/* Add a record: key = a + b (a PUT), a tombstone, or a FLUSHALL.  k's
+ * bytes must stay valid until the batch is committed; so must a's when
+ * ext (and b is empty), else a + b are copied. */
 static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 		  uint64_t exp, const void *a, size_t an, const void *b,
-		  size_t bn, int below)
+		  size_t bn, int below, int ext)
 {
 	struct ov_ent *e;
 
@@ -213,17 +221,21 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 	e->type = type;
 	e->below = (uint8_t)below;
 	e->exp = exp;
-	e->koff = (uint32_t)t->data.len;
 	if (k) {
+		e->key = k->mv_data;
 		e->klen = (uint32_t)k->mv_size;
-		if (kv_buf_append(&t->data, k->mv_data, k->mv_size))
+	}
+	e->vlen = (uint32_t)(an + bn);
+	if (ext && !bn) {
+		e->val = a;
+	} else {
+		e->vbuf = 1;
+		e->voff = (uint32_t)t->data.len;
+		if ((an && kv_buf_append(&t->data, a, an)) ||
+		    (bn && kv_buf_append(&t->data, b, bn)))
 			return ENOMEM;
 	}
-	e->voff = (uint32_t)t->data.len;
-	e->vlen = (uint32_t)(an + bn);
-	if ((an && kv_buf_append(&t->data, a, an)) ||
-	    (bn && kv_buf_append(&t->data, b, bn)))
-		return ENOMEM;
+	t->bytes += e->klen + e->vlen;
 	t->nents++;
 	if (type == KVJ_FLUSHALL) {
 		ov_clear_ht(t);
@@ -296,7 +308,7 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 
 		o->below = oe->below;
 		if (oe->type == KVJ_PUT) {
-			o->data.p = t->data.data + oe->voff;
+			o->data.p = ov_val(t, oe);
 			o->data.n = oe->vlen;
 			o->exp = oe->exp;
 			o->live = oe->exp == 0 || oe->exp > now ? 1 : -1;
@@ -312,16 +324,23 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 	return wlookup_lower(t, k, now, o);
 }
 
-/* Store header-less value a + b (b may be empty) as key's new state. */
+/* Store value a + b (b may be empty) as key's new state; copied. */
 static int wstore(struct kvd_wtxn *t, MDB_val *k, uint64_t exp, const void *a,
 		  size_t an, const void *b, size_t bn, const struct wval *o)
 {
-	return ov_add(t, KVJ_PUT, k, exp, a, an, b, bn, o->below);
+	return ov_add(t, KVJ_PUT, k, exp, a, an, b, bn, o->below, 0);
+}
+
+/* Store the request's own value v (not copied: it outlives the batch). */
+static int wstore_req(struct kvd_wtxn *t, MDB_val *k, uint64_t exp,
+		      const void *v, size_t vn, const struct wval *o)
+{
+	return ov_add(t, KVJ_PUT, k, exp, v, vn, NULL, 0, o->below, 1);
 }
 
 static int wdelete(struct kvd_wtxn *t, MDB_val *k, const struct wval *o)
 {
-	return ov_add(t, KVJ_DEL, k, 0, NULL, 0, NULL, 0, o->below);
+	return ov_add(t, KVJ_DEL, k, 0, NULL, 0, NULL, 0, o->below, 0);
 }
 
 /* Copy a value out before a store may move it. */
@@ -392,7 +411,7 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		}
 		if ((op->flags & KV_PUT_KEEPTTL) && o.live > 0)
 			exp = o.exp;
-		if ((rc = wstore(t, &it.k, exp, it.v, it.vn, NULL, 0, &o)))
+		if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o)))
 			return rc;
 	}
 	return 0;
@@ -545,7 +564,7 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		rc = apply_del(t, op, now, op->kind == KVD_W_GETDEL);
 		break;
 	case KVD_W_FLUSH:
-		rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0);
+		rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0);
 		break;
 	default: rc = apply_rmw(t, op, now, max_value); break;
 	}
@@ -693,6 +712,7 @@ int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
 	shard_layers(sh, &t->act, &t->frz);
 	t->nents = 0;
 	t->data.len = 0;
+	t->bytes = 0;
 	t->flushed = 0;
 	t->room_pages = INT64_MIN;
 	ov_clear_ht(t);
@@ -705,13 +725,13 @@ static int insert_all(struct kvd_wtxn *t, uint64_t first)
 {
 	for (size_t i = 0; i < t->nents; i++) {
 		const struct ov_ent *e = &t->ents[i];
-		const uint8_t *k = t->data.data + e->koff;
+		const uint8_t *k = e->key;
 		unsigned fl = e->below ? KVM_F_BELOW : 0;
 		int rc;
 
 		if (e->type == KVJ_PUT)
-			rc = kvm_put(t->act, k, e->klen, t->data.data + e->voff,
-				     e->vlen, e->exp, first + i, fl);
+			rc = kvm_put(t->act, k, e->klen, ov_val(t, e), e->vlen,
+				     e->exp, first + i, fl);
 		else if (e->type == KVJ_DEL)
 			rc = kvm_del(t->act, k, e->klen, first + i, fl);
 		else
@@ -734,9 +754,9 @@ static int build_recs(struct kvd_wtxn *t, uint64_t *bytes)
 		const struct ov_ent *e = &t->ents[i];
 
 		r[i] = (struct kvj_rec){.type = e->type,
-					.key = t->data.data + e->koff,
+					.key = e->key,
 					.klen = e->klen,
-					.val = t->data.data + e->voff,
+					.val = ov_val(t, e),
 					.vlen = e->vlen,
 					.expiry_ms = e->exp};
 		*bytes += kvj_rec_size(&r[i]);
