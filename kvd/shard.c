@@ -392,9 +392,14 @@ void kvd_reader_reset(struct kvd_reader *r)
 	}
 	r->nactive = 0;
 	if (r->in) {
-		/* Nothing loaded before this point is used after it. */
-		atomic_fetch_add(&r->epoch, 1);
-		atomic_store(&r->busy, 0);
+		/* Nothing loaded before this point is used after it: release
+		 * stores (this thread is the only writer of both), no locked
+		 * instruction at every loop turn's end. */
+		atomic_store_explicit(
+		    &r->epoch,
+		    atomic_load_explicit(&r->epoch, memory_order_relaxed) + 1,
+		    memory_order_release);
+		atomic_store_explicit(&r->busy, 0, memory_order_release);
 		r->in = 0;
 	}
 }
