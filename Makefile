@@ -34,7 +34,8 @@ define test_build
 	@scripts/deps.sh test
 	@cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVD_WERROR=ON $(2) >/dev/null
 	@cmake --build $(1) -j$(JOBS) >$(1)/build.log 2>&1 || { cat $(1)/build.log; exit 1; }
-	@cd $(1) && ctest $(CTEST_FLAGS) $(3)
+	@cd $(1) && { ctest $(CTEST_FLAGS) $(3); echo $$? >ctest.rc; } | \
+		awk -f $(CURDIR)/scripts/skipcount.awk && exit $$(cat ctest.rc)
 endef
 
 test:
@@ -51,7 +52,10 @@ endef
 
 # allocator_may_return_null: msgpack-c, unit_mp's reference decoder, asks
 # malloc for a hostile container's declared size and copes with NULL.
-test-asan: export ASAN_OPTIONS = allocator_may_return_null=1 log_path=$(CURDIR)/build-asan/sanitizer-report
+# quarantine_size_mb: ASan keeps 256 MiB of freed memory unreused by
+# default, which the memory-bound tests (test_memory.py, test_pipeline.py)
+# would count as kvd's; 8 MiB still catches a use soon after free.
+test-asan: export ASAN_OPTIONS = allocator_may_return_null=1 quarantine_size_mb=8 log_path=$(CURDIR)/build-asan/sanitizer-report
 test-asan: export UBSAN_OPTIONS = print_stacktrace=1 log_path=$(CURDIR)/build-asan/sanitizer-report
 test-asan:
 	@rm -f build-asan/sanitizer-report.*

@@ -2,6 +2,7 @@
  * libkvclient, in its non-blocking mode, so that the engine's epoll loop
  * drives many pipelined connections per thread. */
 #include <stdio.h>
+#include <string.h>
 
 #include "kvbench.h"
 #include "kvclient.h"
@@ -14,7 +15,12 @@ static void *kvd_connect(const struct kb_target *t, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if (kvc_connect(c, t->host, t->port) || kvc_set_nonblock(c, 1)) {
+	/* The AUTH goes out within kvc_connect, before the connection turns
+	 * non-blocking: a wrong password fails the connect, and a server
+	 * without one is not an error (libkvclient ignores its DISABLED). */
+	if ((t->password &&
+	     kvc_set_password(c, t->password, strlen(t->password))) ||
+	    kvc_connect(c, t->host, t->port) || kvc_set_nonblock(c, 1)) {
 		snprintf(err, errlen, "%s", kvc_errmsg(c));
 		kvc_close(c);
 		return NULL;

@@ -32,15 +32,49 @@ static void quiet_notice(void *arg, const char *msg)
 	(void)msg;
 }
 
+/* key='value' (libpq's quoting: \\ and \\' escaped) and a blank; returns
+ * the length it would have, as snprintf. */
+static int conninfo_quote(char *out, size_t n, const char *key, const char *val)
+{
+	size_t len = (size_t)snprintf(out, n, "%s='", key);
+
+	for (; *val; val++) {
+		if (*val == '\\' || *val == '\'') {
+			if (len + 1 < n)
+				out[len] = '\\';
+			len++;
+		}
+		if (len + 1 < n)
+			out[len] = *val;
+		len++;
+	}
+	if (len + 2 < n)
+		memcpy(out + len, "' ", 3);
+	else if (n)
+		out[n - 1] = 0;
+	return (int)len + 2;
+}
+
 static PGconn *open_pg(const struct kb_target *t, char *err, size_t errlen)
 {
-	char info[1024];
+	char info[2048];
 	PGconn *c;
+	int n;
 
 	/* libpq takes the last value of a repeated keyword: --conninfo
-	 * overrides host and port. */
-	snprintf(info, sizeof(info), "host=%s port=%u connect_timeout=5 %s",
-		 t->host, t->port, t->conninfo ? t->conninfo : "");
+	 * overrides host, port and password. */
+	n = snprintf(info, sizeof(info), "host=%s port=%u connect_timeout=5 ",
+		     t->host, t->port);
+	if (t->password)
+		n += conninfo_quote(info + n, sizeof(info) - (size_t)n,
+				    "password", t->password);
+	if ((size_t)n >= sizeof(info) ||
+	    (size_t)snprintf(info + n, sizeof(info) - (size_t)n, "%s",
+			     t->conninfo ? t->conninfo : "") >=
+		sizeof(info) - (size_t)n) {
+		snprintf(err, errlen, "postgres: connection string too long");
+		return NULL;
+	}
 	c = PQconnectdb(info);
 	if (PQstatus(c) != CONNECTION_OK) {
 		snprintf(err, errlen, "postgres %s:%u: %s", t->host, t->port,

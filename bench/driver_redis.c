@@ -39,15 +39,47 @@ struct rconn {
 	unsigned npend, nprev;
 };
 
+/* AUTH, when a password was given.  A server without one (Redis: "no
+ * password is set", "without any password configured") is not an error,
+ * as for the kvd driver. */
+static int redis_auth(redisContext *c, const struct kb_target *t, char *err,
+		      size_t errlen)
+{
+	redisReply *r;
+	int rc = -1;
+
+	if (!t->password)
+		return 0;
+	r = redisCommand(c, "AUTH %s", t->password);
+	if (r && r->type != REDIS_REPLY_ERROR)
+		rc = 0;
+	else if (r && (strstr(r->str, "no password is set") ||
+		       strstr(r->str, "without any password configured")))
+		rc = 0;
+	else
+		snprintf(err, errlen, "%s: AUTH: %s", t->host,
+			 r ? r->str : c->errstr);
+	freeReplyObject(r);
+	return rc;
+}
+
+/* host:port, or the Unix socket at host when it is a path. */
 static redisContext *open_ctx(const struct kb_target *t, char *err,
 			      size_t errlen)
 {
 	struct timeval tv = {5, 0};
-	redisContext *c = redisConnectWithTimeout(t->host, (int)t->port, tv);
+	redisContext *c =
+	    t->host[0] == '/'
+		? redisConnectUnixWithTimeout(t->host, tv)
+		: redisConnectWithTimeout(t->host, (int)t->port, tv);
 
 	if (!c || c->err) {
 		snprintf(err, errlen, "%s:%u: %s", t->host, t->port,
 			 c ? c->errstr : "out of memory");
+		redisFree(c);
+		return NULL;
+	}
+	if (redis_auth(c, t, err, errlen)) {
 		redisFree(c);
 		return NULL;
 	}

@@ -562,61 +562,117 @@ static void thread_free(struct thread *t)
 }
 
 /* The second that just ended: operations and latency percentiles, from
- * the difference between this snapshot and the last one. */
+ * the difference between this snapshot and the last one, for each
+ * operation type and for all of them. */
 struct ticker {
-	struct kb_hist *prev, *cur, *iv;
+	struct kb_hist *prev[OP_NTYPES], *cur, *iv, *all;
 	uint64_t prev_done, prev_all;
 };
 
-static void tick(struct engine *e, struct ticker *tk, double t, int warmup,
-		 struct kb_result *res)
+static int ticker_init(struct ticker *tk)
+{
+	memset(tk, 0, sizeof(*tk));
+	for (int j = 0; j < OP_NTYPES; j++)
+		if (!(tk->prev[j] = calloc(1, sizeof(struct kb_hist))))
+			return -1;
+	tk->cur = calloc(1, sizeof(*tk->cur));
+	tk->iv = calloc(1, sizeof(*tk->iv));
+	tk->all = calloc(1, sizeof(*tk->all));
+	return tk->cur && tk->iv && tk->all ? 0 : -1;
+}
+
+static void ticker_free(struct ticker *tk)
+{
+	for (int j = 0; j < OP_NTYPES; j++)
+		free(tk->prev[j]);
+	free(tk->cur);
+	free(tk->iv);
+	free(tk->all);
+}
+
+/* iv = cur - prev; the maximum is the top bucket's, capped by cur's. */
+static void hist_interval(struct kb_hist *iv, const struct kb_hist *cur,
+			  const struct kb_hist *prev)
+{
+	unsigned top = 0;
+
+	hist_reset(iv);
+	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+		iv->counts[i] = cur->counts[i] - prev->counts[i];
+		iv->count += iv->counts[i];
+		if (iv->counts[i])
+			top = i;
+	}
+	iv->max = iv->count ? hist_bucket_high(top) : 0;
+	if (iv->max > cur->max)
+		iv->max = cur->max;
+}
+
+static struct kb_tick_op tick_op(const struct kb_hist *h)
+{
+	return (struct kb_tick_op){h->count, hist_percentile(h, 50),
+				   hist_percentile(h, 99),
+				   hist_percentile(h, 99.9), h->max};
+}
+
+/* The latencies of the second, per type into k->op, and over all types
+ * into k's own fields. */
+static void tick_latency(struct engine *e, struct ticker *tk, struct kb_tick *k)
+{
+	struct kb_tick_op all;
+
+	hist_reset(tk->all);
+	for (int j = 0; j < OP_NTYPES; j++) {
+		hist_reset(tk->cur);
+		for (unsigned i = 0; i < e->n; i++)
+			hist_add(tk->cur, &e->th[i].hist[j]);
+		hist_interval(tk->iv, tk->cur, tk->prev[j]);
+		k->op[j] = tick_op(tk->iv);
+		hist_add(tk->all, tk->iv);
+		memcpy(tk->prev[j], tk->cur, sizeof(*tk->cur));
+	}
+	all = tick_op(tk->all);
+	k->p50 = all.p50;
+	k->p99 = all.p99;
+	k->p999 = all.p999;
+	k->max = all.max;
+}
+
+static void tick(struct engine *e, struct ticker *tk, double t, double mt,
+		 int warmup, struct kb_result *res)
 {
 	uint64_t done = 0, all = 0, errs = 0;
 	struct kb_tick *grown, *k;
-	unsigned top = 0;
 
-	hist_reset(tk->cur);
 	for (unsigned i = 0; i < e->n; i++) {
-		for (int j = 0; j < OP_NTYPES; j++)
-			hist_add(tk->cur, &e->th[i].hist[j]);
 		done += LOAD(e->th[i].done);
 		all += LOAD(e->th[i].done_all);
 		for (int j = 0; j < ERR_NTYPES; j++)
 			errs += LOAD(e->th[i].errors[j]);
 	}
-	hist_reset(tk->iv);
-	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-		tk->iv->counts[i] = tk->cur->counts[i] - tk->prev->counts[i];
-		tk->iv->count += tk->iv->counts[i];
-		if (tk->iv->counts[i])
-			top = i;
-	}
-	tk->iv->max = hist_bucket_high(top);
-	if (tk->iv->max > tk->cur->max)
-		tk->iv->max = tk->cur->max;
 	grown = realloc(res->ticks, (res->nticks + 1) * sizeof(*grown));
 	if (grown) {
 		res->ticks = grown;
 		k = &grown[res->nticks++];
+		memset(k, 0, sizeof(*k));
+		k->t = t;
 		/* During the warmup nothing is measured: count all. */
-		*k = (struct kb_tick){t,
-				      warmup ? all - tk->prev_all
-					     : done - tk->prev_done,
-				      hist_percentile(tk->iv, 50),
-				      hist_percentile(tk->iv, 99),
-				      hist_percentile(tk->iv, 99.9),
-				      tk->iv->count ? tk->iv->max : 0,
-				      warmup};
-		if (!e->cfg->quiet)
-			report_progress(stderr, e->phase, k, done,
-					e->phase == PHASE_VERIFY
-					    ? e->run->vt.nkeys
-					    : res->planned,
-					errs);
+		k->ops = warmup ? all - tk->prev_all : done - tk->prev_done;
+		k->warmup = warmup;
+		tick_latency(e, tk, k);
+		if (!e->cfg->quiet) {
+			struct kb_progress p = {e->phase, done, res->planned,
+						errs,	  0,	mt};
+
+			if (e->phase == PHASE_VERIFY)
+				p.planned = e->run->vt.nkeys;
+			if (e->phase == PHASE_RUN && e->cfg->duration > 0)
+				p.total = e->cfg->warmup + e->cfg->duration;
+			report_progress(stderr, &p, k);
+		}
 	}
 	tk->prev_done = done;
 	tk->prev_all = all;
-	memcpy(tk->prev, tk->cur, sizeof(*tk->cur));
 }
 
 static int all_finished(struct engine *e)
@@ -627,17 +683,16 @@ static int all_finished(struct engine *e)
 	return 1;
 }
 
-/* The main thread's part: warmup, duration, a tick a second. */
+/* The main thread's part: warmup, duration, a tick a second.  Returns
+ * when the measured part started. */
 static uint64_t supervise(struct engine *e, struct kb_result *res)
 {
 	const struct kb_config *cfg = e->cfg;
-	struct ticker tk = {0};
+	struct ticker tk;
 	uint64_t t0 = kb_now_ns(), mstart = t0, next = t0 + 1000000000ull;
 	int warm = e->phase == PHASE_RUN && cfg->warmup > 0;
+	int ticking = ticker_init(&tk) == 0;
 
-	tk.prev = calloc(1, sizeof(*tk.prev));
-	tk.cur = calloc(1, sizeof(*tk.cur));
-	tk.iv = calloc(1, sizeof(*tk.iv));
 	STORE(e->measuring, !warm);
 	STORE(e->go, 1);
 	while (!all_finished(e)) {
@@ -647,10 +702,12 @@ static uint64_t supervise(struct engine *e, struct kb_result *res)
 		now = kb_now_ns();
 		/* The second that ended is labelled with the state it ran in,
 		 * so the tick comes before the warmup may end. */
-		if (now >= next && tk.prev && tk.cur && tk.iv) {
+		if (now >= next && ticking) {
 			if (e->run->mem)
 				server_sample(e->run->mem);
-			tick(e, &tk, (double)(now - t0) / 1e9, warm, res);
+			tick(e, &tk, (double)(now - t0) / 1e9,
+			     warm ? 0 : (double)(now - mstart) / 1e9, warm,
+			     res);
 			next += 1000000000ull;
 		}
 		if (warm && now - t0 >= (uint64_t)(cfg->warmup * 1e9)) {
@@ -662,9 +719,8 @@ static uint64_t supervise(struct engine *e, struct kb_result *res)
 		    now - mstart >= (uint64_t)(cfg->duration * 1e9))
 			STORE(e->stop, 1);
 	}
-	free(tk.prev);
-	free(tk.cur);
-	free(tk.iv);
+	ticker_free(&tk);
+	res->measured_at = (double)(mstart - t0) / 1e9;
 	return mstart;
 }
 

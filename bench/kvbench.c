@@ -21,6 +21,7 @@
 #include "kvbench.h"
 #include "report.h"
 #include "server.h"
+#include "target.h"
 #include "workloads.h"
 
 const char *const kb_op_names[OP_NTYPES] = {"read", "update", "insert", "scan",
@@ -44,6 +45,7 @@ const struct kb_driver *const kb_drivers[] = {
 
 #define EXIT_USAGE 2
 #define EXIT_VERIFY 3
+#define EXIT_OPS_FAILED 4
 
 static void usage(FILE *f)
 {
@@ -55,8 +57,22 @@ static void usage(FILE *f)
 	    "\n"
 	    "target\n"
 	    "  -D, --driver NAME       kvd (default), redis, postgres\n"
-	    "  -H, --host HOST         server address (default 127.0.0.1)\n"
+	    "  -H, --host HOST         server address, or a Unix socket's "
+	    "/path\n"
+	    "                          (default 127.0.0.1)\n"
 	    "      --port PORT         server port (default: the driver's)\n"
+	    "  -u, --url URL           kvd://[:PASSWORD@]HOST[:PORT] or\n"
+	    "                          unix:///PATH[?password=PASSWORD]\n"
+	    "  -a, --password PASSWORD the server's password (AUTH); seen by "
+	    "ps:\n"
+	    "                          prefer --askpass or KVCLI_AUTH\n"
+	    "      --askpass           read the password from the terminal "
+	    "(no echo)\n"
+	    "                          or, without one, from stdin's first "
+	    "line\n"
+	    "      --no-auth-warning   no warning for a password on the "
+	    "command "
+	    "line\n"
 	    "      --conninfo STR      postgres: libpq connection string "
 	    "(dbname=...)\n"
 	    "      --table NAME        postgres table / redis scan index "
@@ -96,12 +112,25 @@ static void usage(FILE *f)
 	    "      --json FILE         results as JSON ('-': stdout)\n"
 	    "      --csv[=FILE]        results as CSV (default: stdout, no "
 	    "table)\n"
-	    "      --hdr FILE          full latency distributions "
-	    "(HdrHistogram text)\n"
-	    "      --plot FILE.png     throughput and latency over time "
-	    "(gnuplot)\n"
+	    "      --hdr PREFIX        a latency distribution per operation "
+	    "type,\n"
+	    "                          HdrHistogram's .hgrm: PREFIX.read.hgrm, "
+	    "...\n"
+	    "                          (load phase: PREFIX.load.insert.hgrm)\n"
+	    "      --plot FILE.png     throughput and latency per type over "
+	    "time\n"
+	    "                          (gnuplot; FILE.gnuplot, FILE.dat "
+	    "kept)\n"
 	    "  -q, --quiet             no progress line on stderr\n"
-	    "  -h, --help, -V, --version\n");
+	    "  -h, --help, -V, --version\n"
+	    "\n"
+	    "kvcli's -h HOST and -p PORT are -H HOST and --port PORT here: -h "
+	    "is\n"
+	    "--help, and -p sets a YCSB property as in YCSB's own -p.\n"
+	    "KVCLI_AUTH in the environment holds the password, as for kvcli.\n"
+	    "Exit status: 0 ok, 1 could not run (or the load failed), 2 "
+	    "usage,\n"
+	    "3 --verify found losses, 4 operations failed in the run.\n");
 }
 
 /* ---- options --------------------------------------------------------- */
@@ -121,12 +150,18 @@ enum {
 	O_CSV,
 	O_HDR,
 	O_PLOT,
+	O_ASKPASS,
+	O_NO_AUTH_WARNING,
 };
 
 static const struct option long_opts[] = {
     {"driver", required_argument, NULL, 'D'},
     {"host", required_argument, NULL, 'H'},
     {"port", required_argument, NULL, O_PORT},
+    {"url", required_argument, NULL, 'u'},
+    {"password", required_argument, NULL, 'a'},
+    {"askpass", no_argument, NULL, O_ASKPASS},
+    {"no-auth-warning", no_argument, NULL, O_NO_AUTH_WARNING},
     {"conninfo", required_argument, NULL, O_CONNINFO},
     {"table", required_argument, NULL, O_TABLE},
     {"server", required_argument, NULL, O_SERVER},
@@ -155,11 +190,11 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-static const char short_opts[] = "D:H:t:c:P:n:d:w:r:R:s:p:qhV";
+static const char short_opts[] = "D:H:u:a:t:c:P:n:d:w:r:R:s:p:qhV";
 
 struct optval {
 	int opt;
-	const char *arg;
+	char *arg; /* in argv: target.c overwrites a password there */
 };
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -263,7 +298,7 @@ static int apply_phase(struct kb_config *c, const char *a)
 }
 
 /* Every option but the workload's defaults.  0, or -1 (message given). */
-static int apply_option(struct kb_config *c, int opt, const char *a)
+static int apply_option(struct kb_config *c, int opt, char *a)
 {
 	char err[256];
 
@@ -274,6 +309,10 @@ static int apply_option(struct kb_config *c, int opt, const char *a)
 		fprintf(stderr, "kvbench: driver '%s' is not built in\n", a);
 		return -1;
 	case 'H': c->target.host = a; return 0;
+	case 'u': c->url_arg = a; return 0;
+	case 'a': c->password_arg = a; return 0;
+	case O_ASKPASS: c->askpass = 1; return 0;
+	case O_NO_AUTH_WARNING: c->no_auth_warning = 1; return 0;
 	case O_CONNINFO: c->target.conninfo = a; return 0;
 	case O_TABLE: c->target.table = a; return 0;
 	case O_SERVER: c->server_cmd = a; return 0;
@@ -368,6 +407,10 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 		fprintf(stderr, "kvbench: no driver built in\n");
 		goto out;
 	}
+	if (target_apply(c, err, sizeof(err))) {
+		fprintf(stderr, "kvbench: %s\n", err);
+		goto out;
+	}
 	if (!c->target.port)
 		c->target.port = c->driver->default_port;
 	if (c->do_run && !c->ops && !c->duration && !c->p.operationcount)
@@ -423,12 +466,58 @@ static int run_phase(struct kb_run *run, enum kb_phase ph,
 	return 0;
 }
 
+static uint64_t phase_errors(const struct kb_result *r)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < ERR_NTYPES; i++)
+		n += r->errors[i];
+	return n;
+}
+
+/* What to say about a phase's errors: the count, the kinds, the first
+ * error, and what to do when it is the server asking for a password. */
+static void explain_errors(const struct kb_config *c, const struct kb_result *r)
+{
+	const char *e = r->first_error;
+
+	fprintf(stderr,
+		"kvbench: %s phase: %" PRIu64 " of %" PRIu64
+		" operations failed (",
+		kb_phase_names[r->phase], phase_errors(r),
+		r->planned > r->ops ? r->planned : r->ops);
+	for (int i = 0, n = 0; i < ERR_NTYPES; i++)
+		if (r->errors[i])
+			fprintf(stderr, "%s%s %" PRIu64, n++ ? ", " : "",
+				kb_err_names[i], r->errors[i]);
+	fprintf(stderr, ")%s%s\n", *e ? "; first error: " : "", e);
+	if (strstr(e, "authentication required") || strstr(e, "NOAUTH"))
+		fprintf(stderr,
+			"kvbench: the server wants a password%s: give it with "
+			"--askpass, KVCLI_AUTH, -a or -u\n",
+			c->target.password ? ", and not the one given" : "");
+}
+
+/* A load that lost inserts leaves the run phase reading records that are
+ * not there: its figures would measure errors, so the run stops here. */
+static int load_failed(const struct kb_config *c, const struct kb_result *r)
+{
+	if (!phase_errors(r) && (!r->planned || r->ops >= r->planned))
+		return 0;
+	explain_errors(c, r);
+	fprintf(stderr, "kvbench: the load phase failed%s\n",
+		c->do_run ? "; the run phase was not started" : "");
+	return 1;
+}
+
 /* load, run, verify; 0 or -1. */
 static int run_phases(struct kb_run *run, struct kb_result *res, size_t *nres)
 {
 	const struct kb_config *c = run->cfg;
 
 	if (c->do_load && run_phase(run, PHASE_LOAD, res, nres))
+		return -1;
+	if (c->do_load && load_failed(c, &res[*nres - 1]))
 		return -1;
 	if (c->do_run && run_phase(run, PHASE_RUN, res, nres))
 		return -1;
@@ -471,13 +560,14 @@ static int write_reports(const struct kb_report *r)
 	}
 	if (c->json_path && report_json(c->json_path, r))
 		rc = -1;
+	if (rc)
+		fprintf(stderr, "kvbench: could not write a report: %s\n",
+			strerror(errno));
+	/* These two say what went wrong themselves. */
 	if (c->hdr_path && report_hdr(c->hdr_path, r))
 		rc = -1;
 	if (c->plot_path && report_plot(c->plot_path, r))
 		rc = -1;
-	if (rc)
-		fprintf(stderr, "kvbench: could not write a report: %s\n",
-			strerror(errno));
 	return rc;
 }
 
@@ -486,6 +576,21 @@ static int verify_failed(const struct kb_run *run)
 	const struct kb_verify_result *v = &run->vres;
 
 	return v->done && (v->lost || v->mismatched || v->errors);
+}
+
+/* Any failed operation of the run phase (the load's stop the run before
+ * it starts): said on stderr, the reports have the detail. */
+static int run_failed(const struct kb_config *c, const struct kb_result *res,
+		      size_t nres)
+{
+	int failed = 0;
+
+	for (size_t i = 0; i < nres; i++)
+		if (res[i].phase == PHASE_RUN && phase_errors(&res[i])) {
+			explain_errors(c, &res[i]);
+			failed = 1;
+		}
+	return failed;
 }
 
 int main(int argc, char **argv)
@@ -499,12 +604,18 @@ int main(int argc, char **argv)
 	size_t nres = 0;
 	int rc = 1, prc = parse_args(&cfg, argc, argv);
 
-	if (prc)
+	if (prc) {
+		target_free(&cfg);
 		return prc > 0 ? 0 : EXIT_USAGE;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
-	snprintf(target, sizeof(target), "%s %s:%u", cfg.driver->name,
-		 cfg.target.host, cfg.target.port);
+	if (cfg.target.host[0] == '/')
+		snprintf(target, sizeof(target), "%s unix:%s", cfg.driver->name,
+			 cfg.target.host);
+	else
+		snprintf(target, sizeof(target), "%s %s:%u", cfg.driver->name,
+			 cfg.target.host, cfg.target.port);
 	rep.target = target;
 	if (cfg.server_cmd && (mem.pid = server_start(&cfg, cfg.server_cmd, 30,
 						      err, sizeof(err))) < 0) {
@@ -534,6 +645,8 @@ int main(int argc, char **argv)
 		rc = 1;
 	if (rc == 0 && verify_failed(&run))
 		rc = EXIT_VERIFY;
+	if (run_failed(&cfg, res, nres) && rc == 0)
+		rc = EXIT_OPS_FAILED;
 out:
 	if (cfg.server_cmd && mem.pid > 0)
 		server_stop(mem.pid, 30);
@@ -545,5 +658,6 @@ out:
 	vtable_free(&run.vt);
 	verify_result_free(&run.vres);
 	wl_shared_free(&run.ws);
+	target_free(&cfg);
 	return rc;
 }

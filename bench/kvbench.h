@@ -73,8 +73,9 @@ struct kb_reply {
 };
 
 struct kb_target {
-	const char *host;
+	const char *host; /* a name, an address, or a Unix socket's path */
 	unsigned port;
+	const char *password; /* NULL: none (AUTH is not sent) */
 	const char *conninfo; /* postgres: a libpq connection string */
 	const char *table;    /* postgres: the table; redis: the scan index */
 	int scans;	      /* the workload scans: keep an ordered index */
@@ -154,22 +155,36 @@ struct kb_config {
 	int quiet;
 	pid_t server_pid;
 	const char *server_cmd;
-	char cmdline[2048]; /* for the reports: how this run was made */
+	/* -u, -a, --askpass as given (target.c wipes the password's text) */
+	char *url_arg, *password_arg;
+	int askpass, no_auth_warning;
+	char *password, *host_buf; /* owned: the password used, -u's host */
+	char cmdline[2048];	   /* for the reports: how this run was made */
 };
 
 /* ---- results --------------------------------------------------------- */
 
+/* One operation type's second: timed (successful) operations and their
+ * latencies, ns. */
+struct kb_tick_op {
+	uint64_t ops;
+	uint64_t p50, p99, p999, max;
+};
+
 struct kb_tick {
 	double t; /* seconds since the phase started */
 	uint64_t ops;
-	uint64_t p50, p99, p999, max; /* ns, over the second */
+	uint64_t p50, p99, p999, max;	 /* ns, over the second */
+	struct kb_tick_op op[OP_NTYPES]; /* the same, per operation type */
 	int warmup;
 };
 
 struct kb_result {
 	enum kb_phase phase;
-	double seconds;	  /* measured part */
-	uint64_t ops;	  /* measured operations, failed ones included */
+	double seconds; /* measured part */
+	double
+	    measured_at; /* when it began, in seconds since the phase's start */
+	uint64_t ops;	 /* measured operations, failed ones included */
 	uint64_t planned; /* what the options asked for; 0: by time */
 	struct kb_hist hist[OP_NTYPES];
 	uint64_t errors[ERR_NTYPES];

@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "workloads.h"
@@ -51,19 +53,64 @@ static int op_types(const struct kb_result *r)
 
 /* ---- progress -------------------------------------------------------- */
 
-void report_progress(FILE *f, enum kb_phase phase, const struct kb_tick *k,
-		     uint64_t done, uint64_t planned, uint64_t errors)
+/* "8s", "2m05s", "1h02m03s". */
+static void fmt_secs(char *buf, size_t n, double secs)
 {
-	char left[64] = "";
+	unsigned long s = secs > 0 ? (unsigned long)(secs + 0.5) : 0;
 
-	if (planned)
-		snprintf(left, sizeof(left), "  %" PRIu64 "/%" PRIu64 " %.0f%%",
-			 done, planned, 100.0 * (double)done / (double)planned);
+	if (s < 60)
+		snprintf(buf, n, "%lus", s);
+	else if (s < 3600)
+		snprintf(buf, n, "%lum%02lus", s / 60, s % 60);
+	else
+		snprintf(buf, n, "%luh%02lum%02lus", s / 3600, s / 60 % 60,
+			 s % 60);
+}
+
+/* "  123/200 62%" by count, "  4s/12s" by time, then the ETA: the time
+ * left by the clock, or by the rate so far, whichever ends first. */
+static void progress_left(char *buf, size_t n, const struct kb_progress *p,
+			  double t)
+{
+	char a[32], b[32], eta[32];
+	double left = -1;
+	size_t len = 0;
+
+	buf[0] = 0;
+	if (p->planned) {
+		len = (size_t)snprintf(
+		    buf, n, "  %" PRIu64 "/%" PRIu64 " %.0f%%", p->done,
+		    p->planned, 100.0 * (double)p->done / (double)p->planned);
+		if (p->done && p->measured > 0)
+			left = p->done >= p->planned
+				   ? 0
+				   : (double)(p->planned - p->done) *
+					 p->measured / (double)p->done;
+	}
+	if (p->total > 0 && len < n) {
+		fmt_secs(a, sizeof(a), t);
+		fmt_secs(b, sizeof(b), p->total);
+		len += (size_t)snprintf(buf + len, n - len, "  %s/%s", a, b);
+		if (left < 0 || p->total - t < left)
+			left = p->total > t ? p->total - t : 0;
+	}
+	if (left >= 0 && len < n) {
+		fmt_secs(eta, sizeof(eta), left);
+		snprintf(buf + len, n - len, " ETA %s", eta);
+	}
+}
+
+void report_progress(FILE *f, const struct kb_progress *p,
+		     const struct kb_tick *k)
+{
+	char left[160];
+
+	progress_left(left, sizeof(left), p, k->t);
 	fprintf(f,
 		"kvbench: %-6s %4.0fs %9" PRIu64 " ops/s  p50 %.3f  p99 %.3f"
 		"  p99.9 %.3f ms  errors %" PRIu64 "%s%s\n",
-		kb_phase_names[phase], k->t, k->ops, MS(k->p50), MS(k->p99),
-		MS(k->p999), errors, left, k->warmup ? "  (warmup)" : "");
+		kb_phase_names[p->phase], k->t, k->ops, MS(k->p50), MS(k->p99),
+		MS(k->p999), p->errors, left, k->warmup ? "  (warmup)" : "");
 	fflush(f);
 }
 
@@ -397,25 +444,54 @@ int report_json(const char *path, const struct kb_report *r)
 
 /* ---- HDR ------------------------------------------------------------- */
 
-int report_hdr(const char *path, const struct kb_report *r)
+/* prefix without a trailing ".hgrm", so that "--hdr lat.hgrm" gives
+ * lat.read.hgrm and not lat.hgrm.read.hgrm. */
+static size_t stem_len(const char *path, const char *ext)
 {
-	FILE *f = fopen(path, "w");
+	size_t n = strlen(path), e = strlen(ext);
 
-	if (!f)
+	return n > e && strcmp(path + n - e, ext) == 0 ? n - e : n;
+}
+
+static int hdr_file(const char *prefix, const struct kb_result *x, int op,
+		    const struct kb_report *r)
+{
+	char path[4096];
+	FILE *f;
+	int n = snprintf(path, sizeof(path), "%.*s%s.%s.hgrm",
+			 (int)stem_len(prefix, ".hgrm"), prefix,
+			 x->phase == PHASE_RUN ? "" : ".load", kb_op_names[op]);
+
+	if (n < 0 || (size_t)n >= sizeof(path) || !(f = fopen(path, "w"))) {
+		fprintf(stderr, "kvbench: --hdr: cannot write %s: %s\n", path,
+			strerror(errno));
 		return -1;
+	}
+	hist_print_hdr(f, &x->hist[op], 5);
+	if (fclose(f)) {
+		fprintf(stderr, "kvbench: --hdr: %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (!r->cfg->quiet)
+		fprintf(stderr, "kvbench: --hdr: %s\n", path);
+	return 0;
+}
+
+/* One file per histogram, because HdrHistogram's plotters read one
+ * percentile distribution per file: PREFIX.OP.hgrm for the run phase,
+ * PREFIX.load.OP.hgrm for the load. */
+int report_hdr(const char *prefix, const struct kb_report *r)
+{
+	int rc = 0;
+
 	for (size_t i = 0; i < r->nres; i++)
-		for (int j = 0; j < OP_NTYPES; j++) {
-			if (r->res[i].phase == PHASE_VERIFY ||
-			    !r->res[i].hist[j].count)
-				continue;
-			fprintf(f, "# kvbench %s, phase %s, op %s\n",
-				r->cfg->wl->name,
-				kb_phase_names[r->res[i].phase],
-				kb_op_names[j]);
-			hist_print_hdr(f, &r->res[i].hist[j], 5);
-			fprintf(f, "\n");
-		}
-	return fclose(f) ? -1 : 0;
+		for (int j = 0; j < OP_NTYPES; j++)
+			if (r->res[i].phase != PHASE_VERIFY &&
+			    r->res[i].hist[j].count &&
+			    hdr_file(prefix, &r->res[i], j, r))
+				rc = -1;
+	return rc;
 }
 
 /* ---- plot ------------------------------------------------------------ */
@@ -431,58 +507,194 @@ static const struct kb_result *plot_phase(const struct kb_report *r)
 	return best;
 }
 
-static int write_plot_data(FILE *d, const struct kb_result *x)
+/* The operation types drawn: those timed in at least one measured second
+ * (gnuplot refuses a log-scale panel with no point).  Returns how many. */
+static int plot_types(const struct kb_result *x, int types[OP_NTYPES])
+{
+	int n = 0;
+
+	for (int j = 0; j < OP_NTYPES; j++)
+		for (size_t k = 0; k < x->nticks; k++)
+			if (!x->ticks[k].warmup && x->ticks[k].op[j].ops) {
+				types[n++] = j;
+				break;
+			}
+	return n;
+}
+
+/* Columns: seconds since the measured run began, ops/s, then p50 p99
+ * p99.9 max (ms) of each type drawn; NaN (a gap) for a second in which a
+ * type completed nothing. */
+static int write_plot_data(FILE *d, const struct kb_result *x, const int *types,
+			   int ntypes)
 {
 	for (size_t k = 0; k < x->nticks; k++) {
 		const struct kb_tick *t = &x->ticks[k];
 
 		if (t->warmup) /* nothing was measured */
 			continue;
-		fprintf(d, "%.2f %" PRIu64 " %.4f %.4f %.4f\n", t->t, t->ops,
-			MS(t->p50), MS(t->p99), MS(t->p999));
+		fprintf(d, "%.2f %" PRIu64, t->t - x->measured_at, t->ops);
+		for (int i = 0; i < ntypes; i++) {
+			const struct kb_tick_op *o = &t->op[types[i]];
+
+			if (o->ops)
+				fprintf(d, " %.4f %.4f %.4f %.4f", MS(o->p50),
+					MS(o->p99), MS(o->p999), MS(o->max));
+			else
+				fprintf(d, " NaN NaN NaN NaN");
+		}
+		fprintf(d, "\n");
 	}
 	return fclose(d) ? -1 : 0;
+}
+
+/* A gnuplot double-quoted string, newlines kept as \n. */
+static void gp_str(FILE *g, const char *s)
+{
+	fputc('"', g);
+	for (; *s; s++) {
+		if (*s == '\n')
+			fputs("\\n", g);
+		else if (*s == '"' || *s == '\\')
+			fprintf(g, "\\%c", *s);
+		else
+			fputc(*s, g);
+	}
+	fputc('"', g);
+}
+
+/* Where --plot's files go: FILE.png, and beside it FILE.dat and
+ * FILE.gnuplot, so that the picture can be redrawn or restyled. */
+struct plot_files {
+	char png[4096], data[4096], script[4096];
+};
+
+static int plot_files(struct plot_files *pf, const char *path)
+{
+	int n = (int)stem_len(path, ".png");
+
+	snprintf(pf->png, sizeof(pf->png), "%s", path);
+	return snprintf(pf->data, sizeof(pf->data), "%.*s.dat", n, path) >=
+			   (int)sizeof(pf->data) ||
+		       snprintf(pf->script, sizeof(pf->script), "%.*s.gnuplot",
+				n, path) >= (int)sizeof(pf->script)
+		   ? -1
+		   : 0;
+}
+
+/* The title names what shaped the picture: workload, phase, target,
+ * connections and pipeline. */
+static void plot_title(FILE *g, const struct kb_report *r,
+		       const struct kb_result *x, int rows)
+{
+	const struct kb_config *c = r->cfg;
+	char t[1024];
+
+	snprintf(t, sizeof(t),
+		 "kvbench workload %s (%s), %s phase, %s\n%u connections "
+		 "(%u threads x %u), pipeline %u",
+		 c->wl->name, c->wl->title, kb_phase_names[x->phase], r->target,
+		 c->threads * c->conns, c->threads, c->conns, c->pipeline);
+	fprintf(g, "set multiplot layout %d,1 title ", rows);
+	gp_str(g, t);
+	fprintf(g, "\n");
+}
+
+/* One panel for the throughput, its axis from 0; then one per operation
+ * type: p50, p99, p99.9 and max on a log scale. */
+static void write_plot_script(FILE *g, const struct plot_files *pf,
+			      const struct kb_report *r,
+			      const struct kb_result *x, const int *types,
+			      int ntypes)
+{
+	fprintf(g, "# kvbench --plot: gnuplot %s redraws %s\n", pf->script,
+		pf->png);
+	fprintf(g, "set terminal pngcairo noenhanced size 1000,%d\nset output ",
+		360 + 300 * ntypes);
+	gp_str(g, pf->png);
+	fprintf(g, "\n");
+	plot_title(g, r, x, 1 + ntypes);
+	fprintf(g,
+		"set grid\nset key outside right top\nset lmargin 12\nset "
+		"rmargin 24\n"
+		"set xlabel \"seconds of the %s\"\n"
+		"set xrange [0:*]\n",
+		kb_phase_names[x->phase]);
+	fprintf(g, "set ylabel \"ops/s\"\nset yrange [0:*]\nplot ");
+	gp_str(g, pf->data);
+	fprintf(g, " using 1:2 with linespoints title \"throughput\"\n"
+		   "set logscale y\nset yrange [*:*]\n");
+	for (int i = 0; i < ntypes; i++) {
+		const char *op = kb_op_names[types[i]];
+		int c = 3 + 4 * i;
+
+		fprintf(g, "set ylabel \"%s latency, ms\"\nplot ", op);
+		gp_str(g, pf->data);
+		fprintf(g,
+			" using 1:%d with lines title \"%s p50\", \"\" using "
+			"1:%d with lines title \"%s p99\", \"\" using 1:%d "
+			"with lines title \"%s p99.9\", \"\" using 1:%d with "
+			"lines title \"%s max\"\n",
+			c, op, c + 1, op, c + 2, op, c + 3, op);
+	}
+	fprintf(g, "unset multiplot\n");
+}
+
+/* gnuplot SCRIPT; 0, or -1 with a message. */
+static int run_gnuplot(const char *script)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		execlp("gnuplot", "gnuplot", script, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		return -1;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		fprintf(stderr, "kvbench: --plot needs gnuplot (Debian: "
+				"gnuplot-nox)\n");
+	else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fprintf(stderr, "kvbench: gnuplot failed on %s\n", script);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 int report_plot(const char *path, const struct kb_report *r)
 {
 	const struct kb_result *x = plot_phase(r);
-	char data[] = "/tmp/kvbench-plot-XXXXXX";
-	int fd = -1, rc = -1;
-	FILE *d, *g;
+	struct plot_files pf;
+	int types[OP_NTYPES], ntypes;
+	FILE *d = NULL, *g = NULL;
 
 	if (!x) {
 		fprintf(stderr, "kvbench: --plot: the run was shorter than a "
 				"second, nothing to draw\n");
 		return -1;
 	}
-	if ((fd = mkstemp(data)) < 0 || !(d = fdopen(fd, "w")))
-		goto out;
-	fd = -1;
-	if (write_plot_data(d, x))
-		goto out;
-	if (!(g = popen("gnuplot", "w"))) {
-		fprintf(stderr, "kvbench: --plot needs gnuplot (Debian: "
-				"gnuplot-nox)\n");
-		goto out;
+	ntypes = plot_types(x, types);
+	if (plot_files(&pf, path)) {
+		fprintf(stderr, "kvbench: --plot: path too long\n");
+		return -1;
 	}
-	fprintf(g,
-		"set terminal pngcairo size 1000,700\nset output '%s'\n"
-		"set multiplot layout 2,1 title 'kvbench %s, %s, %s phase'\n"
-		"set grid\nset xlabel 'seconds'\nset ylabel 'ops/s'\n"
-		"plot '%s' using 1:2 with linespoints title 'throughput'\n"
-		"set logscale y\nset ylabel 'latency, ms'\n"
-		"plot '%s' using 1:3 with lines title 'p50', '' using 1:4 with "
-		"lines title 'p99', '' using 1:5 with lines title 'p99.9'\n"
-		"unset multiplot\n",
-		path, r->cfg->wl->name, r->target, kb_phase_names[x->phase],
-		data, data);
-	rc = pclose(g) == 0 ? 0 : -1;
-	if (rc)
-		fprintf(stderr, "kvbench: gnuplot failed\n");
-out:
-	if (fd >= 0)
-		close(fd);
-	unlink(data);
-	return rc;
+	if (!(d = fopen(pf.data, "w")) ||
+	    write_plot_data(d, x, types, ntypes)) {
+		fprintf(stderr, "kvbench: --plot: cannot write %s: %s\n",
+			pf.data, strerror(errno));
+		return -1;
+	}
+	if (!(g = fopen(pf.script, "w"))) {
+		fprintf(stderr, "kvbench: --plot: cannot write %s: %s\n",
+			pf.script, strerror(errno));
+		return -1;
+	}
+	write_plot_script(g, &pf, r, x, types, ntypes);
+	if (fclose(g)) {
+		fprintf(stderr, "kvbench: --plot: %s: %s\n", pf.script,
+			strerror(errno));
+		return -1;
+	}
+	return run_gnuplot(pf.script);
 }

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kvcli.h"
 
@@ -34,7 +35,7 @@ static int prologue(struct cli *cli, const struct cmd *cmd, int argc,
 
 static kvc_val str_val(const char *s)
 {
-	kvc_val v = {s, strlen(s)};
+	kvc_val v = {s, cli_len(s)};
 
 	return v;
 }
@@ -89,7 +90,7 @@ static int c_ping(struct cli *cli, int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	rc = a.npos ? kvc_ping(cli->c, a.pos[0], strlen(a.pos[0]), &echo)
+	rc = a.npos ? kvc_ping(cli->c, a.pos[0], cli_len(a.pos[0]), &echo)
 		    : kvc_ping(cli->c, NULL, 0, &echo);
 	if (rc)
 		return cli_fail(cli, "ping", rc);
@@ -199,7 +200,7 @@ static int c_del(struct cli *cli, int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if ((rc = kvc_del(cli->c, a.pos[0], strlen(a.pos[0]))))
+	if ((rc = kvc_del(cli->c, a.pos[0], cli_len(a.pos[0]))))
 		return cli_fail(cli, "del", rc);
 	out_ok(cli);
 	return EXIT_OK;
@@ -215,7 +216,7 @@ static int c_expire(struct cli *cli, int argc, char **argv)
 		return rc;
 	if (cli_uint("expire", a.pos[1], 1ull << 50, &ms))
 		return EXIT_ERROR;
-	if ((rc = kvc_expire(cli->c, a.pos[0], strlen(a.pos[0]), ms)))
+	if ((rc = kvc_expire(cli->c, a.pos[0], cli_len(a.pos[0]), ms)))
 		return cli_fail(cli, "expire", rc);
 	out_ok(cli);
 	return EXIT_OK;
@@ -229,7 +230,7 @@ static int c_ttl(struct cli *cli, int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if ((rc = kvc_ttl(cli->c, a.pos[0], strlen(a.pos[0]), &ms)))
+	if ((rc = kvc_ttl(cli->c, a.pos[0], cli_len(a.pos[0]), &ms)))
 		return cli_fail(cli, "ttl", rc);
 	out_int(cli, "ttl_ms", ms);
 	return EXIT_OK;
@@ -251,7 +252,7 @@ static int incr_like(struct cli *cli, int argc, char **argv, int sign)
 		fprintf(stderr, "kvcli: decr: delta out of range\n");
 		return EXIT_ERROR;
 	}
-	rc = kvc_incr(cli->c, a.pos[0], strlen(a.pos[0]), sign * delta, &v);
+	rc = kvc_incr(cli->c, a.pos[0], cli_len(a.pos[0]), sign * delta, &v);
 	if (rc)
 		return cli_fail(cli, name, rc);
 	out_int(cli, "value", v);
@@ -388,7 +389,7 @@ static int c_count(struct cli *cli, int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	rc = a.npos ? kvc_count(cli->c, a.pos[0], strlen(a.pos[0]), &n)
+	rc = a.npos ? kvc_count(cli->c, a.pos[0], cli_len(a.pos[0]), &n)
 		    : kvc_count(cli->c, NULL, 0, &n);
 	if (rc)
 		return cli_fail(cli, "count", rc);
@@ -469,7 +470,7 @@ static int c_auth(struct cli *cli, int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if ((rc = kvc_auth(cli->c, a.pos[0], strlen(a.pos[0]))))
+	if ((rc = kvc_auth(cli->c, a.pos[0], cli_len(a.pos[0]))))
 		return cli_fail(cli, "auth", rc);
 	out_ok(cli);
 	return EXIT_OK;
@@ -541,10 +542,13 @@ const struct cmd kvcli_cmds[] = {
      "Delete KEY.  Exit status 1 if it did not exist.\n" OUT_OK},
     {"mget", c_mget, "KEY...",
      "Print the values of several keys, in order: raw output has one value\n"
-     "per line (an empty line for a missing key), JSON one record per key\n"
+     "per line, escaped as scan's (an empty line for a missing key, (nil)\n"
+     "in batch mode), JSON one record per key\n"
      "(value null when missing), CSV a key,value row per key.\n"},
     {"mput", c_mput, "[--ttl MS] KEY VALUE [KEY VALUE...]",
-     "Store several pairs at once: all of them or, on error, none.\n" OUT_OK},
+     "Store several pairs in one request.  Atomic per shard: the pairs of\n"
+     "one shard are stored together or not at all, but after an error\n"
+     "(disk or map full) other shards' pairs may be stored.\n" OUT_OK},
     {"mdel", c_mdel, "KEY...",
      "Delete several keys; prints how many existed.\n"},
     {"exists", c_exists, "KEY...",
@@ -559,8 +563,9 @@ const struct cmd kvcli_cmds[] = {
      "  -n, --limit N    at most N keys\n"
      "  -k, --keys-only  keys without values\n"
      "  --batch N        keys per round trip (1000; at most 10000)\n"
-     "Raw output is KEY TAB VALUE per line; JSON output is the same JSON\n"
-     "lines as kvcli dump.\n"},
+     "Raw output is KEY TAB VALUE, one record per line, escaped as kvcli\n"
+     "dump --tsv writes them (\\t \\n \\r \\\\ \\0 \\xHH): kvcli load --tsv\n"
+     "reads it back.  JSON output is the same JSON lines as kvcli dump.\n"},
     {"count", c_count, "[PREFIX]",
      "Print the number of keys (that start with PREFIX).\n"},
     {"stats", c_stats, "",
@@ -622,7 +627,7 @@ const struct cmd kvcli_cmds[] = {
 const struct cmd *cli_find(const char *name)
 {
 	for (const struct cmd *c = kvcli_cmds; c->name; c++)
-		if (!strcmp(c->name, name))
+		if (!strcasecmp(c->name, name))
 			return c;
 	return NULL;
 }

@@ -1,7 +1,10 @@
 /* kvcli.h - what kvcli's modules share: the session, the command table,
  * argument parsing and output helpers.
  *
- *   main.c   global options, the interactive prompt, dispatch
+ *   main.c   global options, the password, connecting, dispatch
+ *   prompt.c the prompt (history, completion) and batch mode: commands
+ *            read one per line, split into words
+ *   watch.c  --stat and --latency: a server watched until -r or Ctrl-C
  *   cmds.c   one function per server operation
  *   out.c    the four output styles (raw, readable, JSON, CSV)
  *   load.c   kvcli load: bulk loading, pipelined
@@ -25,14 +28,22 @@ enum out_fmt { FMT_RAW, FMT_READABLE, FMT_JSON, FMT_CSV };
 
 struct cli {
 	kvc_conn *c;
-	const char *host;
+	const char *host; /* a name, an address, or a Unix socket path */
 	unsigned port;
+	char *password; /* -a, --askpass, -u or KVCLI_AUTH; NULL: none */
+	size_t password_len;
 	int timeout_ms;
 	enum out_fmt fmt;
 	int value_stdin; /* -x: the last argument comes from stdin */
 	int interactive;
-	int connected;
-	struct kv_buf ob; /* output being composed */
+	int batch;	     /* commands from a pipe: one reply per line */
+	int stop_on_error;   /* -e: batch mode stops at the first error */
+	long long repeat;    /* -r: times to run the command; -1 for ever */
+	double interval;     /* -i: seconds between two runs */
+	const char *errname; /* the last failure's status name, for (error) */
+	unsigned long long out_bytes; /* written to stdout so far */
+	int out_last;		      /* the last byte written, or -1 */
+	struct kv_buf ob;	      /* output being composed */
 };
 
 struct cmd {
@@ -73,6 +84,21 @@ int cli_int(const char *what, const char *s, long long *v);
 int cli_usage(const struct cmd *cmd);
 void cli_help(const struct cmd *cmd, FILE *f);
 
+/* The length of an argument.  The words of a prompt or batch line may
+ * hold NUL bytes ("\x00" in double quotes), so their lengths are recorded
+ * as the line is split; any other string is measured by strlen. */
+size_t cli_len(const char *s);
+/* Run one command (argv[0] is its name, any case); its exit code. */
+int cli_run(struct cli *cli, int argc, char **argv);
+/* Commands from the prompt or, stdin not a terminal, one per line. */
+int cli_prompt(struct cli *cli);
+/* --stat and --latency (watch.c). */
+int cli_stat(struct cli *cli);
+int cli_latency(struct cli *cli);
+/* Sleep for seconds; nonzero when Ctrl-C asked to stop. */
+int cli_sleep(double seconds);
+extern volatile int cli_interrupted;
+
 /* Connect if not yet connected; 0 or EXIT_ERROR (message printed). */
 int cli_connect(struct cli *cli);
 /* Report a failed call; returns the exit code it deserves. */
@@ -83,6 +109,11 @@ int cli_read_file(const char *path, struct kv_buf *b);
 /* ---- output (out.c) ---- */
 
 void out_flush(struct cli *cli);
+/* Write what is composed once there is a lot of it (large outputs). */
+void out_maybe_flush(struct cli *cli);
+/* v escaped as dump --tsv and load --tsv do (\t \n \r \\ \0 \xHH), so
+ * that a record holds one line whatever its bytes; base64 when b64. */
+void out_tsv_field(struct kv_buf *b, kvc_val v, int b64);
 void out_ok(struct cli *cli);
 void out_int(struct cli *cli, const char *name, long long v);
 /* One key/value row: val NULL for a key alone (SCAN --keys-only), val->p

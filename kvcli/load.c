@@ -473,6 +473,12 @@ static int limits(struct loader *L)
 	kvc_val info;
 	int rc = kvc_hello(L->cli->c, &info);
 
+	/* HELLO is answered before AUTH; PING is not.  Ask now, with a small
+	 * request, rather than find out from the first batch, which a server
+	 * with a password refuses for its size (older kvd said
+	 * FRAME_TOO_LARGE). */
+	if (!rc)
+		rc = kvc_ping(L->cli->c, NULL, 0, NULL);
 	if (rc)
 		return cli_fail(L->cli, "load", rc);
 	if (kvc_map_uint(info, "max_key", &L->max_key) ||

@@ -1,28 +1,33 @@
-/* main.c - kvcli: global options, the interactive prompt, and dispatch.
+/* main.c - kvcli: global options, the password, connecting, dispatch.
  *
- *   kvcli [-h HOST] [-p PORT] [-t MS] [--json|--csv|--raw|--readable] [-x]
- *         [CMD ARGS...]
+ *   kvcli [-h HOST] [-p PORT] [-u URL] [-a PASSWORD | --askpass] [-t MS]
+ *         [--json|--csv|--raw|--readable] [-x] [-e] [-r COUNT] [-i SECONDS]
+ *         [--stat | --latency | CMD ARGS...]
  *
- * With a command, run it once and exit 0 (done), 1 (key not found) or 2
- * (an error: usage, connection, server).  Without one, read commands from
- * a prompt with line editing and history (libedit) when stdin is a
- * terminal, or one per line from stdin when it is not.
+ * With a command, run it once (or -r COUNT times) and exit 0 (done), 1 (key
+ * not found) or 2 (an error: usage, connection, server).  Without one,
+ * read commands from the prompt, or from stdin when it is not a terminal
+ * (prompt.c).
+ *
+ * The password comes from -a, --askpass, the URL or $KVCLI_AUTH, in that
+ * order; it is set on the connection handle, so libkvclient sends AUTH
+ * before anything else on every connect and reconnect.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
-
-#include <readline.h> /* libedit's, through pkg-config's include path */
 
 #include "kvcli.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
 #define CONNECT_TIMEOUT_MS 5000
-#define MAX_LINE_ARGS 1024
+#define MAX_PASSWORD 4096
 
 /* ===================== Arguments ===================== */
 
@@ -164,7 +169,13 @@ int cli_connect(struct cli *cli)
 			     ? cli->timeout_ms
 			     : CONNECT_TIMEOUT_MS,
 			 cli->timeout_ms);
+	if (cli->password &&
+	    kvc_set_password(cli->c, cli->password, cli->password_len)) {
+		fprintf(stderr, "kvcli: out of memory\n");
+		return EXIT_ERROR;
+	}
 	if ((rc = kvc_connect(cli->c, cli->host, cli->port))) {
+		cli->errname = kvc_status_name(rc);
 		fprintf(stderr, "kvcli: cannot connect: %s\n",
 			kvc_errmsg(cli->c));
 		return EXIT_ERROR;
@@ -175,7 +186,8 @@ int cli_connect(struct cli *cli)
 int cli_fail(struct cli *cli, const char *what, int rc)
 {
 	if (rc == -KVC_NOT_FOUND || rc == -KVC_EXISTS) {
-		if (cli->fmt == FMT_READABLE)
+		if (cli->fmt == FMT_READABLE ||
+		    (cli->batch && cli->fmt == FMT_RAW))
 			kv_buf_append(&cli->ob,
 				      rc == -KVC_NOT_FOUND ? "(nil)\n"
 							   : "(exists)\n",
@@ -183,7 +195,14 @@ int cli_fail(struct cli *cli, const char *what, int rc)
 		return EXIT_NOT_FOUND;
 	}
 	out_flush(cli);
-	if (-rc < KVC_CLIENT_STATUS_MIN)
+	cli->errname = kvc_status_name(rc);
+	if (rc == -KVC_AUTH_REQUIRED)
+		fprintf(stderr,
+			"kvcli: %s: authentication required (the server has a "
+			"password: give it with -a, --askpass, KVCLI_AUTH or "
+			"-u)\n",
+			what);
+	else if (-rc < KVC_CLIENT_STATUS_MIN)
 		fprintf(stderr, "kvcli: %s: %s: %s\n", what,
 			kvc_status_name(rc) ? kvc_status_name(rc) : "ERROR",
 			kvc_errmsg(cli->c));
@@ -223,15 +242,17 @@ done:
 
 /* ===================== Dispatch ===================== */
 
-static int run(struct cli *cli, int argc, char **argv)
+int cli_run(struct cli *cli, int argc, char **argv)
 {
 	const struct cmd *cmd = cli_find(argv[0]);
 	int rc;
 
+	cli->errname = NULL;
 	if (!cmd) {
 		fprintf(stderr,
 			"kvcli: unknown command '%s' (kvcli help lists them)\n",
 			argv[0]);
+		cli->errname = "UNKNOWN_COMMAND";
 		return EXIT_ERROR;
 	}
 	rc = cmd->fn(cli, argc, argv);
@@ -239,140 +260,110 @@ static int run(struct cli *cli, int argc, char **argv)
 	return rc;
 }
 
-/* ===================== Interactive ===================== */
-
-static int unhex(char c)
+/* The command of the command line, -r COUNT times (-1: until Ctrl-C) with
+ * -i SECONDS between runs; the worst exit status. */
+static int run_repeated(struct cli *cli, int argc, char **argv)
 {
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
+	int worst = EXIT_OK;
 
-/* One word of a command line, unquoted in place: 'single' is literal,
- * "double" knows \n \r \t \\ \" \xHH.  *pp moves past it. */
-static char *word(char **pp, int *err)
-{
-	char *p = *pp, *out = p, *start = p;
-	char q = 0;
+	for (long long n = 0; cli->repeat < 0 || n < cli->repeat; n++) {
+		int rc;
 
-	while (*p && (q || (*p != ' ' && *p != '\t'))) {
-		if (!q && (*p == '"' || *p == '\'')) {
-			q = *p++;
-		} else if (q && *p == q) {
-			q = 0;
-			p++;
-		} else if (q == '"' && *p == '\\' && p[1]) {
-			char e = p[1];
-
-			p += 2;
-			if (e == 'x' && unhex(p[0]) >= 0 && unhex(p[1]) >= 0) {
-				*out++ = (char)(unhex(p[0]) << 4 | unhex(p[1]));
-				p += 2;
-			} else {
-				*out++ = e == 'n'   ? '\n'
-					 : e == 'r' ? '\r'
-					 : e == 't' ? '\t'
-						    : e;
-			}
-		} else {
-			*out++ = *p++;
-		}
-	}
-	if (q)
-		*err = 1;
-	if (*p)
-		p++;
-	*out = '\0';
-	*pp = p;
-	return start;
-}
-
-static int split_line(char *line, char **argv, int max)
-{
-	int n = 0, err = 0;
-
-	while (*line) {
-		while (*line == ' ' || *line == '\t')
-			line++;
-		if (!*line)
+		if (n && cli_sleep(cli->interval))
 			break;
-		if (n == max) {
-			fprintf(stderr, "kvcli: too many arguments\n");
-			return -1;
-		}
-		argv[n++] = word(&line, &err);
-	}
-	if (err) {
-		fprintf(stderr, "kvcli: unbalanced quotes\n");
-		return -1;
-	}
-	return n;
-}
-
-static char *history_path(void)
-{
-	static char path[PATH_MAX];
-	const char *home = getenv("HOME");
-
-	if (!home || snprintf(path, sizeof(path), "%s/.kvcli_history", home) >=
-			 (int)sizeof(path))
-		return NULL;
-	return path;
-}
-
-static char *next_line(int tty, const char *prompt)
-{
-	static struct kv_buf lb;
-	int ch;
-
-	if (tty)
-		return readline(prompt);
-	lb.len = 0;
-	while ((ch = getchar()) != EOF && ch != '\n')
-		kv_buf_append(&lb, &(char){(char)ch}, 1);
-	if (ch == EOF && lb.len == 0)
-		return NULL;
-	kv_buf_append(&lb, "", 1);
-	return lb.err ? NULL : strdup((char *)lb.data);
-}
-
-static int interactive(struct cli *cli)
-{
-	int tty = isatty(0), rc = 0;
-	char *hist = tty ? history_path() : NULL, *line;
-	char prompt[320], *argv[MAX_LINE_ARGS];
-
-	cli->interactive = 1;
-	if (hist) {
-		using_history();
-		stifle_history(1000);
-		read_history(hist);
-	}
-	if (tty && cli_connect(cli))
-		fprintf(stderr, "kvcli: not connected; commands will retry\n");
-	snprintf(prompt, sizeof(prompt), "%s:%u> ", cli->host, cli->port);
-	while ((line = next_line(tty, prompt))) {
-		int argc;
-
-		if (tty && *line)
-			add_history(line);
-		argc = split_line(line, argv, MAX_LINE_ARGS);
-		if (argc > 0 &&
-		    (!strcmp(argv[0], "quit") || !strcmp(argv[0], "exit"))) {
-			free(line);
+		rc = cli_run(cli, argc, argv);
+		if (rc > worst)
+			worst = rc;
+		if (rc == EXIT_ERROR && cli->stop_on_error)
 			break;
-		}
-		if (argc > 0)
-			rc = run(cli, argc, argv);
-		free(line);
 	}
-	if (hist)
-		write_history(hist);
-	return tty ? 0 : rc;
+	return worst;
+}
+
+/* ===================== Passwords ===================== */
+
+static int set_password(struct cli *cli, const char *p, size_t n)
+{
+	char *copy = malloc(n + 1);
+
+	if (!copy) {
+		fprintf(stderr, "kvcli: out of memory\n");
+		return EXIT_ERROR;
+	}
+	memcpy(copy, p, n);
+	copy[n] = '\0';
+	if (cli->password) {
+		explicit_bzero(cli->password, cli->password_len);
+		free(cli->password);
+	}
+	cli->password = copy;
+	cli->password_len = n;
+	return 0;
+}
+
+/* --askpass: one line from the terminal, not echoed (as redis-cli's). */
+static int ask_password(struct cli *cli)
+{
+	struct termios old, quiet;
+	char buf[MAX_PASSWORD];
+	size_t n = 0;
+	int fd = open("/dev/tty", O_RDWR | O_CLOEXEC), rc = EXIT_ERROR;
+	ssize_t r;
+	char ch;
+
+	if (fd < 0 || tcgetattr(fd, &old)) {
+		fprintf(stderr, "kvcli: --askpass needs a terminal\n");
+		goto done;
+	}
+	quiet = old;
+	quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
+	quiet.c_lflag |= ICANON;
+	if (write(fd, "Please input password: ", 23) < 0 ||
+	    tcsetattr(fd, TCSAFLUSH, &quiet))
+		goto done;
+	while ((r = read(fd, &ch, 1)) == 1 && ch != '\n' && n < sizeof(buf))
+		buf[n++] = ch;
+	tcsetattr(fd, TCSAFLUSH, &old);
+	if (write(fd, "\n", 1) < 0 || r < 0) {
+		fprintf(stderr, "kvcli: --askpass: %s\n", strerror(errno));
+		goto done;
+	}
+	rc = set_password(cli, buf, n);
+	explicit_bzero(buf, sizeof(buf));
+done:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* -u URL: host, port and perhaps a password. */
+static int use_url(struct cli *cli, const char *url, int *pw_in_url)
+{
+	static kvc_url *u; /* its host is used until exit */
+	int rc;
+
+	kvc_url_free(u);
+	if ((rc = kvc_url_parse(url, &u))) {
+		fprintf(stderr,
+			rc == -KVC_NOMEM
+			    ? "kvcli: out of memory\n"
+			    : "kvcli: -u: invalid URL (kvd://[:PASSWORD@]HOST"
+			      "[:PORT] or unix:///PATH[?password=PASSWORD])\n");
+		return EXIT_ERROR;
+	}
+	cli->host = u->host;
+	cli->port = u->port ? u->port : KVC_DEFAULT_PORT;
+	*pw_in_url = u->password != NULL;
+	if (u->password)
+		return set_password(cli, u->password, strlen(u->password));
+	return 0;
 }
 
 /* ===================== main ===================== */
+
+#define PW_WARNING                                                             \
+	"Warning: Using a password with '-a' or '-u' option on the command "   \
+	"line interface may not be safe.\n"
 
 static void usage(FILE *f)
 {
@@ -383,10 +374,27 @@ static void usage(FILE *f)
 		"  -h, --host HOST     server host, IP address or Unix socket "
 		"path (127.0.0.1)\n"
 		"  -p, --port PORT     server port (%u)\n"
+		"  -u, --url URL       kvd://[:PASSWORD@]HOST[:PORT] or "
+		"unix:///PATH[?password=P]\n"
+		"  -a, --pass PASSWORD the server's password (visible to other "
+		"users: prefer\n"
+		"                      --askpass or KVCLI_AUTH)\n"
+		"      --askpass       ask for the password, without echo\n"
+		"      --no-auth-warning  no warning for a password on the "
+		"command line\n"
 		"  -t, --timeout MS    give up on a reply after MS ms (%d; 0: "
 		"never)\n"
 		"  -x                  read the value (last argument) from "
 		"stdin\n"
+		"  -r, --repeat COUNT  run the command COUNT times (-1: until "
+		"Ctrl-C)\n"
+		"  -i, --interval S    seconds between two runs (may be "
+		"fractional)\n"
+		"  -e                  stop at the first failed command (batch "
+		"mode, -r)\n"
+		"      --stat          a line per second: keys, ops/s, memory, "
+		"connections\n"
+		"      --latency       PING round trips: min, max, avg in ms\n"
 		"      --json          JSON output (one document per line)\n"
 		"      --csv           CSV output, with a header row\n"
 		"      --raw           raw output (default when stdout is not "
@@ -397,8 +405,13 @@ static void usage(FILE *f)
 		"command\n"
 		"      --version       print the version\n"
 		"\n"
-		"Exit status: 0 success, 1 key not found, 2 error.\n"
-		"Without a command kvcli reads commands from a prompt.\n"
+		"Environment: KVCLI_AUTH, the password when no other is "
+		"given.\n"
+		"Exit status: 0 success, 1 key not found, 2 error.  In batch "
+		"mode and with -r,\n"
+		"the worst command's (-e: the first error's).\n"
+		"Without a command kvcli reads commands from a prompt, or one "
+		"per line\nfrom stdin when it is not a terminal.\n"
 		"\n"
 		"Commands:\n",
 		KVC_DEFAULT_PORT, DEFAULT_TIMEOUT_MS);
@@ -406,13 +419,81 @@ static void usage(FILE *f)
 		fprintf(f, "  %-9s %s\n", c->name, c->usage);
 }
 
-static int parse_globals(struct cli *cli, int argc, char **argv)
+enum mode { MODE_CMD, MODE_STAT, MODE_LATENCY };
+
+struct globals {
+	enum mode mode;
+	const char *pass;    /* -a */
+	int askpass, pw_url; /* --askpass; -u held a password */
+	int no_warning;
+};
+
+static int parse_number_opts(struct cli *cli, int o)
 {
-	enum { O_JSON = 256, O_CSV, O_RAW, O_READABLE, O_HELP, O_VERSION };
+	unsigned long long v;
+	long long r;
+	char *end;
+
+	switch (o) {
+	case 'p':
+		if (cli_uint("port", optarg, 65535, &v) || v == 0)
+			return EXIT_ERROR;
+		cli->port = (unsigned)v;
+		return 0;
+	case 't':
+		if (cli_uint("timeout", optarg, INT_MAX, &v))
+			return EXIT_ERROR;
+		cli->timeout_ms = (int)v;
+		return 0;
+	case 'r':
+		if (cli_int("repeat", optarg, &r) || r < -1 || r == 0) {
+			fprintf(stderr, "kvcli: -r: a count from 1, or -1\n");
+			return EXIT_ERROR;
+		}
+		cli->repeat = r;
+		return 0;
+	default: /* 'i' */
+		errno = 0;
+		cli->interval = strtod(optarg, &end);
+		if (!*optarg || *end || errno || !(cli->interval >= 0) ||
+		    cli->interval > 1e6) {
+			fprintf(stderr,
+				"kvcli: -i: not a number of seconds: "
+				"%s\n",
+				optarg);
+			return EXIT_ERROR;
+		}
+		return 0;
+	}
+}
+
+static int parse_globals(struct cli *cli, struct globals *g, int argc,
+			 char **argv)
+{
+	enum {
+		O_JSON = 256,
+		O_CSV,
+		O_RAW,
+		O_READABLE,
+		O_HELP,
+		O_VERSION,
+		O_ASKPASS,
+		O_NOWARN,
+		O_STAT,
+		O_LATENCY
+	};
 	static const struct option longs[] = {
 	    {"host", required_argument, 0, 'h'},
 	    {"port", required_argument, 0, 'p'},
+	    {"url", required_argument, 0, 'u'},
+	    {"pass", required_argument, 0, 'a'},
+	    {"askpass", no_argument, 0, O_ASKPASS},
+	    {"no-auth-warning", no_argument, 0, O_NOWARN},
 	    {"timeout", required_argument, 0, 't'},
+	    {"repeat", required_argument, 0, 'r'},
+	    {"interval", required_argument, 0, 'i'},
+	    {"stat", no_argument, 0, O_STAT},
+	    {"latency", no_argument, 0, O_LATENCY},
 	    {"json", no_argument, 0, O_JSON},
 	    {"csv", no_argument, 0, O_CSV},
 	    {"raw", no_argument, 0, O_RAW},
@@ -420,23 +501,30 @@ static int parse_globals(struct cli *cli, int argc, char **argv)
 	    {"help", no_argument, 0, O_HELP},
 	    {"version", no_argument, 0, O_VERSION},
 	    {0, 0, 0, 0}};
-	unsigned long long v;
 	int o;
 
-	while ((o = getopt_long(argc, argv, "+h:p:t:x", longs, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+h:p:u:a:t:r:i:xe", longs,
+				NULL)) != -1) {
 		switch (o) {
 		case 'h': cli->host = optarg; break;
 		case 'p':
-			if (cli_uint("port", optarg, 65535, &v) || v == 0)
-				return EXIT_ERROR;
-			cli->port = (unsigned)v;
-			break;
 		case 't':
-			if (cli_uint("timeout", optarg, INT_MAX, &v))
+		case 'r':
+		case 'i':
+			if (parse_number_opts(cli, o))
 				return EXIT_ERROR;
-			cli->timeout_ms = (int)v;
 			break;
+		case 'u':
+			if (use_url(cli, optarg, &g->pw_url))
+				return EXIT_ERROR;
+			break;
+		case 'a': g->pass = optarg; break;
+		case O_ASKPASS: g->askpass = 1; break;
+		case O_NOWARN: g->no_warning = 1; break;
+		case O_STAT: g->mode = MODE_STAT; break;
+		case O_LATENCY: g->mode = MODE_LATENCY; break;
 		case 'x': cli->value_stdin = 1; break;
+		case 'e': cli->stop_on_error = 1; break;
 		case O_JSON: cli->fmt = FMT_JSON; break;
 		case O_CSV: cli->fmt = FMT_CSV; break;
 		case O_RAW: cli->fmt = FMT_RAW; break;
@@ -449,23 +537,59 @@ static int parse_globals(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
+/* The password, by precedence: -a, --askpass, the URL's, $KVCLI_AUTH. */
+static int choose_password(struct cli *cli, const struct globals *g)
+{
+	const char *env = getenv("KVCLI_AUTH");
+
+	if ((g->pass || g->pw_url) && !g->no_warning)
+		fputs(PW_WARNING, stderr);
+	if (g->pass)
+		return set_password(cli, g->pass, strlen(g->pass));
+	if (g->askpass)
+		return ask_password(cli);
+	if (!cli->password && env && *env)
+		return set_password(cli, env, strlen(env));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cli cli = {.host = "127.0.0.1",
 			  .port = KVC_DEFAULT_PORT,
 			  .timeout_ms = DEFAULT_TIMEOUT_MS,
+			  .out_last = -1,
 			  .fmt = isatty(1) ? FMT_READABLE : FMT_RAW};
-	int rc = parse_globals(&cli, argc, argv);
+	struct globals g = {MODE_CMD, NULL, 0, 0, 0};
+	int rc = parse_globals(&cli, &g, argc, argv);
 
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
+	if ((rc = choose_password(&cli, &g)))
+		return rc;
+	/* Without -r a command runs once, and a watch until Ctrl-C. */
+	if (!cli.repeat)
+		cli.repeat = g.mode == MODE_CMD ? 1 : -1;
 	signal(SIGPIPE, SIG_IGN); /* a closed stdout is a write error */
-	if (optind < argc)
-		rc = run(&cli, argc - optind, argv + optind);
+	if (g.mode != MODE_CMD && optind < argc) {
+		fprintf(stderr,
+			"kvcli: --stat and --latency take no command\n");
+		return EXIT_ERROR;
+	}
+	if (g.mode == MODE_STAT)
+		rc = cli_stat(&cli);
+	else if (g.mode == MODE_LATENCY)
+		rc = cli_latency(&cli);
+	else if (optind < argc)
+		rc = run_repeated(&cli, argc - optind, argv + optind);
 	else
-		rc = interactive(&cli);
+		rc = cli_prompt(&cli);
 	kvc_close(cli.c);
 	kv_buf_free(&cli.ob);
+	if (cli.password) {
+		explicit_bzero(cli.password, cli.password_len);
+		free(cli.password);
+	}
 	if (fflush(stdout) || ferror(stdout)) {
 		if (errno != EPIPE)
 			fprintf(stderr, "kvcli: write error on stdout\n");

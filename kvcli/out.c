@@ -19,20 +19,64 @@
 
 #define OUT_FLUSH_AT (256u << 10)
 
+/* Every byte for stdout leaves through here: batch mode needs to know
+ * whether a command printed anything and whether its line is ended. */
+static void write_out(struct cli *cli)
+{
+	if (!cli->ob.len)
+		return;
+	fwrite(cli->ob.data, 1, cli->ob.len, stdout);
+	cli->out_bytes += cli->ob.len;
+	cli->out_last = cli->ob.data[cli->ob.len - 1];
+	cli->ob.len = 0;
+}
+
 void out_flush(struct cli *cli)
 {
-	if (cli->ob.len)
-		fwrite(cli->ob.data, 1, cli->ob.len, stdout);
-	cli->ob.len = 0;
+	write_out(cli);
 	fflush(stdout);
 }
 
-static void maybe_flush(struct cli *cli)
+void out_maybe_flush(struct cli *cli)
 {
-	if (cli->ob.len >= OUT_FLUSH_AT) {
-		fwrite(cli->ob.data, 1, cli->ob.len, stdout);
-		cli->ob.len = 0;
+	if (cli->ob.len >= OUT_FLUSH_AT)
+		write_out(cli);
+}
+
+void out_tsv_field(struct kv_buf *b, kvc_val v, int b64)
+{
+	static const char hex[] = "0123456789abcdef";
+	const uint8_t *s = v.p, *end = s + v.len, *run = s;
+
+	if (b64) {
+		b64_encode(b, v.p, v.len);
+		return;
 	}
+	/* Bytes from 0x80 up stay as they are (UTF-8 text stays readable),
+	 * other control bytes become \xHH. */
+	for (; s < end; s++) {
+		char e[4] = {'\\', 0, 0, 0};
+		size_t n = 2;
+
+		if (*s >= 0x20 && *s != 0x7f && *s != '\\')
+			continue;
+		kv_buf_append(b, run, (size_t)(s - run));
+		run = s + 1;
+		switch (*s) {
+		case '\t': e[1] = 't'; break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\\': e[1] = '\\'; break;
+		case '\0': e[1] = '0'; break;
+		default:
+			e[1] = 'x';
+			e[2] = hex[*s >> 4];
+			e[3] = hex[*s & 15];
+			n = 4;
+		}
+		kv_buf_append(b, e, n);
+	}
+	kv_buf_append(b, run, (size_t)(s - run));
 }
 
 static void puts_b(struct kv_buf *b, const char *s)
@@ -167,12 +211,16 @@ void out_kv(struct cli *cli, kvc_val key, const kvc_val *val, int show_key)
 		puts_b(b, "\r\n");
 		break;
 	case FMT_RAW:
+		/* One record per line, escaped as dump --tsv writes it; in
+		 * batch mode a missing key (MGET) is (nil). */
 		if (show_key) {
-			kv_buf_append(b, key.p, key.len);
+			out_tsv_field(b, key, 0);
 			kv_buf_append(b, val ? "\t" : "\n", 1);
 		}
-		if (val) {
-			kv_buf_append(b, val->p, val->len);
+		if (val && !val->p && cli->batch)
+			puts_b(b, "(nil)\n");
+		else if (val) {
+			out_tsv_field(b, *val, 0);
 			kv_buf_append(b, "\n", 1);
 		}
 		break;
@@ -189,15 +237,19 @@ void out_kv(struct cli *cli, kvc_val key, const kvc_val *val, int show_key)
 		kv_buf_append(b, "\n", 1);
 		break;
 	}
-	maybe_flush(cli);
+	out_maybe_flush(cli);
 }
 
 void out_value(struct cli *cli, kvc_val key, kvc_val val)
 {
 	switch (cli->fmt) {
-	case FMT_RAW: /* exactly the bytes: `kvcli get k > file` */
-		if (val.p)
+	case FMT_RAW:
+		if (cli->batch) { /* one reply per line, escaped */
+			out_tsv_field(&cli->ob, val, 0);
+			kv_buf_append(&cli->ob, "\n", 1);
+		} else if (val.p) { /* exactly the bytes: kvcli get k > f */
 			kv_buf_append(&cli->ob, val.p, val.len);
+		}
 		break;
 	case FMT_CSV:
 		out_kv_header(cli, 1);

@@ -696,8 +696,13 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 			return 0;
 		}
 		/* The stream cannot be resynchronised without reading it all:
-		 * answer, then close. */
-		kvd_reply_status(c, KV_FRAME_TOO_LARGE, NULL);
+		 * answer, then close.  Before AUTH the cap is the pre-auth one,
+		 * and what the client is missing is the password, not a
+		 * smaller frame: say so. */
+		kvd_reply_status(c,
+				 kvd_auth_pending(c) ? KV_AUTH_REQUIRED
+						     : KV_FRAME_TOO_LARGE,
+				 NULL);
 		c->flags |= CONN_CLOSING;
 		return n;
 	}

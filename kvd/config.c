@@ -21,7 +21,8 @@
 #include "kv_proto.h"
 #include "log.h"
 
-enum opt_type { OPT_UINT, OPT_SIZE, OPT_STR, OPT_ENUM };
+/* OPT_OFF: a non-negative integer, or -1 (stored as UINT_MAX) for off. */
+enum opt_type { OPT_UINT, OPT_SIZE, OPT_STR, OPT_ENUM, OPT_OFF };
 
 struct opt {
 	const char *name;
@@ -145,6 +146,12 @@ static const struct opt options[] = {
      "before starting, copy the backup in this directory into data-dir"},
     {"restore-force", OPT_ENUM, F(restore_force), 0, 0, "no", yes_no,
      "let --restore replace a data-dir that is not empty"},
+    {"slowlog-log-slower-than", OPT_OFF, F(slowlog_slower), 0, 2147483647,
+     "10000", NULL,
+     "RESP SLOWLOG: log commands taking at least this many microseconds; "
+     "-1 logs none"},
+    {"slowlog-max-len", OPT_UINT, F(slowlog_max_len), 0, 10000, "128", NULL,
+     "RESP SLOWLOG: entries kept (the oldest go first)"},
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))
@@ -255,15 +262,22 @@ static int set_opt(struct kvd_config *c, const struct opt *o, const char *val,
 			return -1;
 		}
 		break;
+	case OPT_OFF:
+		if (!strcmp(val, "-1")) {
+			v = UINT_MAX;
+			break;
+		}
+		/* fall through */
 	case OPT_UINT:
 	case OPT_SIZE:
 		if (parse_size(val, &v) ||
-		    (o->type == OPT_UINT && strpbrk(val, "kKmMgGtTbB"))) {
-			snprintf(err, errlen, "%s: '%s' is not a %s", o->name,
-				 val,
-				 o->type == OPT_SIZE
-				     ? "size (like 4096, 64k, 16m, 1g)"
-				     : "non-negative integer");
+		    (o->type != OPT_SIZE && strpbrk(val, "kKmMgGtTbB"))) {
+			snprintf(
+			    err, errlen, "%s: '%s' is not a %s", o->name, val,
+			    o->type == OPT_SIZE	 ? "size (like 4096, 64k, "
+						   "16m, 1g)"
+			    : o->type == OPT_OFF ? "non-negative integer or -1"
+						 : "non-negative integer");
 			return -1;
 		}
 		if (v < o->min || v > o->max) {
@@ -584,9 +598,12 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv)
 /* ===================== Reload ===================== */
 
 static const char *const reloadable[] = {
-    "log-level",	 "log-file",	"idle-timeout", "request-timeout",
-    "output-timeout",	 "max-clients", "max-output",	"reaper-interval-ms",
-    "flush-interval-ms", NULL};
+    "log-level",	 "log-file",
+    "idle-timeout",	 "request-timeout",
+    "output-timeout",	 "max-clients",
+    "max-output",	 "reaper-interval-ms",
+    "flush-interval-ms", "slowlog-log-slower-than",
+    "slowlog-max-len",	 NULL};
 
 static int is_reloadable(const char *name)
 {

@@ -60,7 +60,14 @@ struct kvd_config {
 	unsigned restore_force;
 	char config_file[512];
 	int test_config;
+	/* RESP SLOWLOG: commands at least this many microseconds long are
+	 * logged (KVD_SLOWLOG_OFF: none), the newest slowlog_max_len kept */
+	unsigned slowlog_slower;
+	unsigned slowlog_max_len;
 };
+
+/* slowlog-log-slower-than -1 */
+#define KVD_SLOWLOG_OFF 0xffffffffu
 
 /* Fill defaults, then apply the config file named by --config (if any) and
  * then the flags, so flags win.  Exits: -1 after printing a one-line reason,
@@ -70,7 +77,8 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv);
 /* SIGHUP: read the configuration again (file, then the original flags) and
  * apply what can change at run time: log-level, log-file, idle-timeout,
  * request-timeout, output-timeout, max-clients, max-output,
- * reaper-interval-ms, flush-interval-ms.  Other changes are logged as
+ * reaper-interval-ms, flush-interval-ms, slowlog-log-slower-than,
+ * slowlog-max-len.  Other changes are logged as
  * needing a restart.  A configuration that no longer parses changes
  * nothing.  0 or -1. */
 int kvd_config_reload(struct kvd_config *live, int argc, char **argv);

@@ -78,7 +78,17 @@ struct kvd_conn {
 	struct {		      /* RESP: a multibulk validated so far */
 		uint32_t off, argc, seen, body;
 	} resp_mb;
-	char name[64]; /* RESP CLIENT SETNAME */
+	char name[64]; /* RESP CLIENT SETNAME (written under resp_intro.c's
+			* registry lock: CLIENT LIST reads it) */
+	/* RESP introspection (resp_intro.c): in its registry while open;
+	 * other io threads read these under the registry's lock. */
+	struct kvd_conn *reg_prev, *reg_next;
+	struct resp_monitor *mon; /* MONITOR's feed, or NULL */
+	uint64_t born_ms;	  /* fixed at open, as the addresses */
+	_Atomic uint64_t act_ms;  /* when the last command ran */
+	_Atomic uint16_t act_cmd; /* and its command id + 1 */
+	atomic_int kill;	  /* CLIENT KILL: its own thread closes it */
+	char addr[56], laddr[56]; /* "ip:port" */
 };
 
 /* The loop calls these. */
@@ -135,6 +145,12 @@ void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd);
 size_t kvd_resp_input(struct kvd_conn *c, const uint8_t *p, size_t n);
 size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n);
 void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd);
+/* The loop tells the RESP introspection registry (resp_intro.c) of a RESP
+ * connection's opening and freeing, and of every wake of an io thread
+ * (CLIENT KILL and MONITOR from other threads act then). */
+void kvd_resp_conn_open(struct kvd_conn *c);
+void kvd_resp_conn_close(struct kvd_conn *c);
+void kvd_resp_io_wake(struct kvd_io *io);
 
 /* The shortest input worth keeping without a complete request in sight;
  * more than this with no progress pauses reading. */

@@ -305,6 +305,8 @@ static void conn_free(struct kvd_io *io, struct kvd_conn *c)
 		io->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	if (c->proto == KVD_PROTO_RESP)
+		kvd_resp_conn_close(c);
 	close(c->fd);
 	kvd_conn_release(c);
 	free(c);
@@ -466,6 +468,8 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int proto)
 	io->conns = c;
 	atomic_fetch_add(&io->nconns, 1);
 	kvd_count(&io->stats.accepted, 1);
+	if (proto == KVD_PROTO_RESP)
+		kvd_resp_conn_open(c);
 	arm_recv(io, c);
 }
 
@@ -554,6 +558,7 @@ static void on_wake(struct kvd_io *io)
 		kvd_conn_wdone(w);
 		w = next;
 	}
+	kvd_resp_io_wake(io); /* CLIENT KILL, MONITOR (resp_intro.c) */
 	if (atomic_load(&io->srv->stopping) && !io->stopping)
 		begin_stop(io);
 }

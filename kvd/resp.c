@@ -606,8 +606,8 @@ static int reads_free(const struct kvd_conn *c, const struct resp_cmd *d,
 	struct kv_slice k;
 	uint32_t last;
 
-	if (r->cmd == RESP_CMD_QUIT)
-		return 0;
+	if (r->cmd == RESP_CMD_QUIT || r->cmd == RESP_CMD_MONITOR)
+		return 0; /* MONITOR's feed must follow earlier replies */
 	if (!(d->flags & RC_READ))
 		return 1;
 	if (d->first <= 0)
@@ -644,6 +644,7 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 	const char *err = NULL;
 	unsigned was = c->npend;
 	size_t mark = c->out.len;
+	uint64_t t0;
 	int id;
 
 	if (r->argc == 0)
@@ -678,8 +679,13 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 	 * one of them may touch waits for them to commit. */
 	if (was && !err && !(d->flags & RC_WRITE) && !reads_free(c, d, r))
 		return stall(c);
-	if (!err)
+	if (!err) {
+		t0 = kvd_resp_pre(c, r);
 		err = d->fn(c, r);
+		kvd_resp_post(c, r, t0, err ? KVD_RESP_FAILED : KVD_RESP_RAN);
+	} else if (d) {
+		kvd_resp_post(c, r, 0, KVD_RESP_REJECTED);
+	}
 	if (err)
 		resp_add_error(c, err);
 	if (was && (err || !(d->flags & RC_WRITE)))

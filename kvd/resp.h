@@ -4,6 +4,9 @@
  *   resp_cmd.c    key and string commands (GET, SET, INCR, EXPIRE, ...)
  *   resp_scan.c   SCAN, KEYS and the glob matcher
  *   resp_admin.c  connection and server commands (HELLO, INFO, COMMAND, ...)
+ *   resp_str.c    GETRANGE, bit commands and LCS
+ *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
+ *   resp_intro.c  CLIENT LIST/INFO/KILL, MONITOR, SLOWLOG, INFO commandstats
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -77,8 +80,19 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string", "Appends a string to the value of a key.")                 \
 	X(AUTH, "auth", resp_auth, KVO(AUTH), -2, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "connection", "Authenticates the connection.")                       \
+	X(BITCOUNT, "bitcount", resp_bitcount, KVO(GET), -2, RC_READ, 1, 1, 1, \
+	  "bitmap",                                                            \
+	  "Counts the number of set bits (population counting) in a string.")  \
+	X(BITFIELD_RO, "bitfield_ro", resp_bitfield_ro, KVO(GET), -2,          \
+	  RC_READ | RC_FAST, 1, 1, 1, "bitmap",                                \
+	  "Performs arbitrary read-only bitfield integer operations on "       \
+	  "strings.")                                                          \
+	X(BITPOS, "bitpos", resp_bitpos, KVO(GET), -3, RC_READ, 1, 1, 1,       \
+	  "bitmap", "Finds the first set (1) or clear (0) bit in a string.")   \
 	X(CLIENT, "client", resp_client, 0, -2, RC_CONN, 0, 0, 0,              \
-	  "connection", "Connection commands: ID, SETNAME, GETNAME, SETINFO.") \
+	  "connection",                                                        \
+	  "Connection commands: ID, SETNAME, GETNAME, SETINFO, LIST, "         \
+	  "INFO, KILL, NO-EVICT, NO-TOUCH.")                                   \
 	X(COMMAND, "command", resp_command, 0, -1, RC_CONN, 0, 0, 0, "server", \
 	  "Returns detailed information about commands.")                      \
 	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
@@ -100,6 +114,9 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(EXPIREAT, "expireat", resp_expire, KVO(EXPIRE), -3,                  \
 	  RC_WRITE | RC_FAST, 1, 1, 1, "generic",                              \
 	  "Sets the expiration time of a key to a Unix timestamp.")            \
+	X(EXPIRETIME, "expiretime", resp_expiretime, KVO(TTL), 2,              \
+	  RC_READ | RC_FAST, 1, 1, 1, "generic",                               \
+	  "Returns the expiration time of a key as a Unix timestamp.")         \
 	X(FLUSHALL, "flushall", resp_flushall, KVO(FLUSHALL), -1,              \
 	  RC_WRITE | RC_ADMIN, 0, 0, 0, "server",                              \
 	  "Removes all keys (unless resp-flushall is no).")                    \
@@ -108,9 +125,13 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Removes all keys (unless resp-flushall is no).")                    \
 	X(GET, "get", resp_get, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, 1,       \
 	  "string", "Returns the string value of a key.")                      \
+	X(GETBIT, "getbit", resp_getbit, KVO(GET), 3, RC_READ | RC_FAST, 1, 1, \
+	  1, "bitmap", "Returns a bit value by offset.")                       \
 	X(GETDEL, "getdel", resp_getdel, KVO(GETDEL), 2, RC_WRITE | RC_FAST,   \
 	  1, 1, 1, "string",                                                   \
 	  "Returns the string value of a key after deleting it.")              \
+	X(GETRANGE, "getrange", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,  \
+	  "string", "Returns a substring of the string stored at a key.")      \
 	X(GETSET, "getset", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1,   \
 	  1, "string",                                                         \
 	  "Returns the old value of a key after setting a new one.")           \
@@ -124,11 +145,21 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "server", "Returns information and statistics about the server.")    \
 	X(KEYS, "keys", resp_keys, KVO(SCAN), 2, RC_READ, 0, 0, 0, "generic",  \
 	  "Returns all key names that match a pattern (blocks: use SCAN).")    \
+	X(LATENCY, "latency", resp_latency, 0, -2, RC_ADMIN, 0, 0, 0,          \
+	  "server",                                                            \
+	  "Latency monitor stand-ins (kvd samples no latency events).")        \
+	X(LCS, "lcs", resp_lcs, KVO(GET), -3, RC_READ, 1, 2, 1, "string",      \
+	  "Finds the longest common substring.")                               \
 	X(MGET, "mget", resp_mget, KVO(MGET), -2, RC_READ | RC_FAST, 1, -1, 1, \
 	  "string",                                                            \
 	  "Atomically returns the string values of one or more keys.")         \
+	X(MONITOR, "monitor", resp_monitor, 0, 1, RC_ADMIN, 0, 0, 0, "server", \
+	  "Listens for all requests received by the server in real time.")     \
 	X(MSET, "mset", resp_mset, KVO(MPUT), -3, RC_WRITE, 1, -1, 2,          \
 	  "string", "Sets the values of one or more keys (atomic per shard).") \
+	X(OBJECT, "object", resp_object, KVO(GET), -2, RC_READ, 2, 2, 1,       \
+	  "generic",                                                           \
+	  "Object introspection: ENCODING, FREQ, IDLETIME, REFCOUNT.")         \
 	X(PERSIST, "persist", resp_expire, KVO(EXPIRE), 2, RC_WRITE | RC_FAST, \
 	  1, 1, 1, "generic", "Removes the expiration time of a key.")         \
 	X(PEXPIRE, "pexpire", resp_expire, KVO(EXPIRE), -3,                    \
@@ -137,6 +168,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(PEXPIREAT, "pexpireat", resp_expire, KVO(EXPIRE), -3,                \
 	  RC_WRITE | RC_FAST, 1, 1, 1, "generic",                              \
 	  "Sets the expiration time of a key to a Unix millisecond "           \
+	  "timestamp.")                                                        \
+	X(PEXPIRETIME, "pexpiretime", resp_expiretime, KVO(TTL), 2,            \
+	  RC_READ | RC_FAST, 1, 1, 1, "generic",                               \
+	  "Returns the expiration time of a key as a Unix milliseconds "       \
 	  "timestamp.")                                                        \
 	X(PING, "ping", resp_ping, KVO(PING), -1, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "connection", "Returns the server's liveliness response.")           \
@@ -148,6 +183,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "generic", "Returns the expiration time in milliseconds of a key.")  \
 	X(QUIT, "quit", resp_quit, 0, -1, RC_CONN | RC_FAST, 0, 0, 0,          \
 	  "connection", "Closes the connection.")                              \
+	X(RANDOMKEY, "randomkey", resp_randomkey, KVO(SCAN), 1, RC_READ, 0, 0, \
+	  0, "generic", "Returns a random key name from the database.")        \
 	X(SCAN, "scan", resp_scan, KVO(SCAN), -2, RC_READ, 0, 0, 0, "generic", \
 	  "Iterates over the key names in key order.")                         \
 	X(SELECT, "select", resp_select, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,     \
@@ -160,17 +197,26 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string",                                                            \
 	  "Sets the string value of a key only when the key does not "         \
 	  "exist.")                                                            \
+	X(SLOWLOG, "slowlog", resp_slowlog, 0, -2, RC_ADMIN, 0, 0, 0,          \
+	  "server", "The slow log: GET, LEN, RESET.")                          \
 	X(STRLEN, "strlen", resp_strlen, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, \
 	  1, "string", "Returns the length of a string value.")                \
+	X(SUBSTR, "substr", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,      \
+	  "string", "Returns a substring from a string value.")                \
 	X(TIME, "time", resp_time, 0, 1, RC_FAST, 0, 0, 0, "server",           \
 	  "Returns the server time.")                                          \
+	X(TOUCH, "touch", resp_touch, KVO(EXISTS), -2, RC_READ | RC_FAST, 1,   \
+	  -1, 1, "generic",                                                    \
+	  "Returns the number of existing keys out of those specified.")       \
 	X(TTL, "ttl", resp_ttl, KVO(TTL), 2, RC_READ | RC_FAST, 1, 1, 1,       \
 	  "generic", "Returns the expiration time in seconds of a key.")       \
 	X(TYPE, "type", resp_type, KVO(EXISTS), 2, RC_READ | RC_FAST, 1, 1, 1, \
 	  "generic", "Determines the type of value stored at a key.")          \
 	X(UNLINK, "unlink", resp_del, KVO(DEL) | KVO(MDEL), -2,                \
 	  RC_WRITE | RC_FAST, 1, -1, 1, "generic",                             \
-	  "Deletes one or more keys.")
+	  "Deletes one or more keys.")                                         \
+	X(WAIT, "wait", resp_wait, 0, 3, 0, 0, 0, 0, "generic",                \
+	  "Waits for replicas to acknowledge writes (kvd has none: 0).")
 
 enum resp_cmd_id {
 #define RESP_CMD_ENUM(id, ...) RESP_CMD_##id,
@@ -237,5 +283,30 @@ int resp_glob(struct kv_slice pat, struct kv_slice s);
 
 /* Largest reply to a many-key read (MGET, KEYS): max-output. */
 size_t resp_reply_cap(const struct kvd_conn *c);
+
+/* ---- introspection (resp_intro.c) ---- */
+
+/* The dispatcher calls kvd_resp_pre before a command's handler runs (last
+ * command for CLIENT LIST, MONITOR's feed; returns the start time), and
+ * kvd_resp_post after it (commandstats, the slow log); or kvd_resp_post
+ * alone, with KVD_RESP_REJECTED, for a command refused before running. */
+enum { KVD_RESP_RAN, KVD_RESP_FAILED, KVD_RESP_REJECTED };
+uint64_t kvd_resp_pre(struct kvd_conn *c, struct resp_req *r);
+void kvd_resp_post(struct kvd_conn *c, struct resp_req *r, uint64_t t0,
+		   int outcome);
+/* CLIENT LIST, INFO, KILL, NO-EVICT, NO-TOUCH: 1 when r is one of them
+ * (answered, or *err set), 0 otherwise. */
+int kvd_resp_client_intro(struct kvd_conn *c, struct resp_req *r,
+			  const char **err);
+/* CLIENT SETNAME: other threads read names (CLIENT LIST). */
+void kvd_resp_set_name(struct kvd_conn *c, const void *p, size_t n);
+/* INFO sections kept here (stats.h has the others' bits below 1 << 8). */
+enum {
+	KVD_RESP_INFO_MEMORY = 1u << 8,
+	KVD_RESP_INFO_CPU = 1u << 9,
+	KVD_RESP_INFO_CMDSTATS = 1u << 10,
+};
+struct kv_buf;
+void kvd_resp_info_section(struct kvd_io *io, unsigned which, struct kv_buf *b);
 
 #endif

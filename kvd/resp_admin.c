@@ -19,27 +19,35 @@
 
 /* The Redis version that introduced each command (COMMAND DOCS "since"). */
 static const char *const since[RESP_NCMDS] = {
-    [RESP_CMD_APPEND] = "2.0.0",   [RESP_CMD_AUTH] = "1.0.0",
-    [RESP_CMD_CLIENT] = "2.4.0",   [RESP_CMD_COMMAND] = "2.8.13",
-    [RESP_CMD_CONFIG] = "2.0.0",   [RESP_CMD_DBSIZE] = "1.0.0",
-    [RESP_CMD_DECR] = "1.0.0",	   [RESP_CMD_DECRBY] = "1.0.0",
-    [RESP_CMD_DEL] = "1.0.0",	   [RESP_CMD_ECHO] = "1.0.0",
-    [RESP_CMD_EXISTS] = "1.0.0",   [RESP_CMD_EXPIRE] = "1.0.0",
-    [RESP_CMD_EXPIREAT] = "1.2.0", [RESP_CMD_FLUSHALL] = "1.0.0",
-    [RESP_CMD_FLUSHDB] = "1.0.0",  [RESP_CMD_GET] = "1.0.0",
-    [RESP_CMD_GETDEL] = "6.2.0",   [RESP_CMD_GETSET] = "1.0.0",
-    [RESP_CMD_HELLO] = "6.0.0",	   [RESP_CMD_INCR] = "1.0.0",
-    [RESP_CMD_INCRBY] = "1.0.0",   [RESP_CMD_INFO] = "1.0.0",
-    [RESP_CMD_KEYS] = "1.0.0",	   [RESP_CMD_MGET] = "1.0.0",
-    [RESP_CMD_MSET] = "1.0.1",	   [RESP_CMD_PERSIST] = "2.2.0",
-    [RESP_CMD_PEXPIRE] = "2.6.0",  [RESP_CMD_PEXPIREAT] = "2.6.0",
-    [RESP_CMD_PING] = "1.0.0",	   [RESP_CMD_PSETEX] = "2.6.0",
-    [RESP_CMD_PTTL] = "2.6.0",	   [RESP_CMD_QUIT] = "1.0.0",
-    [RESP_CMD_SCAN] = "2.8.0",	   [RESP_CMD_SELECT] = "1.0.0",
-    [RESP_CMD_SET] = "1.0.0",	   [RESP_CMD_SETEX] = "2.0.0",
-    [RESP_CMD_SETNX] = "1.0.0",	   [RESP_CMD_STRLEN] = "2.2.0",
-    [RESP_CMD_TIME] = "2.6.0",	   [RESP_CMD_TTL] = "1.0.0",
-    [RESP_CMD_TYPE] = "1.0.0",	   [RESP_CMD_UNLINK] = "4.0.0",
+    [RESP_CMD_APPEND] = "2.0.0",      [RESP_CMD_AUTH] = "1.0.0",
+    [RESP_CMD_CLIENT] = "2.4.0",      [RESP_CMD_COMMAND] = "2.8.13",
+    [RESP_CMD_CONFIG] = "2.0.0",      [RESP_CMD_DBSIZE] = "1.0.0",
+    [RESP_CMD_DECR] = "1.0.0",	      [RESP_CMD_DECRBY] = "1.0.0",
+    [RESP_CMD_DEL] = "1.0.0",	      [RESP_CMD_ECHO] = "1.0.0",
+    [RESP_CMD_EXISTS] = "1.0.0",      [RESP_CMD_EXPIRE] = "1.0.0",
+    [RESP_CMD_EXPIREAT] = "1.2.0",    [RESP_CMD_FLUSHALL] = "1.0.0",
+    [RESP_CMD_FLUSHDB] = "1.0.0",     [RESP_CMD_GET] = "1.0.0",
+    [RESP_CMD_GETDEL] = "6.2.0",      [RESP_CMD_GETSET] = "1.0.0",
+    [RESP_CMD_HELLO] = "6.0.0",	      [RESP_CMD_INCR] = "1.0.0",
+    [RESP_CMD_INCRBY] = "1.0.0",      [RESP_CMD_INFO] = "1.0.0",
+    [RESP_CMD_KEYS] = "1.0.0",	      [RESP_CMD_MGET] = "1.0.0",
+    [RESP_CMD_MSET] = "1.0.1",	      [RESP_CMD_PERSIST] = "2.2.0",
+    [RESP_CMD_PEXPIRE] = "2.6.0",     [RESP_CMD_PEXPIREAT] = "2.6.0",
+    [RESP_CMD_PING] = "1.0.0",	      [RESP_CMD_PSETEX] = "2.6.0",
+    [RESP_CMD_PTTL] = "2.6.0",	      [RESP_CMD_QUIT] = "1.0.0",
+    [RESP_CMD_SCAN] = "2.8.0",	      [RESP_CMD_SELECT] = "1.0.0",
+    [RESP_CMD_SET] = "1.0.0",	      [RESP_CMD_SETEX] = "2.0.0",
+    [RESP_CMD_SETNX] = "1.0.0",	      [RESP_CMD_STRLEN] = "2.2.0",
+    [RESP_CMD_TIME] = "2.6.0",	      [RESP_CMD_TTL] = "1.0.0",
+    [RESP_CMD_TYPE] = "1.0.0",	      [RESP_CMD_UNLINK] = "4.0.0",
+    [RESP_CMD_BITCOUNT] = "2.6.0",    [RESP_CMD_BITFIELD_RO] = "6.0.0",
+    [RESP_CMD_BITPOS] = "2.8.7",      [RESP_CMD_EXPIRETIME] = "7.0.0",
+    [RESP_CMD_GETBIT] = "2.2.0",      [RESP_CMD_GETRANGE] = "2.4.0",
+    [RESP_CMD_LATENCY] = "2.8.13",    [RESP_CMD_LCS] = "7.0.0",
+    [RESP_CMD_MONITOR] = "1.0.0",     [RESP_CMD_OBJECT] = "2.2.3",
+    [RESP_CMD_PEXPIRETIME] = "7.0.0", [RESP_CMD_RANDOMKEY] = "1.0.0",
+    [RESP_CMD_SLOWLOG] = "2.2.12",    [RESP_CMD_SUBSTR] = "1.0.0",
+    [RESP_CMD_TOUCH] = "3.2.1",	      [RESP_CMD_WAIT] = "3.0.0",
 };
 
 /* ===================== Connection ===================== */
@@ -126,8 +134,7 @@ static const char *set_name(struct kvd_conn *c, struct kv_slice name)
 			       "newlines or special characters.";
 	if (name.n >= sizeof(c->name))
 		return "ERR client name too long (kvd keeps 63 bytes)";
-	memcpy(c->name, name.p, name.n);
-	c->name[name.n] = '\0';
+	kvd_resp_set_name(c, name.p, name.n);
 	return NULL;
 }
 
@@ -217,12 +224,26 @@ const char *resp_client(struct kvd_conn *c, struct resp_req *r)
 	    "    Assign the name <connection-name> to the current connection.",
 	    "SETINFO <option> <value>",
 	    "    Accepted and ignored.",
+	    "LIST [TYPE normal|master|replica|pubsub] [ID <id> [<id> ...]]",
+	    "    Return information about client connections.",
+	    "INFO",
+	    "    Return information about the current client connection.",
+	    "KILL <ip:port>",
+	    "    Kill connection made from <ip:port>.",
+	    "KILL <option> <value> [<option> <value> [...]]",
+	    "    Kill connections. Options are: ID <client-id>, ADDR "
+	    "<ip:port>, LADDR <ip:port>, USER default, TYPE normal, SKIPME "
+	    "yes|no.",
+	    "NO-EVICT (ON|OFF), NO-TOUCH (ON|OFF)",
+	    "    Accepted (kvd evicts nothing and tracks no access).",
 	    "HELP",
 	    "    Print this help.",
 	    NULL};
 	struct kv_slice sub = r->a[1];
 	const char *err;
 
+	if (kvd_resp_client_intro(c, r, &err))
+		return err;
 	if (resp_eq(sub, "id") && r->argc == 2) {
 		resp_add_int(c, (int64_t)c->id);
 	} else if (resp_eq(sub, "getname") && r->argc == 2) {
@@ -534,6 +555,8 @@ const char *resp_config(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== INFO, TIME ===================== */
 
+#define INFO_DEFAULT (KVD_INFO_ALL | KVD_RESP_INFO_MEMORY | KVD_RESP_INFO_CPU)
+
 static unsigned info_section(struct kv_slice s)
 {
 	static const struct {
@@ -545,9 +568,12 @@ static unsigned info_section(struct kv_slice s)
 	    {"persistence", KVD_INFO_PERSISTENCE},
 	    {"stats", KVD_INFO_STATS},
 	    {"keyspace", KVD_INFO_KEYSPACE},
-	    {"default", KVD_INFO_ALL},
-	    {"all", KVD_INFO_ALL},
-	    {"everything", KVD_INFO_ALL},
+	    {"memory", KVD_RESP_INFO_MEMORY},
+	    {"cpu", KVD_RESP_INFO_CPU},
+	    {"commandstats", KVD_RESP_INFO_CMDSTATS},
+	    {"default", INFO_DEFAULT},
+	    {"all", INFO_DEFAULT | KVD_RESP_INFO_CMDSTATS},
+	    {"everything", INFO_DEFAULT | KVD_RESP_INFO_CMDSTATS},
 	};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
@@ -556,9 +582,37 @@ static unsigned info_section(struct kv_slice s)
 	return 0; /* unknown sections are empty, as in Redis */
 }
 
+/* Redis's order: server, clients, memory, persistence, stats, cpu,
+ * commandstats, keyspace; a blank line between sections. */
+static void info_sections(struct kvd_conn *c, unsigned sections)
+{
+	static const unsigned order[] = {
+	    KVD_INFO_SERVER | KVD_INFO_CLIENTS,
+	    KVD_RESP_INFO_MEMORY,
+	    KVD_INFO_PERSISTENCE | KVD_INFO_STATS,
+	    KVD_RESP_INFO_CPU,
+	    KVD_RESP_INFO_CMDSTATS,
+	    KVD_INFO_KEYSPACE,
+	};
+	size_t start = c->out.len;
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		unsigned s = sections & order[i];
+
+		if (!s)
+			continue;
+		if (c->out.len > start)
+			kv_buf_append(&c->out, "\r\n", 2);
+		if (s & KVD_INFO_ALL)
+			kvd_stats_info(c->io, s, &c->out);
+		else
+			kvd_resp_info_section(c->io, s, &c->out);
+	}
+}
+
 const char *resp_info(struct kvd_conn *c, struct resp_req *r)
 {
-	unsigned sections = r->argc == 1 ? KVD_INFO_ALL : 0;
+	unsigned sections = r->argc == 1 ? INFO_DEFAULT : 0;
 	size_t off = c->out.len;
 	struct resp_it it;
 	struct kv_slice s;
@@ -570,7 +624,7 @@ const char *resp_info(struct kvd_conn *c, struct resp_req *r)
 		resp_it_next(&it, &s);
 		sections |= info_section(s);
 	}
-	kvd_stats_info(c->io, sections, &c->out);
+	info_sections(c, sections);
 	hdr[0] = '$';
 	h = 1 + resp_u64(hdr + 1, c->out.len - off);
 	memcpy(hdr + h, "\r\n", 2);

@@ -227,10 +227,40 @@ static void reset(kvc_conn *c)
 	kvc_queue_reset(c);
 }
 
+/* Forget the password, wiping its bytes first. */
+static void drop_password(kvc_conn *c)
+{
+	if (c->password) {
+		explicit_bzero(c->password, c->password_len);
+		free(c->password);
+	}
+	c->password = NULL;
+	c->password_len = 0;
+}
+
+int kvc_set_password(kvc_conn *c, const void *password, size_t len)
+{
+	char *copy = NULL;
+
+	if ((!password && len) || len > UINT32_MAX)
+		return -KVC_INVALID;
+	if (password && !(copy = malloc(len + 1)))
+		return -KVC_NOMEM;
+	if (copy) {
+		memcpy(copy, password, len);
+		copy[len] = '\0';
+	}
+	drop_password(c);
+	c->password = copy;
+	c->password_len = copy ? len : 0;
+	return 0;
+}
+
 void kvc_close(kvc_conn *c)
 {
 	if (!c)
 		return;
+	drop_password(c);
 	close_socket(c);
 	kv_buf_free(&c->out);
 	kv_buf_free(&c->in);
@@ -334,20 +364,51 @@ static int connect_inet(kvc_conn *c, const char *host, unsigned port,
 	return rc;
 }
 
-int kvc_connect(kvc_conn *c, const char *host, unsigned port)
+/* AUTH on a fresh connection, before the caller can send anything: so a
+ * server with requirepass never sees a large request from us before it
+ * knows who we are (it caps frames at 16 KiB until then).  The round trip
+ * counts against the connect timeout, or the I/O timeout when connecting
+ * may take for ever. */
+static int auth_now(kvc_conn *c, uint64_t deadline)
+{
+	int io_ms = c->io_ms, rc;
+	kvc_reply *r;
+
+	if (deadline) {
+		uint64_t now = kvc_now_ms();
+
+		c->io_ms = now < deadline ? (int)(deadline - now) : 1;
+	}
+	rc = kvc_send_auth(c, c->password, c->password_len);
+	if (!rc)
+		rc = kvc_next_reply(c, 1, &r);
+	c->io_ms = io_ms;
+	if (rc) /* the connection failed: already closed and sticky */
+		return rc;
+	/* A server without a password answers DISABLED: nothing to prove. */
+	rc = r->status == -KVC_DISABLED ? 0 : r->status;
+	if (rc)
+		return kvc_fail(c, -rc, "%s: AUTH: %s", c->peer,
+				kvc_strerror(rc));
+	return 0;
+}
+
+/* Connect to the Unix socket at path (is_unix) or to host:port, then AUTH
+ * when a password is set. */
+static int connect_any(kvc_conn *c, const char *host, unsigned port,
+		       int is_unix)
 {
 	uint64_t deadline;
 	int rc;
 
 	reset(c);
-	if (!host || !*host ||
-	    (host[0] != '/' && (port == 0 || port > 65535))) {
+	if (!host || !*host || (!is_unix && (port == 0 || port > 65535))) {
 		kvc_set_err(c, "invalid address %s:%u", host ? host : "(null)",
 			    port);
 		return -KVC_INVALID;
 	}
 	deadline = c->connect_ms ? kvc_now_ms() + (uint64_t)c->connect_ms : 0;
-	if (host[0] == '/')
+	if (is_unix)
 		rc = connect_unix(c, host, deadline);
 	else
 		rc = connect_inet(c, host, port, deadline);
@@ -355,7 +416,17 @@ int kvc_connect(kvc_conn *c, const char *host, unsigned port)
 		return rc;
 	c->broken = 0;
 	c->err[0] = '\0';
-	return 0;
+	return c->password ? auth_now(c, deadline) : 0;
+}
+
+int kvc_connect(kvc_conn *c, const char *host, unsigned port)
+{
+	return connect_any(c, host, port, host && host[0] == '/');
+}
+
+int kvc_connect_unix(kvc_conn *c, const char *path)
+{
+	return connect_any(c, path, 0, 1);
 }
 
 /* ===================== Bytes in and out ===================== */

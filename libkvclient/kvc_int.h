@@ -5,6 +5,7 @@
  *   reply.c    splitting input into frames, checking each reply against its
  *              request, and the kvc_reply_* / kvc_map_* accessors
  *   sync.c     the synchronous calls and the scan iterator
+ *   url.c      kvd:// and unix:// URLs, and kvc_connect_url
  *
  * Nothing here is exported: the shared library is built with hidden
  * visibility and a version script, so only kvclient.h's KVC_API names leave.
@@ -59,6 +60,9 @@ struct kvc_conn {
 
 	struct kvc_pend *q; /* ring of pending requests */
 	size_t q_cap, q_head, q_len;
+
+	char *password; /* sent as AUTH by every kvc_connect, or NULL */
+	size_t password_len;
 
 	struct kvc_reply reply; /* the one reply handed out */
 	char peer[300];		/* "host:port", for messages */

@@ -4,7 +4,11 @@
  * Overview
  * --------
  * A kvc_conn is one TCP (or Unix socket) connection to a kvd server.  Make
- * it with kvc_create(), set timeouts, kvc_connect(), use it, kvc_close().
+ * it with kvc_create(), set timeouts (and the password, kvc_set_password,
+ * if the server has requirepass), kvc_connect() (or kvc_connect_unix(), or
+ * kvc_connect_url() with a kvd:// or unix:// URL), use it, kvc_close().
+ * The library never reconnects by itself: after a sticky error, calling
+ * kvc_connect() again is the reconnect, and it sends AUTH again.
  * Every server operation has two forms:
  *
  *   - a synchronous call (kvc_get, kvc_put, ...): sends the request, waits
@@ -56,7 +60,8 @@
  * -------------------
  * A connection, its replies and its scans may be used by one thread at a
  * time; different connections are independent, and the library has no
- * global state.  The library never raises SIGPIPE (it sends with
+ * global state; kvc_url_parse() and kvc_url_free() need no connection at
+ * all.  The library never raises SIGPIPE (it sends with
  * MSG_NOSIGNAL) and installs no signal handler.  Do not use one connection
  * in both processes after fork().
  */
@@ -164,6 +169,67 @@ KVC_API int kvc_set_max_reply(kvc_conn *c, size_t bytes);
  * On failure kvc_errmsg() names host:port and the reason. */
 KVC_API int kvc_connect(kvc_conn *c, const char *host, unsigned port);
 
+/* Connect to the Unix socket at path, which may be relative (kvc_connect
+ * takes a path only when it starts with '/').  Then as kvc_connect: the
+ * same errors, and AUTH when a password is set.  -KVC_INVALID also for a
+ * path longer than a socket address holds (107 bytes). */
+KVC_API int kvc_connect_unix(kvc_conn *c, const char *path);
+
+/* The password every later kvc_connect(), kvc_connect_unix() and
+ * kvc_connect_url() on c sends, as AUTH, right after the socket connects
+ * and before the call returns: so a reconnect (which, in this library, is
+ * always the caller calling one of them again) authenticates again by
+ * itself.  The AUTH round trip counts against the connect timeout (the I/O
+ * timeout when that is 0).  len bytes are copied (NUL bytes allowed);
+ * password NULL clears it.  Does no I/O: a connection already open is not
+ * authenticated by this call (use kvc_auth).
+ * With a password set, kvc_connect and the others also return:
+ *   -KVC_AUTH_FAILED  the server refused the password;
+ *   -KVC_TIMEOUT, -KVC_CLOSED, -KVC_IO, -KVC_PROTOCOL  while waiting for
+ *                     AUTH's reply;
+ * and leave c unconnected (sticky, as above).  A server that has no
+ * password answers AUTH with DISABLED: that is not an error, the
+ * connection is usable (as libpq ignores a password nobody asked for).
+ * Returns 0, -KVC_INVALID (NULL with a non-zero length, or over 4 GiB) or
+ * -KVC_NOMEM. */
+KVC_API int kvc_set_password(kvc_conn *c, const void *password, size_t len);
+
+/* A server's address as a URL, parsed by kvc_url_parse():
+ *
+ *   kvd://[:PASSWORD@]HOST[:PORT][/]
+ *       HOST a name, an IPv4 address or an IPv6 address in brackets
+ *       (kvd://[::1]:7379); PORT 1 to 65535, KVC_DEFAULT_PORT if omitted.
+ *       The userinfo is ":PASSWORD" (kvd has no user names: anything
+ *       before the ':' is refused).
+ *   unix:///PATH[?password=PASSWORD]
+ *       PATH absolute; the password, a Unix path having no room for a
+ *       userinfo part before it, is the one query parameter allowed.
+ *
+ * PASSWORD and PATH are percent-decoded (%40 for '@', %2F for '/', %3F
+ * for '?', %25 for '%'; '+' is a plus sign, not a space); %00 is refused.
+ * Nothing else is accepted: no other scheme, query parameter, path or
+ * fragment. */
+typedef struct kvc_url {
+	char *host;	/* name or address (no brackets), or the Unix path */
+	unsigned port;	/* 0 for a unix:// URL */
+	char *password; /* decoded, NUL-terminated; NULL if none was given */
+} kvc_url;
+
+/* Parse url into *urlp, one allocation freed by kvc_url_free().  Returns 0,
+ * -KVC_INVALID (not one of the forms above; *urlp is NULL) or -KVC_NOMEM.
+ * No I/O, no name resolution; thread-safe. */
+KVC_API int kvc_url_parse(const char *url, kvc_url **urlp);
+
+/* Free a parsed URL, wiping its password.  NULL is accepted. */
+KVC_API void kvc_url_free(kvc_url *u);
+
+/* Parse url and connect c to it: kvc_set_password() with the URL's
+ * password when it has one (a URL without one keeps c's password), then
+ * kvc_connect() or kvc_connect_unix().  Returns what they return, or
+ * -KVC_INVALID for a malformed URL (kvc_errmsg says which forms are
+ * accepted). */
+KVC_API int kvc_connect_url(kvc_conn *c, const char *url);
+
 /* Close the connection and free c, its buffers and its replies.  Scans of c
  * must be closed first.  NULL is accepted. */
 KVC_API void kvc_close(kvc_conn *c);
@@ -224,9 +290,12 @@ KVC_API int kvc_del(kvc_conn *c, const void *key, size_t klen);
  * that does not exist gives { NULL, 0 }. */
 KVC_API int kvc_mget(kvc_conn *c, const kvc_val *keys, size_t n, kvc_val *vals);
 
-/* MPUT: store n pairs (n >= 1) at once, all with the same ttl_ms (0: no
- * expiry).  All or nothing: one bad key or value fails the whole call and
- * nothing is stored. */
+/* MPUT: store n pairs (n >= 1) in one request, all with the same ttl_ms
+ * (0: no expiry).  Atomic per shard, not across shards (docs/protocol.md
+ * section 5): the pairs that fall in one shard are stored together or not
+ * at all, but shards commit independently, so when the reply is an error
+ * (-KVC_MAP_FULL, -KVC_DISK_FULL) the pairs of other shards may have been
+ * stored.  Storing the same pairs again is harmless. */
 KVC_API int kvc_mput(kvc_conn *c, const kvc_val *keys, const kvc_val *vals,
 		     size_t n, uint64_t ttl_ms);
 

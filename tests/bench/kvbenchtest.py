@@ -1,8 +1,9 @@
 """kvbenchtest.py - runs the kvbench just built and reads its JSON report.
 
 Tests call kvbench(...) with the options of one run; it adds --json and
---quiet, runs the binary with a timeout and returns a Run with the exit
-code, stdout, stderr and the parsed report.
+--quiet, runs the binary with a timeout (and no terminal, no KVCLI_AUTH of
+the caller's) and returns a Run with the exit code, stdout, stderr and the
+parsed report.
 """
 
 import json
@@ -33,14 +34,22 @@ class Run:
         return c.get(op, 0) / sum(c.values())
 
 
-def kvbench(*args, port=None, driver="kvd", timeout=120, expect=0):
+def kvbench(*args, port=None, driver="kvd", timeout=120, expect=0, env=None,
+            input=None, quiet=True):
+    """env: variables added to the environment (KVCLI_AUTH is removed
+    unless given); input: stdin's text.  kvbench runs in a session of its
+    own, without a controlling terminal, so --askpass reads stdin."""
+    full_env = {k: v for k, v in os.environ.items() if k != "KVCLI_AUTH"}
+    full_env.update(env or {})
     with tempfile.TemporaryDirectory(prefix="kvbench-") as d:
         path = os.path.join(d, "out.json")
-        argv = [KVBENCH, "-D", driver, "-q", "--json", path]
+        argv = [KVBENCH, "-D", driver, "--json", path] + (["-q"] if quiet else [])
         if port is not None:
             argv += ["--port", str(port)]
         argv += [str(a) for a in args]
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                           env=full_env, input=input if input is not None else "",
+                           start_new_session=True)
         report = None
         if os.path.exists(path):
             with open(path) as f:

@@ -1,7 +1,7 @@
 """test_drivers.py - kvbench's redis and postgres drivers against the real
 servers, started by bench/peers.py as bench/compare starts them: workloads
 with reads, updates, read-modify-writes, scans (redis: through its sorted-set
-index and Lua script) and --verify.  Each server's tests are skipped when it
+index and Lua script), --verify, and a password the server does not use.  Each server's tests are skipped when it
 is not installed, and then the whole file exits 77 (kvdtest.main)."""
 
 import os
@@ -41,6 +41,14 @@ class DriverChecks:
         self.assertEqual(sum(r.counts().values()), 2000)
         self.assertIn("rmw", r.counts())
         self.assertEqual(r.report["verify"]["lost"], 0)
+
+    def test_password_nobody_asked_for(self):
+        # a server without a password takes the connection anyway (Redis
+        # answers AUTH with an error kvbench lets pass, PostgreSQL's trust
+        # ignores it), and a quote, a backslash and a blank in it do not
+        # break libpq's connection string
+        r = self.bench("-a", "p'w\\ x", "-r", 100, "-n", 100, "c")
+        self.assertEqual(r.phase("run")["errors"]["total"], 0)
 
     def test_ingest_and_memory(self):
         r = self.bench("-r", 400, "--verify", "--server-pid", self.peer.pid(), "ingest")

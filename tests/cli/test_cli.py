@@ -378,7 +378,10 @@ class Cli(unittest.TestCase):
                   b"quit\n"
                   b"ping\n")
         rc, out, err = self.run_cli("--raw", input=script)
-        self.assertEqual(out, b"OK\nhello\tworld2\n")
+        # One reply per line, escaped as dump --tsv does; a missing key is
+        # (nil), a failed command (error); the exit status is the worst.
+        self.assertEqual(out, b"OK\nhello\\tworld\n(nil)\n2\n(error) UNKNOWN_COMMAND\n")
+        self.assertEqual(rc, 2)
         self.assertIn(b"unknown command 'nosuch'", err)
         rc, out, err = self.run_cli(input=b'get "unbalanced\n')
         self.assertIn(b"unbalanced quotes", err)

@@ -171,6 +171,25 @@ void kvd_stop(struct kvd_proc *k)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+void kvd_restart(struct kvd_proc *k, const char *const *extra)
+{
+	const char *bin = getenv("KVD_BIN");
+	uint64_t deadline;
+	int status;
+
+	CHECK(kill(k->pid, SIGTERM) == 0);
+	CHECK(waitpid(k->pid, &status, 0) == k->pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	k->pid = spawn(bin, k, extra);
+	deadline = kvt_now_ms() + 15000;
+	while (!can_connect(k->port)) {
+		/* Exited (the port was taken meanwhile), or too slow. */
+		CHECK(waitpid(k->pid, &status, WNOHANG) == 0);
+		CHECK(kvt_now_ms() < deadline);
+		sleep_ms(20);
+	}
+}
+
 void kvd_kill(struct kvd_proc *k)
 {
 	int status;

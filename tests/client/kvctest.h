@@ -57,6 +57,9 @@ struct kvd_proc {
 void kvd_start(struct kvd_proc *k, const char *const *extra);
 /* SIGTERM, and kvd must exit 0; then remove its data directory. */
 void kvd_stop(struct kvd_proc *k);
+/* SIGTERM (kvd must exit 0), then start it again on the same port and
+ * data directory with these extra arguments. */
+void kvd_restart(struct kvd_proc *k, const char *const *extra);
 /* SIGKILL, no checks. */
 void kvd_kill(struct kvd_proc *k);
 

@@ -64,9 +64,15 @@ def main():
         assert "SONAME               libkvclient.so.1" in dyn
         syms = [line.split()[-1] for line in
                 run("nm", "-D", "--defined-only", so).splitlines()]
-        bad = [s for s in syms if not s.startswith("kvc_") and s != "KVCLIENT_1"]
+        bad = [s for s in syms if not s.startswith("kvc_")
+               and s not in ("KVCLIENT_1", "KVCLIENT_1.1")]
         assert not bad, bad
         assert "kvc_get@@KVCLIENT_1" in syms
+        # What 1.1 added carries its own version, so a program using it
+        # refuses to load against a 1.0 library instead of failing later.
+        for name in ("kvc_set_password", "kvc_connect_unix", "kvc_connect_url",
+                     "kvc_url_parse", "kvc_url_free"):
+            assert name + "@@KVCLIENT_1.1" in syms, (name, syms)
         with open(os.path.join(tmp, "user.c"), "w") as f:
             f.write(PROG)
         env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))

@@ -239,7 +239,18 @@ static int resp_reply(const uint8_t **p, const uint8_t *end, int depth)
 		*p = cr + 2;
 		return 0;
 	}
-	if (*q != ':' && *q != '$' && *q != '*')
+	if (*q == ':') { /* any 64-bit integer: a sign and 1 to 19 digits */
+		const uint8_t *d = q + 1 + (q + 1 < cr && q[1] == '-');
+
+		if (d == cr || cr - d > 19)
+			return -1;
+		for (; d < cr; d++)
+			if (*d < '0' || *d > '9')
+				return -1;
+		*p = cr + 2;
+		return 0;
+	}
+	if (*q != '$' && *q != '*')
 		return -1;
 	for (const uint8_t *d = q + 1; d < cr; d++) {
 		if (d == q + 1 && *d == '-') {
@@ -251,8 +262,8 @@ static int resp_reply(const uint8_t **p, const uint8_t *end, int depth)
 		n = n * 10 + (*d - '0');
 	}
 	*p = cr + 2;
-	if (*q == ':' || neg)
-		return neg && *q != ':' && n != 1 ? -1 : 0;
+	if (neg)
+		return n != 1 ? -1 : 0;
 	if (*q == '$') {
 		if (end - *p < n + 2 || (*p)[n] != '\r' || (*p)[n + 1] != '\n')
 			return -1;
@@ -407,6 +418,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	chunk = chunks[(data[0] >> 3) & 7];
 	io->now_ms = kvd_now_ms();
 	io->turn_ns = kvd_mono_ns();
+	if (c.proto == KVD_PROTO_RESP) /* as the loop does (CLIENT, MONITOR) */
+		kvd_resp_conn_open(&c);
 	while (pos < size && !(c.flags & (CONN_CLOSING | CONN_DEAD))) {
 		size_t n = size - pos < chunk ? size - pos : chunk;
 
@@ -418,6 +431,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	drain();
 	check_out(&c);
 	FUZZ_CHECK(c.npend == 0 && c.deferred == 0);
+	if (c.proto == KVD_PROTO_RESP)
+		kvd_resp_conn_close(&c);
 	kvd_conn_release(&c);
 	flush_store();
 	if (backups) {

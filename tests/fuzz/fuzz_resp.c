@@ -67,6 +67,24 @@ void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op)
 	FUZZ_CHECK(c->npend == 0); /* a no-op then, as in conn.c */
 }
 
+/* resp_intro.c's accounting around each command: the command id must be
+ * a real one. */
+uint64_t kvd_resp_pre(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)c;
+	FUZZ_CHECK(r->cmd < RESP_NCMDS);
+	return 1;
+}
+
+void kvd_resp_post(struct kvd_conn *c, struct resp_req *r, uint64_t t0,
+		   int outcome)
+{
+	(void)c;
+	(void)t0;
+	(void)outcome;
+	FUZZ_CHECK(r->cmd < RESP_NCMDS);
+}
+
 const char *fuzz_resp_stub(struct kvd_conn *c, struct resp_req *r);
 
 const char *fuzz_resp_stub(struct kvd_conn *c, struct resp_req *r)

@@ -164,7 +164,7 @@ def resp_table():
     each row's RC_ flags."""
     with open(os.path.join(ROOT, "kvd", "resp.h")) as f:
         text = f.read().replace("\\\n", " ")
-    rows = re.findall(r'X\(\s*\w+,\s*"([a-z]+)",\s*\w+,[^"]*?(-?\d+),\s*RC_', text)
+    rows = re.findall(r'X\(\s*\w+,\s*"([a-z_]+)",\s*\w+,[^"]*?(-?\d+),\s*(?:RC_|0,)', text)
     assert len(rows) > 30, "resp.h: command table not found"
     return [(n, int(a)) for n, a in rows]
 
@@ -197,6 +197,13 @@ RESP_ARGS = {
     "pexpireat": [b"k", b"1"], "incrby": [b"n", b"5"], "decrby": [b"n", b"-9"],
     "incr": [b"n"], "decr": [b"n"], "ping": [b"hi"], "append": [b"k", b"v"],
     "getset": [b"k", b"v"], "setnx": [b"k", b"v"],
+    "getrange": [b"k", b"0", b"-1"], "substr": [b"k", b"-3", b"100"],
+    "getbit": [b"k", b"7"], "bitcount": [b"k", b"0", b"-1", b"BIT"],
+    "bitpos": [b"k", b"1", b"0", b"-1", b"BIT"],
+    "bitfield_ro": [b"k", b"GET", b"i8", b"#1", b"GET", b"u4", b"3"],
+    "lcs": [b"k", b"k2", b"IDX", b"MINMATCHLEN", b"1", b"WITHMATCHLEN"],
+    "object": [b"ENCODING", b"k"], "slowlog": [b"GET", b"-1"],
+    "latency": [b"DOCTOR"], "wait": [b"0", b"0"], "touch": [b"k", b"k2"],
 }
 NATIVE_ARGS = {
     "HELLO": [1], "PING": [b"hi"], "PUT": [b"k", b"v", 100000, 1],
@@ -267,6 +274,23 @@ def dispatch_seeds():
     out["resp-help"] = bytes([3 | 7 << 3]) + b"".join(
         mb(c, b"HELP") + mb(c, b"NOSUCH") for c in (b"CLIENT", b"COMMAND", b"CONFIG")) \
         + mb(b"CLIENT", b"ID", b"x") + mb(b"CONFIG", b"SET", b"a", b"b") + mb(b"COMMAND", b"COUNT")
+    # Values for the string readers, and introspection: CLIENT LIST, INFO
+    # and KILL, a MONITOR fed by the connection's own commands, SLOWLOG.
+    out["resp-strings"] = bytes([3 | 7 << 3]) + mb(b"MSET", b"a", b"ohmytext", b"b", b"mynewtext",
+                                                   b"n", b"12345", b"bits", b"foobar") \
+        + mb(b"LCS", b"a", b"b", b"IDX", b"WITHMATCHLEN") + mb(b"LCS", b"a", b"b", b"LEN") \
+        + mb(b"BITCOUNT", b"bits", b"5", b"30", b"BIT") + mb(b"BITPOS", b"bits", b"0", b"2", b"-1", b"BIT") \
+        + mb(b"BITFIELD_RO", b"bits", b"GET", b"i64", b"0", b"GET", b"u63", b"#1") \
+        + mb(b"GETRANGE", b"a", b"-5", b"-1") + mb(b"GETBIT", b"bits", b"4294967295") \
+        + mb(b"OBJECT", b"ENCODING", b"n") + mb(b"OBJECT", b"REFCOUNT", b"n") + mb(b"OBJECT", b"HELP") \
+        + mb(b"EXPIRETIME", b"a") + mb(b"RANDOMKEY") + mb(b"TOUCH", b"a", b"zz", b"a")
+    out["resp-intro"] = bytes([3 | 7 << 3]) + mb(b"CLIENT", b"SETNAME", b"me") \
+        + mb(b"CLIENT", b"LIST") + mb(b"CLIENT", b"LIST", b"ID", b"1", b"2") + mb(b"CLIENT", b"INFO") \
+        + mb(b"CLIENT", b"KILL", b"ID", b"99") + mb(b"CLIENT", b"KILL", b"1.2.3.4:5") \
+        + mb(b"CLIENT", b"NO-EVICT", b"on") + mb(b"SLOWLOG", b"GET", b"2") + mb(b"SLOWLOG", b"LEN") \
+        + mb(b"INFO", b"all") + mb(b"INFO", b"commandstats") + mb(b"MONITOR") + mb(b"SET", b"k", b"a\"\n") \
+        + mb(b"GET", b"k") + mb(b"SLOWLOG", b"RESET") + mb(b"LATENCY", b"LATEST") \
+        + mb(b"CLIENT", b"KILL", b"USER", b"default", b"SKIPME", b"no")
     out["resp-bad-expiry"] = bytes([3 | 7 << 3]) + mb(b"SET", b"k", b"v", b"EX", b"0") \
         + mb(b"SET", b"k", b"v", b"PX", b"99999999999999999") + mb(b"EXPIRE", b"k", b"x") \
         + mb(b"SETEX", b"k", b"-1", b"v") + mb(b"PEXPIREAT", b"k", b"9223372036854775807") \
