@@ -221,9 +221,9 @@ static void fuzz_record(kvc_val key, kvc_val val, int b64, int tsv, int crlf)
 
 	loader_init(&L, b64, off);
 	if (tsv) {
-		dump_tsv_field(&line, key, b64);
+		out_tsv_field(&line, key, b64);
 		kv_buf_append(&line, "\t", 1);
-		dump_tsv_field(&line, val, b64);
+		out_tsv_field(&line, val, b64);
 	} else {
 		out_json_record(&line, key, &val, b64);
 		FUZZ_CHECK(line.len > 2 && line.data[line.len - 1] == '\n');
@@ -254,7 +254,7 @@ static void fuzz_unescape(const char *s, size_t n, int b64)
 	if (tsv_field(&L, s, n) == 0 && !L.data.err) {
 		kvc_val dec = {L.data.data, L.data.len};
 
-		dump_tsv_field(&esc, dec, b64);
+		out_tsv_field(&esc, dec, b64);
 		FUZZ_CHECK(!esc.err);
 		for (size_t i = 0; i < esc.len; i++)
 			FUZZ_CHECK(!memchr("\t\n\r", esc.data[i], 3));
