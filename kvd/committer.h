@@ -24,9 +24,9 @@ struct kvd_committer {
 	unsigned shard;
 	struct kvd_server *srv;
 	atomic_int stop;
-	/* A write or fsync failed: refuse writes, and never fsync again, until
-	 * restart.  Set by the committer or the async flusher; read by both
-	 * and by STATS. */
+	/* A journal write or flush, or a checkpoint, failed: refuse writes,
+	 * and never flush again, until restart.  Set by the committer (which
+	 * also copies the checkpointer's verdict); read by STATS. */
 	atomic_int failed;
 	uint64_t next_reap_ms;
 	uint64_t next_flush_ms; /* async mode */

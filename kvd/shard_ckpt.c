@@ -207,6 +207,7 @@ static void *ckpt_main(void *arg)
 		if (rc == 0) {
 			atomic_fetch_sub(&sh->pend_bytes, bytes);
 			sh->job = NULL;
+			atomic_store(&sh->ckpt_busy, 0);
 		} else if (rc == KV_SHARD_FAILED) {
 			atomic_store(&sh->failed, KV_SHARD_FAILED);
 		} else {
@@ -308,6 +309,7 @@ int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd)
 		return KV_INTERNAL;
 	pthread_mutex_lock(&sh->mu);
 	sh->job = a;
+	atomic_store(&sh->ckpt_busy, 1);
 	sh->frozen_upto = kvm_last_lsn(a);
 	sh->frozen_bytes = sh->act_bytes;
 	/* Frozen first: a reader that sees the new active sees it there. */

@@ -78,10 +78,11 @@ struct shard {
 	pthread_t ckpt_thread;
 	int ckpt_started;
 	pthread_mutex_t mu;
-	pthread_cond_t cv; /* job set (checkpointer), or done (committer) */
-	struct kvm *job;   /* under mu: the frozen memtable to checkpoint */
-	uint64_t attempts; /* under mu: checkpoints tried */
-	int stop;	   /* under mu */
+	pthread_cond_t cv;    /* job set (checkpointer), or done (committer) */
+	struct kvm *job;      /* under mu: the frozen memtable to checkpoint */
+	uint64_t attempts;    /* under mu: checkpoints tried */
+	atomic_int ckpt_busy; /* job is set: a checkpoint is under way */
+	int stop;	      /* under mu */
 	/* counters */
 	_Atomic uint64_t jbytes, fsyncs, ckpts, ckpt_ns, bp_waits;
 	/* record bytes in active + frozen, not yet in LMDB (map room) */

@@ -690,7 +690,7 @@ static int maybe_freeze(struct shard *sh, struct kvd_reader *rd, uint64_t now)
 	if (kvm_bytes(a) >= st->memtable_size)
 		return kvd_ckpt_freeze(sh, rd);
 	if (now - sh->active_ms >= st->ckpt_interval_ms &&
-	    !atomic_load(&sh->frozen))
+	    !atomic_load(&sh->ckpt_busy))
 		return kvd_ckpt_freeze(sh, rd);
 	return 0;
 }
@@ -878,7 +878,7 @@ void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now)
 		return;
 	if (!atomic_load(&sh->failed) && sh->active_ms &&
 	    now - sh->active_ms >= st->ckpt_interval_ms &&
-	    !atomic_load(&sh->frozen))
+	    !atomic_load(&sh->ckpt_busy))
 		kvd_ckpt_freeze(sh, t->rd);
 	kvd_reader_reset(t->rd);
 }
