@@ -111,7 +111,7 @@ static int head_next(struct kvd_reader *r, unsigned i,
 		     const struct kvd_scan *sc, uint64_t now)
 {
 	struct scan_head *h = &r->heads[i];
-	struct kv_slice min;
+	struct kv_slice min = {NULL, 0};
 	int err = 0;
 
 	h->valid = 0;
