@@ -100,9 +100,14 @@ static int copy_all(struct job *j, uint64_t *keys, uint64_t *bytes)
 			  strerror(errno));
 		return KV_INTERNAL;
 	}
-	/* The cut: no committer is inside a batch while the snapshots open. */
-	kvd_committers_pause(srv);
-	rc = kvd_snapshot_begin(srv->store, &sn);
+	/* The cut: every shard checkpointed what it acknowledged, and no
+	 * committer is inside a batch while the snapshots open. */
+	rc = kvd_committers_pause(srv);
+	if (rc == 0)
+		rc = kvd_snapshot_begin(srv->store, &sn);
+	else
+		log_error("backup: a checkpoint failed: %s",
+			  kv_status_name(rc));
 	kvd_committers_resume(srv);
 	if (rc)
 		return rc;
@@ -324,6 +329,24 @@ done:
 	return rc;
 }
 
+/* A shard directory's journal segments: a restored LMDB must not have a
+ * journal above it (its records would replay over the backup). */
+static void clear_journal(const char *shard_dir)
+{
+	char path[1000];
+	struct dirent *de;
+	DIR *d = opendir(shard_dir);
+
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, "journal-", 8))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", shard_dir, de->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* --restore with force: remove what a data directory holds, nothing else. */
 static void clear_datadir(const char *dir)
 {
@@ -334,6 +357,8 @@ static void clear_datadir(const char *dir)
 	while (d && (de = readdir(d))) {
 		if (strncmp(de->d_name, "shard-", 6))
 			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		clear_journal(path);
 		snprintf(path, sizeof(path), "%s/%s/data.mdb", dir, de->d_name);
 		unlink(path);
 		snprintf(path, sizeof(path), "%s/%s/lock.mdb", dir, de->d_name);

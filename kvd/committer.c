@@ -1,22 +1,20 @@
-/* committer.c - shard writer threads, group commit and the async flusher.
+/* committer.c - shard writer threads and group commit.
  *
  * Queue: io threads push onto a Treiber stack with one CAS; the committer
  * takes the whole stack with one exchange and reverses it, so requests from
  * one connection keep their order.  The pusher that finds the stack empty
  * writes the eventfd; a committer that finds it empty sleeps in poll() on
- * it, with a timeout for its timers (expiry reaping, stale reader checks).
- * The eventfd counter is sticky, so a wake-up cannot be lost between the
- * committer's last look and its sleep.
+ * it, with a timeout for its timers (expiry reaping, the async flush,
+ * checkpoint housekeeping, stale reader checks).  The eventfd counter is
+ * sticky, so a wake-up cannot be lost between the committer's last look
+ * and its sleep.
  *
- * Sync durability with one fsync per commit: an LMDB commit writes its data
- * pages, syncs them, then writes its meta page, and (by default) syncs that
- * too.  kvd opens environments with MDB_NOMETASYNC, so a commit costs one
- * sync; its meta page becomes durable with the *next* sync, which the next
- * commit does before writing its own meta page.  So a batch's writers are
- * answered when the following commit returns, or, if no work follows, after
- * an explicit mdb_env_sync.  Each write still waits for two syncs, as
- * before, but under load the committer pays one per batch instead of two.
- * A power loss can lose only a commit whose writers were not yet answered.
+ * A batch is computed against the shard's layers, appended to its journal
+ * as one write and, in sync mode, flushed with one fdatasync before it is
+ * made visible (memtable) and answered (shard.h).  In async mode it is
+ * answered once the write reached the OS, and the committer flushes the
+ * journal every flush-interval-ms: the journal belongs to its committer
+ * alone, so no other thread ever touches it.
  */
 #include "committer.h"
 
@@ -31,23 +29,25 @@
 #include "log.h"
 #include "loop.h"
 
-/* One transaction carries at most this much, so that a flood of writes
- * cannot build a transaction LMDB refuses (MDB_TXN_FULL) or delay the first
- * writer's reply without bound. */
+/* One batch carries at most this much (one request larger than that goes
+ * alone), so that a flood of writes cannot delay the first writer's reply
+ * without bound.  4 MiB already makes one journal write and flush cheap per
+ * byte; the batch is copied once more into the journal's write buffer, so
+ * more would only cost memory. */
 #define BATCH_MAX_OPS 4096
-#define BATCH_MAX_BYTES (16u << 20)
+#define BATCH_MAX_BYTES (4u << 20)
 #define REAP_PER_TXN 1000
 #define READER_CHECK_MS 10000
 
-static pthread_t flusher;
-static int flusher_efd = -1;
-
-/* Backups pause every committer between two batches, so that read
- * snapshots opened meanwhile form one cut across all shards. */
+/* Backups pause every committer between two batches, each having
+ * checkpointed everything it acknowledged, so that LMDB snapshots opened
+ * meanwhile form one cut across all shards that holds every acknowledged
+ * write. */
 static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pause_cv = PTHREAD_COND_INITIALIZER;
 static atomic_int pause_req;
 static unsigned paused;
+static int pause_rc; /* under pause_mu: a checkpoint that failed */
 
 static void wake(struct kvd_committer *c)
 {
@@ -126,33 +126,9 @@ static unsigned batch_bucket(uint64_t n)
 	return b;
 }
 
-/* Make the last commit's meta page durable and answer its writers.  Not
- * a retry: nothing has synced since that commit's meta page was written. */
-static void flush_unacked(struct kvd_committer *c)
-{
-	uint64_t t0 = kvd_mono_ns();
-	int rc;
-
-	if (!c->unacked)
-		return;
-	rc = kvd_store_sync(c->srv->store, c->shard);
-	kvd_count(&c->commit_ns, kvd_mono_ns() - t0);
-	if (rc) {
-		log_error("shard %u: fsync failed: %s; this shard accepts no "
-			  "more writes until restart (a failed fsync is never "
-			  "retried)",
-			  c->shard, strerror(rc));
-		atomic_store(&c->failed, 1);
-		fail_all(c->unacked, NULL, KV_SHARD_FAILED);
-	} else {
-		complete_list(c->unacked);
-	}
-	c->unacked = NULL;
-}
-
-/* Apply the requests of list first (NULL-terminated) in one transaction,
- * with a round of reaping if reap, and commit.  0, or the KV_* code that
- * failed the transaction (it is gone either way).  *full: a write was
+/* Apply the requests of list first (NULL-terminated) as one batch, with a
+ * round of reaping if reap, and commit it to the journal.  0, or the KV_*
+ * code that failed the batch (it is gone either way).  *full: a write was
  * refused because only the map's room for deletes is left. */
 static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 		       uint64_t now, int reap, int *full)
@@ -180,7 +156,7 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 		kvd_count(&c->reaped, (uint64_t)rc);
 	}
 	t0 = kvd_mono_ns();
-	rc = kvd_shard_commit(t);
+	rc = kvd_shard_commit(t, srv->cfg->durability == KVD_DUR_SYNC);
 	t0 = kvd_mono_ns() - t0;
 	kvd_count(&c->commit_ns, t0);
 	if (!rc)
@@ -188,12 +164,13 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 	return rc;
 }
 
-/* A transaction that failed with rc may succeed without some of its
- * requests: one that does not fit the map or the disk, or that ran out of
- * memory, must fail alone, not take its batch with it. */
+/* A batch that failed with rc may succeed without some of its requests:
+ * one that does not fit the map, the disk or a journal segment, or that
+ * ran out of memory, must fail alone, not take its batch with it. */
 static int splittable(int rc)
 {
-	return rc == KV_MAP_FULL || rc == KV_DISK_FULL || rc == KV_INTERNAL;
+	return rc == KV_MAP_FULL || rc == KV_DISK_FULL || rc == KV_INTERNAL ||
+	       rc == KV_VALUE_TOO_LARGE;
 }
 
 /* Commit the n requests of list first, in order; when that fails in a way
@@ -222,25 +199,12 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		if (n > kvd_read(&c->max_batch))
 			atomic_store_explicit(&c->max_batch, n,
 					      memory_order_relaxed);
-		if (c->srv->cfg->durability == KVD_DUR_SYNC) {
-			/* This commit's data sync made the previous meta
-			 * page durable: its writers can be answered.  This
-			 * list waits for the next sync (see the top). */
-			complete_list(c->unacked);
-			c->unacked = first;
-		} else {
-			complete_list(first);
-		}
+		complete_list(first);
 		return;
 	}
 	kvd_count(&c->failures, 1);
 	if (rc == KV_SHARD_FAILED) {
-		/* The sync that failed may have been the one that was to make
-		 * the previous batch durable, and a failed fsync is never
-		 * retried: those writers are not answered OK either. */
 		atomic_store(&c->failed, 1);
-		fail_all(c->unacked, NULL, KV_SHARD_FAILED);
-		c->unacked = NULL;
 		fail_all(first, NULL, rc);
 		return;
 	}
@@ -254,7 +218,6 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		run_list(c, second, n - n / 2, now, 0);
 		return;
 	}
-	flush_unacked(c);
 	fail_all(first, NULL, rc);
 }
 
@@ -284,27 +247,42 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 	return end;
 }
 
-/* With nothing queued: reclaim expired keys in a transaction of their own. */
+/* With nothing queued: reclaim expired keys in a batch of their own. */
 static void idle_reap(struct kvd_committer *c, uint64_t now)
 {
 	struct kvd_wtxn *t;
-	int n;
+	int n, rc;
 
 	c->next_reap_ms = now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
 	if (atomic_load(&c->failed) ||
 	    kvd_shard_begin(c->srv->store, c->shard, &t))
 		return;
 	n = kvd_shard_reap(t, now, REAP_PER_TXN);
-	if (n > 0) {
-		int rc = kvd_shard_commit(t);
-
-		if (rc == 0)
-			kvd_count(&c->reaped, (uint64_t)n);
-		else if (rc == KV_SHARD_FAILED) /* not a full map or disk */
-			atomic_store(&c->failed, 1);
-	} else {
-		kvd_shard_abort(t); /* nothing to do: no commit, no fsync */
+	if (n <= 0) {
+		kvd_shard_abort(t); /* nothing to do: no write, no fsync */
+		return;
 	}
+	rc = kvd_shard_commit(t, c->srv->cfg->durability == KVD_DUR_SYNC);
+	if (rc == 0)
+		kvd_count(&c->reaped, (uint64_t)n);
+	else if (rc == KV_SHARD_FAILED) /* not a full disk */
+		atomic_store(&c->failed, 1);
+}
+
+/* async durability: the journal reaches the OS at once; flush it every
+ * flush-interval-ms.  A failed flush ends the shard's writes and is never
+ * retried: the kernel may have dropped the pages it could not write, so a
+ * later flush that succeeds would prove nothing about them (PostgreSQL's
+ * fsync lesson). */
+static void async_flush(struct kvd_committer *c, uint64_t now)
+{
+	struct kvd_server *srv = c->srv;
+
+	if (srv->cfg->durability != KVD_DUR_ASYNC || now < c->next_flush_ms)
+		return;
+	c->next_flush_ms = now + KVD_LIVE(srv->cfg->flush_interval_ms);
+	if (!atomic_load(&c->failed) && kvd_store_sync(srv->store, c->shard))
+		atomic_store(&c->failed, 1);
 }
 
 /* Every READER_CHECK_MS, busy or idle: free the reader slots of dead
@@ -322,31 +300,60 @@ static void check_readers(struct kvd_committer *c, uint64_t now)
 			 dead);
 }
 
+/* Between batches: flush (async), recycle the journal, freeze an old
+ * memtable, clear stale readers. */
+static void housekeeping(struct kvd_committer *c, uint64_t now)
+{
+	async_flush(c, now);
+	kvd_shard_tick(c->srv->store, c->shard, now);
+	if (kvd_shard_failed(c->srv->store, c->shard))
+		atomic_store(&c->failed, 1);
+	check_readers(c, now);
+}
+
 static void timers(struct kvd_committer *c)
 {
 	uint64_t now = kvd_now_ms();
 
 	if (now >= c->next_reap_ms)
 		idle_reap(c, now);
-	check_readers(c, now);
+	housekeeping(c, now);
 }
+
+/* Sleep until work comes or the next timer is due: reaping, the async
+ * flush, and a look at the memtable's age at least every TICK_MS. */
+#define TICK_MS 100
 
 static void wait_for_work(struct kvd_committer *c)
 {
 	struct pollfd pfd = {.fd = c->efd, .events = POLLIN};
-	uint64_t now = kvd_now_ms(), buf;
-	int timeout = (int)(c->next_reap_ms > now ? c->next_reap_ms - now : 0);
+	uint64_t now = kvd_now_ms(), buf, due = now + TICK_MS;
+	int timeout;
+
+	if (c->next_reap_ms < due)
+		due = c->next_reap_ms;
+	if (c->srv->cfg->durability == KVD_DUR_ASYNC && c->next_flush_ms < due)
+		due = c->next_flush_ms;
+	timeout = (int)(due > now ? due - now : 0);
 
 	if (poll(&pfd, 1, timeout) > 0 && read(c->efd, &buf, sizeof(buf)) < 0) {
 		/* EAGAIN: another wake-up already consumed it. */
 	}
 }
 
-static void maybe_pause(void)
+static void maybe_pause(struct kvd_committer *c)
 {
+	int rc;
+
 	if (!atomic_load(&pause_req))
 		return;
+	/* Everything acknowledged into LMDB before the snapshot opens. */
+	rc = atomic_load(&c->failed)
+		 ? 0
+		 : kvd_shard_checkpoint(c->srv->store, c->shard);
 	pthread_mutex_lock(&pause_mu);
+	if (rc && !pause_rc)
+		pause_rc = rc;
 	paused++;
 	pthread_cond_broadcast(&pause_cv);
 	while (atomic_load(&pause_req))
@@ -355,15 +362,22 @@ static void maybe_pause(void)
 	pthread_mutex_unlock(&pause_mu);
 }
 
-void kvd_committers_pause(struct kvd_server *srv)
+int kvd_committers_pause(struct kvd_server *srv)
 {
+	int rc;
+
+	pthread_mutex_lock(&pause_mu);
+	pause_rc = 0;
+	pthread_mutex_unlock(&pause_mu);
 	atomic_store(&pause_req, 1);
 	for (unsigned i = 0; i < srv->nshards; i++)
 		wake(&srv->com[i]);
 	pthread_mutex_lock(&pause_mu);
 	while (paused < srv->nshards)
 		pthread_cond_wait(&pause_cv, &pause_mu);
+	rc = pause_rc;
 	pthread_mutex_unlock(&pause_mu);
+	return rc;
 }
 
 void kvd_committers_resume(struct kvd_server *srv)
@@ -380,14 +394,11 @@ static void *committer_main(void *arg)
 	struct kvd_committer *c = arg;
 	struct kvd_wreq *w;
 
+	c->next_flush_ms =
+	    kvd_now_ms() + KVD_LIVE(c->srv->cfg->flush_interval_ms);
 	for (;;) {
-		maybe_pause();
+		maybe_pause(c);
 		w = take_all(c);
-		if (!w && c->unacked) {
-			/* Nothing to piggyback on: sync now. */
-			flush_unacked(c);
-			continue;
-		}
 		if (!w) {
 			if (atomic_load(&c->stop))
 				break;
@@ -397,51 +408,23 @@ static void *committer_main(void *arg)
 		}
 		while (w)
 			w = run_batch(c, w);
-		check_readers(c, kvd_now_ms());
+		housekeeping(c, kvd_now_ms());
 	}
+	/* A clean stop leaves LMDB holding everything: a quick restart. */
+	if (!atomic_load(&c->failed) &&
+	    kvd_store_sync(c->srv->store, c->shard) == 0)
+		kvd_shard_checkpoint(c->srv->store, c->shard);
 	return NULL;
 }
 
-/* Flush every shard that has not failed.  A failed fsync ends the shard's
- * writes and is never retried, here or at stop: the kernel may have dropped
- * the dirty pages it could not write, so a later fsync that succeeds would
- * prove nothing about them (PostgreSQL's fsync lesson). */
-static void flush_all(struct kvd_server *srv, const char *what)
+/* After the committers stopped (joined: their journals are this thread's
+ * now): flush every shard that has not failed.  Never a retry of a flush
+ * that failed. */
+static void flush_all(struct kvd_server *srv)
 {
-	for (unsigned i = 0; srv->com && i < srv->nshards; i++) {
-		struct kvd_committer *c = &srv->com[i];
-		int rc;
-
-		if (atomic_load(&c->failed))
-			continue;
-		if ((rc = kvd_store_sync(srv->store, i))) {
-			atomic_store(&c->failed, 1);
-			log_error(
-			    "shard %u: %s failed: %s; writes acknowledged "
-			    "since the last flush may not be on disk; "
-			    "this shard accepts no more writes until "
-			    "restart (a failed fsync is never retried)",
-			    i, what, strerror(rc));
-		}
-	}
-}
-
-/* async durability: commits reach the OS at once; this thread makes them
- * durable every flush-interval-ms.  LMDB's mdb_env_sync takes no lock, so
- * the committers never wait for it. */
-static void *flusher_main(void *arg)
-{
-	struct kvd_server *srv = arg;
-	struct pollfd pfd = {.fd = flusher_efd, .events = POLLIN};
-
-	for (;;) {
-		int stop = poll(&pfd, 1,
-				(int)KVD_LIVE(srv->cfg->flush_interval_ms)) > 0;
-
-		flush_all(srv, "flush");
-		if (stop)
-			return NULL;
-	}
+	for (unsigned i = 0; srv->com && i < srv->nshards; i++)
+		if (!atomic_load(&srv->com[i].failed))
+			kvd_store_sync(srv->store, i);
 }
 
 int kvd_committers_start(struct kvd_server *srv)
@@ -470,18 +453,6 @@ int kvd_committers_start(struct kvd_server *srv)
 			return -1;
 		}
 	}
-	if (srv->cfg->durability == KVD_DUR_ASYNC) {
-		flusher_efd = eventfd(0, EFD_CLOEXEC);
-		if (flusher_efd < 0) {
-			log_error("cannot start the flusher: eventfd: %s",
-				  strerror(errno));
-			return -1;
-		}
-		if ((rc = pthread_create(&flusher, NULL, flusher_main, srv))) {
-			log_error("cannot start the flusher: %s", strerror(rc));
-			return -1;
-		}
-	}
 	return 0;
 }
 
@@ -498,15 +469,7 @@ void kvd_committers_stop(struct kvd_server *srv)
 		pthread_join(c->thread, NULL);
 		close(c->efd);
 	}
-	if (flusher_efd >= 0) {
-		uint64_t one = 1;
-
-		if (write(flusher_efd, &one, sizeof(one)) == sizeof(one))
-			pthread_join(flusher, NULL);
-		close(flusher_efd);
-		flusher_efd = -1;
-	}
-	flush_all(srv, "final flush");
+	flush_all(srv);
 	free(srv->com);
 	srv->com = NULL;
 }

@@ -75,7 +75,24 @@ static const struct opt options[] = {
     {"durability", OPT_ENUM, F(durability), 0, 0, "sync", durability_names,
      "sync: reply after fsync; async: reply after write(2), flush on a timer"},
     {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
-     NULL, "async mode: how often dirty shards are flushed to disk"},
+     NULL, "async mode: how often each shard's journal is flushed to disk"},
+    {"memtable-size", OPT_SIZE, F(memtable_size), 64ull << 10, 1ull << 36,
+     "64m", NULL,
+     "per shard: writes since the last checkpoint held in memory; a full "
+     "memtable is checkpointed into LMDB (memory: up to twice this per "
+     "shard)"},
+    {"checkpoint-interval-ms", OPT_UINT, F(checkpoint_interval_ms), 10, 3600000,
+     "5000", NULL,
+     "checkpoint a shard's memtable at least this often when it holds "
+     "writes"},
+    {"journal-segment-size", OPT_SIZE, F(journal_segment_size), 1ull << 20,
+     1ull << 34, "64m", NULL,
+     "size of each pre-allocated journal segment file (a record larger "
+     "than a segment is refused)"},
+    {"journal-truncate-corrupt", OPT_ENUM, F(journal_truncate_corrupt), 0, 0,
+     "no", yes_no,
+     "at startup, cut a corrupt journal at the bad record (losing what "
+     "follows) instead of refusing to start"},
     {"max-key-size", OPT_SIZE, F(max_key), 1, KV_MAX_KEY_LIMIT, "511", NULL,
      "largest key in bytes (LMDB's limit is 511)"},
     {"max-value-size", OPT_SIZE, F(max_value), 1, 1ull << 30, "16m", NULL,

@@ -33,6 +33,10 @@ struct kvd_config {
 	unsigned threads;
 	unsigned durability;
 	unsigned flush_interval_ms;
+	uint64_t memtable_size;
+	unsigned checkpoint_interval_ms;
+	uint64_t journal_segment_size;
+	unsigned journal_truncate_corrupt;
 	uint64_t max_key;
 	uint64_t max_value;
 	uint64_t max_frame;

@@ -33,7 +33,10 @@ static int open_store(struct kvd_server *srv, char *err, size_t errlen)
 	    .want_shards = cfg->threads,
 	    .map_size = cfg->map_size,
 	    .max_readers = cfg->threads + 126,
-	    .nosync = cfg->durability == KVD_DUR_ASYNC,
+	    .memtable_size = cfg->memtable_size,
+	    .checkpoint_interval_ms = cfg->checkpoint_interval_ms,
+	    .segment_size = cfg->journal_segment_size,
+	    .truncate_corrupt = cfg->journal_truncate_corrupt,
 	};
 
 	if (kvd_store_open(&srv->store, &o, err, errlen))

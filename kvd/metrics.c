@@ -206,6 +206,7 @@ static void shards(struct kvd_io *io, struct kv_buf *b)
 	struct {
 		const char *name, *help;
 		size_t off;
+		const char *type;
 	} g[] = {
 	    {"kvd_shard_keys",
 	     "Keys stored (expired ones not yet reclaimed included).",
@@ -218,22 +219,44 @@ static void shards(struct kvd_io *io, struct kv_buf *b)
 	     offsetof(struct kvd_shard_stat, file_bytes)},
 	    {"kvd_shard_map_bytes", "The shard's map size (its size limit).",
 	     offsetof(struct kvd_shard_stat, map_size)},
+	    {"kvd_shard_memtable_bytes",
+	     "Bytes of writes held in memory until their checkpoint (active "
+	     "and frozen memtables).",
+	     offsetof(struct kvd_shard_stat, memtable_bytes)},
+	    {"kvd_shard_journal_bytes_total", "Bytes appended to the journal.",
+	     offsetof(struct kvd_shard_stat, journal_bytes), "counter"},
+	    {"kvd_shard_journal_fsyncs_total", "Flushes of the journal.",
+	     offsetof(struct kvd_shard_stat, journal_fsyncs), "counter"},
+	    {"kvd_shard_checkpoints_total",
+	     "Checkpoints of a memtable into LMDB.",
+	     offsetof(struct kvd_shard_stat, checkpoints), "counter"},
+	    {"kvd_shard_checkpoint_lsn", "The last checkpoint's journal LSN.",
+	     offsetof(struct kvd_shard_stat, checkpoint_lsn)},
+	    {"kvd_shard_checkpoint_waits_total",
+	     "Batches that waited for a checkpoint to end (backpressure).",
+	     offsetof(struct kvd_shard_stat, backpressure), "counter"},
 	};
 
 	for (unsigned s = 0; s < n; s++)
 		kvd_reader_stat(io->reader, s, &st[s]);
 	for (size_t k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
-		head(b, g[k].name, "gauge", g[k].help);
+		head(b, g[k].name, g[k].type ? g[k].type : "gauge", g[k].help);
 		for (unsigned s = 0; s < n; s++)
 			out(b, "%s{shard=\"%u\"} %llu\n", g[k].name, s,
 			    (unsigned long long)*(uint64_t *)((char *)&st[s] +
 							      g[k].off));
 	}
+	head(b, "kvd_shard_checkpoint_seconds", "gauge",
+	     "How long the last checkpoint took.");
+	for (unsigned s = 0; s < n; s++)
+		out(b, "kvd_shard_checkpoint_seconds{shard=\"%u\"} %.6f\n", s,
+		    (double)st[s].checkpoint_ns / 1e9);
 	head(b, "kvd_shard_failed", "gauge",
-	     "1 when a write or fsync failed and the shard refuses writes.");
+	     "1 when a write or fsync of the journal, or a checkpoint, failed "
+	     "and the shard refuses writes.");
 	for (unsigned s = 0; s < n; s++)
 		out(b, "kvd_shard_failed{shard=\"%u\"} %d\n", s,
-		    srv->com[s].failed);
+		    srv->com[s].failed || st[s].checkpoint_failed);
 }
 
 void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)

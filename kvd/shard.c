@@ -1,7 +1,9 @@
-/* shard.c - LMDB environments and read snapshots.
+/* shard.c - opening a shard (LMDB, then the journal replayed above the
+ * checkpoint LSN into a memtable), and point reads through the layers.
  *
- * With shard_scan.c, shard_write.c and shard_copy.c (shard_int.h), the only
- * code that calls LMDB; see shard.h for the layout on disk.
+ * With shard_scan.c, shard_write.c, shard_ckpt.c and shard_copy.c
+ * (shard_int.h), the only code that calls LMDB, the journal and the
+ * memtable; see shard.h for the layout on disk.
  */
 #include "shard_int.h"
 
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "kv_proto.h"
+#include "kvd.h"
 #include "kv_status.h"
 #include "log.h"
 
@@ -22,13 +25,14 @@
 static int shard_open(struct shard *sh, const struct kvd_store_opts *o,
 		      char *err, size_t errlen)
 {
-	unsigned flags = MDB_NOTLS | MDB_NORDAHEAD |
-			 (o->nosync ? MDB_NOSYNC : MDB_NOMETASYNC);
+	/* Every commit fully synced: LMDB on disk is always the last
+	 * checkpoint, whole (the journal carries what came after). */
+	unsigned flags = MDB_NOTLS | MDB_NORDAHEAD;
 	MDB_txn *txn = NULL;
 	int rc, dead = 0;
 
 	if ((rc = mdb_env_create(&sh->env)) ||
-	    (rc = mdb_env_set_maxdbs(sh->env, 2)) ||
+	    (rc = mdb_env_set_maxdbs(sh->env, 3)) ||
 	    (rc = mdb_env_set_mapsize(sh->env, o->map_size)) ||
 	    (rc = mdb_env_set_maxreaders(sh->env, o->max_readers)))
 		goto fail;
@@ -41,7 +45,9 @@ static int shard_open(struct shard *sh, const struct kvd_store_opts *o,
 		log_warn("%s: cleared %d stale reader slot(s)", sh->path, dead);
 	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)) ||
 	    (rc = mdb_dbi_open(txn, "kv", MDB_CREATE, &sh->kv)) ||
-	    (rc = mdb_dbi_open(txn, "exp", MDB_CREATE | MDB_DUPSORT, &sh->exp)))
+	    (rc = mdb_dbi_open(txn, "exp", MDB_CREATE | MDB_DUPSORT,
+			       &sh->exp)) ||
+	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &sh->meta)))
 		goto fail;
 	rc = mdb_txn_commit(txn);
 	txn = NULL;
@@ -54,6 +60,110 @@ fail:
 	snprintf(err, errlen, "%s: cannot open LMDB environment: %s", sh->path,
 		 mdb_strerror(rc));
 	return -1;
+}
+
+uint64_t kvd_shard_meta_lsn(struct shard *sh, MDB_txn *txn)
+{
+	MDB_val k = {8, "ckpt_lsn"}, v;
+	uint64_t lsn = 0;
+
+	if (mdb_get(txn, sh->meta, &k, &v) == 0 && v.mv_size == 8)
+		memcpy(&lsn, v.mv_data, 8);
+	return lsn;
+}
+
+/* Arena chunks of an eighth of the memtable size (4 KiB to 1 MiB), so
+ * that a small memtable-size still freezes on what it holds. */
+struct kvm *kvd_memtable_new(const struct kvd_store *st)
+{
+	struct kvm_opts o = {.chunk_size = st->memtable_size / 8};
+	struct kvm *m = NULL;
+
+	if (o.chunk_size < 4096)
+		o.chunk_size = 4096;
+	if (o.chunk_size > KVM_DEFAULT_CHUNK)
+		o.chunk_size = KVM_DEFAULT_CHUNK;
+	return kvm_create(&o, &m) ? NULL : m;
+}
+
+/* Recovery: one journal record above the checkpoint into the memtable. */
+struct replay {
+	struct shard *sh;
+	struct kvm *m;
+	MDB_txn *txn;
+	uint64_t bytes; /* of the records replayed */
+};
+
+static int replay_one(void *arg, uint64_t lsn, uint8_t type,
+		      const void *payload, uint32_t len)
+{
+	struct replay *rp = arg;
+	struct kvj_rec r;
+	unsigned below = 0;
+	MDB_val k, v;
+	int rc;
+
+	rp->bytes += len;
+	if ((rc = kvj_rec_decode(type, payload, len, &r)))
+		return rc;
+	if (r.type == KVJ_FLUSHALL)
+		return kvm_flush(rp->m, lsn);
+	k.mv_size = r.klen;
+	k.mv_data = (void *)r.key;
+	if (!kvm_flush_lsn(rp->m) && mdb_get(rp->txn, rp->sh->kv, &k, &v) == 0)
+		below = KVM_F_BELOW;
+	if (r.type == KVJ_PUT)
+		return kvm_put(rp->m, r.key, r.klen, r.val, r.vlen, r.expiry_ms,
+			       lsn, below);
+	return kvm_del(rp->m, r.key, r.klen, lsn, below);
+}
+
+static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
+			 char *err, size_t errlen)
+{
+	struct kvj_opts jo = {.segment_size = o->segment_size,
+			      .shard_id = sh->idx,
+			      .flags =
+				  o->truncate_corrupt ? KVJ_OPEN_TRUNCATE : 0};
+	struct replay rp = {.sh = sh};
+	struct kvj_report rep;
+	uint64_t t0 = kvd_mono_ns(), ckpt;
+	int rc;
+
+	if ((rc = mdb_txn_begin(sh->env, NULL, MDB_RDONLY, &rp.txn))) {
+		snprintf(err, errlen, "%s: %s", sh->path, mdb_strerror(rc));
+		return -1;
+	}
+	ckpt = kvd_shard_meta_lsn(sh, rp.txn);
+	rp.m = kvd_memtable_new(sh->st);
+	rc = rp.m ? kvj_open(sh->path, &jo, ckpt, replay_one, &rp, &rep, &sh->j)
+		  : -ENOMEM;
+	mdb_txn_abort(rp.txn);
+	if (rc) {
+		kvm_destroy(rp.m);
+		if (rc == -EBADMSG)
+			snprintf(err, errlen,
+				 "%s; start with --journal-truncate-corrupt "
+				 "yes to drop the journal from there on",
+				 rep.msg);
+		else
+			snprintf(err, errlen, "%s: cannot open journal: %s%s%s",
+				 sh->path, kvj_strerror(rc),
+				 rep.msg[0] ? ": " : "", rep.msg);
+		return -1;
+	}
+	if (rep.msg[0])
+		log_warn("%s", rep.msg);
+	atomic_store(&sh->active, rp.m);
+	atomic_store(&sh->ckpt_lsn, ckpt);
+	sh->released = ckpt;
+	sh->active_ms = rep.replayed ? kvd_now_ms() : 0;
+	log_info("%s: checkpoint LSN %llu, journal replayed %llu record(s) "
+		 "(%.1f MiB) in %.1f ms",
+		 sh->path, (unsigned long long)ckpt,
+		 (unsigned long long)rep.replayed, (double)rp.bytes / (1 << 20),
+		 (double)(kvd_mono_ns() - t0) / 1e6);
+	return 0;
 }
 
 static void shard_log_open(struct shard *sh, uint64_t map_size)
@@ -73,6 +183,29 @@ static void shard_log_open(struct shard *sh, uint64_t map_size)
 	mdb_txn_abort(txn);
 }
 
+static int store_shard_open(struct kvd_store *st, struct shard *sh,
+			    const struct kvd_store_opts *o, char *err,
+			    size_t errlen)
+{
+	kvd_datadir_shard_path(sh->path, sizeof(sh->path), o->dir, sh->idx);
+	sh->st = st;
+	sh->wt.st = st;
+	sh->wt.idx = sh->idx;
+	pthread_mutex_init(&sh->mu, NULL);
+	pthread_cond_init(&sh->cv, NULL);
+	if (shard_open(sh, o, err, errlen))
+		return -1;
+	shard_log_open(sh, o->map_size);
+	if (shard_recover(sh, o, err, errlen))
+		return -1;
+	if (kvd_ckpt_start(sh)) {
+		snprintf(err, errlen, "%s: cannot start its checkpointer",
+			 sh->path);
+		return -1;
+	}
+	return 0;
+}
+
 int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		   char *err, size_t errlen)
 {
@@ -82,6 +215,11 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
+	pthread_mutex_init(&st->rmu, NULL);
+	st->memtable_size = o->memtable_size ? o->memtable_size : 64u << 20;
+	st->map_size = o->map_size;
+	st->ckpt_interval_ms =
+	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 5000;
 	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, err, errlen)) {
 		free(st);
 		return -1;
@@ -92,18 +230,11 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		goto fail;
 	}
 	for (; st->n < st->dd.nshards; st->n++) {
-		struct shard *sh = &st->sh[st->n];
-
-		kvd_datadir_shard_path(sh->path, sizeof(sh->path), o->dir,
-				       st->n);
-		sh->wt.st = st;
-		sh->wt.idx = st->n;
-		if (shard_open(sh, o, err, errlen)) {
-			if (sh->env)
-				mdb_env_close(sh->env);
+		st->sh[st->n].idx = st->n;
+		if (store_shard_open(st, &st->sh[st->n], o, err, errlen)) {
+			st->n++; /* closed by kvd_store_close */
 			goto fail;
 		}
-		shard_log_open(sh, o->map_size);
 	}
 	*out = st;
 	return 0;
@@ -117,10 +248,23 @@ void kvd_store_close(struct kvd_store *st)
 	if (!st)
 		return;
 	for (unsigned i = 0; i < st->n; i++) {
-		kv_buf_free(&st->sh[i].wt.tmp);
-		mdb_env_close(st->sh[i].env);
+		struct shard *sh = &st->sh[i];
+
+		kvd_ckpt_stop(sh);
+		kv_buf_free(&sh->wt.tmp);
+		kv_buf_free(&sh->wt.data);
+		free(sh->wt.ents);
+		free(sh->wt.ht);
+		free(sh->wt.recs);
+		kvd_reader_free(sh->wt.rd);
+		kvm_destroy(atomic_load(&sh->active));
+		kvm_destroy(atomic_load(&sh->frozen));
+		kvj_close(sh->j);
+		if (sh->env)
+			mdb_env_close(sh->env);
 	}
 	free(st->sh);
+	free(st->readers);
 	kvd_datadir_close(&st->dd);
 	free(st);
 }
@@ -130,9 +274,9 @@ unsigned kvd_store_nshards(const struct kvd_store *st)
 	return st->n;
 }
 
-int kvd_store_sync(struct kvd_store *st, unsigned i)
+int kvd_shard_failed(struct kvd_store *st, unsigned i)
 {
-	return mdb_env_sync(st->sh[i].env, 1);
+	return atomic_load(&st->sh[i].failed) != 0;
 }
 
 /* Bytes free on the filesystem holding path (root may use the reserve). */
@@ -161,6 +305,42 @@ int kvd_store_reader_check(struct kvd_store *st, unsigned i)
  * the cause goes: one line a second, with a count of the others. */
 static struct kvd_log_limit read_limit = KVD_LOG_LIMIT_INIT(1000);
 
+/* Readers are listed in the store so that a checkpointer can wait for
+ * each to pass a quiescent point (shard_ckpt.c). */
+static int reader_register(struct kvd_store *st, struct kvd_reader *r)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&st->rmu);
+	if (st->nreaders == st->capreaders) {
+		unsigned cap = st->capreaders ? 2 * st->capreaders : 16;
+		void *p = realloc(st->readers, cap * sizeof(*st->readers));
+
+		if (p) {
+			st->readers = p;
+			st->capreaders = cap;
+		}
+	}
+	if (st->nreaders < st->capreaders)
+		st->readers[st->nreaders++] = r;
+	else
+		rc = -1;
+	pthread_mutex_unlock(&st->rmu);
+	return rc;
+}
+
+static void reader_unregister(struct kvd_store *st, struct kvd_reader *r)
+{
+	pthread_mutex_lock(&st->rmu);
+	for (unsigned i = 0; i < st->nreaders; i++) {
+		if (st->readers[i] == r) {
+			st->readers[i] = st->readers[--st->nreaders];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->rmu);
+}
+
 struct kvd_reader *kvd_reader_new(struct kvd_store *st)
 {
 	struct kvd_reader *r = calloc(1, sizeof(*r));
@@ -172,8 +352,13 @@ struct kvd_reader *kvd_reader_new(struct kvd_store *st)
 	r->cur = calloc(st->n, sizeof(*r->cur));
 	r->active = calloc(st->n, 1);
 	r->heads = calloc(st->n, sizeof(*r->heads));
-	if (!r->txn || !r->cur || !r->active || !r->heads) {
-		kvd_reader_free(r);
+	if (!r->txn || !r->cur || !r->active || !r->heads ||
+	    reader_register(st, r)) {
+		free(r->txn);
+		free(r->cur);
+		free(r->active);
+		free(r->heads);
+		free(r);
 		return NULL;
 	}
 	return r;
@@ -183,6 +368,7 @@ void kvd_reader_free(struct kvd_reader *r)
 {
 	if (!r)
 		return;
+	reader_unregister(r->st, r);
 	for (unsigned i = 0; r->txn && i < r->st->n; i++) {
 		if (r->cur && r->cur[i])
 			mdb_cursor_close(r->cur[i]);
@@ -198,15 +384,24 @@ void kvd_reader_free(struct kvd_reader *r)
 
 void kvd_reader_reset(struct kvd_reader *r)
 {
-	if (!r->nactive)
-		return;
-	for (unsigned i = 0; i < r->st->n; i++) {
+	for (unsigned i = 0; r->nactive && i < r->st->n; i++) {
 		if (r->active[i]) {
 			mdb_txn_reset(r->txn[i]);
 			r->active[i] = 0;
 		}
 	}
 	r->nactive = 0;
+	if (r->in) {
+		/* Nothing loaded before this point is used after it: release
+		 * stores (this thread is the only writer of both), no locked
+		 * instruction at every loop turn's end. */
+		atomic_store_explicit(
+		    &r->epoch,
+		    atomic_load_explicit(&r->epoch, memory_order_relaxed) + 1,
+		    memory_order_release);
+		atomic_store_explicit(&r->busy, 0, memory_order_release);
+		r->in = 0;
+	}
 }
 
 /* This turn's snapshot of shard i, opened on first use. */
@@ -252,22 +447,50 @@ MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i)
 	return r->cur[i];
 }
 
+/* One memtable layer's say on a key: KV_OK, KV_NOT_FOUND, or -1 (look
+ * below). */
+static int mget(struct kvm *m, const void *key, size_t klen, uint64_t now,
+		uint64_t *exp, struct kv_slice *val)
+{
+	struct kvm_entry e;
+	int k = m ? kvm_get(m, key, klen, &e) : KVM_ABSENT;
+
+	if (k == KVM_VALUE) {
+		if (e.expire_at && e.expire_at <= now)
+			return KV_NOT_FOUND;
+		*exp = e.expire_at;
+		val->p = e.val;
+		val->n = e.vlen;
+		return KV_OK;
+	}
+	return k == KVM_TOMBSTONE ? KV_NOT_FOUND : -1;
+}
+
 static int rget(struct kvd_reader *r, unsigned shard, const void *key,
 		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val)
 {
-	MDB_txn *txn = kvd_shard_rtxn(r, shard);
+	struct shard *sh = &r->st->sh[shard];
+	struct kvm *a, *f;
+	MDB_txn *txn;
 	MDB_val k = {klen, (void *)key}, v;
 	int rc;
 
-	if (!txn)
+	/* The memtables before the snapshot: a checkpoint in between can
+	 * only show a key twice (the memtable wins), never hide it. */
+	kvd_reader_enter(r);
+	shard_layers(sh, &a, &f);
+	if ((rc = mget(a, key, klen, now, exp, val)) >= 0 ||
+	    (rc = mget(f, key, klen, now, exp, val)) >= 0)
+		return rc;
+	if (!(txn = kvd_shard_rtxn(r, shard)))
 		return KV_INTERNAL;
-	rc = mdb_get(txn, r->st->sh[shard].kv, &k, &v);
+	rc = mdb_get(txn, sh->kv, &k, &v);
 	if (rc == MDB_NOTFOUND)
 		return KV_NOT_FOUND;
 	if (rc) {
 		kvd_log_ratelimited(&read_limit, KVD_LOG_ERROR,
-				    "%s: read failed: %s",
-				    r->st->sh[shard].path, mdb_strerror(rc));
+				    "%s: read failed: %s", sh->path,
+				    mdb_strerror(rc));
 		return KV_INTERNAL;
 	}
 	return val_live(&v, now, exp, val) ? KV_OK : KV_NOT_FOUND;
@@ -296,18 +519,37 @@ int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
 int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s)
 {
 	struct shard *sh = &r->st->sh[i];
-	MDB_txn *txn = kvd_shard_rtxn(r, i);
+	MDB_txn *txn;
 	MDB_stat ms, es;
 	MDB_envinfo ei;
 	struct stat fst;
 	char path[640];
+	struct kvm *a, *f;
+	struct shard_view v;
 
 	memset(s, 0, sizeof(*s));
-	if (!txn || mdb_stat(txn, sh->kv, &ms) || mdb_stat(txn, sh->exp, &es) ||
+	kvd_reader_enter(r);
+	shard_layers(sh, &a, &f);
+	s->memtable_bytes = (a ? kvm_bytes(a) : 0) + (f ? kvm_bytes(f) : 0);
+	s->journal_bytes = atomic_load(&sh->jbytes);
+	s->journal_fsyncs = atomic_load(&sh->fsyncs);
+	s->checkpoints = atomic_load(&sh->ckpts);
+	s->checkpoint_ns = atomic_load(&sh->ckpt_ns);
+	s->checkpoint_lsn = atomic_load(&sh->ckpt_lsn);
+	s->backpressure = atomic_load(&sh->bp_waits);
+	s->checkpoint_failed = atomic_load(&sh->failed) != 0;
+	if (kvd_shard_entries(r, i, &v))
+		return KV_INTERNAL;
+	txn = v.txn;
+	if (mdb_stat(txn, sh->kv, &ms) || mdb_stat(txn, sh->exp, &es) ||
 	    mdb_env_info(sh->env, &ei))
 		return KV_INTERNAL;
-	s->entries = ms.ms_entries;
-	s->expiring = es.ms_entries;
+	/* Entries, expired or not, across the layers; expiring: LMDB's index
+	 * plus the memtables' values with an expiry (a key in both counts
+	 * twice until its checkpoint). */
+	s->entries = v.entries > 0 ? (uint64_t)v.entries : 0;
+	s->expiring =
+	    (v.base ? es.ms_entries : 0) + v.expiring[0] + v.expiring[1];
 	s->used_bytes = (uint64_t)(ei.me_last_pgno + 1) * ms.ms_psize;
 	s->map_size = ei.me_mapsize;
 	snprintf(path, sizeof(path), "%s/data.mdb", sh->path);

@@ -1,12 +1,23 @@
-/* shard.h - the storage layer: S LMDB environments, one per shard.
+/* shard.h - the storage layer: S shards, each a journal, a memtable and an
+ * LMDB environment written by checkpoints (docs/architecture.md, "The
+ * journal and checkpoints").
  *
  * This module (shard*.c, sharing shard_int.h) is the only code that calls
- * LMDB.  Each shard directory holds one
- * environment with two databases: "kv" maps a key to its stored value, and
+ * LMDB, the journal (store/journal.h) and the memtable (store/memtable.h).
+ * A committer's batch is computed against the layers (the batch itself,
+ * the active memtable, the frozen one, LMDB), appended to the journal as
+ * physical records, flushed, and only then inserted into the active
+ * memtable, where readers see it.  A checkpointer thread per shard applies
+ * a frozen memtable to LMDB in one fully synced write transaction that also
+ * stores the checkpoint LSN ("meta" database).
+ *
+ * Each shard directory holds the journal's segment files and one LMDB
+ * environment with three databases: "meta" (the checkpoint LSN), "kv" maps
+ * a key to its stored value, and
  * "exp" (MDB_DUPSORT) maps big-endian(expire_ms) to the keys expiring then,
- * so expired keys are found in time order without scanning.  An entry there
- * is only a hint: the value's own header decides, so an overwritten key's
- * stale entry is simply dropped when the reaper reaches it.
+ * so expired keys are found in time order without scanning.  Checkpoints keep
+ * it exact; entries a store written before them left behind are only hints:
+ * the value's own header decides.
  *
  * A stored value is one flag byte, then (if bit 0 is set) the expiry as a
  * little-endian u64 of Unix milliseconds, then the user's bytes:
@@ -15,10 +26,13 @@
  *     | flags | expire_ms (opt.) | value ...       |
  *     +-------+------------------+-----------------+
  *
- * Readers (io threads) use kvd_reader: one MDB_NOTLS read transaction per
- * shard, renewed lazily and reset at the end of each loop turn so no snapshot
- * is held while the thread sleeps.  Writers (one committer per shard) use the
- * kvd_shard_* calls inside a single write transaction per batch.
+ * Readers (io threads) use kvd_reader: per read, the active and frozen
+ * memtables (loaded before the LMDB snapshot), then one MDB_NOTLS read
+ * transaction per shard, renewed lazily and reset at the end of each loop
+ * turn.  kvd_reader_reset is a reader's quiescent point: a retired
+ * memtable is unpublished, then freed, only after every reader passed one.
+ * Writers (one committer per shard) use the kvd_shard_* calls, one batch at
+ * a time, from that shard's committer thread only.
  */
 #ifndef KVD_SHARD_H
 #define KVD_SHARD_H
@@ -40,11 +54,10 @@ struct kvd_store_opts {
 	unsigned want_shards; /* used only when the directory is new */
 	uint64_t map_size;
 	unsigned max_readers;
-	/* async durability: commits write but do not fsync (MDB_NOSYNC).
-	 * Otherwise commits sync their data but not their meta page
-	 * (MDB_NOMETASYNC): the committer answers writers only after a later
-	 * sync (committer.c explains). */
-	int nosync;
+	uint64_t memtable_size;		 /* freeze the active memtable here */
+	unsigned checkpoint_interval_ms; /* or when it is this old */
+	uint64_t segment_size;		 /* journal segment bytes */
+	int truncate_corrupt; /* cut a corrupt journal instead of refusing */
 };
 
 struct kvd_shard_stat {
@@ -53,6 +66,15 @@ struct kvd_shard_stat {
 	uint64_t file_bytes;
 	uint64_t map_size;
 	uint64_t expiring; /* entries in the expiry index */
+	/* the write path (counters since start, gauges now) */
+	uint64_t journal_bytes;	    /* appended */
+	uint64_t journal_fsyncs;    /* flushes */
+	uint64_t memtable_bytes;    /* active + frozen arenas */
+	uint64_t checkpoints;	    /* completed */
+	uint64_t checkpoint_ns;	    /* the last one's duration */
+	uint64_t checkpoint_lsn;    /* the last one's LSN */
+	uint64_t backpressure;	    /* batches that waited for a checkpoint */
+	uint64_t checkpoint_failed; /* 1 when checkpoints stopped this shard */
 };
 
 /* Open (or create) the data directory and every shard; logs each shard.
@@ -61,7 +83,8 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		   char *err, size_t errlen);
 void kvd_store_close(struct kvd_store *st);
 unsigned kvd_store_nshards(const struct kvd_store *st);
-/* Flush shard i to disk (async mode's timer); 0 or an errno. */
+/* Flush shard i's journal (async mode's timer; shard i's committer only):
+ * 0 or a KV_* code (KV_SHARD_FAILED: never retried). */
 int kvd_store_sync(struct kvd_store *st, unsigned i);
 /* Clear reader slots left by dead processes; returns how many. */
 int kvd_store_reader_check(struct kvd_store *st, unsigned i);
@@ -141,18 +164,32 @@ struct kvd_wop {
 
 #define KVD_ITEM_HDR 6
 
-/* Begin shard i's write transaction (call from its committer thread only). */
+/* Begin a batch on shard i (its committer thread only).  Freezes the active
+ * memtable first when it is full or old; when the previous one is still
+ * being checkpointed and this one is full, waits (backpressure).  0 or a
+ * KV_* code (KV_SHARD_FAILED: the shard takes no more writes). */
 int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out);
-/* Apply one op.  0 after setting op->status; a KV_* code when the
- * transaction itself failed and must be aborted (map full, disk full, ...).
- * Failures are logged here, with LMDB's own words. */
+/* Compute one op against the batch so far and the layers below; its
+ * records join the batch.  0 after setting op->status; a KV_* code when
+ * the batch itself failed and must be aborted. */
 int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		    uint64_t max_value);
-/* Delete up to limit expired keys; returns how many, or a negative KV_*. */
+/* Tombstone up to limit expired keys; returns how many, or a negative KV_*. */
 int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit);
-/* 0, or a KV_* code (the transaction is gone either way). */
-int kvd_shard_commit(struct kvd_wtxn *t);
+/* Append the batch to the journal, flush it when sync, then make it
+ * visible in the memtable.  0, or a KV_* code (the batch is gone either
+ * way; KV_SHARD_FAILED: the shard takes no more writes). */
+int kvd_shard_commit(struct kvd_wtxn *t, int sync);
 void kvd_shard_abort(struct kvd_wtxn *t);
+/* Committer housekeeping between batches: recycle checkpointed journal
+ * segments, freeze an old memtable, drop the committer's snapshot. */
+void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now);
+/* Checkpoint everything shard i acknowledged and wait until LMDB holds it
+ * (backups, clean shutdown; its committer thread only).  0 or a KV_*. */
+int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
+/* 1 when shard i takes no more writes (a failed journal write or flush, or
+ * a failed checkpoint). */
+int kvd_shard_failed(struct kvd_store *st, unsigned i);
 
 /* ---- backups ---- */
 

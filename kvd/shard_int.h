@@ -1,41 +1,106 @@
 /* shard_int.h - what the files of the storage layer share, and nothing
- * else includes: shard.c (environments, readers), shard_scan.c (ordered
- * scans and counts across shards), shard_write.c (write transactions) and
- * shard_copy.c (backups).  Together they are the only code that calls LMDB;
- * shard.h is their interface to the rest of kvd.
+ * else includes: shard.c (opening, recovery, readers), shard_scan.c
+ * (ordered scans and counts across shards), shard_write.c (the committer's
+ * batches: journal, memtable), shard_ckpt.c (checkpoints, retiring
+ * memtables) and shard_copy.c (backups).  Together they are the only code
+ * that calls LMDB, the journal and the memtable; shard.h is their
+ * interface to the rest of kvd.
  */
 #ifndef KVD_SHARD_INT_H
 #define KVD_SHARD_INT_H
 
 #include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "datadir.h"
+#include "journal.h"
 #include "kv_buf.h"
+#include "memtable.h"
 #include "shard.h"
 
 #define VF_EXPIRE 1u
 
+/* One record of a batch, before it reaches the journal (shard_write.c). */
+struct ov_ent {
+	/* The key, and a value given by the request, stay where they are
+	 * (the request's items, a snapshot or a memtable: all valid until the
+	 * batch is committed); a computed value is in kvd_wtxn.data at voff. */
+	const uint8_t *key, *val;
+	uint32_t klen, vlen, voff;
+	uint8_t vbuf; /* the value is in data */
+	uint64_t exp;
+	uint8_t type;  /* KVJ_PUT, KVJ_DEL, KVJ_FLUSHALL */
+	uint8_t below; /* the key holds a value under the active memtable */
+};
+
 struct kvd_wtxn {
 	struct kvd_store *st;
 	unsigned idx;
-	MDB_txn *txn;
+	struct kvd_reader *rd; /* the committer's LMDB snapshot */
+	struct kvm *act, *frz; /* the layers, as of the batch's start */
+	struct kv_buf data;    /* the batch's computed values */
+	size_t bytes;	       /* keys and values in the batch */
 	struct kv_buf tmp; /* old values copied out before they are rewritten */
-	int room; /* -1: not yet known in this txn; 0: only deletes may use the
-		     map's reserve, which is all that is left; 1: room */
+	struct ov_ent *ents;
+	size_t nents, cap;
+	uint32_t *ht; /* open addressing: newest entry of a key, index + 1 */
+	size_t htcap;
+	struct kvj_rec *recs;
+	size_t nrecs;
+	int flushed; /* a FLUSH in this batch hides every layer below it */
+	uint64_t next_mreap; /* the next walk for expired memtable values */
+	/* pages of the map checkpoints may still use (INT64_MIN: not yet
+	 * known in this batch), and the page size */
+	int64_t room_pages;
+	uint64_t psize;
 };
 
 struct shard {
 	MDB_env *env;
-	MDB_dbi kv, exp;
+	MDB_dbi kv, exp, meta;
 	char path[600];
-	struct kvd_wtxn wt; /* its committer's transaction, reused per batch */
+	unsigned idx;
+	struct kvd_store *st;
+	struct kvd_wtxn wt; /* its committer's batch, reused */
+	struct kvj *j;	    /* the committer's only */
+	/* Readers load active, then frozen (acquire), then open their LMDB
+	 * snapshot.  The committer writes active and sets frozen; the
+	 * checkpointer clears frozen once no reader can need it. */
+	_Atomic(struct kvm *) active, frozen;
+	uint64_t active_ms;   /* committer: when active got its first write */
+	uint64_t frozen_upto; /* under mu: the frozen one's last LSN */
+	uint64_t released;    /* committer: journal released up to here */
+	atomic_uint_least64_t ckpt_lsn; /* the last checkpoint's LSN */
+	atomic_int failed;		/* a KV_* code: no more writes */
+	atomic_int ckpt_err; /* the last checkpoint failed for room: KV_* */
+	pthread_t ckpt_thread;
+	int ckpt_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;    /* job set (checkpointer), or done (committer) */
+	struct kvm *job;      /* under mu: the frozen memtable to checkpoint */
+	uint64_t attempts;    /* under mu: checkpoints tried */
+	atomic_int ckpt_busy; /* job is set: a checkpoint is under way */
+	int stop;	      /* under mu */
+	/* counters */
+	_Atomic uint64_t jbytes, fsyncs, ckpts, ckpt_ns, bp_waits;
+	/* record bytes in active + frozen, not yet in LMDB (map room) */
+	_Atomic uint64_t pend_bytes;
+	uint64_t act_bytes, frozen_bytes; /* committer; under mu */
 };
 
 struct kvd_store {
 	struct kvd_datadir dd;
 	unsigned n;
 	struct shard *sh;
+	uint64_t memtable_size;
+	uint64_t map_size;
+	uint64_t ckpt_interval_ms;
+	/* every kvd_reader, for the quiescent-point waits (shard_ckpt.c) */
+	pthread_mutex_t rmu;
+	struct kvd_reader **readers;
+	unsigned nreaders, capreaders;
 };
 
 struct kvd_reader {
@@ -45,11 +110,25 @@ struct kvd_reader {
 	uint8_t *active;
 	unsigned nactive;
 	struct scan_head *heads;
+	/* 1 from the first read of a turn to kvd_reader_reset, which counts
+	 * epoch: a checkpointer that saw busy == 0, or epoch move, knows this
+	 * reader holds nothing it loaded before. */
+	atomic_int busy;
+	_Atomic uint64_t epoch;
+	int in; /* this thread's own copy of busy */
 };
 
-/* One shard's cursor position during a scan (shard_scan.c). */
+/* One shard's position during a scan (shard_scan.c): the memtables'
+ * iterators and the LMDB cursor merged, the shard's next live key. */
 struct scan_head {
-	MDB_val k, v;
+	struct kvm_iter it[2]; /* active, frozen */
+	int ivalid[2];
+	int base;	   /* the LMDB cursor takes part */
+	int cvalid;	   /* the cursor is at a key */
+	MDB_val ck, cv;	   /* the cursor's key and value */
+	struct kv_slice k; /* the shard's current key */
+	struct kv_slice v; /* its value (the stored bytes, no header) */
+	uint64_t exp;
 	int valid;
 };
 
@@ -124,6 +203,23 @@ static inline int key_cmp(const void *a, size_t an, const void *b, size_t bn)
 	return an < bn ? -1 : an > bn;
 }
 
+/* Mark r in use for this turn (before loading memtable pointers). */
+static inline void kvd_reader_enter(struct kvd_reader *r)
+{
+	if (!r->in) {
+		r->in = 1;
+		atomic_store(&r->busy, 1);
+	}
+}
+
+/* The memtables of shard i as a reader loads them: active first. */
+static inline void shard_layers(struct shard *sh, struct kvm **a,
+				struct kvm **f)
+{
+	*a = atomic_load_explicit(&sh->active, memory_order_acquire);
+	*f = atomic_load_explicit(&sh->frozen, memory_order_acquire);
+}
+
 /* This loop turn's snapshot of shard i, opened on first use; NULL (logged)
  * when LMDB refuses. */
 MDB_txn *kvd_shard_rtxn(struct kvd_reader *r, unsigned i);
@@ -131,5 +227,31 @@ MDB_txn *kvd_shard_rtxn(struct kvd_reader *r, unsigned i);
 MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i);
 /* Bytes free on the filesystem holding path (root may use the reserve). */
 uint64_t kvd_shard_fs_room(const char *path);
+/* The checkpoint LSN stored in txn's snapshot (0: none yet). */
+uint64_t kvd_shard_meta_lsn(struct shard *sh, MDB_txn *txn);
+/* A reader's view of one shard, for counts (shard_scan.c). */
+struct shard_view {
+	struct kvm *m[2]; /* active, frozen (NULL: none, or already in LMDB) */
+	MDB_txn *txn;
+	int base;	      /* LMDB counts (no FLUSHALL above it) */
+	int64_t entries;      /* stored entries, expired or not */
+	uint64_t expiring[2]; /* the memtables' values with an expiry */
+};
+
+/* Fill v for shard i: the layers and their entries, consistently.  0 or
+ * -1. */
+int kvd_shard_entries(struct kvd_reader *r, unsigned i, struct shard_view *v);
+/* Start shard sh's checkpointer; 0 or -1. */
+int kvd_ckpt_start(struct shard *sh);
+/* Stop it (what it is doing finishes first). */
+void kvd_ckpt_stop(struct shard *sh);
+/* Committer: hand the active memtable to the checkpointer and start a new
+ * one; waits while a previous one is still being checkpointed.  0 or a
+ * KV_* code. */
+int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd);
+/* Committer: wait until no frozen memtable is pending. */
+int kvd_ckpt_wait(struct shard *sh, struct kvd_reader *rd);
+/* A fresh memtable for shard sh (NULL: out of memory). */
+struct kvm *kvd_memtable_new(const struct kvd_store *st);
 
 #endif

@@ -1,72 +1,175 @@
 /* shard_scan.c - SCAN and COUNT: every shard's keys merged in key order,
- * read through the calling io thread's snapshots. */
+ * read through the calling io thread's view of each shard: its active
+ * memtable, over its frozen one, over the LMDB snapshot (memtable.h,
+ * "SCAN/KEYS" and "COUNT/DBSIZE", explains the merge and the counts). */
 #include "shard_int.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 
 #include "kv_proto.h"
 #include "kv_status.h"
 #include "log.h"
 
-/* ===================== Scan and count ===================== */
+/* ===================== One shard's merged stream ===================== */
 
-static int head_valid(struct scan_head *h, const struct kvd_scan *sc)
+static int in_range(const struct kvd_scan *sc, const uint8_t *k, size_t n)
 {
-	if (!h->valid)
+	if (sc->prefix.n &&
+	    (n < sc->prefix.n || memcmp(k, sc->prefix.p, sc->prefix.n)))
 		return 0;
-	if (sc->prefix.n && (h->k.mv_size < sc->prefix.n ||
-			     memcmp(h->k.mv_data, sc->prefix.p, sc->prefix.n)))
-		return h->valid = 0;
-	if (sc->end.n &&
-	    key_cmp(h->k.mv_data, h->k.mv_size, sc->end.p, sc->end.n) >= 0)
-		return h->valid = 0;
-	return 1;
+	return !sc->end.n || key_cmp(k, n, sc->end.p, sc->end.n) < 0;
 }
 
-static int head_step(struct kvd_reader *r, unsigned i, MDB_cursor_op op,
-		     const struct kvd_scan *sc)
+static int cursor_step(struct kvd_reader *r, unsigned i, MDB_cursor_op op)
 {
 	struct scan_head *h = &r->heads[i];
-	int rc = mdb_cursor_get(r->cur[i], &h->k, &h->v, op);
+	int rc = mdb_cursor_get(r->cur[i], &h->ck, &h->cv, op);
 
-	if (rc == MDB_NOTFOUND) {
-		h->valid = 0;
-		return 0;
-	}
-	if (rc) {
+	h->cvalid = rc == 0;
+	if (rc && rc != MDB_NOTFOUND) {
 		log_error("%s: cursor failed: %s", r->st->sh[i].path,
 			  mdb_strerror(rc));
 		return -1;
 	}
-	h->valid = 1;
-	head_valid(h, sc);
 	return 0;
 }
 
-/* Position every shard's cursor at the first key >= max(prefix, start). */
-static int scan_seek(struct kvd_reader *r, const struct kvd_scan *sc)
+/* The smallest key among the sources that are positioned. */
+static int head_min(struct scan_head *h, struct kv_slice *min)
+{
+	int any = 0;
+
+	for (int s = 0; s < 2; s++) {
+		struct kv_slice k;
+		uint32_t n;
+
+		if (!h->ivalid[s])
+			continue;
+		k.p = kvm_iter_key(&h->it[s], &n);
+		k.n = n;
+		if (!any || key_cmp(k.p, k.n, min->p, min->n) < 0)
+			*min = k;
+		any = 1;
+	}
+	if (h->cvalid && (!any || key_cmp(h->ck.mv_data, h->ck.mv_size, min->p,
+					  min->n) < 0)) {
+		min->p = h->ck.mv_data;
+		min->n = h->ck.mv_size;
+		any = 1;
+	}
+	return any;
+}
+
+/* Take key min from the highest source that has it, step every source
+ * past it; 1 when it is a live value (h->k, h->v, h->exp set). */
+static int head_take(struct kvd_reader *r, unsigned i, struct kv_slice min,
+		     uint64_t now, int *err)
+{
+	struct scan_head *h = &r->heads[i];
+	int got = 0, live = 0;
+
+	for (int s = 0; s < 2; s++) {
+		struct kvm_entry e;
+		uint32_t n;
+		const uint8_t *k;
+
+		if (!h->ivalid[s])
+			continue;
+		k = kvm_iter_key(&h->it[s], &n);
+		if (key_cmp(k, n, min.p, min.n))
+			continue;
+		if (!got) {
+			kvm_iter_entry(&h->it[s], &e);
+			got = 1;
+			live = e.kind == KVM_VALUE &&
+			       (!e.expire_at || e.expire_at > now);
+			h->k.p = k;
+			h->k.n = n;
+			h->v.p = e.val;
+			h->v.n = e.vlen;
+			h->exp = e.expire_at;
+		}
+		h->ivalid[s] = kvm_iter_next(&h->it[s]);
+	}
+	if (h->cvalid && !key_cmp(h->ck.mv_data, h->ck.mv_size, min.p, min.n)) {
+		if (!got) {
+			h->k.p = h->ck.mv_data;
+			h->k.n = h->ck.mv_size;
+			live = val_live(&h->cv, now, &h->exp, &h->v);
+		}
+		if (cursor_step(r, i, MDB_NEXT))
+			*err = 1;
+	}
+	return live;
+}
+
+/* Position shard i's head at its next live key in range. */
+static int head_next(struct kvd_reader *r, unsigned i,
+		     const struct kvd_scan *sc, uint64_t now)
+{
+	struct scan_head *h = &r->heads[i];
+	struct kv_slice min = {NULL, 0};
+	int err = 0;
+
+	h->valid = 0;
+	while (head_min(h, &min)) {
+		if (!in_range(sc, min.p, min.n))
+			return 0;
+		if (head_take(r, i, min, now, &err)) {
+			h->valid = 1;
+			return 0;
+		}
+		if (err)
+			return -1;
+	}
+	return err ? -1 : 0;
+}
+
+/* Shard i's sources at the first key >= from. */
+static int head_seek(struct kvd_reader *r, unsigned i, struct kv_slice from,
+		     const struct kvd_scan *sc, uint64_t now)
+{
+	struct scan_head *h = &r->heads[i];
+	struct kvm *m[2];
+
+	memset(h, 0, sizeof(*h));
+	kvd_reader_enter(r);
+	shard_layers(&r->st->sh[i], &m[0], &m[1]);
+	h->base = 1;
+	for (int s = 0; s < 2; s++) {
+		if (!m[s] || !h->base)
+			continue;
+		kvm_iter_init(&h->it[s], m[s]);
+		h->ivalid[s] = kvm_iter_seek(&h->it[s], from.p, from.n);
+		if (kvm_iter_base_hidden(&h->it[s]))
+			h->base = 0; /* a FLUSHALL hides what is below */
+	}
+	if (h->base) {
+		if (!kvd_shard_rcursor(r, i))
+			return -1;
+		h->ck.mv_data = (void *)from.p;
+		h->ck.mv_size = from.n;
+		if (cursor_step(r, i, from.n ? MDB_SET_RANGE : MDB_FIRST))
+			return -1;
+	}
+	return head_next(r, i, sc, now);
+}
+
+/* Every shard's head at the first live key >= max(prefix, start). */
+static int scan_seek(struct kvd_reader *r, const struct kvd_scan *sc,
+		     uint64_t now)
 {
 	struct kv_slice from = sc->prefix;
 
 	if (sc->start.n &&
 	    key_cmp(sc->start.p, sc->start.n, from.p, from.n) > 0)
 		from = sc->start;
-	for (unsigned i = 0; i < r->st->n; i++) {
-		struct scan_head *h = &r->heads[i];
-
-		if (!kvd_shard_rcursor(r, i))
+	for (unsigned i = 0; i < r->st->n; i++)
+		if (head_seek(r, i, from, sc, now))
 			return -1;
-		h->k.mv_data = (void *)from.p;
-		h->k.mv_size = from.n;
-		if (head_step(r, i, from.n ? MDB_SET_RANGE : MDB_FIRST, sc))
-			return -1;
-	}
 	return 0;
 }
 
@@ -78,9 +181,8 @@ static int scan_min(struct kvd_reader *r)
 		struct scan_head *h = &r->heads[i];
 
 		if (h->valid &&
-		    (best < 0 || key_cmp(h->k.mv_data, h->k.mv_size,
-					 r->heads[best].k.mv_data,
-					 r->heads[best].k.mv_size) < 0))
+		    (best < 0 || key_cmp(h->k.p, h->k.n, r->heads[best].k.p,
+					 r->heads[best].k.n) < 0))
 			best = (int)i;
 	}
 	return best;
@@ -96,43 +198,69 @@ int kvd_reader_scan(struct kvd_reader *r, const struct kvd_scan *sc,
 
 	next->p = NULL;
 	next->n = 0;
-	if (scan_seek(r, sc))
+	if (scan_seek(r, sc, now))
 		return KV_INTERNAL;
 	while ((i = scan_min(r)) >= 0) {
 		struct scan_head *h = &r->heads[i];
-		struct kv_slice key = {h->k.mv_data, h->k.mv_size}, val;
-		uint64_t exp;
+		struct kv_slice val = h->v;
 
 		if (emitted >= sc->limit || bytes >= sc->max_bytes) {
-			*next = key;
+			*next = h->k;
 			break;
 		}
-		if (val_live(&h->v, now, &exp, &val)) {
-			if (sc->keys_only)
-				val.n = 0;
-			if (fn(arg, key, val))
-				return KV_INTERNAL;
-			emitted++;
-			bytes += key.n + val.n + 10;
-		}
-		if (head_step(r, (unsigned)i, MDB_NEXT, sc))
+		if (sc->keys_only)
+			val.n = 0;
+		if (fn(arg, h->k, val))
+			return KV_INTERNAL;
+		emitted++;
+		bytes += h->k.n + val.n + 10;
+		if (head_next(r, (unsigned)i, sc, now))
 			return KV_INTERNAL;
 	}
 	return KV_OK;
 }
 
-/* Keys in shard i that have expired but are not yet reaped. */
-static int count_expired(struct kvd_reader *r, unsigned i, uint64_t now,
-			 uint64_t *n)
+/* ===================== Counting ===================== */
+
+static int count_prefix(struct kvd_reader *r, struct kv_slice prefix,
+			uint64_t now, uint64_t *count)
+{
+	struct kvd_scan sc = {.prefix = prefix};
+
+	if (scan_seek(r, &sc, now))
+		return KV_INTERNAL;
+	for (unsigned i = 0; i < r->st->n; i++) {
+		while (r->heads[i].valid) {
+			(*count)++;
+			if (head_next(r, i, &sc, now))
+				return KV_INTERNAL;
+		}
+	}
+	return KV_OK;
+}
+
+/* 1 when no memtable above has a say on key (the base value shows). */
+static int unshadowed(struct kvm *const *m, unsigned n, const void *key,
+		      size_t klen)
+{
+	struct kvm_entry e;
+
+	for (unsigned s = 0; s < n; s++)
+		if (m[s] && kvm_get(m[s], key, klen, &e) != KVM_ABSENT)
+			return 0;
+	return 1;
+}
+
+/* Keys in LMDB that have expired, not reaped, not shadowed above. */
+static int count_expired_base(struct kvd_reader *r, unsigned i, MDB_txn *txn,
+			      struct kvm *const *m, uint64_t now, uint64_t *n)
 {
 	struct shard *sh = &r->st->sh[i];
-	MDB_txn *txn = kvd_shard_rtxn(r, i);
 	MDB_cursor *c;
 	MDB_val k, v, kv;
 	int rc;
 
-	*n = 0;
-	if (!txn || mdb_cursor_open(txn, sh->exp, &c))
+	if (mdb_cursor_open(txn, sh->exp, &c))
 		return -1;
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -142,33 +270,84 @@ static int count_expired(struct kvd_reader *r, unsigned i, uint64_t now,
 		if (at > now)
 			break;
 		if (mdb_get(txn, sh->kv, &v, &kv) == 0 &&
-		    val_parse(&kv, &exp, &data) == 0 && exp == at)
+		    val_parse(&kv, &exp, &data) == 0 && exp == at &&
+		    unshadowed(m, 2, v.mv_data, v.mv_size))
 			(*n)++;
 	}
 	mdb_cursor_close(c);
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : -1;
 }
 
-static int count_prefix(struct kvd_reader *r, struct kv_slice prefix,
-			uint64_t now, uint64_t *count)
+/* Newest values of memtable m[s] that have expired, not shadowed above. */
+static uint64_t count_expired_mem(struct kvm *const *m, unsigned s,
+				  uint64_t now)
 {
-	struct kvd_scan sc = {.prefix = prefix};
+	struct kvm_iter it;
+	struct kvm_entry e;
+	uint64_t n = 0;
 
-	if (scan_seek(r, &sc))
-		return KV_INTERNAL;
-	for (unsigned i = 0; i < r->st->n; i++) {
-		struct scan_head *h = &r->heads[i];
-
-		while (h->valid) {
-			struct kv_slice val;
-			uint64_t exp;
-
-			*count += val_live(&h->v, now, &exp, &val);
-			if (head_step(r, i, MDB_NEXT, &sc))
-				return KV_INTERNAL;
-		}
+	kvm_iter_init(&it, m[s]);
+	for (int ok = kvm_iter_seek(&it, NULL, 0); ok;
+	     ok = kvm_iter_next(&it)) {
+		kvm_iter_entry(&it, &e);
+		if (e.kind == KVM_VALUE && e.expire_at && e.expire_at <= now &&
+		    unshadowed(m, s, e.key, e.klen))
+			n++;
 	}
-	return KV_OK;
+	return n;
+}
+
+int kvd_shard_entries(struct kvd_reader *r, unsigned i, struct shard_view *v)
+{
+	struct shard *sh = &r->st->sh[i];
+	struct kvm_count c;
+	MDB_stat ms;
+
+	memset(v, 0, sizeof(*v));
+	kvd_reader_enter(r);
+	shard_layers(sh, &v->m[0], &v->m[1]);
+	if (!(v->txn = kvd_shard_rtxn(r, i)) || mdb_stat(v->txn, sh->kv, &ms))
+		return -1;
+	/* A frozen memtable this snapshot already holds counts once. */
+	if (v->m[1] && kvd_shard_meta_lsn(sh, v->txn) >= kvm_last_lsn(v->m[1]))
+		v->m[1] = NULL;
+	v->base = 1;
+	v->entries = (int64_t)ms.ms_entries;
+	for (int s = 1; s >= 0; s--) {
+		if (!v->m[s])
+			continue;
+		kvm_count(v->m[s], &c);
+		v->expiring[s] = c.expiring;
+		if (c.flush_lsn) {
+			v->entries = 0;
+			v->base = 0;
+			if (s == 0)
+				v->m[1] = NULL;
+		}
+		v->entries +=
+		    (int64_t)(c.keys - c.tombstones) - (int64_t)c.below;
+	}
+	return 0;
+}
+
+/* Live keys of shard i: LMDB's entries, plus each memtable's delta
+ * (memtable.h, COUNT), minus the expired ones not yet reaped. */
+static int count_shard(struct kvd_reader *r, unsigned i, uint64_t now,
+		       uint64_t *count)
+{
+	struct shard_view v;
+	uint64_t expired = 0;
+
+	if (kvd_shard_entries(r, i, &v))
+		return -1;
+	if (v.base && count_expired_base(r, i, v.txn, v.m, now, &expired))
+		return -1;
+	for (unsigned s = 0; s < 2; s++)
+		if (v.m[s] && v.expiring[s])
+			expired += count_expired_mem(v.m, s, now);
+	v.entries -= (int64_t)expired;
+	*count += v.entries > 0 ? (uint64_t)v.entries : 0;
+	return 0;
 }
 
 int kvd_reader_count(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
@@ -177,15 +356,8 @@ int kvd_reader_count(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
 	*count = 0;
 	if (prefix.n)
 		return count_prefix(r, prefix, now, count);
-	for (unsigned i = 0; i < r->st->n; i++) {
-		MDB_txn *txn = kvd_shard_rtxn(r, i);
-		MDB_stat ms;
-		uint64_t expired;
-
-		if (!txn || mdb_stat(txn, r->st->sh[i].kv, &ms) ||
-		    count_expired(r, i, now, &expired))
+	for (unsigned i = 0; i < r->st->n; i++)
+		if (count_shard(r, i, now, count))
 			return KV_INTERNAL;
-		*count += ms.ms_entries - expired;
-	}
 	return KV_OK;
 }

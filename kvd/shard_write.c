@@ -1,6 +1,9 @@
-/* shard_write.c - a committer's write transaction: applying PUT, DEL,
- * INCR, APPEND, EXPIRE, GETDEL and FLUSH, reaping expired keys, committing,
- * and turning LMDB's failures into what writers are told. */
+/* shard_write.c - a committer's batch: PUT, DEL, INCR, APPEND, EXPIRE,
+ * GETDEL and FLUSH computed against the layers (the batch so far, the
+ * active memtable, the frozen one, LMDB), turned into physical journal
+ * records (the resulting value or tombstone, absolute expiry: replay is
+ * deterministic), appended with one write, flushed once (sync mode), and
+ * only then inserted into the active memtable, where readers see them. */
 #include "shard_int.h"
 
 #include <errno.h>
@@ -10,91 +13,28 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "kv_proto.h"
 #include "kv_status.h"
+#include "kvd.h"
 #include "log.h"
-
-/* ===================== Writers ===================== */
-
-/* Room left below which an EIO from a commit counts as a full disk: more
- * than the largest batch a committer builds (16 MiB) can write. */
-#define FULL_MARGIN (32ull << 20)
-
-/* LMDB reports a short write of data pages as EIO (mdb_page_flush: "short
- * write, filesystem full?"), and a write that runs out of space part way is
- * short; only a write with no room at all gives ENOSPC.  So an EIO from a
- * commit on a filesystem with (almost) no room left is a full disk, and
- * fails only its batch.  That is safe: an aborted commit's pages are never
- * referenced by a meta page, and in sync mode every earlier commit was
- * already on disk, so the only pages an fsync that failed here can have
- * lost are the aborted batch's own. */
-static int fs_full(const char *path)
-{
-	return kvd_shard_fs_room(path) < FULL_MARGIN;
-}
 
 /* A full map or disk refuses every batch until room is made, and a
  * committer retries a failed batch in parts: one line a second, with a
  * count of the others, is enough. */
 static struct kvd_log_limit full_limit = KVD_LOG_LIMIT_INIT(1000);
 
-/* Map an LMDB failure inside a write transaction to what its writers see.
- * A full map or disk and a failed allocation fail only the transaction:
- * nothing of it reached the disk's meta page, and the next one may fit. */
-static int wfail(struct kvd_wtxn *t, int rc, const char *what)
+/* The shard stops taking writes: a failed journal write or flush is never
+ * retried (a retried fsync can report success for data already lost). */
+static int shard_fail(struct shard *sh, const char *what, int err)
 {
-	const char *path = t->st->sh[t->idx].path;
-
-	if (rc == EIO && !strcmp(what, "commit") && fs_full(path)) {
-		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
-				    "%s: commit: short write on a full "
-				    "filesystem; batch refused",
-				    path);
-		return KV_DISK_FULL;
-	}
-	switch (rc) {
-	case MDB_MAP_FULL:
-		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
-				    "%s: %s: map full (raise map-size); batch "
-				    "refused",
-				    path, what);
-		return KV_MAP_FULL;
-	case ENOSPC:
-		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
-				    "%s: %s: disk full; batch refused", path,
-				    what);
-		return KV_DISK_FULL;
-	case ENOMEM:
-		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
-				    "%s: %s: out of memory; batch refused",
-				    path, what);
-		return KV_INTERNAL;
-	case MDB_TXN_FULL:
-		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
-				    "%s: %s: transaction too large; batch "
-				    "refused",
-				    path, what);
-		return KV_INTERNAL;
-	default:
-		log_error(
-		    "%s: %s failed: %s; this shard accepts no more writes "
-		    "until restart (a failed write or fsync is never retried)",
-		    path, what, mdb_strerror(rc));
-		return KV_SHARD_FAILED;
-	}
-}
-
-int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
-{
-	struct kvd_wtxn *t = &st->sh[i].wt;
-	int rc = mdb_txn_begin(st->sh[i].env, NULL, 0, &t->txn);
-
-	if (rc)
-		return wfail(t, rc, "begin");
-	t->room = -1;
-	*out = t;
-	return 0;
+	log_error("%s: journal %s failed: %s; this shard accepts no more "
+		  "writes until restart (a failed write or fsync is never "
+		  "retried; reads go on)",
+		  sh->path, what, kvj_strerror(err));
+	atomic_store(&sh->failed, KV_SHARD_FAILED);
+	return KV_SHARD_FAILED;
 }
 
 /* ===================== Room for deletes ===================== */
@@ -112,7 +52,7 @@ static uint64_t reserve_pages(uint64_t map_pages)
 /* Pages listed free in the map (LMDB's free-page database: one record per
  * transaction that freed pages, each an array whose first word is its
  * count).  LMDB opens no cursor on it in a write transaction, so this reads
- * a snapshot of the last commit, which is where this transaction started.
+ * a snapshot of the last commit.
  * Read only when the unused end of the map is below the reserve. */
 static uint64_t free_pages(MDB_env *env)
 {
@@ -135,80 +75,275 @@ static uint64_t free_pages(MDB_env *env)
 	return n;
 }
 
-/* 1 when a write other than a delete may use the map, as of the start of
- * this transaction (a batch can add at most BATCH_MAX_BYTES: the reserve's
- * margin covers it in a large map; a small one fails that batch, retried
- * in parts by the committer). */
-static int has_room(struct kvd_wtxn *t)
+/* Pages a checkpoint of bytes of records may take: twice their size, for
+ * half-full B-tree pages and the branch pages a write transaction copies. */
+static uint64_t ckpt_pages(uint64_t bytes, uint64_t psize)
 {
-	MDB_env *env = t->st->sh[t->idx].env;
-	MDB_envinfo ei;
-	MDB_stat ms;
-	uint64_t pages, unused, reserve;
-
-	if (t->room >= 0)
-		return t->room;
-	t->room = 1;
-	if (mdb_env_info(env, &ei) || mdb_env_stat(env, &ms) || !ms.ms_psize)
-		return t->room;
-	pages = ei.me_mapsize / ms.ms_psize;
-	unused = pages > ei.me_last_pgno + 1 ? pages - ei.me_last_pgno - 1 : 0;
-	reserve = reserve_pages(pages);
-	if (unused < reserve && unused + free_pages(env) < reserve)
-		t->room = 0;
-	return t->room;
+	return 2 * bytes / psize + 1;
 }
 
-/* Look key up; *live says whether it holds an unexpired value.  *present
- * says whether any record exists (an expired one still needs deleting). */
-static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now,
-		   struct kv_slice *data, uint64_t *exp, int *live)
+/* Pages of shard sh's map that checkpoints may still use, keeping the
+ * reserve, as of the last commit; the free-page list is read only when the
+ * unused end of the map is below need.  *psize gets the page size. */
+static int64_t room_pages(struct shard *sh, uint64_t need, uint64_t *psize)
+{
+	MDB_envinfo ei;
+	MDB_stat ms;
+	uint64_t pages, unused;
+	int64_t avail;
+
+	*psize = 4096;
+	if (mdb_env_info(sh->env, &ei) || mdb_env_stat(sh->env, &ms) ||
+	    !ms.ms_psize)
+		return INT64_MAX;
+	*psize = ms.ms_psize;
+	pages = ei.me_mapsize / ms.ms_psize;
+	unused = pages > ei.me_last_pgno + 1 ? pages - ei.me_last_pgno - 1 : 0;
+	avail = (int64_t)unused - (int64_t)reserve_pages(pages);
+	if (avail < (int64_t)need)
+		avail += (int64_t)free_pages(sh->env);
+	return avail;
+}
+
+/* 1 when a write other than a delete, of about bytes, may be taken: the
+ * checkpoints of everything not yet in LMDB (the memtables, this batch,
+ * this write) must fit the map and leave its reserve, so that a checkpoint
+ * does not fail for room.  A write that does not fit is refused alone. */
+static int has_room(struct kvd_wtxn *t, size_t bytes)
 {
 	struct shard *sh = &t->st->sh[t->idx];
-	MDB_val v;
-	int rc = mdb_get(t->txn, sh->kv, k, &v);
+	uint64_t pend = atomic_load(&sh->pend_bytes) + t->bytes;
 
-	*live = 0;
-	*exp = 0;
-	data->p = NULL;
-	data->n = 0;
+	if (t->room_pages == INT64_MIN)
+		t->room_pages = room_pages(
+		    sh, ckpt_pages(pend + (16u << 20), 4096), &t->psize);
+	return (int64_t)ckpt_pages(pend + bytes, t->psize) <= t->room_pages;
+}
+
+/* At a batch's start: when what waits for a checkpoint would take more
+ * than half of the map's room, checkpoint now, so that a nearly full map
+ * sees its real room (a FLUSHALL or deletes in the memtable free pages
+ * only once checkpointed). */
+static int room_checkpoint(struct shard *sh, struct kvd_reader *rd)
+{
+	uint64_t pend = atomic_load(&sh->pend_bytes), psize, need;
+
+	if (!pend)
+		return 0;
+	need = ckpt_pages(pend, 4096);
+	if (room_pages(sh, 2 * need, &psize) >= 2 * (int64_t)need)
+		return 0;
+	if (sh->active_ms)
+		return kvd_ckpt_freeze(sh, rd) ?: kvd_ckpt_wait(sh, rd);
+	return kvd_ckpt_wait(sh, rd);
+}
+
+/* ===================== The batch's records ===================== */
+
+static void ov_clear_ht(struct kvd_wtxn *t)
+{
+	if (t->ht)
+		memset(t->ht, 0, t->htcap * sizeof(*t->ht));
+}
+
+static const uint8_t *ov_key(const struct kvd_wtxn *t, const struct ov_ent *e)
+{
+	(void)t;
+	return e->key;
+}
+
+static const uint8_t *ov_val(const struct kvd_wtxn *t, const struct ov_ent *e)
+{
+	return e->vbuf ? t->data.data + e->voff : e->val;
+}
+
+/* The slot of key in the hash of the batch's keys (empty or its own). */
+static uint32_t *ov_slot(struct kvd_wtxn *t, const void *key, size_t klen)
+{
+	size_t mask = t->htcap - 1, i = XXH3_64bits(key, klen) & mask;
+
+	for (;; i = (i + 1) & mask) {
+		uint32_t v = t->ht[i];
+		const struct ov_ent *e = &t->ents[v - 1];
+
+		if (!v || (e->klen == klen && !memcmp(ov_key(t, e), key, klen)))
+			return &t->ht[i];
+	}
+}
+
+/* Grow the hash to twice the entries, re-adding those after the last
+ * FLUSH of the batch (a FLUSH empties the hash: nothing before it shows). */
+static int ov_grow(struct kvd_wtxn *t)
+{
+	size_t cap = t->htcap ? t->htcap : 64, from = 0;
+
+	while (cap < 2 * (t->nents + 1))
+		cap *= 2;
+	if (cap == t->htcap)
+		return 0;
+	free(t->ht);
+	if (!(t->ht = calloc(cap, sizeof(*t->ht)))) {
+		t->htcap = 0;
+		return ENOMEM;
+	}
+	t->htcap = cap;
+	for (size_t i = 0; i < t->nents; i++)
+		if (t->ents[i].type == KVJ_FLUSHALL)
+			from = i + 1;
+	for (size_t i = from; i < t->nents; i++)
+		*ov_slot(t, ov_key(t, &t->ents[i]), t->ents[i].klen) =
+		    (uint32_t)i + 1;
+	return 0;
+}
+
+/* Add a record: key = a + b (a PUT), a tombstone, or a FLUSHALL.  k's
+ * bytes must stay valid until the batch is committed; so must a's when
+ * ext (and b is empty), else a + b are copied. */
+static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
+		  uint64_t exp, const void *a, size_t an, const void *b,
+		  size_t bn, int below, int ext)
+{
+	struct ov_ent *e;
+
+	if (t->nents == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+		void *p = realloc(t->ents, cap * sizeof(*t->ents));
+
+		if (!p)
+			return ENOMEM;
+		t->ents = p;
+		t->cap = cap;
+	}
+	if (2 * (t->nents + 1) > t->htcap && ov_grow(t))
+		return ENOMEM;
+	e = &t->ents[t->nents];
+	memset(e, 0, sizeof(*e));
+	e->type = type;
+	e->below = (uint8_t)below;
+	e->exp = exp;
+	if (k) {
+		e->key = k->mv_data;
+		e->klen = (uint32_t)k->mv_size;
+	}
+	e->vlen = (uint32_t)(an + bn);
+	if (ext && !bn) {
+		e->val = a;
+	} else {
+		e->vbuf = 1;
+		e->voff = (uint32_t)t->data.len;
+		if ((an && kv_buf_append(&t->data, a, an)) ||
+		    (bn && kv_buf_append(&t->data, b, bn)))
+			return ENOMEM;
+	}
+	t->bytes += e->klen + e->vlen;
+	t->nents++;
+	if (type == KVJ_FLUSHALL) {
+		ov_clear_ht(t);
+		t->flushed = 1;
+	} else {
+		*ov_slot(t, k->mv_data, k->mv_size) = (uint32_t)t->nents;
+	}
+	return 0;
+}
+
+/* ===================== Looking keys up ===================== */
+
+/* What the layers say of a key, as the batch sees it. */
+struct wval {
+	struct kv_slice data;
+	uint64_t exp;
+	int live;  /* 1 live, -1 present but expired, 0 absent */
+	int below; /* a value under the active memtable (COUNT's flag) */
+};
+
+static void wval_entry(struct wval *o, const struct kvm_entry *e, uint64_t now)
+{
+	if (e->kind != KVM_VALUE)
+		return;
+	o->data.p = e->val;
+	o->data.n = e->vlen;
+	o->exp = e->expire_at;
+	o->live = e->expire_at == 0 || e->expire_at > now ? 1 : -1;
+}
+
+/* The frozen memtable, then LMDB. */
+static int wlookup_lower(struct kvd_wtxn *t, MDB_val *k, uint64_t now,
+			 struct wval *o)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	struct kvm_entry e;
+	MDB_txn *txn;
+	MDB_val v;
+	int rc;
+
+	if (t->frz) {
+		rc = kvm_get(t->frz, k->mv_data, k->mv_size, &e);
+		if (rc != KVM_ABSENT) {
+			wval_entry(o, &e, now);
+			o->below = o->live != 0;
+			return 0;
+		}
+	}
+	if (!(txn = kvd_shard_rtxn(t->rd, t->idx)))
+		return EIO;
+	rc = mdb_get(txn, sh->kv, k, &v);
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	if (rc)
 		return rc;
-	*live = val_live(&v, now, exp, data) ? 1 : -1; /* -1: present, dead */
+	o->below = 1;
+	o->live = val_live(&v, now, &o->exp, &o->data) ? 1 : -1;
 	return 0;
 }
 
-/* Write header + a + b as key's value (b may be empty), and index expiry. */
-static int wstore(struct kvd_wtxn *t, MDB_val *k, uint64_t exp, const void *a,
-		  size_t an, const void *b, size_t bn)
+static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 {
-	struct shard *sh = &t->st->sh[t->idx];
-	size_t h = val_hdr_len(exp);
-	MDB_val v = {h + an + bn, NULL};
-	uint8_t at[8];
-	int rc = mdb_put(t->txn, sh->kv, k, &v, MDB_RESERVE);
+	struct kvm_entry e;
+	uint32_t v;
 
-	if (rc)
-		return rc;
-	val_hdr_put(v.mv_data, exp);
-	if (an)
-		memcpy((uint8_t *)v.mv_data + h, a, an);
-	if (bn)
-		memcpy((uint8_t *)v.mv_data + h + an, b, bn);
-	if (exp) {
-		MDB_val ek = {8, at};
+	memset(o, 0, sizeof(*o));
+	v = t->htcap ? *ov_slot(t, k->mv_data, k->mv_size) : 0;
+	if (v) {
+		const struct ov_ent *oe = &t->ents[v - 1];
 
-		be64_put(at, exp);
-		rc = mdb_put(t->txn, sh->exp, &ek, k, MDB_NODUPDATA);
-		if (rc == MDB_KEYEXIST)
-			rc = 0;
+		o->below = oe->below;
+		if (oe->type == KVJ_PUT) {
+			o->data.p = ov_val(t, oe);
+			o->data.n = oe->vlen;
+			o->exp = oe->exp;
+			o->live = oe->exp == 0 || oe->exp > now ? 1 : -1;
+		}
+		return 0;
 	}
-	return rc;
+	if (t->flushed)
+		return 0;
+	if (kvm_get(t->act, k->mv_data, k->mv_size, &e) != KVM_ABSENT) {
+		wval_entry(o, &e, now);
+		return 0;
+	}
+	return wlookup_lower(t, k, now, o);
 }
 
-/* Copy a value out of the map before a put may move it. */
+/* Store value a + b (b may be empty) as key's new state; copied. */
+static int wstore(struct kvd_wtxn *t, MDB_val *k, uint64_t exp, const void *a,
+		  size_t an, const void *b, size_t bn, const struct wval *o)
+{
+	return ov_add(t, KVJ_PUT, k, exp, a, an, b, bn, o->below, 0);
+}
+
+/* Store the request's own value v (not copied: it outlives the batch). */
+static int wstore_req(struct kvd_wtxn *t, MDB_val *k, uint64_t exp,
+		      const void *v, size_t vn, const struct wval *o)
+{
+	return ov_add(t, KVJ_PUT, k, exp, v, vn, NULL, 0, o->below, 1);
+}
+
+static int wdelete(struct kvd_wtxn *t, MDB_val *k, const struct wval *o)
+{
+	return ov_add(t, KVJ_DEL, k, 0, NULL, 0, NULL, 0, o->below, 0);
+}
+
+/* Copy a value out before a store may move it. */
 static int wkeep(struct kvd_wtxn *t, struct kv_slice *data)
 {
 	t->tmp.len = 0;
@@ -256,28 +391,27 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 	struct item it;
 
 	for (uint32_t i = 0; i < op->nitems; i++) {
-		uint64_t exp = op->expire_at, oexp = 0;
-		struct kv_slice old;
-		int live = 0, rc;
+		uint64_t exp = op->expire_at;
+		struct wval o;
+		int rc;
 
 		p = item_next(p, &it);
-		if (op->flags &&
-		    (rc = wlookup(t, &it.k, now, &old, &oexp, &live)))
+		if ((rc = wlookup(t, &it.k, now, &o)))
 			return rc;
-		if ((op->flags & KVD_PUT_GETOLD) && live > 0 &&
-		    (rc = copy_out(op, old)))
+		if ((op->flags & KVD_PUT_GETOLD) && o.live > 0 &&
+		    (rc = copy_out(op, o.data)))
 			return rc;
-		if ((op->flags & KV_PUT_NX) && live > 0) {
+		if ((op->flags & KV_PUT_NX) && o.live > 0) {
 			op->status = KV_EXISTS;
 			continue;
 		}
-		if ((op->flags & KV_PUT_XX) && live <= 0) {
+		if ((op->flags & KV_PUT_XX) && o.live <= 0) {
 			op->status = KV_NOT_FOUND;
 			continue;
 		}
-		if ((op->flags & KV_PUT_KEEPTTL) && live > 0)
-			exp = oexp;
-		if ((rc = wstore(t, &it.k, exp, it.v, it.vn, NULL, 0)))
+		if ((op->flags & KV_PUT_KEEPTTL) && o.live > 0)
+			exp = o.exp;
+		if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o)))
 			return rc;
 	}
 	return 0;
@@ -286,23 +420,22 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 static int apply_del(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		     int getdel)
 {
-	struct shard *sh = &t->st->sh[t->idx];
 	const uint8_t *p = op->items;
 	struct item it;
 
 	for (uint32_t i = 0; i < op->nitems; i++) {
-		struct kv_slice old;
-		uint64_t exp;
-		int live, rc;
+		struct wval o;
+		int rc;
 
 		p = item_next(p, &it);
-		if ((rc = wlookup(t, &it.k, now, &old, &exp, &live)))
+		if ((rc = wlookup(t, &it.k, now, &o)))
 			return rc;
-		if (live > 0 && getdel && (rc = copy_out(op, old)))
+		if (o.live > 0 && getdel && (rc = copy_out(op, o.data)))
 			return rc;
-		if (live && (rc = mdb_del(t->txn, sh->kv, &it.k, NULL)))
+		/* An expired value is deleted too: it still takes room. */
+		if (o.live && (rc = wdelete(t, &it.k, &o)))
 			return rc;
-		op->result += live > 0;
+		op->result += o.live > 0;
 	}
 	if (op->result == 0 && getdel)
 		op->status = KV_NOT_FOUND;
@@ -315,7 +448,8 @@ static int parse_i64(struct kv_slice d, int64_t *out)
 	char buf[24], *end;
 	long long v;
 
-	if (d.n == 0 || d.n > 20)
+	/* A NUL would end the string early: "\0abc" is not 0. */
+	if (d.n == 0 || d.n > 20 || memchr(d.p, 0, d.n))
 		return -1;
 	memcpy(buf, d.p, d.n);
 	buf[d.n] = '\0';
@@ -333,17 +467,19 @@ static int parse_i64(struct kv_slice d, int64_t *out)
 static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		     uint64_t max_value)
 {
-	const uint8_t *p = op->items;
 	struct kv_slice old;
 	struct item it;
+	struct wval o;
 	uint64_t exp;
-	int live, rc;
+	int rc;
 	char num[24];
 
-	item_next(p, &it);
-	if ((rc = wlookup(t, &it.k, now, &old, &exp, &live)))
+	item_next(op->items, &it);
+	if ((rc = wlookup(t, &it.k, now, &o)))
 		return rc;
-	if (live <= 0) {
+	old = o.data;
+	exp = o.exp;
+	if (o.live <= 0) {
 		old.n = 0;
 		exp = 0;
 	}
@@ -351,7 +487,7 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	case KVD_W_INCR: {
 		int64_t v = 0;
 
-		if (live > 0 && parse_i64(old, &v)) {
+		if (o.live > 0 && parse_i64(old, &v)) {
 			op->status = KV_NOT_INTEGER;
 			return 0;
 		}
@@ -362,7 +498,7 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		}
 		op->result = v + op->delta;
 		snprintf(num, sizeof(num), "%lld", (long long)op->result);
-		return wstore(t, &it.k, exp, num, strlen(num), NULL, 0);
+		return wstore(t, &it.k, exp, num, strlen(num), NULL, 0, &o);
 	}
 	case KVD_W_APPEND:
 		if (old.n + it.vn > max_value) {
@@ -372,9 +508,9 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		op->result = (int64_t)(old.n + it.vn);
 		if (old.n && (rc = wkeep(t, &old)))
 			return rc;
-		return wstore(t, &it.k, exp, old.p, old.n, it.v, it.vn);
+		return wstore(t, &it.k, exp, old.p, old.n, it.v, it.vn, &o);
 	default: /* KVD_W_EXPIRE */
-		if (live <= 0) {
+		if (o.live <= 0) {
 			op->status = KV_NOT_FOUND;
 			return 0;
 		}
@@ -384,8 +520,24 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 			return 0;
 		if (old.n && (rc = wkeep(t, &old)))
 			return rc;
-		return wstore(t, &it.k, op->expire_at, old.p, old.n, NULL, 0);
+		return wstore(t, &it.k, op->expire_at, old.p, old.n, NULL, 0,
+			      &o);
 	}
+}
+
+static int wfail(struct kvd_wtxn *t, int rc)
+{
+	const char *path = t->st->sh[t->idx].path;
+
+	if (rc == ENOMEM) {
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: out of memory; batch refused", path);
+		return KV_INTERNAL;
+	}
+	kvd_log_ratelimited(&full_limit, KVD_LOG_ERROR,
+			    "%s: reading the store failed: %s; batch refused",
+			    path, rc == EIO ? "no snapshot" : mdb_strerror(rc));
+	return KV_INTERNAL;
 }
 
 int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
@@ -397,7 +549,7 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	op->status = KV_OK;
 	op->result = 0;
 	if (op->kind != KVD_W_DEL && op->kind != KVD_W_GETDEL &&
-	    op->kind != KVD_W_FLUSH && !has_room(t)) {
+	    op->kind != KVD_W_FLUSH && !has_room(t, op->items_len)) {
 		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
 				    "%s: map full (raise map-size); writes "
 				    "refused, deletes still served",
@@ -412,62 +564,338 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		rc = apply_del(t, op, now, op->kind == KVD_W_GETDEL);
 		break;
 	case KVD_W_FLUSH:
-		rc = mdb_drop(t->txn, sh->kv, 0);
-		if (!rc)
-			rc = mdb_drop(t->txn, sh->exp, 0);
+		rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0);
 		break;
 	default: rc = apply_rmw(t, op, now, max_value); break;
 	}
-	return rc ? wfail(t, rc, "write") : 0;
+	return rc ? wfail(t, rc) : 0;
 }
 
+/* Expired values still in a memtable: found by a walk over it, so at
+ * most this often. */
+#define MEM_REAP_MS 1000
+
+static int reap_mem(struct kvd_wtxn *t, uint64_t now, unsigned limit,
+		    unsigned *n)
+{
+	struct kvm *m[2] = {t->act, t->frz};
+
+	for (int s = 0; s < 2 && *n < limit; s++) {
+		struct kvm_iter it;
+		struct kvm_entry e;
+		struct kvm_count c;
+
+		if (!m[s])
+			continue;
+		kvm_count(m[s], &c);
+		if (!c.expiring)
+			continue;
+		kvm_iter_init(&it, m[s]);
+		for (int ok = kvm_iter_seek(&it, NULL, 0); ok && *n < limit;
+		     ok = kvm_iter_next(&it)) {
+			/* the active memtable's first write of a key from the
+			 * frozen one: that key holds a value below */
+			struct wval o = {.below = s == 1, .live = -1};
+			struct kvm_entry a;
+			MDB_val k;
+			int rc;
+
+			kvm_iter_entry(&it, &e);
+			if (e.kind != KVM_VALUE || !e.expire_at ||
+			    e.expire_at > now)
+				continue;
+			if (*ov_slot(t, e.key, e.klen) ||
+			    (s == 1 &&
+			     kvm_get(t->act, e.key, e.klen, &a) != KVM_ABSENT))
+				continue;
+			k.mv_size = e.klen;
+			k.mv_data = (void *)e.key;
+			if ((rc = wdelete(t, &k, &o)))
+				return rc;
+			(*n)++;
+		}
+	}
+	return 0;
+}
+
+/* Expired keys, found through LMDB's expiry index (exact since
+ * checkpoints maintain it): each gets a journaled tombstone, so replay
+ * needs no clock.  A key some memtable or this batch has a say on is left
+ * alone (its own version decides; it reaches LMDB, and this index, with
+ * its checkpoint).  Tombstoned keys stay in the index until their
+ * checkpoint, so the walk is bounded too. */
 int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit)
 {
 	struct shard *sh = &t->st->sh[t->idx];
+	MDB_txn *txn = kvd_shard_rtxn(t->rd, t->idx);
 	MDB_cursor *c;
 	MDB_val k, v, kv;
-	unsigned n = 0;
+	unsigned n = 0, seen = 0;
 	int rc;
 
-	if ((rc = mdb_cursor_open(t->txn, sh->exp, &c)))
-		return -wfail(t, rc, "reap");
-	while (n < limit && (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST)) == 0) {
+	if (!txn || t->flushed)
+		return 0;
+	if (!t->htcap && ov_grow(t))
+		return -KV_INTERNAL;
+	if (kvm_flush_lsn(t->act) || (t->frz && kvm_flush_lsn(t->frz)))
+		goto mem; /* nothing below a FLUSHALL counts */
+	if ((rc = mdb_cursor_open(txn, sh->exp, &c)))
+		return -wfail(t, rc);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+	     rc == 0 && n < limit && seen < 4 * limit;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT), seen++) {
 		uint64_t at = k.mv_size == 8 ? be64_get(k.mv_data) : 0, exp;
+		struct kvm_entry e;
 		struct kv_slice data;
+		struct wval o = {.below = 1, .live = -1};
 
 		if (at > now)
 			break;
-		/* The index is a hint: delete only if the value still expires
-		 * at this instant (it may have been rewritten since). */
-		rc = mdb_get(t->txn, sh->kv, &v, &kv);
-		if (rc == 0 && val_parse(&kv, &exp, &data) == 0 && exp == at) {
-			if ((rc = mdb_del(t->txn, sh->kv, &v, NULL)))
+		if (*ov_slot(t, v.mv_data, v.mv_size) ||
+		    kvm_get(t->act, v.mv_data, v.mv_size, &e) != KVM_ABSENT ||
+		    (t->frz &&
+		     kvm_get(t->frz, v.mv_data, v.mv_size, &e) != KVM_ABSENT))
+			continue;
+		if (mdb_get(txn, sh->kv, &v, &kv) == 0 &&
+		    val_parse(&kv, &exp, &data) == 0 && exp == at) {
+			if ((rc = wdelete(t, &v, &o)))
 				break;
 			n++;
-		} else if (rc && rc != MDB_NOTFOUND) {
-			break;
 		}
-		if ((rc = mdb_cursor_del(c, 0)))
-			break;
 	}
 	mdb_cursor_close(c);
 	if (rc && rc != MDB_NOTFOUND)
-		return -wfail(t, rc, "reap");
+		return -wfail(t, rc);
+mem:
+	if (n < limit && now >= t->next_mreap) {
+		t->next_mreap = now + MEM_REAP_MS;
+		if ((rc = reap_mem(t, now, limit, &n)))
+			return -wfail(t, rc);
+	}
 	return (int)n;
 }
 
-int kvd_shard_commit(struct kvd_wtxn *t)
-{
-	int rc = mdb_txn_commit(t->txn);
+/* ===================== Batches ===================== */
 
-	t->txn = NULL;
+/* Freeze the active memtable when it is full (waiting for the previous
+ * checkpoint if need be: backpressure) or old (only if nothing is being
+ * checkpointed: an old memtable can wait). */
+static int maybe_freeze(struct shard *sh, struct kvd_reader *rd, uint64_t now)
+{
+	struct kvd_store *st = sh->st;
+	struct kvm *a = atomic_load_explicit(&sh->active, memory_order_relaxed);
+
+	if (!sh->active_ms)
+		return 0;
+	if (kvm_bytes(a) >= st->memtable_size)
+		return kvd_ckpt_freeze(sh, rd);
+	if (now - sh->active_ms >= st->ckpt_interval_ms &&
+	    !atomic_load(&sh->ckpt_busy))
+		return kvd_ckpt_freeze(sh, rd);
+	return 0;
+}
+
+int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
+{
+	struct shard *sh = &st->sh[i];
+	struct kvd_wtxn *t = &sh->wt;
+	int rc;
+
+	if (!t->rd && !(t->rd = kvd_reader_new(st)))
+		return KV_INTERNAL;
+	if ((rc = atomic_load(&sh->failed)))
+		return rc;
+	if ((rc = maybe_freeze(sh, t->rd, kvd_now_ms())) ||
+	    (rc = room_checkpoint(sh, t->rd)))
+		return rc;
+	kvd_reader_enter(t->rd);
+	shard_layers(sh, &t->act, &t->frz);
+	t->nents = 0;
+	t->data.len = 0;
+	t->bytes = 0;
+	t->flushed = 0;
+	t->room_pages = INT64_MIN;
+	ov_clear_ht(t);
+	*out = t;
+	return 0;
+}
+
+/* The batch's records into the active memtable, LSNs from first on. */
+static int insert_all(struct kvd_wtxn *t, uint64_t first)
+{
+	for (size_t i = 0; i < t->nents; i++) {
+		const struct ov_ent *e = &t->ents[i];
+		const uint8_t *k = e->key;
+		unsigned fl = e->below ? KVM_F_BELOW : 0;
+		int rc;
+
+		if (e->type == KVJ_PUT)
+			rc = kvm_put(t->act, k, e->klen, ov_val(t, e), e->vlen,
+				     e->exp, first + i, fl);
+		else if (e->type == KVJ_DEL)
+			rc = kvm_del(t->act, k, e->klen, first + i, fl);
+		else
+			rc = kvm_flush(t->act, first + i);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int build_recs(struct kvd_wtxn *t, uint64_t *bytes)
+{
+	struct kvj_rec *r = realloc(t->recs, t->nents * sizeof(*r));
+
+	if (!r)
+		return ENOMEM;
+	t->recs = r;
+	*bytes = 0;
+	for (size_t i = 0; i < t->nents; i++) {
+		const struct ov_ent *e = &t->ents[i];
+
+		r[i] = (struct kvj_rec){.type = e->type,
+					.key = e->key,
+					.klen = e->klen,
+					.val = ov_val(t, e),
+					.vlen = e->vlen,
+					.expiry_ms = e->exp};
+		*bytes += kvj_rec_size(&r[i]);
+	}
+	return 0;
+}
+
+/* A failed append: no room for a new segment, or a record too large,
+ * fail the batch alone; anything else failed the journal. */
+static int append_fail(struct shard *sh, int rc)
+{
+	switch (rc) {
+	case -ENOSPC:
+	case -EFBIG:
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: journal: disk full; batch refused",
+				    sh->path);
+		return KV_DISK_FULL;
+	case -E2BIG:
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: journal: a record larger than a "
+				    "segment (raise journal-segment-size); "
+				    "batch refused",
+				    sh->path);
+		return KV_VALUE_TOO_LARGE;
+	case -ENOMEM: return KV_INTERNAL;
+	default: return shard_fail(sh, "write", rc);
+	}
+}
+
+int kvd_shard_commit(struct kvd_wtxn *t, int sync)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	uint64_t first, bytes;
+	int rc = 0;
+
+	if (!t->nents)
+		goto out;
+	if (build_recs(t, &bytes)) {
+		rc = KV_INTERNAL;
+		goto out;
+	}
+	if ((rc = kvj_append_recs(sh->j, t->recs, t->nents, &first))) {
+		rc = append_fail(sh, rc);
+		goto out;
+	}
+	atomic_fetch_add(&sh->jbytes, bytes);
+	if (sync) {
+		if ((rc = kvj_sync(sh->j))) {
+			rc = shard_fail(sh, "flush", rc);
+			goto out;
+		}
+		atomic_fetch_add(&sh->fsyncs, 1);
+	}
+	if ((rc = insert_all(t, first))) {
+		/* In the journal, not in memory: a restart replays it. */
+		log_error("%s: memtable: %s", sh->path, kvm_strerror(rc));
+		rc = shard_fail(sh, "memtable insert", -ENOMEM);
+		goto out;
+	}
+	sh->act_bytes += bytes;
+	atomic_fetch_add(&sh->pend_bytes, bytes);
+	if (!sh->active_ms)
+		sh->active_ms = kvd_now_ms();
+out:
+	t->nents = 0;
+	kv_buf_trim(&t->data, 1 << 20);
 	kv_buf_trim(&t->tmp, 1 << 20);
-	return rc ? wfail(t, rc, "commit") : 0;
+	kvd_reader_reset(t->rd);
+	return rc;
 }
 
 void kvd_shard_abort(struct kvd_wtxn *t)
 {
-	if (t->txn)
-		mdb_txn_abort(t->txn);
-	t->txn = NULL;
+	t->nents = 0;
+	if (t->rd)
+		kvd_reader_reset(t->rd);
+}
+
+int kvd_store_sync(struct kvd_store *st, unsigned i)
+{
+	struct shard *sh = &st->sh[i];
+	int rc;
+
+	if (atomic_load(&sh->failed))
+		return KV_SHARD_FAILED;
+	if (kvj_synced_lsn(sh->j) + 1 >= kvj_next_lsn(sh->j))
+		return 0; /* nothing new since the last flush */
+	if ((rc = kvj_sync(sh->j)))
+		return shard_fail(sh, "flush", rc);
+	atomic_fetch_add(&sh->fsyncs, 1);
+	return 0;
+}
+
+/* Recycle the journal segments a checkpoint made unneeded. */
+static void release(struct shard *sh)
+{
+	uint64_t lsn = atomic_load(&sh->ckpt_lsn);
+	int rc;
+
+	if (lsn <= sh->released || !sh->j)
+		return;
+	rc = kvj_release(sh->j, lsn);
+	if (rc < 0)
+		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
+				    "%s: journal: cannot recycle segments: %s",
+				    sh->path, kvj_strerror(rc));
+	else
+		sh->released = lsn;
+}
+
+void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now)
+{
+	struct shard *sh = &st->sh[i];
+	struct kvd_wtxn *t = &sh->wt;
+
+	release(sh);
+	if (!t->rd && !(t->rd = kvd_reader_new(st)))
+		return;
+	if (!atomic_load(&sh->failed) && sh->active_ms &&
+	    now - sh->active_ms >= st->ckpt_interval_ms &&
+	    !atomic_load(&sh->ckpt_busy))
+		kvd_ckpt_freeze(sh, t->rd);
+	kvd_reader_reset(t->rd);
+}
+
+int kvd_shard_checkpoint(struct kvd_store *st, unsigned i)
+{
+	struct shard *sh = &st->sh[i];
+	struct kvd_wtxn *t = &sh->wt;
+	int rc;
+
+	if (!t->rd && !(t->rd = kvd_reader_new(st)))
+		return KV_INTERNAL;
+	if ((rc = kvd_ckpt_wait(sh, t->rd)))
+		return rc;
+	if (sh->active_ms && ((rc = kvd_ckpt_freeze(sh, t->rd)) ||
+			      (rc = kvd_ckpt_wait(sh, t->rd))))
+		return rc;
+	release(sh);
+	return 0;
 }

@@ -88,14 +88,21 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		struct kvd_shard_stat s;
 
 		kvd_reader_stat(io->reader, i, &s);
-		kv_mp_map(b, 6);
+		kv_mp_map(b, 13);
 		kv_u(b, "entries", s.entries);
 		kv_u(b, "expiring", s.expiring);
 		kv_u(b, "used_bytes", s.used_bytes);
 		kv_u(b, "file_bytes", s.file_bytes);
 		kv_u(b, "map_size", s.map_size);
+		kv_u(b, "memtable_bytes", s.memtable_bytes);
+		kv_u(b, "journal_bytes", s.journal_bytes);
+		kv_u(b, "journal_fsyncs", s.journal_fsyncs);
+		kv_u(b, "checkpoints", s.checkpoints);
+		kv_u(b, "checkpoint_us", s.checkpoint_ns / 1000);
+		kv_u(b, "checkpoint_lsn", s.checkpoint_lsn);
+		kv_u(b, "checkpoint_waits", s.backpressure);
 		kv_mp_cstr(b, "failed");
-		kv_mp_bool(b, srv->com[i].failed);
+		kv_mp_bool(b, srv->com[i].failed || s.checkpoint_failed);
 	}
 }
 
@@ -180,7 +187,8 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 			     struct kv_buf *b)
 {
 	struct kvd_server *srv = io->srv;
-	uint64_t used = 0, file = 0;
+	uint64_t used = 0, file = 0, jbytes = 0, fsyncs = 0, ckpts = 0;
+	uint64_t mem = 0, waits = 0;
 
 	for (unsigned i = 0; i < srv->nshards; i++) {
 		struct kvd_shard_stat s;
@@ -188,6 +196,11 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 		if (kvd_reader_stat(io->reader, i, &s) == 0) {
 			used += s.used_bytes;
 			file += s.file_bytes;
+			jbytes += s.journal_bytes;
+			fsyncs += s.journal_fsyncs;
+			ckpts += s.checkpoints;
+			mem += s.memtable_bytes;
+			waits += s.backpressure;
 		}
 	}
 	line(b, "# Persistence");
@@ -206,6 +219,11 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 	line(b, "kvd_commit_failures:%llu", (unsigned long long)t->failures);
 	line(b, "kvd_used_bytes:%llu", (unsigned long long)used);
 	line(b, "kvd_file_bytes:%llu", (unsigned long long)file);
+	line(b, "kvd_journal_bytes:%llu", (unsigned long long)jbytes);
+	line(b, "kvd_journal_fsyncs:%llu", (unsigned long long)fsyncs);
+	line(b, "kvd_memtable_bytes:%llu", (unsigned long long)mem);
+	line(b, "kvd_checkpoints:%llu", (unsigned long long)ckpts);
+	line(b, "kvd_checkpoint_waits:%llu", (unsigned long long)waits);
 }
 
 static void info_stats(const struct kvd_totals *t, struct kv_buf *b)

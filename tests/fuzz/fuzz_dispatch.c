@@ -372,7 +372,8 @@ static void setup(void)
 	o.want_shards = cfg.threads;
 	o.map_size = cfg.map_size;
 	o.max_readers = cfg.threads + 126;
-	o.nosync = 1;
+	o.memtable_size = 1u << 20;
+	o.segment_size = 1u << 20;
 	if (kvd_store_open(&srv.store, &o, err, sizeof(err))) {
 		fprintf(stderr, "fuzz_dispatch: %s\n", err);
 		abort();

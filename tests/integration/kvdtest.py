@@ -65,6 +65,8 @@ class Server:
             self.port = free_port()
             if self.resp:
                 self.resp_port = free_port()
+                while self.resp_port == self.port:  # two probes, one port
+                    self.resp_port = free_port()
             self.log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(self.argv(), stdout=self.log,
                                          stderr=subprocess.STDOUT)

@@ -177,8 +177,11 @@ class InflightWrites(unittest.TestCase):
     """Writes in flight are bounded per connection and per shard."""
 
     def test_pipelined_big_puts_without_reading(self):
+        # The memtables (up to twice memtable-size per shard) are bounded
+        # on their own; kept small here so that what grows is in flight.
         with Server(threads=1, args=["--max-inflight-write-bytes", "16m",
-                                     "--max-inflight-shard-bytes", "32m"]) as srv:
+                                     "--max-inflight-shard-bytes", "32m",
+                                     "--memtable-size", "8m"]) as srv:
             before, peak0 = rss_anon(srv), peak(srv)
             val = b"v" * (MiB - 64)
             s = socket.create_connection(("127.0.0.1", srv.port), 10)

@@ -24,8 +24,10 @@
  * KVD_FI_ARM=FILE: count calls towards N only while FILE exists, so that
  * a test can let kvd start before the count begins.
  *
- * KVD_PL_MATCH selects the tracked files (a path substring, default
- * "/data.mdb").  LMDB 0.9.24 writes data pages with pwrite, or lseek and
+ * KVD_PL_MATCH selects the tracked files (path substrings separated by
+ * commas, default "/data.mdb"; kvd's journal segments are "/journal-").
+ * A path opened relative to a directory descriptor (openat) is tracked by
+ * its absolute path.  LMDB 0.9.24 writes data pages with pwrite, or lseek and
  * writev for runs of pages, and meta pages with pwrite on a second
  * descriptor opened O_DSYNC; it syncs with fdatasync (see strace).
  */
@@ -34,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -195,11 +198,53 @@ static int tracked(int fd)
 
 /* ===================== Opening and closing ===================== */
 
+/* 1 when path contains one of match's comma-separated substrings. */
+static int matches(const char *path)
+{
+	const char *m = match;
+
+	while (*m) {
+		size_t n = strcspn(m, ",");
+		char sub[256];
+
+		if (n && n < sizeof(sub)) {
+			memcpy(sub, m, n);
+			sub[n] = '\0';
+			if (strstr(path, sub))
+				return 1;
+		}
+		m += n;
+		if (*m == ',')
+			m++;
+	}
+	return 0;
+}
+
+/* path made absolute against dirfd (AT_FDCWD: the working directory). */
+static const char *abs_path(int dirfd, const char *path, char *buf, size_t len)
+{
+	char link[64], dir[PATH_MAX - 256];
+	ssize_t n;
+
+	if (path[0] == '/')
+		return path;
+	if (dirfd == AT_FDCWD)
+		snprintf(link, sizeof(link), "/proc/self/cwd");
+	else
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, dir, sizeof(dir) - 1);
+	if (n <= 0)
+		return path;
+	dir[n] = '\0';
+	snprintf(buf, len, "%s/%s", dir, path);
+	return buf;
+}
+
 static void note_open(int fd, const char *path, int flags)
 {
 	int file = 0;
 
-	if (fd < 0 || fd >= MAX_FD || !strstr(path, match))
+	if (fd < 0 || fd >= MAX_FD || !matches(path))
 		return;
 	pthread_mutex_lock(&mu);
 	for (int i = 0; i < npaths; i++)
@@ -230,7 +275,12 @@ int open(const char *path, int flags, ...)
 		va_end(ap);
 	}
 	fd = real_open(path, flags, mode);
-	note_open(fd, path, flags);
+	if (fd >= 0) {
+		char buf[PATH_MAX];
+
+		note_open(fd, abs_path(AT_FDCWD, path, buf, sizeof(buf)),
+			  flags);
+	}
 	return fd;
 }
 
@@ -249,7 +299,11 @@ int openat(int dirfd, const char *path, int flags, ...)
 		va_end(ap);
 	}
 	fd = real_openat(dirfd, path, flags, mode);
-	note_open(fd, path, flags);
+	if (fd >= 0) {
+		char buf[PATH_MAX];
+
+		note_open(fd, abs_path(dirfd, path, buf, sizeof(buf)), flags);
+	}
 	return fd;
 }
 

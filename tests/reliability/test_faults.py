@@ -1,24 +1,30 @@
 """test_faults.py - a failed fsync or write ends that shard's writes, loudly,
 and is never retried; the other shards and every read carry on.
 
-The powerloss.c shim makes the Nth fdatasync (or write) of shard 1's
-data.mdb fail, and logs every sync and write of the shards' files.  Then:
+The powerloss.c shim makes the Nth fdatasync (or write) of one of shard 1's
+files fail, and logs every sync and write of the shards' files: its
+journal segment (the ack path) or its data.mdb (checkpoints, off the ack
+path; they run every 20 ms here).  Then:
 
-  - the writers of the failed batch, and every later writer of that shard,
-    get SHARD_FAILED; the failed batch is not applied;
+  - the writers of the failed batch (a journal fault), and every later
+    writer of that shard, get SHARD_FAILED; a refused batch is not
+    visible;
   - kvd logs an error line saying the shard takes no more writes;
-  - no fsync of that file is ever issued again, not by later commits, not
-    by the async flusher, not by the final flush at stop (after a failed
-    fsync the kernel may have dropped the pages, so a later fsync that
-    succeeds would prove nothing: PostgreSQL's fsync lesson);
+  - no fsync of that file is ever issued again, not by later batches, not
+    by the async flush, not at stop (after a failed fsync the kernel may
+    have dropped the pages, so a later fsync that succeeds would prove
+    nothing: PostgreSQL's fsync lesson);
   - shard 0 keeps taking writes, and every acknowledged key of both shards
     stays readable; STATS reports the shard as failed;
-  - after a restart (no fault) every acknowledged write is there and the
-    shard takes writes again.
+  - after a restart (no fault) every acknowledged write is there (LMDB at
+    its last checkpoint, the journal replayed above it) and the shard
+    takes writes again.
 
-A write that fails with ENOSPC is a full disk, not a broken one: only its
-batch is refused (DISK_FULL) and the shard carries on.  A short write on a
-filesystem with room (EIO from LMDB) is a broken disk.
+Room is different.  A checkpoint whose write fails with ENOSPC is retried
+(nothing of an aborted commit is referenced) and no writer sees it; a
+journal segment that cannot be made (ENOSPC while pre-writing it) refuses
+only its batch (DISK_FULL) and the shard carries on.  A short write of a
+journal record is completed by the next write, and nothing is lost.
 """
 
 import os
@@ -31,7 +37,10 @@ from kvdtest import (DISK_FULL, GET, OK, PUT, SHARD_FAILED, STATS, Server,
 from relutil import shim_env, start_with
 
 SHIM = os.environ.get("KVD_POWERLOSS")
-FILE = "shard-001/data.mdb"
+MATCH = "/data.mdb,/journal-"
+JOURNAL = "shard-001/journal-0"     # its segments: journal-<first LSN>.kvj
+DATA = "shard-001/data.mdb"
+ARGS = ["--flush-interval-ms", "50", "--checkpoint-interval-ms", "20"]
 
 
 class Faults(unittest.TestCase):
@@ -67,15 +76,15 @@ class Faults(unittest.TestCase):
             i += 1
         return out
 
-    def run_fault(self, durability, env, expect=SHARD_FAILED):
-        srv = Server(threads=2, durability=durability,
-                     args=["--flush-interval-ms", "50"])
+    def run_fault(self, durability, env, expect=SHARD_FAILED, args=()):
+        srv = Server(threads=2, durability=durability, args=ARGS + list(args))
         # the shards exist before the fault counts start
         srv.start()
         srv.stop()
         arm = self.fi_log + ".arm"
         try:
-            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm, **env))
+            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
+                                       KVD_PL_MATCH=MATCH, **env))
             c = srv.client()
             before = self.put_many(c, b"a", 20)
             # count from here: kvd has started and written its first commits
@@ -103,9 +112,8 @@ class Faults(unittest.TestCase):
             for k in acked:
                 self.assertEqual(c.call(GET, k), [OK, b"v" + k])
             # Refused writes were not applied, except perhaps the first:
-            # with MDB_NOMETASYNC a batch is answered after the sync that
-            # follows its commit, and if that sync fails the commit (in
-            # LMDB's eyes done) is answered SHARD_FAILED: outcome unknown.
+            # a batch whose journal flush failed was written to the
+            # journal before: the restart may replay it (outcome unknown).
             present = [k for k in refused if c.call(GET, k)[0] != 1]
             self.assertEqual(present, refused[:len(present)][:1],
                              "refused writes were applied")
@@ -127,48 +135,155 @@ class Faults(unittest.TestCase):
         self.assertEqual(later, [], "fsync of %s issued again after it failed" % path)
         return path
 
-    def fsync_fails_sync_mode(self, nth):
-        st, log, refused = self.run_fault("sync", {"KVD_FI_SYNC_FAIL": "%s:%d" % (FILE, nth)})
-        self.assertTrue(self.check_never_retried().endswith(FILE))
-        self.assertRegex(log, r" E .*(shard-001: commit|shard 1: fsync) failed: Input/output "
-                              r"error; this shard accepts no more writes until restart")
+    def failed_shard_1(self, st):
         self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
 
-    # A lone writer's commit costs two syncs: its data pages (in the
-    # commit), then its meta page (nothing follows to piggyback on); the
-    # first and second syncs of shard 1 after arming are one of each.
-    def test_fsync_of_commit_fails(self):
-        self.fsync_fails_sync_mode(1)
+    # ---- the journal: the ack path ----
 
-    def test_fsync_of_meta_page_fails(self):
-        self.fsync_fails_sync_mode(2)
+    def test_journal_fsync_fails(self):
+        st, log, refused = self.run_fault("sync", {"KVD_FI_SYNC_FAIL": JOURNAL + ":1"})
+        self.assertIn(JOURNAL, self.check_never_retried())
+        self.assertRegex(log, r" E .*shard-001: journal flush failed: Input/output error; "
+                              r"this shard accepts no more writes until restart")
+        self.failed_shard_1(st)
 
-    def test_fsync_fails_async_flush(self):
-        # the flusher's first sync of shard 1 after arming fails
-        st, log, refused = self.run_fault("async", {"KVD_FI_SYNC_FAIL": FILE + ":1"})
-        self.assertTrue(self.check_never_retried().endswith(FILE))
-        self.assertRegex(log, r" E shard 1: flush failed: Input/output error; writes "
-                              r"acknowledged since the last flush may not be on disk")
-        self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
+    def test_journal_fsync_fails_async_flush(self):
+        # the async flush of shard 1's journal fails
+        st, log, refused = self.run_fault("async", {"KVD_FI_SYNC_FAIL": JOURNAL + ":1"})
+        self.assertIn(JOURNAL, self.check_never_retried())
+        self.assertRegex(log, r" E .*shard-001: journal flush failed: Input/output error; "
+                              r"this shard accepts no more writes until restart")
+        self.failed_shard_1(st)
 
-    def test_write_fails(self):
-        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":1"})
-        self.assertRegex(log, r" E .*shard-001: commit failed: Input/output error")
-        self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
+    def test_journal_write_fails(self):
+        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": JOURNAL + ":1"})
+        self.assertRegex(log, r" E .*shard-001: journal write failed: Input/output error")
+        self.failed_shard_1(st)
         # and no fsync of it after the failure either
         self.check_never_retried()
 
-    def test_short_write_with_room_is_a_failure(self):
-        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":1:SHORT"})
-        self.assertNotIn("short write on a full filesystem", log)
-        self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
+    def test_journal_short_write_is_completed(self):
+        # pwrite may write part of a record: the journal writes the rest
+        # (a short write is not an error; the next call reports one)
+        srv = Server(threads=2, args=ARGS)
+        srv.start()
+        srv.stop()
+        arm = self.fi_log + ".arm"
+        try:
+            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
+                                       KVD_PL_MATCH=MATCH,
+                                       KVD_FI_WRITE_FAIL=JOURNAL + ":1:SHORT"))
+            c = srv.client()
+            open(arm, "w").close()
+            st = self.put_many(c, b"a", 40, until_injected=True)
+            self.assertEqual(set(st.values()), {OK})
+            self.assertEqual([s[b"failed"] for s in c.call(STATS)[1][b"shards"]],
+                             [False, False])
+            c.close()
+            srv.kill9()     # the journal alone holds them
+            srv.start()
+            c = srv.client()
+            for k in st:
+                self.assertEqual(c.call(GET, k), [OK, b"v" + k])
+            c.close()
+            srv.stop()
+        finally:
+            srv.cleanup()
+            if os.path.exists(arm):
+                os.unlink(arm)
 
-    def test_enospc_refuses_only_its_batch(self):
-        st, log, refused = self.run_fault("sync", {"KVD_FI_WRITE_FAIL": FILE + ":1:ENOSPC"},
-                                          expect=DISK_FULL)
-        self.assertEqual(len(refused), 1)
-        self.assertIn("disk full; batch refused", log)
-        self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, False])
+    def test_journal_segment_enospc_refuses_only_its_batch(self):
+        # 1 MiB segments filled by 60 KiB values: a new segment is pre-
+        # written (journal-new.tmp) every 17 or so writes of the shard;
+        # the first of those writes fails with ENOSPC.
+        srv = Server(threads=2, args=ARGS + ["--journal-segment-size", "1m"])
+        srv.start()
+        srv.stop()
+        arm = self.fi_log + ".arm"
+        try:
+            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
+                                       KVD_PL_MATCH=MATCH,
+                                       KVD_FI_WRITE_FAIL="shard-001/journal-new.tmp:1:ENOSPC"))
+            c = srv.client()
+            open(arm, "w").close()
+            val = b"x" * (60 << 10)
+            st = {}
+            for i in range(200):
+                k = b"k%04d" % i
+                st[k] = c.call(PUT, k, val)[0]
+            refused = [k for k, s in st.items() if s != OK]
+            self.assertTrue(self.injected(), "no segment was made")
+            self.assertEqual([st[k] for k in refused], [DISK_FULL])
+            self.assertEqual([s[b"failed"] for s in c.call(STATS)[1][b"shards"]],
+                             [False, False])
+            c.close()
+            srv.stop()
+            self.assertIn("journal: disk full; batch refused", srv.log_text().decode())
+            srv.start()
+            c = srv.client()
+            for k, s in st.items():
+                self.assertEqual(c.call(GET, k)[0], OK if s == OK else 1, k)
+            c.close()
+            srv.stop()
+        finally:
+            srv.cleanup()
+            if os.path.exists(arm):
+                os.unlink(arm)
+
+    # ---- data.mdb: checkpoints, off the ack path ----
+
+    def test_checkpoint_fsync_fails(self):
+        st, log, refused = self.run_fault("sync", {"KVD_FI_SYNC_FAIL": DATA + ":1"})
+        self.assertTrue(self.check_never_retried().endswith(DATA))
+        self.assertRegex(log, r" E .*shard-001: checkpoint commit failed: Input/output error; "
+                              r"this shard accepts no more writes until restart")
+        self.failed_shard_1(st)
+
+    def test_checkpoint_write_fails(self):
+        st, log, refused = self.run_fault("async", {"KVD_FI_WRITE_FAIL": DATA + ":1"})
+        self.assertRegex(log, r" E .*shard-001: checkpoint commit failed: Input/output error")
+        self.failed_shard_1(st)
+        self.check_never_retried()
+
+    def test_checkpoint_enospc_is_retried(self):
+        srv = Server(threads=2, args=ARGS)
+        srv.start()
+        srv.stop()
+        arm = self.fi_log + ".arm"
+        try:
+            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
+                                       KVD_PL_MATCH=MATCH,
+                                       KVD_FI_WRITE_FAIL=DATA + ":1:ENOSPC"))
+            c = srv.client()
+            open(arm, "w").close()
+            st = self.put_many(c, b"a", 100, until_injected=True)
+            st.update(self.put_many(c, b"b", 100))
+            self.assertEqual(set(st.values()), {OK})
+            # the checkpoint is tried again and gets through
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                shards = c.call(STATS)[1][b"shards"]
+                if shards[1][b"checkpoint_lsn"] > 0 and \
+                        shards[1][b"memtable_bytes"] < (1 << 20):
+                    break
+                time.sleep(0.1)
+            self.assertEqual([s[b"failed"] for s in shards], [False, False])
+            self.assertGreater(shards[1][b"checkpoints"], 0)
+            c.close()
+            srv.stop()
+            self.assertRegex(srv.log_text().decode(),
+                             r"shard-001: checkpoint commit failed: No space left on device; "
+                             r"retried")
+            srv.start()
+            c = srv.client()
+            for k in st:
+                self.assertEqual(c.call(GET, k), [OK, b"v" + k])
+            c.close()
+            srv.stop()
+        finally:
+            srv.cleanup()
+            if os.path.exists(arm):
+                os.unlink(arm)
 
 
 if __name__ == "__main__":

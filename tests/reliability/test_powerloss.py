@@ -1,7 +1,8 @@
 """test_powerloss.py - what a power cut leaves, at many moments of a run.
 
 kvd runs under the powerloss.c shim (LD_PRELOAD), which logs every write
-to the shards' data.mdb files and every sync of them, while 16 writers on
+to the shards' files (LMDB's data.mdb and the journal's segments) and
+every sync of them, while 16 writers on
 both ports send relutil.py's mix (PUT with and without TTL, DEL, MPUT,
 MDEL, INCR, APPEND, EXPIRE, GETDEL) and FLUSHALL comes once or twice.
 Then, for many cut points in that log and for
@@ -13,17 +14,26 @@ cut (relutil.py's model).  Every image must have writes acknowledged
 before its cut and writes in flight at it; a missing shim or mdb_dump
 skips the test (exit 77) rather than passing it.
 
+The recording runs with a small memtable and a short checkpoint interval,
+so cuts fall before, inside and after checkpoints (LMDB commits, fully
+synced) as well as between journal appends and their flushes; recovery is
+kvd's own: LMDB at its checkpoint, then the journal replayed above it.
+Journal segments are large enough that the run stays in the segments the
+data directory already had (the test checks it: segment creation and
+recycling, renames and directory flushes, are the journal's unit tests'
+part, tests/unit/test_journal.c).
+
   sync mode: nothing acknowledged is ever missing, and every image opens
   clean (kvd starts, a full walk reads every page, mdb_dump -a reads every
   database, kvd stops with status 0).
 
   async mode: a power cut may lose what was acknowledged since the last
-  completed flush started, and nothing older; the test checks exactly that
-  for images where unsynced writes are lost whole, and measures the window
-  (how old the oldest lost acknowledgement is) against flush-interval-ms.
-  Images where unsynced writes survive in part are opened too, and what
-  happens is counted: LMDB documents that MDB_NOSYNC may corrupt the store
-  on a disk that reorders writes, and the count shows how often it does.
+  completed flush of the journal started, and nothing older; the test
+  checks exactly that for images where unsynced writes are lost whole, and
+  measures the window (how old the oldest lost acknowledgement is) against
+  flush-interval-ms.  Images where unsynced writes survive in part, sector
+  by sector or in order, must open too: a partly written journal tail is a
+  torn tail, and LMDB is only ever written by fully synced commits.
 
   async mode, then SIGTERM: kvd exits 0 with writes in flight, and a power
   cut right after loses nothing it acknowledged, in every mode.
@@ -52,13 +62,21 @@ from relutil import (Flusher, audit, cut_counts, kill9, mdb_dump_ok, merge, now_
 SHIM = os.environ.get("KVD_POWERLOSS")
 
 
+# Checkpoints every 50 ms or 256 KiB; 16 MiB segments, more than a
+# recording writes (checked in Recording).
+ARGS = ["--memtable-size", "256k", "--checkpoint-interval-ms", "50",
+        "--journal-segment-size", "16m"]
+MATCH = "/data.mdb,/journal-"
+
+
 class Recording:
     """A run of kvd under the shim: its log, the data directory before the
     run (base), the writers and the FLUSHALLs, and when it was stopped."""
 
     def __init__(self, durability, seconds, writers, seed, args=(), sigterm=False):
         rng = random.Random(seed)
-        self.srv = srv = Server(threads=2, durability=durability, args=list(args), resp=True)
+        self.srv = srv = Server(threads=2, durability=durability, args=ARGS + list(args),
+                                resp=True)
         srv.start()
         srv.stop()          # a data directory with its shards, synced
         self.base = tempfile.mkdtemp(prefix="kvdpl-base-")
@@ -66,7 +84,7 @@ class Recording:
         shutil.copytree(srv.data_dir, self.base)
         self.logdir = tempfile.mkdtemp(prefix="kvdpl-log-")
         logpath = os.path.join(self.logdir, "pl.log")
-        start_with(srv, **shim_env(KVD_PL_LOG=logpath))
+        start_with(srv, **shim_env(KVD_PL_LOG=logpath, KVD_PL_MATCH=MATCH))
         stop = threading.Event()
         self.ws = ws = run_writers(srv.port, writers, b"pl", stop, nkeys=64, seed=seed,
                                    resp_port=srv.resp_port)
@@ -89,6 +107,12 @@ class Recording:
         self.hist = merge(ws)
         self.flushes = self.fl.events
         self.log = plimage.Log(logpath)
+        # every file written was there before the run (see the top)
+        for path in self.log.paths.values():
+            rel = os.path.relpath(path, srv.data_dir)
+            if not os.path.exists(os.path.join(self.base, rel)):
+                raise AssertionError("%s was created during the recording" % rel)
+        self.checkpoints = checkpoints(self.log)
         # no cut before the first acknowledgement: it would audit nothing
         first_ack = min(r.acked for w in ws for r in w.reqs if r.acked is not None)
         self.first = next((i for i, r in enumerate(self.log.recs) if r.t > first_ack),
@@ -113,7 +137,8 @@ class Image:
     def __init__(self, log, srv, base, k, mode, rng):
         self.dir = tempfile.mkdtemp(prefix="kvdpl-img-")
         self.uncovered = log.image(k, srv.data_dir, base, self.dir, mode, rng)
-        self.srv = Server(threads=2, data_dir=self.dir, durability=srv.durability)
+        self.srv = Server(threads=2, data_dir=self.dir, durability=srv.durability,
+                          args=ARGS)
 
     def __enter__(self):
         return self
@@ -121,6 +146,12 @@ class Image:
     def __exit__(self, *exc):
         self.srv.cleanup()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def checkpoints(log):
+    """Successful syncs of data.mdb in the log: LMDB commits (checkpoints)."""
+    return sum(1 for r in log.recs if r.type == plimage.SYNC_END and r.res == 0 and
+               log.paths[r.file].endswith("/data.mdb"))
 
 
 def shard_dirs(d):
@@ -147,6 +178,7 @@ class PowerLoss(unittest.TestCase):
         images = audited = uncertain = lost = 0
         try:
             self.assertEqual(rec.errors, 0)
+            self.assertGreater(rec.checkpoints, 0, "no checkpoint during the recording")
             cuts = plimage.cut_points(rec.log, soak("powerloss", 24), rec.first, rng)
             for k in cuts:
                 T = rec.cut_time(k)
@@ -166,6 +198,7 @@ class PowerLoss(unittest.TestCase):
             rec.cleanup()
         self.assertGreater(audited, 0)
         report("powerloss-sync", seed=seed, records=len(rec.log), cuts=len(cuts), images=images,
+               checkpoints=rec.checkpoints,
                flushall_sent=len(rec.flushes), acked_ops_audited=audited,
                uncertain_keys=uncertain, lost=lost)
 
@@ -228,26 +261,30 @@ class PowerLoss(unittest.TestCase):
                 windows.append(max([age for _, _, age in res.lost] + [0]))
                 lost_total += len(res.lost)
                 acked_total += res.acked_ops
-            # partly written unsynced pages: LMDB's NOSYNC caveat, counted
+            # unsynced journal writes kept in part: a torn tail, never a
+            # store that does not open
             for k in cuts[: max(4, len(cuts) // 3)]:
                 for mode in ("random", "ordered"):
                     with Image(log, rec.srv, rec.base, k, mode, rng) as im:
                         outcome = self.open_outcome(im, rec, log.time_at(k))
                         broken[outcome] = broken.get(outcome, 0) + 1
+                        self.assertIn(outcome, ("clean", "opened-lost-recent"),
+                                      "cut %d (%s): %s" % (k, mode, getattr(self, "why", "")))
         finally:
             rec.cleanup()
         self.assertGreater(acked_total, 0, "no acknowledged write audited")
         report("powerloss-async", seed=seed, flush_interval_ms=interval, cuts=len(cuts),
+               checkpoints=rec.checkpoints,
                flushall_sent=len(rec.flushes), acked_ops_audited=acked_total,
                lost_acked=lost_total, window_max_ms="%.0f" % (max(windows) / 1e6),
                window_mean_ms="%.0f" % (sum(windows) / len(windows) / 1e6),
                partial_images=" ".join("%s:%d" % kv for kv in sorted(broken.items())))
 
     def open_outcome(self, im, rec, T):
-        """What kvd makes of an async image with partly written pages.
-        LMDB has no checksums: on a damaged page kvd may crash, and under a
-        sanitizer that crash is expected here, so its report goes to a
-        directory of its own rather than to the run's."""
+        """What kvd makes of an async image with partly written journal
+        pages: "clean" or "opened-lost-recent" (the loss window is the
+        drop images' check); anything else fails the test.  A sanitizer's
+        report of a crash goes to a directory of its own."""
         reports = tempfile.mkdtemp(prefix="kvdpl-san-")
         env = {k: os.environ.get(k, "") + ":log_path=%s/report" % reports
                for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")}
@@ -260,7 +297,12 @@ class PowerLoss(unittest.TestCase):
                 res = audit(im.srv.port, rec.hist, T, flushes=rec.flushes)
                 walk(im.srv.port)
                 im.srv.stop()
-            except Exception:   # noqa: BLE001 - any failure is the outcome
+            except Exception as e:   # noqa: BLE001 - any failure is the outcome
+                # what went wrong, for the failure message
+                self.why = "%s: %s; sanitizer reports: %s" % (
+                    type(e).__name__, str(e)[-1500:],
+                    "".join(open(os.path.join(reports, f), errors="replace").read()[:3000]
+                            for f in sorted(os.listdir(reports))) or "none")
                 return "failed-reading"
             return "clean" if not res.lost else "opened-lost-recent"
         finally:
