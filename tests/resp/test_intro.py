@@ -112,7 +112,7 @@ class Intro(unittest.TestCase):
             o.close()
 
     def test_client_kill(self):
-        others, ids = self.conns(4)
+        others, ids = self.conns(6)
         me = self.c.call("CLIENT", "ID")
         far = [o for o, i in zip(others, ids) if i >> 48 != me >> 48]
         near = [o for o, i in zip(others, ids) if i >> 48 == me >> 48]
@@ -133,7 +133,11 @@ class Intro(unittest.TestCase):
         v = rest.pop()
         self.assertEqual(self.c.call("CLIENT", "KILL", "ADDR", addr[v.call("CLIENT", "ID")]), 1)
         self.assertTrue(v.closed(timeout=10))
-        n = len(client_list(self.c)) - 1
+        # the connections still open: one killed on another io thread may
+        # still be listed until that thread closes it, and is not killed
+        # twice
+        n = len(rest)
+        self.assertGreater(n, 0)
         self.assertEqual(self.c.call("CLIENT", "KILL", "USER", "default"), n)
         for v in rest:
             self.assertTrue(v.closed(timeout=10))
