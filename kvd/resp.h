@@ -7,6 +7,7 @@
  *   resp_str.c    GETRANGE, bit commands and LCS
  *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
  *   resp_intro.c  CLIENT LIST/INFO/KILL, MONITOR, SLOWLOG, INFO commandstats
+ *   resp_multi.c  MULTI, EXEC, DISCARD, WATCH, UNWATCH
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -105,10 +106,14 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  1, "string", "Decrements the integer value of a key by a number.")   \
 	X(DEL, "del", resp_del, KVO(DEL) | KVO(MDEL), -2, RC_WRITE, 1, -1, 1,  \
 	  "generic", "Deletes one or more keys.")                              \
+	X(DISCARD, "discard", resp_discard, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,  \
+	  "transactions", "Discards a transaction.")                           \
 	X(ECHO, "echo", resp_echo, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,           \
 	  "connection", "Returns the given string.")                           \
 	X(EXISTS, "exists", resp_exists, KVO(EXISTS), -2, RC_READ | RC_FAST,   \
 	  1, -1, 1, "generic", "Determines whether one or more keys exist.")   \
+	X(EXEC, "exec", resp_exec, 0, 1, RC_READ, 0, 0, 0, "transactions",     \
+	  "Executes all commands in a transaction.")                           \
 	X(EXPIRE, "expire", resp_expire, KVO(EXPIRE), -3, RC_WRITE | RC_FAST,  \
 	  1, 1, 1, "generic", "Sets the expiration time of a key in seconds.") \
 	X(EXPIREAT, "expireat", resp_expire, KVO(EXPIRE), -3,                  \
@@ -157,6 +162,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Listens for all requests received by the server in real time.")     \
 	X(MSET, "mset", resp_mset, KVO(MPUT), -3, RC_WRITE, 1, -1, 2,          \
 	  "string", "Sets the values of one or more keys (atomic per shard).") \
+	X(MULTI, "multi", resp_multi, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,        \
+	  "transactions", "Starts a transaction.")                             \
 	X(OBJECT, "object", resp_object, KVO(GET), -2, RC_READ, 2, 2, 1,       \
 	  "generic",                                                           \
 	  "Object introspection: ENCODING, FREQ, IDLETIME, REFCOUNT.")         \
@@ -212,9 +219,15 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "generic", "Returns the expiration time in seconds of a key.")       \
 	X(TYPE, "type", resp_type, KVO(EXISTS), 2, RC_READ | RC_FAST, 1, 1, 1, \
 	  "generic", "Determines the type of value stored at a key.")          \
+	X(UNWATCH, "unwatch", resp_unwatch, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,  \
+	  "transactions", "Forgets about watched keys of a transaction.")      \
 	X(UNLINK, "unlink", resp_del, KVO(DEL) | KVO(MDEL), -2,                \
 	  RC_WRITE | RC_FAST, 1, -1, 1, "generic",                             \
 	  "Deletes one or more keys.")                                         \
+	X(WATCH, "watch", resp_watch, 0, -2, RC_READ | RC_FAST, 1, -1, 1,      \
+	  "transactions",                                                      \
+	  "Monitors changes to keys to determine the execution of a "          \
+	  "transaction.")                                                      \
 	X(WAIT, "wait", resp_wait, 0, 3, 0, 0, 0, 0, "generic",                \
 	  "Waits for replicas to acknowledge writes (kvd has none: 0).")
 
@@ -241,6 +254,17 @@ extern const struct resp_cmd resp_cmds[RESP_NCMDS];
 	const char *fn(struct kvd_conn *c, struct resp_req *r);
 RESP_COMMANDS(RESP_CMD_DECL)
 #undef RESP_CMD_DECL
+
+/* ---- transactions (resp_multi.c) ---- */
+
+/* Fill r->a from r->body (resp.c). */
+void resp_req_fill(struct resp_req *r);
+/* Run r (r->cmd set, already checked) and answer it in order (resp.c). */
+void kvd_resp_run(struct kvd_conn *c, struct resp_req *r);
+int kvd_resp_in_multi(const struct kvd_conn *c);
+int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
+void kvd_resp_multi_refuse(struct kvd_conn *c);
+void kvd_resp_multi_free(struct kvd_conn *c);
 
 /* ---- replies (resp.c) ---- */
 

@@ -191,6 +191,11 @@ int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
  * a failed checkpoint). */
 int kvd_shard_failed(struct kvd_store *st, unsigned i);
 
+/* WATCH (resp_multi.c): a batch stores key; watchers of it see a change.
+ * Called by the committer of the key's shard, or by an exclusive
+ * section (committer.h).  Nearly free when nothing is watched. */
+void kvd_watch_touch(const void *key, size_t klen);
+
 /* ---- backups ---- */
 
 struct kvd_snapshot;

@@ -85,6 +85,25 @@ void kvd_resp_post(struct kvd_conn *c, struct resp_req *r, uint64_t t0,
 	FUZZ_CHECK(r->cmd < RESP_NCMDS);
 }
 
+/* resp_multi.c's queue: never inside MULTI here (MULTI is a stub). */
+int kvd_resp_in_multi(const struct kvd_conn *c)
+{
+	(void)c;
+	return 0;
+}
+
+int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)c;
+	(void)r;
+	return -1;
+}
+
+void kvd_resp_multi_refuse(struct kvd_conn *c)
+{
+	(void)c;
+}
+
 const char *fuzz_resp_stub(struct kvd_conn *c, struct resp_req *r);
 
 const char *fuzz_resp_stub(struct kvd_conn *c, struct resp_req *r)

@@ -1,0 +1,343 @@
+/* resp_multi.c - MULTI, EXEC, DISCARD, WATCH and UNWATCH on the RESP port.
+ *
+ * After MULTI the dispatcher (resp.c) queues each command here, packed as
+ * an inline request is, and answers +QUEUED, or its error at once (which
+ * makes EXEC answer EXECABORT, as Redis does).  EXEC runs the queue inside
+ * an exclusive section (committer.h): no committer runs a batch meanwhile,
+ * so no other client's write lands in between, and the transaction's
+ * writes are applied by this thread to one open batch per shard.  A read
+ * in the queue first commits the open batches, so that it sees the
+ * transaction's own writes before it; a transaction with no read after a
+ * write is therefore one journal batch per shard.
+ *
+ * WATCH registers the key in a global table; a committer that stores a
+ * watched key marks its watchers (kvd_watch_touch).  A key live at WATCH
+ * and absent at EXEC (deleted, expired, flushed) counts as changed too,
+ * which is Redis 7.0's rule for expiry and FLUSHALL.  WATCH and EXEC look
+ * inside exclusive sections, so no batch can straddle either look.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "committer.h"
+#include "kv_status.h"
+#include "loop.h"
+#include "resp.h"
+#include "router.h"
+
+#define WATCH_BUCKETS 4096
+
+struct kvd_watch {
+	struct kvd_watch *next, **pprev; /* its bucket, under watch_mu */
+	struct kvd_watch *cnext;	 /* its connection's list */
+	atomic_int dirty;
+	int live; /* the key was live at WATCH */
+	uint32_t klen;
+	uint8_t key[];
+};
+
+struct resp_txq {
+	int on;	     /* inside MULTI */
+	int aborted; /* a command was refused while queueing */
+	uint32_t n;
+	struct kv_buf q; /* per command: u16 id, u32 argc, u32 len, args */
+	struct kvd_watch *watches;
+};
+
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kvd_watch *watch_ht[WATCH_BUCKETS];
+static atomic_uint nwatch;
+
+static unsigned bucket(const void *k, size_t n)
+{
+	return (unsigned)(XXH3_64bits(k, n) & (WATCH_BUCKETS - 1));
+}
+
+void kvd_watch_touch(const void *key, size_t klen)
+{
+	struct kvd_watch *w;
+
+	if (!atomic_load_explicit(&nwatch, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&watch_mu);
+	for (w = watch_ht[bucket(key, klen)]; w; w = w->next)
+		if (w->klen == klen && !memcmp(w->key, key, klen))
+			atomic_store(&w->dirty, 1);
+	pthread_mutex_unlock(&watch_mu);
+}
+
+static struct resp_txq *txq(struct kvd_conn *c)
+{
+	if (!c->txq)
+		c->txq = calloc(1, sizeof(*c->txq));
+	return c->txq;
+}
+
+static void unwatch_all(struct kvd_conn *c)
+{
+	struct kvd_watch *w, *next;
+
+	if (!c->txq || !c->txq->watches)
+		return;
+	pthread_mutex_lock(&watch_mu);
+	for (w = c->txq->watches; w; w = next) {
+		next = w->cnext;
+		*w->pprev = w->next;
+		if (w->next)
+			w->next->pprev = w->pprev;
+		atomic_fetch_sub(&nwatch, 1);
+		free(w);
+	}
+	pthread_mutex_unlock(&watch_mu);
+	c->txq->watches = NULL;
+}
+
+static void reset_queue(struct resp_txq *t)
+{
+	t->on = t->aborted = 0;
+	t->n = 0;
+	t->q.len = 0;
+	t->q.err = 0;
+	kv_buf_trim(&t->q, 4096);
+}
+
+void kvd_resp_multi_free(struct kvd_conn *c)
+{
+	if (!c->txq)
+		return;
+	unwatch_all(c);
+	kv_buf_free(&c->txq->q);
+	free(c->txq);
+	c->txq = NULL;
+}
+
+int kvd_resp_in_multi(const struct kvd_conn *c)
+{
+	return c->txq && c->txq->on;
+}
+
+void kvd_resp_multi_refuse(struct kvd_conn *c)
+{
+	c->txq->aborted = 1;
+}
+
+/* Queue request r (already checked: arity, access); 0 or -1. */
+int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_txq *t = c->txq;
+	struct resp_it it;
+	struct kv_slice a;
+	uint16_t id = r->cmd;
+
+	kv_buf_append(&t->q, &id, sizeof(id));
+	kv_buf_append(&t->q, &r->argc, sizeof(r->argc));
+	resp_it_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc; i++) {
+		uint32_t n;
+
+		resp_it_next(&it, &a);
+		n = (uint32_t)a.n;
+		kv_buf_append(&t->q, &n, sizeof(n));
+		kv_buf_append(&t->q, a.p, a.n);
+	}
+	if (t->q.err)
+		return -1;
+	t->n++;
+	return 0;
+}
+
+/* ===================== Commands ===================== */
+
+const char *resp_multi(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_txq *t = txq(c);
+
+	(void)r;
+	if (!t)
+		return resp_err_internal;
+	if (t->on)
+		return "ERR MULTI calls can not be nested";
+	t->on = 1;
+	resp_add_ok(c);
+	return NULL;
+}
+
+const char *resp_discard(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)r;
+	if (!kvd_resp_in_multi(c))
+		return "ERR DISCARD without MULTI";
+	reset_queue(c->txq);
+	unwatch_all(c);
+	resp_add_ok(c);
+	return NULL;
+}
+
+const char *resp_unwatch(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)r;
+	unwatch_all(c);
+	resp_add_ok(c);
+	return NULL;
+}
+
+static int key_live(struct kvd_conn *c, struct kv_slice k)
+{
+	struct kvd_io *io = c->io;
+	struct kv_slice v;
+
+	if (!resp_key_ok(c, k))
+		return 0;
+	return kvd_reader_get(io->reader,
+			      kvd_shard_of(k.p, k.n, io->srv->nshards), k.p,
+			      k.n, kvd_now_ms(), &v) == KV_OK;
+}
+
+static int watch_key(struct kvd_conn *c, struct kv_slice k)
+{
+	struct resp_txq *t = c->txq;
+	struct kvd_watch *w;
+	unsigned b;
+
+	for (w = t->watches; w; w = w->cnext)
+		if (w->klen == k.n && !memcmp(w->key, k.p, k.n))
+			return 0; /* as Redis: the first WATCH stands */
+	w = calloc(1, sizeof(*w) + k.n);
+	if (!w)
+		return -1;
+	w->klen = (uint32_t)k.n;
+	memcpy(w->key, k.p, k.n);
+	w->live = key_live(c, k);
+	b = bucket(k.p, k.n);
+	pthread_mutex_lock(&watch_mu);
+	w->next = watch_ht[b];
+	if (w->next)
+		w->next->pprev = &w->next;
+	w->pprev = &watch_ht[b];
+	watch_ht[b] = w;
+	atomic_fetch_add(&nwatch, 1);
+	pthread_mutex_unlock(&watch_mu);
+	w->cnext = t->watches;
+	t->watches = w;
+	return 0;
+}
+
+const char *resp_watch(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kvd_excl x;
+	struct resp_it it;
+	struct kv_slice k;
+	int rc = 0;
+
+	if (kvd_resp_in_multi(c))
+		return "ERR WATCH inside MULTI is not allowed";
+	if (!txq(c))
+		return resp_err_internal;
+	/* Exclusive: a batch under way would store after the key is read
+	 * but before it is registered, unseen by both. */
+	kvd_excl_begin(&x, c->io->srv);
+	resp_it_init(r, 1, &it);
+	for (uint32_t i = 1; i < r->argc && !rc; i++) {
+		resp_it_next(&it, &k);
+		rc = watch_key(c, k);
+	}
+	kvd_excl_end(&x);
+	if (rc)
+		return resp_err_internal;
+	resp_add_ok(c);
+	return NULL;
+}
+
+/* Has a watched key changed since WATCH?  In an exclusive section. */
+static int watch_broken(struct kvd_conn *c)
+{
+	for (struct kvd_watch *w = c->txq->watches; w; w = w->cnext) {
+		struct kv_slice k = {.p = w->key, .n = w->klen};
+
+		if (atomic_load(&w->dirty) || (w->live && !key_live(c, k)))
+			return 1;
+	}
+	return 0;
+}
+
+/* Run the queued commands; their replies follow the array's header. */
+static void run_queue(struct kvd_conn *c, struct kvd_excl *x, const uint8_t *p,
+		      uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct resp_req r;
+		uint16_t id;
+		uint32_t argc;
+
+		memcpy(&id, p, sizeof(id));
+		memcpy(&argc, p + sizeof(id), sizeof(argc));
+		p += sizeof(id) + sizeof(argc);
+		memset(&r, 0, offsetof(struct resp_req, err));
+		r.cmd = id;
+		r.argc = argc;
+		r.body = p;
+		r.packed = 1;
+		resp_req_fill(&r);
+		for (uint32_t j = 0; j < argc; j++) {
+			uint32_t len;
+
+			memcpy(&len, p, sizeof(len));
+			p += sizeof(len) + len;
+		}
+		if (resp_cmds[id].flags & RC_WRITE) {
+			kvd_excl_capture(x);
+			kvd_resp_run(c, &r);
+			kvd_excl_apply(x);
+		} else {
+			/* reads see the transaction's writes before them */
+			kvd_excl_commit(x);
+			kvd_resp_run(c, &r);
+		}
+	}
+}
+
+const char *resp_exec(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_txq *t = c->txq;
+	struct kvd_excl *x;
+	struct kv_buf q;
+
+	(void)r;
+	if (!kvd_resp_in_multi(c))
+		return "ERR EXEC without MULTI";
+	if (t->aborted) {
+		reset_queue(t);
+		unwatch_all(c);
+		return "EXECABORT Transaction discarded because of previous "
+		       "errors.";
+	}
+	x = malloc(sizeof(*x));
+	if (!x)
+		return resp_err_internal;
+	kvd_excl_begin(x, c->io->srv);
+	if (watch_broken(c)) {
+		kvd_excl_end(x);
+		free(x);
+		reset_queue(t);
+		unwatch_all(c);
+		resp_add_raw(c, "*-1\r\n", 5);
+		return NULL;
+	}
+	unwatch_all(c);
+	/* The queue leaves the connection first: a queued MULTI-free
+	 * command such as UNWATCH may touch its state. */
+	q = t->q;
+	memset(&t->q, 0, sizeof(t->q));
+	resp_add_array(c, t->n);
+	run_queue(c, x, q.data, t->n);
+	kvd_excl_end(x);
+	free(x);
+	kv_buf_free(&t->q);
+	t->q = q;
+	reset_queue(t);
+	return NULL;
+}
