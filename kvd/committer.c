@@ -56,6 +56,9 @@ static int pause_rc; /* under pause_mu: a checkpoint that failed */
  * writes itself (kvd_excl_*).  Writers are preferred, so that a steady
  * stream of batches cannot starve an EXEC. */
 static pthread_rwlock_t txn_lock;
+/* Odd while an exclusive section runs: a reader that saw it move knows
+ * its reads may straddle one (kvd_excl_seq). */
+static atomic_uint excl_seq;
 static pthread_once_t txn_once = PTHREAD_ONCE_INIT;
 
 /* The io thread in an EXEC: its writes are captured here instead of
@@ -469,6 +472,7 @@ void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv)
 {
 	pthread_once(&txn_once, txn_lock_init);
 	pthread_rwlock_wrlock(&txn_lock);
+	atomic_fetch_add(&excl_seq, 1);
 	memset(x, 0, sizeof(*x));
 	x->srv = srv;
 }
@@ -573,7 +577,27 @@ void kvd_excl_end(struct kvd_excl *x)
 	if (cap_tail)
 		kvd_excl_apply(x);
 	kvd_excl_commit(x);
+	atomic_fetch_add(&excl_seq, 1);
 	pthread_rwlock_unlock(&txn_lock);
+}
+
+unsigned kvd_excl_seq(void)
+{
+	unsigned s = atomic_load(&excl_seq);
+
+	if (s & 1) {
+		/* wait for the section to end */
+		pthread_once(&txn_once, txn_lock_init);
+		pthread_rwlock_rdlock(&txn_lock);
+		pthread_rwlock_unlock(&txn_lock);
+		s = atomic_load(&excl_seq);
+	}
+	return s;
+}
+
+int kvd_excl_moved(unsigned seq)
+{
+	return atomic_load(&excl_seq) != seq;
 }
 
 int kvd_committers_start(struct kvd_server *srv)

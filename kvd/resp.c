@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "committer.h"
 #include "kv_status.h"
 #include "loop.h"
 
@@ -660,6 +661,29 @@ void kvd_resp_run(struct kvd_conn *c, struct resp_req *r)
 	answer(c, d, r, err, was, mark);
 }
 
+/* A command that reads keys never sees an EXEC half applied across
+ * shards: if one ran meanwhile, its reply is dropped and it runs again
+ * (a relaxed look before and after: EXECs are rare).  Its own EXEC and
+ * WATCH are exclusive sections themselves. */
+static const char *run_read(struct kvd_conn *c, const struct resp_cmd *d,
+			    struct resp_req *r)
+{
+	size_t mark = c->out.len;
+	const char *err;
+	unsigned seq;
+
+	if (!(d->flags & RC_READ) || r->cmd == RESP_CMD_EXEC ||
+	    r->cmd == RESP_CMD_WATCH)
+		return d->fn(c, r);
+	for (;;) {
+		seq = kvd_excl_seq();
+		err = d->fn(c, r);
+		if (!kvd_excl_moved(seq) || c->out.len < mark)
+			return err;
+		c->out.len = mark;
+	}
+}
+
 /* Inside MULTI every command but these is queued. */
 static int multi_runs(int id)
 {
@@ -733,7 +757,7 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		return stall(c);
 	if (!err) {
 		t0 = kvd_resp_pre(c, r);
-		err = d->fn(c, r);
+		err = run_read(c, d, r);
 		kvd_resp_post(c, r, t0, err ? KVD_RESP_FAILED : KVD_RESP_RAN);
 	} else if (d) {
 		kvd_resp_post(c, r, 0, KVD_RESP_REJECTED);
