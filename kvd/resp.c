@@ -710,6 +710,21 @@ static size_t multi_queue(struct kvd_conn *c, struct resp_req *r,
 	return consumed(c, len);
 }
 
+/* As Redis: an EXEC refused (arity, access) ends any transaction, and
+ * says so. */
+static const char *exec_refused(struct kvd_conn *c, struct resp_req *r,
+				const char *err)
+{
+	char why[sizeof(r->err)];
+
+	snprintf(why, sizeof(why), "%s",
+		 strncmp(err, "ERR ", 4) ? err : err + 4);
+	snprintf(r->err, sizeof(r->err),
+		 "EXECABORT Transaction discarded because of: %.400s", why);
+	kvd_resp_multi_free(c);
+	return r->err;
+}
+
 /* Run one parsed request of len bytes: len once answered or queued, 0 when
  * it has to wait. */
 static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
@@ -748,7 +763,9 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 			err = "READONLY You can't write against a read only "
 			      "server.";
 	}
-	if (kvd_resp_in_multi(c) && (err || !multi_runs(id)))
+	if (err && id == RESP_CMD_EXEC)
+		err = exec_refused(c, r, err);
+	else if (kvd_resp_in_multi(c) && (err || !multi_runs(id)))
 		return multi_queue(c, r, err, len);
 	/* Everything but a write answers at once: while earlier writes are
 	 * in flight, its reply waits behind theirs (conn.h), and a read that

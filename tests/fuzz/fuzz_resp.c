@@ -105,6 +105,11 @@ void kvd_resp_multi_refuse(struct kvd_conn *c)
 	(void)c;
 }
 
+void kvd_resp_multi_free(struct kvd_conn *c)
+{
+	(void)c;
+}
+
 /* committer.c's exclusive sections: none here. */
 unsigned kvd_excl_seq(void)
 {

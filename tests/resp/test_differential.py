@@ -1,7 +1,8 @@
 """test_differential.py - the same seeded random command sequences sent to
 redis-server 7.0 and to kvd's RESP port, every reply compared.
 
-Every string and keyspace command kvd has is generated, on keys drawn from a
+Every string and keyspace command kvd has is generated (test_transactions:
+inside MULTI/EXEC too, with WATCH, and a second connection writing), on keys drawn from a
 small set so that commands collide, with values that are integers, floats,
 binary, empty or long, random TTLs, bad arguments and wrong argument counts.
 Replies must be equal byte for byte, except:
@@ -385,6 +386,7 @@ class Differential(unittest.TestCase):
                     if why in RESYNC:
                         for key in KEYS:
                             resync(kvd, redis, key)
+                        redis.call("DEL", b"")  # an empty key kvd refused
                 # the key named first holds the same value after every
                 # command, so that a divergence is caught where it starts
                 if len(cmd) > 1 and cmd[1] in KEYS:
@@ -398,6 +400,101 @@ class Differential(unittest.TestCase):
         print("commands exercised:", b" ".join(sorted(seen)).decode())
         print("documented differences met:", excused or "none")
         kvd.close()
+
+    def exec_reply(self, queue, k, rd, redis, where, excused):
+        """EXEC's array: each element compared as its queued command's."""
+        if not (isinstance(k, list) and isinstance(rd, list)
+                and len(k) == len(rd) == len(queue)):
+            return self.compare([b"EXEC"], k, rd, redis, where)
+        why = None
+        for cmd, ke, re_ in zip(queue, k, rd):
+            w = self.compare(cmd, ke, re_, redis, "%s, in EXEC" % where)
+            if w:
+                excused[w] = excused.get(w, 0) + 1
+                why = why or (w if w in RESYNC else None)
+        return why
+
+    def test_transactions(self):
+        """MULTI/EXEC/DISCARD/WATCH/UNWATCH sequences, queued commands of
+        every kind (refusals included, which abort EXEC), and a second
+        connection writing watched keys between WATCH and EXEC."""
+        seed = int(os.environ.get("KVD_SEED", random.randrange(1 << 32)))
+        n = int(os.environ.get("KVD_DIFF_COMMANDS", "1500"))
+        print("seed %d (KVD_SEED=%d replays)" % (seed, seed), flush=True)
+        rnd = random.Random(seed)
+        kvd, redis = Raw(self.srv.resp_port), Raw(self.redis_port)
+        kvd2, redis2 = Raw(self.srv.resp_port), Raw(self.redis_port)
+        # (WAIT blocks Redis inside EXEC; introspection and OBJECT are
+        # compared in test_random_sequences)
+        names = sorted(x for x in GEN if x not in ("WAIT", "INTRO_BAD", "OBJECT",
+                                                  "OBJECT_BAD", "RANDOMKEY"))
+        self.recent = collections.deque(maxlen=25)
+        excused = {}
+        queue, inmulti, resync_due = [], False, False
+        self.assertEqual(kvd.call("FLUSHALL"), b"OK")
+        self.assertEqual(redis.call("FLUSHALL"), b"OK")
+        for i in range(n):
+            r = rnd.random()
+            other = None
+            if r < 0.06:
+                cmd = [b"MULTI"]
+            elif r < 0.12:
+                cmd = [b"EXEC"]
+            elif r < 0.14:
+                cmd = [b"DISCARD"]
+            elif r < 0.19:
+                cmd = [b"WATCH"] + [rkey(rnd) for _ in range(rnd.randrange(1, 3))]
+            elif r < 0.21:
+                cmd = [b"UNWATCH"]
+            elif r < 0.22:
+                cmd = rnd.choice([[b"EXEC", b"x"], [b"MULTI", b"x"], [b"WATCH"]])
+            else:
+                cmd = GEN[rnd.choice(names)](rnd)
+                if rnd.random() < 0.05 and cmd[0] != b"UNKNOWN":
+                    cmd = mangle(rnd, cmd)
+            if rnd.random() < 0.08:
+                other = rnd.choice([[b"SET", rkey(rnd), rval(rnd)], [b"DEL", rkey(rnd)],
+                                    [b"INCR", rkey(rnd)], [b"GET", rkey(rnd)],
+                                    [b"EXPIRE", rkey(rnd), b"1000"]])
+                ko, ro = kvd2.call(*other), redis2.call(*other)
+                self.compare(other, ko, ro, redis, "seed %d, other %d" % (seed, i))
+            k, rd = kvd.call(*cmd), redis.call(*cmd)
+            self.recent.append((cmd, k, rd))
+            where = "seed %d, command %d" % (seed, i)
+            name = cmd[0].upper()
+            if name == b"EXEC":
+                if len(cmd) == 1 and inmulti:
+                    why = self.exec_reply(queue, k, rd, redis, where, excused)
+                else:  # refused: ends the transaction too
+                    why = self.compare(cmd, k, rd, redis, where)
+                inmulti, queue = False, []
+            else:
+                why = self.compare(cmd, k, rd, redis, where)
+                if why:
+                    excused[why] = excused.get(why, 0) + 1
+                if name == b"MULTI" and len(cmd) == 1:
+                    inmulti = True
+                elif name == b"DISCARD" and len(cmd) == 1:
+                    inmulti, queue = False, []
+                elif inmulti and rd == b"QUEUED":
+                    queue.append(cmd)
+            resync_due = resync_due or why in RESYNC
+            if resync_due and not inmulti:
+                # (the resync writes keys: both forget their WATCHes; an
+                # empty key kvd refused goes from Redis too)
+                for key in KEYS:
+                    resync(kvd, redis, key)
+                redis.call("DEL", b"")
+                self.assertEqual(kvd.call("UNWATCH"), redis.call("UNWATCH"))
+                resync_due = False
+        if inmulti:
+            kvd.call("DISCARD")
+            redis.call("DISCARD")
+        for key in KEYS:
+            self.assertEqual(kvd.call("GET", key), redis.call("GET", key), key)
+        print("documented differences met:", excused or "none")
+        for c in (kvd, redis, kvd2, redis2):
+            c.close()
         redis.close()
 
 
