@@ -274,13 +274,6 @@ EXCEPTIONS = [
      "write naming one is refused whole",
      lambda k, rd, cmd, redis: (err(k, "ERR invalid key")
                                 and any(a == b"" for a in cmd[1:]))),
-    ("INCR on a value with a NUL byte (bug)",
-     "a known bug: the committer's integer parsing stops at a NUL byte, so "
-     "a value such as \\x00\\xff counts as 0 (kvd/shard_write.c parse_i64)",
-     lambda k, rd, cmd, redis: (cmd[0] in (b"INCR", b"DECR", b"INCRBY", b"DECRBY")
-                                and isinstance(k, int)
-                                and err(rd, "ERR value is not an integer")
-                                and b"\x00" in (redis.call("GET", cmd[1]) or b""))),
     ("OBJECT IDLETIME",
      "kvd does not track access times: IDLETIME is always 0",
      lambda k, rd, cmd, redis: (cmd[0] == b"OBJECT" and cmd[1].upper() == b"IDLETIME"
@@ -290,8 +283,7 @@ EXCEPTIONS = [
 
 # After these, Redis applied a write that kvd refused: kvd's copy of the
 # key is made Redis's again, so that the runs do not drift apart.
-RESYNC = {"EXPIRE NX/XX/GT/LT", "Keys outside 1..max-key-size",
-          "INCR on a value with a NUL byte (bug)"}
+RESYNC = {"EXPIRE NX/XX/GT/LT", "Keys outside 1..max-key-size"}
 
 
 def resync(kvd, redis, key):
