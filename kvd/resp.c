@@ -763,7 +763,7 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 			err = "READONLY You can't write against a read only "
 			      "server.";
 	}
-	if (err && id == RESP_CMD_EXEC)
+	if (err && id == RESP_CMD_EXEC && !kvd_auth_pending(c))
 		err = exec_refused(c, r, err);
 	else if (kvd_resp_in_multi(c) && (err || !multi_runs(id)))
 		return multi_queue(c, r, err, len);

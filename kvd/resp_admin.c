@@ -48,6 +48,9 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_PEXPIRETIME] = "7.0.0", [RESP_CMD_RANDOMKEY] = "1.0.0",
     [RESP_CMD_SLOWLOG] = "2.2.12",    [RESP_CMD_SUBSTR] = "1.0.0",
     [RESP_CMD_TOUCH] = "3.2.1",	      [RESP_CMD_WAIT] = "3.0.0",
+    [RESP_CMD_MULTI] = "1.2.0",	      [RESP_CMD_EXEC] = "1.2.0",
+    [RESP_CMD_DISCARD] = "2.0.0",     [RESP_CMD_WATCH] = "2.2.0",
+    [RESP_CMD_UNWATCH] = "2.2.0",
 };
 
 /* ===================== Connection ===================== */
