@@ -64,6 +64,7 @@ static pthread_once_t txn_once = PTHREAD_ONCE_INIT;
 /* The io thread in an EXEC: its writes are captured here instead of
  * being queued (kvd_committer_submit). */
 static __thread struct kvd_wreq **cap_tail;
+static __thread struct kvd_excl *excl_cur; /* this thread's section */
 
 static void wake(struct kvd_committer *c)
 {
@@ -475,6 +476,12 @@ void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv)
 	atomic_fetch_add(&excl_seq, 1);
 	memset(x, 0, sizeof(*x));
 	x->srv = srv;
+	excl_cur = x;
+}
+
+struct kvd_excl *kvd_excl_current(void)
+{
+	return excl_cur;
 }
 
 void kvd_excl_capture(struct kvd_excl *x)
@@ -577,6 +584,7 @@ void kvd_excl_end(struct kvd_excl *x)
 	if (cap_tail)
 		kvd_excl_apply(x);
 	kvd_excl_commit(x);
+	excl_cur = NULL;
 	atomic_fetch_add(&excl_seq, 1);
 	pthread_rwlock_unlock(&txn_lock);
 }

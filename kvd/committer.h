@@ -70,6 +70,8 @@ void kvd_excl_capture(struct kvd_excl *x);
 void kvd_excl_apply(struct kvd_excl *x);
 void kvd_excl_commit(struct kvd_excl *x);
 void kvd_excl_end(struct kvd_excl *x);
+/* The section this thread is in, or NULL. */
+struct kvd_excl *kvd_excl_current(void);
 /* Readers: a read that began at seq (waited for a section under way) and
  * ends with kvd_excl_moved false saw no section's writes half made. */
 unsigned kvd_excl_seq(void);

@@ -645,7 +645,8 @@ static void answer(struct kvd_conn *c, const struct resp_cmd *d,
 {
 	if (err)
 		resp_add_error(c, err);
-	if (was && (err || !d || !(d->flags & RC_WRITE)))
+	if (was && (err || !d || !(d->flags & RC_WRITE) ||
+		    ((d->flags & RC_EXCL) && c->out.len > mark)))
 		kvd_conn_defer(c, mark, r->cmd);
 }
 
@@ -771,6 +772,8 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 	 * in flight, its reply waits behind theirs (conn.h), and a read that
 	 * one of them may touch waits for them to commit. */
 	if (was && !err && !(d->flags & RC_WRITE) && !reads_free(c, d, r))
+		return stall(c);
+	if (was && !err && (d->flags & RC_EXCL))
 		return stall(c);
 	if (!err) {
 		t0 = kvd_resp_pre(c, r);

@@ -65,6 +65,9 @@ enum {
 	RC_FAST = 1u << 2,
 	RC_ADMIN = 1u << 3,
 	RC_CONN = 1u << 4, /* connection state only */
+	/* reads and writes keys in an exclusive section (resp_multi.c): waits
+	 * for the connection's writes in flight, then may answer at once */
+	RC_EXCL = 1u << 5,
 };
 
 typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
@@ -98,6 +101,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Returns detailed information about commands.")                      \
 	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
 	  "Reads the server's configuration (CONFIG GET).")                    \
+	X(COPY, "copy", resp_copy, KVO(GET) | KVO(PUT), -3,                    \
+	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	  "Copies the value of a key "                                         \
+	  "to a new key.")                                                     \
 	X(DBSIZE, "dbsize", resp_dbsize, KVO(COUNT), 1, RC_READ, 0, 0, 0,      \
 	  "server", "Returns the number of keys.")                             \
 	X(DECR, "decr", resp_incr, KVO(INCR), 2, RC_WRITE | RC_FAST, 1, 1, 1,  \
@@ -192,6 +199,13 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "connection", "Closes the connection.")                              \
 	X(RANDOMKEY, "randomkey", resp_randomkey, KVO(SCAN), 1, RC_READ, 0, 0, \
 	  0, "generic", "Returns a random key name from the database.")        \
+	X(RENAME, "rename", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL), 3,    \
+	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	  "Renames a key and "                                                 \
+	  "overwrites the destination.")                                       \
+	X(RENAMENX, "renamenx", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL),   \
+	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 2, 1, "generic",                 \
+	  "Renames a key only when the target key name doesn't exist.")        \
 	X(SCAN, "scan", resp_scan, KVO(SCAN), -2, RC_READ, 0, 0, 0, "generic", \
 	  "Iterates over the key names in key order.")                         \
 	X(SELECT, "select", resp_select, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,     \

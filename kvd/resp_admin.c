@@ -50,7 +50,8 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_TOUCH] = "3.2.1",	      [RESP_CMD_WAIT] = "3.0.0",
     [RESP_CMD_MULTI] = "1.2.0",	      [RESP_CMD_EXEC] = "1.2.0",
     [RESP_CMD_DISCARD] = "2.0.0",     [RESP_CMD_WATCH] = "2.2.0",
-    [RESP_CMD_UNWATCH] = "2.2.0",
+    [RESP_CMD_UNWATCH] = "2.2.0",     [RESP_CMD_RENAME] = "1.0.0",
+    [RESP_CMD_RENAMENX] = "1.0.0",    [RESP_CMD_COPY] = "6.2.0",
 };
 
 /* ===================== Connection ===================== */

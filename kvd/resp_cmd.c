@@ -497,6 +497,10 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 		}
 		break;
 	case RESP_CMD_SETNX: resp_add_int(c, st == KV_OK); break;
+	case RESP_CMD_EXEC: break; /* a part answered by another (RENAME) */
+	case RESP_CMD_RENAME: resp_add_ok(c); break;
+	case RESP_CMD_RENAMENX:
+	case RESP_CMD_COPY: resp_add_int(c, 1); break;
 	case RESP_CMD_SETEX:
 	case RESP_CMD_PSETEX:
 	case RESP_CMD_MSET:

@@ -28,6 +28,7 @@
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
+#include "write.h"
 
 #define WATCH_BUCKETS 4096
 
@@ -340,4 +341,158 @@ const char *resp_exec(struct kvd_conn *c, struct resp_req *r)
 	t->q = q;
 	reset_queue(t);
 	return NULL;
+}
+
+/* ===================== RENAME, RENAMENX, COPY ===================== */
+
+/* A key's value (copied) and absolute expiry (0: none), read in an
+ * exclusive section; KV_OK, KV_NOT_FOUND or a KV_* failure. */
+static int read_key(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		    uint64_t *exp)
+{
+	struct kvd_io *io = c->io;
+	unsigned s = kvd_shard_of(k.p, k.n, io->srv->nshards);
+	struct kv_slice val;
+	int64_t ttl;
+	int rc;
+
+	io->now_ms = kvd_now_ms();
+	rc = kvd_reader_get(io->reader, s, k.p, k.n, io->now_ms, &val);
+	if (rc != KV_OK)
+		return rc;
+	if (v && kv_buf_append(v, val.p, val.n))
+		return KV_INTERNAL;
+	rc = kvd_reader_ttl(io->reader, s, k.p, k.n, io->now_ms, &ttl);
+	if (rc != KV_OK)
+		return rc;
+	*exp = ttl < 0 ? 0 : io->now_ms + (uint64_t)ttl;
+	return KV_OK;
+}
+
+/* Queue one write and commit it at once; its request, for its status. */
+static struct kvd_wreq *write_now(struct kvd_conn *c, struct kvd_excl *x,
+				  unsigned op, enum kvd_wkind kind,
+				  struct kv_slice k, struct kv_slice v,
+				  uint64_t exp)
+{
+	struct kvd_wreq *w;
+
+	kvd_excl_capture(x);
+	if (kvd_write_one(c, op, kind, k, v, exp, 0, 0) != KV_OK) {
+		kvd_excl_apply(x);
+		return NULL;
+	}
+	w = x->cap;
+	kvd_excl_apply(x);
+	kvd_excl_commit(x);
+	return w;
+}
+
+/* Copy src to dst (its expiry with it), then delete src when del.  The
+ * new key is committed (in sync mode flushed) before the old one is
+ * deleted: a crash in between leaves both, never neither. */
+static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
+			    struct resp_req *r, int del, int replace)
+{
+	struct kv_slice src = r->a[1], dst = r->a[2];
+	struct kv_buf v = {0};
+	uint64_t exp = 0, dexp;
+	const char *err = NULL;
+	struct kvd_wreq *w;
+	int rc, same = src.n == dst.n && !memcmp(src.p, dst.p, src.n);
+	int nx = r->cmd == RESP_CMD_RENAMENX || !replace;
+
+	rc = read_key(c, src, &v, &exp);
+	if (rc == KV_NOT_FOUND) {
+		if (r->cmd == RESP_CMD_COPY)
+			resp_add_int(c, 0);
+		else
+			err = "ERR no such key";
+		goto out;
+	}
+	if (rc != KV_OK) {
+		err = resp_err_internal;
+		goto out;
+	}
+	if (same) { /* RENAME k k: +OK, RENAMENX k k: :0 */
+		if (r->cmd == RESP_CMD_RENAME)
+			resp_add_ok(c);
+		else
+			resp_add_int(c, 0);
+		goto out;
+	}
+	if (nx && read_key(c, dst, NULL, &dexp) != KV_NOT_FOUND) {
+		resp_add_int(c, 0);
+		goto out;
+	}
+	w = write_now(c, x, del ? RESP_CMD_EXEC : r->cmd, KVD_W_PUT, dst,
+		      (struct kv_slice){.p = v.data, .n = v.len}, exp);
+	if (!w || w->op.status != KV_OK || !del)
+		goto out; /* the PUT's own reply says what happened */
+	write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0);
+out:
+	kv_buf_free(&v);
+	return err;
+}
+
+/* Move or copy inside this thread's exclusive section (EXEC's), or in one
+ * of its own. */
+static const char *in_section(struct kvd_conn *c, struct resp_req *r, int del,
+			      int replace)
+{
+	struct kvd_excl *x = kvd_excl_current(), *own = NULL;
+	const char *err;
+
+	if (!resp_key_ok(c, r->a[1]) || !resp_key_ok(c, r->a[2]))
+		return resp_err_key;
+	if (x) {
+		kvd_excl_commit(x); /* EXEC: its writes so far are seen */
+	} else {
+		own = malloc(sizeof(*own));
+		if (!own)
+			return resp_err_internal;
+		kvd_excl_begin(own, c->io->srv);
+		x = own;
+	}
+	err = move_key(c, x, r, del, replace);
+	if (own) {
+		kvd_excl_end(own);
+		free(own);
+	}
+	return err;
+}
+
+const char *resp_rename(struct kvd_conn *c, struct resp_req *r)
+{
+	return in_section(c, r, 1, r->cmd == RESP_CMD_RENAME);
+}
+
+/* COPY src dst [DB n] [REPLACE]: only database 0 exists. */
+const char *resp_copy(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_it it;
+	struct kv_slice a;
+	int replace = 0;
+
+	resp_it_init(r, 3, &it);
+	for (uint32_t i = 3; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		if (resp_eq(a, "replace")) {
+			replace = 1;
+		} else if (resp_eq(a, "db") && i + 1 < r->argc) {
+			long long db;
+
+			resp_it_next(&it, &a);
+			i++;
+			if (resp_ll(a, &db))
+				return resp_err_int;
+			if (db != 0)
+				return "ERR DB index is out of range";
+		} else {
+			return resp_err_syntax;
+		}
+	}
+	if (r->a[1].n == r->a[2].n && !memcmp(r->a[1].p, r->a[2].p, r->a[1].n))
+		return "ERR source and destination objects are the same";
+	return in_section(c, r, 0, replace);
 }

@@ -165,6 +165,11 @@ GEN = {
         [b"CLIENT", b"LIST", b"TYPE", b"x"], [b"CLIENT", b"LIST", b"ID", b"x"],
         [b"CLIENT", b"LIST", b"x"], [b"CLIENT", b"NO-EVICT", b"maybe"],
         [b"CLIENT", b"INFO", b"x"], [b"MONITOR", b"x"]]),
+    "RENAME": lambda r: [b"RENAME", rkey(r), rkey(r)],
+    "RENAMENX": lambda r: [b"RENAMENX", rkey(r), rkey(r)],
+    "COPY": lambda r: [b"COPY", rkey(r), rkey(r)] + r.choice(
+        [[], [b"REPLACE"], [b"replace"], [b"DB", b"0"], [b"DB", b"1"], [b"DB", b"x"],
+         [b"DB", b"0", b"REPLACE"], [b"BOGUS"], [b"DB"]]),
     "ECHO": lambda r: [b"ECHO", rval(r)],
     "PING": lambda r: [b"PING"] + r.choice([[], [rval(r)]]),
     "SELECT": lambda r: [b"SELECT", r.choice([b"0", b"1", b"x"])],
@@ -274,6 +279,11 @@ EXCEPTIONS = [
      "write naming one is refused whole",
      lambda k, rd, cmd, redis: (err(k, "ERR invalid key")
                                 and any(a == b"" for a in cmd[1:]))),
+    ("OBJECT REFCOUNT of a copied small integer",
+     "kvd stores bytes, not Redis objects: REFCOUNT follows the value's content; "
+     "Redis's COPY makes a private object where SET would share the integer",
+     lambda k, rd, cmd, redis: (cmd[0] == b"OBJECT" and cmd[1].upper() == b"REFCOUNT"
+                                and k == 2147483647 and rd == 1)),
     ("OBJECT IDLETIME",
      "kvd does not track access times: IDLETIME is always 0",
      lambda k, rd, cmd, redis: (cmd[0] == b"OBJECT" and cmd[1].upper() == b"IDLETIME"
