@@ -637,6 +637,16 @@ static size_t consumed(struct kvd_conn *c, size_t len)
 	return len;
 }
 
+int resp_excl_req(const struct resp_cmd *d, const struct resp_req *r)
+{
+	if (d->flags & RC_EXCL)
+		return 1;
+	/* EXPIRE's NX, XX, GT and LT compare with the key's expiry */
+	return r->argc > 3 &&
+	       (r->cmd == RESP_CMD_EXPIRE || r->cmd == RESP_CMD_PEXPIRE ||
+		r->cmd == RESP_CMD_EXPIREAT || r->cmd == RESP_CMD_PEXPIREAT);
+}
+
 /* Answer a request in order: while earlier writes are in flight, a reply
  * that is not a write's waits behind theirs (conn.h). */
 static void answer(struct kvd_conn *c, const struct resp_cmd *d,
@@ -646,7 +656,7 @@ static void answer(struct kvd_conn *c, const struct resp_cmd *d,
 	if (err)
 		resp_add_error(c, err);
 	if (was && (err || !d || !(d->flags & RC_WRITE) ||
-		    ((d->flags & RC_EXCL) && c->out.len > mark)))
+		    (resp_excl_req(d, r) && c->out.len > mark)))
 		kvd_conn_defer(c, mark, r->cmd);
 }
 
@@ -773,7 +783,7 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 	 * one of them may touch waits for them to commit. */
 	if (was && !err && !(d->flags & RC_WRITE) && !reads_free(c, d, r))
 		return stall(c);
-	if (was && !err && (d->flags & RC_EXCL))
+	if (was && !err && resp_excl_req(d, r))
 		return stall(c);
 	if (!err) {
 		t0 = kvd_resp_pre(c, r);

@@ -276,6 +276,20 @@ void resp_req_fill(struct resp_req *r);
 /* Run r (r->cmd set, already checked) and answer it in order (resp.c). */
 void kvd_resp_run(struct kvd_conn *c, struct resp_req *r);
 int kvd_resp_in_multi(const struct kvd_conn *c);
+/* Does r run in an exclusive section (RC_EXCL, or EXPIRE with options)? It
+ * waits for the connection's writes in flight, and may answer at once. */
+int resp_excl_req(const struct resp_cmd *d, const struct resp_req *r);
+/* Run fn inside this thread's exclusive section (EXEC's) or one of its
+ * own; writes fn queues are applied and committed before the section
+ * ends (EXEC's writes before it first).  fn's error, or NULL. */
+typedef const char *(*resp_excl_fn)(struct kvd_conn *c, struct resp_req *r,
+				    void *arg);
+const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
+			    resp_excl_fn fn, void *arg);
+/* In a section: a key's value (appended to v when v) and its absolute
+ * expiry (0: none).  KV_OK, KV_NOT_FOUND or another KV_*. */
+int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		      uint64_t *exp);
 int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
 void kvd_resp_multi_refuse(struct kvd_conn *c);
 void kvd_resp_multi_free(struct kvd_conn *c);

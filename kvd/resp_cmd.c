@@ -359,6 +359,78 @@ const char *resp_incr(struct kvd_conn *c, struct resp_req *r)
 
 /* EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST.  An expiry already in the
  * past deletes the key (as Redis does); PERSIST is an expiry of 0. */
+enum { EXP_NX = 1, EXP_XX = 2, EXP_GT = 4, EXP_LT = 8 };
+
+/* EXPIRE's options from argument 3 on, with Redis 7.0's errors. */
+static const char *expire_flags(struct resp_req *r, unsigned *flags)
+{
+	struct resp_it it;
+	struct kv_slice a;
+
+	resp_it_init(r, 3, &it);
+	for (uint32_t i = 3; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		if (resp_eq(a, "nx"))
+			*flags |= EXP_NX;
+		else if (resp_eq(a, "xx"))
+			*flags |= EXP_XX;
+		else if (resp_eq(a, "gt"))
+			*flags |= EXP_GT;
+		else if (resp_eq(a, "lt"))
+			*flags |= EXP_LT;
+		else {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Unsupported option %.*s",
+				 (int)(a.n > 128 ? 128 : a.n),
+				 (const char *)a.p);
+			return r->err;
+		}
+	}
+	if ((*flags & EXP_NX) && (*flags & (EXP_XX | EXP_GT | EXP_LT)))
+		return "ERR NX and XX, GT or LT options at the same time are "
+		       "not compatible";
+	if ((*flags & EXP_GT) && (*flags & EXP_LT))
+		return "ERR GT and LT options at the same time are not "
+		       "compatible";
+	return NULL;
+}
+
+struct expire_cond {
+	unsigned flags;
+	uint64_t at; /* 0: in the past */
+};
+
+/* In an exclusive section: compare with the key's expiry as Redis 7.0
+ * does (no expiry counts as infinite), then write or answer 0. */
+static const char *expire_if(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	static const struct kv_slice none;
+	const struct expire_cond *ec = arg;
+	uint64_t cur, at = ec->at;
+	int rc = resp_section_read(c, r->a[1], NULL, &cur);
+	int ok;
+
+	if (rc == KV_NOT_FOUND) {
+		resp_add_int(c, 0);
+		return NULL;
+	}
+	if (rc != KV_OK)
+		return resp_err_internal;
+	ok = !((ec->flags & EXP_NX) && cur) &&
+	     !((ec->flags & EXP_XX) && !cur) &&
+	     !((ec->flags & EXP_GT) && (!cur || at <= cur)) &&
+	     !((ec->flags & EXP_LT) && cur && at >= cur);
+	if (!ok) {
+		resp_add_int(c, 0);
+		return NULL;
+	}
+	if (at <= c->io->now_ms)
+		return queued(kvd_write_one(c, r->cmd, KVD_W_DEL, r->a[1], none,
+					    0, 0, 0));
+	return queued(
+	    kvd_write_one(c, r->cmd, KVD_W_EXPIRE, r->a[1], none, at, 0, 0));
+}
+
 const char *resp_expire(struct kvd_conn *c, struct resp_req *r)
 {
 	static const struct kv_slice none;
@@ -372,17 +444,20 @@ const char *resp_expire(struct kvd_conn *c, struct resp_req *r)
 		int sec =
 		    r->cmd == RESP_CMD_EXPIRE || r->cmd == RESP_CMD_EXPIREAT;
 
-		if (r->argc > 3) {
-			snprintf(r->err, sizeof(r->err),
-				 "ERR Unsupported option %.*s (kvd has no "
-				 "EXPIRE NX, XX, GT or LT)",
-				 (int)(r->a[3].n > 32 ? 32 : r->a[3].n),
-				 (const char *)r->a[3].p);
-			return r->err;
-		}
+		unsigned flags = 0;
+
+		if (r->argc > 3 && (err = expire_flags(r, &flags)))
+			return err;
 		err = parse_expire(c, r, r->a[2], sec ? 1000 : 1, abs, 0, &at);
 		if (err)
 			return err;
+		if (flags) {
+			struct expire_cond ec = {flags, at};
+
+			if ((err = check_kv(c, r->a[1], NULL)))
+				return err;
+			return resp_in_section(c, r, expire_if, &ec);
+		}
 		if (at <= c->io->now_ms)
 			kind = KVD_W_DEL;
 	}

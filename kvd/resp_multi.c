@@ -347,8 +347,8 @@ const char *resp_exec(struct kvd_conn *c, struct resp_req *r)
 
 /* A key's value (copied) and absolute expiry (0: none), read in an
  * exclusive section; KV_OK, KV_NOT_FOUND or a KV_* failure. */
-static int read_key(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
-		    uint64_t *exp)
+int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		      uint64_t *exp)
 {
 	struct kvd_io *io = c->io;
 	unsigned s = kvd_shard_of(k.p, k.n, io->srv->nshards);
@@ -402,7 +402,7 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 	int rc, same = src.n == dst.n && !memcmp(src.p, dst.p, src.n);
 	int nx = r->cmd == RESP_CMD_RENAMENX || !replace;
 
-	rc = read_key(c, src, &v, &exp);
+	rc = resp_section_read(c, src, &v, &exp);
 	if (rc == KV_NOT_FOUND) {
 		if (r->cmd == RESP_CMD_COPY)
 			resp_add_int(c, 0);
@@ -421,7 +421,7 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 			resp_add_int(c, 0);
 		goto out;
 	}
-	if (nx && read_key(c, dst, NULL, &dexp) != KV_NOT_FOUND) {
+	if (nx && resp_section_read(c, dst, NULL, &dexp) != KV_NOT_FOUND) {
 		resp_add_int(c, 0);
 		goto out;
 	}
@@ -462,6 +462,32 @@ static const char *in_section(struct kvd_conn *c, struct resp_req *r, int del,
 	return err;
 }
 
+const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
+			    resp_excl_fn fn, void *arg)
+{
+	struct kvd_excl *x = kvd_excl_current(), *own = NULL;
+	const char *err;
+
+	if (x) {
+		kvd_excl_commit(x);
+	} else {
+		own = malloc(sizeof(*own));
+		if (!own)
+			return resp_err_internal;
+		kvd_excl_begin(own, c->io->srv);
+		x = own;
+	}
+	kvd_excl_capture(x);
+	err = fn(c, r, arg);
+	kvd_excl_apply(x);
+	kvd_excl_commit(x);
+	if (own) {
+		kvd_excl_end(own);
+		free(own);
+	}
+	return err;
+}
+
 const char *resp_rename(struct kvd_conn *c, struct resp_req *r)
 {
 	return in_section(c, r, 1, r->cmd == RESP_CMD_RENAME);
@@ -486,6 +512,9 @@ const char *resp_copy(struct kvd_conn *c, struct resp_req *r)
 			i++;
 			if (resp_ll(a, &db))
 				return resp_err_int;
+			if (db < INT32_MIN || db > INT32_MAX)
+				return "ERR value is out of range, value must "
+				       "between -2147483648 and 2147483647";
 			if (db != 0)
 				return "ERR DB index is out of range";
 		} else {

@@ -111,8 +111,10 @@ GEN = {
     "PEXPIRE": lambda r: [b"PEXPIRE", rkey(r), rttl(r, "ms")],
     "EXPIREAT": lambda r: [b"EXPIREAT", rkey(r), rat(r, "s")],
     "PEXPIREAT": lambda r: [b"PEXPIREAT", rkey(r), rat(r, "ms")],
-    "EXPIRE_OPT": lambda r: [b"EXPIRE", rkey(r), rttl(r, "s"),
-                             r.choice([b"NX", b"XX", b"GT", b"LT"])],
+    "EXPIRE_OPT": lambda r: [r.choice([b"EXPIRE", b"PEXPIRE", b"EXPIREAT", b"PEXPIREAT"]),
+                             rkey(r), r.choice([rttl(r, "s"), rat(r, "s"), rttl(r, "ms")])]
+    + [r.choice([b"NX", b"XX", b"GT", b"LT", b"nx", b"gt", b"BAD"])
+       for _ in range(r.choice([1, 1, 1, 2]))],
     "PERSIST": lambda r: [b"PERSIST", rkey(r)],
     "TTL": lambda r: [b"TTL", rkey(r)],
     "PTTL": lambda r: [b"PTTL", rkey(r)],
@@ -260,11 +262,6 @@ def _encoding_after_append(k, rd, cmd, redis):
 
 
 EXCEPTIONS = [
-    ("EXPIRE NX/XX/GT/LT",
-     "kvd's EXPIRE is a plain write with no condition on the old expiry",
-     lambda k, rd, cmd, redis: (cmd[0] in (b"EXPIRE", b"PEXPIRE", b"EXPIREAT",
-                                           b"PEXPIREAT") and len(cmd) >= 4
-                                and err(k, "ERR Unsupported option"))),
     ("INCR overflow wording",
      "the committer reports overflow and a non-integer value with one status",
      lambda k, rd, cmd, redis: (err(rd, "ERR increment or decrement would overflow")
@@ -293,7 +290,7 @@ EXCEPTIONS = [
 
 # After these, Redis applied a write that kvd refused: kvd's copy of the
 # key is made Redis's again, so that the runs do not drift apart.
-RESYNC = {"EXPIRE NX/XX/GT/LT", "Keys outside 1..max-key-size"}
+RESYNC = {"Keys outside 1..max-key-size"}
 
 
 def resync(kvd, redis, key):
