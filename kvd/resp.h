@@ -7,7 +7,8 @@
  *   resp_str.c    GETRANGE, bit commands and LCS
  *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
  *   resp_intro.c  CLIENT LIST/INFO/KILL, MONITOR, SLOWLOG, INFO commandstats
- *   resp_multi.c  MULTI, EXEC, DISCARD, WATCH, UNWATCH
+ *   resp_multi.c  MULTI, EXEC, DISCARD, WATCH, UNWATCH; RENAME, COPY
+ *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -142,6 +143,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(GETDEL, "getdel", resp_getdel, KVO(GETDEL), 2, RC_WRITE | RC_FAST,   \
 	  1, 1, 1, "string",                                                   \
 	  "Returns the string value of a key after deleting it.")              \
+	X(GETEX, "getex", resp_getex, KVO(GET) | KVO(EXPIRE) | KVO(DEL), -2,   \
+	  RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                     \
+	  "Returns the string value of a key after setting its expiration "    \
+	  "time.")                                                             \
 	X(GETRANGE, "getrange", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,  \
 	  "string", "Returns a substring of the string stored at a key.")      \
 	X(GETSET, "getset", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1,   \
@@ -153,6 +158,9 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string", "Increments the integer value of a key by one.")           \
 	X(INCRBY, "incrby", resp_incr, KVO(INCR), 3, RC_WRITE | RC_FAST, 1, 1, \
 	  1, "string", "Increments the integer value of a key by a number.")   \
+	X(INCRBYFLOAT, "incrbyfloat", resp_incrbyfloat, KVO(GET) | KVO(PUT),   \
+	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                  \
+	  "Increment the floating point value of a key by a number.")          \
 	X(INFO, "info", resp_info, KVO(STATS), -1, RC_ADMIN, 0, 0, 0,          \
 	  "server", "Returns information and statistics about the server.")    \
 	X(KEYS, "keys", resp_keys, KVO(SCAN), 2, RC_READ, 0, 0, 0, "generic",  \
@@ -169,6 +177,9 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Listens for all requests received by the server in real time.")     \
 	X(MSET, "mset", resp_mset, KVO(MPUT), -3, RC_WRITE, 1, -1, 2,          \
 	  "string", "Sets the values of one or more keys (atomic per shard).") \
+	X(MSETNX, "msetnx", resp_msetnx, KVO(EXISTS) | KVO(MPUT), -3,          \
+	  RC_WRITE | RC_EXCL, 1, -1, 2, "string",                              \
+	  "Atomically sets one or more keys only when none of them exist.")    \
 	X(MULTI, "multi", resp_multi, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,        \
 	  "transactions", "Starts a transaction.")                             \
 	X(OBJECT, "object", resp_object, KVO(GET), -2, RC_READ, 2, 2, 1,       \
@@ -212,12 +223,18 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "connection", "Changes the selected database (only 0 exists).")      \
 	X(SET, "set", resp_set, KVO(PUT), -3, RC_WRITE, 1, 1, 1, "string",     \
 	  "Sets the string value of a key, ignoring its type.")                \
+	X(SETBIT, "setbit", resp_setbit, KVO(GET) | KVO(PUT), 4,               \
+	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
+	  "Sets or clears the bit at offset of the string value.")             \
 	X(SETEX, "setex", resp_set, KVO(PUT), 4, RC_WRITE, 1, 1, 1, "string",  \
 	  "Sets the string value and expiration time of a key.")               \
 	X(SETNX, "setnx", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1, 1,  \
 	  "string",                                                            \
 	  "Sets the string value of a key only when the key does not "         \
 	  "exist.")                                                            \
+	X(SETRANGE, "setrange", resp_setrange, KVO(GET) | KVO(PUT), 4,         \
+	  RC_WRITE | RC_EXCL, 1, 1, 1, "string",                               \
+	  "Overwrites a part of a string value with another by an offset.")    \
 	X(SLOWLOG, "slowlog", resp_slowlog, 0, -2, RC_ADMIN, 0, 0, 0,          \
 	  "server", "The slow log: GET, LEN, RESET.")                          \
 	X(STRLEN, "strlen", resp_strlen, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, \
@@ -279,9 +296,16 @@ int kvd_resp_in_multi(const struct kvd_conn *c);
 /* Does r run in an exclusive section (RC_EXCL, or EXPIRE with options)? It
  * waits for the connection's writes in flight, and may answer at once. */
 int resp_excl_req(const struct resp_cmd *d, const struct resp_req *r);
+/* An expiry argument (resp_cmd.c): unit ms per step, absolute or relative;
+ * *at in ms, 0 when in the past (positive: refused then). */
+const char *resp_parse_expire(struct kvd_conn *c, struct resp_req *r,
+			      struct kv_slice arg, uint64_t unit, int absolute,
+			      int positive, uint64_t *at);
 /* Run fn inside this thread's exclusive section (EXEC's) or one of its
  * own; writes fn queues are applied and committed before the section
- * ends (EXEC's writes before it first).  fn's error, or NULL. */
+ * ends (EXEC's writes before it first).  fn's error, or NULL.  A write
+ * queued with op RESP_CMD_EXEC is silent (fn answers for it); if it fails,
+ * fn's answer is taken back and the failure is the error. */
 typedef const char *(*resp_excl_fn)(struct kvd_conn *c, struct resp_req *r,
 				    void *arg);
 const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,

@@ -72,9 +72,9 @@ static const char *invalid_expire(struct resp_req *r)
 
 /* An expiry argument: unit ms per step, absolute (a Unix time) or relative
  * to now.  *at is the absolute expiry in ms, possibly in the past. */
-static const char *parse_expire(struct kvd_conn *c, struct resp_req *r,
-				struct kv_slice arg, uint64_t unit,
-				int absolute, int positive, uint64_t *at)
+const char *resp_parse_expire(struct kvd_conn *c, struct resp_req *r,
+			      struct kv_slice arg, uint64_t unit, int absolute,
+			      int positive, uint64_t *at)
 {
 	uint64_t now = c->io->now_ms;
 	long long v;
@@ -299,8 +299,9 @@ const char *resp_set(struct kvd_conn *c, struct resp_req *r)
 	if (sa.opts & (SO_EX | SO_EXAT))
 		unit = 1000;
 	if ((sa.opts & (SO_EX | SO_PX | SO_EXAT | SO_PXAT)) &&
-	    (err = parse_expire(c, r, sa.when, unit,
-				(sa.opts & (SO_EXAT | SO_PXAT)) != 0, 1, &at)))
+	    (err = resp_parse_expire(c, r, sa.when, unit,
+				     (sa.opts & (SO_EXAT | SO_PXAT)) != 0, 1,
+				     &at)))
 		return err;
 	if ((err = check_kv(c, k, &v)))
 		return err;
@@ -448,7 +449,8 @@ const char *resp_expire(struct kvd_conn *c, struct resp_req *r)
 
 		if (r->argc > 3 && (err = expire_flags(r, &flags)))
 			return err;
-		err = parse_expire(c, r, r->a[2], sec ? 1000 : 1, abs, 0, &at);
+		err = resp_parse_expire(c, r, r->a[2], sec ? 1000 : 1, abs, 0,
+					&at);
 		if (err)
 			return err;
 		if (flags) {
@@ -552,6 +554,8 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 {
 	int st = pd->status;
 
+	if (pd->op == RESP_CMD_EXEC)
+		return; /* a silent part: its command answered (resp_multi.c) */
 	if (st >= KV_MALFORMED) {
 		write_error(c, st);
 		return;
@@ -572,7 +576,6 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 		}
 		break;
 	case RESP_CMD_SETNX: resp_add_int(c, st == KV_OK); break;
-	case RESP_CMD_EXEC: break; /* a part answered by another (RENAME) */
 	case RESP_CMD_RENAME: resp_add_ok(c); break;
 	case RESP_CMD_RENAMENX:
 	case RESP_CMD_COPY: resp_add_int(c, 1); break;

@@ -427,45 +427,62 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 	}
 	w = write_now(c, x, del ? RESP_CMD_EXEC : r->cmd, KVD_W_PUT, dst,
 		      (struct kv_slice){.p = v.data, .n = v.len}, exp);
-	if (!w || w->op.status != KV_OK || !del)
-		goto out; /* the PUT's own reply says what happened */
+	if (!w || !del)
+		goto out; /* COPY: the PUT's own reply says what happened */
+	if (w->op.status != KV_OK) { /* the source stays */
+		snprintf(r->err, sizeof(r->err), "ERR %s",
+			 kv_status_text(w->op.status));
+		err = r->err;
+		goto out;
+	}
 	write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0);
 out:
 	kv_buf_free(&v);
 	return err;
 }
 
-/* Move or copy inside this thread's exclusive section (EXEC's), or in one
- * of its own. */
-static const char *in_section(struct kvd_conn *c, struct resp_req *r, int del,
-			      int replace)
+/* The writes queued with the silent op (RESP_CMD_EXEC: their pend says
+ * nothing, the command answered itself) among list w; a malloc'd array. */
+static struct kvd_wreq **silent_parts(struct kvd_wreq *w, size_t *n)
 {
-	struct kvd_excl *x = kvd_excl_current(), *own = NULL;
-	const char *err;
+	struct kvd_wreq **a, *p;
+	size_t k = 0;
 
-	if (!resp_key_ok(c, r->a[1]) || !resp_key_ok(c, r->a[2]))
-		return resp_err_key;
-	if (x) {
-		kvd_excl_commit(x); /* EXEC: its writes so far are seen */
-	} else {
-		own = malloc(sizeof(*own));
-		if (!own)
-			return resp_err_internal;
-		kvd_excl_begin(own, c->io->srv);
-		x = own;
+	*n = 0;
+	for (p = w; p; p = p->next)
+		k += p->pend && p->pend->op == RESP_CMD_EXEC;
+	if (!k || !(a = malloc(k * sizeof(*a))))
+		return NULL;
+	for (p = w; p; p = p->next)
+		if (p->pend && p->pend->op == RESP_CMD_EXEC)
+			a[(*n)++] = p;
+	return a;
+}
+
+/* A silent write that failed takes back the reply its command gave. */
+static const char *silent_failed(struct kvd_conn *c, struct resp_req *r,
+				 struct kvd_wreq **a, size_t n, size_t mark)
+{
+	for (size_t i = 0; i < n; i++) {
+		int st = a[i]->op.status;
+
+		if (st >= KV_MALFORMED) {
+			if (c->out.len >= mark)
+				c->out.len = mark;
+			snprintf(r->err, sizeof(r->err), "ERR %s",
+				 kv_status_text(st));
+			return r->err;
+		}
 	}
-	err = move_key(c, x, r, del, replace);
-	if (own) {
-		kvd_excl_end(own);
-		free(own);
-	}
-	return err;
+	return NULL;
 }
 
 const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
 			    resp_excl_fn fn, void *arg)
 {
 	struct kvd_excl *x = kvd_excl_current(), *own = NULL;
+	struct kvd_wreq **silent;
+	size_t mark = c->out.len, n;
 	const char *err;
 
 	if (x) {
@@ -479,8 +496,12 @@ const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
 	}
 	kvd_excl_capture(x);
 	err = fn(c, r, arg);
+	silent = silent_parts(x->cap, &n);
 	kvd_excl_apply(x);
 	kvd_excl_commit(x);
+	if (!err)
+		err = silent_failed(c, r, silent, n, mark);
+	free(silent);
 	if (own) {
 		kvd_excl_end(own);
 		free(own);
@@ -488,9 +509,30 @@ const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
 	return err;
 }
 
+struct move_args {
+	int del, replace;
+};
+
+static const char *move_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	const struct move_args *m = arg;
+
+	return move_key(c, kvd_excl_current(), r, m->del, m->replace);
+}
+
+static const char *move(struct kvd_conn *c, struct resp_req *r, int del,
+			int replace)
+{
+	struct move_args m = {del, replace};
+
+	if (!resp_key_ok(c, r->a[1]) || !resp_key_ok(c, r->a[2]))
+		return resp_err_key;
+	return resp_in_section(c, r, move_fn, &m);
+}
+
 const char *resp_rename(struct kvd_conn *c, struct resp_req *r)
 {
-	return in_section(c, r, 1, r->cmd == RESP_CMD_RENAME);
+	return move(c, r, 1, r->cmd == RESP_CMD_RENAME);
 }
 
 /* COPY src dst [DB n] [REPLACE]: only database 0 exists. */
@@ -523,5 +565,5 @@ const char *resp_copy(struct kvd_conn *c, struct resp_req *r)
 	}
 	if (r->a[1].n == r->a[2].n && !memcmp(r->a[1].p, r->a[2].p, r->a[1].n))
 		return "ERR source and destination objects are the same";
-	return in_section(c, r, 0, replace);
+	return move(c, r, 0, replace);
 }

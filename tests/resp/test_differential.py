@@ -172,6 +172,23 @@ GEN = {
     "COPY": lambda r: [b"COPY", rkey(r), rkey(r)] + r.choice(
         [[], [b"REPLACE"], [b"replace"], [b"DB", b"0"], [b"DB", b"1"], [b"DB", b"x"],
          [b"DB", b"0", b"REPLACE"], [b"BOGUS"], [b"DB"]]),
+    "GETEX": lambda r: [b"GETEX", rkey(r)] + r.choice(
+        [[], [b"PERSIST"], [b"persist"], [b"EX", rttl(r, "s")], [b"PX", rttl(r, "ms")],
+         [b"EXAT", rat(r, "s")], [b"PXAT", rat(r, "ms")], [b"EX"], [b"EX", b"10", b"PX", b"5"],
+         [b"PERSIST", b"EX", b"10"], [b"BOGUS"], [b"EX", b"0"], [b"EX", b"-3"]]),
+    "MSETNX": lambda r: [b"MSETNX"] + [x for _ in range(r.randrange(1, 4))
+                                       for x in (rkey(r), rval(r))],
+    "SETRANGE": lambda r: [b"SETRANGE", rkey(r),
+                           r.choice([b"0", b"1", b"3", b"10", b"-1", b"x", b"536870912"]),
+                           rval(r)],
+    "SETBIT": lambda r: [b"SETBIT", rkey(r),
+                         r.choice([b"0", b"1", b"7", b"8", b"63", b"100", b"-1", b"x",
+                                   b"4294967296"]),
+                         r.choice([b"0", b"1", b"1", b"2", b"x", b"01", b"-1"])],
+    "INCRBYFLOAT": lambda r: [b"INCRBYFLOAT", rkey(r), r.choice(
+        [b"0.1", b"-0.1", b"1", b"-1", b"3.5", b"1.75e1", b"5.0e3", b"-5", b"0", b"-0",
+         b"1e308", b"-1e308", b"inf", b"-inf", b"nan", b"x", b"", b" 1", b"1 ",
+         b"0x10", b"10.50000", b"1e-5", b"123456789.123456789"])],
     "ECHO": lambda r: [b"ECHO", rval(r)],
     "PING": lambda r: [b"PING"] + r.choice([[], [rval(r)]]),
     "SELECT": lambda r: [b"SELECT", r.choice([b"0", b"1", b"x"])],
@@ -281,6 +298,14 @@ EXCEPTIONS = [
      "Redis's COPY makes a private object where SET would share the integer",
      lambda k, rd, cmd, redis: (cmd[0] == b"OBJECT" and cmd[1].upper() == b"REFCOUNT"
                                 and k == 2147483647 and rd == 1)),
+    ("OBJECT ENCODING of a value computed by a command",
+     "kvd stores bytes, not Redis objects: ENCODING and REFCOUNT follow the "
+     "value's content; Redis keeps what INCRBYFLOAT, SETRANGE and SETBIT "
+     "make as an embstr or raw string even when it reads as an integer",
+     lambda k, rd, cmd, redis: (cmd[0] == b"OBJECT" and len(cmd) == 3
+                                and cmd[1].upper() in (b"ENCODING", b"REFCOUNT")
+                                and k in (b"int", 2147483647)
+                                and rd in (b"embstr", b"raw", 1))),
     ("OBJECT IDLETIME",
      "kvd does not track access times: IDLETIME is always 0",
      lambda k, rd, cmd, redis: (cmd[0] == b"OBJECT" and cmd[1].upper() == b"IDLETIME"
