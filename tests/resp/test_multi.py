@@ -156,6 +156,31 @@ class Multi(unittest.TestCase):
         a.close()
         b.close()
 
+    def test_redis_py_commands(self):
+        """copy, rename, getex and incrbyfloat as redis-py calls them."""
+        r = self.client()
+        r.set("src", "v", ex=100)
+        self.assertTrue(r.copy("src", "dst"))
+        self.assertFalse(r.copy("src", "dst"))
+        self.assertTrue(r.copy("src", "dst", replace=True))
+        self.assertGreater(r.ttl("dst"), 90)
+        self.assertTrue(r.rename("src", "moved"))
+        self.assertIsNone(r.get("src"))
+        self.assertEqual(r.get("moved"), b"v")
+        self.assertGreater(r.ttl("moved"), 90)  # the TTL moved with it
+        self.assertFalse(r.renamenx("moved", "dst"))
+        self.assertEqual(r.getex("moved", persist=True), b"v")
+        self.assertEqual(r.ttl("moved"), -1)
+        self.assertEqual(r.getex("moved", px=5000), b"v")
+        self.assertGreater(r.pttl("moved"), 4000)
+        self.assertEqual(r.incrbyfloat("f", 10.5), 10.5)
+        self.assertEqual(r.incrbyfloat("f", 7), 17.5)
+        self.assertEqual(r.get("f"), b"17.5")
+        self.assertEqual(r.incrbyfloat("f", -17.5), 0)
+        self.assertEqual(r.get("f"), b"0")
+        with self.assertRaises(redis.ResponseError):
+            r.rename("nothing", "x")
+
     def test_errors_and_discard(self):
         a = Raw(self.srv.resp_port)
         self.assertEqual(a.call("MULTI"), b"OK")
