@@ -556,6 +556,10 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 
 	if (pd->op == RESP_CMD_EXEC)
 		return; /* a silent part: its command answered (resp_multi.c) */
+	if (st == KV_NOT_INTEGER && pd->result == 1) {
+		resp_add_error(c, "ERR increment or decrement would overflow");
+		return;
+	}
 	if (st >= KV_MALFORMED) {
 		write_error(c, st);
 		return;

@@ -500,6 +500,7 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		if ((op->delta > 0 && v > INT64_MAX - op->delta) ||
 		    (op->delta < 0 && v < INT64_MIN - op->delta)) {
 			op->status = KV_NOT_INTEGER;
+			op->result = 1; /* overflow, not a non-integer (RESP) */
 			return 0;
 		}
 		op->result = v + op->delta;

@@ -279,10 +279,6 @@ def _encoding_after_append(k, rd, cmd, redis):
 
 
 EXCEPTIONS = [
-    ("INCR overflow wording",
-     "the committer reports overflow and a non-integer value with one status",
-     lambda k, rd, cmd, redis: (err(rd, "ERR increment or decrement would overflow")
-                                and err(k, "ERR value is not an integer"))),
     ("OBJECT ENCODING of an APPENDed value",
      "kvd stores bytes, not Redis objects: ENCODING and REFCOUNT follow the "
      "value's content, as Redis encodes a value written by SET; Redis keeps a "
