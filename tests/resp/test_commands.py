@@ -252,7 +252,7 @@ class Commands(ServerCase):
         self.assertEqual(r.decrby("c", 15), -5)
         self.assertEqual(r.get("c"), b"-5")
         r.set("c", str(2**63 - 1))
-        self.assertIn("not an integer or out of range", self.err("INCR", "c"))
+        self.assertEqual(self.err("INCR", "c"), "increment or decrement would overflow")
         self.assertEqual(r.get("c"), str(2**63 - 1).encode())
         r.set("t", "abc")
         self.assertIn("not an integer or out of range", self.err("INCR", "t"))
