@@ -10,7 +10,7 @@
 #   make fuzz        every libFuzzer target for FUZZ_SECONDS (default 60) each
 #   make format      reformat every C file with .clang-format
 #   make bench       kvbench side by side with its peers (bench/compare)
-#   make package     build the .deb packages (kvd, libkvclient1, libkvclient-dev)
+#   make package     build the .deb packages (kvd, kvd-tools, libkvclient1, libkvclient-dev)
 #                    in build-deb/
 
 JOBS ?= $(shell nproc)

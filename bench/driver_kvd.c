@@ -1,6 +1,8 @@
 /* driver_kvd.c - kvbench's kvd driver: the native msgpack protocol through
  * libkvclient, in its non-blocking mode, so that the engine's epoll loop
- * drives many pipelined connections per thread. */
+ * drives many pipelined connections per thread; over TLS with --tls (the
+ * library's kvc_set_tls, so the same SSL_read/SSL_write path as any
+ * program's). */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +12,12 @@
 static void *kvd_connect(const struct kb_target *t, char *err, size_t errlen)
 {
 	kvc_conn *c = NULL;
+	struct kvc_tls_opts tls = {.ca_file = t->cacert,
+				   .ca_dir = t->cacertdir,
+				   .cert_file = t->cert,
+				   .key_file = t->key,
+				   .server_name = t->sni,
+				   .insecure = t->insecure};
 
 	if (kvc_create(&c)) {
 		snprintf(err, errlen, "out of memory");
@@ -18,7 +26,8 @@ static void *kvd_connect(const struct kb_target *t, char *err, size_t errlen)
 	/* The AUTH goes out within kvc_connect, before the connection turns
 	 * non-blocking: a wrong password fails the connect, and a server
 	 * without one is not an error (libkvclient ignores its DISABLED). */
-	if ((t->password &&
+	if ((t->tls && kvc_set_tls(c, &tls)) ||
+	    (t->password &&
 	     kvc_set_password(c, t->password, strlen(t->password))) ||
 	    kvc_connect(c, t->host, t->port) || kvc_set_nonblock(c, 1)) {
 		snprintf(err, errlen, "%s", kvc_errmsg(c));
@@ -101,6 +110,7 @@ static void kvd_close(void *c)
 const struct kb_driver driver_kvd = {
     .name = "kvd",
     .default_port = KVC_DEFAULT_PORT,
+    .tls_port = KVC_DEFAULT_TLS_PORT,
     .connect = kvd_connect,
     .fd = kvd_fd,
     .send = kvd_send,

@@ -61,8 +61,10 @@ static void usage(FILE *f)
 	    "/path\n"
 	    "                          (default 127.0.0.1)\n"
 	    "      --port PORT         server port (default: the driver's)\n"
-	    "  -u, --url URL           kvd://[:PASSWORD@]HOST[:PORT] or\n"
-	    "                          unix:///PATH[?password=PASSWORD]\n"
+	    "  -u, --url URL           kvd://[:PASSWORD@]HOST[:PORT], "
+	    "kvds://... "
+	    "(TLS)\n"
+	    "                          or unix:///PATH[?password=PASSWORD]\n"
 	    "  -a, --password PASSWORD the server's password (AUTH); seen by "
 	    "ps:\n"
 	    "                          prefer --askpass or KVCLI_AUTH\n"
@@ -73,6 +75,16 @@ static void usage(FILE *f)
 	    "      --no-auth-warning   no warning for a password on the "
 	    "command "
 	    "line\n"
+	    "      --tls               kvd: connect with TLS (default port "
+	    "7389)\n"
+	    "      --cacert FILE       CA certificates (PEM) to verify the "
+	    "server\n"
+	    "      --cacertdir DIR     CA directory (OpenSSL hash names)\n"
+	    "      --cert FILE         client certificate (PEM)\n"
+	    "      --key FILE          its private key\n"
+	    "      --sni NAME          server name to send and verify "
+	    "(default: -H)\n"
+	    "      --insecure          do not verify the server's certificate\n"
 	    "      --conninfo STR      postgres: libpq connection string "
 	    "(dbname=...)\n"
 	    "      --table NAME        postgres table / redis scan index "
@@ -152,6 +164,13 @@ enum {
 	O_PLOT,
 	O_ASKPASS,
 	O_NO_AUTH_WARNING,
+	O_TLS,
+	O_CACERT,
+	O_CACERTDIR,
+	O_CERT,
+	O_KEY,
+	O_SNI,
+	O_INSECURE,
 };
 
 static const struct option long_opts[] = {
@@ -162,6 +181,13 @@ static const struct option long_opts[] = {
     {"password", required_argument, NULL, 'a'},
     {"askpass", no_argument, NULL, O_ASKPASS},
     {"no-auth-warning", no_argument, NULL, O_NO_AUTH_WARNING},
+    {"tls", no_argument, NULL, O_TLS},
+    {"cacert", required_argument, NULL, O_CACERT},
+    {"cacertdir", required_argument, NULL, O_CACERTDIR},
+    {"cert", required_argument, NULL, O_CERT},
+    {"key", required_argument, NULL, O_KEY},
+    {"sni", required_argument, NULL, O_SNI},
+    {"insecure", no_argument, NULL, O_INSECURE},
     {"conninfo", required_argument, NULL, O_CONNINFO},
     {"table", required_argument, NULL, O_TABLE},
     {"server", required_argument, NULL, O_SERVER},
@@ -297,11 +323,28 @@ static int apply_phase(struct kb_config *c, const char *a)
 	return c->do_load || c->do_run ? 0 : -1;
 }
 
+/* --tls and its options; 1 when opt is none of them. */
+static int apply_tls(struct kb_target *t, int opt, const char *a)
+{
+	switch (opt) {
+	case O_TLS: t->tls = 1; return 0;
+	case O_CACERT: t->cacert = a; return 0;
+	case O_CACERTDIR: t->cacertdir = a; return 0;
+	case O_CERT: t->cert = a; return 0;
+	case O_KEY: t->key = a; return 0;
+	case O_SNI: t->sni = a; return 0;
+	case O_INSECURE: t->insecure = 1; return 0;
+	}
+	return 1;
+}
+
 /* Every option but the workload's defaults.  0, or -1 (message given). */
 static int apply_option(struct kb_config *c, int opt, char *a)
 {
 	char err[256];
 
+	if (!apply_tls(&c->target, opt, a))
+		return 0;
 	switch (opt) {
 	case 'D':
 		if ((c->driver = find_driver(a)))

@@ -79,6 +79,10 @@ struct kb_target {
 	const char *conninfo; /* postgres: a libpq connection string */
 	const char *table;    /* postgres: the table; redis: the scan index */
 	int scans;	      /* the workload scans: keep an ordered index */
+	/* TLS: --tls or a kvds:// URL, and its options (see kvclient.h's
+	 * struct kvc_tls_opts; drivers with tls_port 0 refuse it). */
+	int tls, insecure;
+	const char *cacert, *cacertdir, *cert, *key, *sni;
 };
 
 /* Every call returns 0 or a negative value on failure, with the reason in
@@ -86,6 +90,7 @@ struct kb_target {
 struct kb_driver {
 	const char *name;
 	unsigned default_port;
+	unsigned tls_port; /* the default port with --tls; 0: no TLS */
 	/* Once per phase, before connecting: create a table, load a script. */
 	int (*setup)(const struct kb_target *t, char *err, size_t errlen);
 	void *(*connect)(const struct kb_target *t, char *err, size_t errlen);

@@ -1,6 +1,7 @@
 /* target.c - where kvbench connects and with which password: -u URL, -a,
  * --askpass and KVCLI_AUTH, the same sources as kvcli's, so that a user
- * who has one of them working for kvcli has it working here.
+ * who has one of them working for kvcli has it working here; and whether
+ * over TLS (--tls or kvds://, checked against the driver here).
  *
  * The password is copied out of argv and the argv text is overwritten with
  * '*', so that neither ps nor the reports (which quote the command line)
@@ -100,8 +101,8 @@ static int apply_url(struct kb_config *c, char **url_pw, char *err,
 
 	if (rc) {
 		snprintf(err, errlen,
-			 "-u %s: %s (kvd://[:PASSWORD@]HOST[:PORT] or "
-			 "unix:///PATH[?password=PASSWORD])",
+			 "-u %s: %s (kvd://[:PASSWORD@]HOST[:PORT], "
+			 "kvds://... or unix:///PATH[?password=PASSWORD])",
 			 c->url_arg, kvc_strerror(rc));
 		return -1;
 	}
@@ -116,6 +117,7 @@ static int apply_url(struct kb_config *c, char **url_pw, char *err,
 	c->target.host = c->host_buf;
 	if (u->port)
 		c->target.port = u->port;
+	c->target.tls |= u->tls;
 	kvc_url_free(u);
 	mask_url(c->url_arg);
 	return 0;
@@ -137,6 +139,43 @@ static void wipe_free(char *s)
 	}
 }
 
+/* TLS: only with a driver that has it, not over a Unix socket, and its
+ * options only with it. */
+static int check_tls(struct kb_config *c, char *err, size_t errlen)
+{
+	struct kb_target *t = &c->target;
+
+	if (!t->tls) {
+		if (t->cacert || t->cacertdir || t->cert || t->key || t->sni ||
+		    t->insecure) {
+			snprintf(
+			    err, errlen,
+			    "--cacert, --cacertdir, --cert, --key, --sni "
+			    "and --insecure need --tls (or a kvds:// URL)");
+			return -1;
+		}
+		return 0;
+	}
+	if (!c->driver->tls_port) {
+		snprintf(err, errlen, "--tls: the %s driver has no TLS%s",
+			 c->driver->name,
+			 strcmp(c->driver->name, "postgres")
+			     ? ""
+			     : " option (give sslmode= in --conninfo)");
+		return -1;
+	}
+	if (t->host[0] == '/') {
+		snprintf(err, errlen, "--tls: not over a Unix socket");
+		return -1;
+	}
+	if (!t->port)
+		t->port = c->driver->tls_port;
+	if (t->insecure)
+		fprintf(stderr, "kvbench: warning: --insecure: the server's "
+				"certificate is not verified\n");
+	return 0;
+}
+
 int target_apply(struct kb_config *c, char *err, size_t errlen)
 {
 	char *url_pw = NULL, *pw = NULL;
@@ -145,6 +184,8 @@ int target_apply(struct kb_config *c, char *err, size_t errlen)
 
 	if (c->url_arg && apply_url(c, &url_pw, err, errlen))
 		return -1;
+	if (check_tls(c, err, errlen))
+		goto fail;
 	on_cmdline |= url_pw != NULL;
 	/* kvcli's order: -a, --askpass, the URL's, the environment. */
 	if (c->password_arg) {

@@ -463,15 +463,33 @@ static int c_flushall(struct cli *cli, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* AUTH, and the password kept for every later connection, as if given
+ * with -a: a reconnect (the server restarted) authenticates by itself.
+ * Not connected while another password is set (a wrong -a), connecting
+ * with this one is the AUTH. */
 static int c_auth(struct cli *cli, int argc, char **argv)
 {
+	const struct cmd *cmd = self("auth");
 	struct cli_args a;
-	int rc = prologue(cli, self("auth"), argc, argv, NULL, &a, 1, 1);
+	size_t len;
+	int rc = cli_args(cmd, argc, argv, NULL, &a);
 
-	if (rc >= 0)
-		return rc;
-	if ((rc = kvc_auth(cli->c, a.pos[0], cli_len(a.pos[0]))))
-		return cli_fail(cli, "auth", rc);
+	if (rc)
+		return rc > 0 ? EXIT_OK : EXIT_ERROR;
+	if (a.npos != 1)
+		return USAGE_ERROR(cmd);
+	len = cli_len(a.pos[0]);
+	if (cli->password && !(cli->c && kvc_fd(cli->c) >= 0)) {
+		if (cli_set_password(cli, a.pos[0], len) || cli_connect(cli))
+			return EXIT_ERROR;
+	} else {
+		if (cli_connect(cli))
+			return EXIT_ERROR;
+		if ((rc = kvc_auth(cli->c, a.pos[0], len)))
+			return cli_fail(cli, "auth", rc);
+		if (cli_set_password(cli, a.pos[0], len))
+			return EXIT_ERROR;
+	}
 	out_ok(cli);
 	return EXIT_OK;
 }
@@ -590,7 +608,10 @@ const struct cmd kvcli_cmds[] = {
     {"getdel", c_getdel, "KEY",
      "Print the value of KEY (as get does) and delete it.\n"},
     {"flushall", c_flushall, "", "Delete every key on every shard.\n" OUT_OK},
-    {"auth", c_auth, "PASSWORD", "Authenticate the connection.\n" OUT_OK},
+    {"auth", c_auth, "PASSWORD",
+     "Authenticate the connection, and every later one (a reconnect after\n"
+     "the server restarted sends AUTH by itself).  Never written to the\n"
+     "history.\n" OUT_OK},
     {"backup", c_backup, "DIR",
      "Make the server copy one consistent cut of every shard into DIR, a\n"
      "directory on the server's machine (absolute; absent or empty), while\n"

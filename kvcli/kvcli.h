@@ -32,6 +32,8 @@ struct cli {
 	unsigned port;
 	char *password; /* -a, --askpass, -u or KVCLI_AUTH; NULL: none */
 	size_t password_len;
+	int tls;		      /* --tls or a kvds:// URL */
+	struct kvc_tls_opts tls_opts; /* --cacert, --cert, --sni, ... */
 	int timeout_ms;
 	enum out_fmt fmt;
 	int value_stdin; /* -x: the last argument comes from stdin */
@@ -99,6 +101,9 @@ int cli_latency(struct cli *cli);
 int cli_sleep(double seconds);
 extern volatile int cli_interrupted;
 
+/* The password for every later connection (and the handle's, if made);
+ * 0 or EXIT_ERROR (message printed). */
+int cli_set_password(struct cli *cli, const char *p, size_t n);
 /* Connect if not yet connected; 0 or EXIT_ERROR (message printed). */
 int cli_connect(struct cli *cli);
 /* Report a failed call; returns the exit code it deserves. */

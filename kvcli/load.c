@@ -7,11 +7,14 @@
  * load fast: the server commits (and fsyncs) each request's rows together,
  * and the requests in flight share commits as well.
  *
- * MPUT is all or nothing, so a row the server would refuse must never
- * reach it inside a batch: every row is checked here against the limits
- * HELLO reports (key and value sizes) and reported with its line number.
- * What can still fail at the server (a full disk, a failed shard) fails
- * whole batches, which are reported by their line range and counted.
+ * One key or value over the server's limits fails a whole MPUT, so a row
+ * the server would refuse must never reach it inside a batch: every row is
+ * checked here against the limits HELLO reports (key and value sizes) and
+ * reported with its line number.  What can still fail at the server (a
+ * full disk, a failed shard) fails a batch, reported by its line range and
+ * counted as not stored; MPUT being atomic per shard only, some of its
+ * rows may have been stored all the same, and loading the file again is
+ * harmless.
  */
 #include <errno.h>
 #include <fcntl.h>

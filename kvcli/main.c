@@ -1,6 +1,8 @@
 /* main.c - kvcli: global options, the password, connecting, dispatch.
  *
  *   kvcli [-h HOST] [-p PORT] [-u URL] [-a PASSWORD | --askpass] [-t MS]
+ *         [--tls [--cacert FILE] [--cacertdir DIR] [--cert FILE --key FILE]
+ *          [--sni NAME] [--insecure]]
  *         [--json|--csv|--raw|--readable] [-x] [-e] [-r COUNT] [-i SECONDS]
  *         [--stat | --latency | CMD ARGS...]
  *
@@ -11,7 +13,8 @@
  *
  * The password comes from -a, --askpass, the URL or $KVCLI_AUTH, in that
  * order; it is set on the connection handle, so libkvclient sends AUTH
- * before anything else on every connect and reconnect.
+ * before anything else on every connect and reconnect.  TLS options are
+ * set on the handle the same way, once, so reconnects use them too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -160,9 +163,17 @@ int cli_connect(struct cli *cli)
 
 	if (cli->c && kvc_fd(cli->c) >= 0)
 		return 0;
-	if (!cli->c && kvc_create(&cli->c)) {
-		fprintf(stderr, "kvcli: out of memory\n");
-		return EXIT_ERROR;
+	if (!cli->c) {
+		if (kvc_create(&cli->c)) {
+			fprintf(stderr, "kvcli: out of memory\n");
+			return EXIT_ERROR;
+		}
+		if (cli->tls && kvc_set_tls(cli->c, &cli->tls_opts)) {
+			fprintf(stderr, "kvcli: %s\n", kvc_errmsg(cli->c));
+			kvc_close(cli->c);
+			cli->c = NULL;
+			return EXIT_ERROR;
+		}
 	}
 	kvc_set_timeouts(cli->c,
 			 cli->timeout_ms && cli->timeout_ms < CONNECT_TIMEOUT_MS
@@ -282,11 +293,12 @@ static int run_repeated(struct cli *cli, int argc, char **argv)
 
 /* ===================== Passwords ===================== */
 
-static int set_password(struct cli *cli, const char *p, size_t n)
+int cli_set_password(struct cli *cli, const char *p, size_t n)
 {
 	char *copy = malloc(n + 1);
 
-	if (!copy) {
+	if (!copy || (cli->c && kvc_set_password(cli->c, p, n))) {
+		free(copy);
 		fprintf(stderr, "kvcli: out of memory\n");
 		return EXIT_ERROR;
 	}
@@ -318,8 +330,11 @@ static int ask_password(struct cli *cli)
 	quiet = old;
 	quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
 	quiet.c_lflag |= ICANON;
-	if (write(fd, "Please input password: ", 23) < 0 ||
-	    tcsetattr(fd, TCSAFLUSH, &quiet))
+	/* Echo off before the prompt: TCSAFLUSH drops what was typed before
+	 * it takes effect, so a password typed as soon as the prompt shows
+	 * must not arrive before it. */
+	if (tcsetattr(fd, TCSAFLUSH, &quiet) ||
+	    write(fd, "Please input password: ", 23) < 0)
 		goto done;
 	while ((r = read(fd, &ch, 1)) == 1 && ch != '\n' && n < sizeof(buf))
 		buf[n++] = ch;
@@ -328,7 +343,7 @@ static int ask_password(struct cli *cli)
 		fprintf(stderr, "kvcli: --askpass: %s\n", strerror(errno));
 		goto done;
 	}
-	rc = set_password(cli, buf, n);
+	rc = cli_set_password(cli, buf, n);
 	explicit_bzero(buf, sizeof(buf));
 done:
 	if (fd >= 0)
@@ -348,14 +363,16 @@ static int use_url(struct cli *cli, const char *url, int *pw_in_url)
 			rc == -KVC_NOMEM
 			    ? "kvcli: out of memory\n"
 			    : "kvcli: -u: invalid URL (kvd://[:PASSWORD@]HOST"
-			      "[:PORT] or unix:///PATH[?password=PASSWORD])\n");
+			      "[:PORT], kvds://... or "
+			      "unix:///PATH[?password=PASSWORD])\n");
 		return EXIT_ERROR;
 	}
 	cli->host = u->host;
 	cli->port = u->port ? u->port : KVC_DEFAULT_PORT;
+	cli->tls |= u->tls; /* a kvd:// URL with --tls is TLS too */
 	*pw_in_url = u->password != NULL;
 	if (u->password)
-		return set_password(cli, u->password, strlen(u->password));
+		return cli_set_password(cli, u->password, strlen(u->password));
 	return 0;
 }
 
@@ -374,14 +391,28 @@ static void usage(FILE *f)
 		"  -h, --host HOST     server host, IP address or Unix socket "
 		"path (127.0.0.1)\n"
 		"  -p, --port PORT     server port (%u)\n"
-		"  -u, --url URL       kvd://[:PASSWORD@]HOST[:PORT] or "
-		"unix:///PATH[?password=P]\n"
+		"  -u, --url URL       kvd://[:PASSWORD@]HOST[:PORT], "
+		"kvds://... (TLS) or\n"
+		"                      unix:///PATH[?password=P]\n"
 		"  -a, --pass PASSWORD the server's password (visible to other "
 		"users: prefer\n"
 		"                      --askpass or KVCLI_AUTH)\n"
 		"      --askpass       ask for the password, without echo\n"
 		"      --no-auth-warning  no warning for a password on the "
 		"command line\n"
+		"      --tls           connect with TLS (default port %u)\n"
+		"      --cacert FILE   CA certificates (PEM) to verify the "
+		"server with\n"
+		"                      (default: the system's)\n"
+		"      --cacertdir DIR directory of CA certificates (OpenSSL "
+		"hash names)\n"
+		"      --cert FILE     client certificate (PEM), for a server "
+		"that asks\n"
+		"      --key FILE      the client certificate's private key\n"
+		"      --sni NAME      server name to send and to verify "
+		"(default: the host)\n"
+		"      --insecure      do not verify the server's certificate "
+		"(tests only)\n"
 		"  -t, --timeout MS    give up on a reply after MS ms (%d; 0: "
 		"never)\n"
 		"  -x                  read the value (last argument) from "
@@ -414,18 +445,56 @@ static void usage(FILE *f)
 		"per line\nfrom stdin when it is not a terminal.\n"
 		"\n"
 		"Commands:\n",
-		KVC_DEFAULT_PORT, DEFAULT_TIMEOUT_MS);
+		KVC_DEFAULT_PORT, KVC_DEFAULT_TLS_PORT, DEFAULT_TIMEOUT_MS);
 	for (const struct cmd *c = kvcli_cmds; c->name; c++)
 		fprintf(f, "  %-9s %s\n", c->name, c->usage);
 }
 
 enum mode { MODE_CMD, MODE_STAT, MODE_LATENCY };
 
+/* The long options without a short form. */
+enum {
+	O_JSON = 256,
+	O_CSV,
+	O_RAW,
+	O_READABLE,
+	O_HELP,
+	O_VERSION,
+	O_ASKPASS,
+	O_NOWARN,
+	O_STAT,
+	O_LATENCY,
+	O_TLS,
+	O_CACERT,
+	O_CACERTDIR,
+	O_CERT,
+	O_KEY,
+	O_SNI,
+	O_INSECURE
+};
+
+/* One of the TLS options but --tls. */
+static void tls_opt(struct cli *cli, int o)
+{
+	struct kvc_tls_opts *t = &cli->tls_opts;
+
+	switch (o) {
+	case O_CACERT: t->ca_file = optarg; break;
+	case O_CACERTDIR: t->ca_dir = optarg; break;
+	case O_CERT: t->cert_file = optarg; break;
+	case O_KEY: t->key_file = optarg; break;
+	case O_SNI: t->server_name = optarg; break;
+	default: t->insecure = 1; break;
+	}
+}
+
 struct globals {
 	enum mode mode;
 	const char *pass;    /* -a */
 	int askpass, pw_url; /* --askpass; -u held a password */
 	int no_warning;
+	int port_set;	/* -p or -u gave the port */
+	int tls_option; /* --cacert and the others need TLS */
 };
 
 static int parse_number_opts(struct cli *cli, int o)
@@ -470,18 +539,6 @@ static int parse_number_opts(struct cli *cli, int o)
 static int parse_globals(struct cli *cli, struct globals *g, int argc,
 			 char **argv)
 {
-	enum {
-		O_JSON = 256,
-		O_CSV,
-		O_RAW,
-		O_READABLE,
-		O_HELP,
-		O_VERSION,
-		O_ASKPASS,
-		O_NOWARN,
-		O_STAT,
-		O_LATENCY
-	};
 	static const struct option longs[] = {
 	    {"host", required_argument, 0, 'h'},
 	    {"port", required_argument, 0, 'p'},
@@ -500,6 +557,13 @@ static int parse_globals(struct cli *cli, struct globals *g, int argc,
 	    {"readable", no_argument, 0, O_READABLE},
 	    {"help", no_argument, 0, O_HELP},
 	    {"version", no_argument, 0, O_VERSION},
+	    {"tls", no_argument, 0, O_TLS},
+	    {"cacert", required_argument, 0, O_CACERT},
+	    {"cacertdir", required_argument, 0, O_CACERTDIR},
+	    {"cert", required_argument, 0, O_CERT},
+	    {"key", required_argument, 0, O_KEY},
+	    {"sni", required_argument, 0, O_SNI},
+	    {"insecure", no_argument, 0, O_INSECURE},
 	    {0, 0, 0, 0}};
 	int o;
 
@@ -513,10 +577,12 @@ static int parse_globals(struct cli *cli, struct globals *g, int argc,
 		case 'i':
 			if (parse_number_opts(cli, o))
 				return EXIT_ERROR;
+			g->port_set |= o == 'p';
 			break;
 		case 'u':
 			if (use_url(cli, optarg, &g->pw_url))
 				return EXIT_ERROR;
+			g->port_set = 1;
 			break;
 		case 'a': g->pass = optarg; break;
 		case O_ASKPASS: g->askpass = 1; break;
@@ -529,11 +595,47 @@ static int parse_globals(struct cli *cli, struct globals *g, int argc,
 		case O_CSV: cli->fmt = FMT_CSV; break;
 		case O_RAW: cli->fmt = FMT_RAW; break;
 		case O_READABLE: cli->fmt = FMT_READABLE; break;
+		case O_TLS: cli->tls = 1; break;
+		case O_CACERT:
+		case O_CACERTDIR:
+		case O_CERT:
+		case O_KEY:
+		case O_SNI:
+		case O_INSECURE:
+			tls_opt(cli, o);
+			g->tls_option = 1;
+			break;
 		case O_HELP: usage(stdout); return -1;
 		case O_VERSION: printf("kvcli %s\n", kvc_version()); return -1;
 		default: usage(stderr); return EXIT_ERROR;
 		}
 	}
+	return 0;
+}
+
+/* TLS: --tls (or kvds://) turns it on; the others set its options, and
+ * mean nothing without it. */
+static int check_tls(struct cli *cli, const struct globals *g)
+{
+	if (!cli->tls) {
+		if (!g->tls_option)
+			return 0;
+		fprintf(stderr, "kvcli: --cacert, --cacertdir, --cert, --key, "
+				"--sni and --insecure need --tls (or a "
+				"kvds:// URL)\n");
+		return EXIT_ERROR;
+	}
+	if (cli->host[0] == '/') {
+		fprintf(stderr, "kvcli: TLS is not used over a Unix socket\n");
+		return EXIT_ERROR;
+	}
+	if (!g->port_set)
+		cli->port = KVC_DEFAULT_TLS_PORT;
+	if (cli->tls_opts.insecure)
+		fputs("Warning: --insecure: the server's certificate is not "
+		      "verified; anyone on the path can read and change what "
+		      "is sent.\n",
+		      stderr);
 	return 0;
 }
 
@@ -545,11 +647,11 @@ static int choose_password(struct cli *cli, const struct globals *g)
 	if ((g->pass || g->pw_url) && !g->no_warning)
 		fputs(PW_WARNING, stderr);
 	if (g->pass)
-		return set_password(cli, g->pass, strlen(g->pass));
+		return cli_set_password(cli, g->pass, strlen(g->pass));
 	if (g->askpass)
 		return ask_password(cli);
 	if (!cli->password && env && *env)
-		return set_password(cli, env, strlen(env));
+		return cli_set_password(cli, env, strlen(env));
 	return 0;
 }
 
@@ -565,7 +667,7 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
-	if ((rc = choose_password(&cli, &g)))
+	if ((rc = check_tls(&cli, &g)) || (rc = choose_password(&cli, &g)))
 		return rc;
 	/* Without -r a command runs once, and a watch until Ctrl-C. */
 	if (!cli.repeat)

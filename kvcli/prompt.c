@@ -94,9 +94,9 @@ static char *word(char **pp, size_t *len, int *err)
 	return start;
 }
 
-/* Split line into argv (and words[]); the count, or -1 (message
- * printed). */
-static int split_line(char *line, char **argv, int max)
+/* Split line into argv (and words[]); the count, or -1 (a message
+ * printed unless quiet). */
+static int split_line(char *line, char **argv, int max, int quiet)
 {
 	int n = 0, err = 0;
 
@@ -107,7 +107,8 @@ static int split_line(char *line, char **argv, int max)
 		if (!*line)
 			break;
 		if (n == max) {
-			fprintf(stderr, "kvcli: too many arguments\n");
+			if (!quiet)
+				fprintf(stderr, "kvcli: too many arguments\n");
 			return -1;
 		}
 		argv[n] = word(&line, &word_lens[n], &err);
@@ -115,7 +116,8 @@ static int split_line(char *line, char **argv, int max)
 		n++;
 	}
 	if (err) {
-		fprintf(stderr, "kvcli: unbalanced quotes\n");
+		if (!quiet)
+			fprintf(stderr, "kvcli: unbalanced quotes\n");
 		return -1;
 	}
 	nwords = n;
@@ -140,12 +142,13 @@ static char *history_path(void)
  * the split words, so that "AUTH", 'auth' and "  auth" are all caught. */
 static int secret_line(const char *line)
 {
-	char *copy = strdup(line), *argv[2];
+	static char *argv[MAX_LINE_ARGS];
+	char *copy = strdup(line);
 	int n, secret;
 
 	if (!copy)
 		return 1;
-	n = split_line(copy, argv, 2);
+	n = split_line(copy, argv, MAX_LINE_ARGS, 1);
 	secret = n != 0 && (n < 0 || !strcasecmp(argv[0], "auth"));
 	nwords = 0;
 	free(copy);
@@ -223,16 +226,17 @@ static char *next_match(const char *text, int state)
 
 static char **complete(const char *text, int start, int end)
 {
-	char *line = rl_line_buffer, *argv[2], *copy;
+	static char *argv[MAX_LINE_ARGS];
 	const struct cmd *cmd;
+	char *copy;
 	int n;
 
 	(void)end;
 	rl_attempted_completion_over = 1; /* never file names */
-	copy = strndup(line, (size_t)start);
+	copy = strndup(rl_line_buffer, (size_t)start);
 	if (!copy)
 		return NULL;
-	n = split_line(copy, argv, 2);
+	n = split_line(copy, argv, MAX_LINE_ARGS, 1);
 	cmd = n > 0 ? cli_find(argv[0]) : NULL;
 	nwords = 0;
 	if (n == 0 || (cmd && !strcmp(cmd->name, "help")))
@@ -323,7 +327,7 @@ int cli_prompt(struct cli *cli)
 
 		if (hist)
 			remember(hist, line);
-		argc = split_line(line, argv, MAX_LINE_ARGS);
+		argc = split_line(line, argv, MAX_LINE_ARGS, 0);
 		if (argc < 0)
 			rc = EXIT_ERROR;
 		else if (argc > 0 && (rc = builtin(argc, argv)) > 0)

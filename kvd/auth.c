@@ -285,3 +285,21 @@ int kvd_auth_http_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	}
 	return 0;
 }
+
+static __thread struct kvd_log_limit tls_limit = KVD_LOG_LIMIT_INIT(1000);
+
+int kvd_auth_tls_plain(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	/* A handshake record (content type 22), protocol version 3.x.  No
+	 * native frame starts so (a length over 350 MiB) and no RESP
+	 * request starts with a control character. */
+	if (n == 0 || p[0] != 0x16 || (n > 1 && p[1] != 0x03))
+		return 0;
+	c->flags |= CONN_CLOSING;
+	kvd_log_ratelimited(&tls_limit, KVD_LOG_WARN,
+			    "connection %llu: a TLS handshake on a plain port "
+			    "(use tls-port or tls-resp-port, or connect "
+			    "without TLS); connection closed unanswered",
+			    (unsigned long long)c->id);
+	return 1;
+}

@@ -76,4 +76,9 @@ int kvd_auth_http_native(struct kvd_conn *c, const uint8_t *p, size_t n);
  * request): log it and close the connection, unanswered. */
 void kvd_auth_http_refuse(struct kvd_conn *c, const char *what);
 
+/* The first bytes of a connection on a plain (non-TLS) port: 1 (and the
+ * connection closing unanswered, logged) when they begin a TLS record
+ * (0x16 0x03: a ClientHello), else 0. */
+int kvd_auth_tls_plain(struct kvd_conn *c, const uint8_t *p, size_t n);
+
 #endif

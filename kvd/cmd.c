@@ -336,7 +336,8 @@ static int op_hello(struct kvd_conn *c, struct kvd_req *r)
 	struct kvd_config *cfg = c->io->srv->cfg;
 	size_t off;
 
-	if (r->argc >= 1 &&
+	/* version? is optional: omitted or nil (protocol.md section 4) */
+	if (r->argc >= 1 && r->a[0].type != KV_MP_NIL &&
 	    (r->a[0].type != KV_MP_UINT || r->a[0].v.u != KV_PROTO_VERSION))
 		return KV_BAD_VERSION;
 	off = kvd_reply_begin(c);
@@ -367,7 +368,8 @@ static int op_ping(struct kvd_conn *c, struct kvd_req *r)
 {
 	size_t off;
 
-	if (r->argc == 0) {
+	/* payload? is optional: omitted or nil (protocol.md section 4) */
+	if (r->argc == 0 || r->a[0].type == KV_MP_NIL) {
 		kvd_reply_status(c, KV_OK, NULL);
 		return KV_OK;
 	}

@@ -4,30 +4,62 @@
 #include "kv_proto.h"
 #include "kv_status.h"
 
+/* Walk what is left of a request once a bad argument was found, so that a
+ * body that is not well formed anyway is MALFORMED whatever came first:
+ * *items more objects at p, each container adding its own items (kept as a
+ * count, not by recursion).  Each object takes at least one byte, so this
+ * ends within end - p steps.  0 when the body ends exactly at end. */
+static int skip_rest(const uint8_t *p, const uint8_t *end, uint64_t items)
+{
+	struct kv_mp_obj o;
+
+	for (; items; items--) {
+		if (kv_mp_next(&p, end, &o))
+			return -1;
+		if (o.type == KV_MP_ARRAY)
+			items += o.len;
+		else if (o.type == KV_MP_MAP)
+			items += 2 * (uint64_t)o.len;
+	}
+	return p == end ? 0 : -1;
+}
+
 int kvd_req_decode(const uint8_t *p, const uint8_t *end, struct kvd_req *r)
 {
 	struct kv_mp_obj o;
+	int unknown;
 
 	if (kv_mp_next(&p, end, &o) || o.type != KV_MP_ARRAY || o.len == 0)
 		return KV_MALFORMED;
 	r->argc = o.len - 1;
-	if (kv_mp_next(&p, end, &o))
+	if (kv_mp_next(&p, end, &o) || o.type != KV_MP_UINT)
 		return KV_MALFORMED;
-	if (o.type != KV_MP_UINT || o.v.u == 0 || o.v.u >= KV_OP_MAX)
-		return o.type == KV_MP_UINT ? KV_UNKNOWN_OP : KV_MALFORMED;
-	r->op = (unsigned)o.v.u;
+	/* An unknown op is UNKNOWN_OP only in a well-formed body. */
+	unknown = o.v.u == 0 || o.v.u >= KV_OP_MAX;
+	r->op = unknown ? 0 : (unsigned)o.v.u;
 	r->args = p;
 	r->end = end;
 	for (uint32_t i = 0; i < r->argc; i++) {
 		if (kv_mp_next(&p, end, &o))
 			return KV_MALFORMED;
 		if (o.type == KV_MP_ARRAY || o.type == KV_MP_MAP ||
-		    o.type == KV_MP_EXT || o.type == KV_MP_FLOAT)
-			return KV_BAD_ARGS;
+		    o.type == KV_MP_EXT || o.type == KV_MP_FLOAT) {
+			uint64_t items =
+			    (uint64_t)(r->argc - i - 1) +
+			    (o.type == KV_MP_ARRAY ? o.len
+			     : o.type == KV_MP_MAP ? 2 * (uint64_t)o.len
+						   : 0);
+
+			if (skip_rest(p, end, items))
+				return KV_MALFORMED;
+			return unknown ? KV_UNKNOWN_OP : KV_BAD_ARGS;
+		}
 		if (i < KVD_REQ_FIXED_ARGS)
 			r->a[i] = o;
 	}
-	return p == end ? KV_OK : KV_MALFORMED;
+	if (p != end)
+		return KV_MALFORMED;
+	return unknown ? KV_UNKNOWN_OP : KV_OK;
 }
 
 void kvd_argit_init(const struct kvd_req *r, unsigned from,

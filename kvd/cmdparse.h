@@ -27,8 +27,11 @@ struct kvd_req {
 
 /* KV_OK with r filled, KV_MALFORMED (not one well-formed array ending at
  * end, or an opcode that is not an unsigned integer), KV_UNKNOWN_OP (an
- * integer opcode kvd does not know), or KV_BAD_ARGS (a nested container,
- * an extension or a float among the arguments). */
+ * integer opcode kvd does not know, in a well-formed body), or KV_BAD_ARGS
+ * (a nested container, an extension or a float among the arguments of a
+ * well-formed body).  MALFORMED wins over the other two: a body that is
+ * not one well-formed array is MALFORMED whatever else is wrong with it,
+ * as docs/protocol.md section 1 says. */
 int kvd_req_decode(const uint8_t *p, const uint8_t *end, struct kvd_req *r);
 
 /* Walk the arguments of a decoded request from argument `from` on. */

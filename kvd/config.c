@@ -40,6 +40,7 @@ static const char *const yes_no[] = {"no", "yes", NULL};
 static const char *const level_names[] = {"error", "warn", "info", "debug",
 					  NULL};
 static const char *const bool_names[] = {"no", "yes", NULL};
+static const char *const tls_auth_names[] = {"no", "yes", "optional", NULL};
 
 #define F(field)                                                               \
 	offsetof(struct kvd_config, field),                                    \
@@ -49,7 +50,8 @@ static const char *const bool_names[] = {"no", "yes", NULL};
 static const struct opt options[] = {
     {"bind", OPT_STR, F(bind), 0, 0, "127.0.0.1", NULL, "address to listen on"},
     {"port", OPT_UINT, F(port), 0, 65535, "7379", NULL,
-     "msgpack protocol port (0: any free port)"},
+     "msgpack protocol port (0: any free port; with tls-port, 0 disables "
+     "the plain port)"},
     {"resp-port", OPT_UINT, F(resp_port), 0, 65535, "0", NULL,
      "Redis protocol (RESP2) port; 0 disables it (suggested: 7380)"},
     {"resp-flushall", OPT_ENUM, F(resp_flushall), 0, 0, "yes", bool_names,
@@ -59,6 +61,12 @@ static const struct opt options[] = {
      "9379)"},
     {"metrics-bind", OPT_STR, F(metrics_bind), 0, 0, "127.0.0.1", NULL,
      "address of the metrics listener"},
+    {"unix-socket", OPT_STR, F(unix_socket), 0, 0, "", NULL,
+     "also accept the msgpack protocol on this Unix socket path"},
+    {"resp-unix-socket", OPT_STR, F(resp_unix_socket), 0, 0, "", NULL,
+     "also accept RESP on this Unix socket path (needs resp-port)"},
+    {"unix-socket-perm", OPT_STR, F(unix_perm_str), 0, 0, "0770", NULL,
+     "mode of the Unix socket files, octal: who may connect"},
     {"data-dir", OPT_STR, F(data_dir), 0, 0, "./data", NULL,
      "data directory: MANIFEST, LOCK and shard-NNN/"},
     {"threads", OPT_UINT, F(threads), 0, 256, "0", NULL,
@@ -152,6 +160,32 @@ static const struct opt options[] = {
      "-1 logs none"},
     {"slowlog-max-len", OPT_UINT, F(slowlog_max_len), 0, 10000, "128", NULL,
      "RESP SLOWLOG: entries kept (the oldest go first)"},
+    {"tls-port", OPT_UINT, F(tls_port), 0, 65535, "0", NULL,
+     "msgpack protocol over TLS on this port; 0 disables it"},
+    {"tls-resp-port", OPT_UINT, F(tls_resp_port), 0, 65535, "0", NULL,
+     "RESP over TLS on this port; 0 disables it"},
+    {"tls-metrics", OPT_ENUM, F(tls_metrics), 0, 0, "no", yes_no,
+     "the metrics port speaks HTTPS (TLS) instead of HTTP"},
+    {"tls-cert-file", OPT_STR, F(tls_cert_file), 0, 0, "", NULL,
+     "TLS: the server's certificate chain (PEM)"},
+    {"tls-key-file", OPT_STR, F(tls_key_file), 0, 0, "", NULL,
+     "TLS: the server certificate's private key (PEM)"},
+    {"tls-ca-cert-file", OPT_STR, F(tls_ca_cert_file), 0, 0, "", NULL,
+     "TLS: CA certificates (PEM) that client certificates must chain to"},
+    {"tls-ca-cert-dir", OPT_STR, F(tls_ca_cert_dir), 0, 0, "", NULL,
+     "TLS: a directory of CA certificates (hashed names, c_rehash)"},
+    {"tls-auth-clients", OPT_ENUM, F(tls_auth_clients), 0, 0, "yes",
+     tls_auth_names,
+     "TLS client certificates: yes (required), optional (checked when "
+     "given) or no"},
+    {"tls-protocols", OPT_STR, F(tls_protocols), 0, 0, "", NULL,
+     "TLS versions accepted, e.g. \"TLSv1.2 TLSv1.3\" (empty: both)"},
+    {"tls-ciphers", OPT_STR, F(tls_ciphers), 0, 0, "", NULL,
+     "TLSv1.2 cipher list (OpenSSL syntax; empty: OpenSSL's default)"},
+    {"tls-ciphersuites", OPT_STR, F(tls_ciphersuites), 0, 0, "", NULL,
+     "TLSv1.3 cipher suites (OpenSSL syntax; empty: OpenSSL's default)"},
+    {"tls-prefer-server-ciphers", OPT_ENUM, F(tls_prefer_server_ciphers), 0, 0,
+     "no", yes_no, "TLS: choose the cipher by the server's order"},
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))
@@ -476,6 +510,85 @@ static int check_paths(const struct kvd_config *c)
 	return 0;
 }
 
+/* The Unix socket options: an octal mode, two different paths, RESP's
+ * only with RESP on. */
+static int check_unix(struct kvd_config *c)
+{
+	char *end;
+	unsigned long m;
+
+	errno = 0;
+	m = strtoul(c->unix_perm_str, &end, 8);
+	if (errno || end == c->unix_perm_str || *end || m > 0777 ||
+	    c->unix_perm_str[0] == '-') {
+		fprintf(stderr,
+			"kvd: %sunix-socket-perm '%s' is not an octal mode "
+			"(like 0770)\n",
+			where("unix-socket-perm"), c->unix_perm_str);
+		return -1;
+	}
+	c->unix_perm = (unsigned)m;
+	if (c->resp_unix_socket[0] && !c->resp_port) {
+		fprintf(stderr,
+			"kvd: %sresp-unix-socket needs the RESP listener "
+			"(resp-port)\n",
+			where("resp-unix-socket"));
+		return -1;
+	}
+	if (c->unix_socket[0] && !strcmp(c->unix_socket, c->resp_unix_socket)) {
+		fprintf(stderr,
+			"kvd: unix-socket and resp-unix-socket are both %s\n",
+			c->unix_socket);
+		return -1;
+	}
+	return 0;
+}
+
+/* No two listeners on one port (0: a listener that is off, or for port,
+ * any free port). */
+static int check_ports(const struct kvd_config *c)
+{
+	static const char *const names[] = {"port", "resp-port", "metrics-port",
+					    "tls-port", "tls-resp-port"};
+	const unsigned ports[] = {c->port, c->resp_port, c->metrics_port,
+				  c->tls_port, c->tls_resp_port};
+
+	for (unsigned i = 0; i < 5; i++)
+		for (unsigned j = i + 1; j < 5; j++)
+			if (ports[i] && ports[i] == ports[j]) {
+				fprintf(stderr, "kvd: %s and %s are both %u\n",
+					names[i], names[j], ports[i]);
+				return -1;
+			}
+	return 0;
+}
+
+/* A TLS listener needs a certificate and its key, and client
+ * certificates need a CA to be checked against. */
+static int check_tls(const struct kvd_config *c)
+{
+	int tls = c->tls_port || c->tls_resp_port ||
+		  (c->tls_metrics && c->metrics_port);
+
+	if (!tls)
+		return 0;
+	if (!c->tls_cert_file[0] || !c->tls_key_file[0]) {
+		fprintf(stderr, "kvd: TLS needs tls-cert-file and "
+				"tls-key-file\n");
+		return -1;
+	}
+	if (c->tls_auth_clients != KVD_TLS_AUTH_NO && !c->tls_ca_cert_file[0] &&
+	    !c->tls_ca_cert_dir[0]) {
+		fprintf(stderr,
+			"kvd: %stls-auth-clients %s needs tls-ca-cert-file or "
+			"tls-ca-cert-dir (or tls-auth-clients no)\n",
+			where("tls-auth-clients"),
+			tls_auth_names[c->tls_auth_clients]);
+		return -1;
+	}
+	return 0;
+}
+
 /* Cross-option rules a single range cannot express. */
 static int check(struct kvd_config *c)
 {
@@ -487,19 +600,8 @@ static int check(struct kvd_config *c)
 			(unsigned long long)(c->max_value + c->max_key + 64));
 		return -1;
 	}
-	if (c->metrics_port &&
-	    (c->metrics_port == c->port || c->metrics_port == c->resp_port)) {
-		fprintf(stderr,
-			"kvd: metrics-port %u is already used by another "
-			"listener\n",
-			c->metrics_port);
+	if (check_ports(c) || check_tls(c) || check_unix(c))
 		return -1;
-	}
-	if (c->resp_port && c->resp_port == c->port) {
-		fprintf(stderr, "kvd: resp-port and port are both %u\n",
-			c->port);
-		return -1;
-	}
 	if (c->data_dir[0] == '\0') {
 		fprintf(stderr, "kvd: data-dir is empty\n");
 		return -1;
@@ -597,13 +699,27 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv)
 
 /* ===================== Reload ===================== */
 
-static const char *const reloadable[] = {
-    "log-level",	 "log-file",
-    "idle-timeout",	 "request-timeout",
-    "output-timeout",	 "max-clients",
-    "max-output",	 "reaper-interval-ms",
-    "flush-interval-ms", "slowlog-log-slower-than",
-    "slowlog-max-len",	 NULL};
+static const char *const reloadable[] = {"log-level",
+					 "log-file",
+					 "idle-timeout",
+					 "request-timeout",
+					 "output-timeout",
+					 "max-clients",
+					 "max-output",
+					 "reaper-interval-ms",
+					 "flush-interval-ms",
+					 "slowlog-log-slower-than",
+					 "slowlog-max-len",
+					 "tls-cert-file",
+					 "tls-key-file",
+					 "tls-ca-cert-file",
+					 "tls-ca-cert-dir",
+					 "tls-auth-clients",
+					 "tls-protocols",
+					 "tls-ciphers",
+					 "tls-ciphersuites",
+					 "tls-prefer-server-ciphers",
+					 NULL};
 
 static int is_reloadable(const char *name)
 {

@@ -22,6 +22,12 @@ struct kvd_config {
 	unsigned resp_port;
 	unsigned metrics_port;
 	char metrics_bind[64];
+	/* Unix sockets of the native protocol and of RESP ("": none), made
+	 * with mode unix_perm (parsed from unix_perm_str, octal) */
+	char unix_socket[108];
+	char resp_unix_socket[108];
+	char unix_perm_str[8];
+	unsigned unix_perm;
 	unsigned resp_flushall; /* RESP FLUSHALL/FLUSHDB allowed (1) or not */
 	char data_dir[512];
 	unsigned threads;
@@ -64,7 +70,25 @@ struct kvd_config {
 	 * logged (KVD_SLOWLOG_OFF: none), the newest slowlog_max_len kept */
 	unsigned slowlog_slower;
 	unsigned slowlog_max_len;
+	/* TLS (tls.c): the native and RESP listeners over TLS (0: none),
+	 * and what every TLS listener presents and asks for */
+	unsigned tls_port;
+	unsigned tls_resp_port;
+	unsigned tls_metrics; /* the metrics port speaks TLS */
+	char tls_cert_file[512];
+	char tls_key_file[512];
+	char tls_ca_cert_file[512];
+	char tls_ca_cert_dir[512];
+	unsigned tls_auth_clients; /* enum kvd_tls_auth */
+	char tls_protocols[64];
+	char tls_ciphers[512];
+	char tls_ciphersuites[512];
+	unsigned tls_prefer_server_ciphers;
 };
+
+/* tls-auth-clients: client certificates refused, required, or checked
+ * when given. */
+enum kvd_tls_auth { KVD_TLS_AUTH_NO, KVD_TLS_AUTH_YES, KVD_TLS_AUTH_OPTIONAL };
 
 /* slowlog-log-slower-than -1 */
 #define KVD_SLOWLOG_OFF 0xffffffffu
@@ -78,7 +102,8 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv);
  * apply what can change at run time: log-level, log-file, idle-timeout,
  * request-timeout, output-timeout, max-clients, max-output,
  * reaper-interval-ms, flush-interval-ms, slowlog-log-slower-than,
- * slowlog-max-len.  Other changes are logged as
+ * slowlog-max-len, and the TLS certificate options (tls-cert-file ...
+ * tls-prefer-server-ciphers: main.c then builds a new TLS context).  Other changes are logged as
  * needing a restart.  A configuration that no longer parses changes
  * nothing.  0 or -1. */
 int kvd_config_reload(struct kvd_config *live, int argc, char **argv);

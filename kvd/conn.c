@@ -15,6 +15,7 @@
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
+#include "tls.h"
 #include "write.h"
 
 /* ===================== Replies ===================== */
@@ -86,7 +87,8 @@ static int preauth_over(struct kvd_conn *c)
 {
 	if (c->flags & CONN_ABORT)
 		return 1;
-	if ((c->in.len <= KVD_PREAUTH_MAX_INPUT &&
+	/* A TLS record not yet complete is input held too. */
+	if ((c->in.len + kvd_tls_buffered(c) <= KVD_PREAUTH_MAX_INPUT &&
 	     pending_output(c) <= KVD_PREAUTH_MAX_OUTPUT) ||
 	    !kvd_auth_pending(c))
 		return 0;
@@ -191,6 +193,14 @@ void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len)
 	kvd_count(&c->io->stats.bytes_in, len);
 	if (c->flags & (CONN_CLOSING | CONN_DEAD))
 		return;
+	if (!(c->flags & CONN_TALKED)) {
+		c->flags |= CONN_TALKED;
+		/* A TLS client on a plain port: refused unanswered. */
+		if (!c->tls && kvd_auth_tls_plain(c, data, len)) {
+			kvd_io_mark(c);
+			return;
+		}
+	}
 	if (c->in.len == 0) {
 		used = parse(c, data, len);
 		if (used < len && !(c->flags & (CONN_CLOSING | CONN_DEAD)))
@@ -356,4 +366,6 @@ void kvd_conn_release(struct kvd_conn *c)
 	kv_buf_free(&c->in);
 	kv_buf_free(&c->out);
 	kv_buf_free(&c->tx);
+	kvd_tls_free(c->tls);
+	c->tls = NULL;
 }

@@ -39,7 +39,8 @@ enum {
 	CONN_DEAD = 1u << 6,	   /* socket shut down; free when idle */
 	CONN_CANCELING = 1u << 7,  /* loop: recv cancel submitted */
 	CONN_AUTHED = 1u << 8,
-	CONN_ABORT = 1u << 9, /* close now, unsent replies or not */
+	CONN_ABORT = 1u << 9,	/* close now, unsent replies or not */
+	CONN_TALKED = 1u << 10, /* its first bytes were looked at */
 };
 
 enum kvd_stall {
@@ -51,6 +52,7 @@ enum kvd_stall {
 
 struct kvd_conn {
 	struct kvd_io *io;
+	struct kvd_tls *tls; /* TLS state (tls.c), NULL on a plain port */
 	int fd;
 	uint8_t proto;
 	uint8_t stall;

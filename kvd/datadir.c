@@ -65,9 +65,13 @@ static int fsync_path(const char *path, int dir)
 	return rc;
 }
 
-/* Write MANIFEST atomically: temp file, fsync, rename, fsync the directory. */
-int kvd_datadir_write_manifest(const char *dir, unsigned n, char *err,
-			       size_t errlen)
+/* Write MANIFEST atomically: temp file, fsync, rename, fsync the directory.
+ * A manifest written with creating set says that its shards are still being
+ * made: nothing has been served from the directory yet, so a start that
+ * finds it (the first one was killed half way) makes the missing shards
+ * instead of refusing a partial key space. */
+static int write_manifest(const char *dir, unsigned n, int creating, char *err,
+			  size_t errlen)
 {
 	char tmp[600], path[600];
 	FILE *f;
@@ -77,8 +81,8 @@ int kvd_datadir_write_manifest(const char *dir, unsigned n, char *err,
 	f = fopen(tmp, "w");
 	if (!f)
 		goto fail;
-	fprintf(f, "%s\nshards %u\nhash %s\n", MANIFEST_MAGIC, n,
-		MANIFEST_HASH);
+	fprintf(f, "%s\nshards %u\nhash %s\n%s", MANIFEST_MAGIC, n,
+		MANIFEST_HASH, creating ? "creating\n" : "");
 	if (fflush(f) || fsync(fileno(f))) {
 		fclose(f);
 		goto fail;
@@ -91,7 +95,25 @@ fail:
 	return -1;
 }
 
-static int read_manifest(const char *dir, unsigned *n, char *err, size_t errlen)
+int kvd_datadir_write_manifest(const char *dir, unsigned n, char *err,
+			       size_t errlen)
+{
+	return write_manifest(dir, n, 0, err, errlen);
+}
+
+int kvd_datadir_created(struct kvd_datadir *d, const char *dir, char *err,
+			size_t errlen)
+{
+	if (!d->created)
+		return 0;
+	if (write_manifest(dir, d->nshards, 0, err, errlen))
+		return -1;
+	d->created = 0;
+	return 0;
+}
+
+static int read_manifest(const char *dir, unsigned *n, int *creating, char *err,
+			 size_t errlen)
 {
 	char path[600], line[128], hash[32] = "";
 	unsigned shards = 0, lineno = 0;
@@ -111,6 +133,8 @@ static int read_manifest(const char *dir, unsigned *n, char *err, size_t errlen)
 			magic = !strcmp(line, MANIFEST_MAGIC);
 		else if (sscanf(line, "shards %u", &shards) == 1)
 			continue;
+		else if (!strcmp(line, "creating"))
+			*creating = 1;
 		else
 			sscanf(line, "hash %31s", hash);
 	}
@@ -202,8 +226,17 @@ static int make_shard_dirs(const char *dir, unsigned n, char *err,
 int kvd_datadir_inspect(const char *dir, unsigned *nshards, char *err,
 			size_t errlen)
 {
-	if (read_manifest(dir, nshards, err, errlen))
+	int creating = 0;
+
+	if (read_manifest(dir, nshards, &creating, err, errlen))
 		return -1;
+	if (creating) {
+		snprintf(err, errlen,
+			 "%s: its creation never finished (MANIFEST says "
+			 "creating): not a complete data directory",
+			 dir);
+		return -1;
+	}
 	return check_shards(dir, *nshards, 0, err, errlen);
 }
 
@@ -230,7 +263,7 @@ int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
 		return -1;
 	snprintf(path, sizeof(path), "%s/MANIFEST", dir);
 	if (stat(path, &st) == 0) {
-		if (read_manifest(dir, &d->nshards, err, errlen))
+		if (read_manifest(dir, &d->nshards, &d->created, err, errlen))
 			goto fail;
 	} else {
 		if (scan_shard_dirs(dir, &count) >= 0) {
@@ -245,7 +278,7 @@ int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
 				 want_shards);
 			goto fail;
 		}
-		if (kvd_datadir_write_manifest(dir, want_shards, err, errlen))
+		if (write_manifest(dir, want_shards, 1, err, errlen))
 			goto fail;
 		d->nshards = want_shards;
 		d->created = 1;

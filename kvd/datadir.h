@@ -16,7 +16,7 @@
 struct kvd_datadir {
 	int lock_fd;
 	unsigned nshards;
-	int created; /* the manifest was written by this start */
+	int created; /* the manifest says its shards are still being made */
 };
 
 /* Create the directory if missing, take its lock (refusing one held by
@@ -24,6 +24,12 @@ struct kvd_datadir {
  * 0, or -1 with a one-line reason in err. */
 int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
 		     unsigned want_shards, char *err, size_t errlen);
+
+/* Every shard of a directory being created now exists: rewrite the
+ * manifest without its "creating" mark.  No-op otherwise.  0, or -1 with a
+ * reason in err. */
+int kvd_datadir_created(struct kvd_datadir *d, const char *dir, char *err,
+			size_t errlen);
 
 /* The directory of shard i: "DIR/shard-003". */
 void kvd_datadir_shard_path(char *buf, size_t len, const char *dir, unsigned i);

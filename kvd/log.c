@@ -2,6 +2,12 @@
  *
  * Each line is formatted into a local buffer and written with one write(2),
  * so lines from different threads never interleave and no lock is needed.
+ *
+ * When stderr is the journal (systemd says so in JOURNAL_STREAM, the
+ * device and inode of the stream it connected), a line on stderr opens
+ * with the sd-daemon priority prefix ("<3>" error ... "<7>" debug) in place
+ * of the timestamp and pid the journal records itself, so that
+ * `journalctl -p warning` shows warnings and errors only.
  */
 #include "log.h"
 
@@ -10,7 +16,9 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,10 +27,33 @@ static int log_level = KVD_LOG_INFO;
 static char log_path[512];
 
 static const char level_tag[] = "EWID";
+/* syslog priorities of the levels: LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG */
+static const char level_prio[] = "3467";
+/* stderr is the journal's stream (set once, by the first kvd_log_open) */
+static int journal = -1;
+
+/* JOURNAL_STREAM is "DEV:INO" of the stream systemd gave the service; it
+ * is inherited by children whose stderr may be elsewhere, so it counts
+ * only when it matches stderr itself (sd-daemon(3), systemd.exec(5)). */
+static int stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char tail;
+
+	if (!e || sscanf(e, "%llu:%llu%c", &dev, &ino, &tail) != 2 ||
+	    fstat(2, &st))
+		return 0;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
 
 int kvd_log_open(const char *path, int level)
 {
 	kvd_log_set_level(level);
+	if (journal < 0)
+		journal = stderr_is_journal();
 	if (!path || !*path) {
 		/* Back to stderr (a reload may have removed log-file). */
 		if (log_fd > 2)
@@ -70,12 +101,17 @@ static void vlog(int level, const char *suffix, const char *fmt, va_list ap)
 	size_t n;
 	int saved = errno;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-	n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ %d %c ",
-			      ts.tv_nsec / 1000000, (int)getpid(),
-			      level_tag[level]);
+	if (journal > 0 && log_fd == 2) {
+		n = (size_t)snprintf(line, sizeof(line), "<%c>%c ",
+				     level_prio[level], level_tag[level]);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
+		n += (size_t)snprintf(line + n, sizeof(line) - n,
+				      ".%03ldZ %d %c ", ts.tv_nsec / 1000000,
+				      (int)getpid(), level_tag[level]);
+	}
 	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
 	n = strlen(line);
 	if (suffix)

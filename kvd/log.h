@@ -1,5 +1,6 @@
 /* log.h - leveled, timestamped log lines to stderr or a file.
- * One line per significant event; never one per request. */
+ * One line per significant event; never one per request.  On stderr that
+ * is the journal, lines carry sd-daemon priorities instead (log.c). */
 #ifndef KVD_LOG_H
 #define KVD_LOG_H
 
@@ -10,7 +11,7 @@ int kvd_log_open(const char *path, int level);
 void kvd_log_set_level(int level);
 /* Whether lines go to a file (not stderr). */
 int kvd_log_is_file(void);
-/* Reopen the same file (after logrotate moved it); 0 or -1. */
+/* Reopen the same file (after logrotate moved it: SIGUSR1); 0 or -1. */
 int kvd_log_reopen(void);
 void kvd_log(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

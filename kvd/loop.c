@@ -12,6 +12,7 @@
 #include "loop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -22,12 +23,15 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "committer.h"
 #include "kv_status.h"
 #include "log.h"
+#include "tls.h"
 
 #define RING_ENTRIES 1024
 #define CQ_ENTRIES 16384
@@ -69,6 +73,7 @@ struct kvd_ring {
 	struct __kernel_timespec tick;
 	struct __kernel_timespec pause; /* the accept pause's timer */
 	uint64_t stop_deadline;
+	uint64_t tls_owner[2]; /* the TLS listeners' accept tags (accept_ud) */
 };
 
 /* Connections the open-file limit leaves room for (kvd_io_listen). */
@@ -103,13 +108,55 @@ static struct io_uring_sqe *sqe_get(struct kvd_io *io)
 	return sqe;
 }
 
+/* The protocol a listener slot speaks (loop.h: TCP, Unix, TLS slots). */
+static int slot_proto(int slot)
+{
+	return slot < KVD_NPROTO       ? slot
+	       : slot < KVD_TLS_NATIVE ? slot - KVD_NPROTO
+				       : slot - KVD_TLS_NATIVE;
+}
+
+static int slot_tls(const struct kvd_io *io, int slot)
+{
+	return slot >= KVD_TLS_NATIVE ||
+	       (slot == KVD_PROTO_HTTP && io->srv->cfg->tls_metrics);
+}
+
+/* A Unix socket's accept is tagged with the ring rather than io, as the
+ * accept pause's timer is, and a TLS listener's with a word of the ring:
+ * the tag bits are all taken. */
+static uint64_t accept_ud(struct kvd_io *io, int slot)
+{
+	void *owner = slot < KVD_NPROTO ? (void *)io
+		      : slot < KVD_TLS_NATIVE
+			  ? (void *)io->ring
+			  : (void *)&io->ring->tls_owner[slot - KVD_TLS_NATIVE];
+
+	return tagged(owner, accept_tags[slot_proto(slot)]);
+}
+
+/* The listener slot of an accept of protocol proto (the inverse). */
+static int accept_slot(struct kvd_io *io, uint64_t ud, int proto)
+{
+	void *owner = untag(ud);
+
+	return owner == io	   ? proto
+	       : owner == io->ring ? KVD_NPROTO + proto
+				   : KVD_TLS_NATIVE + proto;
+}
+
 static void arm_accept(struct kvd_io *io, int which)
 {
 	struct io_uring_sqe *sqe = sqe_get(io);
 
-	io_uring_prep_multishot_accept(sqe, io->lfd[which], NULL, NULL,
-				       SOCK_CLOEXEC);
-	io_uring_sqe_set_data64(sqe, tagged(io, accept_tags[which]));
+	/* A Unix socket's accept is one-shot: see "Unix sockets" below. */
+	if (which >= KVD_NPROTO && which < KVD_TLS_NATIVE)
+		io_uring_prep_accept(sqe, io->lfd[which], NULL, NULL,
+				     SOCK_CLOEXEC);
+	else
+		io_uring_prep_multishot_accept(sqe, io->lfd[which], NULL, NULL,
+					       SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, accept_ud(io, which));
 	io->accept_armed |= 1u << which;
 }
 
@@ -128,7 +175,7 @@ static void arm_accept_timer(struct kvd_io *io)
 
 static void resume_accepts(struct kvd_io *io)
 {
-	for (int i = 0; i < KVD_NPROTO; i++)
+	for (int i = 0; i < KVD_NLISTEN; i++)
 		if ((io->accept_paused & (1u << i)) && !io->stopping)
 			arm_accept(io, i);
 	io->accept_paused = 0;
@@ -333,7 +380,7 @@ static void conn_kill(struct kvd_io *io, struct kvd_conn *c)
 static int conn_idle(const struct kvd_conn *c)
 {
 	return !(c->flags & CONN_SEND_BUSY) && c->tx.len == c->tx_off &&
-	       c->out.len == 0;
+	       c->out.len == 0 && !kvd_tls_pending(c);
 }
 
 static void conn_update(struct kvd_io *io, struct kvd_conn *c)
@@ -341,7 +388,13 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 	if (c->flags & CONN_ABORT) /* over a cap that forbids waiting */
 		conn_kill(io, c);
 	if (!(c->flags & CONN_DEAD) && !(c->flags & CONN_SEND_BUSY)) {
-		if (c->tx.len == c->tx_off && c->out.len) {
+		/* TLS: replies are encrypted onto tx instead of swapped in. */
+		if (c->tls) {
+			if (c->tx.len == c->tx_off &&
+			    (c->out.len || kvd_tls_pending(c)) &&
+			    kvd_tls_seal(c))
+				conn_kill(io, c);
+		} else if (c->tx.len == c->tx_off && c->out.len) {
 			struct kv_buf t = c->tx;
 
 			c->tx = c->out;
@@ -349,13 +402,18 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 			c->out.len = 0;
 			c->tx_off = 0;
 		}
-		if (c->tx.len > c->tx_off)
+		if (c->tx.len > c->tx_off && !(c->flags & CONN_DEAD))
 			arm_send(io, c);
 	}
-	/* Close once every reply is out, those of writes in flight too. */
+	/* Close once every reply is out, those of writes in flight too (and
+	 * TLS's close_notify after them). */
 	if (!(c->flags & CONN_DEAD) && conn_idle(c) && !c->npend &&
-	    (c->flags & (CONN_CLOSING | CONN_EOF)))
-		conn_kill(io, c);
+	    (c->flags & (CONN_CLOSING | CONN_EOF))) {
+		if (kvd_tls_farewell(c))
+			kvd_io_mark(c);
+		else
+			conn_kill(io, c);
+	}
 	if (c->flags & CONN_DEAD) {
 		if (!(c->flags & (CONN_RECV_ARMED | CONN_SEND_BUSY)) &&
 		    !c->npend)
@@ -424,15 +482,15 @@ static void accept_ended(struct kvd_io *io, int proto, int res)
 	}
 }
 
-static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int proto)
+static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
 {
 	struct kvd_server *srv = io->srv;
 	struct kvd_conn *c;
-	int one = 1, fd = cqe->res;
+	int one = 1, fd = cqe->res, proto = slot_proto(slot);
 	unsigned max = KVD_LIVE(srv->cfg->max_clients);
 
 	if (!(cqe->flags & IORING_CQE_F_MORE))
-		accept_ended(io, proto, fd);
+		accept_ended(io, slot, fd);
 	if (fd < 0) {
 		if (fd != -ECANCELED)
 			kvd_log_ratelimited(
@@ -453,10 +511,14 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int proto)
 	    !(c = calloc(1, sizeof(*c)))) {
 		atomic_fetch_sub(&srv->nconns, 1);
 		kvd_count(&io->stats.refused, 1);
-		refuse(fd, proto);
+		if (slot_tls(io, slot)) /* no handshake yet to say it in */
+			close(fd);
+		else
+			refuse(fd, proto);
 		return;
 	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (slot < KVD_NPROTO || slot >= KVD_TLS_NATIVE)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->io = io;
 	c->fd = fd;
 	c->proto = (uint8_t)proto;
@@ -470,6 +532,13 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int proto)
 	kvd_count(&io->stats.accepted, 1);
 	if (proto == KVD_PROTO_RESP)
 		kvd_resp_conn_open(c);
+	if (slot_tls(io, slot) && kvd_tls_open(c)) {
+		log_error("connection %llu: out of memory for TLS; closing",
+			  (unsigned long long)c->id);
+		c->flags |= CONN_CLOSING;
+		kvd_io_mark(c);
+		return;
+	}
 	arm_recv(io, c);
 }
 
@@ -483,8 +552,14 @@ static void on_recv(struct kvd_io *io, struct io_uring_cqe *cqe)
 	if (res > 0) {
 		unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
 
-		kvd_conn_input(c, io->ring->bufs + (size_t)bid * BUF_SIZE,
-			       (size_t)res);
+		if (c->tls)
+			kvd_tls_input(c,
+				      io->ring->bufs + (size_t)bid * BUF_SIZE,
+				      (size_t)res);
+		else
+			kvd_conn_input(c,
+				       io->ring->bufs + (size_t)bid * BUF_SIZE,
+				       (size_t)res);
 		recycle_buf(io, bid);
 	} else if (res == 0) {
 		c->flags |= CONN_EOF;
@@ -522,7 +597,7 @@ static void begin_stop(struct kvd_io *io)
 	/* Listeners first: an accept in the ring holds its socket open, so
 	 * cancel it, and close the socket when the cancel has completed
 	 * (accept_ended); one not in the ring closes now. */
-	for (int i = 0; i < KVD_NPROTO; i++) {
+	for (int i = 0; i < KVD_NLISTEN; i++) {
 		if (io->lfd[i] < 0)
 			continue;
 		if (!(io->accept_armed & (1u << i))) {
@@ -531,7 +606,7 @@ static void begin_stop(struct kvd_io *io)
 		}
 		struct io_uring_sqe *sqe = sqe_get(io);
 
-		io_uring_prep_cancel64(sqe, tagged(io, accept_tags[i]), 0);
+		io_uring_prep_cancel64(sqe, accept_ud(io, i), 0);
 		io_uring_sqe_set_data64(sqe, TAG_NONE);
 	}
 	/* Stop taking requests; answer what was taken, then close. */
@@ -579,7 +654,9 @@ static const char *conn_timeout(struct kvd_io *io, const struct kvd_conn *c)
 	    expired(io->now_ms, c->last_ms, KVD_LIVE(cfg->idle_timeout)))
 		return "idle-timeout";
 	if (expired(io->now_ms, c->req_ms, KVD_LIVE(cfg->request_timeout)))
-		return "request-timeout (request left incomplete)";
+		return c->tls && !kvd_tls_ready(c)
+			   ? "request-timeout (TLS handshake left unfinished)"
+			   : "request-timeout (request left incomplete)";
 	if (c->stall == STALL_OUTPUT &&
 	    expired(io->now_ms, c->out_ms, KVD_LIVE(cfg->output_timeout)))
 		return "output-timeout (replies left unread)";
@@ -610,8 +687,14 @@ static void on_tick(struct kvd_io *io)
 static void handle(struct kvd_io *io, struct io_uring_cqe *cqe)
 {
 	switch (cqe->user_data & 7) {
-	case TAG_ACCEPT_NATIVE: on_accept(io, cqe, 0); break;
-	case TAG_ACCEPT_RESP: on_accept(io, cqe, 1); break;
+	case TAG_ACCEPT_NATIVE:
+		on_accept(io, cqe,
+			  accept_slot(io, cqe->user_data, KVD_PROTO_NATIVE));
+		break;
+	case TAG_ACCEPT_RESP:
+		on_accept(io, cqe,
+			  accept_slot(io, cqe->user_data, KVD_PROTO_RESP));
+		break;
 	case TAG_ACCEPT_HTTP: on_accept(io, cqe, 2); break;
 	case TAG_RECV: on_recv(io, cqe); break;
 	case TAG_SEND: on_send(io, cqe); break;
@@ -661,7 +744,7 @@ static void *io_main(void *arg)
 	}
 	io->now_ms = kvd_now_ms();
 	io->turn_ns = kvd_mono_ns();
-	for (int i = 0; i < KVD_NPROTO; i++)
+	for (int i = 0; i < KVD_NLISTEN; i++)
 		if (io->lfd[i] >= 0)
 			arm_accept(io, i);
 	arm_wake(io);
@@ -806,16 +889,203 @@ static int ring_init(struct kvd_io *io, char *err, size_t errlen)
 	return 0;
 }
 
+/* ===================== Unix sockets =====================
+ *
+ * A Unix socket cannot be split between the io threads as SO_REUSEPORT
+ * splits a TCP port, so there is one listening socket per path and every
+ * io thread arms an accept on it (through a dup, so that each thread
+ * closes its own descriptor as it does a TCP listener's).  io_uring's
+ * accept waits exclusively: the kernel wakes one waiter per connection,
+ * the first in the socket's queue.  A multishot accept would stay first
+ * and take every connection; a one-shot one, re-armed when it completes
+ * (accept_ended), goes to the back of the queue, so connections go round
+ * the idle threads, as TCP's are spread by SO_REUSEPORT.  No thread is
+ * special: one paused for want of descriptors leaves the others
+ * accepting.  (Accepting on one thread and handing descriptors to the
+ * others would need a queue between threads for little gain: Unix
+ * connections are local and few.)
+ */
+
+#define UNIX_INUSE_TRIES 20
+
+/* Our socket files, removed at exit if they are still ours (same inode). */
+static struct {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	ino_t ino;
+	int fd;
+} unix_socks[2] = {{"", 0, -1}, {"", 0, -1}};
+
+/* 1 when a process accepts on path, 0 when the file is stale (a kvd
+ * killed without cleaning up), -1 (errno) when it cannot be told. */
+static int unix_in_use(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int rc, e;
+
+	if (fd < 0)
+		return -1;
+	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	e = errno;
+	close(fd);
+	if (rc == 0 || e == EAGAIN) /* EAGAIN: its backlog is full */
+		return 1;
+	if (e == ECONNREFUSED)
+		return 0;
+	errno = e;
+	return -1;
+}
+
+static int unix_bind(const char *path, unsigned perm, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	mode_t old;
+	int fd, rc;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen,
+				 "unix socket %s: a file that is not a socket "
+				 "is in the way",
+				 path);
+			return -1;
+		}
+		/* A kvd just killed may still listen for a moment: its
+		 * rings' accepts hold the socket until the kernel has torn
+		 * them down, after the process is gone.  Ask again for up
+		 * to UNIX_INUSE_TRIES tenths of a second. */
+		for (int i = 0;
+		     (rc = unix_in_use(&sa)) > 0 && i < UNIX_INUSE_TRIES; i++)
+			usleep(100000);
+		if (rc) {
+			snprintf(err, errlen, "unix socket %s: %s", path,
+				 rc > 0 ? "another process listens on it"
+					: strerror(errno));
+			return -1;
+		}
+		if (unlink(path) && errno != ENOENT) {
+			snprintf(err, errlen,
+				 "unix socket %s: cannot remove the stale "
+				 "file: %s",
+				 path, strerror(errno));
+			return -1;
+		}
+		log_info("unix socket %s: removed a stale socket file", path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	/* bind creates the file with 0777 & ~umask: with this umask it has
+	 * its final mode from the start, never a wider one.  No other
+	 * thread exists yet to create a file meanwhile. */
+	old = umask(~(mode_t)perm & 0777);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc || listen(fd, 1024))
+		goto fail;
+	return fd;
+fail:
+	snprintf(err, errlen, "cannot listen on unix socket %s: %s", path,
+		 strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Bind the configured Unix sockets (before the io threads exist). */
+static int unix_open(const struct kvd_config *cfg, char *err, size_t errlen)
+{
+	const char *paths[2] = {cfg->unix_socket,
+				cfg->resp_port ? cfg->resp_unix_socket : ""};
+
+	for (int i = 0; i < 2; i++) {
+		struct stat st;
+		int fd;
+
+		if (!paths[i][0])
+			continue;
+		fd = unix_bind(paths[i], cfg->unix_perm, err, errlen);
+		if (fd < 0)
+			return -1;
+		unix_socks[i].fd = fd;
+		snprintf(unix_socks[i].path, sizeof(unix_socks[i].path), "%s",
+			 paths[i]);
+		unix_socks[i].ino = lstat(paths[i], &st) ? 0 : st.st_ino;
+	}
+	return 0;
+}
+
+/* Give io its own descriptor of each Unix listener. */
+static int unix_share(struct kvd_io *io, char *err, size_t errlen)
+{
+	for (int i = 0; i < 2; i++) {
+		if (unix_socks[i].fd < 0)
+			continue;
+		io->lfd[KVD_UNIX_NATIVE + i] =
+		    fcntl(unix_socks[i].fd, F_DUPFD_CLOEXEC, 0);
+		if (io->lfd[KVD_UNIX_NATIVE + i] < 0) {
+			snprintf(err, errlen, "unix socket %s: dup: %s",
+				 unix_socks[i].path, strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* At exit: close the listeners, remove the files if nobody replaced them. */
+static void unix_remove(void)
+{
+	for (int i = 0; i < 2; i++) {
+		struct stat st;
+
+		if (unix_socks[i].fd >= 0)
+			close(unix_socks[i].fd);
+		unix_socks[i].fd = -1;
+		if (unix_socks[i].path[0] && !lstat(unix_socks[i].path, &st) &&
+		    st.st_ino == unix_socks[i].ino)
+			unlink(unix_socks[i].path);
+		unix_socks[i].path[0] = '\0';
+	}
+}
+
+/* The TLS listeners (as bound: a TLS port is never 0 here). */
+static unsigned tls_ports[2];
+
+static int tls_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
+		      char *err, size_t errlen)
+{
+	tls_ports[0] = srv->cfg->tls_port;
+	tls_ports[1] = srv->cfg->tls_resp_port;
+	for (int i = 0; i < 2; i++) {
+		if (!tls_ports[i])
+			continue;
+		io->lfd[KVD_TLS_NATIVE + i] = listen_on(
+		    srv->cfg->bind, &tls_ports[i], idx == 0, err, errlen);
+		if (io->lfd[KVD_TLS_NATIVE + i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int io_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
 		     char *err, size_t errlen)
 {
 	io->idx = idx;
 	io->srv = srv;
 	io->efd = -1;
-	io->lfd[0] = io->lfd[1] = io->lfd[2] = -1;
-	io->lfd[0] =
-	    listen_on(srv->cfg->bind, &srv->port, idx == 0, err, errlen);
-	if (io->lfd[0] < 0)
+	for (int i = 0; i < KVD_NLISTEN; i++)
+		io->lfd[i] = -1;
+	if (unix_share(io, err, errlen))
+		return -1;
+	/* With a TLS port, port 0 turns the plain one off (as in Redis). */
+	if (srv->cfg->port || !srv->cfg->tls_port) {
+		io->lfd[0] = listen_on(srv->cfg->bind, &srv->port, idx == 0,
+				       err, errlen);
+		if (io->lfd[0] < 0)
+			return -1;
+	}
+	if (tls_listen(srv, io, idx, err, errlen))
 		return -1;
 	if (srv->cfg->resp_port) {
 		io->lfd[1] = listen_on(srv->cfg->bind, &srv->resp_port,
@@ -878,7 +1148,7 @@ static int fit_fd_limit(struct kvd_server *srv, char *err, size_t errlen)
 
 int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen)
 {
-	if (fit_fd_limit(srv, err, errlen))
+	if (fit_fd_limit(srv, err, errlen) || unix_open(srv->cfg, err, errlen))
 		return -1;
 	srv->port = srv->cfg->port;
 	srv->resp_port = srv->cfg->resp_port;
@@ -896,6 +1166,13 @@ int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen)
 		}
 		if (io_listen(srv, srv->io[i], i, err, errlen))
 			return -1;
+	}
+	/* The io threads' descriptors keep the Unix sockets open now: the
+	 * socket closes with the last of them, when the last thread stops. */
+	for (int i = 0; i < 2; i++) {
+		if (unix_socks[i].fd >= 0)
+			close(unix_socks[i].fd);
+		unix_socks[i].fd = -1;
 	}
 	return 0;
 }
@@ -966,7 +1243,7 @@ void kvd_io_destroy(struct kvd_server *srv)
 			free(io->ring->bufs);
 			free(io->ring);
 		}
-		for (int j = 0; j < KVD_NPROTO; j++)
+		for (int j = 0; j < KVD_NLISTEN; j++)
 			if (io->lfd[j] >= 0)
 				close(io->lfd[j]);
 		if (io->efd >= 0)
@@ -988,4 +1265,5 @@ void kvd_io_destroy(struct kvd_server *srv)
 	}
 	free(srv->io);
 	srv->io = NULL;
+	unix_remove();
 }

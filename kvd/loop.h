@@ -18,6 +18,18 @@
 
 struct kvd_ring;
 
+/* Listener slots: the TCP listeners by protocol (enum kvd_proto), then the
+ * Unix sockets of the native protocol and of RESP (loop.c), then the TLS
+ * listeners of the native protocol and of RESP (tls.h; the metrics
+ * listener speaks TLS in its own slot when tls-metrics says so). */
+enum {
+	KVD_UNIX_NATIVE = KVD_NPROTO,
+	KVD_UNIX_RESP,
+	KVD_TLS_NATIVE,
+	KVD_TLS_RESP,
+	KVD_NLISTEN
+};
+
 struct kvd_io {
 	unsigned idx;
 	struct kvd_server *srv;
@@ -40,7 +52,7 @@ struct kvd_io {
 	struct kvd_conn *conns;
 	struct kvd_conn *dirty;
 	pthread_t thread;
-	int lfd[KVD_NPROTO];   /* listeners by protocol, -1 when absent */
+	int lfd[KVD_NLISTEN];  /* listeners by slot, -1 when absent */
 	unsigned accept_armed; /* bit per listener: its accept is in the ring */
 	unsigned accept_paused; /* bit per listener: out of descriptors */
 	int accept_timer;	/* the timer that resumes them is in the ring */

@@ -1,6 +1,7 @@
 /* main.c - kvd's entry point: configuration, start-up order, signals, and
  * the orderly stop (stop accepting, answer what is in flight, commit,
  * flush, close). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "loop.h"
 #include "shard.h"
+#include "tls.h"
 
 /* One line on stderr; the log file (when there is one) gets it too. */
 static int fail(const char *msg)
@@ -54,8 +56,9 @@ static int sd_notify(int unset, const char *state)
 }
 #endif
 
-/* SIGHUP: reopen the log file (after logrotate moved it) and apply what
- * the configuration now says, where that can change at run time. */
+/* SIGHUP: reopen the log file and apply what the configuration now says,
+ * where that can change at run time.  (logrotate sends SIGUSR1, which
+ * reopens the log file and nothing else.) */
 static void reload(struct kvd_config *cfg, int argc, char **argv)
 {
 	char old_log[sizeof(cfg->log_file)];
@@ -68,6 +71,9 @@ static void reload(struct kvd_config *cfg, int argc, char **argv)
 	memcpy(old_log, cfg->log_file, sizeof(old_log));
 	kvd_config_reload(cfg, argc, argv);
 	kvd_log_set_level((int)cfg->log_level);
+	/* New certificates for new connections (the files may have been
+	 * replaced in place: they are read again even if unchanged). */
+	kvd_tls_reload(cfg);
 	if (strcmp(old_log, cfg->log_file) &&
 	    kvd_log_open(cfg->log_file, (int)cfg->log_level))
 		log_error("SIGHUP: cannot open the log file %s", cfg->log_file);
@@ -75,7 +81,18 @@ static void reload(struct kvd_config *cfg, int argc, char **argv)
 	sd_notify(0, "READY=1");
 }
 
-/* Wait for SIGTERM or SIGINT, serving SIGHUP meanwhile. */
+/* SIGUSR1: logrotate moved the log file away; reopen it by name.  The
+ * configuration is not read: an edit in progress is not applied. */
+static void reopen_log(const struct kvd_config *cfg)
+{
+	if (kvd_log_reopen())
+		log_error("SIGUSR1: cannot reopen the log file %s: %s",
+			  cfg->log_file, strerror(errno));
+	else
+		log_info("SIGUSR1: log file reopened");
+}
+
+/* Wait for SIGTERM or SIGINT, serving SIGHUP and SIGUSR1 meanwhile. */
 static void wait_for_stop(const sigset_t *set, struct kvd_config *cfg, int argc,
 			  char **argv)
 {
@@ -86,6 +103,10 @@ static void wait_for_stop(const sigset_t *set, struct kvd_config *cfg, int argc,
 			continue;
 		if (sig == SIGHUP) {
 			reload(cfg, argc, argv);
+			continue;
+		}
+		if (sig == SIGUSR1) {
+			reopen_log(cfg);
 			continue;
 		}
 		log_info("received %s: stopping",
@@ -106,7 +127,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 2 : 0;
 	if (kvd_auth_setup(&cfg, err, sizeof(err)) ||
-	    kvd_backup_check(&cfg, err, sizeof(err))) {
+	    kvd_backup_check(&cfg, err, sizeof(err)) ||
+	    kvd_tls_setup(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "kvd: %s\n", err);
 		return 2;
 	}
@@ -125,6 +147,7 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	srv.start_ms = kvd_now_ms();
@@ -148,12 +171,17 @@ int main(int argc, char **argv)
 	}
 	if (kvd_committers_start(&srv) || kvd_io_start(&srv))
 		return fail("cannot start threads");
-	log_info("kvd %s ready: %s port %u%s%.0u, %u io threads, %u shards, "
-		 "durability %s, data %s",
-		 KVD_VERSION, cfg.bind, srv.port,
-		 srv.resp_port ? ", resp port " : "", srv.resp_port, srv.nio,
-		 srv.nshards, cfg.durability == KVD_DUR_SYNC ? "sync" : "async",
-		 cfg.data_dir);
+	log_info(
+	    "kvd %s ready: %s port %u%s%.0u%s%s%s%s, %u io threads, "
+	    "%u shards, durability %s, data %s",
+	    KVD_VERSION, cfg.bind, srv.port,
+	    srv.resp_port ? ", resp port " : "", srv.resp_port,
+	    cfg.unix_socket[0] ? ", unix socket " : "", cfg.unix_socket,
+	    cfg.resp_port && cfg.resp_unix_socket[0] ? ", resp unix socket "
+						     : "",
+	    cfg.resp_port ? cfg.resp_unix_socket : "", srv.nio, srv.nshards,
+	    cfg.durability == KVD_DUR_SYNC ? "sync" : "async", cfg.data_dir);
+	kvd_tls_log(&cfg);
 	sd_notify(0, "READY=1");
 	wait_for_stop(&set, &cfg, argc, argv);
 	kvd_io_stop(&srv);
@@ -161,6 +189,7 @@ int main(int argc, char **argv)
 	kvd_backup_wait();
 	kvd_io_destroy(&srv);
 	kvd_store_close(srv.store);
+	kvd_tls_cleanup();
 	log_info("stopped cleanly");
 	return 0;
 }

@@ -1,5 +1,5 @@
 /* metrics.c - the Prometheus endpoint: a minimal HTTP/1.1 responder for
- * GET /metrics and the text exposition format (version 0.0.4).
+ * GET /metrics (and HEAD) and the text exposition format (version 0.0.4).
  *
  * One request per connection (Connection: close), answered from the same
  * per-thread counters as STATS and INFO.  Names follow Prometheus
@@ -316,9 +316,11 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 
 /* ===================== HTTP ===================== */
 
-/* extra: more header lines, each ending in \r\n, or "". */
+/* extra: more header lines, each ending in \r\n, or "".  A HEAD request
+ * (head) gets the headers GET would get, Content-Length included, and no
+ * body (RFC 9110 9.3.2): a probe that checks the endpoint answers. */
 static void respond(struct kvd_conn *c, const char *status, const char *extra,
-		    struct kv_buf *body)
+		    struct kv_buf *body, int head)
 {
 	char hdr[320];
 	int n =
@@ -329,7 +331,8 @@ static void respond(struct kvd_conn *c, const char *status, const char *extra,
 		     status, extra, body->len);
 
 	kvd_reply_append(c, hdr, (size_t)n);
-	kvd_reply_append(c, body->data, body->len);
+	if (!head)
+		kvd_reply_append(c, body->data, body->len);
 }
 
 static int b64val(uint8_t ch)
@@ -408,27 +411,33 @@ size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
 	struct kv_buf body = {0};
 	const uint8_t *end = memmem(p, n, "\r\n\r\n", 4);
+	int head = n >= 5 && !memcmp(p, "HEAD ", 5);
+	/* the path, after "GET " or "HEAD " */
+	const uint8_t *path = p + (head ? 5 : 4);
+	size_t plen = n - (size_t)(path - p);
 
 	if (!end) {
 		if (n < HTTP_MAX_REQUEST)
 			return 0; /* wait for the rest of the header */
 		out(&body, "request header too large\n");
-		respond(c, "431 Request Header Fields Too Large", "", &body);
-	} else if (n >= 4 && memcmp(p, "GET ", 4)) {
-		out(&body, "only GET is supported\n");
-		respond(c, "405 Method Not Allowed", "", &body);
+		respond(c, "431 Request Header Fields Too Large", "", &body, 0);
+	} else if (!head && memcmp(p, "GET ", 4)) {
+		out(&body, "only GET and HEAD are supported\n");
+		respond(c, "405 Method Not Allowed", "Allow: GET, HEAD\r\n",
+			&body, 0);
 	} else if (!authorized(c, p, end + 2)) {
 		out(&body, "authentication required: HTTP Basic, with the "
 			   "password of requirepass\n");
 		respond(c, "401 Unauthorized",
-			"WWW-Authenticate: Basic realm=\"kvd\"\r\n", &body);
-	} else if (n >= 13 && (!memcmp(p, "GET /metrics ", 13) ||
-			       !memcmp(p, "GET /metrics?", 13))) {
+			"WWW-Authenticate: Basic realm=\"kvd\"\r\n", &body,
+			head);
+	} else if (plen >= 9 && (!memcmp(path, "/metrics ", 9) ||
+				 !memcmp(path, "/metrics?", 9))) {
 		kvd_metrics_render(c->io, &body);
-		respond(c, "200 OK", "", &body);
+		respond(c, "200 OK", "", &body, head);
 	} else {
 		out(&body, "not found: the metrics are at /metrics\n");
-		respond(c, "404 Not Found", "", &body);
+		respond(c, "404 Not Found", "", &body, head);
 	}
 	kv_buf_free(&body);
 	c->flags |= CONN_CLOSING;

@@ -236,6 +236,8 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 			goto fail;
 		}
 	}
+	if (kvd_datadir_created(&st->dd, o->dir, err, errlen))
+		goto fail;
 	*out = st;
 	return 0;
 fail:

@@ -74,6 +74,7 @@ void kvc_set_err(kvc_conn *c, const char *fmt, ...)
 
 static void close_socket(kvc_conn *c)
 {
+	kvc_tls_drop(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -137,7 +138,7 @@ static int remaining(uint64_t deadline)
 
 /* Wait until fd is readable (or writable, when out).  0, or -KVC_TIMEOUT
  * (not yet recorded as a failure: the caller knows what timed out). */
-static int wait_fd(int fd, short events, uint64_t deadline)
+int kvc_wait_fd(int fd, short events, uint64_t deadline)
 {
 	struct pollfd p = {.fd = fd, .events = events};
 
@@ -157,9 +158,13 @@ static int wait_fd(int fd, short events, uint64_t deadline)
 
 int kvc_io_wait(kvc_conn *c, int out, uint64_t deadline)
 {
-	int rc =
-	    wait_fd(c->fd, (short)(POLLIN | (out ? POLLOUT : 0)), deadline);
+	int rc;
 
+	/* Decrypted bytes already read: poll would not see them. */
+	if (kvc_tls_pending(c))
+		return 0;
+	rc =
+	    kvc_wait_fd(c->fd, (short)(POLLIN | (out ? POLLOUT : 0)), deadline);
 	if (rc == -KVC_TIMEOUT)
 		return kvc_fail(c, KVC_TIMEOUT, "%s: no reply within %d ms",
 				c->peer, c->io_ms);
@@ -262,6 +267,7 @@ void kvc_close(kvc_conn *c)
 		return;
 	drop_password(c);
 	close_socket(c);
+	kvc_tls_free(c);
 	kv_buf_free(&c->out);
 	kv_buf_free(&c->in);
 	free(c->q);
@@ -285,7 +291,7 @@ static int try_connect(kvc_conn *c, const struct sockaddr *sa, socklen_t len,
 		/* EAGAIN (a Unix socket's full backlog) is a refusal. */
 		if (errno != EINPROGRESS)
 			goto fail;
-		if (wait_fd(fd, POLLOUT, deadline)) {
+		if (kvc_wait_fd(fd, POLLOUT, deadline)) {
 			close(fd);
 			errno = ETIMEDOUT;
 			return -KVC_TIMEOUT;
@@ -393,10 +399,10 @@ static int auth_now(kvc_conn *c, uint64_t deadline)
 	return 0;
 }
 
-/* Connect to the Unix socket at path (is_unix) or to host:port, then AUTH
- * when a password is set. */
-static int connect_any(kvc_conn *c, const char *host, unsigned port,
-		       int is_unix)
+/* Connect to the Unix socket at path (is_unix) or to host:port, then the
+ * TLS handshake (tls), then AUTH when a password is set. */
+int kvc_connect_any(kvc_conn *c, const char *host, unsigned port, int is_unix,
+		    int tls)
 {
 	uint64_t deadline;
 	int rc;
@@ -405,6 +411,10 @@ static int connect_any(kvc_conn *c, const char *host, unsigned port,
 	if (!host || !*host || (!is_unix && (port == 0 || port > 65535))) {
 		kvc_set_err(c, "invalid address %s:%u", host ? host : "(null)",
 			    port);
+		return -KVC_INVALID;
+	}
+	if (is_unix && tls) {
+		kvc_set_err(c, "%s: TLS is not used over a Unix socket", host);
 		return -KVC_INVALID;
 	}
 	deadline = c->connect_ms ? kvc_now_ms() + (uint64_t)c->connect_ms : 0;
@@ -416,17 +426,20 @@ static int connect_any(kvc_conn *c, const char *host, unsigned port,
 		return rc;
 	c->broken = 0;
 	c->err[0] = '\0';
+	if (tls && (rc = kvc_tls_handshake(c, host, deadline)))
+		return rc;
 	return c->password ? auth_now(c, deadline) : 0;
 }
 
 int kvc_connect(kvc_conn *c, const char *host, unsigned port)
 {
-	return connect_any(c, host, port, host && host[0] == '/');
+	return kvc_connect_any(c, host, port, host && host[0] == '/',
+			       c->tls_ctx != NULL);
 }
 
 int kvc_connect_unix(kvc_conn *c, const char *path)
 {
-	return connect_any(c, path, 0, 1);
+	return kvc_connect_any(c, path, 0, 1, c->tls_ctx != NULL);
 }
 
 /* ===================== Bytes in and out ===================== */
@@ -436,8 +449,20 @@ int kvc_connect_unix(kvc_conn *c, const char *path)
 int kvc_io_write(kvc_conn *c)
 {
 	while (c->out_off < c->out.len) {
-		ssize_t n = send(c->fd, c->out.data + c->out_off,
-				 c->out.len - c->out_off, MSG_NOSIGNAL);
+		ssize_t n;
+
+		if (c->ssl) {
+			size_t done = 0;
+			int rc = kvc_tls_send(c, c->out.data + c->out_off,
+					      c->out.len - c->out_off, &done);
+
+			if (rc)
+				return rc;
+			c->out_off += done;
+			continue;
+		}
+		n = send(c->fd, c->out.data + c->out_off,
+			 c->out.len - c->out_off, MSG_NOSIGNAL);
 
 		if (n > 0) {
 			c->out_off += (size_t)n;
@@ -483,6 +508,44 @@ static int make_room(kvc_conn *c, size_t want)
 	return 0;
 }
 
+/* The server's side is closed: replies already buffered can still be
+ * read. */
+static int peer_closed(kvc_conn *c)
+{
+	c->eof = 1;
+	close_socket(c);
+	snprintf(c->err, sizeof(c->err), "%s: connection closed by the server",
+		 c->peer);
+	return -KVC_CLOSED;
+}
+
+static int tls_read(kvc_conn *c)
+{
+	size_t got = 0;
+	int rc = kvc_tls_recv(c, c->in.data + c->in.len, c->in.cap - c->in.len,
+			      &got);
+
+	if (rc == 0) {
+		c->in.len += got;
+		return 1;
+	}
+	if (rc == 1)
+		return 0;
+	if (rc == 2) {
+		int early = kvc_tls_closed_early(c);
+
+		peer_closed(c);
+		if (early)
+			snprintf(c->err, sizeof(c->err),
+				 "%s: connection closed by the server right "
+				 "after the TLS handshake (does it require a "
+				 "client certificate?)",
+				 c->peer);
+		return -KVC_CLOSED;
+	}
+	return rc;
+}
+
 /* Read once.  1 when bytes came, 0 when none were there, -KVC_CLOSED when
  * the server closed its side (c->eof; replies already buffered can still
  * be read), or a failure. */
@@ -494,6 +557,8 @@ int kvc_io_read(kvc_conn *c, size_t want)
 		return c->eof ? -KVC_CLOSED : c->broken;
 	if (make_room(c, want))
 		return c->broken;
+	if (c->ssl)
+		return tls_read(c);
 	do
 		n = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len,
 			 0);
@@ -506,18 +571,14 @@ int kvc_io_read(kvc_conn *c, size_t want)
 		return 0;
 	if (n < 0 && errno != ECONNRESET)
 		return kvc_fail(c, KVC_IO, "%s: recv: %m", c->peer);
-	c->eof = 1;
-	close_socket(c);
-	snprintf(c->err, sizeof(c->err), "%s: connection closed by the server",
-		 c->peer);
-	return -KVC_CLOSED;
+	return peer_closed(c);
 }
 
 /* ===================== Non-blocking interface ===================== */
 
 int kvc_want_write(const kvc_conn *c)
 {
-	return c->fd >= 0 && c->out_off < c->out.len;
+	return c->fd >= 0 && (c->out_off < c->out.len || c->tls_rd_wants_w);
 }
 
 int kvc_flush(kvc_conn *c)
@@ -530,6 +591,9 @@ int kvc_flush(kvc_conn *c)
 	if (c->fd < 0)
 		return kvc_closed(c);
 	for (;;) {
+		/* TLS: a read that needed the socket writable goes again. */
+		if (c->tls_rd_wants_w && (rc = kvc_io_read(c, 0)) < 0)
+			return rc == -KVC_CLOSED ? kvc_closed(c) : rc;
 		rc = kvc_io_write(c);
 		if (rc <= 0)
 			return rc;

@@ -5,7 +5,8 @@
  *   reply.c    splitting input into frames, checking each reply against its
  *              request, and the kvc_reply_* / kvc_map_* accessors
  *   sync.c     the synchronous calls and the scan iterator
- *   url.c      kvd:// and unix:// URLs, and kvc_connect_url
+ *   url.c      kvd://, kvds:// and unix:// URLs, and kvc_connect_url
+ *   tls.c      TLS over the socket (OpenSSL): options, handshake, bytes
  *
  * Nothing here is exported: the shared library is built with hidden
  * visibility and a version script, so only kvclient.h's KVC_API names leave.
@@ -64,6 +65,16 @@ struct kvc_conn {
 	char *password; /* sent as AUTH by every kvc_connect, or NULL */
 	size_t password_len;
 
+	/* TLS (tls.c): OpenSSL's types stay out of this header. */
+	void *tls_ctx;	    /* SSL_CTX from kvc_set_tls, or NULL: plain */
+	void *ssl;	    /* SSL of the open connection, or NULL */
+	void *bio_meth;	    /* BIO_METHOD sending with MSG_NOSIGNAL */
+	char *tls_name;	    /* kvc_tls_opts.server_name, or NULL */
+	int tls_insecure;   /* no verification */
+	int tls_has_cert;   /* a client certificate is configured */
+	int tls_fresh;	    /* handshake done, nothing read since */
+	int tls_rd_wants_w; /* SSL_read wants the socket writable */
+
 	struct kvc_reply reply; /* the one reply handed out */
 	char peer[300];		/* "host:port", for messages */
 	char err[512];
@@ -79,11 +90,23 @@ int kvc_closed(kvc_conn *c);
 int kvc_io_write(kvc_conn *c);
 int kvc_io_read(kvc_conn *c, size_t want);
 int kvc_io_wait(kvc_conn *c, int out, uint64_t deadline);
+int kvc_wait_fd(int fd, short events, uint64_t deadline);
 uint64_t kvc_deadline(const kvc_conn *c);
+int kvc_connect_any(kvc_conn *c, const char *host, unsigned port, int is_unix,
+		    int tls);
 
 /* request.c */
 int kvc_queue_push(kvc_conn *c, const struct kvc_pend *p);
 void kvc_queue_reset(kvc_conn *c);
+
+/* tls.c */
+int kvc_tls_handshake(kvc_conn *c, const char *host, uint64_t deadline);
+int kvc_tls_send(kvc_conn *c, const void *p, size_t n, size_t *done);
+int kvc_tls_recv(kvc_conn *c, void *p, size_t n, size_t *got);
+int kvc_tls_pending(const kvc_conn *c);
+int kvc_tls_closed_early(const kvc_conn *c);
+void kvc_tls_drop(kvc_conn *c);
+void kvc_tls_free(kvc_conn *c);
 
 /* reply.c */
 int kvc_next_reply(kvc_conn *c, int wait, kvc_reply **rp);

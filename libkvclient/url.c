@@ -1,6 +1,6 @@
-/* url.c - libkvclient's server URLs: kvd://[:PASSWORD@]HOST[:PORT][/] and
- * unix:///PATH[?password=PASSWORD], parsed by kvc_url_parse() and used by
- * kvc_connect_url().
+/* url.c - libkvclient's server URLs: kvd://[:PASSWORD@]HOST[:PORT][/],
+ * kvds:// (the same over TLS) and unix:///PATH[?password=PASSWORD], parsed
+ * by kvc_url_parse() and used by kvc_connect_url().
  *
  * One address and one password in one string is what a tool's -u option,
  * an environment variable or a configuration file wants to hold.  The
@@ -68,7 +68,7 @@ static int parse_port(const char *s, size_t n, unsigned *port)
 	return 0;
 }
 
-/* kvd://[:PASSWORD@]HOST[:PORT][/], after the scheme.  Strings are
+/* kvd:// or kvds://[:PASSWORD@]HOST[:PORT][/], after the scheme.  Strings are
  * decoded into buf, which is as long as the URL. */
 static int parse_kvd(const char *s, kvc_url *u, char *buf)
 {
@@ -164,9 +164,13 @@ int kvc_url_parse(const char *url, kvc_url **urlp)
 		return -KVC_NOMEM;
 	buf = (char *)(u + 1);
 	u->port = KVC_DEFAULT_PORT;
-	if (!strncmp(url, "kvd://", 6))
+	if (!strncmp(url, "kvd://", 6)) {
 		rc = parse_kvd(url + 6, u, buf);
-	else if (!strncmp(url, "unix://", 7))
+	} else if (!strncmp(url, "kvds://", 7)) {
+		u->port = KVC_DEFAULT_TLS_PORT;
+		u->tls = 1;
+		rc = parse_kvd(url + 7, u, buf);
+	} else if (!strncmp(url, "unix://", 7))
 		rc = parse_unix(url + 7, u, buf);
 	else
 		rc = -1;
@@ -193,15 +197,19 @@ int kvc_connect_url(kvc_conn *c, const char *url)
 	int rc = kvc_url_parse(url, &u);
 
 	if (rc == -KVC_INVALID)
-		kvc_set_err(c, "invalid URL (kvd://[:PASSWORD@]HOST[:PORT] or "
+		kvc_set_err(c, "invalid URL (kvd://[:PASSWORD@]HOST[:PORT], "
+			       "kvds://... or "
 			       "unix:///PATH[?password=PASSWORD])");
 	if (rc)
 		return rc;
 	if (u->password &&
 	    (rc = kvc_set_password(c, u->password, strlen(u->password))))
 		goto done;
-	rc = u->port ? kvc_connect(c, u->host, u->port)
-		     : kvc_connect_unix(c, u->host);
+	/* kvds:// without kvc_set_tls: the system's CAs, the URL's host. */
+	if (u->tls && !c->tls_ctx &&
+	    (rc = kvc_set_tls(c, &(struct kvc_tls_opts){0})))
+		goto done;
+	rc = kvc_connect_any(c, u->host, u->port, !u->port, u->tls);
 done:
 	kvc_url_free(u);
 	return rc;

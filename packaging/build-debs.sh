@@ -1,5 +1,5 @@
 #!/bin/sh
-# packaging/build-debs.sh - build kvd's Debian packages (kvd, libkvclient1,
+# packaging/build-debs.sh - build kvd's Debian packages (kvd, kvd-tools, libkvclient1,
 # libkvclient-dev) in a build tree of their own, the way `make package` and
 # tests/packaging do it:
 #
@@ -25,7 +25,18 @@ if command -v dpkg-buildflags >/dev/null; then
 	export CFLAGS LDFLAGS
 fi
 
-cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+# Reproducible: file times and the changelog's date are the last commit's,
+# and no build path reaches the binaries, so two builds of one commit give
+# the same .debs (tests/packaging/test_repro.py).
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+	SOURCE_DATE_EPOCH=$(git -C "$src" log -1 --format=%ct 2>/dev/null || true)
+fi
+if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
+	export SOURCE_DATE_EPOCH
+fi
+
+cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+	-DKVD_REPRODUCIBLE=ON >/dev/null
 rm -f "$dir"/*.deb
 if ! cmake --build "$dir" -j"$jobs" --target package >"$dir/package.log" 2>&1; then
 	cat "$dir/package.log" >&2

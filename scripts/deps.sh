@@ -12,17 +12,19 @@
 set -eu
 
 build_pkgs="gcc make cmake pkg-config liblmdb-dev liburing-dev libmsgpack-dev
-libxxhash-dev libhiredis-dev libedit-dev libsystemd-dev libpq-dev"
+libxxhash-dev libhiredis-dev libedit-dev libsystemd-dev libpq-dev libssl-dev"
 # Every test's prerequisites: with these installed nothing is skipped (a test
 # missing one exits 77 and ctest lists it under "did not run").  clang-format:
 # the format test; lmdb-utils: mdb_dump, mdb_stat; nutcracker: twemproxy;
 # groff-base, systemd, shellcheck, binutils, man-db: the packaging tests
 # (groff, systemd-analyze, objdump, man); e2fsprogs, mount: the disk-full
-# test's filesystems; strace: the system-call test.
+# test's filesystems; strace: the system-call test; tmux: kvcli's prompt test;
+# openssl: the TLS tests' certificates (tests/integration/tlscerts.py).
 test_pkgs="$build_pkgs python3 python3-msgpack python3-redis redis-server
 redis-tools nutcracker clang clang-format libclang-rt-14-dev lmdb-utils
 postgresql gnuplot-nox procps iproute2 dpkg-dev file strace groff-base
-systemd shellcheck binutils man-db e2fsprogs mount util-linux"
+systemd shellcheck binutils man-db e2fsprogs mount util-linux tmux
+openssl"
 package_pkgs="$build_pkgs dpkg-dev file"
 
 case "${1:-build}" in

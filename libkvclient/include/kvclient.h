@@ -5,8 +5,9 @@
  * --------
  * A kvc_conn is one TCP (or Unix socket) connection to a kvd server.  Make
  * it with kvc_create(), set timeouts (and the password, kvc_set_password,
- * if the server has requirepass), kvc_connect() (or kvc_connect_unix(), or
- * kvc_connect_url() with a kvd:// or unix:// URL), use it, kvc_close().
+ * if the server has requirepass; TLS options, kvc_set_tls, for a TLS
+ * port), kvc_connect() (or kvc_connect_unix(), or kvc_connect_url() with a
+ * kvd://, kvds:// or unix:// URL), use it, kvc_close().
  * The library never reconnects by itself: after a sticky error, calling
  * kvc_connect() again is the reconnect, and it sends AUTH again.
  * Every server operation has two forms:
@@ -96,6 +97,9 @@ enum kvc_status {
 #define KVC_CLIENT_STATUS_MIN 64
 
 #define KVC_DEFAULT_PORT 7379
+/* The port of a kvds:// URL without one (kvd has no TLS port unless
+ * --tls-port is given: this is only the URL's default). */
+#define KVC_DEFAULT_TLS_PORT 7389
 #define KVC_DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define KVC_DEFAULT_MAX_REPLY (64u << 20)
 
@@ -194,6 +198,48 @@ KVC_API int kvc_connect_unix(kvc_conn *c, const char *path);
  * -KVC_NOMEM. */
 KVC_API int kvc_set_password(kvc_conn *c, const void *password, size_t len);
 
+/* TLS (OpenSSL 3), for every later kvc_connect() and kvds:// URL on c.
+ * Zero the struct, then fill what you need: */
+struct kvc_tls_opts {
+	const char *ca_file;	 /* PEM file of the CAs trusted to sign the
+				  * server's certificate */
+	const char *ca_dir;	 /* directory of such CAs, OpenSSL hash names
+				  * (c_rehash); with neither, the system's
+				  * default CA store */
+	const char *cert_file;	 /* PEM client certificate (chain), for a
+				  * server that asks for one; NULL: none */
+	const char *key_file;	 /* its private key; NULL: in cert_file */
+	const char *server_name; /* the name sent as SNI and checked against
+				  * the certificate; NULL: the host given to
+				  * kvc_connect() */
+	int insecure;		 /* nonzero: do not verify the server's
+				  * certificate at all (tests only) */
+};
+
+/* With opts, every later kvc_connect() on c (and kvc_connect_url() with a
+ * kvds:// URL) runs a TLS handshake (TLS 1.2 or later) right after the
+ * TCP connect, within the connect timeout, and before AUTH.  The server's
+ * certificate must chain to a trusted CA, be valid now, and name the
+ * server: server_name, else the host (an IP address is checked against
+ * the certificate's IP addresses, and is not sent as SNI).  opts NULL
+ * turns TLS off.  The strings are used during the call only: the files are
+ * loaded now, so a bad one is reported here, not at connect time.  Does no
+ * I/O; a connection already open is unchanged.
+ * Returns 0, or -KVC_INVALID (kvc_errmsg names the file and OpenSSL's
+ * reason: missing, unreadable, not PEM, key not matching the certificate)
+ * or -KVC_NOMEM.
+ * With TLS on, kvc_connect also returns -KVC_CONNECT when the handshake
+ * fails ("TLS handshake: certificate verify failed: ..." for an unknown
+ * CA, an expired certificate or a name that does not match), and
+ * -KVC_TIMEOUT when it does not finish in time; kvc_connect_unix()
+ * returns -KVC_INVALID (TLS is for TCP: a Unix socket is guarded by its
+ * file permissions).  A server that refuses our certificate may say so
+ * only at the first reply (TLS 1.3): that call fails with -KVC_IO and the
+ * server's alert in kvc_errmsg.  The non-blocking interface works
+ * unchanged over TLS: poll kvc_fd() for POLLIN, and for POLLOUT while
+ * kvc_want_write(). */
+KVC_API int kvc_set_tls(kvc_conn *c, const struct kvc_tls_opts *opts);
+
 /* A server's address as a URL, parsed by kvc_url_parse():
  *
  *   kvd://[:PASSWORD@]HOST[:PORT][/]
@@ -201,6 +247,8 @@ KVC_API int kvc_set_password(kvc_conn *c, const void *password, size_t len);
  *       (kvd://[::1]:7379); PORT 1 to 65535, KVC_DEFAULT_PORT if omitted.
  *       The userinfo is ":PASSWORD" (kvd has no user names: anything
  *       before the ':' is refused).
+ *   kvds://[:PASSWORD@]HOST[:PORT][/]
+ *       the same over TLS; PORT KVC_DEFAULT_TLS_PORT (7389) if omitted.
  *   unix:///PATH[?password=PASSWORD]
  *       PATH absolute; the password, a Unix path having no room for a
  *       userinfo part before it, is the one query parameter allowed.
@@ -213,6 +261,7 @@ typedef struct kvc_url {
 	char *host;	/* name or address (no brackets), or the Unix path */
 	unsigned port;	/* 0 for a unix:// URL */
 	char *password; /* decoded, NUL-terminated; NULL if none was given */
+	int tls;	/* 1 for kvds:// (since KVCLIENT_1.2) */
 } kvc_url;
 
 /* Parse url into *urlp, one allocation freed by kvc_url_free().  Returns 0,
@@ -225,7 +274,11 @@ KVC_API void kvc_url_free(kvc_url *u);
 
 /* Parse url and connect c to it: kvc_set_password() with the URL's
  * password when it has one (a URL without one keeps c's password), then
- * kvc_connect() or kvc_connect_unix().  Returns what they return, or
+ * kvc_connect() or kvc_connect_unix().  A kvds:// URL connects with TLS:
+ * with the options of kvc_set_tls() if it was called, else with the
+ * system's CAs and the URL's host as the name; a kvd:// URL connects
+ * without TLS even if kvc_set_tls() was called (its options are kept for
+ * later calls).  Returns what they return, or
  * -KVC_INVALID for a malformed URL (kvc_errmsg says which forms are
  * accepted). */
 KVC_API int kvc_connect_url(kvc_conn *c, const char *url);

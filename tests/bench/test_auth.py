@@ -2,8 +2,12 @@
 from -a, -u, --askpass and KVCLI_AUTH (native and RESP drivers), the
 warning when it is on the command line and its absence from the reports,
 and the failures: no password (the load phase fails, the run never starts,
-exit 1), a wrong one, failed operations in a run (exit 4)."""
+exit 1), a wrong one, failed operations in a run (exit 4); and the same
+over kvd's Unix sockets (-u unix://, -H PATH, native and RESP)."""
 
+import os
+import shutil
+import tempfile
 import unittest
 
 from kvdtest import *  # noqa: F401,F403
@@ -120,6 +124,47 @@ class Auth(unittest.TestCase):
         self.assertGreater(r.phase("run")["errors"]["not_found"], 250)
         self.assertIn("run phase: ", r.err)
         self.assertIn("not_found", r.err)
+
+
+class UnixSocket(unittest.TestCase):
+    """The same password over kvd's Unix sockets: native (-u unix://, -H
+    PATH) and RESP (the redis driver with -H PATH)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="kvbench-unix-")
+        cls.sock = os.path.join(cls.dir, "kvd.sock")
+        cls.resp_sock = os.path.join(cls.dir, "resp.sock")
+        cls.srv = Server(threads=2, durability="async", resp=True,
+                         args=["--requirepass", PW, "--unix-socket", cls.sock,
+                               "--resp-unix-socket", cls.resp_sock]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        cls.srv.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_url(self):
+        url = "unix://%s?password=%s" % (self.sock, PW.replace("'", "%27").replace(" ", "%20"))
+        r = kvbench("-u", url, "-r", 200, "-n", 300, "c")
+        self.assertEqual((r.phase("load")["ops"], r.phase("run")["ops"]), (200, 300))
+        self.assertEqual(r.phase("run")["errors"]["total"], 0)
+        self.assertEqual(r.report["target"], "kvd unix:" + self.sock)
+        self.assertNotIn("s3cret", r.report["command"])
+        self.assertIn(WARNING, r.err)
+
+    def test_host_path(self):
+        r = kvbench("-H", self.sock, "-r", 200, "-n", 300, "c", env={"KVCLI_AUTH": PW})
+        self.assertEqual(r.phase("run")["errors"]["total"], 0)
+        r = kvbench("-H", self.sock, "-r", 200, "-n", 300, "c", expect=1)
+        self.assertIn("authentication required", r.err)
+
+    def test_resp_socket(self):
+        r = kvbench("-H", self.resp_sock, "-r", 200, "-n", 300, "a", driver="redis",
+                    env={"KVCLI_AUTH": PW})
+        self.assertEqual(r.phase("run")["errors"]["total"], 0)
+        self.assertEqual(r.report["target"], "redis unix:" + self.resp_sock)
 
 
 if __name__ == "__main__":

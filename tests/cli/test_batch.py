@@ -6,7 +6,9 @@ escaped one record per line as dump --tsv; -r/-i repeat; --stat and
 --latency bounded by -r."""
 
 import os
+import signal
 import subprocess
+import time
 import unittest
 
 from kvdtest import Server, main
@@ -119,6 +121,45 @@ class Batch(unittest.TestCase):
                        out.decode().split(" (")[0].split(", ")]
         self.assertTrue(mn <= avg <= mx, out)
         self.assertEqual(self.cli("--latency", "ping")[0], 2)
+
+    def test_ctrl_c_ends_stat_and_latency(self):
+        # --stat: once its first row is out, SIGINT ends it cleanly.
+        p = subprocess.Popen([KVCLI, "-p", str(self.srv.port), "--stat",
+                              "-i", "0.05"], stdout=subprocess.PIPE)
+        try:
+            for _ in range(3):
+                self.assertTrue(p.stdout.readline())
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(30), 0)
+        finally:
+            p.kill()
+            p.stdout.close()
+        # --latency (no -r: until Ctrl-C): once the server has counted its
+        # PINGs, SIGINT prints the summary and exits 0.
+        before = self.pings()
+        p = subprocess.Popen([KVCLI, "-p", str(self.srv.port), "--latency",
+                              "-i", "0.01"], stdout=subprocess.PIPE)
+        try:
+            deadline = time.time() + 30
+            while self.pings() < before + 3:
+                self.assertLess(time.time(), deadline)
+                time.sleep(0.05)
+            p.send_signal(signal.SIGINT)
+            out = p.stdout.read()
+            self.assertEqual(p.wait(30), 0)
+        finally:
+            p.kill()
+            p.stdout.close()
+        self.assertRegex(out.decode(), r"^min: [0-9.]+, max: [0-9.]+, "
+                         r"avg: [0-9.]+ \([0-9]+ samples\)\n$")
+
+    def pings(self):
+        out = self.cli("--raw", "stats")[1].decode()
+        for line in out.splitlines():
+            name, _, value = line.partition("\t")
+            if name == "ops.PING.calls":
+                return int(value)
+        return 0
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
  * server restart authenticates again), a wrong one fails the connect, a
  * URL carries it, and a large first request without it is refused as
  * AUTH_REQUIRED rather than as a frame-size error.  Also a password sent to
- * a server that has none, and kvc_connect_unix when kvd has a Unix
- * listener. */
+ * a server that has none, an AUTH never answered, and kvd's Unix socket
+ * (--unix-socket) reached with a password by path and by URL. */
 #include <string.h>
 #include <unistd.h>
 
@@ -102,6 +102,61 @@ static void password_not_needed(void)
 	kvd_stop(&k);
 }
 
+/* A server that takes AUTH and never answers: the connect timeout bounds
+ * the wait, even with no I/O timeout (else the connect would hang until
+ * the fake is stopped, and then fail as CLOSED). */
+static void auth_within_connect_timeout(void)
+{
+	static const struct fake_step steps[] = {{1, NULL, 0, 0}};
+	struct fake f;
+	kvc_conn *c;
+
+	fake_start(&f, steps, 1, 1);
+	CHECK(kvc_create(&c) == 0);
+	CHECK(kvc_set_timeouts(c, 300, 0) == 0);
+	CHECK_RC(kvc_set_password(c, "pw", 2), 0);
+	CHECK_RC(kvc_connect(c, "127.0.0.1", f.port), -KVC_TIMEOUT);
+	CHECK(kvc_fd(c) < 0);
+	kvc_close(c);
+	fake_stop(&f);
+}
+
+/* Over kvd's Unix socket, with the password: kvc_connect_unix with a
+ * relative path, kvc_connect with an absolute one, a unix:// URL. */
+static void over_unix_socket(void)
+{
+	char dir[] = "/tmp/kvcsock-XXXXXX", path[64], url[128], cwd[512];
+	const char *args[] = {"--requirepass", "pw", "--unix-socket", path,
+			      NULL};
+	struct kvd_proc k;
+	kvc_conn *c = handle();
+	kvc_val v;
+
+	CHECK(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/kvd.sock", dir);
+	kvd_start(&k, args);
+	CHECK_RC(kvc_connect_unix(c, path), 0);
+	CHECK_RC(kvc_get(c, "k", 1, &v), -KVC_AUTH_REQUIRED);
+	CHECK_RC(kvc_set_password(c, "pw", 2), 0);
+	CHECK_RC(kvc_connect(c, path, 0), 0);
+	CHECK_RC(kvc_put(c, "u", 1, "over unix", 9, 0, 0), 0);
+	CHECK(getcwd(cwd, sizeof(cwd)) && chdir(dir) == 0);
+	CHECK_RC(kvc_connect_unix(c, "kvd.sock"), 0);
+	CHECK(chdir(cwd) == 0);
+	CHECK_RC(kvc_get(c, "u", 1, &v), 0);
+	CHECK_VAL(v, "over unix");
+	CHECK_RC(kvc_set_password(c, NULL, 0), 0);
+	snprintf(url, sizeof(url), "unix://%s?password=pw", path);
+	CHECK_RC(kvc_connect_url(c, url), 0);
+	CHECK_RC(kvc_get(c, "u", 1, &v), 0);
+	snprintf(url, sizeof(url), "unix://%s?password=bad", path);
+	CHECK_RC(kvc_connect_url(c, url), -KVC_AUTH_FAILED);
+	kvc_close(c);
+	kvd_stop(&k);
+	unlink(path); /* if kvd left it */
+	CHECK(rmdir(dir) == 0);
+}
+
 int main(void)
 {
 	struct kvd_proc k;
@@ -110,6 +165,8 @@ int main(void)
 	password_and_reconnect(&k);
 	kvd_stop(&k);
 	password_not_needed();
+	auth_within_connect_timeout();
+	over_unix_socket();
 	printf("ok\n");
 	return 0;
 }

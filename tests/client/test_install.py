@@ -65,7 +65,7 @@ def main():
         syms = [line.split()[-1] for line in
                 run("nm", "-D", "--defined-only", so).splitlines()]
         bad = [s for s in syms if not s.startswith("kvc_")
-               and s not in ("KVCLIENT_1", "KVCLIENT_1.1")]
+               and s not in ("KVCLIENT_1", "KVCLIENT_1.1", "KVCLIENT_1.2")]
         assert not bad, bad
         assert "kvc_get@@KVCLIENT_1" in syms
         # What 1.1 added carries its own version, so a program using it
@@ -73,6 +73,9 @@ def main():
         for name in ("kvc_set_password", "kvc_connect_unix", "kvc_connect_url",
                      "kvc_url_parse", "kvc_url_free"):
             assert name + "@@KVCLIENT_1.1" in syms, (name, syms)
+        assert "kvc_set_tls@@KVCLIENT_1.2" in syms, syms
+        # OpenSSL is the library's own business: linked, never exported.
+        assert "libssl.so.3" in dyn, dyn
         with open(os.path.join(tmp, "user.c"), "w") as f:
             f.write(PROG)
         env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))

@@ -1,4 +1,5 @@
-/* test_url.c - kvc_url_parse(): every form kvclient.h documents, and the
+/* test_url.c - kvc_url_parse(): every form kvclient.h documents (kvds://
+ * too, with its TLS flag and default port), and the
  * malformed URLs it must refuse.  No server: the parser does no I/O. */
 #include <string.h>
 
@@ -9,6 +10,7 @@ struct good {
 	const char *host;
 	unsigned port;
 	const char *password; /* NULL: none */
+	int tls;	      /* kvds:// */
 };
 
 static const struct good goods[] = {
@@ -24,6 +26,9 @@ static const struct good goods[] = {
     {"unix:///run/kvd/kvd.sock", "/run/kvd/kvd.sock", 0, NULL},
     {"unix:///tmp/a%20b.sock?password=p%26w%3D", "/tmp/a b.sock", 0, "p&w="},
     {"unix:///s?password=", "/s", 0, ""},
+    {"kvds://localhost", "localhost", KVC_DEFAULT_TLS_PORT, NULL, 1},
+    {"kvds://:pw@db1:7400/", "db1", 7400, "pw", 1},
+    {"kvds://[::1]", "::1", KVC_DEFAULT_TLS_PORT, NULL, 1},
 };
 
 static const char *const bads[] = {
@@ -53,6 +58,12 @@ static const char *const bads[] = {
     "unix:///s?password=a&b=c",
     "unix:///s?password=%0",
     "unix:///s%00x",
+    "kvds://",
+    "kvds://user:pw@host",
+    "kvds://host:0",
+    "kvds://host/db",
+    "kvds:///s", /* TLS is for TCP: no Unix path */
+    "kvdss://host",
 };
 
 static void check_good(const struct good *g)
@@ -65,6 +76,7 @@ static void check_good(const struct good *g)
 		exit(1);
 	}
 	if (strcmp(u->host, g->host) || u->port != g->port ||
+	    u->tls != g->tls ||
 	    (g->password ? !u->password || strcmp(u->password, g->password)
 			 : u->password != NULL)) {
 		fprintf(stderr, "%s: host '%s' port %u password '%s'\n", g->url,
@@ -97,6 +109,7 @@ int main(void)
 	CHECK(kvc_create(&c) == 0);
 	CHECK_RC(kvc_connect_url(c, "kvd://user:pw@host"), -KVC_INVALID);
 	CHECK(strstr(kvc_errmsg(c), "kvd://"));
+	CHECK(strstr(kvc_errmsg(c), "kvds://"));
 	kvc_close(c);
 	printf("ok\n");
 	return 0;

@@ -61,6 +61,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc != KV_OK) {
 		FUZZ_CHECK(rc == KV_MALFORMED || rc == KV_UNKNOWN_OP ||
 			   rc == KV_BAD_ARGS);
+		/* MALFORMED wins: the other two only for one well-formed
+		 * array (deeper than kv_mp_skip's limit, it cannot tell) */
+		if (rc != KV_MALFORMED)
+			FUZZ_CHECK((skip == KV_MP_OK && p == end) ||
+				   skip == KV_MP_DEPTH);
 		return 0;
 	}
 	FUZZ_CHECK(r.op > 0 && r.op < KV_OP_MAX);

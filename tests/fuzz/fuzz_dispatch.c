@@ -386,7 +386,7 @@ static void setup(void)
 	io->efd = eventfd(0, EFD_CLOEXEC);
 	io->reader = kvd_reader_new(srv.store);
 	FUZZ_CHECK(io->efd >= 0 && io->reader);
-	for (int i = 0; i < KVD_NPROTO; i++)
+	for (int i = 0; i < KVD_NLISTEN; i++)
 		io->lfd[i] = -1;
 	FUZZ_CHECK(kvd_committers_start(&srv) == 0);
 }

@@ -126,6 +126,50 @@ class Metrics(unittest.TestCase):
             self.assertEqual(c.call(PING), [OK])
 
 
+class MetricsHead(unittest.TestCase):
+    """HEAD /metrics: GET's status and headers, Content-Length included,
+    and no body (a probe's check that the endpoint answers)."""
+
+    def test_head(self):
+        mport = free_port()
+        with Server(threads=1, args=["--metrics-port", str(mport)]) as srv:
+            get_head, get_body = http_get(mport, b"/metrics")
+            with socket.create_connection(("127.0.0.1", mport), 5) as sk:
+                sk.sendall(b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                data = b""
+                while True:
+                    chunk = sk.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            head, sep, body = data.partition(b"\r\n\r\n")
+            self.assertEqual(sep, b"\r\n\r\n")
+            self.assertEqual(body, b"")
+            lines = head.decode().split("\r\n")
+            self.assertEqual(lines[0], "HTTP/1.1 200 OK")
+            self.assertIn("Content-Type: text/plain; version=0.0.4; "
+                          "charset=utf-8", lines)
+            length = [l for l in lines if l.startswith("Content-Length: ")]
+            self.assertEqual(len(length), 1)
+            # about GET's length: the counters moved between the two
+            self.assertGreater(int(length[0].split(": ")[1]),
+                               len(get_body) // 2)
+            self.assertIn("200", get_head.splitlines()[0])
+            # HEAD elsewhere: GET's 404, without its body
+            with socket.create_connection(("127.0.0.1", mport), 5) as sk:
+                sk.sendall(b"HEAD /x HTTP/1.1\r\n\r\n")
+                data = sk.recv(65536)
+            self.assertTrue(data.startswith(b"HTTP/1.1 404"))
+            self.assertTrue(data.endswith(b"\r\n\r\n"))
+            # other methods are told which two work
+            with socket.create_connection(("127.0.0.1", mport), 5) as sk:
+                sk.sendall(b"PUT /metrics HTTP/1.1\r\n\r\n")
+                data = sk.recv(65536)
+            self.assertTrue(data.startswith(b"HTTP/1.1 405"))
+            self.assertIn(b"\r\nAllow: GET, HEAD\r\n", data)
+            srv.client().call(PING)
+
+
 class MetricsPassword(unittest.TestCase):
     """With requirepass, /metrics needs it as HTTP Basic authentication,
     wherever metrics-bind points (here 0.0.0.0: protected mode lets it

@@ -152,6 +152,27 @@ class Startup(unittest.TestCase):
             self.assertEqual(srv.client().call(GET, b"k"), [OK, b"v"])
             self.assertEqual(srv.client().call(HELLO, 1)[1][b"shards"], 2)
 
+    def test_creation_killed_half_way(self):
+        """A first start killed while it made the shards (the manifest is
+        written first, marked creating) must not leave a directory that
+        never opens: nothing was served from it, so the next start makes
+        the missing shards.  A finished manifest keeps refusing a missing
+        shard (test_manifest_checks)."""
+        d = os.path.join(self.tmp, "data")
+        os.mkdir(d)
+        with open(os.path.join(d, "MANIFEST"), "w") as f:
+            f.write("kvd-data 1\nshards 2\nhash xxh3-64\ncreating\n")
+        os.mkdir(os.path.join(d, "shard-000"))  # made, then the kill
+        with Server(threads=2, data_dir=d) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"k", b"v"), [OK])
+            self.assertEqual(c.call(HELLO, 1)[1][b"shards"], 2)
+            srv.stop()
+        with open(os.path.join(d, "MANIFEST")) as f:
+            self.assertNotIn("creating", f.read())
+        with Server(threads=1, data_dir=d) as srv:
+            self.assertEqual(srv.client().call(GET, b"k"), [OK, b"v"])
+
     def test_long_password_file(self):
         # requirepass-file once kept only the first 255 bytes of the line.
         pw = ("p%03d" % 0 + "".join("%03d" % i for i in range(1, 100)))[:300]

@@ -1,13 +1,17 @@
 """test_deb.py - the Debian packages install, run and purge cleanly here.
 
-Builds kvd, libkvclient1 and libkvclient-dev with packaging/build-debs.sh
-(in a tree of its own), checks what they hold and depend on, installs them
-with dpkg into this machine, and then, with nothing but the installed files:
+Builds kvd, kvd-tools, libkvclient1 and libkvclient-dev with
+packaging/build-debs.sh (in a tree of its own), checks what they hold and
+depend on (the server's package holds kvd alone and does not depend on
+libedit, hiredis or libpq: kvcli and kvbench are in kvd-tools), installs
+them with dpkg into this machine, and then, with nothing but the installed
+files:
 
 - the postinst made the kvd system user and group, /var/lib/kvd,
   /var/log/kvd and /var/backups/kvd with the right owners and modes, made
-  /etc/kvd/kvd.conf readable by the kvd group only, and enabled nothing
-  (systemd is not running here); the installed unit passes
+  /etc/kvd/kvd.conf readable by the kvd group only, and enabled kvd.service
+  (the multi-user.target.wants link) although systemd is not running here,
+  as dh_installsystemd's scripts do; the installed unit passes
   `systemd-analyze verify`;
 - kvd runs as the kvd user from /usr/sbin/kvd with /etc/kvd/kvd.conf (on
   free ports), and /usr/bin/kvcli talks to it: put, get, load, count, a
@@ -47,13 +51,15 @@ import urllib.request
 SRC = os.environ["KVD_SOURCE_DIR"]
 DEB_BUILD = os.environ.get("KVD_DEB_BUILD_DIR") or os.path.join(
     os.environ["KVD_BUILD_DIR"], "tests", "packaging", "deb-build")
-PKGS = ["kvd", "libkvclient-dev", "libkvclient1"]  # purge order
+PKGS = ["kvd-tools", "kvd", "libkvclient-dev", "libkvclient1"]  # purge order
+WANTS = "/etc/systemd/system/multi-user.target.wants/kvd.service"
 LOCK = "/run/lock/kvd-packaging-test.lock" if os.path.isdir("/run/lock") else "/tmp/kvd-packaging-test.lock"
 MARK = "/var/tmp/kvd-packaging-test.installed"
 BACKUP = "/var/backups/kvd/packaging-test"
 # What the packages create outside dpkg's file lists (the postinst), and
 # must not exist before the test.
-OWN_PATHS = ["/etc/kvd", "/var/lib/kvd", "/var/log/kvd", "/var/backups/kvd"]
+OWN_PATHS = ["/etc/kvd", "/var/lib/kvd", "/var/log/kvd", "/var/backups/kvd",
+             "/etc/systemd/system/multi-user.target.wants/kvd.service"]
 DEADLINE = time.time() + 900  # the ctest TIMEOUT is 1200: cleanup always gets its turn
 READY = re.compile(rb"Z (\d+) I kvd \S+ ready: \S+ port (\d+)")
 
@@ -270,14 +276,18 @@ def check_debs(debs, version, arch):
     triplet = run("gcc", "-print-multiarch").stdout.strip() or "x86_64-linux-gnu"
     lib = "/usr/lib/" + triplet
     want = {
-        "kvd": ["/usr/sbin/kvd", "/usr/bin/kvcli", "/usr/bin/kvbench",
+        "kvd": ["/usr/sbin/kvd",
                 "/etc/kvd/kvd.conf", "/etc/logrotate.d/kvd", "/lib/systemd/system/kvd.service",
-                "/usr/share/man/man8/kvd.8.gz", "/usr/share/man/man1/kvcli.1.gz",
-                "/usr/share/man/man1/kvbench.1.gz", "/usr/share/doc/kvd/operations.md.gz",
+                "/usr/share/man/man8/kvd.8.gz", "/usr/share/doc/kvd/operations.md.gz",
+                "/usr/share/doc/kvd/protocol.md.gz", "/usr/share/doc/kvd/resp.md.gz",
                 "/usr/share/doc/kvd/changelog.Debian.gz"],
+        "kvd-tools": ["/usr/bin/kvcli", "/usr/bin/kvbench", "/usr/share/man/man1/kvcli.1.gz",
+                      "/usr/share/man/man1/kvbench.1.gz",
+                      "/usr/share/doc/kvd-tools/changelog.Debian.gz"],
         "libkvclient1": [lib + "/libkvclient.so.1", lib + "/libkvclient.so.1.0.0",
                          "/usr/share/doc/libkvclient1/changelog.Debian.gz"],
         "libkvclient-dev": ["/usr/share/doc/libkvclient-dev/changelog.Debian.gz",
+                            "/usr/share/doc/libkvclient-dev/client.md.gz",
                             "/usr/include/kvclient.h", "/usr/include/kvclient/kv_status_list.h",
                             lib + "/libkvclient.a", lib + "/libkvclient.so",
                             lib + "/pkgconfig/kvclient.pc",
@@ -300,12 +310,26 @@ def check_debs(debs, version, arch):
         desc = control(deb, "Description").splitlines()
         assert len(desc) > 2 and len(desc[0]) < 80, desc
     deps = depends_names(debs["kvd"])
-    for d in ("libkvclient1", "adduser", "libc6", "liblmdb0", "liburing2", "libxxhash0",
-              "libsystemd0", "libedit2"):
+    for d in ("adduser", "init-system-helpers", "libc6", "liblmdb0", "liburing2", "libxxhash0",
+              "libsystemd0", "libssl3"):
         assert d in deps, "kvd does not depend on %s: %s" % (d, control(debs["kvd"], "Depends"))
-    assert "libkvclient1 (= %s)" % version in control(debs["kvd"], "Depends")
+    # The server alone: no client-side library (the tools' are in kvd-tools).
+    for d in deps:
+        assert not re.match(r"libedit|libhiredis|libpq|libkvclient", d), \
+            "kvd depends on %s: %s" % (d, control(debs["kvd"], "Depends"))
+    assert not [p for p in contents(debs["kvd"]) if p.startswith("/usr/bin/")]
+    assert control(debs["kvd"], "Recommends") == "kvd-tools (= %s)" % version
+    tools = depends_names(debs["kvd-tools"])
+    for d in ("libkvclient1", "libedit2", "libc6"):
+        assert d in tools, "kvd-tools does not depend on %s: %s" % (
+            d, control(debs["kvd-tools"], "Depends"))
+    assert "libkvclient1 (= %s)" % version in control(debs["kvd-tools"], "Depends")
+    assert "kvd" not in tools, "kvd-tools needs no local server"
     assert "libkvclient1 (= %s)" % version in control(debs["libkvclient-dev"], "Depends")
+    # kvclient.pc requires libssl (privately), the CMake package OpenSSL.
+    assert "libssl-dev" in depends_names(debs["libkvclient-dev"])
     assert control(debs["kvd"], "Section") == "database"
+    assert control(debs["kvd-tools"], "Section") == "database"
     assert control(debs["libkvclient1"], "Section") == "libs"
     assert control(debs["libkvclient-dev"], "Section") == "libdevel"
     ctrl = subprocess.run(["dpkg-deb", "--info", debs["kvd"], "conffiles"],
@@ -335,16 +359,19 @@ def check_installed(debs, lib):
     assert mode_owner("/var/log/kvd") == (0o2750, "kvd", "adm"), mode_owner("/var/log/kvd")
     assert mode_owner("/var/backups/kvd") == (0o750, "kvd", "kvd")
     assert mode_owner("/etc/kvd/kvd.conf") == (0o640, "root", "kvd"), mode_owner("/etc/kvd/kvd.conf")
-    if not os.path.isdir("/run/systemd/system"):
-        wants = glob.glob("/etc/systemd/system/*.wants/kvd.service")
-        assert not wants, "systemd is not running, yet the postinst enabled kvd: %s" % wants
+    # Enabled even though systemd is not running (an image build), and
+    # enabled where its [Install] says.
+    wants = glob.glob("/etc/systemd/system/*.wants/kvd.service")
+    assert wants == [WANTS], "the postinst did not enable kvd: %s" % wants
+    assert os.readlink(WANTS) == "/lib/systemd/system/kvd.service", os.readlink(WANTS)
     # The binaries use the installed library, and kvd can tell systemd it is ready.
     so = re.search(r"libkvclient\.so\.1 => (\S+)", run("ldd", "/usr/bin/kvcli").stdout)
     assert so and so.group(1).endswith(lib[len("/usr"):] + "/libkvclient.so.1"), so
     needed = run("objdump", "-p", "/usr/sbin/kvd").stdout
     assert "libsystemd.so.0" in needed, "kvd is built without sd_notify: Type=notify would time out"
     # Every library a packaged program links belongs to a package it depends on.
-    for deb, progs in ((debs["kvd"], ["/usr/sbin/kvd", "/usr/bin/kvcli", "/usr/bin/kvbench"]),
+    for deb, progs in ((debs["kvd"], ["/usr/sbin/kvd"]),
+                       (debs["kvd-tools"], ["/usr/bin/kvcli", "/usr/bin/kvbench"]),
                        (debs["libkvclient1"], [lib + "/libkvclient.so.1"])):
         deps = depends_names(deb)
         for prog in progs:
@@ -511,7 +538,8 @@ def check_remove_and_purge(debs, before):
 
     dpkg("--remove", "kvd")
     assert pkg_status("kvd") == "rc", pkg_status("kvd")
-    assert not os.path.exists("/usr/sbin/kvd") and not os.path.exists("/usr/bin/kvcli")
+    assert not os.path.exists("/usr/sbin/kvd")
+    assert os.path.exists("/usr/bin/kvcli"), "removing the server removed the tools"
     assert os.path.exists("/etc/kvd/kvd.conf"), "remove deleted a conffile"
     assert os.path.exists("/var/lib/kvd/MANIFEST"), "remove deleted the data"
     assert getent("passwd", "kvd"), "remove deleted the kvd user"
@@ -520,7 +548,8 @@ def check_remove_and_purge(debs, before):
     assert "keeping the backups" in r.stderr, r.stderr
     assert os.path.exists(os.path.join(BACKUP, "MANIFEST")), "purge deleted the backups"
     shutil.rmtree("/var/backups/kvd")
-    dpkg("--purge", "libkvclient-dev", "libkvclient1")
+    assert not os.path.lexists(WANTS), "purge left the unit enabled"
+    dpkg("--purge", "kvd-tools", "libkvclient-dev", "libkvclient1")
 
     for p in PKGS:
         assert pkg_status(p) == "", "%s is still known to dpkg: %r" % (p, pkg_status(p))

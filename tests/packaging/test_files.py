@@ -129,6 +129,8 @@ class Conf(unittest.TestCase):
                     line = "log-file " + os.path.join(tmp, "kvd.log")
                 elif name == "restore":
                     line = "restore " + tmp
+                elif name == "resp-unix-socket":  # needs the RESP port
+                    line += "\nresp-port 7380"
                 example[n - 1] = line
                 r = check_config("\n".join(example) + "\n")
                 self.assertEqual(r.returncode, 0, "kvd.conf:%d: %s\n%s" % (n, line, r.stderr))
@@ -177,6 +179,7 @@ class Unit(unittest.TestCase):
             "Type": ["notify"], "User": ["kvd"], "Group": ["kvd"],
             "ExecStart": ["/usr/sbin/kvd --config /etc/kvd/kvd.conf"],
             "Restart": ["on-failure"], "StateDirectory": ["kvd"],
+            "RuntimeDirectory": ["kvd"], "SyslogLevel": ["err"],
             "ProtectSystem": ["strict"], "ProtectHome": ["yes"], "PrivateTmp": ["yes"],
             "NoNewPrivileges": ["yes"], "WantedBy": ["multi-user.target"],
         }

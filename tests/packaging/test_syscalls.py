@@ -3,8 +3,8 @@
 packaging/kvd.service carries a SystemCallFilter deny list.  A call kvd
 needs landing in it would fail only on a real systemd host, so this test
 runs the kvd just built under strace -f through start-up, both protocols,
-the metrics endpoint, expiry, idle timeouts, a backup, a restore, SIGHUP and
-SIGTERM, and checks every call it made against the groups the unit denies
+the metrics endpoint, expiry, idle timeouts, a backup, a restore, both Unix
+sockets (made, served, removed), SIGUSR1, SIGHUP and SIGTERM, and checks every call it made against the groups the unit denies
 (expanded with `systemd-analyze syscall-filter`).  Skipped without strace
 or systemd-analyze, where ptrace is not allowed, and for sanitizer builds
 (their run-time makes calls the shipped binary does not).
@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,15 @@ def workload(srv, resp_port, metrics_port, backup):
     idle.close()
     kvcli(p, "backup", os.path.basename(backup))  # a name under --backup-dir
     kvcli(p, "del", "a")
+    # Both Unix sockets, then the signals: SIGUSR1 (logrotate) and SIGHUP.
+    for path, req in ((srv.unix, struct.pack(">I", 2) + b"\x91\x02"),
+                      (srv.unix + "-resp", b"PING\r\n")):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            s.connect(path)
+            s.sendall(req)
+            assert s.recv(65536)
+    os.kill(srv.pid, signal.SIGUSR1)
     os.kill(srv.pid, signal.SIGHUP)
     time.sleep(0.3)
 
@@ -175,7 +185,10 @@ def main():
             "--data-dir", data, "--threads", "2", "--durability", "async",
             "--flush-interval-ms", "50", "--reaper-interval-ms", "10",
             "--idle-timeout", "1", "--resp-port", str(resp_port),
-            "--metrics-port", str(metrics_port), "--backup-dir", tmp])
+            "--metrics-port", str(metrics_port), "--backup-dir", tmp,
+            "--unix-socket", os.path.join(tmp, "kvd.sock"),
+            "--resp-unix-socket", os.path.join(tmp, "kvd.sock-resp")])
+        srv.unix = os.path.join(tmp, "kvd.sock")
         try:
             workload(srv, resp_port, metrics_port, backup)
             srv.stop()

@@ -86,6 +86,14 @@ def cases():
         "op-nil": fr(body([None, b"k"])),
         "op-bool": fr(body([True])),
         "op-bin": fr(body([b"\x03", b"k"])),
+        # a body that is not well formed is MALFORMED whatever else is
+        # wrong with it (an unknown op, a nested argument before the break)
+        "op-unknown-body-truncated": fr(b"\x93\xcc\xff"),
+        "op-unknown-trailing": fr(body([255]) + b"\x01"),
+        "op-unknown-nested-arg": fr(body([255, [1]])),
+        "arg-nested-then-truncated": fr(b"\x93" + bytes([GET]) + b"\x91"),
+        "arg-map-then-trailing": fr(body([GET, {b"a": 1}]) + b"\xc0"),
+        "arg-float-then-missing": fr(b"\x93" + bytes([GET]) + b"\xca\x00\x00\x00\x00"),
         # arguments
         "get-no-args": fr(body([GET])),
         "get-five-args": fr(body([GET, b"a", b"b", b"c", b"d", b"e"])),

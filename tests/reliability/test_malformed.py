@@ -39,10 +39,10 @@ WIRE_STATUSES = {n for n in STATUS_NAMES if n < 64}
 
 
 def _garbage_frames():
-    # gen_corpus.py's 200 random bodies: four of them happen to decode as
-    # an array with an unknown op; the rest are not a request at all
-    unknown = {23, 67, 97, 110}
-    return [UNKNOWN_OP if i in unknown else MALFORMED for i in range(200)]
+    # gen_corpus.py's 200 random bodies: none is one well-formed array, so
+    # every one is MALFORMED (four begin like an array with an unknown op:
+    # MALFORMED wins over UNKNOWN_OP, protocol.md section 1)
+    return [MALFORMED] * 200
 
 
 # The statuses of every reply to every file, in order: [] for a file that
@@ -87,6 +87,15 @@ EXPECT = {
     "op-nil": [MALFORMED],
     "op-bool": [MALFORMED],
     "op-bin": [MALFORMED],
+    # MALFORMED wins: a body that is not one well-formed array is MALFORMED
+    # (protocol.md section 1) even with an unknown op or a bad argument
+    # before the break; a well-formed one keeps UNKNOWN_OP / BAD_ARGS
+    "op-unknown-body-truncated": [MALFORMED],
+    "op-unknown-trailing": [MALFORMED],
+    "op-unknown-nested-arg": [UNKNOWN_OP],
+    "arg-nested-then-truncated": [MALFORMED],
+    "arg-map-then-trailing": [MALFORMED],
+    "arg-float-then-missing": [MALFORMED],
     # arguments
     "get-no-args": [BAD_ARGS],
     "get-five-args": [BAD_ARGS],

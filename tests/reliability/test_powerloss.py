@@ -269,7 +269,7 @@ class PowerLoss(unittest.TestCase):
                         outcome = self.open_outcome(im, rec, log.time_at(k))
                         broken[outcome] = broken.get(outcome, 0) + 1
                         self.assertIn(outcome, ("clean", "opened-lost-recent"),
-                                      "cut %d (%s)" % (k, mode))
+                                      "cut %d (%s): %s" % (k, mode, getattr(self, "why", "")))
         finally:
             rec.cleanup()
         self.assertGreater(acked_total, 0, "no acknowledged write audited")
@@ -297,7 +297,12 @@ class PowerLoss(unittest.TestCase):
                 res = audit(im.srv.port, rec.hist, T, flushes=rec.flushes)
                 walk(im.srv.port)
                 im.srv.stop()
-            except Exception:   # noqa: BLE001 - any failure is the outcome
+            except Exception as e:   # noqa: BLE001 - any failure is the outcome
+                # what went wrong, for the failure message
+                self.why = "%s: %s; sanitizer reports: %s" % (
+                    type(e).__name__, str(e)[-1500:],
+                    "".join(open(os.path.join(reports, f), errors="replace").read()[:3000]
+                            for f in sorted(os.listdir(reports))) or "none")
                 return "failed-reading"
             return "clean" if not res.lost else "opened-lost-recent"
         finally:
