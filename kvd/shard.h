@@ -158,7 +158,7 @@ struct kvd_wop {
 	/* results */
 	int status; /* KV_OK, KV_NOT_FOUND, KV_EXISTS, KV_NOT_INTEGER, ... */
 	int64_t result; /* INCR refused with KV_NOT_INTEGER: 1 on overflow */
-	uint8_t *val; /* GETDEL: malloc'd copy of the old value */
+	uint8_t *val;	/* GETDEL: malloc'd copy of the old value */
 	uint32_t vlen;
 };
 
