@@ -8,7 +8,7 @@
  *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
  *   resp_intro.c  CLIENT LIST/INFO/KILL, MONITOR, SLOWLOG, INFO commandstats
  *   resp_multi.c  MULTI, EXEC, DISCARD, WATCH, UNWATCH; RENAME, COPY
- *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT
+ *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -92,6 +92,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  RC_READ | RC_FAST, 1, 1, 1, "bitmap",                                \
 	  "Performs arbitrary read-only bitfield integer operations on "       \
 	  "strings.")                                                          \
+	X(BITOP, "bitop", resp_bitop, KVO(GET) | KVO(PUT) | KVO(DEL), -4,      \
+	  RC_WRITE | RC_EXCL, 2, -1, 1, "bitmap",                              \
+	  "Performs bitwise operations on multiple strings, and stores the "   \
+	  "result.")                                                           \
 	X(BITPOS, "bitpos", resp_bitpos, KVO(GET), -3, RC_READ, 1, 1, 1,       \
 	  "bitmap", "Finds the first set (1) or clear (0) bit in a string.")   \
 	X(CLIENT, "client", resp_client, 0, -2, RC_CONN, 0, 0, 0,              \

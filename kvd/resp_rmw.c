@@ -399,3 +399,92 @@ const char *resp_incrbyfloat(struct kvd_conn *c, struct resp_req *r)
 		return resp_err_key;
 	return resp_in_section(c, r, incrbyfloat_fn, &incr);
 }
+
+/* ===================== BITOP ===================== */
+
+enum { BOP_AND, BOP_OR, BOP_XOR, BOP_NOT };
+
+static void bitop_fold(uint8_t *dst, const struct kv_buf *src, size_t len,
+		       int op, int first)
+{
+	for (size_t i = 0; i < len; i++) {
+		uint8_t b = i < src->len ? src->data[i] : 0;
+
+		if (first)
+			dst[i] = op == BOP_NOT ? (uint8_t)~b : b;
+		else if (op == BOP_AND)
+			dst[i] &= b;
+		else if (op == BOP_OR)
+			dst[i] |= b;
+		else
+			dst[i] ^= b;
+	}
+}
+
+static const char *bitop_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	int op = *(const int *)arg;
+	uint32_t n = r->argc - 3;
+	struct kv_buf *v = calloc(n, sizeof(*v)), out = {0};
+	struct resp_it it;
+	struct kv_slice k;
+	size_t len = 0;
+	uint64_t exp;
+	const char *err = NULL;
+
+	if (!v)
+		return resp_err_internal;
+	resp_it_init(r, 3, &it);
+	for (uint32_t i = 0; i < n && !err; i++) {
+		int rc;
+
+		resp_it_next(&it, &k);
+		rc = resp_key_ok(c, k) ? resp_section_read(c, k, &v[i], &exp)
+				       : KV_NOT_FOUND;
+		if (rc != KV_OK && rc != KV_NOT_FOUND)
+			err = resp_err_internal;
+		if (v[i].len > len)
+			len = v[i].len;
+	}
+	if (err || (len && kv_buf_reserve(&out, len))) {
+		err = err ? err : resp_err_internal;
+		goto out;
+	}
+	out.len = len;
+	for (uint32_t i = 0; i < n; i++)
+		bitop_fold(out.data, &v[i], len, op, i == 0);
+	resp_add_int(c, (int64_t)len);
+	err = queued(
+	    len ? kvd_write_one(c, SILENT, KVD_W_PUT, r->a[2], sl(&out), 0, 0,
+				0)
+		: kvd_write_one(c, SILENT, KVD_W_DEL, r->a[2], none, 0, 0, 0));
+out:
+	for (uint32_t i = 0; i < n; i++)
+		kv_buf_free(&v[i]);
+	free(v);
+	kv_buf_free(&out);
+	return err;
+}
+
+/* BITOP AND|OR|XOR|NOT destkey key... */
+const char *resp_bitop(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kv_slice o = r->a[1];
+	int op;
+
+	if (resp_eq(o, "and"))
+		op = BOP_AND;
+	else if (resp_eq(o, "or"))
+		op = BOP_OR;
+	else if (resp_eq(o, "xor"))
+		op = BOP_XOR;
+	else if (resp_eq(o, "not"))
+		op = BOP_NOT;
+	else
+		return resp_err_syntax;
+	if (op == BOP_NOT && r->argc != 4)
+		return "ERR BITOP NOT must be called with a single source key.";
+	if (!resp_key_ok(c, r->a[2]))
+		return resp_err_key;
+	return resp_in_section(c, r, bitop_fn, &op);
+}
