@@ -11,6 +11,8 @@ import os
 import subprocess
 import tempfile
 
+from kvproto import COUNT
+
 BUILD = os.environ.get("KVD_BUILD_DIR", ".")
 KVBENCH = os.path.join(BUILD, "bench", "kvbench")
 
@@ -32,6 +34,20 @@ class Run:
     def share(self, op, name="run"):
         c = self.counts(name)
         return c.get(op, 0) / sum(c.values())
+
+
+class RunChecks:
+    """Mixin for a unittest.TestCase whose self.c is a client of the kvd
+    kvbench ran against (or pass client)."""
+
+    def ok_run(self, r, records=200, ops=300, client=None):
+        """Both phases ran every operation without an error, and kvd holds
+        the records loaded."""
+        self.assertEqual(r.phase("load")["ops"], records)
+        self.assertEqual(r.phase("load")["errors"]["total"], 0)
+        self.assertEqual(r.phase("run")["ops"], ops)
+        self.assertEqual(r.phase("run")["errors"]["total"], 0)
+        self.assertEqual((client or self.c).call(COUNT, b"")[1], records)
 
 
 def kvbench(*args, port=None, driver="kvd", timeout=120, expect=0, env=None,

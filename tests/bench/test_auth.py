@@ -11,13 +11,13 @@ import tempfile
 import unittest
 
 from kvdtest import *  # noqa: F401,F403
-from kvbenchtest import kvbench
+from kvbenchtest import RunChecks, kvbench
 
 PW = "bench-pw's s3cret"
 WARNING = "password given on the command line"
 
 
-class Auth(unittest.TestCase):
+class Auth(RunChecks, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.srv = Server(threads=2, durability="async", resp=True,
@@ -36,13 +36,6 @@ class Auth(unittest.TestCase):
 
     def tearDown(self):
         self.c.close()
-
-    def ok_run(self, r, records=200, ops=300):
-        self.assertEqual(r.phase("load")["ops"], records)
-        self.assertEqual(r.phase("load")["errors"]["total"], 0)
-        self.assertEqual(r.phase("run")["ops"], ops)
-        self.assertEqual(r.phase("run")["errors"]["total"], 0)
-        self.assertEqual(self.c.call(COUNT, b"")[1], records)
 
     def test_no_password(self):
         # every insert is refused: the load fails, the run never starts

@@ -6,38 +6,15 @@ TLS options without --tls, --tls with a driver that has none.  The TLS
 ports are tests/client/tlsproxy.py in front of a real kvd; the certificates
 are made now (tests/integration/tlscerts.py)."""
 
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "client"))
-
-from kvdtest import *  # noqa: F401,F403,E402
-from kvbenchtest import kvbench  # noqa: E402
-from tlscerts import Certs  # noqa: E402
-from tlsproxy import TLSProxy  # noqa: E402
+from kvdtest import *  # noqa: F401,F403
+from kvbenchtest import RunChecks, kvbench
+from tlstest import ProxiedTLS
 
 
-class TLS(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not Certs.available():
-            raise unittest.SkipTest("no openssl command")
-        cls.certs = Certs()
-        cls.srv = Server(threads=2, durability="async").start()
-        c = cls.certs
-        cls.tls = TLSProxy(cls.srv.port, c.server_cert, c.server_key)
-        cls.req = TLSProxy(cls.srv.port, c.server_cert, c.server_key,
-                           ca=c.ca, require_cert=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tls.close()
-        cls.req.close()
-        cls.srv.stop()
-        cls.srv.cleanup()
-        cls.certs.cleanup()
+class TLS(ProxiedTLS, RunChecks, unittest.TestCase):
+    SERVER = dict(threads=2, durability="async")
 
     def setUp(self):
         self.c = self.srv.client()
@@ -45,13 +22,6 @@ class TLS(unittest.TestCase):
 
     def tearDown(self):
         self.c.close()
-
-    def ok_run(self, r, records=200, ops=300):
-        self.assertEqual(r.phase("load")["ops"], records)
-        self.assertEqual(r.phase("load")["errors"]["total"], 0)
-        self.assertEqual(r.phase("run")["ops"], ops)
-        self.assertEqual(r.phase("run")["errors"]["total"], 0)
-        self.assertEqual(self.c.call(COUNT, b"")[1], records)
 
     def test_run(self):
         r = kvbench("--tls", "--cacert", self.certs.ca, "-t", 1, "-c", 2,

@@ -9,38 +9,16 @@ test_tls_kvd.py runs kvcli against kvd's own TLS port."""
 
 import os
 import subprocess
-import sys
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "client"))
-
-from kvdtest import Server, main  # noqa: E402
-from tlscerts import Certs  # noqa: E402
-from tlsproxy import TLSProxy  # noqa: E402
+from kvdtest import main
+from tlstest import ProxiedTLS
 
 KVCLI = os.environ["KVCLI"]
 
 
-class TLS(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not Certs.available():
-            raise unittest.SkipTest("no openssl command")
-        cls.certs = Certs()
-        cls.srv = Server(threads=1, args=["--requirepass", "pw"]).start()
-        c = cls.certs
-        cls.tls = TLSProxy(cls.srv.port, c.server_cert, c.server_key)
-        cls.req = TLSProxy(cls.srv.port, c.server_cert, c.server_key,
-                           ca=c.ca, require_cert=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.tls.close()
-        cls.req.close()
-        cls.srv.stop()
-        cls.srv.cleanup()
-        cls.certs.cleanup()
+class TLS(ProxiedTLS, unittest.TestCase):
+    SERVER = dict(threads=1, args=["--requirepass", "pw"])
 
     def cli(self, *args, input=None, port=None):
         e = dict(os.environ, KVCLI_AUTH="pw")

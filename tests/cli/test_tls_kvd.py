@@ -9,35 +9,14 @@ import os
 import subprocess
 import unittest
 
-from kvdtest import Server, free_port, main
-from tlscerts import Certs
+from kvdtest import main
+from tlstest import KvdTLSPort
 
 KVCLI = os.environ["KVCLI"]
 
 
-def kvd_has_tls():
-    out = subprocess.run([os.environ["KVD_BIN"], "--help"],
-                         capture_output=True, text=True, timeout=30)
-    return "tls-port" in out.stdout + out.stderr
-
-
-class KvdTLS(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not Certs.available() or not kvd_has_tls():
-            raise unittest.SkipTest("no openssl command, or kvd without TLS")
-        cls.certs = c = Certs()
-        cls.port = free_port()
-        cls.srv = Server(threads=1, args=[
-            "--tls-port", str(cls.port), "--tls-cert-file", c.server_cert,
-            "--tls-key-file", c.server_key, "--tls-ca-cert-file", c.ca,
-            "--tls-auth-clients", "yes"]).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-        cls.srv.cleanup()
-        cls.certs.cleanup()
+class KvdTLS(KvdTLSPort, unittest.TestCase):
+    SERVER = dict(threads=1)
 
     def cli(self, *args):
         p = subprocess.run([KVCLI, "-p", str(self.port)] + list(args),

@@ -15,9 +15,10 @@ import subprocess
 import sys
 import threading
 
-from kvdtest import Server, free_port
+from kvdtest import Server
 from tlscerts import Certs
 from tlsproxy import TLSProxy
+from tlstest import kvd_has_tls, kvd_tls
 
 
 def closing_backend():
@@ -46,22 +47,6 @@ def run(binary, certs, tls_port, req_port, plain_port, gone_port):
     sys.stdout.write(out.stdout.decode())
     sys.stderr.write(out.stderr.decode())
     assert out.returncode == 0, out.returncode
-
-
-def kvd_has_tls():
-    out = subprocess.run([os.environ["KVD_BIN"], "--help"],
-                         capture_output=True, text=True, timeout=30)
-    return "tls-port" in out.stdout + out.stderr
-
-
-def kvd_tls(certs, auth):
-    """A kvd with a TLS port beside its plain one; (server, TLS port)."""
-    port = free_port()
-    srv = Server(args=["--tls-port", str(port), "--tls-cert-file",
-                       certs.server_cert, "--tls-key-file", certs.server_key,
-                       "--tls-ca-cert-file", certs.ca,
-                       "--tls-auth-clients", auth]).start()
-    return srv, port
 
 
 def main():

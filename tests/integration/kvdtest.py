@@ -147,6 +147,30 @@ class Server:
         self.cleanup()
 
 
+def http_exchange(port, request):
+    """Send request to kvd's HTTP (metrics) port: the whole response, read
+    until kvd closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), 5) as s:
+        s.sendall(request)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def http_get(port, path, auth=None):
+    """GET path from kvd's HTTP (metrics) port, with an Authorization
+    header if auth is given: (head, body) as text."""
+    req = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n"
+    if auth is not None:
+        req += b"Authorization: " + auth + b"\r\n"
+    head, _, body = http_exchange(port, req + b"\r\n").partition(b"\r\n\r\n")
+    return head.decode(), body.decode()
+
+
 def frame(obj):
     body = msgpack.packb(obj, use_bin_type=True)
     return struct.pack(">I", len(body)) + body

@@ -15,36 +15,6 @@ from kvdtest import *  # noqa: F401,F403
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 
 
-def http_get(port, path):
-    with socket.create_connection(("127.0.0.1", port), 5) as s:
-        s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return head.decode(), body.decode()
-
-
-def http_get_auth(port, path, auth=None):
-    """The status line of GET path, with an Authorization header if given."""
-    with socket.create_connection(("127.0.0.1", port), 5) as s:
-        req = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n"
-        if auth is not None:
-            req += b"Authorization: " + auth + b"\r\n"
-        s.sendall(req + b"\r\n")
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return head.decode(), body.decode()
-
-
 def parse(text):
     types, samples = {}, {}
     for line in text.splitlines():
@@ -134,14 +104,7 @@ class MetricsHead(unittest.TestCase):
         mport = free_port()
         with Server(threads=1, args=["--metrics-port", str(mport)]) as srv:
             get_head, get_body = http_get(mport, b"/metrics")
-            with socket.create_connection(("127.0.0.1", mport), 5) as sk:
-                sk.sendall(b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-                data = b""
-                while True:
-                    chunk = sk.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+            data = http_exchange(mport, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             head, sep, body = data.partition(b"\r\n\r\n")
             self.assertEqual(sep, b"\r\n\r\n")
             self.assertEqual(body, b"")
@@ -182,7 +145,7 @@ class MetricsPassword(unittest.TestCase):
         with Server(threads=1, args=["--requirepass", pw.decode(),
                                      "--metrics-port", str(mport),
                                      "--metrics-bind", "0.0.0.0"]) as srv:
-            head, body = http_get_auth(mport, b"/metrics")
+            head, body = http_get(mport, b"/metrics")
             self.assertIn("401", head.splitlines()[0])
             self.assertIn('WWW-Authenticate: Basic realm="kvd"', head)
             self.assertNotIn("kvd_info", body)
@@ -190,11 +153,11 @@ class MetricsPassword(unittest.TestCase):
                         b"Basic " + base64.b64encode(b"prom:" + pw[:-1]),
                         b"Basic " + base64.b64encode(pw),  # no user part
                         b"Basic !!!notbase64", b"Bearer " + pw):
-                head, body = http_get_auth(mport, b"/metrics", bad)
+                head, body = http_get(mport, b"/metrics", bad)
                 self.assertIn("401", head.splitlines()[0], bad)
                 self.assertNotIn("kvd_info", body)
             good = b"Basic " + base64.b64encode(b"prometheus:" + pw)
-            head, body = http_get_auth(mport, b"/metrics", good)
+            head, body = http_get(mport, b"/metrics", good)
             self.assertIn("200 OK", head.splitlines()[0])
             self.assertIn("kvd_info{", body)
             # the user name is not checked; the header name is any case

@@ -11,7 +11,6 @@ every few guesses and is counted, and its log lines are rate-limited.
 
 import base64
 import os
-import socket
 import struct
 import subprocess
 import tempfile
@@ -299,17 +298,9 @@ class Security(unittest.TestCase):
             r = redis.Redis(port=srv.resp_port, password="right")
             self.assertEqual(r.info("stats")["acl_access_denied_auth"],
                              failures)
-            with socket.create_connection(("127.0.0.1", mport), 5) as m:
-                m.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
-                          b"Authorization: Basic %s\r\n\r\n"
-                          % base64.b64encode(b"kvd:right"))
-                text = b""
-                while True:
-                    chunk = m.recv(65536)
-                    if not chunk:
-                        break
-                    text += chunk
-            self.assertIn(b"\nkvd_auth_failures_total %d\n" % failures, text)
+            _, text = http_get(mport, b"/metrics",
+                               b"Basic " + base64.b64encode(b"kvd:right"))
+            self.assertIn("\nkvd_auth_failures_total %d\n" % failures, text)
             # many guessing connections: the log does not grow per guess
             # (at most one line a second per io thread)
             t0 = time.monotonic()

@@ -548,7 +548,8 @@ class Reload(unittest.TestCase):
                     if new_conns and i % 20 == 0:
                         c.close()
                         c = TLSClient(self.srv.tls_port)
-                    k = b"k%d" % (i % 50)
+                    # keys of this thread's own: the other one writes too
+                    k = b"k%d-%d" % (new_conns, i % 50)
                     if c.call(PUT, k, b"%d" % i) != [OK]:
                         errors.append("put %d" % i)
                     if c.call(GET, k) != [OK, b"%d" % i]:

@@ -27,6 +27,7 @@ only its batch (DISK_FULL) and the shard carries on.  A short write of a
 journal record is completed by the next write, and nothing is lost.
 """
 
+import contextlib
 import os
 import tempfile
 import time
@@ -76,7 +77,11 @@ class Faults(unittest.TestCase):
             i += 1
         return out
 
-    def run_fault(self, durability, env, expect=SHARD_FAILED, args=()):
+    @contextlib.contextmanager
+    def faulty(self, durability="sync", args=(), **fault):
+        """A kvd whose shards exist, started again under the shim with fault
+        (KVD_FI_*); yields (srv, arm): creating the file arm starts the
+        shim's counts.  The server and arm are removed on the way out."""
         srv = Server(threads=2, durability=durability, args=ARGS + list(args))
         # the shards exist before the fault counts start
         srv.start()
@@ -84,7 +89,24 @@ class Faults(unittest.TestCase):
         arm = self.fi_log + ".arm"
         try:
             start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
-                                       KVD_PL_MATCH=MATCH, **env))
+                                       KVD_PL_MATCH=MATCH, **fault))
+            yield srv, arm
+        finally:
+            srv.cleanup()
+            if os.path.exists(arm):
+                os.unlink(arm)
+
+    def check_after_restart(self, srv, keys):
+        """Restart srv (no fault now): every key in keys reads back."""
+        srv.start()
+        c = srv.client()
+        for k in keys:
+            self.assertEqual(c.call(GET, k), [OK, b"v" + k])
+        c.close()
+        srv.stop()
+
+    def run_fault(self, durability, env, expect=SHARD_FAILED, args=()):
+        with self.faulty(durability, args, **env) as (srv, arm):
             c = srv.client()
             before = self.put_many(c, b"a", 20)
             # count from here: kvd has started and written its first commits
@@ -121,10 +143,6 @@ class Faults(unittest.TestCase):
             self.assertTrue(all(s == OK for s in self.put_many(c, b"d", 20).values()))
             c.close()
             return st, log, refused
-        finally:
-            srv.cleanup()
-            if os.path.exists(arm):
-                os.unlink(arm)
 
     def check_never_retried(self):
         ev = self.events()
@@ -165,14 +183,7 @@ class Faults(unittest.TestCase):
     def test_journal_short_write_is_completed(self):
         # pwrite may write part of a record: the journal writes the rest
         # (a short write is not an error; the next call reports one)
-        srv = Server(threads=2, args=ARGS)
-        srv.start()
-        srv.stop()
-        arm = self.fi_log + ".arm"
-        try:
-            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
-                                       KVD_PL_MATCH=MATCH,
-                                       KVD_FI_WRITE_FAIL=JOURNAL + ":1:SHORT"))
+        with self.faulty(KVD_FI_WRITE_FAIL=JOURNAL + ":1:SHORT") as (srv, arm):
             c = srv.client()
             open(arm, "w").close()
             st = self.put_many(c, b"a", 40, until_injected=True)
@@ -181,29 +192,14 @@ class Faults(unittest.TestCase):
                              [False, False])
             c.close()
             srv.kill9()     # the journal alone holds them
-            srv.start()
-            c = srv.client()
-            for k in st:
-                self.assertEqual(c.call(GET, k), [OK, b"v" + k])
-            c.close()
-            srv.stop()
-        finally:
-            srv.cleanup()
-            if os.path.exists(arm):
-                os.unlink(arm)
+            self.check_after_restart(srv, st)
 
     def test_journal_segment_enospc_refuses_only_its_batch(self):
         # 1 MiB segments filled by 60 KiB values: a new segment is pre-
         # written (journal-new.tmp) every 17 or so writes of the shard;
         # the first of those writes fails with ENOSPC.
-        srv = Server(threads=2, args=ARGS + ["--journal-segment-size", "1m"])
-        srv.start()
-        srv.stop()
-        arm = self.fi_log + ".arm"
-        try:
-            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
-                                       KVD_PL_MATCH=MATCH,
-                                       KVD_FI_WRITE_FAIL="shard-001/journal-new.tmp:1:ENOSPC"))
+        with self.faulty(args=["--journal-segment-size", "1m"],
+                         KVD_FI_WRITE_FAIL="shard-001/journal-new.tmp:1:ENOSPC") as (srv, arm):
             c = srv.client()
             open(arm, "w").close()
             val = b"x" * (60 << 10)
@@ -225,10 +221,6 @@ class Faults(unittest.TestCase):
                 self.assertEqual(c.call(GET, k)[0], OK if s == OK else 1, k)
             c.close()
             srv.stop()
-        finally:
-            srv.cleanup()
-            if os.path.exists(arm):
-                os.unlink(arm)
 
     # ---- data.mdb: checkpoints, off the ack path ----
 
@@ -246,14 +238,7 @@ class Faults(unittest.TestCase):
         self.check_never_retried()
 
     def test_checkpoint_enospc_is_retried(self):
-        srv = Server(threads=2, args=ARGS)
-        srv.start()
-        srv.stop()
-        arm = self.fi_log + ".arm"
-        try:
-            start_with(srv, **shim_env(KVD_FI_LOG=self.fi_log, KVD_FI_ARM=arm,
-                                       KVD_PL_MATCH=MATCH,
-                                       KVD_FI_WRITE_FAIL=DATA + ":1:ENOSPC"))
+        with self.faulty(KVD_FI_WRITE_FAIL=DATA + ":1:ENOSPC") as (srv, arm):
             c = srv.client()
             open(arm, "w").close()
             st = self.put_many(c, b"a", 100, until_injected=True)
@@ -274,16 +259,7 @@ class Faults(unittest.TestCase):
             self.assertRegex(srv.log_text().decode(),
                              r"shard-001: checkpoint commit failed: No space left on device; "
                              r"retried")
-            srv.start()
-            c = srv.client()
-            for k in st:
-                self.assertEqual(c.call(GET, k), [OK, b"v" + k])
-            c.close()
-            srv.stop()
-        finally:
-            srv.cleanup()
-            if os.path.exists(arm):
-                os.unlink(arm)
+            self.check_after_restart(srv, st)
 
 
 if __name__ == "__main__":
