@@ -196,6 +196,15 @@ static int store_shard_open(struct kvd_store *st, struct shard *sh,
 	if (shard_open(sh, o, err, errlen))
 		return -1;
 	shard_log_open(sh, o->map_size);
+	return 0;
+}
+
+/* The journal after every shard's LMDB exists: a new data directory has
+ * all its shards' files at once (pre-writing a journal segment takes a
+ * while, and a crash in between must not leave a shard missing). */
+static int store_shard_recover(struct shard *sh, const struct kvd_store_opts *o,
+			       char *err, size_t errlen)
+{
 	if (shard_recover(sh, o, err, errlen))
 		return -1;
 	if (kvd_ckpt_start(sh)) {
@@ -238,6 +247,9 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	}
 	if (kvd_datadir_created(&st->dd, o->dir, err, errlen))
 		goto fail;
+	for (unsigned i = 0; i < st->n; i++)
+		if (store_shard_recover(&st->sh[i], o, err, errlen))
+			goto fail;
 	*out = st;
 	return 0;
 fail:

@@ -122,6 +122,9 @@ class Durability(unittest.TestCase):
     def test_sigterm_drains_in_flight_writes(self):
         with Server(threads=2) as srv:
             c = srv.client()
+            # served: the store is open (kvd binds its port before it opens
+            # the store, whose first start pre-writes journal segments)
+            self.assertEqual(c.call(PING), [OK])
             keys = [b"d%05d" % i for i in range(5000)]
             payload = b"".join(frame([PUT, k, value_of(k)]) for k in keys)
             c.send_raw(payload)
