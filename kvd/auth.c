@@ -83,10 +83,10 @@ static int read_password(struct kvd_config *cfg, char *err, size_t errlen)
  * once by kvd_auth_setup, before any io thread exists (disable-commands is
  * not reloadable), read-only after. */
 static uint32_t op_off;
-static uint64_t resp_off;
+#define RESP_OFF_WORDS ((RESP_NCMDS + 63) / 64)
+static uint64_t resp_off[RESP_OFF_WORDS];
 
 _Static_assert(KV_OP_MAX <= 32, "op_off and resp.h's KVO bits are 32 bits");
-_Static_assert(RESP_NCMDS <= 64, "resp_off is 64 bits");
 
 static int name_is(const char *name, const char *p, size_t n)
 {
@@ -96,6 +96,7 @@ static int name_is(const char *name, const char *p, size_t n)
 /* Mark the name at p (n bytes) off: a native operation, a RESP command,
  * or both (GET, DEL, ...).  -1 when kvd knows no command of that name. */
 static int disable_name(const char *p, size_t n, uint64_t *resp_named)
+
 {
 	int known = 0;
 
@@ -106,7 +107,7 @@ static int disable_name(const char *p, size_t n, uint64_t *resp_named)
 		}
 	for (unsigned i = 0; i < RESP_NCMDS; i++)
 		if (name_is(resp_cmds[i].name, p, n)) {
-			*resp_named |= 1ull << i;
+			resp_named[i / 64] |= 1ull << (i % 64);
 			known = 1;
 		}
 	return known ? 0 : -1;
@@ -118,13 +119,13 @@ static int setup_disabled(const struct kvd_config *cfg, char *err,
 			  size_t errlen)
 {
 	const char *p = cfg->disable_commands;
-	uint64_t named = 0;
+	uint64_t named[RESP_OFF_WORDS] = {0};
 
 	op_off = 0;
 	while (*p) {
 		size_t n = strcspn(p, ", ");
 
-		if (n && disable_name(p, n, &named)) {
+		if (n && disable_name(p, n, named)) {
 			snprintf(
 			    err, errlen,
 			    "disable-commands: unknown command '%.*s' "
@@ -137,10 +138,10 @@ static int setup_disabled(const struct kvd_config *cfg, char *err,
 	}
 	/* A RESP command is off when named, or when it performs a native
 	 * operation that is off. */
-	resp_off = named;
+	memcpy(resp_off, named, sizeof(resp_off));
 	for (unsigned i = 0; i < RESP_NCMDS; i++)
 		if (resp_cmds[i].ops & op_off)
-			resp_off |= 1ull << i;
+			resp_off[i / 64] |= 1ull << (i % 64);
 	return 0;
 }
 
@@ -151,7 +152,7 @@ int kvd_auth_op_disabled(unsigned op)
 
 int kvd_auth_resp_disabled(unsigned id)
 {
-	return id < 64 && (resp_off >> id) & 1;
+	return id < RESP_NCMDS && (resp_off[id / 64] >> (id % 64)) & 1;
 }
 
 /* ===================== Setup ===================== */

@@ -16,6 +16,7 @@
  * journal every flush-interval-ms: the journal belongs to its committer
  * alone, so no other thread ever touches it.
  */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include "committer.h"
 
 #include <errno.h>
@@ -49,6 +50,22 @@ static atomic_int pause_req;
 static unsigned paused;
 static int pause_rc; /* under pause_mu: a checkpoint that failed */
 
+/* Transactions (EXEC, WATCH): committers hold this shared around each
+ * round of batches and housekeeping; an io thread holding it exclusively
+ * knows no batch is under way on any shard, and may then apply and commit
+ * writes itself (kvd_excl_*).  Writers are preferred, so that a steady
+ * stream of batches cannot starve an EXEC. */
+static pthread_rwlock_t txn_lock;
+/* Odd while an exclusive section runs: a reader that saw it move knows
+ * its reads may straddle one (kvd_excl_seq). */
+static atomic_uint excl_seq;
+static pthread_once_t txn_once = PTHREAD_ONCE_INIT;
+
+/* The io thread in an EXEC: its writes are captured here instead of
+ * being queued (kvd_committer_submit). */
+static __thread struct kvd_wreq **cap_tail;
+static __thread struct kvd_excl *excl_cur; /* this thread's section */
+
 static void wake(struct kvd_committer *c)
 {
 	uint64_t one = 1;
@@ -61,9 +78,15 @@ static void wake(struct kvd_committer *c)
 void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
 {
 	struct kvd_committer *c = &srv->com[w->shard];
-	struct kvd_wreq *old =
-	    atomic_load_explicit(&c->queue, memory_order_relaxed);
+	struct kvd_wreq *old;
 
+	if (cap_tail) {
+		w->next = NULL;
+		*cap_tail = w;
+		cap_tail = &w->next;
+		return;
+	}
+	old = atomic_load_explicit(&c->queue, memory_order_relaxed);
 	do
 		w->next = old;
 	while (!atomic_compare_exchange_weak_explicit(
@@ -348,9 +371,11 @@ static void maybe_pause(struct kvd_committer *c)
 	if (!atomic_load(&pause_req))
 		return;
 	/* Everything acknowledged into LMDB before the snapshot opens. */
+	pthread_rwlock_rdlock(&txn_lock);
 	rc = atomic_load(&c->failed)
 		 ? 0
 		 : kvd_shard_checkpoint(c->srv->store, c->shard);
+	pthread_rwlock_unlock(&txn_lock);
 	pthread_mutex_lock(&pause_mu);
 	if (rc && !pause_rc)
 		pause_rc = rc;
@@ -402,13 +427,17 @@ static void *committer_main(void *arg)
 		if (!w) {
 			if (atomic_load(&c->stop))
 				break;
+			pthread_rwlock_rdlock(&txn_lock);
 			timers(c);
+			pthread_rwlock_unlock(&txn_lock);
 			wait_for_work(c);
 			continue;
 		}
+		pthread_rwlock_rdlock(&txn_lock);
 		while (w)
 			w = run_batch(c, w);
 		housekeeping(c, kvd_now_ms());
+		pthread_rwlock_unlock(&txn_lock);
 	}
 	/* A clean stop leaves LMDB holding everything: a quick restart. */
 	if (!atomic_load(&c->failed) &&
@@ -427,9 +456,163 @@ static void flush_all(struct kvd_server *srv)
 			kvd_store_sync(srv->store, i);
 }
 
+static void txn_lock_init(void)
+{
+	pthread_rwlockattr_t a;
+
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(
+	    &a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&txn_lock, &a);
+	pthread_rwlockattr_destroy(&a);
+}
+
+/* ===================== Exclusive sections ===================== */
+
+void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv)
+{
+	pthread_once(&txn_once, txn_lock_init);
+	pthread_rwlock_wrlock(&txn_lock);
+	atomic_fetch_add(&excl_seq, 1);
+	memset(x, 0, sizeof(*x));
+	x->srv = srv;
+	excl_cur = x;
+}
+
+struct kvd_excl *kvd_excl_current(void)
+{
+	return excl_cur;
+}
+
+void kvd_excl_capture(struct kvd_excl *x)
+{
+	x->cap = NULL;
+	cap_tail = &x->cap;
+}
+
+static void excl_fail(struct kvd_wreq *w, int rc)
+{
+	while (w) {
+		struct kvd_wreq *next = w->next;
+
+		free(w->op.val);
+		w->op.val = NULL;
+		w->op.status = rc;
+		w->op.result = 0;
+		complete(w);
+		w = next;
+	}
+}
+
+/* Apply one captured request to its shard's open batch. */
+static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
+{
+	struct kvd_server *srv = x->srv;
+	unsigned s = w->shard;
+	int rc;
+
+	w->next = NULL;
+	if (atomic_load(&srv->com[s].failed)) {
+		excl_fail(w, KV_SHARD_FAILED);
+		return;
+	}
+	if (!x->t[s] && (rc = kvd_shard_begin(srv->store, s, &x->t[s]))) {
+		x->t[s] = NULL;
+		excl_fail(w, rc);
+		return;
+	}
+	rc =
+	    kvd_shard_apply(x->t[s], &w->op, kvd_now_ms(), srv->cfg->max_value);
+	if (rc) {
+		/* the batch is gone: so are the requests already in it */
+		kvd_shard_abort(x->t[s]);
+		x->t[s] = NULL;
+		w->next = x->head[s];
+		x->head[s] = NULL;
+		excl_fail(w, rc);
+		return;
+	}
+	*(x->head[s] ? &x->tail[s]->next : &x->head[s]) = w;
+	x->tail[s] = w;
+	x->open = 1;
+}
+
+/* The writes captured since kvd_excl_capture join their shards' batches. */
+void kvd_excl_apply(struct kvd_excl *x)
+{
+	struct kvd_wreq *w = x->cap;
+
+	cap_tail = NULL;
+	x->cap = NULL;
+	while (w) {
+		struct kvd_wreq *next = w->next;
+
+		excl_apply(x, w);
+		w = next;
+	}
+}
+
+/* Commit every open batch (one per shard, in shard order) and hand its
+ * requests back. */
+void kvd_excl_commit(struct kvd_excl *x)
+{
+	struct kvd_server *srv = x->srv;
+
+	if (!x->open)
+		return;
+	for (unsigned s = 0; s < srv->nshards && s < KVD_MAX_SHARDS; s++) {
+		int rc;
+
+		if (!x->t[s])
+			continue;
+		rc = kvd_shard_commit(x->t[s],
+				      srv->cfg->durability == KVD_DUR_SYNC);
+		x->t[s] = NULL;
+		if (rc == KV_SHARD_FAILED)
+			atomic_store(&srv->com[s].failed, 1);
+		if (rc)
+			excl_fail(x->head[s], rc);
+		else
+			complete_list(x->head[s]);
+		x->head[s] = x->tail[s] = NULL;
+	}
+	x->open = 0;
+}
+
+void kvd_excl_end(struct kvd_excl *x)
+{
+	if (cap_tail)
+		kvd_excl_apply(x);
+	kvd_excl_commit(x);
+	excl_cur = NULL;
+	atomic_fetch_add(&excl_seq, 1);
+	pthread_rwlock_unlock(&txn_lock);
+}
+
+unsigned kvd_excl_seq(void)
+{
+	unsigned s = atomic_load(&excl_seq);
+
+	if (s & 1) {
+		/* wait for the section to end */
+		pthread_once(&txn_once, txn_lock_init);
+		pthread_rwlock_rdlock(&txn_lock);
+		pthread_rwlock_unlock(&txn_lock);
+		s = atomic_load(&excl_seq);
+	}
+	return s;
+}
+
+int kvd_excl_moved(unsigned seq)
+{
+	return atomic_load(&excl_seq) != seq;
+}
+
 int kvd_committers_start(struct kvd_server *srv)
 {
 	int rc;
+
+	pthread_once(&txn_once, txn_lock_init);
 
 	srv->com = calloc(srv->nshards, sizeof(*srv->com));
 	if (!srv->com)

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include "datadir.h"
 #include "kvd.h"
 
 /* Batch sizes are counted in powers of two: <= 1, 2, 4, ... 4096. */
@@ -49,6 +50,33 @@ void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w);
  * lets them go on. */
 int kvd_committers_pause(struct kvd_server *srv);
 void kvd_committers_resume(struct kvd_server *srv);
+/* An exclusive section (EXEC, WATCH; an io thread): no committer runs a
+ * batch, housekeeping or a checkpoint meanwhile.  Writes queued between
+ * kvd_excl_capture and kvd_excl_apply (kvd_write_*) are not handed to
+ * the committers but applied here, to one open batch per shard; commit
+ * journals each shard's batch as one (sync mode: flushed) and hands its
+ * requests back as a committer would.  End commits what is still open.
+ * Sections are not nested. */
+struct kvd_excl {
+	struct kvd_server *srv;
+	struct kvd_wreq *cap;
+	int open;
+	struct kvd_wtxn *t[KVD_MAX_SHARDS];
+	struct kvd_wreq *head[KVD_MAX_SHARDS], *tail[KVD_MAX_SHARDS];
+};
+
+void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv);
+void kvd_excl_capture(struct kvd_excl *x);
+void kvd_excl_apply(struct kvd_excl *x);
+void kvd_excl_commit(struct kvd_excl *x);
+void kvd_excl_end(struct kvd_excl *x);
+/* The section this thread is in, or NULL. */
+struct kvd_excl *kvd_excl_current(void);
+/* Readers: a read that began at seq (waited for a section under way) and
+ * ends with kvd_excl_moved false saw no section's writes half made. */
+unsigned kvd_excl_seq(void);
+int kvd_excl_moved(unsigned seq);
+
 /* After the io threads have stopped: drain, commit, flush, checkpoint,
  * stop. */
 void kvd_committers_stop(struct kvd_server *srv);

@@ -86,6 +86,7 @@ struct kvd_conn {
 	 * other io threads read these under the registry's lock. */
 	struct kvd_conn *reg_prev, *reg_next;
 	struct resp_monitor *mon; /* MONITOR's feed, or NULL */
+	struct resp_txq *txq;	  /* MULTI's queue and WATCHed keys */
 	uint64_t born_ms;	  /* fixed at open, as the addresses */
 	_Atomic uint64_t act_ms;  /* when the last command ran */
 	_Atomic uint16_t act_cmd; /* and its command id + 1 */

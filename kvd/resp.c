@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "committer.h"
 #include "kv_status.h"
 #include "loop.h"
 
@@ -318,7 +319,7 @@ void resp_it_init(const struct resp_req *r, uint32_t from, struct resp_it *it)
 		resp_it_next(it, &skip);
 }
 
-static void fill_fixed(struct resp_req *r)
+void resp_req_fill(struct resp_req *r)
 {
 	struct resp_it it;
 
@@ -453,7 +454,7 @@ static long mb_parse(struct kvd_conn *c, const uint8_t *p, size_t n,
 	r->argc = c->resp_mb.argc;
 	r->body = p + c->resp_mb.body;
 	r->packed = 0;
-	fill_fixed(r);
+	resp_req_fill(r);
 	return (long)c->resp_mb.off;
 }
 
@@ -571,7 +572,7 @@ static int split_line(const uint8_t *p, const uint8_t *end, uint8_t *buf,
 	}
 	r->body = buf;
 	r->packed = 1;
-	fill_fixed(r);
+	resp_req_fill(r);
 	return 0;
 }
 
@@ -636,6 +637,105 @@ static size_t consumed(struct kvd_conn *c, size_t len)
 	return len;
 }
 
+int resp_excl_req(const struct resp_cmd *d, const struct resp_req *r)
+{
+	if (d->flags & RC_EXCL)
+		return 1;
+	/* EXPIRE's NX, XX, GT and LT compare with the key's expiry */
+	return r->argc > 3 &&
+	       (r->cmd == RESP_CMD_EXPIRE || r->cmd == RESP_CMD_PEXPIRE ||
+		r->cmd == RESP_CMD_EXPIREAT || r->cmd == RESP_CMD_PEXPIREAT);
+}
+
+/* Answer a request in order: while earlier writes are in flight, a reply
+ * that is not a write's waits behind theirs (conn.h). */
+static void answer(struct kvd_conn *c, const struct resp_cmd *d,
+		   struct resp_req *r, const char *err, unsigned was,
+		   size_t mark)
+{
+	if (err)
+		resp_add_error(c, err);
+	if (was && (err || !d || !(d->flags & RC_WRITE) ||
+		    (resp_excl_req(d, r) && c->out.len > mark)))
+		kvd_conn_defer(c, mark, r->cmd);
+}
+
+void kvd_resp_run(struct kvd_conn *c, struct resp_req *r)
+{
+	const struct resp_cmd *d = &resp_cmds[r->cmd];
+	unsigned was = c->npend;
+	size_t mark = c->out.len;
+	uint64_t t0 = kvd_resp_pre(c, r);
+	const char *err = d->fn(c, r);
+
+	kvd_resp_post(c, r, t0, err ? KVD_RESP_FAILED : KVD_RESP_RAN);
+	answer(c, d, r, err, was, mark);
+}
+
+/* A command that reads keys never sees an EXEC half applied across
+ * shards: if one ran meanwhile, its reply is dropped and it runs again
+ * (a relaxed look before and after: EXECs are rare).  Its own EXEC and
+ * WATCH are exclusive sections themselves. */
+static const char *run_read(struct kvd_conn *c, const struct resp_cmd *d,
+			    struct resp_req *r)
+{
+	size_t mark = c->out.len;
+	const char *err;
+	unsigned seq;
+
+	if (!(d->flags & RC_READ) || r->cmd == RESP_CMD_EXEC ||
+	    r->cmd == RESP_CMD_WATCH)
+		return d->fn(c, r);
+	for (;;) {
+		seq = kvd_excl_seq();
+		err = d->fn(c, r);
+		if (!kvd_excl_moved(seq) || c->out.len < mark)
+			return err;
+		c->out.len = mark;
+	}
+}
+
+/* Inside MULTI every command but these is queued. */
+static int multi_runs(int id)
+{
+	return id == RESP_CMD_EXEC || id == RESP_CMD_DISCARD ||
+	       id == RESP_CMD_MULTI || id == RESP_CMD_WATCH ||
+	       id == RESP_CMD_QUIT;
+}
+
+/* After MULTI: queue the request, or refuse it (EXEC then aborts). */
+static size_t multi_queue(struct kvd_conn *c, struct resp_req *r,
+			  const char *err, size_t len)
+{
+	unsigned was = c->npend;
+	size_t mark = c->out.len;
+
+	if (!err && kvd_resp_multi_queue(c, r))
+		err = resp_err_internal;
+	if (err)
+		kvd_resp_multi_refuse(c);
+	else
+		resp_add_status(c, "QUEUED");
+	answer(c, NULL, r, err, was, mark);
+	kvd_count(&c->io->stats.resp_calls, 1);
+	return consumed(c, len);
+}
+
+/* As Redis: an EXEC refused (arity, access) ends any transaction, and
+ * says so. */
+static const char *exec_refused(struct kvd_conn *c, struct resp_req *r,
+				const char *err)
+{
+	char why[sizeof(r->err)];
+
+	snprintf(why, sizeof(why), "%s",
+		 strncmp(err, "ERR ", 4) ? err : err + 4);
+	snprintf(r->err, sizeof(r->err),
+		 "EXECABORT Transaction discarded because of: %.400s", why);
+	kvd_resp_multi_free(c);
+	return r->err;
+}
+
 /* Run one parsed request of len bytes: len once answered or queued, 0 when
  * it has to wait. */
 static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
@@ -674,22 +774,25 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 			err = "READONLY You can't write against a read only "
 			      "server.";
 	}
+	if (err && id == RESP_CMD_EXEC && !kvd_auth_pending(c))
+		err = exec_refused(c, r, err);
+	else if (kvd_resp_in_multi(c) && (err || !multi_runs(id)))
+		return multi_queue(c, r, err, len);
 	/* Everything but a write answers at once: while earlier writes are
 	 * in flight, its reply waits behind theirs (conn.h), and a read that
 	 * one of them may touch waits for them to commit. */
 	if (was && !err && !(d->flags & RC_WRITE) && !reads_free(c, d, r))
 		return stall(c);
+	if (was && !err && resp_excl_req(d, r))
+		return stall(c);
 	if (!err) {
 		t0 = kvd_resp_pre(c, r);
-		err = d->fn(c, r);
+		err = run_read(c, d, r);
 		kvd_resp_post(c, r, t0, err ? KVD_RESP_FAILED : KVD_RESP_RAN);
 	} else if (d) {
 		kvd_resp_post(c, r, 0, KVD_RESP_REJECTED);
 	}
-	if (err)
-		resp_add_error(c, err);
-	if (was && (err || !(d->flags & RC_WRITE)))
-		kvd_conn_defer(c, mark, r->cmd);
+	answer(c, d, r, err, was, mark);
 	kvd_count(&c->io->stats.resp_calls, 1);
 	return consumed(c, len);
 }

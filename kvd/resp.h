@@ -7,6 +7,8 @@
  *   resp_str.c    GETRANGE, bit commands and LCS
  *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
  *   resp_intro.c  CLIENT LIST/INFO/KILL, MONITOR, SLOWLOG, INFO commandstats
+ *   resp_multi.c  MULTI, EXEC, DISCARD, WATCH, UNWATCH; RENAME, COPY
+ *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -64,6 +66,9 @@ enum {
 	RC_FAST = 1u << 2,
 	RC_ADMIN = 1u << 3,
 	RC_CONN = 1u << 4, /* connection state only */
+	/* reads and writes keys in an exclusive section (resp_multi.c): waits
+	 * for the connection's writes in flight, then may answer at once */
+	RC_EXCL = 1u << 5,
 };
 
 typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
@@ -87,6 +92,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  RC_READ | RC_FAST, 1, 1, 1, "bitmap",                                \
 	  "Performs arbitrary read-only bitfield integer operations on "       \
 	  "strings.")                                                          \
+	X(BITOP, "bitop", resp_bitop, KVO(GET) | KVO(PUT) | KVO(DEL), -4,      \
+	  RC_WRITE | RC_EXCL, 2, -1, 1, "bitmap",                              \
+	  "Performs bitwise operations on multiple strings, and stores the "   \
+	  "result.")                                                           \
 	X(BITPOS, "bitpos", resp_bitpos, KVO(GET), -3, RC_READ, 1, 1, 1,       \
 	  "bitmap", "Finds the first set (1) or clear (0) bit in a string.")   \
 	X(CLIENT, "client", resp_client, 0, -2, RC_CONN, 0, 0, 0,              \
@@ -97,6 +106,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Returns detailed information about commands.")                      \
 	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
 	  "Reads the server's configuration (CONFIG GET).")                    \
+	X(COPY, "copy", resp_copy, KVO(GET) | KVO(PUT), -3,                    \
+	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	  "Copies the value of a key "                                         \
+	  "to a new key.")                                                     \
 	X(DBSIZE, "dbsize", resp_dbsize, KVO(COUNT), 1, RC_READ, 0, 0, 0,      \
 	  "server", "Returns the number of keys.")                             \
 	X(DECR, "decr", resp_incr, KVO(INCR), 2, RC_WRITE | RC_FAST, 1, 1, 1,  \
@@ -105,10 +118,14 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  1, "string", "Decrements the integer value of a key by a number.")   \
 	X(DEL, "del", resp_del, KVO(DEL) | KVO(MDEL), -2, RC_WRITE, 1, -1, 1,  \
 	  "generic", "Deletes one or more keys.")                              \
+	X(DISCARD, "discard", resp_discard, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,  \
+	  "transactions", "Discards a transaction.")                           \
 	X(ECHO, "echo", resp_echo, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,           \
 	  "connection", "Returns the given string.")                           \
 	X(EXISTS, "exists", resp_exists, KVO(EXISTS), -2, RC_READ | RC_FAST,   \
 	  1, -1, 1, "generic", "Determines whether one or more keys exist.")   \
+	X(EXEC, "exec", resp_exec, 0, 1, RC_READ, 0, 0, 0, "transactions",     \
+	  "Executes all commands in a transaction.")                           \
 	X(EXPIRE, "expire", resp_expire, KVO(EXPIRE), -3, RC_WRITE | RC_FAST,  \
 	  1, 1, 1, "generic", "Sets the expiration time of a key in seconds.") \
 	X(EXPIREAT, "expireat", resp_expire, KVO(EXPIRE), -3,                  \
@@ -130,6 +147,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(GETDEL, "getdel", resp_getdel, KVO(GETDEL), 2, RC_WRITE | RC_FAST,   \
 	  1, 1, 1, "string",                                                   \
 	  "Returns the string value of a key after deleting it.")              \
+	X(GETEX, "getex", resp_getex, KVO(GET) | KVO(EXPIRE) | KVO(DEL), -2,   \
+	  RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                     \
+	  "Returns the string value of a key after setting its expiration "    \
+	  "time.")                                                             \
 	X(GETRANGE, "getrange", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,  \
 	  "string", "Returns a substring of the string stored at a key.")      \
 	X(GETSET, "getset", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1,   \
@@ -141,6 +162,9 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string", "Increments the integer value of a key by one.")           \
 	X(INCRBY, "incrby", resp_incr, KVO(INCR), 3, RC_WRITE | RC_FAST, 1, 1, \
 	  1, "string", "Increments the integer value of a key by a number.")   \
+	X(INCRBYFLOAT, "incrbyfloat", resp_incrbyfloat, KVO(GET) | KVO(PUT),   \
+	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                  \
+	  "Increment the floating point value of a key by a number.")          \
 	X(INFO, "info", resp_info, KVO(STATS), -1, RC_ADMIN, 0, 0, 0,          \
 	  "server", "Returns information and statistics about the server.")    \
 	X(KEYS, "keys", resp_keys, KVO(SCAN), 2, RC_READ, 0, 0, 0, "generic",  \
@@ -157,6 +181,11 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Listens for all requests received by the server in real time.")     \
 	X(MSET, "mset", resp_mset, KVO(MPUT), -3, RC_WRITE, 1, -1, 2,          \
 	  "string", "Sets the values of one or more keys (atomic per shard).") \
+	X(MSETNX, "msetnx", resp_msetnx, KVO(EXISTS) | KVO(MPUT), -3,          \
+	  RC_WRITE | RC_EXCL, 1, -1, 2, "string",                              \
+	  "Atomically sets one or more keys only when none of them exist.")    \
+	X(MULTI, "multi", resp_multi, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,        \
+	  "transactions", "Starts a transaction.")                             \
 	X(OBJECT, "object", resp_object, KVO(GET), -2, RC_READ, 2, 2, 1,       \
 	  "generic",                                                           \
 	  "Object introspection: ENCODING, FREQ, IDLETIME, REFCOUNT.")         \
@@ -185,18 +214,31 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "connection", "Closes the connection.")                              \
 	X(RANDOMKEY, "randomkey", resp_randomkey, KVO(SCAN), 1, RC_READ, 0, 0, \
 	  0, "generic", "Returns a random key name from the database.")        \
+	X(RENAME, "rename", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL), 3,    \
+	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	  "Renames a key and "                                                 \
+	  "overwrites the destination.")                                       \
+	X(RENAMENX, "renamenx", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL),   \
+	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 2, 1, "generic",                 \
+	  "Renames a key only when the target key name doesn't exist.")        \
 	X(SCAN, "scan", resp_scan, KVO(SCAN), -2, RC_READ, 0, 0, 0, "generic", \
 	  "Iterates over the key names in key order.")                         \
 	X(SELECT, "select", resp_select, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,     \
 	  "connection", "Changes the selected database (only 0 exists).")      \
 	X(SET, "set", resp_set, KVO(PUT), -3, RC_WRITE, 1, 1, 1, "string",     \
 	  "Sets the string value of a key, ignoring its type.")                \
+	X(SETBIT, "setbit", resp_setbit, KVO(GET) | KVO(PUT), 4,               \
+	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
+	  "Sets or clears the bit at offset of the string value.")             \
 	X(SETEX, "setex", resp_set, KVO(PUT), 4, RC_WRITE, 1, 1, 1, "string",  \
 	  "Sets the string value and expiration time of a key.")               \
 	X(SETNX, "setnx", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1, 1,  \
 	  "string",                                                            \
 	  "Sets the string value of a key only when the key does not "         \
 	  "exist.")                                                            \
+	X(SETRANGE, "setrange", resp_setrange, KVO(GET) | KVO(PUT), 4,         \
+	  RC_WRITE | RC_EXCL, 1, 1, 1, "string",                               \
+	  "Overwrites a part of a string value with another by an offset.")    \
 	X(SLOWLOG, "slowlog", resp_slowlog, 0, -2, RC_ADMIN, 0, 0, 0,          \
 	  "server", "The slow log: GET, LEN, RESET.")                          \
 	X(STRLEN, "strlen", resp_strlen, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, \
@@ -212,9 +254,15 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "generic", "Returns the expiration time in seconds of a key.")       \
 	X(TYPE, "type", resp_type, KVO(EXISTS), 2, RC_READ | RC_FAST, 1, 1, 1, \
 	  "generic", "Determines the type of value stored at a key.")          \
+	X(UNWATCH, "unwatch", resp_unwatch, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,  \
+	  "transactions", "Forgets about watched keys of a transaction.")      \
 	X(UNLINK, "unlink", resp_del, KVO(DEL) | KVO(MDEL), -2,                \
 	  RC_WRITE | RC_FAST, 1, -1, 1, "generic",                             \
 	  "Deletes one or more keys.")                                         \
+	X(WATCH, "watch", resp_watch, 0, -2, RC_READ | RC_FAST, 1, -1, 1,      \
+	  "transactions",                                                      \
+	  "Monitors changes to keys to determine the execution of a "          \
+	  "transaction.")                                                      \
 	X(WAIT, "wait", resp_wait, 0, 3, 0, 0, 0, 0, "generic",                \
 	  "Waits for replicas to acknowledge writes (kvd has none: 0).")
 
@@ -241,6 +289,38 @@ extern const struct resp_cmd resp_cmds[RESP_NCMDS];
 	const char *fn(struct kvd_conn *c, struct resp_req *r);
 RESP_COMMANDS(RESP_CMD_DECL)
 #undef RESP_CMD_DECL
+
+/* ---- transactions (resp_multi.c) ---- */
+
+/* Fill r->a from r->body (resp.c). */
+void resp_req_fill(struct resp_req *r);
+/* Run r (r->cmd set, already checked) and answer it in order (resp.c). */
+void kvd_resp_run(struct kvd_conn *c, struct resp_req *r);
+int kvd_resp_in_multi(const struct kvd_conn *c);
+/* Does r run in an exclusive section (RC_EXCL, or EXPIRE with options)? It
+ * waits for the connection's writes in flight, and may answer at once. */
+int resp_excl_req(const struct resp_cmd *d, const struct resp_req *r);
+/* An expiry argument (resp_cmd.c): unit ms per step, absolute or relative;
+ * *at in ms, 0 when in the past (positive: refused then). */
+const char *resp_parse_expire(struct kvd_conn *c, struct resp_req *r,
+			      struct kv_slice arg, uint64_t unit, int absolute,
+			      int positive, uint64_t *at);
+/* Run fn inside this thread's exclusive section (EXEC's) or one of its
+ * own; writes fn queues are applied and committed before the section
+ * ends (EXEC's writes before it first).  fn's error, or NULL.  A write
+ * queued with op RESP_CMD_EXEC is silent (fn answers for it); if it fails,
+ * fn's answer is taken back and the failure is the error. */
+typedef const char *(*resp_excl_fn)(struct kvd_conn *c, struct resp_req *r,
+				    void *arg);
+const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
+			    resp_excl_fn fn, void *arg);
+/* In a section: a key's value (appended to v when v) and its absolute
+ * expiry (0: none).  KV_OK, KV_NOT_FOUND or another KV_*. */
+int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		      uint64_t *exp);
+int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
+void kvd_resp_multi_refuse(struct kvd_conn *c);
+void kvd_resp_multi_free(struct kvd_conn *c);
 
 /* ---- replies (resp.c) ---- */
 

@@ -48,6 +48,13 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_PEXPIRETIME] = "7.0.0", [RESP_CMD_RANDOMKEY] = "1.0.0",
     [RESP_CMD_SLOWLOG] = "2.2.12",    [RESP_CMD_SUBSTR] = "1.0.0",
     [RESP_CMD_TOUCH] = "3.2.1",	      [RESP_CMD_WAIT] = "3.0.0",
+    [RESP_CMD_MULTI] = "1.2.0",	      [RESP_CMD_EXEC] = "1.2.0",
+    [RESP_CMD_DISCARD] = "2.0.0",     [RESP_CMD_WATCH] = "2.2.0",
+    [RESP_CMD_UNWATCH] = "2.2.0",     [RESP_CMD_RENAME] = "1.0.0",
+    [RESP_CMD_RENAMENX] = "1.0.0",    [RESP_CMD_COPY] = "6.2.0",
+    [RESP_CMD_GETEX] = "6.2.0",	      [RESP_CMD_INCRBYFLOAT] = "2.6.0",
+    [RESP_CMD_MSETNX] = "1.0.1",      [RESP_CMD_SETBIT] = "2.2.0",
+    [RESP_CMD_SETRANGE] = "2.2.0",    [RESP_CMD_BITOP] = "2.6.0",
 };
 
 /* ===================== Connection ===================== */

@@ -72,9 +72,9 @@ static const char *invalid_expire(struct resp_req *r)
 
 /* An expiry argument: unit ms per step, absolute (a Unix time) or relative
  * to now.  *at is the absolute expiry in ms, possibly in the past. */
-static const char *parse_expire(struct kvd_conn *c, struct resp_req *r,
-				struct kv_slice arg, uint64_t unit,
-				int absolute, int positive, uint64_t *at)
+const char *resp_parse_expire(struct kvd_conn *c, struct resp_req *r,
+			      struct kv_slice arg, uint64_t unit, int absolute,
+			      int positive, uint64_t *at)
 {
 	uint64_t now = c->io->now_ms;
 	long long v;
@@ -299,8 +299,9 @@ const char *resp_set(struct kvd_conn *c, struct resp_req *r)
 	if (sa.opts & (SO_EX | SO_EXAT))
 		unit = 1000;
 	if ((sa.opts & (SO_EX | SO_PX | SO_EXAT | SO_PXAT)) &&
-	    (err = parse_expire(c, r, sa.when, unit,
-				(sa.opts & (SO_EXAT | SO_PXAT)) != 0, 1, &at)))
+	    (err = resp_parse_expire(c, r, sa.when, unit,
+				     (sa.opts & (SO_EXAT | SO_PXAT)) != 0, 1,
+				     &at)))
 		return err;
 	if ((err = check_kv(c, k, &v)))
 		return err;
@@ -359,6 +360,78 @@ const char *resp_incr(struct kvd_conn *c, struct resp_req *r)
 
 /* EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST.  An expiry already in the
  * past deletes the key (as Redis does); PERSIST is an expiry of 0. */
+enum { EXP_NX = 1, EXP_XX = 2, EXP_GT = 4, EXP_LT = 8 };
+
+/* EXPIRE's options from argument 3 on, with Redis 7.0's errors. */
+static const char *expire_flags(struct resp_req *r, unsigned *flags)
+{
+	struct resp_it it;
+	struct kv_slice a;
+
+	resp_it_init(r, 3, &it);
+	for (uint32_t i = 3; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		if (resp_eq(a, "nx"))
+			*flags |= EXP_NX;
+		else if (resp_eq(a, "xx"))
+			*flags |= EXP_XX;
+		else if (resp_eq(a, "gt"))
+			*flags |= EXP_GT;
+		else if (resp_eq(a, "lt"))
+			*flags |= EXP_LT;
+		else {
+			snprintf(r->err, sizeof(r->err),
+				 "ERR Unsupported option %.*s",
+				 (int)(a.n > 128 ? 128 : a.n),
+				 (const char *)a.p);
+			return r->err;
+		}
+	}
+	if ((*flags & EXP_NX) && (*flags & (EXP_XX | EXP_GT | EXP_LT)))
+		return "ERR NX and XX, GT or LT options at the same time are "
+		       "not compatible";
+	if ((*flags & EXP_GT) && (*flags & EXP_LT))
+		return "ERR GT and LT options at the same time are not "
+		       "compatible";
+	return NULL;
+}
+
+struct expire_cond {
+	unsigned flags;
+	uint64_t at; /* 0: in the past */
+};
+
+/* In an exclusive section: compare with the key's expiry as Redis 7.0
+ * does (no expiry counts as infinite), then write or answer 0. */
+static const char *expire_if(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	static const struct kv_slice none;
+	const struct expire_cond *ec = arg;
+	uint64_t cur, at = ec->at;
+	int rc = resp_section_read(c, r->a[1], NULL, &cur);
+	int ok;
+
+	if (rc == KV_NOT_FOUND) {
+		resp_add_int(c, 0);
+		return NULL;
+	}
+	if (rc != KV_OK)
+		return resp_err_internal;
+	ok = !((ec->flags & EXP_NX) && cur) &&
+	     !((ec->flags & EXP_XX) && !cur) &&
+	     !((ec->flags & EXP_GT) && (!cur || at <= cur)) &&
+	     !((ec->flags & EXP_LT) && cur && at >= cur);
+	if (!ok) {
+		resp_add_int(c, 0);
+		return NULL;
+	}
+	if (at <= c->io->now_ms)
+		return queued(kvd_write_one(c, r->cmd, KVD_W_DEL, r->a[1], none,
+					    0, 0, 0));
+	return queued(
+	    kvd_write_one(c, r->cmd, KVD_W_EXPIRE, r->a[1], none, at, 0, 0));
+}
+
 const char *resp_expire(struct kvd_conn *c, struct resp_req *r)
 {
 	static const struct kv_slice none;
@@ -372,17 +445,21 @@ const char *resp_expire(struct kvd_conn *c, struct resp_req *r)
 		int sec =
 		    r->cmd == RESP_CMD_EXPIRE || r->cmd == RESP_CMD_EXPIREAT;
 
-		if (r->argc > 3) {
-			snprintf(r->err, sizeof(r->err),
-				 "ERR Unsupported option %.*s (kvd has no "
-				 "EXPIRE NX, XX, GT or LT)",
-				 (int)(r->a[3].n > 32 ? 32 : r->a[3].n),
-				 (const char *)r->a[3].p);
-			return r->err;
-		}
-		err = parse_expire(c, r, r->a[2], sec ? 1000 : 1, abs, 0, &at);
+		unsigned flags = 0;
+
+		if (r->argc > 3 && (err = expire_flags(r, &flags)))
+			return err;
+		err = resp_parse_expire(c, r, r->a[2], sec ? 1000 : 1, abs, 0,
+					&at);
 		if (err)
 			return err;
+		if (flags) {
+			struct expire_cond ec = {flags, at};
+
+			if ((err = check_kv(c, r->a[1], NULL)))
+				return err;
+			return resp_in_section(c, r, expire_if, &ec);
+		}
 		if (at <= c->io->now_ms)
 			kind = KVD_W_DEL;
 	}
@@ -477,6 +554,12 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 {
 	int st = pd->status;
 
+	if (pd->op == RESP_CMD_EXEC)
+		return; /* a silent part: its command answered (resp_multi.c) */
+	if (st == KV_NOT_INTEGER && pd->result == 1) {
+		resp_add_error(c, "ERR increment or decrement would overflow");
+		return;
+	}
 	if (st >= KV_MALFORMED) {
 		write_error(c, st);
 		return;
@@ -497,6 +580,9 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 		}
 		break;
 	case RESP_CMD_SETNX: resp_add_int(c, st == KV_OK); break;
+	case RESP_CMD_RENAME: resp_add_ok(c); break;
+	case RESP_CMD_RENAMENX:
+	case RESP_CMD_COPY: resp_add_int(c, 1); break;
 	case RESP_CMD_SETEX:
 	case RESP_CMD_PSETEX:
 	case RESP_CMD_MSET:

@@ -116,6 +116,7 @@ void kvd_resp_conn_open(struct kvd_conn *c)
 
 void kvd_resp_conn_close(struct kvd_conn *c)
 {
+	kvd_resp_multi_free(c);
 	pthread_mutex_lock(&reg_lock);
 	if (c->reg_prev)
 		c->reg_prev->reg_next = c->reg_next;

@@ -157,8 +157,8 @@ struct kvd_wop {
 	size_t items_len;
 	/* results */
 	int status; /* KV_OK, KV_NOT_FOUND, KV_EXISTS, KV_NOT_INTEGER, ... */
-	int64_t result;
-	uint8_t *val; /* GETDEL: malloc'd copy of the old value */
+	int64_t result; /* INCR refused with KV_NOT_INTEGER: 1 on overflow */
+	uint8_t *val;	/* GETDEL: malloc'd copy of the old value */
 	uint32_t vlen;
 };
 
@@ -190,6 +190,11 @@ int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
 /* 1 when shard i takes no more writes (a failed journal write or flush, or
  * a failed checkpoint). */
 int kvd_shard_failed(struct kvd_store *st, unsigned i);
+
+/* WATCH (resp_multi.c): a batch stores key; watchers of it see a change.
+ * Called by the committer of the key's shard, or by an exclusive
+ * section (committer.h).  Nearly free when nothing is watched. */
+void kvd_watch_touch(const void *key, size_t klen);
 
 /* ---- backups ---- */
 

@@ -242,6 +242,12 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 		t->flushed = 1;
 	} else {
 		*ov_slot(t, k->mv_data, k->mv_size) = (uint32_t)t->nents;
+		/* WATCH: a store changes the key; a delete is seen at EXEC
+		 * (watched live, now absent), which also covers expiry and
+		 * FLUSHALL, and a reaped key that had expired before WATCH
+		 * does not count, as in Redis. */
+		if (type == KVJ_PUT)
+			kvd_watch_touch(k->mv_data, k->mv_size);
 	}
 	return 0;
 }
@@ -494,6 +500,7 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		if ((op->delta > 0 && v > INT64_MAX - op->delta) ||
 		    (op->delta < 0 && v < INT64_MIN - op->delta)) {
 			op->status = KV_NOT_INTEGER;
+			op->result = 1; /* overflow, not a non-integer (RESP) */
 			return 0;
 		}
 		op->result = v + op->delta;

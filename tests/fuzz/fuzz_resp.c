@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "committer.h"
 #include "conn.h"
 #include "fuzz.h"
 #include "kv_buf.h"
@@ -83,6 +84,42 @@ void kvd_resp_post(struct kvd_conn *c, struct resp_req *r, uint64_t t0,
 	(void)t0;
 	(void)outcome;
 	FUZZ_CHECK(r->cmd < RESP_NCMDS);
+}
+
+/* resp_multi.c's queue: never inside MULTI here (MULTI is a stub). */
+int kvd_resp_in_multi(const struct kvd_conn *c)
+{
+	(void)c;
+	return 0;
+}
+
+int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)c;
+	(void)r;
+	return -1;
+}
+
+void kvd_resp_multi_refuse(struct kvd_conn *c)
+{
+	(void)c;
+}
+
+void kvd_resp_multi_free(struct kvd_conn *c)
+{
+	(void)c;
+}
+
+/* committer.c's exclusive sections: none here. */
+unsigned kvd_excl_seq(void)
+{
+	return 0;
+}
+
+int kvd_excl_moved(unsigned seq)
+{
+	(void)seq;
+	return 0;
 }
 
 const char *fuzz_resp_stub(struct kvd_conn *c, struct resp_req *r);

@@ -252,7 +252,7 @@ class Commands(ServerCase):
         self.assertEqual(r.decrby("c", 15), -5)
         self.assertEqual(r.get("c"), b"-5")
         r.set("c", str(2**63 - 1))
-        self.assertIn("not an integer or out of range", self.err("INCR", "c"))
+        self.assertEqual(self.err("INCR", "c"), "increment or decrement would overflow")
         self.assertEqual(r.get("c"), str(2**63 - 1).encode())
         r.set("t", "abc")
         self.assertIn("not an integer or out of range", self.err("INCR", "t"))
@@ -304,7 +304,18 @@ class Commands(ServerCase):
         self.assertTrue(r.expireat("k", 1))
         self.assertEqual(r.exists("k"), 0)
         self.assertIn("invalid expire time", self.err("EXPIRE", "k", 2**62))
-        self.assertIn("Unsupported option", self.err("EXPIRE", "k", 10, "NX"))
+        self.assertIn("Unsupported option", self.err("EXPIRE", "k", 10, "BOGUS"))
+        # NX, XX, GT, LT compare with the key's expiry (no expiry: infinite)
+        r.set("k", "v")
+        self.assertFalse(r.expire("k", 100, xx=True))
+        self.assertFalse(r.expire("k", 100, gt=True))
+        self.assertTrue(r.expire("k", 100, nx=True))
+        self.assertFalse(r.expire("k", 50, nx=True))
+        self.assertFalse(r.expire("k", 50, gt=True))
+        self.assertTrue(r.expire("k", 200, gt=True))
+        self.assertTrue(r.expire("k", 50, lt=True))
+        self.assertLessEqual(r.ttl("k"), 50)
+        self.assertIn("not compatible", self.err("EXPIRE", "k", 10, "NX", "XX"))
 
     def test_invalid_keys(self):
         r = self.r

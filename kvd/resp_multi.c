@@ -1,0 +1,569 @@
+/* resp_multi.c - MULTI, EXEC, DISCARD, WATCH and UNWATCH on the RESP port.
+ *
+ * After MULTI the dispatcher (resp.c) queues each command here, packed as
+ * an inline request is, and answers +QUEUED, or its error at once (which
+ * makes EXEC answer EXECABORT, as Redis does).  EXEC runs the queue inside
+ * an exclusive section (committer.h): no committer runs a batch meanwhile,
+ * so no other client's write lands in between, and the transaction's
+ * writes are applied by this thread to one open batch per shard.  A read
+ * in the queue first commits the open batches, so that it sees the
+ * transaction's own writes before it; a transaction with no read after a
+ * write is therefore one journal batch per shard.
+ *
+ * WATCH registers the key in a global table; a committer that stores a
+ * watched key marks its watchers (kvd_watch_touch).  A key live at WATCH
+ * and absent at EXEC (deleted, expired, flushed) counts as changed too,
+ * which is Redis 7.0's rule for expiry and FLUSHALL.  WATCH and EXEC look
+ * inside exclusive sections, so no batch can straddle either look.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "committer.h"
+#include "kv_status.h"
+#include "loop.h"
+#include "resp.h"
+#include "router.h"
+#include "write.h"
+
+#define WATCH_BUCKETS 4096
+
+struct kvd_watch {
+	struct kvd_watch *next, **pprev; /* its bucket, under watch_mu */
+	struct kvd_watch *cnext;	 /* its connection's list */
+	atomic_int dirty;
+	int live; /* the key was live at WATCH */
+	uint32_t klen;
+	uint8_t key[];
+};
+
+struct resp_txq {
+	int on;	     /* inside MULTI */
+	int aborted; /* a command was refused while queueing */
+	uint32_t n;
+	struct kv_buf q; /* per command: u16 id, u32 argc, u32 len, args */
+	struct kvd_watch *watches;
+};
+
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kvd_watch *watch_ht[WATCH_BUCKETS];
+static atomic_uint nwatch;
+
+static unsigned bucket(const void *k, size_t n)
+{
+	return (unsigned)(XXH3_64bits(k, n) & (WATCH_BUCKETS - 1));
+}
+
+void kvd_watch_touch(const void *key, size_t klen)
+{
+	struct kvd_watch *w;
+
+	if (!atomic_load_explicit(&nwatch, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&watch_mu);
+	for (w = watch_ht[bucket(key, klen)]; w; w = w->next)
+		if (w->klen == klen && !memcmp(w->key, key, klen))
+			atomic_store(&w->dirty, 1);
+	pthread_mutex_unlock(&watch_mu);
+}
+
+static struct resp_txq *txq(struct kvd_conn *c)
+{
+	if (!c->txq)
+		c->txq = calloc(1, sizeof(*c->txq));
+	return c->txq;
+}
+
+static void unwatch_all(struct kvd_conn *c)
+{
+	struct kvd_watch *w, *next;
+
+	if (!c->txq || !c->txq->watches)
+		return;
+	pthread_mutex_lock(&watch_mu);
+	for (w = c->txq->watches; w; w = next) {
+		next = w->cnext;
+		*w->pprev = w->next;
+		if (w->next)
+			w->next->pprev = w->pprev;
+		atomic_fetch_sub(&nwatch, 1);
+		free(w);
+	}
+	pthread_mutex_unlock(&watch_mu);
+	c->txq->watches = NULL;
+}
+
+static void reset_queue(struct resp_txq *t)
+{
+	t->on = t->aborted = 0;
+	t->n = 0;
+	t->q.len = 0;
+	t->q.err = 0;
+	kv_buf_trim(&t->q, 4096);
+}
+
+void kvd_resp_multi_free(struct kvd_conn *c)
+{
+	if (!c->txq)
+		return;
+	unwatch_all(c);
+	kv_buf_free(&c->txq->q);
+	free(c->txq);
+	c->txq = NULL;
+}
+
+int kvd_resp_in_multi(const struct kvd_conn *c)
+{
+	return c->txq && c->txq->on;
+}
+
+void kvd_resp_multi_refuse(struct kvd_conn *c)
+{
+	c->txq->aborted = 1;
+}
+
+/* Queue request r (already checked: arity, access); 0 or -1. */
+int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_txq *t = c->txq;
+	struct resp_it it;
+	struct kv_slice a;
+	uint16_t id = r->cmd;
+
+	kv_buf_append(&t->q, &id, sizeof(id));
+	kv_buf_append(&t->q, &r->argc, sizeof(r->argc));
+	resp_it_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc; i++) {
+		uint32_t n;
+
+		resp_it_next(&it, &a);
+		n = (uint32_t)a.n;
+		kv_buf_append(&t->q, &n, sizeof(n));
+		kv_buf_append(&t->q, a.p, a.n);
+	}
+	if (t->q.err)
+		return -1;
+	t->n++;
+	return 0;
+}
+
+/* ===================== Commands ===================== */
+
+const char *resp_multi(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_txq *t = txq(c);
+
+	(void)r;
+	if (!t)
+		return resp_err_internal;
+	if (t->on)
+		return "ERR MULTI calls can not be nested";
+	t->on = 1;
+	resp_add_ok(c);
+	return NULL;
+}
+
+const char *resp_discard(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)r;
+	if (!kvd_resp_in_multi(c))
+		return "ERR DISCARD without MULTI";
+	reset_queue(c->txq);
+	unwatch_all(c);
+	resp_add_ok(c);
+	return NULL;
+}
+
+const char *resp_unwatch(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)r;
+	unwatch_all(c);
+	resp_add_ok(c);
+	return NULL;
+}
+
+static int key_live(struct kvd_conn *c, struct kv_slice k)
+{
+	struct kvd_io *io = c->io;
+	struct kv_slice v;
+
+	if (!resp_key_ok(c, k))
+		return 0;
+	return kvd_reader_get(io->reader,
+			      kvd_shard_of(k.p, k.n, io->srv->nshards), k.p,
+			      k.n, kvd_now_ms(), &v) == KV_OK;
+}
+
+static int watch_key(struct kvd_conn *c, struct kv_slice k)
+{
+	struct resp_txq *t = c->txq;
+	struct kvd_watch *w;
+	unsigned b;
+
+	for (w = t->watches; w; w = w->cnext)
+		if (w->klen == k.n && !memcmp(w->key, k.p, k.n))
+			return 0; /* as Redis: the first WATCH stands */
+	w = calloc(1, sizeof(*w) + k.n);
+	if (!w)
+		return -1;
+	w->klen = (uint32_t)k.n;
+	memcpy(w->key, k.p, k.n);
+	w->live = key_live(c, k);
+	b = bucket(k.p, k.n);
+	pthread_mutex_lock(&watch_mu);
+	w->next = watch_ht[b];
+	if (w->next)
+		w->next->pprev = &w->next;
+	w->pprev = &watch_ht[b];
+	watch_ht[b] = w;
+	atomic_fetch_add(&nwatch, 1);
+	pthread_mutex_unlock(&watch_mu);
+	w->cnext = t->watches;
+	t->watches = w;
+	return 0;
+}
+
+const char *resp_watch(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kvd_excl x;
+	struct resp_it it;
+	struct kv_slice k;
+	int rc = 0;
+
+	if (kvd_resp_in_multi(c))
+		return "ERR WATCH inside MULTI is not allowed";
+	if (!txq(c))
+		return resp_err_internal;
+	/* Exclusive: a batch under way would store after the key is read
+	 * but before it is registered, unseen by both. */
+	kvd_excl_begin(&x, c->io->srv);
+	resp_it_init(r, 1, &it);
+	for (uint32_t i = 1; i < r->argc && !rc; i++) {
+		resp_it_next(&it, &k);
+		rc = watch_key(c, k);
+	}
+	kvd_excl_end(&x);
+	if (rc)
+		return resp_err_internal;
+	resp_add_ok(c);
+	return NULL;
+}
+
+/* Has a watched key changed since WATCH?  In an exclusive section. */
+static int watch_broken(struct kvd_conn *c)
+{
+	for (struct kvd_watch *w = c->txq->watches; w; w = w->cnext) {
+		struct kv_slice k = {.p = w->key, .n = w->klen};
+
+		if (atomic_load(&w->dirty) || (w->live && !key_live(c, k)))
+			return 1;
+	}
+	return 0;
+}
+
+/* Run the queued commands; their replies follow the array's header. */
+static void run_queue(struct kvd_conn *c, struct kvd_excl *x, const uint8_t *p,
+		      uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct resp_req r;
+		uint16_t id;
+		uint32_t argc;
+
+		memcpy(&id, p, sizeof(id));
+		memcpy(&argc, p + sizeof(id), sizeof(argc));
+		p += sizeof(id) + sizeof(argc);
+		memset(&r, 0, offsetof(struct resp_req, err));
+		r.cmd = id;
+		r.argc = argc;
+		r.body = p;
+		r.packed = 1;
+		resp_req_fill(&r);
+		for (uint32_t j = 0; j < argc; j++) {
+			uint32_t len;
+
+			memcpy(&len, p, sizeof(len));
+			p += sizeof(len) + len;
+		}
+		if (resp_cmds[id].flags & RC_WRITE) {
+			kvd_excl_capture(x);
+			kvd_resp_run(c, &r);
+			kvd_excl_apply(x);
+		} else {
+			/* reads see the transaction's writes before them */
+			kvd_excl_commit(x);
+			kvd_resp_run(c, &r);
+		}
+	}
+}
+
+const char *resp_exec(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_txq *t = c->txq;
+	struct kvd_excl *x;
+	struct kv_buf q;
+
+	(void)r;
+	if (!kvd_resp_in_multi(c))
+		return "ERR EXEC without MULTI";
+	if (t->aborted) {
+		reset_queue(t);
+		unwatch_all(c);
+		return "EXECABORT Transaction discarded because of previous "
+		       "errors.";
+	}
+	x = malloc(sizeof(*x));
+	if (!x)
+		return resp_err_internal;
+	kvd_excl_begin(x, c->io->srv);
+	if (watch_broken(c)) {
+		kvd_excl_end(x);
+		free(x);
+		reset_queue(t);
+		unwatch_all(c);
+		resp_add_raw(c, "*-1\r\n", 5);
+		return NULL;
+	}
+	unwatch_all(c);
+	/* The queue leaves the connection first: a queued MULTI-free
+	 * command such as UNWATCH may touch its state. */
+	q = t->q;
+	memset(&t->q, 0, sizeof(t->q));
+	resp_add_array(c, t->n);
+	run_queue(c, x, q.data, t->n);
+	kvd_excl_end(x);
+	free(x);
+	kv_buf_free(&t->q);
+	t->q = q;
+	reset_queue(t);
+	return NULL;
+}
+
+/* ===================== RENAME, RENAMENX, COPY ===================== */
+
+/* A key's value (copied) and absolute expiry (0: none), read in an
+ * exclusive section; KV_OK, KV_NOT_FOUND or a KV_* failure. */
+int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		      uint64_t *exp)
+{
+	struct kvd_io *io = c->io;
+	unsigned s = kvd_shard_of(k.p, k.n, io->srv->nshards);
+	struct kv_slice val;
+	int64_t ttl;
+	int rc;
+
+	io->now_ms = kvd_now_ms();
+	rc = kvd_reader_get(io->reader, s, k.p, k.n, io->now_ms, &val);
+	if (rc != KV_OK)
+		return rc;
+	if (v && kv_buf_append(v, val.p, val.n))
+		return KV_INTERNAL;
+	rc = kvd_reader_ttl(io->reader, s, k.p, k.n, io->now_ms, &ttl);
+	if (rc != KV_OK)
+		return rc;
+	*exp = ttl < 0 ? 0 : io->now_ms + (uint64_t)ttl;
+	return KV_OK;
+}
+
+/* Queue one write and commit it at once; its request, for its status. */
+static struct kvd_wreq *write_now(struct kvd_conn *c, struct kvd_excl *x,
+				  unsigned op, enum kvd_wkind kind,
+				  struct kv_slice k, struct kv_slice v,
+				  uint64_t exp)
+{
+	struct kvd_wreq *w;
+
+	kvd_excl_capture(x);
+	if (kvd_write_one(c, op, kind, k, v, exp, 0, 0) != KV_OK) {
+		kvd_excl_apply(x);
+		return NULL;
+	}
+	w = x->cap;
+	kvd_excl_apply(x);
+	kvd_excl_commit(x);
+	return w;
+}
+
+/* Copy src to dst (its expiry with it), then delete src when del.  The
+ * new key is committed (in sync mode flushed) before the old one is
+ * deleted: a crash in between leaves both, never neither. */
+static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
+			    struct resp_req *r, int del, int replace)
+{
+	struct kv_slice src = r->a[1], dst = r->a[2];
+	struct kv_buf v = {0};
+	uint64_t exp = 0, dexp;
+	const char *err = NULL;
+	struct kvd_wreq *w;
+	int rc, same = src.n == dst.n && !memcmp(src.p, dst.p, src.n);
+	int nx = r->cmd == RESP_CMD_RENAMENX || !replace;
+
+	rc = resp_section_read(c, src, &v, &exp);
+	if (rc == KV_NOT_FOUND) {
+		if (r->cmd == RESP_CMD_COPY)
+			resp_add_int(c, 0);
+		else
+			err = "ERR no such key";
+		goto out;
+	}
+	if (rc != KV_OK) {
+		err = resp_err_internal;
+		goto out;
+	}
+	if (same) { /* RENAME k k: +OK, RENAMENX k k: :0 */
+		if (r->cmd == RESP_CMD_RENAME)
+			resp_add_ok(c);
+		else
+			resp_add_int(c, 0);
+		goto out;
+	}
+	if (nx && resp_section_read(c, dst, NULL, &dexp) != KV_NOT_FOUND) {
+		resp_add_int(c, 0);
+		goto out;
+	}
+	w = write_now(c, x, del ? RESP_CMD_EXEC : r->cmd, KVD_W_PUT, dst,
+		      (struct kv_slice){.p = v.data, .n = v.len}, exp);
+	if (!w || !del)
+		goto out; /* COPY: the PUT's own reply says what happened */
+	if (w->op.status != KV_OK) { /* the source stays */
+		snprintf(r->err, sizeof(r->err), "ERR %s",
+			 kv_status_text(w->op.status));
+		err = r->err;
+		goto out;
+	}
+	write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0);
+out:
+	kv_buf_free(&v);
+	return err;
+}
+
+/* The writes queued with the silent op (RESP_CMD_EXEC: their pend says
+ * nothing, the command answered itself) among list w; a malloc'd array. */
+static struct kvd_wreq **silent_parts(struct kvd_wreq *w, size_t *n)
+{
+	struct kvd_wreq **a, *p;
+	size_t k = 0;
+
+	*n = 0;
+	for (p = w; p; p = p->next)
+		k += p->pend && p->pend->op == RESP_CMD_EXEC;
+	if (!k || !(a = malloc(k * sizeof(*a))))
+		return NULL;
+	for (p = w; p; p = p->next)
+		if (p->pend && p->pend->op == RESP_CMD_EXEC)
+			a[(*n)++] = p;
+	return a;
+}
+
+/* A silent write that failed takes back the reply its command gave. */
+static const char *silent_failed(struct kvd_conn *c, struct resp_req *r,
+				 struct kvd_wreq **a, size_t n, size_t mark)
+{
+	for (size_t i = 0; i < n; i++) {
+		int st = a[i]->op.status;
+
+		if (st >= KV_MALFORMED) {
+			if (c->out.len >= mark)
+				c->out.len = mark;
+			snprintf(r->err, sizeof(r->err), "ERR %s",
+				 kv_status_text(st));
+			return r->err;
+		}
+	}
+	return NULL;
+}
+
+const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
+			    resp_excl_fn fn, void *arg)
+{
+	struct kvd_excl *x = kvd_excl_current(), *own = NULL;
+	struct kvd_wreq **silent;
+	size_t mark = c->out.len, n;
+	const char *err;
+
+	if (x) {
+		kvd_excl_commit(x);
+	} else {
+		own = malloc(sizeof(*own));
+		if (!own)
+			return resp_err_internal;
+		kvd_excl_begin(own, c->io->srv);
+		x = own;
+	}
+	kvd_excl_capture(x);
+	err = fn(c, r, arg);
+	silent = silent_parts(x->cap, &n);
+	kvd_excl_apply(x);
+	kvd_excl_commit(x);
+	if (!err)
+		err = silent_failed(c, r, silent, n, mark);
+	free(silent);
+	if (own) {
+		kvd_excl_end(own);
+		free(own);
+	}
+	return err;
+}
+
+struct move_args {
+	int del, replace;
+};
+
+static const char *move_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	const struct move_args *m = arg;
+
+	return move_key(c, kvd_excl_current(), r, m->del, m->replace);
+}
+
+static const char *move(struct kvd_conn *c, struct resp_req *r, int del,
+			int replace)
+{
+	struct move_args m = {del, replace};
+
+	if (!resp_key_ok(c, r->a[1]) || !resp_key_ok(c, r->a[2]))
+		return resp_err_key;
+	return resp_in_section(c, r, move_fn, &m);
+}
+
+const char *resp_rename(struct kvd_conn *c, struct resp_req *r)
+{
+	return move(c, r, 1, r->cmd == RESP_CMD_RENAME);
+}
+
+/* COPY src dst [DB n] [REPLACE]: only database 0 exists. */
+const char *resp_copy(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_it it;
+	struct kv_slice a;
+	int replace = 0;
+
+	resp_it_init(r, 3, &it);
+	for (uint32_t i = 3; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		if (resp_eq(a, "replace")) {
+			replace = 1;
+		} else if (resp_eq(a, "db") && i + 1 < r->argc) {
+			long long db;
+
+			resp_it_next(&it, &a);
+			i++;
+			if (resp_ll(a, &db))
+				return resp_err_int;
+			if (db < INT32_MIN || db > INT32_MAX)
+				return "ERR value is out of range, value must "
+				       "between -2147483648 and 2147483647";
+			if (db != 0)
+				return "ERR DB index is out of range";
+		} else {
+			return resp_err_syntax;
+		}
+	}
+	if (r->a[1].n == r->a[2].n && !memcmp(r->a[1].p, r->a[2].p, r->a[1].n))
+		return "ERR source and destination objects are the same";
+	return move(c, r, 0, replace);
+}

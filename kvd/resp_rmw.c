@@ -1,0 +1,490 @@
+/* resp_rmw.c - GETEX, MSETNX, SETRANGE, SETBIT and INCRBYFLOAT: writes
+ * computed from what the keys hold.
+ *
+ * Each runs in an exclusive section (resp_multi.c, committer.h): the keys
+ * are read with no batch under way on any shard, the result is computed
+ * here and queued as a plain write that the section commits before it
+ * ends, so nothing can land between the read and the write, and what is
+ * journaled is the result.  The command answers itself; its write is
+ * silent (op RESP_CMD_EXEC) unless it fails, when the failure is the
+ * answer instead.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv_status.h"
+#include "loop.h"
+#include "resp.h"
+#include "write.h"
+
+#define SILENT RESP_CMD_EXEC
+#define PROTO_MAX_BULK (512ull << 20) /* Redis's proto-max-bulk-len */
+
+static const struct kv_slice none;
+
+static const char *queued(int rc)
+{
+	return rc == KV_OK ? NULL : resp_err_internal;
+}
+
+static struct kv_slice sl(const struct kv_buf *b)
+{
+	return (struct kv_slice){.p = b->data, .n = b->len};
+}
+
+/* ===================== GETEX ===================== */
+
+struct getex {
+	int persist, set, abs;
+	uint64_t unit, at;
+	struct kv_slice when;
+};
+
+static const char *getex_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	struct getex *g = arg;
+	struct kv_buf v = {0};
+	uint64_t cur;
+	int rc = resp_section_read(c, r->a[1], &v, &cur);
+	const char *err = NULL;
+
+	if (rc == KV_NOT_FOUND) {
+		resp_add_nil(c);
+		goto out;
+	}
+	if (rc != KV_OK) {
+		err = resp_err_internal;
+		goto out;
+	}
+	/* as Redis: the expiry is checked once the key is found */
+	if (g->set && (err = resp_parse_expire(c, r, g->when, g->unit, g->abs,
+					       1, &g->at)))
+		goto out;
+	resp_add_bulk(c, v.data, v.len);
+	if (g->set && g->at <= c->io->now_ms)
+		err = queued(kvd_write_one(c, SILENT, KVD_W_DEL, r->a[1], none,
+					   0, 0, 0));
+	else if (g->set || (g->persist && cur))
+		err = queued(kvd_write_one(c, SILENT, KVD_W_EXPIRE, r->a[1],
+					   none, g->set ? g->at : 0, 0, 0));
+out:
+	kv_buf_free(&v);
+	return err;
+}
+
+/* GETEX key [EX s | PX ms | EXAT t | PXAT t | PERSIST] */
+const char *resp_getex(struct kvd_conn *c, struct resp_req *r)
+{
+	struct getex g = {.unit = 1};
+	struct kv_slice a;
+	struct resp_it it;
+	int n = 0;
+
+	resp_it_init(r, 2, &it);
+	for (uint32_t i = 2; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		if (++n > 1)
+			return resp_err_syntax;
+		if (resp_eq(a, "persist")) {
+			g.persist = 1;
+			continue;
+		}
+		if (resp_eq(a, "ex") || resp_eq(a, "exat"))
+			g.unit = 1000;
+		else if (!resp_eq(a, "px") && !resp_eq(a, "pxat"))
+			return resp_err_syntax;
+		g.abs = a.n == 4;
+		if (i + 1 >= r->argc)
+			return resp_err_syntax;
+		resp_it_next(&it, &g.when);
+		i++;
+		g.set = 1;
+	}
+	if (!resp_key_ok(c, r->a[1])) {
+		resp_add_nil(c);
+		return NULL;
+	}
+	return resp_in_section(c, r, getex_fn, &g);
+}
+
+/* ===================== MSETNX ===================== */
+
+struct pairs {
+	struct resp_req *r;
+	struct resp_it it;
+};
+
+static void next_pair(void *arg, uint32_t i, struct kv_slice *k,
+		      struct kv_slice *v)
+{
+	struct pairs *p = arg;
+
+	if (i == 0)
+		resp_it_init(p->r, 1, &p->it);
+	resp_it_next(&p->it, k);
+	resp_it_next(&p->it, v);
+}
+
+static const char *msetnx_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	struct pairs p = {r, {NULL, 0}};
+	struct resp_it it;
+	struct kv_slice k, v;
+	uint64_t exp;
+
+	(void)arg;
+	resp_it_init(r, 1, &it);
+	for (uint32_t i = 1; i < r->argc; i += 2) {
+		resp_it_next(&it, &k);
+		resp_it_next(&it, &v);
+		if (resp_section_read(c, k, NULL, &exp) != KV_NOT_FOUND) {
+			resp_add_int(c, 0);
+			return NULL;
+		}
+	}
+	resp_add_int(c, 1);
+	return queued(kvd_write_multi(c, SILENT, KVD_W_PUT, (r->argc - 1) / 2,
+				      next_pair, &p, 0));
+}
+
+/* MSETNX key value...: all set, or none when one exists. */
+const char *resp_msetnx(struct kvd_conn *c, struct resp_req *r)
+{
+	struct resp_it it;
+	struct kv_slice k, v;
+
+	if (r->argc % 2 == 0)
+		return resp_arity_error(r, "msetnx");
+	resp_it_init(r, 1, &it);
+	for (uint32_t i = 1; i < r->argc; i += 2) {
+		resp_it_next(&it, &k);
+		resp_it_next(&it, &v);
+		if (!resp_key_ok(c, k))
+			return resp_err_key;
+		if (v.n > c->io->srv->cfg->max_value)
+			return "ERR string exceeds maximum allowed size "
+			       "(max-value-size)";
+	}
+	return resp_in_section(c, r, msetnx_fn, NULL);
+}
+
+/* ===================== SETRANGE, SETBIT ===================== */
+
+struct patch {
+	uint64_t off; /* bytes (SETRANGE) or bits (SETBIT) */
+	struct kv_slice data;
+	int bit;
+};
+
+/* The value grown with zeros to at least len bytes; its old expiry. */
+static int load_grown(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		      uint64_t len, uint64_t *exp, int *found)
+{
+	int rc = resp_section_read(c, k, v, exp);
+
+	*found = rc == KV_OK;
+	if (rc == KV_NOT_FOUND) {
+		*exp = 0;
+		rc = KV_OK;
+	}
+	if (rc != KV_OK)
+		return -1;
+	if (v->len < len) {
+		if (kv_buf_reserve(v, len - v->len))
+			return -1;
+		memset(v->data + v->len, 0, len - v->len);
+		v->len = len;
+	}
+	return 0;
+}
+
+static const char *too_large(struct kvd_conn *c, uint64_t len)
+{
+	if (len > PROTO_MAX_BULK)
+		return "ERR string exceeds maximum allowed size "
+		       "(proto-max-bulk-len)";
+	if (len > c->io->srv->cfg->max_value)
+		return "ERR string exceeds maximum allowed size "
+		       "(max-value-size)";
+	return NULL;
+}
+
+static const char *setrange_fn(struct kvd_conn *c, struct resp_req *r,
+			       void *arg)
+{
+	const struct patch *p = arg;
+	struct kv_buf v = {0};
+	uint64_t exp;
+	const char *err = NULL;
+	int found;
+
+	if (!p->data.n) { /* nothing to write: the length as it is */
+		int rc = resp_section_read(c, r->a[1], &v, &exp);
+
+		if (rc != KV_OK && rc != KV_NOT_FOUND)
+			err = resp_err_internal;
+		else
+			resp_add_int(c, (int64_t)v.len);
+		goto out;
+	}
+	if (load_grown(c, r->a[1], &v, p->off + p->data.n, &exp, &found)) {
+		err = resp_err_internal;
+		goto out;
+	}
+	if ((err = too_large(c, v.len)))
+		goto out;
+	memcpy(v.data + p->off, p->data.p, p->data.n);
+	resp_add_int(c, (int64_t)v.len);
+	err = queued(
+	    kvd_write_one(c, SILENT, KVD_W_PUT, r->a[1], sl(&v), exp, 0, 0));
+out:
+	kv_buf_free(&v);
+	return err;
+}
+
+/* SETRANGE key offset value */
+const char *resp_setrange(struct kvd_conn *c, struct resp_req *r)
+{
+	struct patch p = {.data = r->a[3]};
+	long long off;
+	const char *err;
+
+	if (resp_ll(r->a[2], &off))
+		return resp_err_int;
+	if (off < 0)
+		return "ERR offset is out of range";
+	if (p.data.n && (err = too_large(c, (uint64_t)off + p.data.n)))
+		return err;
+	if (!resp_key_ok(c, r->a[1]))
+		return resp_err_key;
+	p.off = (uint64_t)off;
+	return resp_in_section(c, r, setrange_fn, &p);
+}
+
+static const char *setbit_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	const struct patch *p = arg;
+	struct kv_buf v = {0};
+	uint64_t exp, byte = p->off >> 3;
+	uint8_t mask = (uint8_t)(0x80u >> (p->off & 7));
+	const char *err = NULL;
+	int found;
+
+	if (load_grown(c, r->a[1], &v, byte + 1, &exp, &found)) {
+		err = resp_err_internal;
+		goto out;
+	}
+	if ((err = too_large(c, v.len)))
+		goto out;
+	resp_add_int(c, (v.data[byte] & mask) != 0);
+	if (p->bit)
+		v.data[byte] |= mask;
+	else
+		v.data[byte] &= (uint8_t)~mask;
+	err = queued(
+	    kvd_write_one(c, SILENT, KVD_W_PUT, r->a[1], sl(&v), exp, 0, 0));
+out:
+	kv_buf_free(&v);
+	return err;
+}
+
+/* SETBIT key offset 0|1 */
+const char *resp_setbit(struct kvd_conn *c, struct resp_req *r)
+{
+	struct patch p = {0};
+	long long off;
+
+	if (resp_ll(r->a[2], &off) || off < 0 ||
+	    (unsigned long long)off >= PROTO_MAX_BULK * 8)
+		return "ERR bit offset is not an integer or out of range";
+	if (r->a[3].n != 1 || (r->a[3].p[0] != '0' && r->a[3].p[0] != '1'))
+		return "ERR bit is not an integer or out of range";
+	if (!resp_key_ok(c, r->a[1]))
+		return resp_err_key;
+	p.off = (uint64_t)off;
+	p.bit = r->a[3].p[0] == '1';
+	return resp_in_section(c, r, setbit_fn, &p);
+}
+
+/* ===================== INCRBYFLOAT ===================== */
+
+/* Redis's string2ld: the whole string, no leading space, not NaN. */
+static int parse_ld(struct kv_slice s, long double *out)
+{
+	char buf[5 * 1024 + 1], *end;
+
+	if (s.n == 0 || s.n >= sizeof(buf) || memchr(s.p, 0, s.n))
+		return -1;
+	memcpy(buf, s.p, s.n);
+	buf[s.n] = '\0';
+	if (buf[0] == ' ' || (buf[0] >= '\t' && buf[0] <= '\r'))
+		return -1;
+	*out = strtold(buf, &end);
+	if (*end || isnan(*out))
+		return -1;
+	return 0;
+}
+
+/* Redis's ld2string(LD_STR_HUMAN): %.17Lf, trailing zeros trimmed, no
+ * negative zero. */
+static size_t format_ld(char *buf, size_t cap, long double v)
+{
+	int l = snprintf(buf, cap, "%.17Lf", v);
+
+	if (l < 0 || (size_t)l >= cap)
+		return 0;
+	if (strchr(buf, '.')) {
+		while (buf[l - 1] == '0')
+			l--;
+		if (buf[l - 1] == '.')
+			l--;
+	}
+	if (l == 2 && buf[0] == '-' && buf[1] == '0') {
+		buf[0] = '0';
+		l = 1;
+	}
+	buf[l] = '\0';
+	return (size_t)l;
+}
+
+static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
+				  void *arg)
+{
+	const long double *incr = arg;
+	struct kv_buf v = {0};
+	long double cur = 0;
+	char out[5 * 1024 + 64];
+	uint64_t exp;
+	const char *err = NULL;
+	size_t n;
+	int rc = resp_section_read(c, r->a[1], &v, &exp);
+
+	if (rc == KV_NOT_FOUND)
+		exp = 0;
+	else if (rc != KV_OK)
+		err = resp_err_internal;
+	else if (parse_ld(sl(&v), &cur))
+		err = "ERR value is not a valid float";
+	if (err)
+		goto out;
+	cur += *incr;
+	if (isnan(cur) || isinf(cur)) {
+		err = "ERR increment would produce NaN or Infinity";
+		goto out;
+	}
+	n = format_ld(out, sizeof(out), cur);
+	if (!n) {
+		err = resp_err_internal;
+		goto out;
+	}
+	resp_add_bulk(c, out, n);
+	err = queued(kvd_write_one(
+	    c, SILENT, KVD_W_PUT, r->a[1],
+	    (struct kv_slice){.p = (uint8_t *)out, .n = n}, exp, 0, 0));
+out:
+	kv_buf_free(&v);
+	return err;
+}
+
+/* INCRBYFLOAT key increment */
+const char *resp_incrbyfloat(struct kvd_conn *c, struct resp_req *r)
+{
+	long double incr;
+
+	if (parse_ld(r->a[2], &incr))
+		return "ERR value is not a valid float";
+	if (!resp_key_ok(c, r->a[1]))
+		return resp_err_key;
+	return resp_in_section(c, r, incrbyfloat_fn, &incr);
+}
+
+/* ===================== BITOP ===================== */
+
+enum { BOP_AND, BOP_OR, BOP_XOR, BOP_NOT };
+
+static void bitop_fold(uint8_t *dst, const struct kv_buf *src, size_t len,
+		       int op, int first)
+{
+	for (size_t i = 0; i < len; i++) {
+		uint8_t b = i < src->len ? src->data[i] : 0;
+
+		if (first)
+			dst[i] = op == BOP_NOT ? (uint8_t)~b : b;
+		else if (op == BOP_AND)
+			dst[i] &= b;
+		else if (op == BOP_OR)
+			dst[i] |= b;
+		else
+			dst[i] ^= b;
+	}
+}
+
+static const char *bitop_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
+{
+	int op = *(const int *)arg;
+	uint32_t n = r->argc - 3;
+	struct kv_buf *v = calloc(n, sizeof(*v)), out = {0};
+	struct resp_it it;
+	struct kv_slice k;
+	size_t len = 0;
+	uint64_t exp;
+	const char *err = NULL;
+
+	if (!v)
+		return resp_err_internal;
+	resp_it_init(r, 3, &it);
+	for (uint32_t i = 0; i < n && !err; i++) {
+		int rc;
+
+		resp_it_next(&it, &k);
+		rc = resp_key_ok(c, k) ? resp_section_read(c, k, &v[i], &exp)
+				       : KV_NOT_FOUND;
+		if (rc != KV_OK && rc != KV_NOT_FOUND)
+			err = resp_err_internal;
+		if (v[i].len > len)
+			len = v[i].len;
+	}
+	if (err || (len && kv_buf_reserve(&out, len))) {
+		err = err ? err : resp_err_internal;
+		goto out;
+	}
+	out.len = len;
+	for (uint32_t i = 0; i < n; i++)
+		bitop_fold(out.data, &v[i], len, op, i == 0);
+	resp_add_int(c, (int64_t)len);
+	err = queued(
+	    len ? kvd_write_one(c, SILENT, KVD_W_PUT, r->a[2], sl(&out), 0, 0,
+				0)
+		: kvd_write_one(c, SILENT, KVD_W_DEL, r->a[2], none, 0, 0, 0));
+out:
+	for (uint32_t i = 0; i < n; i++)
+		kv_buf_free(&v[i]);
+	free(v);
+	kv_buf_free(&out);
+	return err;
+}
+
+/* BITOP AND|OR|XOR|NOT destkey key... */
+const char *resp_bitop(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kv_slice o = r->a[1];
+	int op;
+
+	if (resp_eq(o, "and"))
+		op = BOP_AND;
+	else if (resp_eq(o, "or"))
+		op = BOP_OR;
+	else if (resp_eq(o, "xor"))
+		op = BOP_XOR;
+	else if (resp_eq(o, "not"))
+		op = BOP_NOT;
+	else
+		return resp_err_syntax;
+	if (op == BOP_NOT && r->argc != 4)
+		return "ERR BITOP NOT must be called with a single source key.";
+	if (!resp_key_ok(c, r->a[2]))
+		return resp_err_key;
+	return resp_in_section(c, r, bitop_fn, &op);
+}
