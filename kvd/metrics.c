@@ -420,7 +420,8 @@ size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n)
 		if (n < HTTP_MAX_REQUEST)
 			return 0; /* wait for the rest of the header */
 		out(&body, "request header too large\n");
-		respond(c, "431 Request Header Fields Too Large", "", &body, 0);
+		respond(c, "431 Request Header Fields Too Large", "", &body,
+			head); /* a response to HEAD never has a body */
 	} else if (!head && memcmp(p, "GET ", 4)) {
 		out(&body, "only GET and HEAD are supported\n");
 		respond(c, "405 Method Not Allowed", "Allow: GET, HEAD\r\n",

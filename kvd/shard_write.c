@@ -154,7 +154,13 @@ static const uint8_t *ov_key(const struct kvd_wtxn *t, const struct ov_ent *e)
 
 static const uint8_t *ov_val(const struct kvd_wtxn *t, const struct ov_ent *e)
 {
-	return e->vbuf ? t->data.data + e->voff : e->val;
+	static const uint8_t empty[1];
+
+	if (!e->vbuf)
+		return e->val;
+	/* An empty computed value may leave the batch's buffer unallocated:
+	 * no offset from a NULL base (undefined, and UBSan says so). */
+	return t->data.data ? t->data.data + e->voff : empty;
 }
 
 /* The slot of key in the hash of the batch's keys (empty or its own). */
@@ -164,9 +170,12 @@ static uint32_t *ov_slot(struct kvd_wtxn *t, const void *key, size_t klen)
 
 	for (;; i = (i + 1) & mask) {
 		uint32_t v = t->ht[i];
-		const struct ov_ent *e = &t->ents[v - 1];
+		const struct ov_ent *e;
 
-		if (!v || (e->klen == klen && !memcmp(ov_key(t, e), key, klen)))
+		if (!v)
+			return &t->ht[i];
+		e = &t->ents[v - 1]; /* only once v names an entry */
+		if (e->klen == klen && !memcmp(ov_key(t, e), key, klen))
 			return &t->ht[i];
 	}
 }

@@ -65,8 +65,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* The status code of a response, after checking its framing. */
-static int check_response(const struct kv_buf *r)
+/* The status code of a response, after checking its framing; a response
+ * to HEAD has GET's headers and no body. */
+static int check_response(const struct kv_buf *r, int head)
 {
 	const char *s = (const char *)r->data, *hend, *cl;
 	unsigned long len;
@@ -80,7 +81,8 @@ static int check_response(const struct kv_buf *r)
 	cl = memmem(s, (size_t)(hend - s), "\r\nContent-Length: ", 18);
 	FUZZ_CHECK(cl);
 	len = strtoul(cl + 18, NULL, 10);
-	FUZZ_CHECK(len == r->len - (size_t)(hend + 4 - s));
+	FUZZ_CHECK(head ? r->len == (size_t)(hend + 4 - s)
+			: len == r->len - (size_t)(hend + 4 - s));
 	FUZZ_CHECK(
 	    memmem(s, (size_t)(hend + 2 - s), "\r\nConnection: close\r\n", 21));
 	return code;
@@ -125,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct kvd_conn c = {.io = io};
 	struct kv_buf req = {0};
 	size_t used;
-	int code, built;
+	int code, built, is_head;
 
 	if (size < 1)
 		return 0;
@@ -150,8 +152,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	}
 	FUZZ_CHECK(used == req.len && (c.flags & CONN_CLOSING));
-	code = check_response(&reply);
-	if (code == 200) {
+	is_head = req.len >= 5 && !memcmp(req.data, "HEAD ", 5);
+	code = check_response(&reply, is_head);
+	if (code == 200 && is_head) {
+		FUZZ_CHECK(req.len >= 13 &&
+			   !memcmp(req.data, "HEAD /metrics", 13));
+		FUZZ_CHECK(!cfg.requirepass[0] || (c.flags & CONN_AUTHED));
+	} else if (code == 200) {
 		FUZZ_CHECK(req.len >= 13 &&
 			   !memcmp(req.data, "GET /metrics", 12));
 		FUZZ_CHECK(!cfg.requirepass[0] || (c.flags & CONN_AUTHED));
