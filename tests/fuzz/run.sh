@@ -20,11 +20,13 @@ run_one() {
 	dir=$work/$name
 	mkdir -p "$dir/corpus" "$dir/artifacts" "$dir/tmp"
 	rm -f "$dir/artifacts"/*
-	# fuzz_dispatch keeps its store under $TMPDIR: here, and removed below.
-	TMPDIR=$dir/tmp "$bin/fuzz_$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2560 \
-		-max_len="$max_len" \
+	# fuzz_dispatch keeps its store under $TMPDIR, and fuzz_config creates
+	# the log files its inputs name, relative ones in the working
+	# directory: both here, removed below, never in the caller's directory.
+	(cd "$dir/tmp" && TMPDIR=$dir/tmp "$bin/fuzz_$name" -max_total_time="$secs" \
+		-timeout=10 -rss_limit_mb=2560 -max_len="$max_len" \
 		-artifact_prefix="$dir/artifacts/" -print_final_stats=1 \
-		"$dir/corpus" "$src/corpus/$corpus" >"$dir/log" 2>&1
+		"$dir/corpus" "$src/corpus/$corpus") >"$dir/log" 2>&1
 	status=$?
 	rm -rf "$dir/tmp"
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log")
