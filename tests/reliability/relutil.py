@@ -607,7 +607,7 @@ class Rounds:
             raise AssertionError("round %d: writers %r had no write acknowledged before "
                                  "the kill" % (it, idle[:8]))
         acked, flight, multi = cut_counts(ws)
-        if acked == 0 or flight == 0:
+        if acked == 0 or (flight == 0 and getattr(self, "redone", 0) >= 3):
             raise AssertionError("round %d: %d acknowledged, %d in flight at the kill: "
                                  "nothing to audit" % (it, acked, flight))
         if self.threads:
@@ -630,6 +630,12 @@ class Rounds:
                                  % (it, len(bad), bad[0]))
         self.settled = {k: v for k, v in itertools.chain(got.items(), res.observed.items())
                         if v is not None}
+        if flight == 0:
+            # The kill fell where every writer had its answer (a slow,
+            # sanitized kvd): audited, but not counted; the round is run
+            # again on keys of its own, three times at the most.
+            self.redone = getattr(self, "redone", 0) + 1
+            return self.round(it + 1000)
         fig["iterations"] += 1
         fig["requests_sent"] += sum(w.sent for w in ws)
         fig["requests_acked"] += acked
