@@ -44,6 +44,7 @@
 #include "log.h"
 #include "loop.h"
 #include "resp.h"
+#include "stats.h"
 
 #define MAX_IO 256		/* the threads option's range */
 #define MON_FEED_MAX (1u << 20) /* unsent feed per monitor */
@@ -810,26 +811,6 @@ static void human(char *buf, size_t cap, uint64_t n)
 		snprintf(buf, cap, "%.2f%c", d, unit[u]);
 }
 
-static void info_line(struct kv_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void info_line(struct kv_buf *b, const char *fmt, ...)
-{
-	char tmp[256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n > sizeof(tmp) - 3)
-		n = (int)sizeof(tmp) - 3;
-	memcpy(tmp + n, "\r\n", 2);
-	kv_buf_append(b, tmp, (size_t)n + 2);
-}
-
 /* VmRSS and RssAnon of /proc/self/status, in bytes: the memory kvd itself
  * holds is the anonymous part (LMDB's maps are file pages). */
 static void rss_bytes(uint64_t *rss, uint64_t *anon)
@@ -864,19 +845,19 @@ static void info_memory(struct kv_buf *b)
 	human(h1, sizeof(h1), used);
 	human(h2, sizeof(h2), rss);
 	human(h3, sizeof(h3), p);
-	info_line(b, "# Memory");
-	info_line(b, "used_memory:%llu", (unsigned long long)used);
-	info_line(b, "used_memory_human:%s", h1);
-	info_line(b, "used_memory_rss:%llu", (unsigned long long)rss);
-	info_line(b, "used_memory_rss_human:%s", h2);
-	info_line(b, "used_memory_peak:%llu", (unsigned long long)p);
-	info_line(b, "used_memory_peak_human:%s", h3);
-	info_line(b, "maxmemory:0");
-	info_line(b, "maxmemory_human:0B");
-	info_line(b, "maxmemory_policy:noeviction");
-	info_line(b, "mem_fragmentation_ratio:%.2f",
-		  used ? (double)rss / (double)used : 0.0);
-	info_line(b, "mem_allocator:libc");
+	kvd_info_line(b, "# Memory");
+	kvd_info_line(b, "used_memory:%llu", (unsigned long long)used);
+	kvd_info_line(b, "used_memory_human:%s", h1);
+	kvd_info_line(b, "used_memory_rss:%llu", (unsigned long long)rss);
+	kvd_info_line(b, "used_memory_rss_human:%s", h2);
+	kvd_info_line(b, "used_memory_peak:%llu", (unsigned long long)p);
+	kvd_info_line(b, "used_memory_peak_human:%s", h3);
+	kvd_info_line(b, "maxmemory:0");
+	kvd_info_line(b, "maxmemory_human:0B");
+	kvd_info_line(b, "maxmemory_policy:noeviction");
+	kvd_info_line(b, "mem_fragmentation_ratio:%.2f",
+		      used ? (double)rss / (double)used : 0.0);
+	kvd_info_line(b, "mem_allocator:libc");
 }
 
 static double secs(struct timeval tv)
@@ -894,20 +875,20 @@ static void info_cpu(struct kv_buf *b)
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);
 	getrusage(RUSAGE_THREAD, &th);
-	info_line(b, "# CPU");
-	info_line(b, "used_cpu_sys:%.6f", secs(self.ru_stime));
-	info_line(b, "used_cpu_user:%.6f", secs(self.ru_utime));
-	info_line(b, "used_cpu_sys_children:%.6f", secs(kids.ru_stime));
-	info_line(b, "used_cpu_user_children:%.6f", secs(kids.ru_utime));
-	info_line(b, "used_cpu_sys_main_thread:%.6f", secs(th.ru_stime));
-	info_line(b, "used_cpu_user_main_thread:%.6f", secs(th.ru_utime));
+	kvd_info_line(b, "# CPU");
+	kvd_info_line(b, "used_cpu_sys:%.6f", secs(self.ru_stime));
+	kvd_info_line(b, "used_cpu_user:%.6f", secs(self.ru_utime));
+	kvd_info_line(b, "used_cpu_sys_children:%.6f", secs(kids.ru_stime));
+	kvd_info_line(b, "used_cpu_user_children:%.6f", secs(kids.ru_utime));
+	kvd_info_line(b, "used_cpu_sys_main_thread:%.6f", secs(th.ru_stime));
+	kvd_info_line(b, "used_cpu_user_main_thread:%.6f", secs(th.ru_utime));
 }
 
 static void info_cmdstats(struct kvd_io *io, struct kv_buf *b)
 {
 	unsigned nio = io->srv->nio < MAX_IO ? io->srv->nio : MAX_IO;
 
-	info_line(b, "# Commandstats");
+	kvd_info_line(b, "# Commandstats");
 	for (int id = 0; id < RESP_NCMDS; id++) {
 		uint64_t calls = 0, usec = 0, failed = 0, rejected = 0;
 
@@ -919,14 +900,14 @@ static void info_cmdstats(struct kvd_io *io, struct kv_buf *b)
 		}
 		if (!calls && !rejected)
 			continue;
-		info_line(b,
-			  "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,"
-			  "rejected_calls=%llu,failed_calls=%llu",
-			  resp_cmds[id].name, (unsigned long long)calls,
-			  (unsigned long long)usec,
-			  calls ? (double)usec / (double)calls : 0.0,
-			  (unsigned long long)rejected,
-			  (unsigned long long)failed);
+		kvd_info_line(
+		    b,
+		    "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,"
+		    "rejected_calls=%llu,failed_calls=%llu",
+		    resp_cmds[id].name, (unsigned long long)calls,
+		    (unsigned long long)usec,
+		    calls ? (double)usec / (double)calls : 0.0,
+		    (unsigned long long)rejected, (unsigned long long)failed);
 	}
 }
 

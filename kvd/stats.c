@@ -142,7 +142,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 
 /* ===================== INFO (Redis's text format) ===================== */
 
-static void line(struct kv_buf *b, const char *fmt, ...)
+void kvd_info_line(struct kv_buf *b, const char *fmt, ...)
 {
 	char tmp[512];
 	va_list ap;
@@ -167,20 +167,21 @@ static void info_server(struct kvd_io *io, struct kv_buf *b)
 
 	if (uname(&u))
 		memset(&u, 0, sizeof(u));
-	line(b, "# Server");
-	line(b, "redis_version:7.0.0"); /* the command set kvd follows */
-	line(b, "kvd_version:%s", KVD_VERSION);
-	line(b, "redis_mode:standalone");
-	line(b, "os:%s %s %s", u.sysname, u.release, u.machine);
-	line(b, "arch_bits:%u", (unsigned)(sizeof(void *) * 8));
-	line(b, "process_id:%ld", (long)getpid());
-	line(b, "tcp_port:%u", srv->resp_port);
-	line(b, "uptime_in_seconds:%llu", (unsigned long long)up);
-	line(b, "uptime_in_days:%llu", (unsigned long long)up / 86400);
-	line(b, "io_threads_active:%u", srv->nio);
-	line(b, "kvd_shards:%u", srv->nshards);
-	line(b, "kvd_native_port:%u", srv->port);
-	line(b, "config_file:%s", srv->cfg->config_file);
+	kvd_info_line(b, "# Server");
+	kvd_info_line(b,
+		      "redis_version:7.0.0"); /* the command set kvd follows */
+	kvd_info_line(b, "kvd_version:%s", KVD_VERSION);
+	kvd_info_line(b, "redis_mode:standalone");
+	kvd_info_line(b, "os:%s %s %s", u.sysname, u.release, u.machine);
+	kvd_info_line(b, "arch_bits:%u", (unsigned)(sizeof(void *) * 8));
+	kvd_info_line(b, "process_id:%ld", (long)getpid());
+	kvd_info_line(b, "tcp_port:%u", srv->resp_port);
+	kvd_info_line(b, "uptime_in_seconds:%llu", (unsigned long long)up);
+	kvd_info_line(b, "uptime_in_days:%llu", (unsigned long long)up / 86400);
+	kvd_info_line(b, "io_threads_active:%u", srv->nio);
+	kvd_info_line(b, "kvd_shards:%u", srv->nshards);
+	kvd_info_line(b, "kvd_native_port:%u", srv->port);
+	kvd_info_line(b, "config_file:%s", srv->cfg->config_file);
 }
 
 static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
@@ -203,27 +204,31 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 			waits += s.backpressure;
 		}
 	}
-	line(b, "# Persistence");
-	line(b, "loading:0");
-	line(b, "rdb_bgsave_in_progress:0");
-	line(b, "aof_enabled:0");
-	line(b, "aof_rewrite_in_progress:0");
-	line(b, "kvd_durability:%s",
-	     srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
-	line(b, "kvd_commits:%llu", (unsigned long long)t->commits);
-	line(b, "kvd_writes:%llu", (unsigned long long)t->writes);
-	line(b, "kvd_avg_batch:%.2f",
-	     t->commits ? (double)t->writes / (double)t->commits : 0.0);
-	line(b, "kvd_max_batch:%llu", (unsigned long long)t->max_batch);
-	line(b, "kvd_commit_seconds:%.3f", (double)t->commit_ns / 1e9);
-	line(b, "kvd_commit_failures:%llu", (unsigned long long)t->failures);
-	line(b, "kvd_used_bytes:%llu", (unsigned long long)used);
-	line(b, "kvd_file_bytes:%llu", (unsigned long long)file);
-	line(b, "kvd_journal_bytes:%llu", (unsigned long long)jbytes);
-	line(b, "kvd_journal_fsyncs:%llu", (unsigned long long)fsyncs);
-	line(b, "kvd_memtable_bytes:%llu", (unsigned long long)mem);
-	line(b, "kvd_checkpoints:%llu", (unsigned long long)ckpts);
-	line(b, "kvd_checkpoint_waits:%llu", (unsigned long long)waits);
+	kvd_info_line(b, "# Persistence");
+	kvd_info_line(b, "loading:0");
+	kvd_info_line(b, "rdb_bgsave_in_progress:0");
+	kvd_info_line(b, "aof_enabled:0");
+	kvd_info_line(b, "aof_rewrite_in_progress:0");
+	kvd_info_line(b, "kvd_durability:%s",
+		      srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	kvd_info_line(b, "kvd_commits:%llu", (unsigned long long)t->commits);
+	kvd_info_line(b, "kvd_writes:%llu", (unsigned long long)t->writes);
+	kvd_info_line(b, "kvd_avg_batch:%.2f",
+		      t->commits ? (double)t->writes / (double)t->commits
+				 : 0.0);
+	kvd_info_line(b, "kvd_max_batch:%llu",
+		      (unsigned long long)t->max_batch);
+	kvd_info_line(b, "kvd_commit_seconds:%.3f", (double)t->commit_ns / 1e9);
+	kvd_info_line(b, "kvd_commit_failures:%llu",
+		      (unsigned long long)t->failures);
+	kvd_info_line(b, "kvd_used_bytes:%llu", (unsigned long long)used);
+	kvd_info_line(b, "kvd_file_bytes:%llu", (unsigned long long)file);
+	kvd_info_line(b, "kvd_journal_bytes:%llu", (unsigned long long)jbytes);
+	kvd_info_line(b, "kvd_journal_fsyncs:%llu", (unsigned long long)fsyncs);
+	kvd_info_line(b, "kvd_memtable_bytes:%llu", (unsigned long long)mem);
+	kvd_info_line(b, "kvd_checkpoints:%llu", (unsigned long long)ckpts);
+	kvd_info_line(b, "kvd_checkpoint_waits:%llu",
+		      (unsigned long long)waits);
 }
 
 static void info_stats(const struct kvd_totals *t, struct kv_buf *b)
@@ -234,26 +239,29 @@ static void info_stats(const struct kvd_totals *t, struct kv_buf *b)
 		calls += t->calls[op];
 		errors += t->errors[op];
 	}
-	line(b, "# Stats");
-	line(b, "total_connections_received:%llu",
-	     (unsigned long long)t->accepted);
-	line(b, "total_commands_processed:%llu",
-	     (unsigned long long)(calls + t->resp_calls));
-	line(b, "total_net_input_bytes:%llu", (unsigned long long)t->bytes_in);
-	line(b, "total_net_output_bytes:%llu",
-	     (unsigned long long)t->bytes_out);
-	line(b, "rejected_connections:%llu", (unsigned long long)t->refused);
-	line(b, "acl_access_denied_auth:%llu",
-	     (unsigned long long)kvd_auth_failures());
-	line(b, "expired_keys:%llu", (unsigned long long)t->reaped);
-	line(b, "total_error_replies:%llu",
-	     (unsigned long long)(errors + t->resp_errors));
-	line(b, "kvd_native_commands:%llu", (unsigned long long)calls);
-	line(b, "kvd_resp_commands:%llu", (unsigned long long)t->resp_calls);
-	line(b, "kvd_write_backpressure:%llu",
-	     (unsigned long long)t->write_pauses);
-	line(b, "kvd_preauth_closed:%llu",
-	     (unsigned long long)t->preauth_closed);
+	kvd_info_line(b, "# Stats");
+	kvd_info_line(b, "total_connections_received:%llu",
+		      (unsigned long long)t->accepted);
+	kvd_info_line(b, "total_commands_processed:%llu",
+		      (unsigned long long)(calls + t->resp_calls));
+	kvd_info_line(b, "total_net_input_bytes:%llu",
+		      (unsigned long long)t->bytes_in);
+	kvd_info_line(b, "total_net_output_bytes:%llu",
+		      (unsigned long long)t->bytes_out);
+	kvd_info_line(b, "rejected_connections:%llu",
+		      (unsigned long long)t->refused);
+	kvd_info_line(b, "acl_access_denied_auth:%llu",
+		      (unsigned long long)kvd_auth_failures());
+	kvd_info_line(b, "expired_keys:%llu", (unsigned long long)t->reaped);
+	kvd_info_line(b, "total_error_replies:%llu",
+		      (unsigned long long)(errors + t->resp_errors));
+	kvd_info_line(b, "kvd_native_commands:%llu", (unsigned long long)calls);
+	kvd_info_line(b, "kvd_resp_commands:%llu",
+		      (unsigned long long)t->resp_calls);
+	kvd_info_line(b, "kvd_write_backpressure:%llu",
+		      (unsigned long long)t->write_pauses);
+	kvd_info_line(b, "kvd_preauth_closed:%llu",
+		      (unsigned long long)t->preauth_closed);
 }
 
 static void info_keyspace(struct kvd_io *io, struct kv_buf *b)
@@ -270,10 +278,11 @@ static void info_keyspace(struct kvd_io *io, struct kv_buf *b)
 	}
 	if (expires > keys)
 		expires = keys;
-	line(b, "# Keyspace");
+	kvd_info_line(b, "# Keyspace");
 	if (keys)
-		line(b, "db0:keys=%llu,expires=%llu,avg_ttl=0",
-		     (unsigned long long)keys, (unsigned long long)expires);
+		kvd_info_line(b, "db0:keys=%llu,expires=%llu,avg_ttl=0",
+			      (unsigned long long)keys,
+			      (unsigned long long)expires);
 }
 
 void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b)
@@ -292,12 +301,12 @@ void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b)
 		switch (s) {
 		case KVD_INFO_SERVER: info_server(io, b); break;
 		case KVD_INFO_CLIENTS:
-			line(b, "# Clients");
-			line(b, "connected_clients:%llu",
-			     (unsigned long long)t.conns);
-			line(b, "maxclients:%u",
-			     KVD_LIVE(srv->cfg->max_clients));
-			line(b, "blocked_clients:0");
+			kvd_info_line(b, "# Clients");
+			kvd_info_line(b, "connected_clients:%llu",
+				      (unsigned long long)t.conns);
+			kvd_info_line(b, "maxclients:%u",
+				      KVD_LIVE(srv->cfg->max_clients));
+			kvd_info_line(b, "blocked_clients:0");
 			break;
 		case KVD_INFO_PERSISTENCE: info_persistence(io, &t, b); break;
 		case KVD_INFO_STATS: info_stats(&t, b); break;

@@ -43,4 +43,9 @@ enum {
  * sections separated by an empty line). */
 void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b);
 
+/* One INFO line, "text\r\n", cut to 509 bytes (stats.c, resp_intro.c). */
+struct kv_buf;
+void kvd_info_line(struct kv_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif
