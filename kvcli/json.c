@@ -73,6 +73,7 @@ struct parser {
 	struct json_doc *d;
 	const char *s;
 	size_t i, len;
+	unsigned max_depth; /* containers open at once */
 };
 
 static int perr(struct parser *ps, const char *why)
@@ -262,7 +263,7 @@ static int parse_item(struct parser *ps, uint32_t *stack, unsigned *top)
 		return perr(ps, "unexpected end of input");
 	c = ps->s[ps->i];
 	if (c == '{' || c == '[') {
-		if (*top >= JSON_MAX_DEPTH)
+		if (*top >= ps->max_depth)
 			return perr(ps, "nested too deeply");
 		if (new_tok(ps, c == '{' ? JSON_OBJECT : JSON_ARRAY, &idx))
 			return -1;
@@ -334,14 +335,22 @@ static int empty_container(struct parser *ps, uint32_t *stack, unsigned *top)
 
 int json_parse(struct json_doc *d, const char *s, size_t len)
 {
-	struct parser ps = {d, s, 0, len};
-	uint32_t stack[JSON_MAX_DEPTH];
+	return json_parse_depth(d, s, len, JSON_MAX_DEPTH);
+}
+
+int json_parse_depth(struct json_doc *d, const char *s, size_t len,
+		     unsigned max_depth)
+{
+	struct parser ps = {d, s, 0, len, max_depth};
+	uint32_t stack[JSON_MAX_DEPTH + 1];
 	unsigned top = 0;
 	struct json_tok *t;
 	int r;
 
 	d->n = 0;
 	d->err = NULL;
+	if (max_depth > JSON_MAX_DEPTH + 1)
+		ps.max_depth = JSON_MAX_DEPTH + 1;
 	if (len > UINT32_MAX)
 		return perr(&ps, "document too long");
 	/* r: 1 when a container was just opened, 0 after a complete item. */

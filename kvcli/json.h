@@ -52,6 +52,11 @@ struct json_doc {
 /* Parse exactly one JSON value (surrounding white space allowed).  0, or
  * -1 with d->err and d->err_at set (d->err "out of memory" included). */
 int json_parse(struct json_doc *d, const char *s, size_t len);
+/* The same with up to max_depth containers open at once (at most
+ * JSON_MAX_DEPTH + 1): a row of `kvcli load` is an object around a value
+ * that may itself be nested JSON_MAX_DEPTH deep. */
+int json_parse_depth(struct json_doc *d, const char *s, size_t len,
+		     unsigned max_depth);
 void json_doc_free(struct json_doc *d);
 
 /* Append the bytes a STRING token stands for (escapes decoded). */

@@ -294,7 +294,7 @@ static const char *json_row(struct loader *L, const char *s, size_t n)
 	int have[2] = {0, 0};
 	uint32_t i;
 
-	if (json_parse(&L->doc, s, n)) {
+	if (json_parse_depth(&L->doc, s, n, JSON_MAX_DEPTH + 1)) {
 		snprintf(L->why, sizeof(L->why), "column %zu: %s",
 			 L->doc.err_at + 1, L->doc.err);
 		return L->why;
