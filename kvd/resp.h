@@ -4,11 +4,12 @@
  *   resp_cmd.c    key and string commands (GET, SET, INCR, EXPIRE, ...)
  *   resp_scan.c   SCAN, KEYS and the glob matcher
  *   resp_admin.c  connection and server commands (HELLO, INFO, COMMAND, ...)
- *   resp_str.c    GETRANGE, bit commands and LCS
+ *   resp_str.c    GETRANGE, bit commands and LCS (and BITFIELD's parser)
  *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
  *   resp_intro.c  CLIENT LIST/INFO/KILL, MONITOR, SLOWLOG, INFO commandstats
  *   resp_multi.c  MULTI, EXEC, DISCARD, WATCH, UNWATCH; RENAME, COPY
- *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP
+ *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP,
+ *                 BITFIELD
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -88,6 +89,9 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(BITCOUNT, "bitcount", resp_bitcount, KVO(GET), -2, RC_READ, 1, 1, 1, \
 	  "bitmap",                                                            \
 	  "Counts the number of set bits (population counting) in a string.")  \
+	X(BITFIELD, "bitfield", resp_bitfield, KVO(GET) | KVO(PUT), -2,        \
+	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
+	  "Performs arbitrary bitfield integer operations on strings.")        \
 	X(BITFIELD_RO, "bitfield_ro", resp_bitfield_ro, KVO(GET), -2,          \
 	  RC_READ | RC_FAST, 1, 1, 1, "bitmap",                                \
 	  "Performs arbitrary read-only bitfield integer operations on "       \
@@ -321,6 +325,28 @@ int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
 int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
 void kvd_resp_multi_refuse(struct kvd_conn *c);
 void kvd_resp_multi_free(struct kvd_conn *c);
+
+/* ---- BITFIELD (resp_str.c) ---- */
+
+enum { RESP_BF_GET, RESP_BF_SET, RESP_BF_INCRBY };
+enum { RESP_BF_WRAP, RESP_BF_SAT, RESP_BF_FAIL };
+
+struct resp_bf_op {
+	uint64_t off; /* in bits */
+	int64_t val;  /* SET's value, INCRBY's increment */
+	uint8_t op, ow, sign, bits;
+};
+
+/* BITFIELD's operations from argument 2 on, checked as Redis 7.0 does and
+ * in its order, into *ops (malloc'd; the caller frees it) and *n; *maxbit
+ * is the end of the furthest field a SET or INCRBY writes, 0 for none. */
+const char *resp_bf_parse(struct resp_req *r, struct resp_bf_op **ops,
+			  uint32_t *n, uint64_t *maxbit);
+/* A GET of o on v (zero past its end). */
+int64_t resp_bf_get(struct kv_slice v, const struct resp_bf_op *o);
+/* A SET or INCRBY of o on p, which holds the field: 0 with its reply, or
+ * -1 when it overflows under OVERFLOW FAIL (nothing written, nil). */
+int resp_bf_write(uint8_t *p, const struct resp_bf_op *o, int64_t *reply);
 
 /* ---- replies (resp.c) ---- */
 

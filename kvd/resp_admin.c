@@ -55,6 +55,7 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_GETEX] = "6.2.0",	      [RESP_CMD_INCRBYFLOAT] = "2.6.0",
     [RESP_CMD_MSETNX] = "1.0.1",      [RESP_CMD_SETBIT] = "2.2.0",
     [RESP_CMD_SETRANGE] = "2.2.0",    [RESP_CMD_BITOP] = "2.6.0",
+    [RESP_CMD_BITFIELD] = "3.2.0",
 };
 
 /* ===================== Connection ===================== */
