@@ -91,7 +91,8 @@ struct kvd_conn {
 	_Atomic uint64_t act_ms;  /* when the last command ran */
 	_Atomic uint16_t act_cmd; /* and its command id + 1 */
 	atomic_int kill;	  /* CLIENT KILL: its own thread closes it */
-	char addr[56], laddr[56]; /* "ip:port" */
+	/* "ip:port", or "path:0" on a Unix socket (sun_path: 108 bytes) */
+	char addr[112], laddr[112];
 };
 
 /* The loop calls these. */

@@ -73,11 +73,18 @@ static _Thread_local const char *cur_sub;
 
 /* ===================== Registry ===================== */
 
-static void fmt_addr(const struct sockaddr_storage *ss, char *buf, size_t cap)
+static void fmt_addr(const struct kvd_conn *c,
+		     const struct sockaddr_storage *ss, char *buf, size_t cap)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	unsigned port = 0;
 
+	if (ss->ss_family == AF_UNIX) {
+		/* as Redis: the listening socket's path and port 0, for both
+		 * ends (a client's end has no name) */
+		snprintf(buf, cap, "%s:0", c->io->srv->cfg->resp_unix_socket);
+		return;
+	}
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *a = (const void *)ss;
 
@@ -92,6 +99,15 @@ static void fmt_addr(const struct sockaddr_storage *ss, char *buf, size_t cap)
 	snprintf(buf, cap, "%s:%u", host, port);
 }
 
+/* Came c through the RESP Unix socket?  (Its addr is "path:0".) */
+static int is_unix(const struct kvd_conn *c)
+{
+	const char *path = c->io->srv->cfg->resp_unix_socket;
+	size_t n = strlen(path);
+
+	return n && !strncmp(c->addr, path, n) && !strcmp(c->addr + n, ":0");
+}
+
 void kvd_resp_conn_open(struct kvd_conn *c)
 {
 	struct sockaddr_storage ss;
@@ -99,11 +115,11 @@ void kvd_resp_conn_open(struct kvd_conn *c)
 
 	memset(&ss, 0, sizeof(ss));
 	if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
-		fmt_addr(&ss, c->addr, sizeof(c->addr));
+		fmt_addr(c, &ss, c->addr, sizeof(c->addr));
 	len = sizeof(ss);
 	memset(&ss, 0, sizeof(ss));
 	if (getsockname(c->fd, (struct sockaddr *)&ss, &len) == 0)
-		fmt_addr(&ss, c->laddr, sizeof(c->laddr));
+		fmt_addr(c, &ss, c->laddr, sizeof(c->laddr));
 	c->born_ms = c->io->now_ms;
 	atomic_store_explicit(&c->act_ms, c->io->now_ms, memory_order_relaxed);
 	pthread_mutex_lock(&reg_lock);
@@ -239,13 +255,18 @@ static void monitor_line(struct kvd_conn *c, struct resp_req *r,
 	struct timespec ts;
 	struct resp_it it;
 	struct kv_slice a;
-	char head[128];
+	char head[64 + sizeof(c->addr)];
 	int n;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	n = snprintf(head, sizeof(head), "+%lld.%06ld [0 %s] ",
-		     (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
-	kv_buf_append(b, head, (size_t)n);
+	/* as Redis: "[0 unix:path]" for a Unix socket's client */
+	n = snprintf(head, sizeof(head), "+%lld.%06ld [0 %s%s] ",
+		     (long long)ts.tv_sec, ts.tv_nsec / 1000,
+		     is_unix(c) ? "unix:" : "",
+		     is_unix(c) ? c->io->srv->cfg->resp_unix_socket : c->addr);
+	kv_buf_append(b, head,
+		      n > 0 && (size_t)n < sizeof(head) ? (size_t)n
+							: strlen(head));
 	resp_it_init(r, 0, &it);
 	for (uint32_t i = 0; i < r->argc; i++) {
 		resp_it_next(&it, &a);
@@ -312,7 +333,7 @@ struct slow_entry {
 	uint64_t id, time, usec;
 	uint32_t argc; /* stored arguments */
 	struct kv_slice *argv;
-	char addr[56], name[64];
+	char addr[112], name[64]; /* addr: as kvd_conn's */
 };
 
 static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -566,14 +587,21 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	uint64_t now = self->io->now_ms;
 	uint64_t act = atomic_load_explicit(&c->act_ms, memory_order_relaxed);
 	unsigned cmd = atomic_load_explicit(&c->act_cmd, memory_order_relaxed);
-	char line[512], cmdname[40];
-	int n;
+	char line[512 + 2 * sizeof(c->addr)], cmdname[40], flags[4];
+	int n, f = 0;
 
 	if (c == self && cur_sub)
 		snprintf(cmdname, sizeof(cmdname), "client|%s", cur_sub);
 	else
 		snprintf(cmdname, sizeof(cmdname), "%s",
 			 cmd ? resp_cmds[cmd - 1].name : "NULL");
+	if (c->mon) /* Redis's letters, in its order */
+		flags[f++] = 'O';
+	if (is_unix(c))
+		flags[f++] = 'U';
+	if (!f)
+		flags[f++] = 'N';
+	flags[f] = '\0';
 	n = snprintf(
 	    line, sizeof(line),
 	    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu "
@@ -583,8 +611,8 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	    (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name,
 	    (unsigned long long)(now > c->born_ms ? now - c->born_ms : 0) /
 		1000,
-	    (unsigned long long)(now > act ? now - act : 0) / 1000,
-	    c->mon ? "O" : "N", c == self ? self->in.len : (size_t)0,
+	    (unsigned long long)(now > act ? now - act : 0) / 1000, flags,
+	    c == self ? self->in.len : (size_t)0,
 	    c == self ? self->out.len : (size_t)0, cmdname);
 	kv_buf_append(b, line,
 		      n > 0 && (size_t)n < sizeof(line) ? (size_t)n

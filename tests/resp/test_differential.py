@@ -20,6 +20,7 @@ only those generators.
 import collections
 import os
 import random
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -366,6 +367,22 @@ def resync(kvd, redis, key):
         assert kvd.call("SET", key, v) == b"OK"
 
 
+def unix_raw(path):
+    """A Raw connection over a Unix socket."""
+    c = Raw.__new__(Raw)
+    c.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.sock.settimeout(10)
+    c.sock.connect(path)
+    c.buf = b""
+    return c
+
+
+def client_fields(line, path):
+    """addr, laddr and flags of a CLIENT LIST or INFO line, path as PATH."""
+    f = dict(x.split(b"=", 1) for x in line.split())
+    return [f[k].decode().replace(path, "PATH") for k in (b"addr", b"laddr", b"flags")]
+
+
 # Seeds run every time, so that a run of the suite is reproducible and
 # covers the same ground; one random seed more adds new ground each run.
 FIXED_SEEDS = [1, 14, 2718281828]
@@ -393,7 +410,7 @@ def start_redis(port):
     d = tempfile.mkdtemp(prefix="kvd-diff-redis-")
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                           "--save", "", "--appendonly", "no", "--databases", "1",
-                          "--dir", d],
+                          "--dir", d, "--unixsocket", os.path.join(d, "redis.sock")],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 15
     while time.time() < deadline:
@@ -418,7 +435,11 @@ class Differential(unittest.TestCase):
             raise unittest.SkipTest("redis-server 7.0 needed, found: " + out.strip())
         cls.redis_proc = start_redis(kvdtest.free_port())
         cls.redis_port = int(cls.redis_proc.args[2])
-        cls.srv = Server(threads=2, resp=True).start()
+        cls.redis_sock = cls.redis_proc.args[-1]
+        cls.sock_dir = tempfile.mkdtemp(prefix="kvd-diff-")
+        cls.kvd_sock = os.path.join(cls.sock_dir, "kvd.sock")
+        cls.srv = Server(threads=2, resp=True,
+                         args=("--resp-unix-socket", cls.kvd_sock)).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -426,6 +447,38 @@ class Differential(unittest.TestCase):
         cls.srv.cleanup()
         cls.redis_proc.terminate()
         cls.redis_proc.wait(10)
+        shutil.rmtree(cls.sock_dir, ignore_errors=True)
+
+    def test_unix_socket_clients(self):
+        """A Unix socket's client as CLIENT INFO and CLIENT LIST show it
+        (addr and laddr are the socket's path and port 0, flags U), as its
+        MONITOR line names it, and CLIENT KILL ADDR of it, new form and
+        old: kvd's and redis-server 7.0's equal, the path aside."""
+        seen = []
+        for path, port in ((self.kvd_sock, self.srv.resp_port),
+                           (self.redis_sock, self.redis_port)):
+            u, tcp, mon = unix_raw(path), Raw(port), Raw(port)
+            me = u.call("CLIENT", "ID")
+            info = client_fields(u.call("CLIENT", "INFO"), path)
+            mine = [client_fields(x, path)
+                    for x in tcp.call("CLIENT", "LIST").splitlines()
+                    if x.startswith(b"id=%d " % me)]
+            self.assertEqual(mon.call("MONITOR"), b"OK")
+            self.assertEqual(u.call("SET", "unix:k", "v"), b"OK")
+            line = mon.reply().decode()
+            fed = line[line.index(" "):].replace(path, "PATH")
+            killed = tcp.call("CLIENT", "KILL", "ADDR", path + ":0")
+            gone = u.closed_by_peer()
+            u2 = unix_raw(path)
+            u2.call("PING")
+            old = tcp.call("CLIENT", "KILL", path + ":0")
+            seen.append((info, mine, fed, killed, gone, old, u2.closed_by_peer()))
+            for c in (tcp, mon):
+                c.close()
+        self.assertEqual(seen[0][0], ["PATH:0", "PATH:0", "U"], seen)
+        self.assertEqual(seen[0][2], ' [0 unix:PATH] "SET" "unix:k" "v"')
+        self.assertEqual(seen[0][3], 1)
+        self.assertEqual(seen[0], seen[1])
 
     def compare(self, cmd, k, rd, redis, where):
         if k == rd or (isinstance(k, Error) and isinstance(rd, Error)
