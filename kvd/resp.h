@@ -80,7 +80,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
  * disable-commands refuses a native name on both protocols (auth.c); 0 for
  * a command that performs none.  Keep "X(ID, "name", resp_fn" at the start
  * of each row: tests/fuzz/CMakeLists.txt finds the handlers by it. */
-#define KVO(op) (1u << KV_OP_##op)
+#define KVO(op) (1ull << KV_OP_##op)
 #define RESP_COMMANDS(X)                                                       \
 	X(APPEND, "append", resp_append, KVO(APPEND), 3, RC_WRITE, 1, 1, 1,    \
 	  "string", "Appends a string to the value of a key.")                 \
@@ -280,7 +280,7 @@ enum resp_cmd_id {
 struct resp_cmd {
 	const char *name;
 	resp_fn fn;
-	uint32_t ops; /* KVO bits: the native operations it performs */
+	uint64_t ops; /* KVO bits: the native operations it performs */
 	int arity;
 	uint32_t flags;
 	int first, last, step;

@@ -17,6 +17,7 @@
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
+#include "strops.h"
 #include "write.h"
 
 #define SILENT RESP_CMD_EXEC
@@ -313,7 +314,7 @@ const char *resp_setbit(struct kvd_conn *c, struct resp_req *r)
 /* ===================== INCRBYFLOAT ===================== */
 
 /* Redis's string2ld: the whole string, no leading space, not NaN. */
-static int parse_ld(struct kv_slice s, long double *out)
+int kvd_parse_ld(struct kv_slice s, long double *out)
 {
 	char buf[5 * 1024 + 1], *end;
 
@@ -331,7 +332,7 @@ static int parse_ld(struct kv_slice s, long double *out)
 
 /* Redis's ld2string(LD_STR_HUMAN): %.17Lf, trailing zeros trimmed, no
  * negative zero. */
-static size_t format_ld(char *buf, size_t cap, long double v)
+size_t kvd_format_ld(char *buf, size_t cap, long double v)
 {
 	int l = snprintf(buf, cap, "%.17Lf", v);
 
@@ -367,7 +368,7 @@ static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
 		exp = 0;
 	else if (rc != KV_OK)
 		err = resp_err_internal;
-	else if (parse_ld(sl(&v), &cur))
+	else if (kvd_parse_ld(sl(&v), &cur))
 		err = "ERR value is not a valid float";
 	if (err)
 		goto out;
@@ -376,7 +377,7 @@ static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
 		err = "ERR increment would produce NaN or Infinity";
 		goto out;
 	}
-	n = format_ld(out, sizeof(out), cur);
+	n = kvd_format_ld(out, sizeof(out), cur);
 	if (!n) {
 		err = resp_err_internal;
 		goto out;
@@ -395,7 +396,7 @@ const char *resp_incrbyfloat(struct kvd_conn *c, struct resp_req *r)
 {
 	long double incr;
 
-	if (parse_ld(r->a[2], &incr))
+	if (kvd_parse_ld(r->a[2], &incr))
 		return "ERR value is not a valid float";
 	if (!resp_key_ok(c, r->a[1]))
 		return resp_err_key;
@@ -404,10 +405,8 @@ const char *resp_incrbyfloat(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== BITOP ===================== */
 
-enum { BOP_AND, BOP_OR, BOP_XOR, BOP_NOT };
-
-static void bitop_fold(uint8_t *dst, const struct kv_buf *src, size_t len,
-		       int op, int first)
+void kvd_bitop_fold(uint8_t *dst, const struct kv_buf *src, size_t len, int op,
+		    int first)
 {
 	for (size_t i = 0; i < len; i++) {
 		uint8_t b = i < src->len ? src->data[i] : 0;
@@ -454,7 +453,7 @@ static const char *bitop_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 	}
 	out.len = len;
 	for (uint32_t i = 0; i < n; i++)
-		bitop_fold(out.data, &v[i], len, op, i == 0);
+		kvd_bitop_fold(out.data, &v[i], len, op, i == 0);
 	resp_add_int(c, (int64_t)len);
 	err = queued(
 	    len ? kvd_write_one(c, SILENT, KVD_W_PUT, r->a[2], sl(&out), 0, 0,

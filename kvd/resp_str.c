@@ -21,6 +21,7 @@
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
+#include "strops.h"
 
 /* Redis's proto-max-bulk-len default: bit offsets are held below it. */
 #define BIT_OFFSET_BYTES (512ull << 20)
@@ -51,7 +52,7 @@ static int value_of(struct kvd_conn *c, struct kv_slice k, struct kv_slice *v)
 
 /* Clamp [*start, *end] to a string of len units as Redis does; 0 when the
  * range is empty. */
-static int clamp(long long *start, long long *end, long long len)
+int kvd_clamp_range(long long *start, long long *end, long long len)
 {
 	if (*start < 0)
 		*start += len;
@@ -79,7 +80,7 @@ const char *resp_getrange(struct kvd_conn *c, struct resp_req *r)
 	if (rc < 0)
 		return resp_err_internal;
 	if (rc == 0 || (start < 0 && end < 0 && start > end) ||
-	    !clamp(&start, &end, (long long)v.n))
+	    !kvd_clamp_range(&start, &end, (long long)v.n))
 		resp_add_bulk(c, "", 0);
 	else
 		resp_add_bulk(c, v.p + start, (size_t)(end - start + 1));
@@ -132,17 +133,11 @@ static int unit_arg(struct kv_slice s)
 	return resp_eq(s, "byte") ? 0 : -1;
 }
 
-struct bitrange {
-	long long start, end; /* bytes, inclusive */
-	uint8_t first_mask;   /* bits of the first byte outside the range */
-	uint8_t last_mask;    /* bits of the last byte outside the range */
-};
-
 /* Convert a range in bytes or bits into bytes and edge masks (bitops.c). */
-static int to_bytes(struct bitrange *br, long long len, int isbit)
+int kvd_bitrange_bytes(struct bitrange *br, long long len, int isbit)
 {
 	br->first_mask = br->last_mask = 0;
-	if (!clamp(&br->start, &br->end, isbit ? len << 3 : len))
+	if (!kvd_clamp_range(&br->start, &br->end, isbit ? len << 3 : len))
 		return 0;
 	if (isbit) {
 		br->first_mask =
@@ -154,7 +149,7 @@ static int to_bytes(struct bitrange *br, long long len, int isbit)
 	return 1;
 }
 
-static long long popcount(const uint8_t *p, size_t n)
+long long kvd_popcount(const uint8_t *p, size_t n)
 {
 	long long bits = 0;
 
@@ -192,11 +187,11 @@ const char *resp_bitcount(struct kvd_conn *c, struct resp_req *r)
 	} else {
 		return resp_err_syntax;
 	}
-	if (!to_bytes(&br, (long long)v.n, isbit)) {
+	if (!kvd_bitrange_bytes(&br, (long long)v.n, isbit)) {
 		resp_add_int(c, 0);
 		return NULL;
 	}
-	n = popcount(v.p + br.start, (size_t)(br.end - br.start + 1));
+	n = kvd_popcount(v.p + br.start, (size_t)(br.end - br.start + 1));
 	n -= __builtin_popcount(v.p[br.start] & br.first_mask);
 	n -= __builtin_popcount(v.p[br.end] & br.last_mask);
 	resp_add_int(c, n);
@@ -218,8 +213,8 @@ static long long first_bit(const uint8_t *p, size_t n, int bit)
 
 /* BITPOS's search of a range of bytes whose edge bits outside the range
  * are masked: set to the opposite of what is looked for. */
-static long long bitpos_range(const uint8_t *p, const struct bitrange *br,
-			      int bit, long long *bytes)
+long long kvd_bitpos_range(const uint8_t *p, const struct bitrange *br, int bit,
+			   long long *bytes)
 {
 	long long start = br->start, n = br->end - br->start + 1;
 	uint8_t fill = bit ? 0 : 0xff;
@@ -276,11 +271,11 @@ const char *resp_bitpos(struct kvd_conn *c, struct resp_req *r)
 	} else if (r->argc != 3) {
 		return resp_err_syntax;
 	}
-	if (!to_bytes(&br, (long long)v.n, isbit)) {
+	if (!kvd_bitrange_bytes(&br, (long long)v.n, isbit)) {
 		resp_add_int(c, -1);
 		return NULL;
 	}
-	pos = bitpos_range(v.p, &br, (int)bit, &bytes);
+	pos = kvd_bitpos_range(v.p, &br, (int)bit, &bytes);
 	if (end_given && bit == 0 && pos == bytes * 8)
 		pos = -1; /* no zero inside an explicit range */
 	else if (pos != -1)
