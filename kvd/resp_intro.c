@@ -134,6 +134,7 @@ void kvd_resp_conn_open(struct kvd_conn *c)
 void kvd_resp_conn_close(struct kvd_conn *c)
 {
 	kvd_resp_multi_free(c);
+	kvd_resp_pubsub_close(c);
 	pthread_mutex_lock(&reg_lock);
 	if (c->reg_prev)
 		c->reg_prev->reg_next = c->reg_next;
@@ -193,6 +194,7 @@ static void drain(struct kvd_conn *c)
  * monitors' feeds.  One relaxed load when there is nothing to do. */
 void kvd_resp_io_wake(struct kvd_io *io)
 {
+	kvd_resp_pubsub_wake(io); /* subscribers' messages (resp_pubsub.c) */
 	if (io->idx >= MAX_IO ||
 	    !atomic_load_explicit(&io_work[io->idx], memory_order_relaxed) ||
 	    !atomic_exchange(&io_work[io->idx], 0))
@@ -677,7 +679,13 @@ struct kill_filter {
 	uint64_t id;
 	struct kv_slice addr, laddr;
 	int skipme, none;
+	int type; /* 0: any, or KILL_NORMAL, KILL_PUBSUB */
 };
+
+/* CLIENT KILL TYPE: a connection with subscriptions is pubsub, any other
+ * normal (a MONITOR too, as in Redis); kvd has no master or replica
+ * connections on this port. */
+enum { KILL_NORMAL = 1, KILL_PUBSUB };
 
 static int slice_is(struct kv_slice s, const char *z)
 {
@@ -704,9 +712,13 @@ static const char *kill_filters(struct resp_req *r, struct kill_filter *f)
 			f->id = (uint64_t)id;
 		} else if (resp_eq(o, "type")) {
 			if (resp_eq(v, "master") || resp_eq(v, "replica") ||
-			    resp_eq(v, "slave") || resp_eq(v, "pubsub"))
+			    resp_eq(v, "slave"))
 				f->none = 1;
-			else if (!resp_eq(v, "normal"))
+			else if (resp_eq(v, "pubsub"))
+				f->type = KILL_PUBSUB;
+			else if (resp_eq(v, "normal"))
+				f->type = KILL_NORMAL;
+			else
 				return "ERR Unknown client type";
 		} else if (resp_eq(o, "addr")) {
 			f->addr = v;
@@ -745,6 +757,10 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 		if ((f->id && o->id != f->id) ||
 		    (f->addr.p && !slice_is(f->addr, o->addr)) ||
 		    (f->laddr.p && !slice_is(f->laddr, o->laddr)) ||
+		    (f->type &&
+		     (f->type == KILL_PUBSUB) !=
+			 (atomic_load_explicit(&o->nsubs,
+					       memory_order_relaxed) > 0)) ||
 		    (o == c && f->skipme))
 			continue;
 		n++;
@@ -761,7 +777,7 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 
 static const char *client_kill(struct kvd_conn *c, struct resp_req *r)
 {
-	struct kill_filter f = {0, {NULL, 0}, {NULL, 0}, 1, 0};
+	struct kill_filter f = {0, {NULL, 0}, {NULL, 0}, 1, 0, 0};
 	const char *err;
 	int64_t n;
 
@@ -912,20 +928,45 @@ static void info_cpu(struct kv_buf *b)
 	kvd_info_line(b, "used_cpu_user_main_thread:%.6f", secs(th.ru_utime));
 }
 
-static void info_cmdstats(struct kvd_io *io, struct kv_buf *b)
+/* The sums at the last CONFIG RESETSTAT (the counters are single-writer:
+ * only their owners may store to them). */
+static pthread_mutex_t cbase_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t cbase[RESP_NCMDS][4];
+
+static void cmd_sums(struct kvd_io *io, int id, uint64_t v[4])
 {
 	unsigned nio = io->srv->nio < MAX_IO ? io->srv->nio : MAX_IO;
 
+	v[0] = v[1] = v[2] = v[3] = 0;
+	for (unsigned t = 0; t < nio; t++) {
+		v[0] += kvd_read(&cstats[t][id].calls);
+		v[1] += kvd_read(&cstats[t][id].usec);
+		v[2] += kvd_read(&cstats[t][id].failed);
+		v[3] += kvd_read(&cstats[t][id].rejected);
+	}
+}
+
+void kvd_resp_cmdstats_reset(struct kvd_io *io)
+{
+	pthread_mutex_lock(&cbase_lock);
+	for (int id = 0; id < RESP_NCMDS; id++)
+		cmd_sums(io, id, cbase[id]);
+	pthread_mutex_unlock(&cbase_lock);
+}
+
+static void info_cmdstats(struct kvd_io *io, struct kv_buf *b)
+{
 	kvd_info_line(b, "# Commandstats");
 	for (int id = 0; id < RESP_NCMDS; id++) {
-		uint64_t calls = 0, usec = 0, failed = 0, rejected = 0;
+		uint64_t v[4], calls, usec, failed, rejected;
 
-		for (unsigned t = 0; t < nio; t++) {
-			calls += kvd_read(&cstats[t][id].calls);
-			usec += kvd_read(&cstats[t][id].usec);
-			failed += kvd_read(&cstats[t][id].failed);
-			rejected += kvd_read(&cstats[t][id].rejected);
-		}
+		cmd_sums(io, id, v);
+		pthread_mutex_lock(&cbase_lock);
+		calls = v[0] - cbase[id][0];
+		usec = v[1] - cbase[id][1];
+		failed = v[2] - cbase[id][2];
+		rejected = v[3] - cbase[id][3];
+		pthread_mutex_unlock(&cbase_lock);
 		if (!calls && !rejected)
 			continue;
 		kvd_info_line(
