@@ -104,7 +104,7 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv);
  * apply what can change at run time: log-level, log-file, idle-timeout,
  * request-timeout, output-timeout, max-clients, max-output,
  * reaper-interval-ms, flush-interval-ms, slowlog-log-slower-than,
- * slowlog-max-len, and the TLS certificate options (tls-cert-file ...
+ * slowlog-max-len, pubsub-max-output, and the TLS certificate options (tls-cert-file ...
  * tls-prefer-server-ciphers: main.c then builds a new TLS context).  Other changes are logged as
  * needing a restart.  A configuration that no longer parses changes
  * nothing.  0 or -1. */

@@ -465,6 +465,24 @@ class Config(unittest.TestCase):
             self.assertIn("slowlog-max-len 33\n", f.read())
 
 
+class IdleTimeout(unittest.TestCase):
+    def test_subscriber_not_closed_when_idle(self):
+        """idle-timeout closes an idle connection, but not a subscriber,
+        whose idleness is waiting for messages (as Redis's timeout)."""
+        with Server(threads=2, resp=True, args=["--idle-timeout", "1"]) as srv:
+            sub = Raw(srv.resp_port)
+            self.assertEqual(sub.call("SUBSCRIBE", "quiet"), [b"subscribe", b"quiet", 1])
+            idle = Raw(srv.resp_port)
+            self.assertEqual(idle.call("PING"), b"PONG")
+            self.assertTrue(idle.closed(timeout=15))
+            time.sleep(1.5)  # past the timeout for the subscriber too
+            pub = Raw(srv.resp_port)
+            self.assertEqual(pub.call("PUBLISH", "quiet", "still here"), 1)
+            self.assertEqual(sub.reply(), [b"message", b"quiet", b"still here"])
+            for c in (sub, pub):
+                c.close()
+
+
 class NoConfigFile(unittest.TestCase):
     def test_rewrite_without_config_file(self):
         with Server(threads=1, resp=True) as srv:
