@@ -701,9 +701,10 @@ static int txn_read_lines(struct txn *t, const char *path)
 	while (p && p < end && !rc) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		size_t used = n && p[n - 1] == '\r' ? n - 1 : n; /* CRLF */
 
-		if (strspn(p, " \t\r") < n)
-			rc = txn_line(t, p, n);
+		if (strspn(p, " \t\r") < used)
+			rc = txn_line(t, p, used);
 		p += n + 1;
 	}
 	kv_buf_free(&b);

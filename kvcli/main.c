@@ -34,16 +34,15 @@
 
 /* ===================== Arguments ===================== */
 
+/* "-5", and "-0.25" or "-.5" (incrbyfloat's): a number, not an option;
+ * no option's name starts with a digit or a dot. */
 static int is_number(const char *s)
 {
 	if (*s == '-' || *s == '+')
 		s++;
-	if (!*s)
-		return 0;
-	for (; *s; s++)
-		if (*s < '0' || *s > '9')
-			return 0;
-	return 1;
+	if (*s == '.')
+		s++;
+	return *s >= '0' && *s <= '9';
 }
 
 static int find_opt(const struct cli_opt *opts, const char *s, size_t n,

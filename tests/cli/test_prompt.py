@@ -96,6 +96,18 @@ class Prompt(unittest.TestCase):
         self.wait_for(lambda s: "PONG" not in s and
                       s.strip() == self.prompt.strip(), "a cleared screen")
 
+    def test_tab_completes_version_2_commands(self):
+        self.start()
+        self.keys("incrbyf", "Tab")
+        self.wait_for(lambda s: self.prompt + "incrbyfloat" in s,
+                      "incrbyfloat completed")
+        self.keys("C-u", "txn --if-a", "Tab")
+        self.wait_for(lambda s: "txn --if-absent" in s, "--if-absent completed")
+        self.keys("C-u", "bitcount k 0 -1 --b", "Tab")
+        self.wait_for(lambda s: "bitcount k 0 -1 --bit" in s, "--bit completed")
+        self.keys("Enter")
+        self.wait_for(lambda s: "(integer) " in s, "an integer")
+
     def test_history_kept_after_ctrl_c(self):
         hist = os.path.join(self.home, ".kvcli_history")
         self.start()
