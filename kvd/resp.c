@@ -772,6 +772,8 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		if ((d->arity > 0 && r->argc != (uint32_t)d->arity) ||
 		    (d->arity < 0 && r->argc < (uint32_t)-d->arity))
 			err = resp_arity_error(r, d->name);
+		else if (id == RESP_CMD_OBJECT && (err = resp_object_check(r)))
+			; /* a subcommand's refusal, before MULTI queues it */
 		else if (kvd_auth_resp_disabled((unsigned)id))
 			err = "ERR this command is disabled by the server's "
 			      "configuration (disable-commands)";

@@ -205,10 +205,24 @@ static const char *sub_arity(struct resp_req *r, const char *cmd,
 	return resp_arity_error(r, name);
 }
 
+static const char *const object_subs[] = {"encoding", "freq", "idletime",
+					  "refcount"};
+
+const char *resp_object_check(struct resp_req *r)
+{
+	for (size_t i = 0; i < sizeof(object_subs) / sizeof(object_subs[0]);
+	     i++)
+		if (resp_eq(r->a[1], object_subs[i]))
+			return r->argc == 3
+				   ? NULL
+				   : sub_arity(r, "object", object_subs[i]);
+	if (resp_eq(r->a[1], "help"))
+		return r->argc == 2 ? NULL : sub_arity(r, "object", "help");
+	return resp_subcmd_error(r, "OBJECT");
+}
+
 const char *resp_object(struct kvd_conn *c, struct resp_req *r)
 {
-	static const char *const subs[] = {"encoding", "freq", "idletime",
-					   "refcount"};
 	static const char *const help[] = {
 	    "ENCODING <key>",
 	    "    Return the kind of internal representation used in order to "
@@ -229,20 +243,16 @@ const char *resp_object(struct kvd_conn *c, struct resp_req *r)
 	    "    <key>.",
 	    NULL};
 
-	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
-		if (!resp_eq(r->a[1], subs[i]))
-			continue;
-		if (r->argc != 3)
-			return sub_arity(r, "object", subs[i]);
-		return object_key(c, r, subs[i]);
-	}
-	if (resp_eq(r->a[1], "help")) {
-		if (r->argc != 2)
-			return sub_arity(r, "object", "help");
-		add_help(c, "OBJECT", help);
-		return NULL;
-	}
-	return resp_subcmd_error(r, "OBJECT");
+	const char *err = resp_object_check(r);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < sizeof(object_subs) / sizeof(object_subs[0]);
+	     i++)
+		if (resp_eq(r->a[1], object_subs[i]))
+			return object_key(c, r, object_subs[i]);
+	add_help(c, "OBJECT", help);
+	return NULL;
 }
 
 /* ===================== WAIT, LATENCY ===================== */
