@@ -181,6 +181,26 @@ class Multi(unittest.TestCase):
         with self.assertRaises(redis.ResponseError):
             r.rename("nothing", "x")
 
+    def test_redis_py_bitfield(self):
+        """BITFIELD as redis-py builds it: SET answers the old value,
+        INCRBY the new one, wrapped, saturated, or nil under FAIL (the
+        field then unchanged); the key keeps its TTL; inside a pipeline's
+        transaction too."""
+        r = self.client()
+        r.set("bf", "", ex=100)
+        bf = r.bitfield("bf").set("u8", 0, 200).incrby("u8", 0, 100)
+        bf = bf.overflow("SAT").incrby("u8", 0, 250).incrby("i8", 8, -200)
+        bf = bf.overflow("FAIL").incrby("u8", 0, 1).get("u8", 0)
+        self.assertEqual(bf.execute(), [0, 44, 255, -128, None, 255])
+        self.assertEqual(r.get("bf"), b"\xff\x80")
+        self.assertGreater(r.ttl("bf"), 90)
+        p = r.pipeline()
+        p.bitfield("bf").set("u4", "#1", 7).execute()
+        p.get("bf")
+        self.assertEqual(p.execute(), [[15], b"\xf7\x80"])
+        self.assertEqual(r.execute_command("BITFIELD_RO", "bf", "GET", "u4", 4,
+                                           "GET", "u4", 0), [7, 15])
+
     def test_errors_and_discard(self):
         a = Raw(self.srv.resp_port)
         self.assertEqual(a.call("MULTI"), b"OK")
