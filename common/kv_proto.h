@@ -44,7 +44,12 @@
 	X(GETDEL, 17, W)                                                       \
 	X(FLUSHALL, 18, W)                                                     \
 	X(AUTH, 19, A)                                                         \
-	X(BACKUP, 20, A)
+	X(BACKUP, 20, A)                                                       \
+	X(REPLSYNC, 40, A)                                                     \
+	X(REPLPULL, 41, A)                                                     \
+	X(REPLSNAP, 42, A)                                                     \
+	X(REPLICAOF, 43, A)                                                    \
+	X(WAIT, 44, A)
 
 enum kv_op {
 #define KV_OP_ENUM(name, num, kind) KV_OP_##name = num,

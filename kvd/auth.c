@@ -82,11 +82,11 @@ static int read_password(struct kvd_config *cfg, char *err, size_t errlen)
 /* Bits of the native operations and of the RESP commands refused.  Written
  * once by kvd_auth_setup, before any io thread exists (disable-commands is
  * not reloadable), read-only after. */
-static uint32_t op_off;
+static uint64_t op_off;
 #define RESP_OFF_WORDS ((RESP_NCMDS + 63) / 64)
 static uint64_t resp_off[RESP_OFF_WORDS];
 
-_Static_assert(KV_OP_MAX <= 32, "op_off and resp.h's KVO bits are 32 bits");
+_Static_assert(KV_OP_MAX <= 64, "op_off and resp.h's KVO bits are 64 bits");
 
 static int name_is(const char *name, const char *p, size_t n)
 {
@@ -102,7 +102,7 @@ static int disable_name(const char *p, size_t n, uint64_t *resp_named)
 
 	for (unsigned op = 1; op < KV_OP_MAX; op++)
 		if (kv_op_name(op) && name_is(kv_op_name(op), p, n)) {
-			op_off |= 1u << op;
+			op_off |= 1ull << op;
 			known = 1;
 		}
 	for (unsigned i = 0; i < RESP_NCMDS; i++)
@@ -147,7 +147,7 @@ static int setup_disabled(const struct kvd_config *cfg, char *err,
 
 int kvd_auth_op_disabled(unsigned op)
 {
-	return op < 32 && (op_off >> op) & 1;
+	return op < 64 && (op_off >> op) & 1;
 }
 
 int kvd_auth_resp_disabled(unsigned id)

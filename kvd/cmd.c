@@ -18,6 +18,7 @@
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
+#include "repl.h"
 #include "router.h"
 #include "stats.h"
 #include "write.h"
@@ -424,6 +425,13 @@ static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 	return KV_OK;
 }
 
+/* REPLSYNC, REPLPULL, REPLSNAP, WAIT: answered by the replication
+ * sender (repl.c), in order; REPLICAOF at once. */
+static int op_repl(struct kvd_conn *c, struct kvd_req *r)
+{
+	return kvd_repl_native(c, r);
+}
+
 /* ===================== Writes ===================== */
 
 static int op_put(struct kvd_conn *c, struct kvd_req *r)
@@ -612,6 +620,11 @@ static const struct op_desc ops[KV_OP_MAX] = {
     [KV_OP_FLUSHALL] = {op_flushall, 1, 0, 0},
     [KV_OP_AUTH] = {op_auth, 0, 1, 1},
     [KV_OP_BACKUP] = {op_backup, 0, 1, 1},
+    [KV_OP_REPLSYNC] = {op_repl, 0, 5, 5},
+    [KV_OP_REPLPULL] = {op_repl, 0, 2, 2},
+    [KV_OP_REPLSNAP] = {op_repl, 0, 3, 3},
+    [KV_OP_REPLICAOF] = {op_repl, 0, 2, 2},
+    [KV_OP_WAIT] = {op_repl, 0, 2, 2},
 };
 
 /* May read r run now although writes of this connection are in flight?
@@ -635,6 +648,7 @@ static int reads_free(struct kvd_conn *c, struct kvd_req *r)
 		return 1;
 	case KV_OP_SCAN:
 	case KV_OP_COUNT:
+	case KV_OP_WAIT:
 	case KV_OP_BACKUP: /* sees every earlier write, of any key */ return 0;
 	default: /* HELLO, PING, STATS, AUTH: no keys */ return 1;
 	}
@@ -659,6 +673,8 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 		return -1;
 	if (d->write && c->io->srv->cfg->read_only)
 		return KV_READ_ONLY;
+	if (d->write && (rc = kvd_repl_write_ok()))
+		return rc;
 	if (kvd_auth_op_disabled(r->op))
 		return KV_DISABLED;
 	rc = d->fn(c, r);
@@ -667,7 +683,9 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 	if (rc == KV_OK && !d->write && r->op != KV_OP_BACKUP) {
 		if (r->op != KV_OP_AUTH)
 			kvd_count_now(&c->io->stats, r->op, KV_OK);
-		if (was_pending)
+		/* (a request queued for the replication sender wrote
+		 * nothing here: its reply comes in its own place) */
+		if (was_pending && c->out.len > mark)
 			kvd_conn_defer(c, mark, r->op);
 	}
 	return rc;
