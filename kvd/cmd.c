@@ -425,6 +425,12 @@ static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 	return KV_OK;
 }
 
+static int repl_async(unsigned op)
+{
+	return op == KV_OP_REPLSYNC || op == KV_OP_REPLPULL ||
+	       op == KV_OP_REPLSNAP || op == KV_OP_WAIT;
+}
+
 /* REPLSYNC, REPLPULL, REPLSNAP, WAIT: answered by the replication
  * sender (repl.c), in order; REPLICAOF at once. */
 static int op_repl(struct kvd_conn *c, struct kvd_req *r)
@@ -678,9 +684,11 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 	if (kvd_auth_op_disabled(r->op))
 		return KV_DISABLED;
 	rc = d->fn(c, r);
-	/* BACKUP counts its own reply (backup.c, or at its completion), and
-	 * AUTH its own (op_auth: it may answer DISABLED). */
-	if (rc == KV_OK && !d->write && r->op != KV_OP_BACKUP) {
+	/* BACKUP counts its own reply (backup.c, or at its completion), AUTH
+	 * its own (op_auth: it may answer DISABLED), and the replication
+	 * sender's are counted when sent (KVD_PEND_COUNT). */
+	if (rc == KV_OK && !d->write && r->op != KV_OP_BACKUP &&
+	    !repl_async(r->op)) {
 		if (r->op != KV_OP_AUTH)
 			kvd_count_now(&c->io->stats, r->op, KV_OK);
 		/* (a request queued for the replication sender wrote

@@ -42,6 +42,10 @@
 #define PULL_WAIT_MS 1000
 /* Bytes of records or of a snapshot chunk in one reply. */
 #define REPLY_BYTES (4u << 20)
+/* The journal a replica needed when it went away is kept this long (as
+ * Redis's repl-backlog-ttl), within the backlog, so that it can come back
+ * and continue. */
+#define GONE_KEEP_MS 3600000
 /* A full copy's snapshot is dropped when its replica is silent this long. */
 #define SESSION_IDLE_MS 60000
 
@@ -98,6 +102,8 @@ static struct {
 	pthread_mutex_t tmu;
 	struct rep *reps;
 	unsigned nreps;
+	uint64_t gone[KVD_MAX_SHARDS]; /* least positions of replicas gone */
+	uint64_t gone_ms;	       /* when the last one went */
 	uint64_t next_sid;
 	atomic_uint good; /* replicas heard from within max-lag */
 	/* the sender's own */
@@ -338,7 +344,7 @@ static void job_reply(struct kvd_wreq *w, struct kv_buf *b, int native)
 	}
 	w->op.val = b->data;
 	w->op.vlen = (uint32_t)b->len;
-	w->op.status = KV_OK;
+	w->op.status = native && b->len > 5 ? b->data[5] : KV_OK;
 	memset(b, 0, sizeof(*b));
 	kvd_io_complete(w->io, w);
 }
@@ -410,19 +416,30 @@ static void rep_del(uint64_t conn_id)
 
 	if (!rp)
 		return;
+	if (rp->online) {
+		for (unsigned i = 0; i < R.srv->nshards; i++)
+			if (!R.gone[i] || rp->next[i] < R.gone[i])
+				R.gone[i] = rp->next[i];
+		R.gone_ms = mono_ms();
+	}
 	pthread_mutex_lock(&R.tmu);
 	rep_clear(rp);
 	*rp = R.reps[--R.nreps];
 	pthread_mutex_unlock(&R.tmu);
 }
 
-/* The journal every replica still needs stays (within the backlog). */
+/* The journal every replica still needs stays (within the backlog), and
+ * what one that went away needed, for a while. */
 static void update_holds(void)
 {
 	struct kvd_server *srv = R.srv;
 
+	if (R.gone_ms && mono_ms() - R.gone_ms > GONE_KEEP_MS) {
+		memset(R.gone, 0, sizeof(R.gone));
+		R.gone_ms = 0;
+	}
 	for (unsigned i = 0; i < srv->nshards; i++) {
-		uint64_t min = 0;
+		uint64_t min = R.gone[i];
 
 		for (unsigned k = 0; k < R.nreps; k++)
 			if (!min || R.reps[k].next[i] < min)
@@ -903,6 +920,7 @@ static void *sender_main(void *arg)
 		retry_waiting(last);
 		release_holds(last);
 		expire_sessions();
+		update_holds();
 		if (stop && !R.waiting && !R.held)
 			break;
 	}
@@ -1073,6 +1091,8 @@ static struct kvd_wreq *job_new(struct kvd_conn *c, unsigned op, int type)
 	w->tracked = 0;
 	pd->raw = 1;
 	pd->parts = 1;
+	if (c->proto == KVD_PROTO_NATIVE)
+		pd->aux = KVD_PEND_COUNT;
 	j = job_of(w);
 	memset(j, 0, sizeof(*j));
 	j->type = type;

@@ -91,6 +91,13 @@ EXPECT = {
                  own=lambda t: ([(FLUSHALL,), (PUT, key(t), b"x")],
                                 (BACKUP, b"own-" + t),
                                 lambda r: r == [OK, 1])),
+    # replication (docs/protocol.md): a full copy for a replica with
+    # nothing; a pull or snapshot chunk without one is refused with a text
+    "REPLSYNC": op("A", lambda t: [b"", 2, bytes(16), 0, 0], ok={OK}),
+    "REPLPULL": op("A", lambda t: [b"", bytes(16)], ok={OK, BAD_ARGS}),
+    "REPLSNAP": op("A", lambda t: [0, 0, b""], ok={BAD_ARGS}),
+    "REPLICAOF": op("A", lambda t: [None, 0], ok={OK}),
+    "WAIT": op("A", lambda t: [0, 0], ok={OK}),
 }
 
 # Operations a client may send before AUTH (protocol.md, AUTH).
