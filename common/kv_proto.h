@@ -11,7 +11,11 @@
 
 #include <stdint.h>
 
-#define KV_PROTO_VERSION 1
+/* Version 2 added TXN and the string, bit and key operations 21-32; a
+ * server speaking 2 still answers HELLO 1, and version 1's operations are
+ * unchanged (docs/protocol.md section 6). */
+#define KV_PROTO_VERSION 2
+#define KV_PROTO_MIN_VERSION 1
 #define KV_FRAME_HDR 4
 
 /* Defaults; the server's limits are configurable and reported by HELLO. */
@@ -23,7 +27,10 @@
 #define KV_SCAN_MAX_LIMIT 10000
 
 /* X(NAME, number, kind): kind R is served by the io thread from a read
- * transaction, W goes to a shard committer, A is answered on the spot. */
+ * transaction, W goes to a shard committer, A is answered on the spot, T
+ * runs other operations in an exclusive section.  Numbers 21-39 are the
+ * string, key and transaction operations; 40 and up are kept for
+ * replication. */
 #define KV_OP_LIST(X)                                                          \
 	X(HELLO, 1, A)                                                         \
 	X(PING, 2, A)                                                          \
@@ -45,6 +52,18 @@
 	X(FLUSHALL, 18, W)                                                     \
 	X(AUTH, 19, A)                                                         \
 	X(BACKUP, 20, A)                                                       \
+	X(TXN, 21, T)                                                          \
+	X(RENAME, 22, W)                                                       \
+	X(COPY, 23, W)                                                         \
+	X(GETEX, 24, W)                                                        \
+	X(INCRBYFLOAT, 25, W)                                                  \
+	X(GETRANGE, 26, R)                                                     \
+	X(SETRANGE, 27, W)                                                     \
+	X(SETBIT, 28, W)                                                       \
+	X(GETBIT, 29, R)                                                       \
+	X(BITCOUNT, 30, R)                                                     \
+	X(BITPOS, 31, R)                                                       \
+	X(BITOP, 32, W)                                                        \
 	X(REPLSYNC, 40, A)                                                     \
 	X(REPLPULL, 41, A)                                                     \
 	X(REPLSNAP, 42, A)                                                     \
@@ -65,6 +84,21 @@ enum kv_op {
 
 /* SCAN flags (sixth argument). */
 #define KV_SCAN_KEYS_ONLY 1u
+
+/* RENAME flags (third argument). */
+#define KV_RENAME_NX 1u /* only if the new name is free */
+/* COPY flags (third argument). */
+#define KV_COPY_REPLACE 1u /* overwrite an existing destination */
+/* GETEX flags (fourth argument); without either, ttl_ms is relative. */
+#define KV_GETEX_PERSIST 1u /* remove the expiry (ttl_ms must be nil) */
+#define KV_GETEX_AT 2u	    /* ttl_ms is a Unix time in milliseconds */
+/* BITCOUNT and BITPOS: the range counts bits, not bytes. */
+#define KV_BIT_RANGE_BITS 1u
+/* BITOP's operation (first argument). */
+#define KV_BITOP_AND 0u
+#define KV_BITOP_OR 1u
+#define KV_BITOP_XOR 2u
+#define KV_BITOP_NOT 3u
 
 /* "GET" for KV_OP_GET; NULL for an unknown number. */
 const char *kv_op_name(unsigned op);

@@ -13,6 +13,8 @@
 	X(OK, 0, "ok")                                                         \
 	X(NOT_FOUND, 1, "key not found")                                       \
 	X(EXISTS, 2, "key already exists")                                     \
+	X(CHECK_FAILED, 3,                                                     \
+	  "a transaction's check did not hold: nothing was applied")           \
 	X(MALFORMED, 10, "malformed request")                                  \
 	X(UNKNOWN_OP, 11, "unknown operation")                                 \
 	X(BAD_ARGS, 12, "wrong number or type of arguments")                   \
@@ -22,6 +24,9 @@
 	X(NOT_INTEGER, 16, "value is not an integer or out of range")          \
 	X(REPLY_TOO_LARGE, 17, "reply would exceed the frame size limit")      \
 	X(BAD_VERSION, 18, "unsupported protocol version")                     \
+	X(NOT_FLOAT, 19,                                                       \
+	  "value is not a valid float, or the result would be NaN or "         \
+	  "infinite")                                                          \
 	X(MAP_FULL, 20, "shard is full: its map-size limit is reached")        \
 	X(DISK_FULL, 21, "no space left on device")                            \
 	X(SHARD_FAILED, 22,                                                    \

@@ -12,7 +12,8 @@
 
 #include "auth.h"
 #include "backup.h"
-#include "cmdparse.h"
+#include "cmd.h"
+#include "committer.h"
 #include "conn.h"
 #include "kv_mp.h"
 #include "kv_status.h"
@@ -24,20 +25,18 @@
 #include "write.h"
 
 #define SCAN_DEFAULT_LIMIT 100
-/* 2^50 ms is 35,000 years: far enough, and now + ttl cannot overflow. */
-#define KVD_TTL_MAX (1ull << 50)
 
 /* ===================== Arguments ===================== */
 
-static int is_bytes(const struct kv_mp_obj *o)
+int kvd_arg_is_bytes(const struct kv_mp_obj *o)
 {
 	return o->type == KV_MP_BIN || o->type == KV_MP_STR;
 }
 
-static int arg_key(struct kvd_conn *c, const struct kv_mp_obj *o,
-		   struct kv_slice *k)
+int kvd_arg_key(struct kvd_conn *c, const struct kv_mp_obj *o,
+		struct kv_slice *k)
 {
-	if (!is_bytes(o) || o->len == 0)
+	if (!kvd_arg_is_bytes(o) || o->len == 0)
 		return KV_BAD_ARGS;
 	if (o->len > c->io->srv->cfg->max_key)
 		return KV_KEY_TOO_LARGE;
@@ -46,10 +45,10 @@ static int arg_key(struct kvd_conn *c, const struct kv_mp_obj *o,
 	return KV_OK;
 }
 
-static int arg_val(struct kvd_conn *c, const struct kv_mp_obj *o,
-		   struct kv_slice *v)
+int kvd_arg_val(struct kvd_conn *c, const struct kv_mp_obj *o,
+		struct kv_slice *v)
 {
-	if (!is_bytes(o))
+	if (!kvd_arg_is_bytes(o))
 		return KV_BAD_ARGS;
 	if (o->len > c->io->srv->cfg->max_value)
 		return KV_VALUE_TOO_LARGE;
@@ -66,15 +65,15 @@ static int arg_opt_bytes(const struct kvd_req *r, unsigned i,
 	s->n = 0;
 	if (i >= r->argc || r->a[i].type == KV_MP_NIL)
 		return KV_OK;
-	if (!is_bytes(&r->a[i]) || r->a[i].len > KV_MAX_KEY_LIMIT + 1)
+	if (!kvd_arg_is_bytes(&r->a[i]) || r->a[i].len > KV_MAX_KEY_LIMIT + 1)
 		return KV_BAD_ARGS;
 	s->p = r->a[i].p;
 	s->n = r->a[i].len;
 	return KV_OK;
 }
 
-static int arg_opt_uint(const struct kvd_req *r, unsigned i, uint64_t def,
-			uint64_t *v)
+int kvd_arg_opt_uint(const struct kvd_req *r, unsigned i, uint64_t def,
+		     uint64_t *v)
 {
 	*v = def;
 	if (i >= r->argc || r->a[i].type == KV_MP_NIL)
@@ -85,6 +84,22 @@ static int arg_opt_uint(const struct kvd_req *r, unsigned i, uint64_t def,
 	return KV_OK;
 }
 
+int kvd_arg_opt_int(const struct kvd_req *r, unsigned i, int64_t def,
+		    int64_t *v)
+{
+	*v = def;
+	if (i >= r->argc || r->a[i].type == KV_MP_NIL)
+		return KV_OK;
+	if (r->a[i].type == KV_MP_INT) {
+		*v = r->a[i].v.i;
+		return KV_OK;
+	}
+	if (r->a[i].type != KV_MP_UINT || r->a[i].v.u > INT64_MAX)
+		return KV_BAD_ARGS;
+	*v = (int64_t)r->a[i].v.u;
+	return KV_OK;
+}
+
 static uint64_t expire_at(struct kvd_conn *c, uint64_t ttl_ms)
 {
 	return ttl_ms ? c->io->now_ms + ttl_ms : 0;
@@ -92,7 +107,7 @@ static uint64_t expire_at(struct kvd_conn *c, uint64_t ttl_ms)
 
 /* ===================== Reads ===================== */
 
-static void reply_value(struct kvd_conn *c, struct kv_slice v)
+void kvd_reply_value(struct kvd_conn *c, struct kv_slice v)
 {
 	size_t off = kvd_reply_begin(c);
 
@@ -102,7 +117,7 @@ static void reply_value(struct kvd_conn *c, struct kv_slice v)
 	kvd_reply_end(c, off);
 }
 
-static void reply_uint(struct kvd_conn *c, uint64_t n)
+void kvd_reply_uint(struct kvd_conn *c, uint64_t n)
 {
 	size_t off = kvd_reply_begin(c);
 
@@ -112,7 +127,7 @@ static void reply_uint(struct kvd_conn *c, uint64_t n)
 	kvd_reply_end(c, off);
 }
 
-static void reply_int(struct kvd_conn *c, int64_t n)
+void kvd_reply_int(struct kvd_conn *c, int64_t n)
 {
 	size_t off = kvd_reply_begin(c);
 
@@ -122,11 +137,19 @@ static void reply_int(struct kvd_conn *c, int64_t n)
 	kvd_reply_end(c, off);
 }
 
+/* GET, TTL, DEL, GETDEL: one key. */
+static int check_key(struct kvd_conn *c, struct kvd_req *r)
+{
+	struct kv_slice k;
+
+	return kvd_arg_key(c, &r->a[0], &k);
+}
+
 static int op_get(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kv_slice k, v;
-	int rc = arg_key(c, &r->a[0], &k);
+	int rc = kvd_arg_key(c, &r->a[0], &k);
 
 	if (rc)
 		return rc;
@@ -135,7 +158,7 @@ static int op_get(struct kvd_conn *c, struct kvd_req *r)
 			   k.p, k.n, io->now_ms, &v);
 	if (rc != KV_OK)
 		return rc;
-	reply_value(c, v);
+	kvd_reply_value(c, v);
 	return KV_OK;
 }
 
@@ -144,7 +167,7 @@ static int op_ttl(struct kvd_conn *c, struct kvd_req *r)
 	struct kvd_io *io = c->io;
 	struct kv_slice k;
 	int64_t ttl;
-	int rc = arg_key(c, &r->a[0], &k);
+	int rc = kvd_arg_key(c, &r->a[0], &k);
 
 	if (rc)
 		return rc;
@@ -153,7 +176,7 @@ static int op_ttl(struct kvd_conn *c, struct kvd_req *r)
 			   k.p, k.n, io->now_ms, &ttl);
 	if (rc != KV_OK)
 		return rc;
-	reply_int(c, ttl);
+	kvd_reply_int(c, ttl);
 	return KV_OK;
 }
 
@@ -168,10 +191,16 @@ static int check_keys(struct kvd_conn *c, struct kvd_req *r, unsigned from)
 	kvd_argit_init(r, from, &it);
 	for (uint32_t i = from; i < r->argc; i++) {
 		kvd_argit_next(&it, &o);
-		if ((rc = arg_key(c, &o, &k)))
+		if ((rc = kvd_arg_key(c, &o, &k)))
 			return rc;
 	}
 	return KV_OK;
+}
+
+/* MGET, EXISTS, MDEL: keys only. */
+static int check_all_keys(struct kvd_conn *c, struct kvd_req *r)
+{
+	return check_keys(c, r, 0);
 }
 
 /* The reply is checked against max-frame-size as it grows, not once built:
@@ -238,7 +267,7 @@ static int op_exists(struct kvd_conn *c, struct kvd_req *r)
 		else if (rc != KV_NOT_FOUND)
 			return rc;
 	}
-	reply_uint(c, n);
+	kvd_reply_uint(c, n);
 	return KV_OK;
 }
 
@@ -277,8 +306,8 @@ static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 	if ((rc = arg_opt_bytes(r, 0, &sc.prefix)) ||
 	    (rc = arg_opt_bytes(r, 1, &sc.start)) ||
 	    (rc = arg_opt_bytes(r, 2, &sc.end)) ||
-	    (rc = arg_opt_uint(r, 3, SCAN_DEFAULT_LIMIT, &limit)) ||
-	    (rc = arg_opt_uint(r, 4, 0, &flags)))
+	    (rc = kvd_arg_opt_uint(r, 3, SCAN_DEFAULT_LIMIT, &limit)) ||
+	    (rc = kvd_arg_opt_uint(r, 4, 0, &flags)))
 		return rc;
 	if (limit == 0 || (flags & ~(uint64_t)KV_SCAN_KEYS_ONLY))
 		return KV_BAD_ARGS;
@@ -326,7 +355,7 @@ static int op_count(struct kvd_conn *c, struct kvd_req *r)
 	rc = kvd_reader_count(c->io->reader, prefix, c->io->now_ms, &n);
 	if (rc)
 		return rc;
-	reply_uint(c, n);
+	kvd_reply_uint(c, n);
 	return KV_OK;
 }
 
@@ -339,7 +368,8 @@ static int op_hello(struct kvd_conn *c, struct kvd_req *r)
 
 	/* version? is optional: omitted or nil (protocol.md section 4) */
 	if (r->argc >= 1 && r->a[0].type != KV_MP_NIL &&
-	    (r->a[0].type != KV_MP_UINT || r->a[0].v.u != KV_PROTO_VERSION))
+	    (r->a[0].type != KV_MP_UINT || r->a[0].v.u < KV_PROTO_MIN_VERSION ||
+	     r->a[0].v.u > KV_PROTO_VERSION))
 		return KV_BAD_VERSION;
 	off = kvd_reply_begin(c);
 	kv_mp_array(&c->out, 2);
@@ -374,7 +404,7 @@ static int op_ping(struct kvd_conn *c, struct kvd_req *r)
 		kvd_reply_status(c, KV_OK, NULL);
 		return KV_OK;
 	}
-	if (!is_bytes(&r->a[0]))
+	if (!kvd_arg_is_bytes(&r->a[0]))
 		return KV_BAD_ARGS;
 	off = kvd_reply_begin(c);
 	kv_mp_array(&c->out, 2);
@@ -400,7 +430,7 @@ static int op_backup(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kv_slice dir = {r->a[0].p, r->a[0].len};
 
-	if (!is_bytes(&r->a[0]))
+	if (!kvd_arg_is_bytes(&r->a[0]))
 		return KV_BAD_ARGS;
 	return kvd_backup_start(c, dir);
 }
@@ -411,7 +441,7 @@ static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 {
 	int st = KV_OK;
 
-	if (!is_bytes(&r->a[0]))
+	if (!kvd_arg_is_bytes(&r->a[0]))
 		return KV_BAD_ARGS;
 	if (!c->io->srv->cfg->requirepass[0]) {
 		st = KV_DISABLED;
@@ -440,60 +470,101 @@ static int op_repl(struct kvd_conn *c, struct kvd_req *r)
 
 /* ===================== Writes ===================== */
 
-static int op_put(struct kvd_conn *c, struct kvd_req *r)
-{
+struct put_args {
 	struct kv_slice k, v;
 	uint64_t ttl, flags;
+};
+
+static int put_args(struct kvd_conn *c, struct kvd_req *r, struct put_args *a)
+{
 	int rc;
 
-	if ((rc = arg_key(c, &r->a[0], &k)) ||
-	    (rc = arg_val(c, &r->a[1], &v)) ||
-	    (rc = arg_opt_uint(r, 2, 0, &ttl)) ||
-	    (rc = arg_opt_uint(r, 3, 0, &flags)))
+	if ((rc = kvd_arg_key(c, &r->a[0], &a->k)) ||
+	    (rc = kvd_arg_val(c, &r->a[1], &a->v)) ||
+	    (rc = kvd_arg_opt_uint(r, 2, 0, &a->ttl)) ||
+	    (rc = kvd_arg_opt_uint(r, 3, 0, &a->flags)))
 		return rc;
-	if ((flags & ~(uint64_t)(KV_PUT_NX | KV_PUT_XX | KV_PUT_KEEPTTL)) ||
-	    (flags & (KV_PUT_NX | KV_PUT_XX)) == (KV_PUT_NX | KV_PUT_XX) ||
-	    ttl > KVD_TTL_MAX)
+	if ((a->flags & ~(uint64_t)(KV_PUT_NX | KV_PUT_XX | KV_PUT_KEEPTTL)) ||
+	    (a->flags & (KV_PUT_NX | KV_PUT_XX)) == (KV_PUT_NX | KV_PUT_XX) ||
+	    a->ttl > KVD_TTL_MAX)
 		return KV_BAD_ARGS;
-	return kvd_write_one(c, r->op, KVD_W_PUT, k, v, expire_at(c, ttl),
-			     (uint8_t)flags, 0);
+	return KV_OK;
 }
 
-static int op_key_write(struct kvd_conn *c, struct kvd_req *r)
+static int check_put(struct kvd_conn *c, struct kvd_req *r)
 {
-	static const struct kv_slice none;
-	struct kv_slice k, v = none;
+	struct put_args a;
+
+	return put_args(c, r, &a);
+}
+
+static int op_put(struct kvd_conn *c, struct kvd_req *r)
+{
+	struct put_args a;
+	int rc = put_args(c, r, &a);
+
+	if (rc)
+		return rc;
+	return kvd_write_one(c, r->op, KVD_W_PUT, a.k, a.v, expire_at(c, a.ttl),
+			     (uint8_t)a.flags, 0);
+}
+
+struct key_write {
+	struct kv_slice k, v;
 	enum kvd_wkind kind;
-	uint64_t ttl = 0;
-	int64_t delta = 0;
+	uint64_t ttl;
+	int64_t delta;
+};
+
+/* DEL, GETDEL, INCR, APPEND, EXPIRE */
+static int key_write_args(struct kvd_conn *c, struct kvd_req *r,
+			  struct key_write *w)
+{
 	int rc;
 
-	if ((rc = arg_key(c, &r->a[0], &k)))
+	memset(w, 0, sizeof(*w));
+	if ((rc = kvd_arg_key(c, &r->a[0], &w->k)))
 		return rc;
 	switch (r->op) {
-	case KV_OP_DEL: kind = KVD_W_DEL; break;
-	case KV_OP_GETDEL: kind = KVD_W_GETDEL; break;
+	case KV_OP_DEL: w->kind = KVD_W_DEL; break;
+	case KV_OP_GETDEL: w->kind = KVD_W_GETDEL; break;
 	case KV_OP_INCR:
-		kind = KVD_W_INCR;
+		w->kind = KVD_W_INCR;
 		if (r->a[1].type != KV_MP_UINT && r->a[1].type != KV_MP_INT)
 			return KV_BAD_ARGS;
 		if (r->a[1].type == KV_MP_UINT && r->a[1].v.u > INT64_MAX)
 			return KV_NOT_INTEGER;
-		delta = r->a[1].v.i;
+		w->delta = r->a[1].v.i;
 		break;
 	case KV_OP_APPEND:
-		kind = KVD_W_APPEND;
-		if ((rc = arg_val(c, &r->a[1], &v)))
-			return rc;
-		break;
+		w->kind = KVD_W_APPEND;
+		return kvd_arg_val(c, &r->a[1], &w->v);
 	default: /* EXPIRE */
-		kind = KVD_W_EXPIRE;
+		w->kind = KVD_W_EXPIRE;
 		if (r->a[1].type != KV_MP_UINT || r->a[1].v.u > KVD_TTL_MAX)
 			return KV_BAD_ARGS;
-		ttl = r->a[1].v.u;
+		w->ttl = r->a[1].v.u;
 		break;
 	}
-	return kvd_write_one(c, r->op, kind, k, v, expire_at(c, ttl), 0, delta);
+	return KV_OK;
+}
+
+static int check_key_write(struct kvd_conn *c, struct kvd_req *r)
+{
+	struct key_write w;
+
+	return key_write_args(c, r, &w);
+}
+
+static int op_key_write(struct kvd_conn *c, struct kvd_req *r)
+{
+	struct key_write w;
+	int rc = key_write_args(c, r, &w);
+
+	if (rc)
+		return rc;
+	return kvd_write_one(c, r->op, w.kind, w.k, w.v, expire_at(c, w.ttl), 0,
+			     w.delta);
 }
 
 /* Items of MPUT (key, value pairs after the TTL) and MDEL (keys). */
@@ -524,6 +595,30 @@ static void next_item(void *arg, uint32_t i, struct kv_slice *k,
 	}
 }
 
+/* MPUT: the TTL, then pairs, every one checked. */
+static int check_mput(struct kvd_conn *c, struct kvd_req *r)
+{
+	struct kv_slice k, v;
+	struct kv_mp_obj o;
+	struct kvd_argit it;
+	uint64_t ttl = 0;
+	int rc;
+
+	if ((r->argc - 1) % 2 || kvd_arg_opt_uint(r, 0, 0, &ttl) ||
+	    ttl > KVD_TTL_MAX)
+		return KV_BAD_ARGS;
+	kvd_argit_init(r, 1, &it);
+	for (uint32_t i = 1; i < r->argc; i += 2) {
+		kvd_argit_next(&it, &o);
+		if ((rc = kvd_arg_key(c, &o, &k)))
+			return rc;
+		kvd_argit_next(&it, &o);
+		if ((rc = kvd_arg_val(c, &o, &v)))
+			return rc;
+	}
+	return KV_OK;
+}
+
 static int op_multi_write(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct items its = {r, {0}, 0, r->op == KV_OP_MPUT};
@@ -534,18 +629,18 @@ static int op_multi_write(struct kvd_conn *c, struct kvd_req *r)
 	int rc;
 
 	its.first = its.put ? 1 : 0;
-	if (its.put && ((r->argc - 1) % 2 || arg_opt_uint(r, 0, 0, &ttl) ||
+	if (its.put && ((r->argc - 1) % 2 || kvd_arg_opt_uint(r, 0, 0, &ttl) ||
 			ttl > KVD_TTL_MAX))
 		return KV_BAD_ARGS;
 	/* Every item is checked before any is queued: never half applied. */
 	kvd_argit_init(r, its.first, &it);
 	for (uint32_t i = its.first; i < r->argc; i += its.put ? 2 : 1) {
 		kvd_argit_next(&it, &o);
-		if ((rc = arg_key(c, &o, &k)))
+		if ((rc = kvd_arg_key(c, &o, &k)))
 			return rc;
 		if (its.put) {
 			kvd_argit_next(&it, &o);
-			if ((rc = arg_val(c, &o, &v)))
+			if ((rc = kvd_arg_val(c, &o, &v)))
 				return rc;
 		}
 	}
@@ -559,32 +654,24 @@ static int op_flushall(struct kvd_conn *c, struct kvd_req *r)
 	return kvd_write_all(c, r->op, KVD_W_FLUSH);
 }
 
-void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
+void kvd_cmd_write_reply(struct kvd_conn *c, unsigned op, int st,
+			 int64_t result, const uint8_t *val, size_t vlen)
 {
-	int st = pd->status;
-
-	/* A DEL of an absent key answers NOT_FOUND: count it as answered. */
-	if (pd->op == KV_OP_DEL && st == KV_OK && !pd->result)
-		st = KV_NOT_FOUND;
-	kvd_count_reply(&c->io->stats, pd->op, st);
-	kvd_count_latency(&c->io->stats, pd->op, c->io->turn_ns - pd->t0_ns, 1);
 	if (st >= KV_MALFORMED) {
 		kvd_reply_status(c, st, NULL);
 		return;
 	}
-	switch (pd->op) {
+	switch (op) {
 	case KV_OP_DEL:
-		kvd_reply_status(c, pd->result ? KV_OK : KV_NOT_FOUND, NULL);
+		kvd_reply_status(c, result ? KV_OK : KV_NOT_FOUND, NULL);
 		break;
 	case KV_OP_MDEL:
 	case KV_OP_APPEND:
-	case KV_OP_BACKUP: reply_uint(c, (uint64_t)pd->result); break;
-	case KV_OP_INCR: reply_int(c, pd->result); break;
+	case KV_OP_BACKUP: kvd_reply_uint(c, (uint64_t)result); break;
+	case KV_OP_INCR: kvd_reply_int(c, result); break;
 	case KV_OP_GETDEL:
 		if (st == KV_OK) {
-			struct kv_slice v = {pd->val, pd->vlen};
-
-			reply_value(c, v);
+			kvd_reply_value(c, (struct kv_slice){val, vlen});
 			break;
 		}
 		/* fall through */
@@ -594,44 +681,85 @@ void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 	}
 }
 
+void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
+{
+	int st = pd->status;
+
+	if (pd->op == KVD_OP_SILENT) /* answered by its request */
+		return;
+	/* A DEL of an absent key answers NOT_FOUND: count it as answered. */
+	if (pd->op == KV_OP_DEL && st == KV_OK && !pd->result)
+		st = KV_NOT_FOUND;
+	kvd_count_reply(&c->io->stats, pd->op, st);
+	kvd_count_latency(&c->io->stats, pd->op, c->io->turn_ns - pd->t0_ns, 1);
+	kvd_cmd_write_reply(c, pd->op, st, pd->result, pd->val, pd->vlen);
+}
+
 /* ===================== Dispatch ===================== */
 
-typedef int (*op_fn)(struct kvd_conn *c, struct kvd_req *r);
-
-struct op_desc {
-	op_fn fn;
-	uint8_t write;
-	uint32_t min, max; /* argument count */
-};
-
 #define VAR UINT32_MAX
-static const struct op_desc ops[KV_OP_MAX] = {
-    [KV_OP_HELLO] = {op_hello, 0, 0, 1},
-    [KV_OP_PING] = {op_ping, 0, 0, 1},
-    [KV_OP_GET] = {op_get, 0, 1, 1},
-    [KV_OP_PUT] = {op_put, 1, 2, 4},
-    [KV_OP_DEL] = {op_key_write, 1, 1, 1},
-    [KV_OP_MGET] = {op_mget, 0, 1, VAR},
-    [KV_OP_MPUT] = {op_multi_write, 1, 3, VAR},
-    [KV_OP_MDEL] = {op_multi_write, 1, 1, VAR},
-    [KV_OP_EXISTS] = {op_exists, 0, 1, VAR},
-    [KV_OP_SCAN] = {op_scan, 0, 0, 5},
-    [KV_OP_COUNT] = {op_count, 0, 0, 1},
-    [KV_OP_STATS] = {op_stats, 0, 0, 0},
-    [KV_OP_INCR] = {op_key_write, 1, 2, 2},
-    [KV_OP_APPEND] = {op_key_write, 1, 2, 2},
-    [KV_OP_EXPIRE] = {op_key_write, 1, 2, 2},
-    [KV_OP_TTL] = {op_ttl, 0, 1, 1},
-    [KV_OP_GETDEL] = {op_key_write, 1, 1, 1},
-    [KV_OP_FLUSHALL] = {op_flushall, 1, 0, 0},
-    [KV_OP_AUTH] = {op_auth, 0, 1, 1},
-    [KV_OP_BACKUP] = {op_backup, 0, 1, 1},
-    [KV_OP_REPLSYNC] = {op_repl, 0, 5, 5},
-    [KV_OP_REPLPULL] = {op_repl, 0, 2, 2},
-    [KV_OP_REPLSNAP] = {op_repl, 0, 3, 3},
-    [KV_OP_REPLICAOF] = {op_repl, 0, 2, 2},
-    [KV_OP_WAIT] = {op_repl, 0, 2, 2},
+#define ANSWER(fn, min, max)                                                   \
+	{                                                                      \
+		fn, NULL, OPH_ANSWER, 0, 0, min, max                           \
+	}
+#define READ(fn, check, min, max)                                              \
+	{                                                                      \
+		fn, check, OPH_READ, 0, 1, min, max                            \
+	}
+#define WRITE(fn, check, min, max)                                             \
+	{                                                                      \
+		fn, check, OPH_WRITE, 1, 1, min, max                           \
+	}
+#define SECTION(fn, check, min, max)                                           \
+	{                                                                      \
+		fn, check, OPH_SECTION, 1, 1, min, max                         \
+	}
+static const struct kvd_op_desc ops[KV_OP_MAX] = {
+    [KV_OP_HELLO] = ANSWER(op_hello, 0, 1),
+    [KV_OP_PING] = ANSWER(op_ping, 0, 1),
+    [KV_OP_GET] = READ(op_get, check_key, 1, 1),
+    [KV_OP_PUT] = WRITE(op_put, check_put, 2, 4),
+    [KV_OP_DEL] = WRITE(op_key_write, check_key_write, 1, 1),
+    [KV_OP_MGET] = READ(op_mget, check_all_keys, 1, VAR),
+    [KV_OP_MPUT] = WRITE(op_multi_write, check_mput, 3, VAR),
+    [KV_OP_MDEL] = WRITE(op_multi_write, check_all_keys, 1, VAR),
+    [KV_OP_EXISTS] = READ(op_exists, check_all_keys, 1, VAR),
+    [KV_OP_SCAN] = {op_scan, NULL, OPH_READ, 0, 0, 0, 5},
+    [KV_OP_COUNT] = {op_count, NULL, OPH_READ, 0, 0, 0, 1},
+    [KV_OP_STATS] = ANSWER(op_stats, 0, 0),
+    [KV_OP_INCR] = WRITE(op_key_write, check_key_write, 2, 2),
+    [KV_OP_APPEND] = WRITE(op_key_write, check_key_write, 2, 2),
+    [KV_OP_EXPIRE] = WRITE(op_key_write, check_key_write, 2, 2),
+    [KV_OP_TTL] = READ(op_ttl, check_key, 1, 1),
+    [KV_OP_GETDEL] = WRITE(op_key_write, check_key_write, 1, 1),
+    [KV_OP_FLUSHALL] = {op_flushall, NULL, OPH_WRITE, 1, 0, 0, 0},
+    [KV_OP_AUTH] = ANSWER(op_auth, 1, 1),
+    [KV_OP_BACKUP] = ANSWER(op_backup, 1, 1),
+    /* TXN checks its sub-requests itself, read-only mode included */
+    [KV_OP_TXN] = {kvd_op_txn, NULL, OPH_SECTION, 0, 0, 1, VAR},
+    [KV_OP_RENAME] = SECTION(kvd_op_rename, kvd_check_rename, 2, 3),
+    [KV_OP_COPY] = SECTION(kvd_op_rename, kvd_check_rename, 2, 3),
+    [KV_OP_GETEX] = SECTION(kvd_op_getex, kvd_check_getex, 1, 3),
+    [KV_OP_INCRBYFLOAT] =
+	SECTION(kvd_op_incrbyfloat, kvd_check_incrbyfloat, 2, 2),
+    [KV_OP_GETRANGE] = READ(kvd_op_getrange, kvd_check_getrange, 3, 3),
+    [KV_OP_SETRANGE] = SECTION(kvd_op_setrange, kvd_check_setrange, 3, 3),
+    [KV_OP_SETBIT] = SECTION(kvd_op_setbit, kvd_check_setbit, 3, 3),
+    [KV_OP_GETBIT] = READ(kvd_op_getbit, kvd_check_getbit, 2, 2),
+    [KV_OP_BITCOUNT] = READ(kvd_op_bitcount, kvd_check_bitcount, 1, 4),
+    [KV_OP_BITPOS] = READ(kvd_op_bitpos, kvd_check_bitpos, 2, 5),
+    [KV_OP_BITOP] = SECTION(kvd_op_bitop, kvd_check_bitop, 3, VAR),
+    [KV_OP_REPLSYNC] = ANSWER(op_repl, 5, 5),
+    [KV_OP_REPLPULL] = ANSWER(op_repl, 2, 2),
+    [KV_OP_REPLSNAP] = ANSWER(op_repl, 3, 3),
+    [KV_OP_REPLICAOF] = ANSWER(op_repl, 2, 2),
+    [KV_OP_WAIT] = ANSWER(op_repl, 2, 2),
 };
+
+const struct kvd_op_desc *kvd_op_desc(unsigned op)
+{
+	return op < KV_OP_MAX ? &ops[op] : &ops[0];
+}
 
 /* May read r run now although writes of this connection are in flight?
  * Only if none of them can touch what it reads (conn.h). */
@@ -642,7 +770,11 @@ static int reads_free(struct kvd_conn *c, struct kvd_req *r)
 
 	switch (r->op) {
 	case KV_OP_GET:
-	case KV_OP_TTL: return !kvd_conn_key_busy(c, r->a[0].p, r->a[0].len);
+	case KV_OP_TTL:
+	case KV_OP_GETRANGE:
+	case KV_OP_GETBIT:
+	case KV_OP_BITCOUNT:
+	case KV_OP_BITPOS: return !kvd_conn_key_busy(c, r->a[0].p, r->a[0].len);
 	case KV_OP_MGET:
 	case KV_OP_EXISTS:
 		kvd_argit_init(r, 0, &it);
@@ -660,11 +792,29 @@ static int reads_free(struct kvd_conn *c, struct kvd_req *r)
 	}
 }
 
+/* A read never sees an exclusive section (TXN, RENAME, RESP's EXEC) half
+ * applied across shards: if one ran meanwhile, its reply is dropped and
+ * it runs again (a relaxed look before and after: sections are rare). */
+static int run_read(struct kvd_conn *c, const struct kvd_op_desc *d,
+		    struct kvd_req *r)
+{
+	size_t mark = c->out.len;
+
+	for (;;) {
+		unsigned seq = kvd_excl_seq();
+		int rc = d->fn(c, r);
+
+		if (!kvd_excl_moved(seq))
+			return rc;
+		c->out.len = mark;
+	}
+}
+
 /* Run one decoded request.  KV_OK once it is answered or queued; a status
  * when it must be answered with an error; -1 to stall. */
 static int run(struct kvd_conn *c, struct kvd_req *r)
 {
-	const struct op_desc *d = &ops[r->op];
+	const struct kvd_op_desc *d = &ops[r->op];
 	size_t mark = c->out.len;
 	unsigned was_pending = c->npend;
 	int rc;
@@ -675,7 +825,10 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 		return KV_AUTH_REQUIRED;
 	if (r->argc < d->min || r->argc > d->max)
 		return KV_BAD_ARGS;
-	if (!d->write && c->npend && !reads_free(c, r))
+	/* A section reads what the connection's writes in flight may change,
+	 * and answers at once: it waits for all of them. */
+	if (c->npend && (d->how == OPH_SECTION ||
+			 (d->how != OPH_WRITE && !reads_free(c, r))))
 		return -1;
 	if (d->write && c->io->srv->cfg->read_only)
 		return KV_READ_ONLY;
@@ -683,11 +836,13 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 		return rc;
 	if (kvd_auth_op_disabled(r->op))
 		return KV_DISABLED;
-	rc = d->fn(c, r);
+	rc = d->how == OPH_READ ? run_read(c, d, r) : d->fn(c, r);
+	if (rc == KVD_ANSWERED)
+		return KV_OK;
 	/* BACKUP counts its own reply (backup.c, or at its completion), AUTH
 	 * its own (op_auth: it may answer DISABLED), and the replication
 	 * sender's are counted when sent (KVD_PEND_COUNT). */
-	if (rc == KV_OK && !d->write && r->op != KV_OP_BACKUP &&
+	if (rc == KV_OK && d->how != OPH_WRITE && r->op != KV_OP_BACKUP &&
 	    !repl_async(r->op)) {
 		if (r->op != KV_OP_AUTH)
 			kvd_count_now(&c->io->stats, r->op, KV_OK);

@@ -24,6 +24,37 @@ static int skip_rest(const uint8_t *p, const uint8_t *end, uint64_t items)
 	return p == end ? 0 : -1;
 }
 
+static int is_scalar(const struct kv_mp_obj *o)
+{
+	return o->type != KV_MP_ARRAY && o->type != KV_MP_MAP &&
+	       o->type != KV_MP_EXT && o->type != KV_MP_FLOAT;
+}
+
+/* n scalars at *pp, the items of one of TXN's arrays, with `after` more
+ * arguments behind the array: KV_OK past them, or the status of the
+ * request (MALFORMED still wins over BAD_ARGS). */
+static int scalars(const uint8_t **pp, const uint8_t *end, uint32_t n,
+		   uint32_t after)
+{
+	struct kv_mp_obj o;
+
+	for (uint32_t j = 0; j < n; j++) {
+		if (kv_mp_next(pp, end, &o))
+			return KV_MALFORMED;
+		if (!is_scalar(&o)) {
+			uint64_t items =
+			    (uint64_t)(n - j - 1) + after +
+			    (o.type == KV_MP_ARRAY ? o.len
+			     : o.type == KV_MP_MAP ? 2 * (uint64_t)o.len
+						   : 0);
+
+			return skip_rest(*pp, end, items) ? KV_MALFORMED
+							  : KV_BAD_ARGS;
+		}
+	}
+	return KV_OK;
+}
+
 int kvd_req_decode(const uint8_t *p, const uint8_t *end, struct kvd_req *r)
 {
 	struct kv_mp_obj o;
@@ -40,16 +71,23 @@ int kvd_req_decode(const uint8_t *p, const uint8_t *end, struct kvd_req *r)
 	r->args = p;
 	r->end = end;
 	for (uint32_t i = 0; i < r->argc; i++) {
+		const uint8_t *at = p;
+		uint64_t items;
+
 		if (kv_mp_next(&p, end, &o))
 			return KV_MALFORMED;
-		if (o.type == KV_MP_ARRAY || o.type == KV_MP_MAP ||
-		    o.type == KV_MP_EXT || o.type == KV_MP_FLOAT) {
-			uint64_t items =
-			    (uint64_t)(r->argc - i - 1) +
-			    (o.type == KV_MP_ARRAY ? o.len
-			     : o.type == KV_MP_MAP ? 2 * (uint64_t)o.len
-						   : 0);
+		if (o.type == KV_MP_ARRAY && r->op == KV_OP_TXN) {
+			/* TXN's arguments: arrays of scalars, one level. */
+			int rc = scalars(&p, end, o.len, r->argc - i - 1);
 
+			if (rc != KV_OK)
+				return rc;
+			o.p = at;
+		} else if (!is_scalar(&o)) {
+			items = (uint64_t)(r->argc - i - 1) +
+				(o.type == KV_MP_ARRAY ? o.len
+				 : o.type == KV_MP_MAP ? 2 * (uint64_t)o.len
+						       : 0);
 			if (skip_rest(p, end, items))
 				return KV_MALFORMED;
 			return unknown ? KV_UNKNOWN_OP : KV_BAD_ARGS;
@@ -62,6 +100,19 @@ int kvd_req_decode(const uint8_t *p, const uint8_t *end, struct kvd_req *r)
 	return unknown ? KV_UNKNOWN_OP : KV_OK;
 }
 
+void kvd_argit_next(struct kvd_argit *it, struct kv_mp_obj *o)
+{
+	const uint8_t *at = it->p;
+	struct kv_mp_obj item;
+
+	kv_mp_next(&it->p, it->end, o); /* validated by kvd_req_decode() */
+	if (o->type != KV_MP_ARRAY)
+		return;
+	for (uint32_t j = 0; j < o->len; j++)
+		kv_mp_next(&it->p, it->end, &item);
+	o->p = at;
+}
+
 void kvd_argit_init(const struct kvd_req *r, unsigned from,
 		    struct kvd_argit *it)
 {
@@ -70,10 +121,5 @@ void kvd_argit_init(const struct kvd_req *r, unsigned from,
 	it->p = r->args;
 	it->end = r->end;
 	while (from--)
-		kv_mp_next(&it->p, it->end, &o);
-}
-
-void kvd_argit_next(struct kvd_argit *it, struct kv_mp_obj *o)
-{
-	kv_mp_next(&it->p, it->end, o); /* validated by kvd_req_decode() */
+		kvd_argit_next(it, &o);
 }

@@ -5,8 +5,13 @@
  * A request is one flat msgpack array [op, arg...]: an opcode in
  * 1..KV_OP_MAX-1, then scalars only (nil, bool, integers, str, bin).  A
  * nested container is refused outright, so nothing here recurses, and the
- * array must end exactly where the frame does.  Every argument is checked
- * once, by kvd_req_decode; the walks below rely on that.
+ * array must end exactly where the frame does.  One exception: TXN's
+ * arguments may be arrays of scalars (its checks and its sub-requests),
+ * one level deep and never more, which a loop checks as well.  Every
+ * argument is checked once, by kvd_req_decode; the walks below rely on
+ * that.  An array argument, in r->a or from kvd_argit_next, has len its
+ * items and p its first byte (its header): the sub-request [p, next
+ * argument) is a body kvd_req_decode takes again.
  */
 #ifndef KVD_CMDPARSE_H
 #define KVD_CMDPARSE_H

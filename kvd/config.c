@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -160,6 +161,10 @@ static const struct opt options[] = {
      "-1 logs none"},
     {"slowlog-max-len", OPT_UINT, F(slowlog_max_len), 0, 10000, "128", NULL,
      "RESP SLOWLOG: entries kept (the oldest go first)"},
+    {"pubsub-max-output", OPT_SIZE, F(pubsub_max_output), 1ull << 16,
+     1ull << 40, "32m", NULL,
+     "RESP pub/sub: a subscriber with more messages than this pending is "
+     "closed (Redis's client-output-buffer-limit pubsub, hard limit)"},
     {"tls-port", OPT_UINT, F(tls_port), 0, 65535, "0", NULL,
      "msgpack protocol over TLS on this port; 0 disables it"},
     {"tls-resp-port", OPT_UINT, F(tls_resp_port), 0, 65535, "0", NULL,
@@ -747,6 +752,7 @@ static const char *const reloadable[] = {"log-level",
 					 "flush-interval-ms",
 					 "slowlog-log-slower-than",
 					 "slowlog-max-len",
+					 "pubsub-max-output",
 					 "tls-cert-file",
 					 "tls-key-file",
 					 "tls-ca-cert-file",
@@ -802,4 +808,306 @@ int kvd_config_reload(struct kvd_config *live, int argc, char **argv)
 	}
 	free(next);
 	return 0;
+}
+
+/* ===================== CONFIG SET, CONFIG REWRITE ===================== */
+
+/* What CONFIG SET may change: the options SIGHUP reloads that are plain
+ * numbers or a level (strings and TLS files are read by other threads
+ * without a lock, or need a new TLS context: SIGHUP only), under kvd's
+ * names and Redis's. */
+static const struct {
+	const char *name, *alias;
+} settable[] = {
+    {"idle-timeout", "timeout"}, {"request-timeout", NULL},
+    {"output-timeout", NULL},	 {"max-clients", "maxclients"},
+    {"max-output", NULL},	 {"reaper-interval-ms", NULL},
+    {"flush-interval-ms", NULL}, {"slowlog-log-slower-than", NULL},
+    {"slowlog-max-len", NULL},	 {"pubsub-max-output", NULL},
+    {"log-level", "loglevel"},
+};
+#define NSETTABLE (sizeof(settable) / sizeof(settable[0]))
+
+/* Options changed by CONFIG SET since start: CONFIG REWRITE writes them. */
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char set_at_run[NOPTS];
+
+const char *kvd_config_settable(unsigned i)
+{
+	return i < NSETTABLE ? settable[i].name : NULL;
+}
+
+/* The option a CONFIG SET name stands for; *ok 0 when it cannot be set. */
+static const struct opt *settable_opt(const char *name, int *ok)
+{
+	*ok = 1;
+	for (size_t i = 0; i < NSETTABLE; i++)
+		if (!strcasecmp(name, settable[i].name) ||
+		    (settable[i].alias && !strcasecmp(name, settable[i].alias)))
+			return find_opt(settable[i].name,
+					strlen(settable[i].name));
+	*ok = 0;
+	for (size_t i = 0; i < NOPTS; i++)
+		if (!strcasecmp(name, options[i].name))
+			return &options[i];
+	return NULL;
+}
+
+/* o's live value as the config file writes it. */
+static void format_opt(const struct kvd_config *c, const struct opt *o,
+		       char *buf, size_t cap)
+{
+	const char *field = (const char *)c + o->off;
+	uint64_t v;
+
+	if (o->type == OPT_STR) {
+		snprintf(buf, cap, "%s", field);
+		return;
+	}
+	if (o->len == sizeof(uint64_t))
+		v = __atomic_load_n((const uint64_t *)field, __ATOMIC_RELAXED);
+	else
+		v = __atomic_load_n((const unsigned *)field, __ATOMIC_RELAXED);
+	if (o->type == OPT_ENUM)
+		snprintf(buf, cap, "%s", o->names[v]);
+	else if (o->type == OPT_OFF && v == UINT_MAX)
+		snprintf(buf, cap, "-1");
+	else
+		snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+int kvd_config_format(const struct kvd_config *live, const char *name,
+		      char *buf, size_t cap)
+{
+	int ok;
+	const struct opt *o = settable_opt(name, &ok);
+
+	if (!o || !ok)
+		return -1;
+	format_opt(live, o, buf, cap);
+	return 0;
+}
+
+int kvd_config_set(struct kvd_config *live, const char *name, const char *val,
+		   int apply, char *err, size_t errlen)
+{
+	struct kvd_config *tmp;
+	const struct opt *o;
+	char why[300];
+	int ok, rc = -1;
+
+	if (!(o = settable_opt(name, &ok))) {
+		snprintf(err, errlen,
+			 "ERR Unknown option or number of arguments for CONFIG "
+			 "SET - '%.64s'",
+			 name);
+		return -1;
+	}
+	if (!ok) {
+		snprintf(err, errlen,
+			 "ERR CONFIG SET failed (possibly related to argument "
+			 "'%.64s') - %s is read-only at run time (set it in "
+			 "the config file and restart)",
+			 name, o->name);
+		return -1;
+	}
+	if (!(tmp = malloc(sizeof(*tmp)))) {
+		snprintf(err, errlen, "ERR out of memory");
+		return -1;
+	}
+	if (set_opt(tmp, o, val, why, sizeof(why))) {
+		snprintf(err, errlen,
+			 "ERR CONFIG SET failed (possibly related to argument "
+			 "'%.64s') - %s",
+			 name, why);
+		goto out;
+	}
+	rc = 0;
+	if (!apply)
+		goto out;
+	/* Numbers only (settable[]): one relaxed store, as SIGHUP's. */
+	if (o->len == sizeof(uint64_t))
+		__atomic_store_n((uint64_t *)((char *)live + o->off),
+				 *(uint64_t *)((char *)tmp + o->off),
+				 __ATOMIC_RELAXED);
+	else
+		__atomic_store_n((unsigned *)((char *)live + o->off),
+				 *(unsigned *)((char *)tmp + o->off),
+				 __ATOMIC_RELAXED);
+	if (!strcmp(o->name, "log-level"))
+		kvd_log_set_level((int)KVD_LIVE(live->log_level));
+	pthread_mutex_lock(&set_lock);
+	set_at_run[o - options] = 1;
+	pthread_mutex_unlock(&set_lock);
+	log_info("CONFIG SET %s %s", o->name, val);
+out:
+	free(tmp);
+	return rc;
+}
+
+/* The option a config file line sets, or NULL (comment, blank, other). */
+static const struct opt *line_opt(const char *line)
+{
+	size_t n;
+
+	while (*line == ' ' || *line == '\t')
+		line++;
+	n = strcspn(line, " \t\r\n");
+	return n ? find_opt(line, n) : NULL;
+}
+
+/* Write text to path atomically: a temporary file beside it, fsync,
+ * rename over it, fsync the directory.  0 or -1 (errno set). */
+static int write_atomic(const char *path, const char *text, size_t len,
+			mode_t mode)
+{
+	char tmp[sizeof(((struct kvd_config *)0)->config_file) + 32];
+	char dir[sizeof(tmp)];
+	const char *slash = strrchr(path, '/');
+	size_t done = 0;
+	int fd, dfd, e;
+
+	snprintf(tmp, sizeof(tmp), "%s.rewrite.%ld", path, (long)getpid());
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -1;
+	while (done < len) {
+		ssize_t w = write(fd, text + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			goto fail;
+		done += (size_t)w;
+	}
+	if (fchmod(fd, mode) || fsync(fd) || close(fd)) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path))
+		goto fail;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	e = fsync(dfd);
+	close(dfd);
+	return e;
+fail:
+	e = errno;
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	errno = e;
+	return -1;
+}
+
+struct text {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+
+static void text_add(struct text *t, const char *s, size_t n)
+{
+	if (t->err)
+		return;
+	if (t->len + n + 1 > t->cap) {
+		size_t cap = 2 * (t->len + n + 64);
+		char *p = realloc(t->p, cap);
+
+		if (!p) {
+			t->err = 1;
+			return;
+		}
+		t->p = p;
+		t->cap = cap;
+	}
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+}
+
+static void text_opt(struct text *t, const struct kvd_config *live,
+		     const struct opt *o)
+{
+	char val[600];
+
+	format_opt(live, o, val, sizeof(val));
+	text_add(t, o->name, strlen(o->name));
+	text_add(t, " ", 1);
+	text_add(t, val, strlen(val));
+	text_add(t, "\n", 1);
+}
+
+/* The file's lines, each option CONFIG SET changed written in place of its
+ * first line (later ones dropped, as Redis does), the others appended;
+ * comments and every other line kept as they are. */
+static int rewrite_text(FILE *f, const struct kvd_config *live,
+			const unsigned char *want, struct text *t)
+{
+	unsigned char seen[NOPTS] = {0};
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	while ((n = getline(&line, &cap, f)) > 0) {
+		const struct opt *o = line_opt(line);
+
+		if (!o || !want[o - options]) {
+			text_add(t, line, (size_t)n);
+		} else if (!seen[o - options]) {
+			seen[o - options] = 1;
+			text_opt(t, live, o);
+		}
+	}
+	free(line);
+	if (ferror(f))
+		return -1;
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (!want[i] || seen[i])
+			continue;
+		if (t->len && t->p[t->len - 1] != '\n')
+			text_add(t, "\n", 1);
+		text_opt(t, live, &options[i]);
+	}
+	return t->err ? -1 : 0;
+}
+
+int kvd_config_rewrite(const struct kvd_config *live, char *err, size_t errlen)
+{
+	unsigned char want[NOPTS];
+	struct text t = {NULL, 0, 0, 0};
+	struct stat st;
+	FILE *f;
+	int rc = -1;
+
+	if (!live->config_file[0]) {
+		snprintf(err, errlen,
+			 "ERR The server is running without a config file");
+		return -1;
+	}
+	pthread_mutex_lock(&set_lock);
+	memcpy(want, set_at_run, sizeof(want));
+	pthread_mutex_unlock(&set_lock);
+	f = fopen(live->config_file, "r");
+	if (!f || fstat(fileno(f), &st) || rewrite_text(f, live, want, &t) ||
+	    write_atomic(live->config_file, t.p ? t.p : "", t.len,
+			 st.st_mode & 07777)) {
+		snprintf(err, errlen, "ERR Rewriting config file: %s",
+			 t.err ? "out of memory" : strerror(errno));
+		goto out;
+	}
+	log_info("CONFIG REWRITE: %s rewritten", live->config_file);
+	rc = 0;
+out:
+	if (f)
+		fclose(f);
+	free(t.p);
+	return rc;
 }

@@ -70,6 +70,8 @@ struct kvd_config {
 	 * logged (KVD_SLOWLOG_OFF: none), the newest slowlog_max_len kept */
 	unsigned slowlog_slower;
 	unsigned slowlog_max_len;
+	/* RESP pub/sub: a subscriber's pending messages, at most */
+	uint64_t pubsub_max_output;
 	/* TLS (tls.c): the native and RESP listeners over TLS (0: none),
 	 * and what every TLS listener presents and asks for */
 	unsigned tls_port;
@@ -112,7 +114,7 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv);
  * apply what can change at run time: log-level, log-file, idle-timeout,
  * request-timeout, output-timeout, max-clients, max-output,
  * reaper-interval-ms, flush-interval-ms, slowlog-log-slower-than,
- * slowlog-max-len, and the TLS certificate options (tls-cert-file ...
+ * slowlog-max-len, pubsub-max-output, and the TLS certificate options (tls-cert-file ...
  * tls-prefer-server-ciphers: main.c then builds a new TLS context).  Other changes are logged as
  * needing a restart.  A configuration that no longer parses changes
  * nothing.  0 or -1. */
@@ -126,6 +128,23 @@ int kvd_config_reload(struct kvd_config *live, int argc, char **argv);
  * fuzzer (tests/fuzz/fuzz_config.c) calls it on its own.  0, or -1 after
  * printing a one-line reason. */
 int kvd_config_read(struct kvd_config *c, FILE *f, const char *path);
+
+/* CONFIG SET (RESP): set option name (kvd's, or Redis's alias: maxclients,
+ * timeout, loglevel) to val at run time; apply 0 only checks.  Only the
+ * numeric options SIGHUP reloads, and log-level, can be set.  0, or -1 with
+ * Redis's kind of error text in err.  Any thread. */
+int kvd_config_set(struct kvd_config *live, const char *name, const char *val,
+		   int apply, char *err, size_t errlen);
+/* The i-th option CONFIG SET may change, or NULL past the last. */
+const char *kvd_config_settable(unsigned i);
+/* A settable option's live value as text (CONFIG GET); 0 or -1. */
+int kvd_config_format(const struct kvd_config *live, const char *name,
+		      char *buf, size_t cap);
+/* CONFIG REWRITE: write the options CONFIG SET changed into the config file
+ * (--config): each in place of its first line there, or appended; every
+ * other line kept.  Atomic: a temporary file, fsync, rename, fsync of the
+ * directory.  0, or -1 with a reason in err. */
+int kvd_config_rewrite(const struct kvd_config *live, char *err, size_t errlen);
 
 /* Print every option with its default to stdout (kvd --help). */
 void kvd_config_usage(void);

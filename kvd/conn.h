@@ -88,11 +88,14 @@ struct kvd_conn {
 	struct kvd_conn *reg_prev, *reg_next;
 	struct resp_monitor *mon; /* MONITOR's feed, or NULL */
 	struct resp_txq *txq;	  /* MULTI's queue and WATCHed keys */
+	struct resp_sub *psub;	  /* its subscriptions (resp_pubsub.c) */
+	_Atomic uint32_t nsubs;	  /* how many: others read it (CLIENT) */
 	uint64_t born_ms;	  /* fixed at open, as the addresses */
 	_Atomic uint64_t act_ms;  /* when the last command ran */
 	_Atomic uint16_t act_cmd; /* and its command id + 1 */
 	atomic_int kill;	  /* CLIENT KILL: its own thread closes it */
-	char addr[56], laddr[56]; /* "ip:port" */
+	/* "ip:port", or "path:0" on a Unix socket (sun_path: 108 bytes) */
+	char addr[112], laddr[112];
 };
 
 /* The loop calls these. */

@@ -653,7 +653,10 @@ static const char *conn_timeout(struct kvd_io *io, const struct kvd_conn *c)
 {
 	const struct kvd_config *cfg = io->srv->cfg;
 
+	/* a subscriber waits for messages: idle is its normal state (Redis
+	 * exempts it from timeout too) */
 	if (!c->npend &&
+	    !atomic_load_explicit(&c->nsubs, memory_order_relaxed) &&
 	    expired(io->now_ms, c->last_ms, KVD_LIVE(cfg->idle_timeout)))
 		return "idle-timeout";
 	if (expired(io->now_ms, c->req_ms, KVD_LIVE(cfg->request_timeout)))

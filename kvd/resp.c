@@ -147,8 +147,13 @@ void resp_add_cstr(struct kvd_conn *c, const char *s)
 void resp_add_error(struct kvd_conn *c, const char *msg)
 {
 	size_t n = strlen(msg);
-	uint8_t *p = kvd_reply_room(c, n + 3);
+	uint8_t *p;
 
+	/* as Redis's addReplyErrorFormat: CR and LF at the end (an argument
+	 * quoted last) are trimmed, those inside become spaces */
+	while (n && (msg[n - 1] == '\r' || msg[n - 1] == '\n'))
+		n--;
+	p = kvd_reply_room(c, n + 3);
 	kvd_count(&c->io->stats.resp_errors, 1);
 	if (!p)
 		return;
@@ -789,8 +794,10 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		else if ((d->flags & RC_WRITE) && c->io->srv->cfg->read_only)
 			err = "READONLY You can't write against a read only "
 			      "server.";
-		else if (d->flags & RC_WRITE)
+		else if ((d->flags & RC_WRITE) && write_refusal())
 			err = write_refusal();
+		else if (c->psub) /* has subscribed (resp_pubsub.c) */
+			err = kvd_resp_pubsub_gate(c, r);
 	}
 	if (err && id == RESP_CMD_EXEC && !kvd_auth_pending(c))
 		err = exec_refused(c, r, err);

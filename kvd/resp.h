@@ -4,11 +4,13 @@
  *   resp_cmd.c    key and string commands (GET, SET, INCR, EXPIRE, ...)
  *   resp_scan.c   SCAN, KEYS and the glob matcher
  *   resp_admin.c  connection and server commands (HELLO, INFO, COMMAND, ...)
- *   resp_str.c    GETRANGE, bit commands and LCS
+ *   resp_str.c    GETRANGE, bit commands and LCS (and BITFIELD's parser)
  *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
  *   resp_intro.c  CLIENT LIST/INFO/KILL, MONITOR, SLOWLOG, INFO commandstats
  *   resp_multi.c  MULTI, EXEC, DISCARD, WATCH, UNWATCH; RENAME, COPY
- *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP
+ *   resp_pubsub.c PUBLISH, SUBSCRIBE, PSUBSCRIBE, (P)UNSUBSCRIBE, PUBSUB
+ *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP,
+ *                 BITFIELD
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -88,6 +90,9 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(BITCOUNT, "bitcount", resp_bitcount, KVO(GET), -2, RC_READ, 1, 1, 1, \
 	  "bitmap",                                                            \
 	  "Counts the number of set bits (population counting) in a string.")  \
+	X(BITFIELD, "bitfield", resp_bitfield, KVO(GET) | KVO(PUT), -2,        \
+	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
+	  "Performs arbitrary bitfield integer operations on strings.")        \
 	X(BITFIELD_RO, "bitfield_ro", resp_bitfield_ro, KVO(GET), -2,          \
 	  RC_READ | RC_FAST, 1, 1, 1, "bitmap",                                \
 	  "Performs arbitrary read-only bitfield integer operations on "       \
@@ -105,7 +110,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(COMMAND, "command", resp_command, 0, -1, RC_CONN, 0, 0, 0, "server", \
 	  "Returns detailed information about commands.")                      \
 	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
-	  "Reads the server's configuration (CONFIG GET).")                    \
+	  "The server's configuration: GET, SET, REWRITE, RESETSTAT.")         \
 	X(COPY, "copy", resp_copy, KVO(GET) | KVO(PUT), -3,                    \
 	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
 	  "Copies the value of a key "                                         \
@@ -208,8 +213,20 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string",                                                            \
 	  "Sets the string value and expiration time in milliseconds of a "    \
 	  "key.")                                                              \
+	X(PSUBSCRIBE, "psubscribe", resp_psubscribe, 0, -2, RC_CONN, 0, 0, 0,  \
+	  "pubsub",                                                            \
+	  "Listens for messages published to channels that match one or "      \
+	  "more patterns.")                                                    \
 	X(PTTL, "pttl", resp_ttl, KVO(TTL), 2, RC_READ | RC_FAST, 1, 1, 1,     \
 	  "generic", "Returns the expiration time in milliseconds of a key.")  \
+	X(PUBLISH, "publish", resp_publish, 0, 3, RC_CONN | RC_FAST, 0, 0, 0,  \
+	  "pubsub", "Posts a message to a channel.")                           \
+	X(PUBSUB, "pubsub", resp_pubsub, 0, -2, RC_CONN, 0, 0, 0, "pubsub",    \
+	  "Pub/sub introspection: CHANNELS, NUMSUB, NUMPAT.")                  \
+	X(PUNSUBSCRIBE, "punsubscribe", resp_punsubscribe, 0, -1, RC_CONN, 0,  \
+	  0, 0, "pubsub",                                                      \
+	  "Stops listening to messages published to channels that match one "  \
+	  "or more patterns.")                                                 \
 	X(QUIT, "quit", resp_quit, 0, -1, RC_CONN | RC_FAST, 0, 0, 0,          \
 	  "connection", "Closes the connection.")                              \
 	X(RANDOMKEY, "randomkey", resp_randomkey, KVO(SCAN), 1, RC_READ, 0, 0, \
@@ -253,6 +270,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "server", "The slow log: GET, LEN, RESET.")                          \
 	X(STRLEN, "strlen", resp_strlen, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, \
 	  1, "string", "Returns the length of a string value.")                \
+	X(SUBSCRIBE, "subscribe", resp_subscribe, 0, -2, RC_CONN, 0, 0, 0,     \
+	  "pubsub", "Listens for messages published to channels.")             \
 	X(SUBSTR, "substr", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,      \
 	  "string", "Returns a substring from a string value.")                \
 	X(TIME, "time", resp_time, 0, 1, RC_FAST, 0, 0, 0, "server",           \
@@ -266,6 +285,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "generic", "Determines the type of value stored at a key.")          \
 	X(UNWATCH, "unwatch", resp_unwatch, 0, 1, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "transactions", "Forgets about watched keys of a transaction.")      \
+	X(UNSUBSCRIBE, "unsubscribe", resp_unsubscribe, 0, -1, RC_CONN, 0, 0,  \
+	  0, "pubsub", "Stops listening to messages posted to channels.")      \
 	X(UNLINK, "unlink", resp_del, KVO(DEL) | KVO(MDEL), -2,                \
 	  RC_WRITE | RC_FAST, 1, -1, 1, "generic",                             \
 	  "Deletes one or more keys.")                                         \
@@ -332,6 +353,46 @@ int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
 void kvd_resp_multi_refuse(struct kvd_conn *c);
 void kvd_resp_multi_free(struct kvd_conn *c);
 
+/* ---- BITFIELD (resp_str.c) ---- */
+
+enum { RESP_BF_GET, RESP_BF_SET, RESP_BF_INCRBY };
+enum { RESP_BF_WRAP, RESP_BF_SAT, RESP_BF_FAIL };
+
+struct resp_bf_op {
+	uint64_t off; /* in bits */
+	int64_t val;  /* SET's value, INCRBY's increment */
+	uint8_t op, ow, sign, bits;
+};
+
+/* BITFIELD's operations from argument 2 on, checked as Redis 7.0 does and
+ * in its order, into *ops (malloc'd; the caller frees it) and *n; *maxbit
+ * is the end of the furthest field a SET or INCRBY writes, 0 for none. */
+const char *resp_bf_parse(struct resp_req *r, struct resp_bf_op **ops,
+			  uint32_t *n, uint64_t *maxbit);
+/* A GET of o on v (zero past its end). */
+int64_t resp_bf_get(struct kv_slice v, const struct resp_bf_op *o);
+/* A SET or INCRBY of o on p, which holds the field: 0 with its reply, or
+ * -1 when it overflows under OVERFLOW FAIL (nothing written, nil). */
+int resp_bf_write(uint8_t *p, const struct resp_bf_op *o, int64_t *reply);
+
+/* ---- pub/sub (resp_pubsub.c) ---- */
+
+/* Does c have a subscription (RESP2's subscribed context)? */
+int kvd_resp_subscribed(const struct kvd_conn *c);
+/* Before each command of a connection that has subscribed at some time:
+ * move the messages waiting for it into its output, then refuse what the
+ * subscribed context does not allow (Redis's error), or NULL. */
+const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r);
+/* The io thread io was woken: move its subscribers' messages. */
+void kvd_resp_pubsub_wake(struct kvd_io *io);
+/* c closes: drop its subscriptions. */
+void kvd_resp_pubsub_close(struct kvd_conn *c);
+/* Live channels and patterns, and subscribers closed over
+ * pubsub-max-output since start. */
+struct kvd_server;
+void kvd_resp_pubsub_stats(struct kvd_server *srv, uint64_t *channels,
+			   uint64_t *patterns, uint64_t *closed);
+
 /* ---- replies (resp.c) ---- */
 
 void resp_add_raw(struct kvd_conn *c, const void *p, size_t n);
@@ -342,7 +403,8 @@ void resp_add_bulk(struct kvd_conn *c, const void *p, size_t n);
 void resp_add_cstr(struct kvd_conn *c, const char *s);
 void resp_add_nil(struct kvd_conn *c);
 void resp_add_array(struct kvd_conn *c, uint64_t n);
-/* "-msg\r\n", with CR and LF in msg turned into spaces (as Redis does). */
+/* "-msg\r\n", with CR and LF at msg's end trimmed and others turned into
+ * spaces (as Redis does). */
 void resp_add_error(struct kvd_conn *c, const char *msg);
 /* Insert hdr at offset off of the output (headers known only at the end of
  * a reply, such as a SCAN page's cursor and count). */
@@ -398,6 +460,8 @@ enum {
 	KVD_RESP_INFO_REPLICATION = 1u << 11,
 };
 struct kv_buf;
+/* CONFIG RESETSTAT: commandstats count from now on. */
+void kvd_resp_cmdstats_reset(struct kvd_io *io);
 void kvd_resp_info_section(struct kvd_io *io, unsigned which, struct kv_buf *b);
 
 #endif

@@ -1,5 +1,5 @@
 /* resp_admin.c - RESP connection and server commands: PING, ECHO, QUIT,
- * HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG GET, INFO, TIME.
+ * HELLO, AUTH, SELECT, CLIENT, COMMAND, CONFIG, INFO, TIME.
  *
  * These exist so that Redis tools find what they look for when they
  * connect (redis-benchmark asks CONFIG GET save and appendonly, redis-cli
@@ -58,6 +58,7 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_SETRANGE] = "2.2.0",    [RESP_CMD_BITOP] = "2.6.0",
     [RESP_CMD_REPLICAOF] = "5.0.0",   [RESP_CMD_SLAVEOF] = "1.0.0",
     [RESP_CMD_ROLE] = "2.8.12",
+    [RESP_CMD_BITFIELD] = "3.2.0",
 };
 
 /* ===================== Connection ===================== */
@@ -66,7 +67,11 @@ const char *resp_ping(struct kvd_conn *c, struct resp_req *r)
 {
 	if (r->argc > 2)
 		return resp_arity_error(r, "ping");
-	if (r->argc == 2)
+	if (kvd_resp_subscribed(c)) { /* RESP2's subscribed context */
+		resp_add_array(c, 2);
+		resp_add_cstr(c, "pong");
+		resp_add_bulk(c, r->a[1].p, r->argc == 2 ? r->a[1].n : 0);
+	} else if (r->argc == 2)
 		resp_add_bulk(c, r->a[1].p, r->a[1].n);
 	else
 		resp_add_status(c, "PONG");
@@ -338,6 +343,20 @@ static void add_info(struct kvd_conn *c, const struct resp_cmd *d)
 	resp_add_array(c, 0);
 }
 
+/* since[id], or pub/sub's: Redis 2.0 (PUBSUB: 2.8). */
+static const char *since_of(int id)
+{
+	switch (id) {
+	case RESP_CMD_PUBLISH:
+	case RESP_CMD_SUBSCRIBE:
+	case RESP_CMD_PSUBSCRIBE:
+	case RESP_CMD_UNSUBSCRIBE:
+	case RESP_CMD_PUNSUBSCRIBE: return "2.0.0";
+	case RESP_CMD_PUBSUB: return "2.8.0";
+	default: return since[id];
+	}
+}
+
 static void add_docs(struct kvd_conn *c, int id)
 {
 	const struct resp_cmd *d = &resp_cmds[id];
@@ -347,7 +366,7 @@ static void add_docs(struct kvd_conn *c, int id)
 	resp_add_cstr(c, "summary");
 	resp_add_cstr(c, d->summary);
 	resp_add_cstr(c, "since");
-	resp_add_cstr(c, since[id]);
+	resp_add_cstr(c, since_of(id));
 	resp_add_cstr(c, "group");
 	resp_add_cstr(c, d->group);
 }
@@ -494,10 +513,19 @@ static const char *const config_names[] = {
     "resp-flushall",
 };
 #define NCONFIG (sizeof(config_names) / sizeof(config_names[0]))
+#define NCONFIG_ALL (NCONFIG + 16) /* and kvd_config_settable's */
+
+/* Parameter k of CONFIG GET: the names above, then those CONFIG SET may
+ * change under kvd's own names; NULL past the last. */
+static const char *config_name(size_t k)
+{
+	return k < NCONFIG ? config_names[k]
+			   : kvd_config_settable((unsigned)(k - NCONFIG));
+}
 
 static void config_get(struct kvd_conn *c, struct resp_req *r)
 {
-	uint8_t want[NCONFIG] = {0};
+	uint8_t want[NCONFIG_ALL] = {0};
 	struct resp_it it;
 	struct kv_slice pat;
 	uint64_t n = 0;
@@ -514,25 +542,75 @@ static void config_get(struct kvd_conn *c, struct resp_req *r)
 					    ? pat.p[j] + 32
 					    : pat.p[j]);
 		pat.p = (const uint8_t *)low;
-		for (size_t k = 0; k < NCONFIG; k++) {
-			struct kv_slice name = {
-			    (const uint8_t *)config_names[k],
-			    strlen(config_names[k])};
+		for (size_t k = 0; k < NCONFIG_ALL && config_name(k); k++) {
+			struct kv_slice name = {(const uint8_t *)config_name(k),
+						strlen(config_name(k))};
 
 			if (!want[k] && resp_glob(pat, name))
 				want[k] = 1, n++;
 		}
 	}
 	resp_add_array(c, 2 * n);
-	for (size_t k = 0; k < NCONFIG; k++) {
+	for (size_t k = 0; k < NCONFIG_ALL && config_name(k); k++) {
 		char v[64];
 
 		if (!want[k])
 			continue;
-		config_value(c, (int)k, v, sizeof(v));
-		resp_add_cstr(c, config_names[k]);
+		if (k < NCONFIG)
+			config_value(c, (int)k, v, sizeof(v));
+		else if (kvd_config_format(c->io->srv->cfg, config_name(k), v,
+					   sizeof(v)))
+			v[0] = '\0';
+		resp_add_cstr(c, config_name(k));
 		resp_add_cstr(c, v);
 	}
+}
+
+/* CONFIG SET name value [name value ...]: all or nothing, as Redis 7. */
+static const char *config_set(struct kvd_conn *c, struct resp_req *r)
+{
+	struct kvd_config *cfg = c->io->srv->cfg;
+	char name[128], val[128];
+
+	if (r->argc < 4 || r->argc % 2)
+		return resp_arity_error(r, "config|set");
+	for (int apply = 0; apply < 2; apply++) {
+		struct resp_it it;
+		struct kv_slice a, b;
+
+		resp_it_init(r, 2, &it);
+		for (uint32_t i = 2; i < r->argc; i += 2) {
+			resp_it_next(&it, &a);
+			resp_it_next(&it, &b);
+			snprintf(name, sizeof(name), "%.*s",
+				 (int)(a.n < 127 ? a.n : 127),
+				 (const char *)a.p);
+			snprintf(val, sizeof(val), "%.*s",
+				 (int)(b.n < 127 ? b.n : 127),
+				 (const char *)b.p);
+			if (memchr(a.p, '\0', a.n) || memchr(b.p, '\0', b.n) ||
+			    b.n > 127)
+				val[0] = '\0'; /* refused as not a number */
+			if (!kvd_config_set(cfg, name, val, apply, r->err,
+					    sizeof(r->err)))
+				continue;
+			/* a Redis setting kvd only reports (CONFIG GET) */
+			for (size_t k = 0; k < NCONFIG; k++)
+				if (!strncmp(r->err, "ERR Unknown", 11) &&
+				    resp_eq(a, config_names[k]))
+					snprintf(r->err, sizeof(r->err),
+						 "ERR CONFIG SET failed "
+						 "(possibly related to "
+						 "argument '%s') - %s is "
+						 "read-only at run time (a "
+						 "Redis setting kvd reports)",
+						 config_names[k],
+						 config_names[k]);
+			return r->err;
+		}
+	}
+	resp_add_ok(c);
+	return NULL;
 }
 
 const char *resp_config(struct kvd_conn *c, struct resp_req *r)
@@ -542,10 +620,17 @@ const char *resp_config(struct kvd_conn *c, struct resp_req *r)
 	    "GET <pattern>",
 	    "    Return parameters matching the glob-like <pattern> and "
 	    "their values.",
+	    "SET <directive> <value> [<directive> <value> ...]",
+	    "    Set the configuration <directive> to <value> (the options "
+	    "SIGHUP reloads that are numbers, and log-level).",
+	    "RESETSTAT",
+	    "    Reset statistics reported by the INFO command.",
+	    "REWRITE",
+	    "    Write the options CONFIG SET changed into the config file.",
 	    "HELP",
 	    "    Print this help.",
-	    "kvd is configured by its command line and config file only.",
 	    NULL};
+	char err[sizeof(r->err)];
 
 	if (resp_eq(r->a[1], "get")) {
 		if (r->argc < 3)
@@ -553,10 +638,27 @@ const char *resp_config(struct kvd_conn *c, struct resp_req *r)
 		config_get(c, r);
 	} else if (resp_eq(r->a[1], "help") && r->argc == 2) {
 		add_help(c, help);
-	} else if (resp_eq(r->a[1], "set") || resp_eq(r->a[1], "rewrite") ||
+	} else if (resp_eq(r->a[1], "set")) {
+		return config_set(c, r);
+	} else if (resp_eq(r->a[1], "rewrite") && r->argc == 2) {
+		/* Blocks this io thread for a small file's write and two
+		 * fsyncs: an operator's command (Sentinel sends it once per
+		 * failover), answered in order inside MULTI as Redis does. */
+		if (kvd_config_rewrite(c->io->srv->cfg, err, sizeof(err))) {
+			snprintf(r->err, sizeof(r->err), "%s", err);
+			log_warn("CONFIG REWRITE failed: %s", err + 4);
+			return r->err;
+		}
+		resp_add_ok(c);
+	} else if (resp_eq(r->a[1], "resetstat") && r->argc == 2) {
+		kvd_stats_reset(c->io->srv);
+		kvd_resp_cmdstats_reset(c->io);
+		resp_add_ok(c);
+	} else if (resp_eq(r->a[1], "rewrite") ||
 		   resp_eq(r->a[1], "resetstat")) {
-		return "ERR kvd's configuration is read-only at run time: set "
-		       "options on the command line or in the config file";
+		return resp_arity_error(r, resp_eq(r->a[1], "rewrite")
+					       ? "config|rewrite"
+					       : "config|resetstat");
 	} else {
 		return resp_subcmd_error(r, "CONFIG");
 	}

@@ -73,11 +73,18 @@ static _Thread_local const char *cur_sub;
 
 /* ===================== Registry ===================== */
 
-static void fmt_addr(const struct sockaddr_storage *ss, char *buf, size_t cap)
+static void fmt_addr(const struct kvd_conn *c,
+		     const struct sockaddr_storage *ss, char *buf, size_t cap)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	unsigned port = 0;
 
+	if (ss->ss_family == AF_UNIX) {
+		/* as Redis: the listening socket's path and port 0, for both
+		 * ends (a client's end has no name) */
+		snprintf(buf, cap, "%s:0", c->io->srv->cfg->resp_unix_socket);
+		return;
+	}
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *a = (const void *)ss;
 
@@ -92,6 +99,15 @@ static void fmt_addr(const struct sockaddr_storage *ss, char *buf, size_t cap)
 	snprintf(buf, cap, "%s:%u", host, port);
 }
 
+/* Came c through the RESP Unix socket?  (Its addr is "path:0".) */
+static int is_unix(const struct kvd_conn *c)
+{
+	const char *path = c->io->srv->cfg->resp_unix_socket;
+	size_t n = strlen(path);
+
+	return n && !strncmp(c->addr, path, n) && !strcmp(c->addr + n, ":0");
+}
+
 void kvd_resp_conn_open(struct kvd_conn *c)
 {
 	struct sockaddr_storage ss;
@@ -99,11 +115,11 @@ void kvd_resp_conn_open(struct kvd_conn *c)
 
 	memset(&ss, 0, sizeof(ss));
 	if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0)
-		fmt_addr(&ss, c->addr, sizeof(c->addr));
+		fmt_addr(c, &ss, c->addr, sizeof(c->addr));
 	len = sizeof(ss);
 	memset(&ss, 0, sizeof(ss));
 	if (getsockname(c->fd, (struct sockaddr *)&ss, &len) == 0)
-		fmt_addr(&ss, c->laddr, sizeof(c->laddr));
+		fmt_addr(c, &ss, c->laddr, sizeof(c->laddr));
 	c->born_ms = c->io->now_ms;
 	atomic_store_explicit(&c->act_ms, c->io->now_ms, memory_order_relaxed);
 	pthread_mutex_lock(&reg_lock);
@@ -118,6 +134,7 @@ void kvd_resp_conn_open(struct kvd_conn *c)
 void kvd_resp_conn_close(struct kvd_conn *c)
 {
 	kvd_resp_multi_free(c);
+	kvd_resp_pubsub_close(c);
 	pthread_mutex_lock(&reg_lock);
 	if (c->reg_prev)
 		c->reg_prev->reg_next = c->reg_next;
@@ -177,6 +194,7 @@ static void drain(struct kvd_conn *c)
  * monitors' feeds.  One relaxed load when there is nothing to do. */
 void kvd_resp_io_wake(struct kvd_io *io)
 {
+	kvd_resp_pubsub_wake(io); /* subscribers' messages (resp_pubsub.c) */
 	if (io->idx >= MAX_IO ||
 	    !atomic_load_explicit(&io_work[io->idx], memory_order_relaxed) ||
 	    !atomic_exchange(&io_work[io->idx], 0))
@@ -239,13 +257,18 @@ static void monitor_line(struct kvd_conn *c, struct resp_req *r,
 	struct timespec ts;
 	struct resp_it it;
 	struct kv_slice a;
-	char head[128];
+	char head[64 + sizeof(c->addr)];
 	int n;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	n = snprintf(head, sizeof(head), "+%lld.%06ld [0 %s] ",
-		     (long long)ts.tv_sec, ts.tv_nsec / 1000, c->addr);
-	kv_buf_append(b, head, (size_t)n);
+	/* as Redis: "[0 unix:path]" for a Unix socket's client */
+	n = snprintf(head, sizeof(head), "+%lld.%06ld [0 %s%s] ",
+		     (long long)ts.tv_sec, ts.tv_nsec / 1000,
+		     is_unix(c) ? "unix:" : "",
+		     is_unix(c) ? c->io->srv->cfg->resp_unix_socket : c->addr);
+	kv_buf_append(b, head,
+		      n > 0 && (size_t)n < sizeof(head) ? (size_t)n
+							: strlen(head));
 	resp_it_init(r, 0, &it);
 	for (uint32_t i = 0; i < r->argc; i++) {
 		resp_it_next(&it, &a);
@@ -312,7 +335,7 @@ struct slow_entry {
 	uint64_t id, time, usec;
 	uint32_t argc; /* stored arguments */
 	struct kv_slice *argv;
-	char addr[56], name[64];
+	char addr[112], name[64]; /* addr: as kvd_conn's */
 };
 
 static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -566,14 +589,21 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	uint64_t now = self->io->now_ms;
 	uint64_t act = atomic_load_explicit(&c->act_ms, memory_order_relaxed);
 	unsigned cmd = atomic_load_explicit(&c->act_cmd, memory_order_relaxed);
-	char line[512], cmdname[40];
-	int n;
+	char line[512 + 2 * sizeof(c->addr)], cmdname[40], flags[4];
+	int n, f = 0;
 
 	if (c == self && cur_sub)
 		snprintf(cmdname, sizeof(cmdname), "client|%s", cur_sub);
 	else
 		snprintf(cmdname, sizeof(cmdname), "%s",
 			 cmd ? resp_cmds[cmd - 1].name : "NULL");
+	if (c->mon) /* Redis's letters, in its order */
+		flags[f++] = 'O';
+	if (is_unix(c))
+		flags[f++] = 'U';
+	if (!f)
+		flags[f++] = 'N';
+	flags[f] = '\0';
 	n = snprintf(
 	    line, sizeof(line),
 	    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu "
@@ -583,8 +613,8 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	    (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name,
 	    (unsigned long long)(now > c->born_ms ? now - c->born_ms : 0) /
 		1000,
-	    (unsigned long long)(now > act ? now - act : 0) / 1000,
-	    c->mon ? "O" : "N", c == self ? self->in.len : (size_t)0,
+	    (unsigned long long)(now > act ? now - act : 0) / 1000, flags,
+	    c == self ? self->in.len : (size_t)0,
 	    c == self ? self->out.len : (size_t)0, cmdname);
 	kv_buf_append(b, line,
 		      n > 0 && (size_t)n < sizeof(line) ? (size_t)n
@@ -649,7 +679,13 @@ struct kill_filter {
 	uint64_t id;
 	struct kv_slice addr, laddr;
 	int skipme, none;
+	int type; /* 0: any, or KILL_NORMAL, KILL_PUBSUB */
 };
+
+/* CLIENT KILL TYPE: a connection with subscriptions is pubsub, any other
+ * normal (a MONITOR too, as in Redis); kvd has no master or replica
+ * connections on this port. */
+enum { KILL_NORMAL = 1, KILL_PUBSUB };
 
 static int slice_is(struct kv_slice s, const char *z)
 {
@@ -676,9 +712,13 @@ static const char *kill_filters(struct resp_req *r, struct kill_filter *f)
 			f->id = (uint64_t)id;
 		} else if (resp_eq(o, "type")) {
 			if (resp_eq(v, "master") || resp_eq(v, "replica") ||
-			    resp_eq(v, "slave") || resp_eq(v, "pubsub"))
+			    resp_eq(v, "slave"))
 				f->none = 1;
-			else if (!resp_eq(v, "normal"))
+			else if (resp_eq(v, "pubsub"))
+				f->type = KILL_PUBSUB;
+			else if (resp_eq(v, "normal"))
+				f->type = KILL_NORMAL;
+			else
 				return "ERR Unknown client type";
 		} else if (resp_eq(o, "addr")) {
 			f->addr = v;
@@ -717,6 +757,10 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 		if ((f->id && o->id != f->id) ||
 		    (f->addr.p && !slice_is(f->addr, o->addr)) ||
 		    (f->laddr.p && !slice_is(f->laddr, o->laddr)) ||
+		    (f->type &&
+		     (f->type == KILL_PUBSUB) !=
+			 (atomic_load_explicit(&o->nsubs,
+					       memory_order_relaxed) > 0)) ||
 		    (o == c && f->skipme))
 			continue;
 		n++;
@@ -733,7 +777,7 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 
 static const char *client_kill(struct kvd_conn *c, struct resp_req *r)
 {
-	struct kill_filter f = {0, {NULL, 0}, {NULL, 0}, 1, 0};
+	struct kill_filter f = {0, {NULL, 0}, {NULL, 0}, 1, 0, 0};
 	const char *err;
 	int64_t n;
 
@@ -884,20 +928,45 @@ static void info_cpu(struct kv_buf *b)
 	kvd_info_line(b, "used_cpu_user_main_thread:%.6f", secs(th.ru_utime));
 }
 
-static void info_cmdstats(struct kvd_io *io, struct kv_buf *b)
+/* The sums at the last CONFIG RESETSTAT (the counters are single-writer:
+ * only their owners may store to them). */
+static pthread_mutex_t cbase_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t cbase[RESP_NCMDS][4];
+
+static void cmd_sums(struct kvd_io *io, int id, uint64_t v[4])
 {
 	unsigned nio = io->srv->nio < MAX_IO ? io->srv->nio : MAX_IO;
 
+	v[0] = v[1] = v[2] = v[3] = 0;
+	for (unsigned t = 0; t < nio; t++) {
+		v[0] += kvd_read(&cstats[t][id].calls);
+		v[1] += kvd_read(&cstats[t][id].usec);
+		v[2] += kvd_read(&cstats[t][id].failed);
+		v[3] += kvd_read(&cstats[t][id].rejected);
+	}
+}
+
+void kvd_resp_cmdstats_reset(struct kvd_io *io)
+{
+	pthread_mutex_lock(&cbase_lock);
+	for (int id = 0; id < RESP_NCMDS; id++)
+		cmd_sums(io, id, cbase[id]);
+	pthread_mutex_unlock(&cbase_lock);
+}
+
+static void info_cmdstats(struct kvd_io *io, struct kv_buf *b)
+{
 	kvd_info_line(b, "# Commandstats");
 	for (int id = 0; id < RESP_NCMDS; id++) {
-		uint64_t calls = 0, usec = 0, failed = 0, rejected = 0;
+		uint64_t v[4], calls, usec, failed, rejected;
 
-		for (unsigned t = 0; t < nio; t++) {
-			calls += kvd_read(&cstats[t][id].calls);
-			usec += kvd_read(&cstats[t][id].usec);
-			failed += kvd_read(&cstats[t][id].failed);
-			rejected += kvd_read(&cstats[t][id].rejected);
-		}
+		cmd_sums(io, id, v);
+		pthread_mutex_lock(&cbase_lock);
+		calls = v[0] - cbase[id][0];
+		usec = v[1] - cbase[id][1];
+		failed = v[2] - cbase[id][2];
+		rejected = v[3] - cbase[id][3];
+		pthread_mutex_unlock(&cbase_lock);
 		if (!calls && !rejected)
 			continue;
 		kvd_info_line(

@@ -1,5 +1,5 @@
-/* resp_rmw.c - GETEX, MSETNX, SETRANGE, SETBIT and INCRBYFLOAT: writes
- * computed from what the keys hold.
+/* resp_rmw.c - GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP and
+ * BITFIELD: writes computed from what the keys hold.
  *
  * Each runs in an exclusive section (resp_multi.c, committer.h): the keys
  * are read with no batch under way on any shard, the result is computed
@@ -17,6 +17,7 @@
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
+#include "strops.h"
 #include "write.h"
 
 #define SILENT RESP_CMD_EXEC
@@ -276,8 +277,6 @@ static const char *setbit_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 		err = resp_err_internal;
 		goto out;
 	}
-	if ((err = too_large(c, v.len)))
-		goto out;
 	resp_add_int(c, (v.data[byte] & mask) != 0);
 	if (p->bit)
 		v.data[byte] |= mask;
@@ -295,12 +294,16 @@ const char *resp_setbit(struct kvd_conn *c, struct resp_req *r)
 {
 	struct patch p = {0};
 	long long off;
+	const char *err;
 
 	if (resp_ll(r->a[2], &off) || off < 0 ||
 	    (unsigned long long)off >= PROTO_MAX_BULK * 8)
 		return "ERR bit offset is not an integer or out of range";
 	if (r->a[3].n != 1 || (r->a[3].p[0] != '0' && r->a[3].p[0] != '1'))
 		return "ERR bit is not an integer or out of range";
+	/* before the value is read and grown: nothing that big is made */
+	if ((err = too_large(c, ((uint64_t)off >> 3) + 1)))
+		return err;
 	if (!resp_key_ok(c, r->a[1]))
 		return resp_err_key;
 	p.off = (uint64_t)off;
@@ -311,7 +314,7 @@ const char *resp_setbit(struct kvd_conn *c, struct resp_req *r)
 /* ===================== INCRBYFLOAT ===================== */
 
 /* Redis's string2ld: the whole string, no leading space, not NaN. */
-static int parse_ld(struct kv_slice s, long double *out)
+int kvd_parse_ld(struct kv_slice s, long double *out)
 {
 	char buf[5 * 1024 + 1], *end;
 
@@ -329,7 +332,7 @@ static int parse_ld(struct kv_slice s, long double *out)
 
 /* Redis's ld2string(LD_STR_HUMAN): %.17Lf, trailing zeros trimmed, no
  * negative zero. */
-static size_t format_ld(char *buf, size_t cap, long double v)
+size_t kvd_format_ld(char *buf, size_t cap, long double v)
 {
 	int l = snprintf(buf, cap, "%.17Lf", v);
 
@@ -365,7 +368,7 @@ static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
 		exp = 0;
 	else if (rc != KV_OK)
 		err = resp_err_internal;
-	else if (parse_ld(sl(&v), &cur))
+	else if (kvd_parse_ld(sl(&v), &cur))
 		err = "ERR value is not a valid float";
 	if (err)
 		goto out;
@@ -374,7 +377,7 @@ static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
 		err = "ERR increment would produce NaN or Infinity";
 		goto out;
 	}
-	n = format_ld(out, sizeof(out), cur);
+	n = kvd_format_ld(out, sizeof(out), cur);
 	if (!n) {
 		err = resp_err_internal;
 		goto out;
@@ -393,7 +396,7 @@ const char *resp_incrbyfloat(struct kvd_conn *c, struct resp_req *r)
 {
 	long double incr;
 
-	if (parse_ld(r->a[2], &incr))
+	if (kvd_parse_ld(r->a[2], &incr))
 		return "ERR value is not a valid float";
 	if (!resp_key_ok(c, r->a[1]))
 		return resp_err_key;
@@ -402,10 +405,8 @@ const char *resp_incrbyfloat(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== BITOP ===================== */
 
-enum { BOP_AND, BOP_OR, BOP_XOR, BOP_NOT };
-
-static void bitop_fold(uint8_t *dst, const struct kv_buf *src, size_t len,
-		       int op, int first)
+void kvd_bitop_fold(uint8_t *dst, const struct kv_buf *src, size_t len, int op,
+		    int first)
 {
 	for (size_t i = 0; i < len; i++) {
 		uint8_t b = i < src->len ? src->data[i] : 0;
@@ -452,7 +453,7 @@ static const char *bitop_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 	}
 	out.len = len;
 	for (uint32_t i = 0; i < n; i++)
-		bitop_fold(out.data, &v[i], len, op, i == 0);
+		kvd_bitop_fold(out.data, &v[i], len, op, i == 0);
 	resp_add_int(c, (int64_t)len);
 	err = queued(
 	    len ? kvd_write_one(c, SILENT, KVD_W_PUT, r->a[2], sl(&out), 0, 0,
@@ -487,4 +488,82 @@ const char *resp_bitop(struct kvd_conn *c, struct resp_req *r)
 	if (!resp_key_ok(c, r->a[2]))
 		return resp_err_key;
 	return resp_in_section(c, r, bitop_fn, &op);
+}
+
+/* ===================== BITFIELD ===================== */
+
+struct bitfield {
+	struct resp_bf_op *ops;
+	uint32_t n;
+	uint64_t maxbit; /* 0: GETs only */
+};
+
+/* As Redis: with a SET or INCRBY, the key is made (or grown with zeros)
+ * to hold the furthest field written before any operation runs, and so
+ * stays even when every write fails under OVERFLOW FAIL. */
+static const char *bitfield_fn(struct kvd_conn *c, struct resp_req *r,
+			       void *arg)
+{
+	const struct bitfield *b = arg;
+	struct kv_buf v = {0};
+	uint64_t exp;
+	const char *err = NULL;
+	int found, rc;
+
+	if (!b->maxbit) {
+		rc = resp_section_read(c, r->a[1], &v, &exp);
+		if (rc != KV_OK && rc != KV_NOT_FOUND) {
+			err = resp_err_internal;
+			goto out;
+		}
+	} else if (load_grown(c, r->a[1], &v, (b->maxbit + 7) >> 3, &exp,
+			      &found)) {
+		err = resp_err_internal;
+		goto out;
+	}
+	resp_add_array(c, b->n);
+	for (uint32_t i = 0; i < b->n; i++) {
+		const struct resp_bf_op *o = &b->ops[i];
+		int64_t x;
+
+		if (o->op == RESP_BF_GET)
+			resp_add_int(c, resp_bf_get(sl(&v), o));
+		else if (resp_bf_write(v.data, o, &x))
+			resp_add_nil(c);
+		else
+			resp_add_int(c, x);
+	}
+	if (b->maxbit)
+		err = queued(kvd_write_one(c, SILENT, KVD_W_PUT, r->a[1],
+					   sl(&v), exp, 0, 0));
+out:
+	kv_buf_free(&v);
+	return err;
+}
+
+/* BITFIELD key [GET type offset | SET type offset value | INCRBY type
+ * offset incr | OVERFLOW WRAP|SAT|FAIL]... */
+const char *resp_bitfield(struct kvd_conn *c, struct resp_req *r)
+{
+	struct bitfield b;
+	const char *err = resp_bf_parse(r, &b.ops, &b.n, &b.maxbit);
+
+	if (err)
+		return err;
+	if (b.maxbit && (err = too_large(c, (b.maxbit + 7) >> 3)))
+		goto out;
+	if (!resp_key_ok(c, r->a[1])) {
+		if (b.maxbit) {
+			err = resp_err_key;
+			goto out;
+		}
+		resp_add_array(c, b.n); /* GETs of a key that cannot exist */
+		for (uint32_t i = 0; i < b.n; i++)
+			resp_add_int(c, 0);
+		goto out;
+	}
+	err = resp_in_section(c, r, bitfield_fn, &b);
+out:
+	free(b.ops);
+	return err;
 }

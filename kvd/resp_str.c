@@ -1,5 +1,6 @@
 /* resp_str.c - RESP read-only string commands on parts of a value: GETRANGE
- * (and SUBSTR), GETBIT, BITCOUNT, BITPOS, BITFIELD_RO and LCS.
+ * (and SUBSTR), GETBIT, BITCOUNT, BITPOS, BITFIELD_RO and LCS; and the
+ * parser and field arithmetic BITFIELD (resp_rmw.c) shares with BITFIELD_RO.
  *
  * They follow Redis 7.0's t_string.c and bitops.c step by step, including
  * the order in which arguments are checked against the key's existence
@@ -20,6 +21,7 @@
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
+#include "strops.h"
 
 /* Redis's proto-max-bulk-len default: bit offsets are held below it. */
 #define BIT_OFFSET_BYTES (512ull << 20)
@@ -50,7 +52,7 @@ static int value_of(struct kvd_conn *c, struct kv_slice k, struct kv_slice *v)
 
 /* Clamp [*start, *end] to a string of len units as Redis does; 0 when the
  * range is empty. */
-static int clamp(long long *start, long long *end, long long len)
+int kvd_clamp_range(long long *start, long long *end, long long len)
 {
 	if (*start < 0)
 		*start += len;
@@ -78,7 +80,7 @@ const char *resp_getrange(struct kvd_conn *c, struct resp_req *r)
 	if (rc < 0)
 		return resp_err_internal;
 	if (rc == 0 || (start < 0 && end < 0 && start > end) ||
-	    !clamp(&start, &end, (long long)v.n))
+	    !kvd_clamp_range(&start, &end, (long long)v.n))
 		resp_add_bulk(c, "", 0);
 	else
 		resp_add_bulk(c, v.p + start, (size_t)(end - start + 1));
@@ -131,17 +133,11 @@ static int unit_arg(struct kv_slice s)
 	return resp_eq(s, "byte") ? 0 : -1;
 }
 
-struct bitrange {
-	long long start, end; /* bytes, inclusive */
-	uint8_t first_mask;   /* bits of the first byte outside the range */
-	uint8_t last_mask;    /* bits of the last byte outside the range */
-};
-
 /* Convert a range in bytes or bits into bytes and edge masks (bitops.c). */
-static int to_bytes(struct bitrange *br, long long len, int isbit)
+int kvd_bitrange_bytes(struct bitrange *br, long long len, int isbit)
 {
 	br->first_mask = br->last_mask = 0;
-	if (!clamp(&br->start, &br->end, isbit ? len << 3 : len))
+	if (!kvd_clamp_range(&br->start, &br->end, isbit ? len << 3 : len))
 		return 0;
 	if (isbit) {
 		br->first_mask =
@@ -153,7 +149,7 @@ static int to_bytes(struct bitrange *br, long long len, int isbit)
 	return 1;
 }
 
-static long long popcount(const uint8_t *p, size_t n)
+long long kvd_popcount(const uint8_t *p, size_t n)
 {
 	long long bits = 0;
 
@@ -191,11 +187,11 @@ const char *resp_bitcount(struct kvd_conn *c, struct resp_req *r)
 	} else {
 		return resp_err_syntax;
 	}
-	if (!to_bytes(&br, (long long)v.n, isbit)) {
+	if (!kvd_bitrange_bytes(&br, (long long)v.n, isbit)) {
 		resp_add_int(c, 0);
 		return NULL;
 	}
-	n = popcount(v.p + br.start, (size_t)(br.end - br.start + 1));
+	n = kvd_popcount(v.p + br.start, (size_t)(br.end - br.start + 1));
 	n -= __builtin_popcount(v.p[br.start] & br.first_mask);
 	n -= __builtin_popcount(v.p[br.end] & br.last_mask);
 	resp_add_int(c, n);
@@ -217,8 +213,8 @@ static long long first_bit(const uint8_t *p, size_t n, int bit)
 
 /* BITPOS's search of a range of bytes whose edge bits outside the range
  * are masked: set to the opposite of what is looked for. */
-static long long bitpos_range(const uint8_t *p, const struct bitrange *br,
-			      int bit, long long *bytes)
+long long kvd_bitpos_range(const uint8_t *p, const struct bitrange *br, int bit,
+			   long long *bytes)
 {
 	long long start = br->start, n = br->end - br->start + 1;
 	uint8_t fill = bit ? 0 : 0xff;
@@ -275,11 +271,11 @@ const char *resp_bitpos(struct kvd_conn *c, struct resp_req *r)
 	} else if (r->argc != 3) {
 		return resp_err_syntax;
 	}
-	if (!to_bytes(&br, (long long)v.n, isbit)) {
+	if (!kvd_bitrange_bytes(&br, (long long)v.n, isbit)) {
 		resp_add_int(c, -1);
 		return NULL;
 	}
-	pos = bitpos_range(v.p, &br, (int)bit, &bytes);
+	pos = kvd_bitpos_range(v.p, &br, (int)bit, &bytes);
 	if (end_given && bit == 0 && pos == bytes * 8)
 		pos = -1; /* no zero inside an explicit range */
 	else if (pos != -1)
@@ -320,58 +316,178 @@ static int64_t bf_get(struct kv_slice v, uint64_t off, long long bits, int sign)
 	return (int64_t)u;
 }
 
-/* One pass over the operations: check them (emit 0), then answer them.
- * *ngets counts the GETs.  As in Redis, a SET or INCRBY is refused only
- * once every operation has parsed. */
-static const char *bitfield_ops(struct kvd_conn *c, struct resp_req *r,
-				struct kv_slice v, int emit, uint64_t *ngets)
+/* Redis's setUnsignedBitfield: the low bits of u at bit off of p, which
+ * holds them. */
+static void bf_put(uint8_t *p, uint64_t off, long long bits, uint64_t u)
 {
+	for (long long j = bits - 1; j >= 0; j--, off++) {
+		uint8_t mask = (uint8_t)(0x80u >> (off & 7));
+
+		if ((u >> j) & 1)
+			p[off >> 3] |= mask;
+		else
+			p[off >> 3] &= (uint8_t)~mask;
+	}
+}
+
+int64_t resp_bf_get(struct kv_slice v, const struct resp_bf_op *o)
+{
+	return bf_get(v, o->off, o->bits, o->sign);
+}
+
+/* Redis's checkUnsignedBitfieldOverflow: 0, or 1 with *to the value to
+ * store (WRAP, SAT; FAIL stores nothing). */
+static int bf_over_u(uint64_t v, int64_t incr, int bits, int ow, uint64_t *to)
+{
+	uint64_t max = bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
+	int64_t maxincr = (int64_t)(max - v), minincr = (int64_t)(0 - v);
+	int up = v > max || (incr > 0 && incr > maxincr);
+
+	if (!up && !(incr < 0 && incr < minincr))
+		return 0;
+	if (ow == RESP_BF_WRAP)
+		*to = (v + (uint64_t)incr) & max;
+	else if (ow == RESP_BF_SAT)
+		*to = up ? max : 0;
+	return 1;
+}
+
+/* Redis's checkSignedBitfieldOverflow, with its conditions as they are
+ * (for 64 bits, only an increment of the value's own sign overflows). */
+static int bf_over_i(int64_t v, int64_t incr, int bits, int ow, int64_t *to)
+{
+	int64_t max =
+	    bits == 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1);
+	int64_t min = -max - 1;
+	int64_t maxincr = (int64_t)((uint64_t)max - (uint64_t)v);
+	int64_t minincr = (int64_t)((uint64_t)min - (uint64_t)v);
+	int up = v > max || (bits != 64 && incr > maxincr) ||
+		 (v >= 0 && incr > 0 && incr > maxincr);
+	int down = !up && (v < min || (bits != 64 && incr < minincr) ||
+			   (v < 0 && incr < 0 && incr < minincr));
+	uint64_t sum = (uint64_t)v + (uint64_t)incr;
+
+	if (!up && !down)
+		return 0;
+	if (ow == RESP_BF_SAT) {
+		*to = up ? max : min;
+	} else if (ow == RESP_BF_WRAP) {
+		if (bits < 64 && (sum & (1ull << (bits - 1))))
+			sum |= ~0ull << bits;
+		else if (bits < 64)
+			sum &= ~(~0ull << bits);
+		*to = (int64_t)sum;
+	}
+	return 1;
+}
+
+int resp_bf_write(uint8_t *p, const struct resp_bf_op *o, int64_t *reply)
+{
+	struct kv_slice v = {p, (o->off + o->bits + 7) >> 3};
+	int64_t old = bf_get(v, o->off, o->bits, o->sign);
+	int incr = o->op == RESP_BF_INCRBY, over;
+	/* SET checks its value as an increment of 0 from it */
+	int64_t from = incr ? old : o->val, by = incr ? o->val : 0;
+	uint64_t nv = (uint64_t)from + (uint64_t)by;
+
+	if (o->sign) {
+		int64_t to = 0;
+
+		if ((over = bf_over_i(from, by, o->bits, o->ow, &to)))
+			nv = (uint64_t)to;
+	} else {
+		over = bf_over_u((uint64_t)from, by, o->bits, o->ow, &nv);
+	}
+	if (over && o->ow == RESP_BF_FAIL)
+		return -1;
+	*reply = incr ? (int64_t)nv : old;
+	bf_put(p, o->off, o->bits, nv);
+	return 0;
+}
+
+/* One operation at *j (advanced past it) into *o; or an error. */
+static const char *bf_one(struct resp_req *r, struct resp_it *it, uint32_t *j,
+			  int ow, struct resp_bf_op *o)
+{
+	uint32_t more = r->argc - *j - 1;
+	struct kv_slice op, t, off, val;
+	long long bits, x = 0;
+	int sign;
+
+	resp_it_next(it, &op);
+	if (resp_eq(op, "get") && more >= 2)
+		o->op = RESP_BF_GET;
+	else if (resp_eq(op, "set") && more >= 3)
+		o->op = RESP_BF_SET;
+	else if (resp_eq(op, "incrby") && more >= 3)
+		o->op = RESP_BF_INCRBY;
+	else
+		return resp_err_syntax;
+	resp_it_next(it, &t);
+	resp_it_next(it, &off);
+	*j += 2;
+	if (bf_type(t, &sign, &bits))
+		return err_bftype;
+	if (bit_offset(off, 1, bits, &o->off))
+		return err_bitoff;
+	if (o->op != RESP_BF_GET) {
+		resp_it_next(it, &val);
+		++*j;
+		if (resp_ll(val, &x))
+			return resp_err_int;
+	}
+	o->val = x;
+	o->bits = (uint8_t)bits;
+	o->sign = (uint8_t)sign;
+	o->ow = (uint8_t)ow;
+	return NULL;
+}
+
+const char *resp_bf_parse(struct resp_req *r, struct resp_bf_op **ops,
+			  uint32_t *n, uint64_t *maxbit)
+{
+	struct resp_bf_op *o = malloc(sizeof(*o) * (r->argc / 3 + 1));
 	struct resp_it it;
-	struct kv_slice op, t, o, val;
-	long long bits, x;
-	uint64_t off;
-	int sign, writes = 0;
+	struct kv_slice t;
+	int ow = RESP_BF_WRAP;
+	const char *err = NULL;
 
-	*ngets = 0;
+	*n = 0;
+	*maxbit = 0;
+	if (!o)
+		return resp_err_nomem;
 	resp_it_init(r, 2, &it);
-	for (uint32_t j = 2; j < r->argc; j++) {
-		uint32_t more = r->argc - j - 1;
-		int get;
+	for (uint32_t j = 2; j < r->argc && !err; j++) {
+		struct resp_it at = it;
+		struct kv_slice op;
 
-		resp_it_next(&it, &op);
-		if (resp_eq(op, "overflow") && more >= 1) {
+		resp_it_next(&at, &op);
+		if (resp_eq(op, "overflow") && r->argc - j - 1 >= 1) {
+			it = at;
 			resp_it_next(&it, &t);
 			j++;
-			if (!resp_eq(t, "wrap") && !resp_eq(t, "sat") &&
-			    !resp_eq(t, "fail"))
-				return "ERR Invalid OVERFLOW type specified";
+			if (resp_eq(t, "wrap"))
+				ow = RESP_BF_WRAP;
+			else if (resp_eq(t, "sat"))
+				ow = RESP_BF_SAT;
+			else if (resp_eq(t, "fail"))
+				ow = RESP_BF_FAIL;
+			else
+				err = "ERR Invalid OVERFLOW type specified";
 			continue;
 		}
-		get = resp_eq(op, "get") && more >= 2;
-		if (!get && !((resp_eq(op, "set") || resp_eq(op, "incrby")) &&
-			      more >= 3))
-			return resp_err_syntax;
-		resp_it_next(&it, &t);
-		resp_it_next(&it, &o);
-		j += 2;
-		if (bf_type(t, &sign, &bits))
-			return err_bftype;
-		if (bit_offset(o, 1, bits, &off))
-			return err_bitoff;
-		if (!get) {
-			resp_it_next(&it, &val);
-			j++;
-			if (resp_ll(val, &x))
-				return resp_err_int;
-			writes = 1;
-			continue;
-		}
-		++*ngets;
-		if (emit)
-			resp_add_int(c, bf_get(v, off, bits, sign));
+		if ((err = bf_one(r, &it, &j, ow, &o[*n])))
+			break;
+		if (o[*n].op != RESP_BF_GET && o[*n].off + o[*n].bits > *maxbit)
+			*maxbit = o[*n].off + o[*n].bits;
+		++*n;
 	}
-	return writes ? "ERR BITFIELD_RO only supports the GET subcommand"
-		      : NULL;
+	if (err) {
+		free(o);
+		o = NULL;
+	}
+	*ops = o;
+	return err;
 }
 
 /* BITFIELD_RO key [GET type offset ...]: Redis checks every operation
@@ -379,19 +495,30 @@ static const char *bitfield_ops(struct kvd_conn *c, struct resp_req *r,
 const char *resp_bitfield_ro(struct kvd_conn *c, struct resp_req *r)
 {
 	struct kv_slice v = {NULL, 0};
-	uint64_t n;
-	const char *err = bitfield_ops(c, r, v, 0, &n);
+	struct resp_bf_op *ops;
+	uint64_t maxbit;
+	uint32_t n;
+	const char *err = resp_bf_parse(r, &ops, &n, &maxbit);
 	int rc;
 
 	if (err)
 		return err;
+	if (maxbit) {
+		free(ops);
+		return "ERR BITFIELD_RO only supports the GET subcommand";
+	}
 	rc = value_of(c, r->a[1], &v);
-	if (rc < 0)
+	if (rc < 0) {
+		free(ops);
 		return resp_err_internal;
+	}
 	if (rc == 0)
 		v.n = 0;
 	resp_add_array(c, n);
-	return bitfield_ops(c, r, v, 1, &n);
+	for (uint32_t i = 0; i < n; i++)
+		resp_add_int(c, resp_bf_get(v, &ops[i]));
+	free(ops);
+	return NULL;
 }
 
 /* ===================== LCS ===================== */

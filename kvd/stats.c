@@ -4,17 +4,23 @@
 
 #include "kv_status.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "auth.h"
 #include "committer.h"
 #include "kv_mp.h"
 #include "loop.h"
 #include "repl.h"
+#include "resp.h"
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 {
@@ -178,6 +184,90 @@ void kvd_info_line(struct kv_buf *b, const char *fmt, ...)
 	kv_buf_append(b, tmp, (size_t)n + 2);
 }
 
+/* ===================== run_id, CONFIG RESETSTAT ===================== */
+
+static pthread_once_t run_id_once = PTHREAD_ONCE_INIT;
+static char run_id[41];
+
+/* 40 hex digits, random per process start, as Redis's (Sentinel tells
+ * a restarted server from a running one by it). */
+static void make_run_id(void)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t r[20];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		struct timespec ts;
+		uint64_t seed[3];
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		seed[0] = (uint64_t)ts.tv_sec;
+		seed[1] = (uint64_t)ts.tv_nsec;
+		seed[2] = (uint64_t)getpid();
+		for (unsigned i = 0; i < sizeof(r); i += 8) {
+			uint64_t h =
+			    XXH3_64bits_withSeed(seed, sizeof(seed), i);
+
+			memcpy(r + i, &h,
+			       sizeof(r) - i < 8 ? sizeof(r) - i : 8);
+		}
+	}
+	for (unsigned i = 0; i < sizeof(r); i++) {
+		run_id[2 * i] = hex[r[i] >> 4];
+		run_id[2 * i + 1] = hex[r[i] & 15];
+	}
+}
+
+const char *kvd_run_id(void)
+{
+	pthread_once(&run_id_once, make_run_id);
+	return run_id;
+}
+
+/* CONFIG RESETSTAT keeps the counters at reset, and INFO stats shows
+ * what came since: the counters themselves are single-writer (kvd_count)
+ * and stay monotonic for STATS and /metrics. */
+static pthread_mutex_t base_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kvd_totals base;
+static uint64_t base_auth, base_psclosed;
+
+void kvd_stats_reset(struct kvd_server *srv)
+{
+	struct kvd_totals t;
+	uint64_t ch, pat, closed;
+
+	kvd_stats_sum(srv, &t);
+	kvd_resp_pubsub_stats(srv, &ch, &pat, &closed);
+	pthread_mutex_lock(&base_lock);
+	base = t;
+	base_auth = kvd_auth_failures();
+	base_psclosed = closed;
+	pthread_mutex_unlock(&base_lock);
+}
+
+/* t less the counters at the last CONFIG RESETSTAT. */
+static void since_reset(struct kvd_totals *t, uint64_t *auth,
+			uint64_t *psclosed)
+{
+	pthread_mutex_lock(&base_lock);
+	for (unsigned op = 0; op < KV_OP_MAX; op++) {
+		t->calls[op] -= base.calls[op];
+		t->errors[op] -= base.errors[op];
+	}
+	t->accepted -= base.accepted;
+	t->refused -= base.refused;
+	t->bytes_in -= base.bytes_in;
+	t->bytes_out -= base.bytes_out;
+	t->reaped -= base.reaped;
+	t->resp_calls -= base.resp_calls;
+	t->resp_errors -= base.resp_errors;
+	t->write_pauses -= base.write_pauses;
+	t->preauth_closed -= base.preauth_closed;
+	*auth -= base_auth;
+	*psclosed -= base_psclosed;
+	pthread_mutex_unlock(&base_lock);
+}
+
 static void info_server(struct kvd_io *io, struct kv_buf *b)
 {
 	struct kvd_server *srv = io->srv;
@@ -194,6 +284,7 @@ static void info_server(struct kvd_io *io, struct kv_buf *b)
 	kvd_info_line(b, "os:%s %s %s", u.sysname, u.release, u.machine);
 	kvd_info_line(b, "arch_bits:%u", (unsigned)(sizeof(void *) * 8));
 	kvd_info_line(b, "process_id:%ld", (long)getpid());
+	kvd_info_line(b, "run_id:%s", kvd_run_id());
 	kvd_info_line(b, "tcp_port:%u", srv->resp_port);
 	kvd_info_line(b, "uptime_in_seconds:%llu", (unsigned long long)up);
 	kvd_info_line(b, "uptime_in_days:%llu", (unsigned long long)up / 86400);
@@ -250,10 +341,15 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 		      (unsigned long long)waits);
 }
 
-static void info_stats(const struct kvd_totals *t, struct kv_buf *b)
+static void info_stats(struct kvd_io *io, struct kvd_totals t0,
+		       struct kv_buf *b)
 {
-	uint64_t calls = 0, errors = 0;
+	struct kvd_totals *t = &t0;
+	uint64_t calls = 0, errors = 0, auth = kvd_auth_failures();
+	uint64_t ch, pat, psclosed;
 
+	kvd_resp_pubsub_stats(io->srv, &ch, &pat, &psclosed);
+	since_reset(t, &auth, &psclosed);
 	for (unsigned op = 1; op < KV_OP_MAX; op++) {
 		calls += t->calls[op];
 		errors += t->errors[op];
@@ -270,8 +366,12 @@ static void info_stats(const struct kvd_totals *t, struct kv_buf *b)
 	kvd_info_line(b, "rejected_connections:%llu",
 		      (unsigned long long)t->refused);
 	kvd_info_line(b, "acl_access_denied_auth:%llu",
-		      (unsigned long long)kvd_auth_failures());
+		      (unsigned long long)auth);
 	kvd_info_line(b, "expired_keys:%llu", (unsigned long long)t->reaped);
+	kvd_info_line(b, "pubsub_channels:%llu", (unsigned long long)ch);
+	kvd_info_line(b, "pubsub_patterns:%llu", (unsigned long long)pat);
+	kvd_info_line(b, "client_output_buffer_limit_disconnections:%llu",
+		      (unsigned long long)psclosed);
 	kvd_info_line(b, "total_error_replies:%llu",
 		      (unsigned long long)(errors + t->resp_errors));
 	kvd_info_line(b, "kvd_native_commands:%llu", (unsigned long long)calls);
@@ -328,7 +428,7 @@ void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b)
 			kvd_info_line(b, "blocked_clients:0");
 			break;
 		case KVD_INFO_PERSISTENCE: info_persistence(io, &t, b); break;
-		case KVD_INFO_STATS: info_stats(&t, b); break;
+		case KVD_INFO_STATS: info_stats(io, t, b); break;
 		default: info_keyspace(io, b); break;
 		}
 	}

@@ -43,6 +43,12 @@ enum {
  * sections separated by an empty line). */
 void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b);
 
+/* INFO server's run_id: 40 hex digits, random per process start. */
+const char *kvd_run_id(void);
+/* CONFIG RESETSTAT: INFO stats counts from now on (STATS and /metrics,
+ * whose counters must only grow, do not change). */
+void kvd_stats_reset(struct kvd_server *srv);
+
 /* One INFO line, "text\r\n", cut to 509 bytes (stats.c, resp_intro.c). */
 struct kv_buf;
 void kvd_info_line(struct kv_buf *b, const char *fmt, ...)

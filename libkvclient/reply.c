@@ -104,6 +104,30 @@ static int check_scan(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	return p == end ? 0 : -1;
 }
 
+/* TXN: [[reply], ...], one reply per sub-request, each an array whose
+ * first item is a wire status. */
+static int check_txn(kvc_reply *r, const uint8_t *p, const uint8_t *end,
+		     uint32_t n)
+{
+	struct kv_mp_obj o;
+
+	if (n != 1 || next(&p, end, &o) || o.type != KV_MP_ARRAY ||
+	    o.len != r->req.n)
+		return -1;
+	r->it = p;
+	r->left = o.len;
+	for (uint32_t i = 0; i < r->left; i++) {
+		const uint8_t *q = p;
+
+		if (next(&q, end, &o) || o.type != KV_MP_ARRAY || !o.len ||
+		    next(&q, end, &o) || o.type != KV_MP_UINT ||
+		    o.v.u >= KVC_CLIENT_STATUS_MIN ||
+		    kv_mp_skip(&p, end, KV_MP_MAX_DEPTH) != KV_MP_OK)
+			return -1;
+	}
+	return p == end ? 0 : -1;
+}
+
 /* The result part of a successful reply, by the request's opcode; n is
  * the number of items after the status. */
 static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
@@ -118,7 +142,10 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 		bad = n > 1 || (n == 1 && take_bytes(&p, end, 0));
 		break;
 	case KV_OP_GET:
-	case KV_OP_GETDEL: bad = n != 1 || take_bytes(&p, end, 0); break;
+	case KV_OP_GETDEL:
+	case KV_OP_GETEX:
+	case KV_OP_GETRANGE:
+	case KV_OP_INCRBYFLOAT: bad = n != 1 || take_bytes(&p, end, 0); break;
 	case KV_OP_MGET:
 		bad = n != r->req.n;
 		r->it = p;
@@ -130,9 +157,16 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_EXISTS:
 	case KV_OP_COUNT:
 	case KV_OP_APPEND:
-	case KV_OP_BACKUP: bad = n != 1 || take_int(&p, end, 1); break;
+	case KV_OP_BACKUP:
+	case KV_OP_SETRANGE:
+	case KV_OP_SETBIT:
+	case KV_OP_GETBIT:
+	case KV_OP_BITCOUNT:
+	case KV_OP_BITOP: bad = n != 1 || take_int(&p, end, 1); break;
 	case KV_OP_INCR:
-	case KV_OP_TTL: bad = n != 1 || take_int(&p, end, 0); break;
+	case KV_OP_TTL:
+	case KV_OP_BITPOS: bad = n != 1 || take_int(&p, end, 0); break;
+	case KV_OP_TXN: return check_txn(r, p, end, n);
 	case KV_OP_SCAN: return check_scan(r, p, end, n);
 	case KV_OP_REPLSYNC:
 	case KV_OP_REPLPULL:
@@ -301,8 +335,11 @@ int kvc_reply_value(const kvc_reply *r, kvc_val *val)
 {
 	const uint8_t *p = r->res;
 	struct kv_mp_obj o = {.type = KV_MP_NIL};
-	int rc = r->req.op == KV_OP_PING ? r->status
-					 : kind(r, KV_OP_GET, KV_OP_GETDEL);
+	static const uint8_t ops[] = {KV_OP_GET, KV_OP_GETDEL, KV_OP_GETEX,
+				      KV_OP_GETRANGE, KV_OP_INCRBYFLOAT};
+	int rc = r->req.op == KV_OP_PING || memchr(ops, r->req.op, sizeof(ops))
+		     ? r->status
+		     : -KVC_INVALID;
 
 	if (rc)
 		return rc;
@@ -314,9 +351,11 @@ int kvc_reply_value(const kvc_reply *r, kvc_val *val)
 
 int kvc_reply_int(const kvc_reply *r, int64_t *v)
 {
-	static const uint8_t ops[] = {KV_OP_INCR,  KV_OP_TTL,	 KV_OP_APPEND,
-				      KV_OP_MDEL,  KV_OP_EXISTS, KV_OP_COUNT,
-				      KV_OP_BACKUP};
+	static const uint8_t ops[] = {
+	    KV_OP_INCR,	  KV_OP_TTL,	KV_OP_APPEND,	KV_OP_MDEL,
+	    KV_OP_EXISTS, KV_OP_COUNT,	KV_OP_BACKUP,	KV_OP_SETRANGE,
+	    KV_OP_SETBIT, KV_OP_GETBIT, KV_OP_BITCOUNT, KV_OP_BITPOS,
+	    KV_OP_BITOP};
 	const uint8_t *p = r->res;
 	struct kv_mp_obj o;
 
@@ -335,13 +374,26 @@ int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val)
 {
 	static const kvc_val none;
 	struct kv_mp_obj o;
-	int rc = kind(r, KV_OP_MGET, KV_OP_SCAN);
+	int rc = r->req.op == KV_OP_TXN ? r->status
+					: kind(r, KV_OP_MGET, KV_OP_SCAN);
 
 	if (rc)
 		return rc;
 	if (!r->left)
 		return -KVC_END;
 	r->left--;
+	if (r->req.op == KV_OP_TXN) { /* one sub-request's whole reply */
+		const uint8_t *at = r->it;
+
+		kv_mp_skip(&r->it, r->end, KV_MP_MAX_DEPTH); /* checked */
+		if (key)
+			*key = none;
+		if (val) {
+			val->p = at;
+			val->len = (size_t)(r->it - at);
+		}
+		return 0;
+	}
 	if (r->req.op == KV_OP_MGET) {
 		if (key)
 			*key = none;
@@ -447,4 +499,40 @@ int kvc_map_str(kvc_val map, const char *name, kvc_val *s)
 		return -KVC_INVALID;
 	val_of(&o, s);
 	return 0;
+}
+
+int kvc_txn_result(kvc_val sub, kvc_val *value, int64_t *num)
+{
+	const uint8_t *p = sub.p, *end = p + sub.len;
+	struct kv_mp_obj o;
+	uint32_t n;
+	int st, got_val = 0, got_num = 0;
+
+	if (value)
+		*value = (kvc_val){NULL, 0};
+	if (num)
+		*num = 0;
+	if (!p || next(&p, end, &o) || o.type != KV_MP_ARRAY || !o.len)
+		return -KVC_PROTOCOL;
+	n = o.len;
+	if (next(&p, end, &o) || o.type != KV_MP_UINT ||
+	    o.v.u >= KVC_CLIENT_STATUS_MIN)
+		return -KVC_PROTOCOL;
+	st = -(int)o.v.u;
+	/* a sub-request's reply is flat: scalars after its status */
+	for (uint32_t i = 1; i < n; i++) {
+		if (next(&p, end, &o) || o.type == KV_MP_ARRAY ||
+		    o.type == KV_MP_MAP)
+			return -KVC_PROTOCOL;
+		if (is_bytes(&o) && !got_val && st == 0) {
+			val_of(&o, value);
+			got_val = 1;
+		} else if ((o.type == KV_MP_UINT || o.type == KV_MP_INT) &&
+			   !got_num) {
+			if (num)
+				*num = o.v.i;
+			got_num = 1;
+		}
+	}
+	return p == end ? st : -KVC_PROTOCOL;
 }

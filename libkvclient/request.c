@@ -182,7 +182,9 @@ int kvc_send_hello(kvc_conn *c)
 
 	if ((rc = begin(c, KV_OP_HELLO, 1, &start)))
 		return rc;
-	kv_mp_uint(&c->out, KV_PROTO_VERSION);
+	/* version 1, which every kvd answers; the reply's proto says
+	 * which the server speaks (2: the version 2 operations are there) */
+	kv_mp_uint(&c->out, KV_PROTO_MIN_VERSION);
 	return finish(c, start, KV_OP_HELLO, 0, 0);
 }
 
@@ -387,4 +389,250 @@ int kvc_send_raw(kvc_conn *c, unsigned op, const void *args, size_t len,
 		return rc;
 	kv_buf_append(&c->out, args, len);
 	return finish(c, start, op, 0, 0);
+}
+
+/* ===================== Version 2 operations ===================== */
+
+/* Two keys and optional flags: RENAME, COPY. */
+static int move_req(kvc_conn *c, unsigned op, const void *src, size_t slen,
+		    const void *dst, size_t dlen, unsigned flags)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(src, slen) || !bytes_ok(dst, dlen))
+		return invalid(c, "key");
+	if (flags & ~1u)
+		return invalid(c, op == KV_OP_RENAME ? "RENAME flags"
+						     : "COPY flags");
+	if ((rc = begin(c, op, flags ? 3 : 2, &start)))
+		return rc;
+	kv_mp_bin(&c->out, src, slen);
+	kv_mp_bin(&c->out, dst, dlen);
+	if (flags)
+		kv_mp_uint(&c->out, flags);
+	return finish(c, start, op, 0, 0);
+}
+
+int kvc_send_rename(kvc_conn *c, const void *src, size_t slen, const void *dst,
+		    size_t dlen, unsigned flags)
+{
+	return move_req(c, KV_OP_RENAME, src, slen, dst, dlen, flags);
+}
+
+int kvc_send_copy(kvc_conn *c, const void *src, size_t slen, const void *dst,
+		  size_t dlen, unsigned flags)
+{
+	return move_req(c, KV_OP_COPY, src, slen, dst, dlen, flags);
+}
+
+int kvc_send_getex(kvc_conn *c, const void *key, size_t klen, uint64_t ttl_ms,
+		   unsigned flags)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen))
+		return invalid(c, "key");
+	if ((flags & ~(KVC_GETEX_PERSIST | KVC_GETEX_AT)) ||
+	    ((flags & KVC_GETEX_PERSIST) && (ttl_ms || flags != 1)))
+		return invalid(c, "GETEX flags");
+	if ((rc = begin(c, KV_OP_GETEX, 3, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	if (ttl_ms || (flags & KVC_GETEX_AT))
+		kv_mp_uint(&c->out, ttl_ms);
+	else
+		kv_mp_nil(&c->out);
+	kv_mp_uint(&c->out, flags);
+	return finish(c, start, KV_OP_GETEX, 0, 0);
+}
+
+int kvc_send_incrbyfloat(kvc_conn *c, const void *key, size_t klen,
+			 const char *incr)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen) || !incr)
+		return invalid(c, "key or increment");
+	if ((rc = begin(c, KV_OP_INCRBYFLOAT, 2, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_str(&c->out, incr, strlen(incr));
+	return finish(c, start, KV_OP_INCRBYFLOAT, 0, 0);
+}
+
+int kvc_send_getrange(kvc_conn *c, const void *key, size_t klen, int64_t start_,
+		      int64_t end)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen))
+		return invalid(c, "key");
+	if ((rc = begin(c, KV_OP_GETRANGE, 3, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_int(&c->out, start_);
+	kv_mp_int(&c->out, end);
+	return finish(c, start, KV_OP_GETRANGE, 0, 0);
+}
+
+int kvc_send_setrange(kvc_conn *c, const void *key, size_t klen,
+		      uint64_t offset, const void *val, size_t vlen)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen) || !bytes_ok(val, vlen))
+		return invalid(c, "key or value");
+	if ((rc = begin(c, KV_OP_SETRANGE, 3, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_uint(&c->out, offset);
+	kv_mp_bin(&c->out, val, vlen);
+	return finish(c, start, KV_OP_SETRANGE, 0, 0);
+}
+
+/* A key, a bit offset and maybe a bit: SETBIT, GETBIT. */
+static int bit_req(kvc_conn *c, unsigned op, const void *key, size_t klen,
+		   uint64_t offset, int bit)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen) ||
+	    (op == KV_OP_SETBIT && bit != 0 && bit != 1))
+		return invalid(c, "key or bit");
+	if ((rc = begin(c, op, op == KV_OP_SETBIT ? 3 : 2, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_uint(&c->out, offset);
+	if (op == KV_OP_SETBIT)
+		kv_mp_uint(&c->out, (uint64_t)bit);
+	return finish(c, start, op, 0, 0);
+}
+
+int kvc_send_setbit(kvc_conn *c, const void *key, size_t klen, uint64_t offset,
+		    int bit)
+{
+	return bit_req(c, KV_OP_SETBIT, key, klen, offset, bit);
+}
+
+int kvc_send_getbit(kvc_conn *c, const void *key, size_t klen, uint64_t offset)
+{
+	return bit_req(c, KV_OP_GETBIT, key, klen, offset, 0);
+}
+
+int kvc_send_bitcount(kvc_conn *c, const void *key, size_t klen, int64_t start_,
+		      int64_t end, unsigned flags)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen))
+		return invalid(c, "key");
+	if (flags & ~KVC_BIT_RANGE_BITS)
+		return invalid(c, "BITCOUNT flags");
+	if ((rc = begin(c, KV_OP_BITCOUNT, 4, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_int(&c->out, start_);
+	kv_mp_int(&c->out, end);
+	kv_mp_uint(&c->out, flags);
+	return finish(c, start, KV_OP_BITCOUNT, 0, 0);
+}
+
+int kvc_send_bitpos(kvc_conn *c, const void *key, size_t klen, int bit,
+		    int64_t start_, const int64_t *end, unsigned flags)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen) || (bit != 0 && bit != 1))
+		return invalid(c, "key or bit");
+	if (flags & ~KVC_BIT_RANGE_BITS)
+		return invalid(c, "BITPOS flags");
+	if ((rc = begin(c, KV_OP_BITPOS, 5, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_uint(&c->out, (uint64_t)bit);
+	kv_mp_int(&c->out, start_);
+	if (end)
+		kv_mp_int(&c->out, *end);
+	else
+		kv_mp_nil(&c->out);
+	kv_mp_uint(&c->out, flags);
+	return finish(c, start, KV_OP_BITPOS, 0, 0);
+}
+
+int kvc_send_bitop(kvc_conn *c, unsigned op, const void *dst, size_t dlen,
+		   const kvc_val *srcs, size_t n)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(dst, dlen) || !keys_ok(srcs, n) || op > KVC_BITOP_NOT ||
+	    (op == KVC_BITOP_NOT && n != 1))
+		return invalid(c, "BITOP arguments");
+	if ((rc = begin(c, KV_OP_BITOP, (uint32_t)n + 2, &start)))
+		return rc;
+	kv_mp_uint(&c->out, op);
+	kv_mp_bin(&c->out, dst, dlen);
+	for (size_t i = 0; i < n; i++)
+		kv_mp_bin(&c->out, srcs[i].p, srcs[i].len);
+	return finish(c, start, KV_OP_BITOP, 0, 0);
+}
+
+/* One argument of a TXN sub-request. */
+static int txn_arg(kvc_conn *c, const kvc_arg *a)
+{
+	switch (a->type) {
+	case KVC_ARG_NIL: return kv_mp_nil(&c->out);
+	case KVC_ARG_UINT: return kv_mp_uint(&c->out, a->u);
+	case KVC_ARG_INT: return kv_mp_int(&c->out, a->i);
+	case KVC_ARG_BYTES:
+		if (!bytes_ok(a->p, a->len))
+			return -1;
+		return kv_mp_bin(&c->out, a->p, a->len);
+	default: return -1;
+	}
+}
+
+int kvc_send_txn(kvc_conn *c, const kvc_val *checks, size_t nchecks,
+		 const kvc_txn_op *ops, size_t n)
+{
+	size_t start;
+	int rc;
+
+	if ((nchecks && !checks) || (n && !ops) || n >= UINT32_MAX ||
+	    nchecks > UINT32_MAX / 2)
+		return invalid(c, "TXN arguments");
+	if ((rc = begin(c, KV_OP_TXN, (uint32_t)n + 1, &start)))
+		return rc;
+	if (!nchecks)
+		kv_mp_nil(&c->out);
+	else
+		kv_mp_array(&c->out, (uint32_t)(2 * nchecks));
+	for (size_t i = 0; i < 2 * nchecks; i++) {
+		if (i % 2 && !checks[i].p)
+			kv_mp_nil(&c->out); /* the key must be absent */
+		else
+			kv_mp_bin(&c->out, checks[i].p, checks[i].len);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i].nargs >= UINT32_MAX ||
+		    (ops[i].nargs && !ops[i].args))
+			goto bad;
+		kv_mp_array(&c->out, (uint32_t)ops[i].nargs + 1);
+		kv_mp_uint(&c->out, ops[i].op);
+		for (size_t j = 0; j < ops[i].nargs; j++)
+			if (txn_arg(c, &ops[i].args[j]) && !c->out.err)
+				goto bad;
+	}
+	return finish(c, start, KV_OP_TXN, 0, (uint32_t)n);
+bad:
+	c->out.len = start;
+	return invalid(c, "TXN sub-request");
 }

@@ -372,3 +372,140 @@ int kvc_scan_next(kvc_scan *s, kvc_val *key, kvc_val *val)
 	}
 	return s->done;
 }
+
+/* ===================== Version 2 ===================== */
+
+int kvc_rename(kvc_conn *c, const void *src, size_t slen, const void *dst,
+	       size_t dlen, unsigned flags)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : status_only(
+			c, kvc_send_rename(c, src, slen, dst, dlen, flags));
+}
+
+int kvc_copy(kvc_conn *c, const void *src, size_t slen, const void *dst,
+	     size_t dlen, unsigned flags)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : status_only(c,
+				kvc_send_copy(c, src, slen, dst, dlen, flags));
+}
+
+int kvc_getex(kvc_conn *c, const void *key, size_t klen, uint64_t ttl_ms,
+	      unsigned flags, kvc_val *val)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : value_result(c, kvc_send_getex(c, key, klen, ttl_ms, flags),
+				 val);
+}
+
+int kvc_incrbyfloat(kvc_conn *c, const void *key, size_t klen, const char *incr,
+		    kvc_val *val)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : value_result(c, kvc_send_incrbyfloat(c, key, klen, incr),
+				 val);
+}
+
+int kvc_getrange(kvc_conn *c, const void *key, size_t klen, int64_t start,
+		 int64_t end, kvc_val *val)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : value_result(c, kvc_send_getrange(c, key, klen, start, end),
+				 val);
+}
+
+int kvc_setrange(kvc_conn *c, const void *key, size_t klen, uint64_t offset,
+		 const void *val, size_t vlen, uint64_t *newlen)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : uint_result(
+			c, kvc_send_setrange(c, key, klen, offset, val, vlen),
+			newlen);
+}
+
+int kvc_setbit(kvc_conn *c, const void *key, size_t klen, uint64_t offset,
+	       int bit, int *old)
+{
+	int64_t v = 0;
+	int rc = idle(c);
+
+	if (!rc)
+		rc = int_result(c, kvc_send_setbit(c, key, klen, offset, bit),
+				&v);
+	if (!rc && old)
+		*old = (int)v;
+	return rc;
+}
+
+int kvc_getbit(kvc_conn *c, const void *key, size_t klen, uint64_t offset,
+	       int *bit)
+{
+	int64_t v = 0;
+	int rc = idle(c);
+
+	if (!rc)
+		rc = int_result(c, kvc_send_getbit(c, key, klen, offset), &v);
+	if (!rc && bit)
+		*bit = (int)v;
+	return rc;
+}
+
+int kvc_bitcount(kvc_conn *c, const void *key, size_t klen, int64_t start,
+		 int64_t end, unsigned flags, uint64_t *count)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : uint_result(
+			c, kvc_send_bitcount(c, key, klen, start, end, flags),
+			count);
+}
+
+int kvc_bitpos(kvc_conn *c, const void *key, size_t klen, int bit,
+	       int64_t start, const int64_t *end, unsigned flags, int64_t *pos)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : int_result(
+			c,
+			kvc_send_bitpos(c, key, klen, bit, start, end, flags),
+			pos);
+}
+
+int kvc_bitop(kvc_conn *c, unsigned op, const void *dst, size_t dlen,
+	      const kvc_val *srcs, size_t n, uint64_t *len)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : uint_result(c, kvc_send_bitop(c, op, dst, dlen, srcs, n),
+				len);
+}
+
+int kvc_txn(kvc_conn *c, const kvc_val *checks, size_t nchecks,
+	    const kvc_txn_op *ops, size_t n, kvc_reply **replyp)
+{
+	kvc_reply *r;
+	int rc = idle(c);
+
+	if (rc)
+		return rc;
+	rc = run(c, kvc_send_txn(c, checks, nchecks, ops, n), &r);
+	if (!rc && replyp)
+		*replyp = r;
+	return rc;
+}

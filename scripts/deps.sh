@@ -19,9 +19,10 @@ libxxhash-dev libhiredis-dev libedit-dev libsystemd-dev libpq-dev libssl-dev"
 # groff-base, systemd, shellcheck, binutils, man-db: the packaging tests
 # (groff, systemd-analyze, objdump, man); e2fsprogs, mount: the disk-full
 # test's filesystems; strace: the system-call test; tmux: kvcli's prompt test;
-# openssl: the TLS tests' certificates (tests/integration/tlscerts.py).
+# openssl: the TLS tests' certificates (tests/integration/tlscerts.py);
+# redis-sentinel: Sentinel monitoring kvd (tests/resp/test_sentinel_basic.py).
 test_pkgs="$build_pkgs python3 python3-msgpack python3-redis redis-server
-redis-tools nutcracker clang clang-format libclang-rt-14-dev lmdb-utils
+redis-tools redis-sentinel nutcracker clang clang-format libclang-rt-14-dev lmdb-utils
 postgresql gnuplot-nox procps iproute2 dpkg-dev file strace groff-base
 systemd shellcheck binutils man-db e2fsprogs mount util-linux tmux
 openssl"

@@ -111,6 +111,59 @@ enum kvc_status {
 /* SCAN flags. */
 #define KVC_SCAN_KEYS_ONLY 1u /* values are not sent: { NULL, 0 } */
 
+/* Version 2 operations' flags (docs/protocol.md). */
+#define KVC_RENAME_NX 1u      /* RENAME only if the new name is free */
+#define KVC_COPY_REPLACE 1u   /* COPY over an existing destination */
+#define KVC_GETEX_PERSIST 1u  /* GETEX: remove the expiry (ttl_ms 0) */
+#define KVC_GETEX_AT 2u	      /* GETEX: ttl_ms is a Unix time in ms */
+#define KVC_BIT_RANGE_BITS 1u /* BITCOUNT, BITPOS: the range is in bits */
+#define KVC_BITOP_AND 0u
+#define KVC_BITOP_OR 1u
+#define KVC_BITOP_XOR 2u
+#define KVC_BITOP_NOT 3u
+/* Operation numbers for kvc_txn_op (common/kv_proto.h's). */
+#define KVC_OP_GET 3u
+#define KVC_OP_PUT 4u
+#define KVC_OP_DEL 5u
+#define KVC_OP_MGET 6u
+#define KVC_OP_MPUT 7u
+#define KVC_OP_MDEL 8u
+#define KVC_OP_EXISTS 9u
+#define KVC_OP_INCR 13u
+#define KVC_OP_APPEND 14u
+#define KVC_OP_EXPIRE 15u
+#define KVC_OP_TTL 16u
+#define KVC_OP_GETDEL 17u
+#define KVC_OP_RENAME 22u
+#define KVC_OP_COPY 23u
+#define KVC_OP_GETEX 24u
+#define KVC_OP_INCRBYFLOAT 25u
+#define KVC_OP_GETRANGE 26u
+#define KVC_OP_SETRANGE 27u
+#define KVC_OP_SETBIT 28u
+#define KVC_OP_GETBIT 29u
+#define KVC_OP_BITCOUNT 30u
+#define KVC_OP_BITPOS 31u
+#define KVC_OP_BITOP 32u
+
+/* One argument of a TXN sub-request. */
+enum { KVC_ARG_NIL, KVC_ARG_BYTES, KVC_ARG_UINT, KVC_ARG_INT };
+typedef struct kvc_arg {
+	int type;
+	const void *p; /* KVC_ARG_BYTES */
+	size_t len;
+	uint64_t u; /* KVC_ARG_UINT */
+	int64_t i;  /* KVC_ARG_INT */
+} kvc_arg;
+
+/* One sub-request of a TXN: an operation (KVC_OP_*) and its arguments,
+ * as docs/protocol.md lists them. */
+typedef struct kvc_txn_op {
+	unsigned op;
+	const kvc_arg *args;
+	size_t nargs;
+} kvc_txn_op;
+
 /* ===================== Types ===================== */
 
 typedef struct kvc_conn kvc_conn;   /* one connection; opaque */
@@ -317,8 +370,65 @@ KVC_API const char *kvc_errmsg(const kvc_conn *c);
 /* HELLO: the server's description.  *info receives a msgpack map (proto,
  * server, shards, threads, durability, max_key, max_value, max_frame), to
  * be read with kvc_map_uint() and kvc_map_str().  info may be NULL.
- * -KVC_BAD_VERSION if the server does not speak protocol 1. */
+ * It asks for protocol 1, which every kvd speaks; proto in the map is the
+ * server's own version: 2 or more has the version 2 calls below (an older
+ * server answers them -KVC_UNKNOWN_OP). */
 KVC_API int kvc_hello(kvc_conn *c, kvc_val *info);
+
+/* ---- version 2 (the server's HELLO proto >= 2) ----
+ * RENAME src to dst (with its expiry): -KVC_NOT_FOUND if src is absent;
+ * with KVC_RENAME_NX -KVC_EXISTS if dst exists.  COPY likewise (dst kept
+ * unless KVC_COPY_REPLACE: -KVC_EXISTS).  Across shards the new key is
+ * durable before the old one is deleted. */
+KVC_API int kvc_rename(kvc_conn *c, const void *src, size_t slen,
+		       const void *dst, size_t dlen, unsigned flags);
+KVC_API int kvc_copy(kvc_conn *c, const void *src, size_t slen, const void *dst,
+		     size_t dlen, unsigned flags);
+/* GETEX: GET, then set the expiry: ttl_ms from now, or at ttl_ms (Unix ms)
+ * with KVC_GETEX_AT (a time past deletes the key), or none with
+ * KVC_GETEX_PERSIST; ttl_ms 0 and no flag: unchanged. */
+KVC_API int kvc_getex(kvc_conn *c, const void *key, size_t klen,
+		      uint64_t ttl_ms, unsigned flags, kvc_val *val);
+/* INCRBYFLOAT by the decimal text incr; *val the new value as text.
+ * -KVC_NOT_FLOAT for a value that is not a float, or an infinite result. */
+KVC_API int kvc_incrbyfloat(kvc_conn *c, const void *key, size_t klen,
+			    const char *incr, kvc_val *val);
+/* GETRANGE: bytes start..end (inclusive; negative from the end). */
+KVC_API int kvc_getrange(kvc_conn *c, const void *key, size_t klen,
+			 int64_t start, int64_t end, kvc_val *val);
+/* SETRANGE: val written at offset (zero padded); *newlen the length. */
+KVC_API int kvc_setrange(kvc_conn *c, const void *key, size_t klen,
+			 uint64_t offset, const void *val, size_t vlen,
+			 uint64_t *newlen);
+/* SETBIT (bit 0 or 1; *old the bit before) and GETBIT. */
+KVC_API int kvc_setbit(kvc_conn *c, const void *key, size_t klen,
+		       uint64_t offset, int bit, int *old);
+KVC_API int kvc_getbit(kvc_conn *c, const void *key, size_t klen,
+		       uint64_t offset, int *bit);
+/* BITCOUNT over start..end (bytes, or bits with KVC_BIT_RANGE_BITS);
+ * 0, -1 for the whole value. */
+KVC_API int kvc_bitcount(kvc_conn *c, const void *key, size_t klen,
+			 int64_t start, int64_t end, unsigned flags,
+			 uint64_t *count);
+/* BITPOS: the first bit equal to bit from start (to *end, or the end of
+ * the value when end is NULL); -1 when there is none. */
+KVC_API int kvc_bitpos(kvc_conn *c, const void *key, size_t klen, int bit,
+		       int64_t start, const int64_t *end, unsigned flags,
+		       int64_t *pos);
+/* BITOP op (KVC_BITOP_*) of srcs into dst; *len the result's length (0:
+ * dst deleted).  NOT takes one source. */
+KVC_API int kvc_bitop(kvc_conn *c, unsigned op, const void *dst, size_t dlen,
+		      const kvc_val *srcs, size_t n, uint64_t *len);
+/* TXN: the n sub-requests run as one batch, with no other client's
+ * command in between (docs/protocol.md, TXN).  checks: nchecks pairs
+ * (key, expected) in 2 * nchecks values; an expected value whose p is
+ * NULL means the key must be absent.  -KVC_CHECK_FAILED when one did not
+ * hold (nothing ran); a bad sub-request refuses the whole batch (its
+ * status, kvc_errmsg names it).  Otherwise 0, and *replyp (owned by c,
+ * as kvc_read_reply's) gives each sub-request's reply with
+ * kvc_reply_next and kvc_txn_result. */
+KVC_API int kvc_txn(kvc_conn *c, const kvc_val *checks, size_t nchecks,
+		    const kvc_txn_op *ops, size_t n, kvc_reply **replyp);
 
 /* PING, with an optional payload the server echoes (msg NULL: none).  echo
  * may be NULL; without a payload it is { NULL, 0 }. */
@@ -493,6 +603,32 @@ KVC_API int kvc_send_flushall(kvc_conn *c);
 KVC_API int kvc_send_auth(kvc_conn *c, const void *password, size_t len);
 KVC_API int kvc_send_backup(kvc_conn *c, const char *dir);
 
+/* Version 2 (docs/protocol.md: each reply as the synchronous call's). */
+KVC_API int kvc_send_rename(kvc_conn *c, const void *src, size_t slen,
+			    const void *dst, size_t dlen, unsigned flags);
+KVC_API int kvc_send_copy(kvc_conn *c, const void *src, size_t slen,
+			  const void *dst, size_t dlen, unsigned flags);
+KVC_API int kvc_send_getex(kvc_conn *c, const void *key, size_t klen,
+			   uint64_t ttl_ms, unsigned flags);
+KVC_API int kvc_send_incrbyfloat(kvc_conn *c, const void *key, size_t klen,
+				 const char *incr);
+KVC_API int kvc_send_getrange(kvc_conn *c, const void *key, size_t klen,
+			      int64_t start, int64_t end);
+KVC_API int kvc_send_setrange(kvc_conn *c, const void *key, size_t klen,
+			      uint64_t offset, const void *val, size_t vlen);
+KVC_API int kvc_send_setbit(kvc_conn *c, const void *key, size_t klen,
+			    uint64_t offset, int bit);
+KVC_API int kvc_send_getbit(kvc_conn *c, const void *key, size_t klen,
+			    uint64_t offset);
+KVC_API int kvc_send_bitcount(kvc_conn *c, const void *key, size_t klen,
+			      int64_t start, int64_t end, unsigned flags);
+KVC_API int kvc_send_bitpos(kvc_conn *c, const void *key, size_t klen, int bit,
+			    int64_t start, const int64_t *end, unsigned flags);
+KVC_API int kvc_send_bitop(kvc_conn *c, unsigned op, const void *dst,
+			   size_t dlen, const kvc_val *srcs, size_t n);
+KVC_API int kvc_send_txn(kvc_conn *c, const kvc_val *checks, size_t nchecks,
+			 const kvc_txn_op *ops, size_t n);
+
 /* Number of queued or sent requests whose replies have not been read. */
 KVC_API size_t kvc_pending(const kvc_conn *c);
 
@@ -520,15 +656,19 @@ KVC_API const char *kvc_reply_error(const kvc_reply *r);
  * (so a GET of an absent key gives -KVC_NOT_FOUND); or -KVC_INVALID when
  * the reply is to a request of another kind. */
 
-/* GET, GETDEL, PING (with a payload; without one: { NULL, 0 }). */
+/* GET, GETDEL, GETEX, GETRANGE, INCRBYFLOAT (the new value as text),
+ * PING (with a payload; without one: { NULL, 0 }). */
 KVC_API int kvc_reply_value(const kvc_reply *r, kvc_val *val);
 
-/* INCR, TTL, APPEND, MDEL, EXISTS, COUNT, BACKUP. */
+/* INCR, TTL, APPEND, MDEL, EXISTS, COUNT, BACKUP, SETRANGE, SETBIT,
+ * GETBIT, BITCOUNT, BITPOS, BITOP. */
 KVC_API int kvc_reply_int(const kvc_reply *r, int64_t *v);
 
 /* MGET and SCAN: the next item; -KVC_END after the last.  MGET gives
  * values only (*key is { NULL, 0 }; a missing key's value is { NULL, 0 });
- * SCAN gives keys and values.  key and val may be NULL. */
+ * SCAN gives keys and values.  key and val may be NULL.
+ * TXN: the next sub-request's reply, as msgpack bytes in *val (decode it
+ * with kvc_txn_result). */
 KVC_API int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val);
 
 /* SCAN: the start key of the next request; -KVC_END when the scan is
@@ -537,6 +677,12 @@ KVC_API int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor);
 
 /* HELLO, STATS: the msgpack map (see kvc_map_uint). */
 KVC_API int kvc_reply_map(const kvc_reply *r, kvc_val *map);
+
+/* One sub-request's reply of a TXN (from kvc_reply_next or kvc_txn):
+ * returns its status (0 or -KVC_*); *value gets its first bytes result
+ * ({ NULL, 0 } if none) and *num its first integer result (0 if none).
+ * value and num may be NULL.  -KVC_PROTOCOL if sub is not a reply. */
+KVC_API int kvc_txn_result(kvc_val sub, kvc_val *value, int64_t *num);
 
 /* ===================== Non-blocking use =====================
  *

@@ -189,7 +189,7 @@ class Cli(unittest.TestCase):
         self.assertEqual(len(st["shards"]), 2)
         self.assertTrue(self.ok("--csv", "stats").startswith(b"name,value\r\nserver,kvd "))
         hello = json.loads(self.ok("--json", "hello"))
-        self.assertEqual(hello["proto"], 1)
+        self.assertEqual(hello["proto"], 2)
         self.assertEqual(hello["max_key"], 511)
         self.assertIn(b"durability\tsync\n", self.ok("hello"))
         self.styles(["ping"], b"PONG\n", b'"PONG"\n', b'"PONG"\n',

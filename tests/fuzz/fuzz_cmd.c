@@ -3,9 +3,11 @@
  * The input is one frame body.  Beyond "no crash, no read outside the
  * buffer" (ASan, UBSan), it checks what cmd.c's handlers rely on without
  * re-checking: after KV_OK, walking the arguments with kvd_argit_* visits
- * exactly argc scalars, each inside the buffer, the first ones equal to
- * r.a[], ending exactly at the end of the frame, from any starting
- * argument; and the decoder agrees with kv_mp_skip on where the array ends.
+ * exactly argc scalars (or, for TXN, arrays of scalars, each of them a
+ * body the decoder takes again), each inside the buffer, the first ones
+ * equal to r.a[], ending exactly at the end of the frame, from any
+ * starting argument; and the decoder agrees with kv_mp_skip on where the
+ * array ends.
  */
 #include <string.h>
 
@@ -40,7 +42,16 @@ static void walk(const struct kvd_req *r, const uint8_t *data,
 
 		kvd_argit_next(&it, &o);
 		FUZZ_CHECK(it.p > before && it.p <= end);
-		FUZZ_CHECK(is_scalar(&o));
+		if (o.type == KV_MP_ARRAY) {
+			const uint8_t *q = o.p;
+
+			/* TXN only: one level of scalars, [o.p, it.p) */
+			FUZZ_CHECK(r->op == KV_OP_TXN && o.p == before);
+			FUZZ_CHECK(kv_mp_skip(&q, end, 1) == KV_MP_OK);
+			FUZZ_CHECK(q == it.p);
+		} else {
+			FUZZ_CHECK(is_scalar(&o));
+		}
 		if (o.type == KV_MP_STR || o.type == KV_MP_BIN)
 			FUZZ_CHECK(o.p >= data && o.p + o.len <= end);
 		if (i < KVD_REQ_FIXED_ARGS)

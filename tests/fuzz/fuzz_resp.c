@@ -110,6 +110,15 @@ void kvd_resp_multi_free(struct kvd_conn *c)
 	(void)c;
 }
 
+/* resp_pubsub.c's gate: no connection here ever subscribes (SUBSCRIBE is
+ * a stub). */
+const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)c;
+	(void)r;
+	return NULL;
+}
+
 /* committer.c's exclusive sections: none here. */
 /* resp.c asks replication whether writes are taken (repl.c). */
 int kvd_repl_write_ok(void);

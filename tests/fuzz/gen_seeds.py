@@ -174,9 +174,12 @@ def native_table():
     the header's order) and cmd.c."""
     ops = [(n, num) for n, (num, _) in OPS.items()]
     with open(os.path.join(ROOT, "kvd", "cmd.c")) as f:
-        counts = {n: (int(lo), None if hi == "VAR" else int(hi)) for n, lo, hi in
-                  re.findall(r"\[KV_OP_(\w+)\]\s*=\s*\{\s*\w+,\s*\d+,\s*(\d+),\s*(\w+)",
-                             f.read())}
+        rows = re.findall(r"^\s*\[KV_OP_(\w+)\]\s*=\s*\w*\s*[({]([^)}]*)[)}]",
+                          f.read(), re.M)
+    # each row ends with its argument counts: ..., min, max
+    counts = {n: (int(lo), None if hi == "VAR" else int(hi))
+              for n, (lo, hi) in ((n, [x.strip() for x in body.split(",")][-2:])
+                                  for n, body in rows)}
     assert len(ops) > 15 and len(counts) == len(ops), "kv_proto.h/cmd.c tables"
     return [(n, num) + counts[n] for n, num in ops]
 
@@ -210,6 +213,12 @@ NATIVE_ARGS = {
     "MPUT": [0, b"k", b"v", b"k2", b"v2"], "SCAN": [None, b"a", b"z", 10, 1],
     "COUNT": [b"k"], "INCR": [b"n", -2], "APPEND": [b"k", b"v"],
     "EXPIRE": [b"k", 100000], "AUTH": [b"pw"],
+    "TXN": [[b"k", None], [4, b"k", b"v"], [13, b"n", 1], [3, b"k"], [22, b"k", b"k2"]],
+    "RENAME": [b"k", b"k2", 1], "COPY": [b"k", b"k2", 1], "GETEX": [b"k", 100000, 0],
+    "INCRBYFLOAT": [b"f", b"1.5"], "GETRANGE": [b"k", 0, -1],
+    "SETRANGE": [b"k", 3, b"xyz"], "SETBIT": [b"b", 9, 1], "GETBIT": [b"b", 9],
+    "BITCOUNT": [b"b", 0, -1, 1], "BITPOS": [b"b", 1, 0, -1, 0],
+    "BITOP": [1, b"d", b"b", b"k", b"k2"],
 }
 
 

@@ -8,9 +8,10 @@ $KVD_SOURCE_DIR (set by tests/CMakeLists.txt), else the tree this file is in.
 
 Exports every opcode by its name (GET, PUT, ...), every wire status by its
 name (OK, BAD_ARGS, ...; the status EXISTS is EXISTS_ST, since EXISTS is an
-opcode), the PUT_* and SCAN_* defines (flags, SCAN_MAX_LIMIT), and the tables themselves:
-OPS {name: (number, kind)} with kind "R" (read), "W" (write) or "A"
-(answered on the spot), STATUSES {name: number}, STATUS_NAMES {number:
+opcode), the PUT_*, SCAN_*, RENAME_*, COPY_*, GETEX_*, BIT_* and BITOP_*
+defines (flags, SCAN_MAX_LIMIT), and the tables themselves:
+OPS {name: (number, kind)} with kind "R" (read), "W" (write), "A"
+(answered on the spot) or "T" (a transaction), STATUSES {name: number}, STATUS_NAMES {number:
 name}.
 """
 
@@ -42,12 +43,12 @@ def _read(path):
 def _parse():
     proto, status = _read(PROTO_H), _read(STATUS_H)
     ops = {name: (int(num), kind) for name, num, kind in re.findall(
-        r"X\(\s*(\w+)\s*,\s*(\d+)\s*,\s*([RWA])\s*\)",
+        r"X\(\s*(\w+)\s*,\s*(\d+)\s*,\s*([RWAT])\s*\)",
         _macro_body(proto, "KV_OP_LIST"))}
     sts = {name: int(num) for name, num in re.findall(
         r"X\(\s*(\w+)\s*,\s*(\d+)\s*,", _macro_body(status, "KV_STATUS_LIST"))}
     flags = {name: int(num) for name, num in re.findall(
-        r"#define\s+KV_((?:PUT|SCAN)_\w+)\s+(\d+)u?\b", proto)}
+        r"#define\s+KV_((?:PUT|SCAN|RENAME|COPY|GETEX|BIT|BITOP)_\w+)\s+(\d+)u?\b", proto)}
     if not ops or not sts or not flags:
         raise ImportError("kvproto: could not parse %s / %s" % (PROTO_H, STATUS_H))
     return ops, sts, flags

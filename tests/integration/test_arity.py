@@ -51,10 +51,12 @@ def resp_commands():
 
 def native_ops():
     """[(name, number, min, max or None)] from kv_proto.h and cmd.c."""
-    ops = re.findall(r"X\((\w+),\s*(\d+),\s*[RWA]\)", read("common/kv_proto.h"))
-    counts = dict((n, (int(lo), None if hi == "VAR" else int(hi))) for n, lo, hi in
-                  re.findall(r"\[KV_OP_(\w+)\]\s*=\s*\{\s*\w+,\s*\d+,\s*(\d+),\s*(\w+)",
-                             read("kvd/cmd.c")))
+    ops = re.findall(r"X\((\w+),\s*(\d+),\s*[RWAT]\)", read("common/kv_proto.h"))
+    # each row of cmd.c's ops[] ends with its argument counts: min, max
+    rows = re.findall(r"^\s*\[KV_OP_(\w+)\]\s*=\s*\w*\s*[({]([^)}]*)[)}]",
+                      read("kvd/cmd.c"), re.M)
+    counts = dict((n, (int(lo), None if hi == "VAR" else int(hi))) for n, (lo, hi) in
+                  ((n, [x.strip() for x in body.split(",")][-2:]) for n, body in rows))
     assert len(ops) > 15 and len(counts) == len(ops), "kv_proto.h/cmd.c tables"
     return [(n, int(num)) + counts[n] for n, num in ops]
 
@@ -164,7 +166,7 @@ class Arity(unittest.TestCase):
                     # Still in step: the next request gets its own answer.
                     nxt = c.call(HELLO, 1)
                     self.assertEqual(nxt[0], OK, what)
-                    self.assertEqual(nxt[1][b"proto"], 1, what)
+                    self.assertEqual(nxt[1][b"proto"], 2, what)
                 except (OSError, EOFError) as e:
                     raise AssertionError("%s: %r" % (what, e)) from e
                 finally:

@@ -32,7 +32,7 @@ FINE = {OK, NOT_FOUND, EXISTS_ST}
 def op(kind, args, more=None, ok=FINE, refused_read_only=None, own=None):
     """Expectations of one operation.
 
-    kind: the header's kind (R, W, A); args(t): a well-formed argument
+    kind: the header's kind (R, W, A, T); args(t): a well-formed argument
     list of the maximum fixed length, t a per-call unique tag; more(t):
     the unit a variadic operation repeats; ok: the statuses a well-formed
     request may answer on a plain server; refused_read_only: answers
@@ -91,6 +91,30 @@ EXPECT = {
                  own=lambda t: ([(FLUSHALL,), (PUT, key(t), b"x")],
                                 (BACKUP, b"own-" + t),
                                 lambda r: r == [OK, 1])),
+    # version 2: a TXN of nothing (its sub-requests are checked in
+    # test_native_txn.py), and the string, bit and key operations
+    "TXN": op("T", lambda t: [None], more=lambda t: [[GET, key(t)]],
+              refused_read_only=False),
+    "RENAME": op("W", lambda t: [key(t), key(t, "to"), 0]),
+    "COPY": op("W", lambda t: [key(t), key(t, "to"), 0]),
+    "GETEX": op("W", lambda t: [key(t), 1000, 0]),
+    "INCRBYFLOAT": op("W", lambda t: [key(t, "f"), b"1.5"]),
+    "GETRANGE": op("R", lambda t: [key(t), 0, -1], own=lambda t: (
+        [(PUT, key(t), b"xyz")], (GETRANGE, key(t), 1, -1),
+        lambda r: r == [OK, b"yz"])),
+    "SETRANGE": op("W", lambda t: [key(t), 1, b"x"]),
+    "SETBIT": op("W", lambda t: [key(t), 7, 1]),
+    "GETBIT": op("R", lambda t: [key(t), 7], own=lambda t: (
+        [(PUT, key(t), b"\x01")], (GETBIT, key(t), 7),
+        lambda r: r == [OK, 1])),
+    "BITCOUNT": op("R", lambda t: [key(t), 0, -1, 0], own=lambda t: (
+        [(PUT, key(t), b"\xff\x01")], (BITCOUNT, key(t)),
+        lambda r: r == [OK, 9])),
+    "BITPOS": op("R", lambda t: [key(t), 1, 0, -1, 0], own=lambda t: (
+        [(PUT, key(t), b"\x00\x10")], (BITPOS, key(t), 1),
+        lambda r: r == [OK, 11])),
+    "BITOP": op("W", lambda t: [BITOP_OR, key(t, "d"), key(t)],
+                more=lambda t: [key(t, "s")]),
     # replication (docs/protocol.md): a full copy for a replica with
     # nothing; a pull or snapshot chunk without one is refused with a text
     "REPLSYNC": op("A", lambda t: [b"", 2, bytes(16), 0, 0], ok={OK}),
@@ -116,7 +140,8 @@ def counts(e):
 
 # How many trailing arguments each fixed-arity operation may omit
 # (protocol.md's `?`): from this count up, a request is well formed.
-MIN_ARGS = {"HELLO": 0, "PING": 0, "PUT": 2, "SCAN": 0, "COUNT": 0}
+MIN_ARGS = {"HELLO": 0, "PING": 0, "PUT": 2, "SCAN": 0, "COUNT": 0,
+            "RENAME": 2, "COPY": 2, "GETEX": 1, "BITCOUNT": 1, "BITPOS": 2}
 
 
 def optional(e, i):

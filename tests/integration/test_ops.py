@@ -13,12 +13,14 @@ class Ops(ServerCase):
     def test_hello(self):
         st, info = self.c.call(HELLO, 1)
         self.assertEqual(st, OK)
-        self.assertEqual(info[b"proto"], 1)
+        # a version 1 client is answered; the server says it speaks 2
+        self.assertEqual(info[b"proto"], 2)
+        self.assertEqual(self.c.call(HELLO, 2), [OK, info])
         self.assertEqual(info[b"shards"], 2)
         self.assertEqual(info[b"max_key"], 511)
         self.assertEqual(info[b"max_value"], 1 << 20)
         self.assertEqual(info[b"max_frame"], 2 << 20)
-        self.assertEqual(self.c.call(HELLO, 2)[0], BAD_VERSION)
+        self.assertEqual(self.c.call(HELLO, 3)[0], BAD_VERSION)
         self.assertEqual(self.c.call(HELLO)[0], OK)
 
     def test_ping(self):

@@ -27,7 +27,7 @@ class OptionalArguments(ServerCase):
         hello = c.call(HELLO)
         self.assertEqual(hello[0], OK)
         self.assertEqual(c.call(HELLO, None), hello)
-        self.assertEqual(c.call(HELLO, 2)[0], BAD_VERSION)
+        self.assertEqual(c.call(HELLO, 3)[0], BAD_VERSION)
         self.assertEqual(c.call(PING), [OK])
         self.assertEqual(c.call(PING, None), [OK])
         self.assertEqual(c.call(PING, b"p"), [OK, b"p"])

@@ -23,7 +23,7 @@ import msgpack
 # parser: no second copy of the table to fall out of step.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "integration"))
-from kvproto import (HELLO, PING, GET, PUT, DEL, MGET, MPUT, MDEL,  # noqa: E402,F401
+from kvproto import (MAX_OP, HELLO, PING, GET, PUT, DEL, MGET, MPUT, MDEL,  # noqa: E402,F401
                      EXISTS, SCAN, COUNT, STATS, INCR, APPEND, EXPIRE, TTL,
                      GETDEL, FLUSHALL, AUTH)
 
@@ -77,7 +77,7 @@ def cases():
         # opcodes
         "op-zero": fr(body([0])),
         "op-255": fr(body([255])),
-        "op-max-known+1": fr(body([AUTH + 2])),
+        "op-max-known+1": fr(body([MAX_OP + 1])),
         "op-u64-max": fr(body([(1 << 64) - 1])),
         "op-negative": fr(body([-1])),
         "op-int64-min": fr(body([-(1 << 63)])),
@@ -132,7 +132,7 @@ def cases():
         "incr-bin-delta": fr(body([INCR, b"n", b"1"])),
         "expire-huge": fr(body([EXPIRE, b"k", (1 << 64) - 1])),
         "expire-negative": fr(body([EXPIRE, b"k", -5])),
-        "hello-version-2": fr(body([HELLO, 2])),
+        "hello-version-3": fr(body([HELLO, 3])),
         "hello-version-string": fr(body([HELLO, "1"])),
         "flushall-with-args": fr(body([FLUSHALL, b"x"])),
         "stats-with-args": fr(body([STATS, 1])),

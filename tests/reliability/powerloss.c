@@ -24,6 +24,12 @@
  * KVD_FI_ARM=FILE: count calls towards N only while FILE exists, so that
  * a test can let kvd start before the count begins.
  *
+ * Delays (KVD_FI_SYNC_DELAY = "SUBSTR:MS"): every sync of a tracked file
+ * whose path contains SUBSTR waits MS milliseconds first, and then syncs.
+ * Nothing fails: it widens a window that tmpfs makes too small to hit, as
+ * the one between two shards' commits of a cross-shard transaction
+ * (tests/integration/test_native_v2.py test_isolation_across_shards).
+ *
  * KVD_PL_MATCH selects the tracked files (path substrings separated by
  * commas, default "/data.mdb"; kvd's journal segments are "/journal-").
  * A path opened relative to a directory descriptor (openat) is tracked by
@@ -75,6 +81,8 @@ struct fault {
 };
 static struct fault sync_fault, write_fault;
 static const char *arm_path;
+static char delay_sub[256];
+static long delay_ms;
 
 static int (*real_open)(const char *, int, ...);
 static int (*real_openat)(int, const char *, int, ...);
@@ -139,6 +147,11 @@ __attribute__((constructor)) static void pl_init(void)
 		arm_path = s;
 	parse_fault(&sync_fault, getenv("KVD_FI_SYNC_FAIL"));
 	parse_fault(&write_fault, getenv("KVD_FI_WRITE_FAIL"));
+	if ((s = getenv("KVD_FI_SYNC_DELAY")) && strchr(s, ':')) {
+		snprintf(delay_sub, sizeof(delay_sub), "%.*s",
+			 (int)(strchr(s, ':') - s), s);
+		delay_ms = strtol(strchr(s, ':') + 1, NULL, 10);
+	}
 }
 
 /* ===================== The log ===================== */
@@ -442,6 +455,13 @@ static int traced_sync(int fd, int (*real)(int))
 
 	if (!file)
 		return real(fd);
+	if (delay_ms > 0 && strstr(paths[file - 1], delay_sub)) {
+		struct timespec ts = {delay_ms / 1000,
+				      delay_ms % 1000 * 1000000L};
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
 	if (fault_hit(&sync_fault, file)) {
 		fi_line("inject-sync", file, sync_fault.nth, sync_fault.err);
 		pthread_mutex_lock(&mu);

@@ -133,7 +133,7 @@ EXPECT = {
     "incr-bin-delta": [BAD_ARGS],
     "expire-huge": [BAD_ARGS],
     "expire-negative": [BAD_ARGS],
-    "hello-version-2": [BAD_VERSION],
+    "hello-version-3": [BAD_VERSION],
     "hello-version-string": [BAD_VERSION],
     "flushall-with-args": [BAD_ARGS],
     "stats-with-args": [BAD_ARGS],

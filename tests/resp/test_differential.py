@@ -11,13 +11,16 @@ Replies must be equal byte for byte, except:
   - the differences docs/resp.md lists under "Differences from Redis", each
     encoded once in EXCEPTIONS with the doc's reason.
 
-The seed is printed; KVD_SEED=<n> replays a run.  KVD_DIFF_COMMANDS sets
-the length of each of the four sequences (default 1500).
+Each test runs the fixed seeds of FIXED_SEEDS and a random one; every seed
+is printed, KVD_SEED=<n> replays one alone.  KVD_DIFF_COMMANDS sets the
+length of each sequence (default 1500); KVD_DIFF_ONLY=BITFIELD,SETBIT runs
+only those generators.
 """
 
 import collections
 import os
 import random
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -87,6 +90,31 @@ def set_options(rnd):
     return opts
 
 
+BF_TYPES = [b"u1", b"u3", b"u8", b"u16", b"u32", b"u63", b"i1", b"i2", b"i5",
+            b"i8", b"i16", b"i32", b"i63", b"i64"]
+
+
+def bf_type(rnd):
+    if rnd.random() < 0.05:
+        return rnd.choice([b"u64", b"i65", b"x8", b"i0", b"U4", b"i", b"u-1"])
+    return rnd.choice(BF_TYPES)
+
+
+def bf_offset(rnd):
+    if rnd.random() < 0.05:
+        return rnd.choice([b"-1", b"x", b"#x", b"#-1", b"4294967296", b"#", b"1.5"])
+    return rnd.choice([b"0", b"1", b"3", b"7", b"8", b"13", b"31", b"64", b"100",
+                       b"#0", b"#1", b"#2", b"#5"])
+
+
+def bf_value(rnd):
+    return rnd.choice([b"0", b"1", b"-1", b"2", b"-2", b"100", b"-100", b"127", b"128",
+                       b"-128", b"255", b"256", b"65535", b"-65536", b"4294967295",
+                       b"9223372036854775807", b"-9223372036854775808",
+                       b"9223372036854775806", b"-9223372036854775807", b"x",
+                       b"1.5", b"99999999999999999999"])
+
+
 def unit(rnd):
     return [rnd.choice([b"BYTE", b"BIT", b"bit", b"byte", b"WORD"])]
 
@@ -147,6 +175,14 @@ GEN = {
             [b"OVERFLOW", r.choice([b"WRAP", b"SAT", b"FAIL", b"BAD"])],
             [b"SET", b"u8", b"0", r.choice([b"1", b"x"])],
             [b"GET", b"u8"]])],
+    "BITFIELD": lambda r: [b"BITFIELD", rkey(r)] + [
+        x for _ in range(r.randrange(0, 5)) for x in r.choice([
+            [b"GET", bf_type(r), bf_offset(r)],
+            [b"SET", bf_type(r), bf_offset(r), bf_value(r)],
+            [b"INCRBY", bf_type(r), bf_offset(r), bf_value(r)],
+            [b"incrby", bf_type(r), bf_offset(r), bf_value(r)],
+            [b"OVERFLOW", r.choice([b"WRAP", b"SAT", b"FAIL", b"fail", b"sat", b"BAD"])],
+            [b"SET", b"u8"], [b"OVERFLOW"], [b"BOGUS", b"u8", b"0"]])],
     "LCS": lambda r: [b"LCS", rkey(r), rkey(r)] + [
         x for _ in range(r.randrange(0, 3)) for x in r.choice([
             [b"LEN"], [b"IDX"], [b"WITHMATCHLEN"],
@@ -331,12 +367,50 @@ def resync(kvd, redis, key):
         assert kvd.call("SET", key, v) == b"OK"
 
 
+def unix_raw(path):
+    """A Raw connection over a Unix socket."""
+    c = Raw.__new__(Raw)
+    c.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.sock.settimeout(10)
+    c.sock.connect(path)
+    c.buf = b""
+    return c
+
+
+def client_fields(line, path):
+    """addr, laddr and flags of a CLIENT LIST or INFO line, path as PATH."""
+    f = dict(x.split(b"=", 1) for x in line.split())
+    return [f[k].decode().replace(path, "PATH") for k in (b"addr", b"laddr", b"flags")]
+
+
+# Seeds run every time, so that a run of the suite is reproducible and
+# covers the same ground; one random seed more adds new ground each run.
+FIXED_SEEDS = [1, 14, 2718281828]
+
+
+def seeds():
+    """KVD_SEED=n replays one seed alone; else the fixed ones and a random
+    one (printed, so that a failure it finds can be replayed)."""
+    if "KVD_SEED" in os.environ:
+        return [int(os.environ["KVD_SEED"])]
+    return FIXED_SEEDS + [random.randrange(1 << 32)]
+
+
+def generators():
+    """The generators' names; KVD_DIFF_ONLY=A,B narrows them (a replay or a
+    run aimed at a few commands)."""
+    only = os.environ.get("KVD_DIFF_ONLY")
+    if only:
+        return sorted(x for x in only.split(",") if x in GEN)
+    return sorted(GEN)
+
+
 def start_redis(port):
     need("redis-server")
     d = tempfile.mkdtemp(prefix="kvd-diff-redis-")
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                           "--save", "", "--appendonly", "no", "--databases", "1",
-                          "--dir", d],
+                          "--dir", d, "--unixsocket", os.path.join(d, "redis.sock")],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 15
     while time.time() < deadline:
@@ -361,7 +435,11 @@ class Differential(unittest.TestCase):
             raise unittest.SkipTest("redis-server 7.0 needed, found: " + out.strip())
         cls.redis_proc = start_redis(kvdtest.free_port())
         cls.redis_port = int(cls.redis_proc.args[2])
-        cls.srv = Server(threads=2, resp=True).start()
+        cls.redis_sock = cls.redis_proc.args[-1]
+        cls.sock_dir = tempfile.mkdtemp(prefix="kvd-diff-")
+        cls.kvd_sock = os.path.join(cls.sock_dir, "kvd.sock")
+        cls.srv = Server(threads=2, resp=True,
+                         args=("--resp-unix-socket", cls.kvd_sock)).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -369,6 +447,38 @@ class Differential(unittest.TestCase):
         cls.srv.cleanup()
         cls.redis_proc.terminate()
         cls.redis_proc.wait(10)
+        shutil.rmtree(cls.sock_dir, ignore_errors=True)
+
+    def test_unix_socket_clients(self):
+        """A Unix socket's client as CLIENT INFO and CLIENT LIST show it
+        (addr and laddr are the socket's path and port 0, flags U), as its
+        MONITOR line names it, and CLIENT KILL ADDR of it, new form and
+        old: kvd's and redis-server 7.0's equal, the path aside."""
+        seen = []
+        for path, port in ((self.kvd_sock, self.srv.resp_port),
+                           (self.redis_sock, self.redis_port)):
+            u, tcp, mon = unix_raw(path), Raw(port), Raw(port)
+            me = u.call("CLIENT", "ID")
+            info = client_fields(u.call("CLIENT", "INFO"), path)
+            mine = [client_fields(x, path)
+                    for x in tcp.call("CLIENT", "LIST").splitlines()
+                    if x.startswith(b"id=%d " % me)]
+            self.assertEqual(mon.call("MONITOR"), b"OK")
+            self.assertEqual(u.call("SET", "unix:k", "v"), b"OK")
+            line = mon.reply().decode()
+            fed = line[line.index(" "):].replace(path, "PATH")
+            killed = tcp.call("CLIENT", "KILL", "ADDR", path + ":0")
+            gone = u.closed_by_peer()
+            u2 = unix_raw(path)
+            u2.call("PING")
+            old = tcp.call("CLIENT", "KILL", path + ":0")
+            seen.append((info, mine, fed, killed, gone, old, u2.closed_by_peer()))
+            for c in (tcp, mon):
+                c.close()
+        self.assertEqual(seen[0][0], ["PATH:0", "PATH:0", "U"], seen)
+        self.assertEqual(seen[0][2], ' [0 unix:PATH] "SET" "unix:k" "v"')
+        self.assertEqual(seen[0][3], 1)
+        self.assertEqual(seen[0], seen[1])
 
     def compare(self, cmd, k, rd, redis, where):
         if k == rd or (isinstance(k, Error) and isinstance(rd, Error)
@@ -385,12 +495,16 @@ class Differential(unittest.TestCase):
         return None
 
     def test_random_sequences(self):
-        seed = int(os.environ.get("KVD_SEED", random.randrange(1 << 32)))
+        for seed in seeds():
+            with self.subTest(seed=seed):
+                self.random_sequences(seed)
+
+    def random_sequences(self, seed):
         n = int(os.environ.get("KVD_DIFF_COMMANDS", "1500"))
         print("seed %d (KVD_SEED=%d replays)" % (seed, seed), flush=True)
         rnd = random.Random(seed)
         kvd, redis = Raw(self.srv.resp_port), Raw(self.redis_port)
-        names = sorted(GEN)
+        names = generators()
         self.recent = collections.deque(maxlen=25)
         seen, excused = set(), {}
         for seq in range(4):
@@ -445,7 +559,11 @@ class Differential(unittest.TestCase):
         """MULTI/EXEC/DISCARD/WATCH/UNWATCH sequences, queued commands of
         every kind (refusals included, which abort EXEC), and a second
         connection writing watched keys between WATCH and EXEC."""
-        seed = int(os.environ.get("KVD_SEED", random.randrange(1 << 32)))
+        for seed in seeds():
+            with self.subTest(seed=seed):
+                self.transactions(seed)
+
+    def transactions(self, seed):
         n = int(os.environ.get("KVD_DIFF_COMMANDS", "1500"))
         print("seed %d (KVD_SEED=%d replays)" % (seed, seed), flush=True)
         rnd = random.Random(seed)
@@ -453,8 +571,8 @@ class Differential(unittest.TestCase):
         kvd2, redis2 = Raw(self.srv.resp_port), Raw(self.redis_port)
         # (WAIT blocks Redis inside EXEC; introspection and OBJECT are
         # compared in test_random_sequences)
-        names = sorted(x for x in GEN if x not in ("WAIT", "INTRO_BAD", "OBJECT",
-                                                  "OBJECT_BAD", "RANDOMKEY"))
+        names = [x for x in generators() if x not in ("WAIT", "INTRO_BAD", "OBJECT",
+                                                      "OBJECT_BAD", "RANDOMKEY")]
         self.recent = collections.deque(maxlen=25)
         excused = {}
         queue, inmulti, resync_due = [], False, False

@@ -1,0 +1,136 @@
+"""test_sentinel_basic.py - real redis-sentinel processes monitoring one kvd
+as their master: what Sentinel needs from a monitored server (PING, INFO
+with run_id, CLIENT SETNAME, PUBLISH and SUBSCRIBE on __sentinel__:hello).
+
+Two sentinels watch the same kvd.  Each must see it as a master that is
+up (SENTINEL MASTER: flags exactly "master", no s_down or o_down, the
+run_id INFO gives), and each must find the other through the hello
+messages it publishes on kvd's __sentinel__:hello channel
+(num-other-sentinels 1).  Replication and failover themselves are not
+kvd's yet; this is the monitoring half.  Every wait is bounded.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import redis
+
+from kvdtest import Server, free_port
+from resputil import Raw, main, need
+
+
+def start_sentinel(tmp, name, master_port):
+    port = free_port()
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    conf = os.path.join(d, "sentinel.conf")
+    with open(conf, "w") as f:
+        f.write("port %d\n"
+                "bind 127.0.0.1\n"
+                "daemonize no\n"
+                "dir %s\n"
+                "logfile %s\n"
+                "sentinel monitor kvdmaster 127.0.0.1 %d 2\n"
+                "sentinel down-after-milliseconds kvdmaster 5000\n"
+                % (port, d, os.path.join(d, "sentinel.log"), master_port))
+    p = subprocess.Popen(["redis-sentinel", conf], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    c = redis.Redis(port=port, decode_responses=True, socket_timeout=5)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        try:
+            c.ping()
+            return p, c, d
+        except redis.ConnectionError:
+            if p.poll() is not None:
+                break
+            time.sleep(0.05)
+    p.kill()
+    raise AssertionError("redis-sentinel did not start")
+
+
+def sentinel_master(c):
+    r = c.execute_command("SENTINEL", "MASTER", "kvdmaster")
+    if isinstance(r, dict):
+        return r
+    return dict(zip(r[::2], r[1::2]))
+
+
+class SentinelBasic(unittest.TestCase):
+    def setUp(self):
+        need("redis-sentinel")
+        self.tmp = tempfile.mkdtemp(prefix="kvd-sentinel-")
+        self.srv = Server(threads=2, resp=True).start()
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.srv.stop()
+        self.srv.cleanup()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def logs(self):
+        out = []
+        for name in sorted(os.listdir(self.tmp)):
+            path = os.path.join(self.tmp, name, "sentinel.log")
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    out.append("--- %s\n%s" % (name, f.read()[-3000:]))
+        return "\n".join(out)
+
+    def wait_master(self, c, others, timeout=40):
+        deadline = time.time() + timeout
+        m = None
+        while time.time() < deadline:
+            m = sentinel_master(c)
+            if m.get("flags") == "master" and int(m["num-other-sentinels"]) == others:
+                return m
+            time.sleep(0.2)
+        self.fail("sentinel's view of kvd: %r\n%s" % (m, self.logs()))
+
+    def test_two_sentinels_see_kvd_and_each_other(self):
+        kvd_port = self.srv.resp_port
+        raw = Raw(kvd_port)
+        text = raw.call("INFO", "server").decode()
+        run_id = [l.split(":", 1)[1] for l in text.splitlines() if l.startswith("run_id:")][0]
+        p1, s1, _ = start_sentinel(self.tmp, "s1", kvd_port)
+        self.procs.append(p1)
+        m = self.wait_master(s1, 0)
+        self.assertEqual(m["runid"], run_id)
+        p2, s2, _ = start_sentinel(self.tmp, "s2", kvd_port)
+        self.procs.append(p2)
+        # hellos every 2 s on kvd's __sentinel__:hello, in both directions
+        for s in (s1, s2):
+            m = self.wait_master(s, 1)
+            self.assertEqual(m["flags"], "master")
+            self.assertEqual(m["runid"], run_id)
+            self.assertEqual(int(m["port"]), kvd_port)
+            self.assertLess(int(m["last-ping-reply"]), 5000)
+        # the sentinels' links, seen from kvd
+        self.assertGreaterEqual(raw.call("PUBSUB", "NUMSUB", "__sentinel__:hello")[1], 2)
+        names = raw.call("CLIENT", "LIST").decode()
+        self.assertIn("name=sentinel-", names)
+        # still up well past down-after-milliseconds (5 s): no s_down
+        time.sleep(6)
+        for s in (s1, s2):
+            m = sentinel_master(s)
+            self.assertEqual(m["flags"], "master", self.logs())
+            self.assertEqual(int(m["num-other-sentinels"]), 1)
+        self.assertEqual(s1.execute_command("SENTINEL", "CKQUORUM", "kvdmaster")[:2], "OK")
+        raw.close()
+
+
+if __name__ == "__main__":
+    main()
