@@ -522,7 +522,7 @@ static int c_help(struct cli *cli, int argc, char **argv)
 		printf("Commands (kvcli help CMD, or kvcli CMD --help, for "
 		       "details):\n");
 		for (cmd = kvcli_cmds; cmd->name; cmd++)
-			printf("  %-9s %s\n", cmd->name, cmd->usage);
+			printf("  %-11s %s\n", cmd->name, cmd->usage);
 		return EXIT_OK;
 	}
 	if (!(cmd = cli_find(a.pos[0]))) {
@@ -607,6 +607,73 @@ const struct cmd kvcli_cmds[] = {
      "Exit status 1 if KEY does not exist.\n"},
     {"getdel", c_getdel, "KEY",
      "Print the value of KEY (as get does) and delete it.\n"},
+    {"rename", cmd_v2, "SRC DST [--nx]",
+     "Move the value of SRC, with its expiry, to DST (replacing DST).\n"
+     "Across shards DST is stored before SRC is deleted: a crash leaves\n"
+     "both, never neither.  Exit status 1 if SRC does not exist, or with\n"
+     "--nx (only if DST does not exist) if DST exists.\n" OUT_OK},
+    {"copy", cmd_v2, "SRC DST [--replace]",
+     "Copy the value of SRC, with its expiry, to DST.  Exit status 1 if\n"
+     "SRC does not exist, or if DST exists (unless --replace).\n" OUT_OK},
+    {"getex", cmd_v2, "KEY [--ttl MS | --at UNIX_MS | --persist]",
+     "Print the value of KEY (as get does), then set its expiry:\n"
+     "  --ttl MS       MS milliseconds from now\n"
+     "  --at UNIX_MS   at that Unix time in milliseconds (a time past\n"
+     "                 deletes the key)\n"
+     "  --persist      remove it\n"
+     "Without one the expiry is unchanged.  Exit status 1 if KEY does not\n"
+     "exist.\n"},
+    {"incrbyfloat", cmd_v2, "KEY INCREMENT",
+     "Add the decimal INCREMENT (1.5, -2, 5.0e3) to the number stored under\n"
+     "KEY (a missing key counts as 0), keeping its expiry, and print the\n"
+     "result as the server stores it (10.5; a number in JSON output).\n"
+     "NOT_FLOAT (exit status 2) for a value that is not a number or an\n"
+     "infinite result.\n"},
+    {"getrange", cmd_v2, "KEY START END",
+     "Print bytes START to END of the value of KEY (inclusive; negative\n"
+     "counts from the end: 0 -1 is the whole value), as get prints a\n"
+     "value.  Exit status 1 if KEY does not exist.\n"},
+    {"setrange", cmd_v2, "KEY OFFSET [VALUE] [-f FILE]",
+     "Write VALUE (or FILE, or stdin with -x) into the value of KEY at byte\n"
+     "OFFSET, padding with zero bytes, keeping its expiry; prints the new\n"
+     "length (an empty VALUE only prints the current one).\n"},
+    {"setbit", cmd_v2, "KEY OFFSET BIT",
+     "Set bit OFFSET of the value of KEY to BIT (0 or 1), growing the value\n"
+     "as needed; bit 0 is the most significant bit of byte 0.  Prints the\n"
+     "bit's old value.\n"},
+    {"getbit", cmd_v2, "KEY OFFSET",
+     "Print bit OFFSET of the value of KEY (0 past its end or for a missing\n"
+     "key).\n"},
+    {"bitcount", cmd_v2, "KEY [START END] [--bit]",
+     "Print the number of bits set in the value of KEY, or in bytes START\n"
+     "to END (inclusive, negative from the end; --bit: bits START to END).\n"},
+    {"bitpos", cmd_v2, "KEY BIT [START [END]] [--bit]",
+     "Print the position of the first bit equal to BIT (0 or 1) in the value\n"
+     "of KEY, from byte START to END (--bit: bit positions); -1 if there is\n"
+     "none.\n"},
+    {"bitop", cmd_v2, "and|or|xor|not DST SRC...",
+     "Store the bitwise AND, OR or XOR of the SRC values (NOT: of the one\n"
+     "SRC) in DST, without expiry, as long as the longest source; an empty\n"
+     "result deletes DST.  Prints the length of DST.\n"},
+    {"txn", cmd_txn,
+     "[--if-equal KEY VALUE]... [--if-absent KEY]... [-f FILE] [COMMAND...]",
+     "Run several commands as one batch: no other client's command runs in\n"
+     "between, on any keys.  Each COMMAND argument is one command line, as\n"
+     "at the prompt ('put a 1' 'incr n'); without any, they are read one\n"
+     "per line from FILE (-f) or stdin (blank lines skipped).  Allowed: get,\n"
+     "put, del, mget, mput, mdel, exists, incr, decr, append, expire, ttl,\n"
+     "getdel, and rename to bitop, with their own arguments and options.\n"
+     "Checks, read before anything runs; if one does not hold nothing runs,\n"
+     "and the exit status is 1 (\"(check failed)\" on a terminal):\n"
+     "  --if-equal KEY VALUE  KEY must hold exactly VALUE\n"
+     "  --if-absent KEY       KEY must not exist\n"
+     "Each reply is printed as its command alone prints it, in order; raw\n"
+     "output has one per line, escaped as batch mode's ((nil), (error)\n"
+     "NAME).  A command that fails while running does not stop the others:\n"
+     "it prints (error) NAME (JSON {\"error\":NAME}), and in JSON and CSV\n"
+     "output a missing key or an existing one {\"status\":NAME}.  A bad\n"
+     "command refuses the whole batch: nothing runs.  The exit status is\n"
+     "the worst reply's.\n"},
     {"flushall", c_flushall, "", "Delete every key on every shard.\n" OUT_OK},
     {"auth", c_auth, "PASSWORD",
      "Authenticate the connection, and every later one (a reconnect after\n"

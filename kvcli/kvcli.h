@@ -6,6 +6,7 @@
  *            read one per line, split into words
  *   watch.c  --stat and --latency: a server watched until -r or Ctrl-C
  *   cmds.c   one function per server operation
+ *   cmds_v2.c the version 2 operations (rename ... bitop) and txn
  *   out.c    the four output styles (raw, readable, JSON, CSV)
  *   load.c   kvcli load: bulk loading, pipelined
  *   dump.c   kvcli dump: JSON lines or TSV that load reads back
@@ -90,6 +91,11 @@ void cli_help(const struct cmd *cmd, FILE *f);
  * hold NUL bytes ("\x00" in double quotes), so their lengths are recorded
  * as the line is split; any other string is measured by strlen. */
 size_t cli_len(const char *s);
+/* Split a line (unquoted in place) into words as the prompt does, for
+ * kvcli txn's command lines: the count, or -1 (message printed).  Their
+ * lengths serve cli_len until cli_split_forget(). */
+int cli_split(char *line, char **argv, int max);
+void cli_split_forget(void);
 /* Run one command (argv[0] is its name, any case); its exit code. */
 int cli_run(struct cli *cli, int argc, char **argv);
 /* Commands from the prompt or, stdin not a terminal, one per line. */
@@ -140,6 +146,15 @@ void out_json_record(struct kv_buf *b, kvc_val key, const kvc_val *val,
 /* ---- bulk (load.c, dump.c) ---- */
 
 int cmd_load(struct cli *cli, int argc, char **argv);
+
+/* ---- version 2 (cmds_v2.c) ---- */
+
+/* rename, copy, getex, incrbyfloat, getrange, setrange, setbit, getbit,
+ * bitcount, bitpos, bitop: one function, argv[0] says which. */
+int cmd_v2(struct cli *cli, int argc, char **argv);
+int cmd_txn(struct cli *cli, int argc, char **argv);
+/* A number the server sent as text (INCRBYFLOAT's): a JSON number. */
+void out_number(struct cli *cli, const char *name, kvc_val text);
 int cmd_dump(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -447,7 +447,7 @@ static void usage(FILE *f)
 		"Commands:\n",
 		KVC_DEFAULT_PORT, KVC_DEFAULT_TLS_PORT, DEFAULT_TIMEOUT_MS);
 	for (const struct cmd *c = kvcli_cmds; c->name; c++)
-		fprintf(f, "  %-9s %s\n", c->name, c->usage);
+		fprintf(f, "  %-11s %s\n", c->name, c->usage);
 }
 
 enum mode { MODE_CMD, MODE_STAT, MODE_LATENCY };

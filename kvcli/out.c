@@ -311,6 +311,30 @@ void out_int(struct cli *cli, const char *name, long long v)
 	puts_b(&cli->ob, tmp);
 }
 
+/* JSON's number syntax, roughly: INCRBYFLOAT's text always has it, and
+ * anything else is printed as a string rather than as bad JSON. */
+static int json_number(kvc_val v)
+{
+	const char *s = v.p;
+
+	if (!v.len || !((s[0] >= '0' && s[0] <= '9') || s[0] == '-'))
+		return 0;
+	for (size_t i = 0; i < v.len; i++)
+		if (!strchr("0123456789.eE+-", s[i]) || !s[i])
+			return 0;
+	return 1;
+}
+
+void out_number(struct cli *cli, const char *name, kvc_val v)
+{
+	if (cli->fmt == FMT_JSON && json_number(v)) {
+		kv_buf_append(&cli->ob, v.p, v.len);
+		kv_buf_append(&cli->ob, "\n", 1);
+		return;
+	}
+	out_text(cli, name, v);
+}
+
 /* ===================== Maps ===================== */
 
 /* One scalar, as text. */

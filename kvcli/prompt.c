@@ -36,6 +36,12 @@ static const char *words[MAX_LINE_ARGS];
 static size_t word_lens[MAX_LINE_ARGS];
 static int nwords;
 
+/* The words of kvcli txn's command lines (cli_split), kept until
+ * cli_split_forget: any number of lines, so grown as needed. */
+static const char **xwords;
+static size_t *xword_lens;
+static int nxwords, xcap;
+
 size_t cli_len(const char *s)
 {
 	/* A pointer into a word (an option's "--name=value" value) has the
@@ -43,6 +49,9 @@ size_t cli_len(const char *s)
 	for (int i = 0; i < nwords; i++)
 		if (s >= words[i] && s <= words[i] + word_lens[i])
 			return (size_t)(words[i] + word_lens[i] - s);
+	for (int i = 0; i < nxwords; i++)
+		if (s >= xwords[i] && s <= xwords[i] + xword_lens[i])
+			return (size_t)(xwords[i] + xword_lens[i] - s);
 	return strlen(s);
 }
 
@@ -122,6 +131,49 @@ static int split_line(char *line, char **argv, int max, int quiet)
 	}
 	nwords = n;
 	return n;
+}
+
+int cli_split(char *line, char **argv, int max)
+{
+	int n = 0, err = 0;
+
+	while (*line) {
+		while (*line == ' ' || *line == '\t' || *line == '\r')
+			line++;
+		if (!*line)
+			break;
+		if (n == max) {
+			fprintf(stderr, "kvcli: too many arguments\n");
+			return -1;
+		}
+		if (nxwords == xcap) {
+			int cap = xcap ? 2 * xcap : 256;
+			const char **w = realloc(xwords, cap * sizeof(*w));
+			size_t *l =
+			    w ? realloc(xword_lens, cap * sizeof(*l)) : NULL;
+
+			if (w)
+				xwords = w;
+			if (!l) {
+				fprintf(stderr, "kvcli: out of memory\n");
+				return -1;
+			}
+			xword_lens = l;
+			xcap = cap;
+		}
+		argv[n] = word(&line, &xword_lens[nxwords], &err);
+		xwords[nxwords++] = argv[n++];
+	}
+	if (err) {
+		fprintf(stderr, "kvcli: unbalanced quotes\n");
+		return -1;
+	}
+	return n;
+}
+
+void cli_split_forget(void)
+{
+	nxwords = 0;
 }
 
 /* ===================== History ===================== */

@@ -90,6 +90,7 @@ struct kvd_conn {
 	struct resp_txq *txq;	  /* MULTI's queue and WATCHed keys */
 	struct resp_sub *psub;	  /* its subscriptions (resp_pubsub.c) */
 	_Atomic uint32_t nsubs;	  /* how many: others read it (CLIENT) */
+	_Atomic uint32_t npsubs;  /* of which patterns */
 	uint64_t born_ms;	  /* fixed at open, as the addresses */
 	_Atomic uint64_t act_ms;  /* when the last command ran */
 	_Atomic uint16_t act_cmd; /* and its command id + 1 */

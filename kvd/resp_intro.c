@@ -590,6 +590,8 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	uint64_t act = atomic_load_explicit(&c->act_ms, memory_order_relaxed);
 	unsigned cmd = atomic_load_explicit(&c->act_cmd, memory_order_relaxed);
 	char line[512 + 2 * sizeof(c->addr)], cmdname[40], flags[4];
+	unsigned subs = atomic_load_explicit(&c->nsubs, memory_order_relaxed);
+	unsigned psubs = atomic_load_explicit(&c->npsubs, memory_order_relaxed);
 	int n, f = 0;
 
 	if (c == self && cur_sub)
@@ -599,6 +601,8 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 			 cmd ? resp_cmds[cmd - 1].name : "NULL");
 	if (c->mon) /* Redis's letters, in its order */
 		flags[f++] = 'O';
+	if (subs)
+		flags[f++] = 'P';
 	if (is_unix(c))
 		flags[f++] = 'U';
 	if (!f)
@@ -607,14 +611,14 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	n = snprintf(
 	    line, sizeof(line),
 	    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu "
-	    "flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=0 "
+	    "flags=%s db=0 sub=%u psub=%u ssub=0 multi=-1 qbuf=%zu qbuf-free=0 "
 	    "argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%zu "
 	    "tot-mem=0 events=r cmd=%s user=default redir=-1 resp=2\n",
 	    (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name,
 	    (unsigned long long)(now > c->born_ms ? now - c->born_ms : 0) /
 		1000,
 	    (unsigned long long)(now > act ? now - act : 0) / 1000, flags,
-	    c == self ? self->in.len : (size_t)0,
+	    subs - psubs, psubs, c == self ? self->in.len : (size_t)0,
 	    c == self ? self->out.len : (size_t)0, cmdname);
 	kv_buf_append(b, line,
 		      n > 0 && (size_t)n < sizeof(line) ? (size_t)n
@@ -626,7 +630,7 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 {
 	uint64_t ids[64];
 	size_t nids = 0, cap = resp_reply_cap(c);
-	int none = 0, over = 0;
+	int none = 0, over = 0, type = 0; /* type: 1 normal, 2 pubsub */
 	struct kv_buf b = {0};
 	struct resp_it it;
 	struct kv_slice a;
@@ -634,9 +638,11 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 	if (r->argc == 4 && resp_eq(r->a[2], "type")) {
 		a = r->a[3];
 		if (resp_eq(a, "master") || resp_eq(a, "replica") ||
-		    resp_eq(a, "slave") || resp_eq(a, "pubsub"))
+		    resp_eq(a, "slave"))
 			none = 1;
-		else if (!resp_eq(a, "normal")) {
+		else if (resp_eq(a, "pubsub") || resp_eq(a, "normal"))
+			type = resp_eq(a, "pubsub") ? 2 : 1;
+		else {
 			snprintf(r->err, sizeof(r->err),
 				 "ERR Unknown client type '%.*s'",
 				 (int)(a.n > 64 ? 64 : a.n), (const char *)a.p);
@@ -663,6 +669,10 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 
 		for (size_t i = 0; i < nids; i++)
 			want |= ids[i] == o->id;
+		if (type &&
+		    (type == 2) != (atomic_load_explicit(
+					&o->nsubs, memory_order_relaxed) > 0))
+			want = 0;
 		if (want)
 			client_line(c, o, &b);
 		over = b.len > cap;

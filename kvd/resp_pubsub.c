@@ -219,6 +219,7 @@ static int member_add(struct resp_sub *s, struct kv_slice name, int pat)
 	*(pat ? &s->npat : &s->nchan) += 1;
 	s->mem += name.n + PS_SUB_COST;
 	atomic_store_explicit(&s->c->nsubs, sub_count(s), memory_order_relaxed);
+	atomic_store_explicit(&s->c->npsubs, s->npat, memory_order_relaxed);
 	return 0;
 }
 
@@ -244,6 +245,7 @@ static void member_del(struct ps_member *m, int pat)
 	*(pat ? &s->npat : &s->nchan) -= 1;
 	s->mem -= t->n + PS_SUB_COST;
 	atomic_store_explicit(&s->c->nsubs, sub_count(s), memory_order_relaxed);
+	atomic_store_explicit(&s->c->npsubs, s->npat, memory_order_relaxed);
 	if (!--t->nsubs)
 		topic_drop(pat ? &pats : &chans, t);
 	free(m);

@@ -504,8 +504,18 @@ class Clients(unittest.TestCase):
             subs[1].call("PSUBSCRIBE", "*")
             subs[2].call("SUBSCRIBE", "b")
             self.assertEqual(subs[2].call("UNSUBSCRIBE"), [b"unsubscribe", b"b", 0])
+            ids = [c.call("CLIENT", "ID") if i == 2 else None for i, c in enumerate(subs)]
+            listed = me.call("CLIENT", "LIST", "TYPE", "pubsub").decode().splitlines()
+            rows = [dict(f.split("=", 1) for f in line.split(" ")) for line in listed]
+            self.assertEqual(sorted((r["sub"], r["psub"], r["flags"]) for r in rows),
+                             [("0", "1", "P"), ("1", "0", "P")])
+            normal = me.call("CLIENT", "LIST", "TYPE", "normal").decode()
+            self.assertEqual(normal.count("\n"), 4)  # me, plain, subs[2]
+            self.assertIn("id=%d " % ids[2], normal)
+            self.assertNotIn("flags=P", normal)
             for t in ("master", "replica", "slave"):
                 self.assertEqual(me.call("CLIENT", "KILL", "TYPE", t), 0)
+                self.assertEqual(me.call("CLIENT", "LIST", "TYPE", t), b"")
             self.assertEqual(str(me.call("CLIENT", "KILL", "TYPE", "bogus")),
                              "ERR Unknown client type")
             self.assertEqual(me.call("CLIENT", "KILL", "TYPE", "pubsub"), 2)
