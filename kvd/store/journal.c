@@ -1107,11 +1107,12 @@ int kvj_reset(struct kvj *j, uint64_t next)
 struct kvj_reader {
 	int dirfd;
 	uint32_t shard;
-	int fd;	       /* the segment being read, or -1 */
-	uint64_t size; /* its size */
-	uint64_t seed; /* its record checksum seed */
-	uint64_t off;  /* offset of the next record in it */
-	uint64_t next; /* that record's LSN */
+	int fd;		/* the segment being read, or -1 */
+	uint64_t size;	/* its size */
+	uint64_t seed;	/* its record checksum seed */
+	uint64_t first; /* its first LSN (its name) */
+	uint64_t off;	/* offset of the next record in it */
+	uint64_t next;	/* that record's LSN */
 	unsigned char *buf;
 	size_t cap;
 	uint64_t boff, blen; /* the bytes of the file held in buf */
@@ -1173,10 +1174,34 @@ static int rd_segment(struct kvj_reader *r, uint64_t first)
 	r->fd = fd;
 	r->size = (uint64_t)st.st_size;
 	r->seed = seg_seed(get64(h + 16), first);
+	r->first = first;
 	r->off = SEG_HDR;
 	r->next = first;
 	r->blen = 0;
 	return 0;
+}
+
+/* A record due in the reader's segment is not there and no segment starts
+ * at its LSN: if the segment is still the same file under its name, with
+ * the same journal id, nothing recycled it, so the record is corrupt.
+ * -EBADMSG then, else -ENOENT. */
+static int rd_gone_or_bad(struct kvj_reader *r)
+{
+	unsigned char h[SEG_HDR];
+	struct stat a, b;
+	char name[64];
+	int fd, same;
+
+	seg_name(name, sizeof(name), r->first);
+	fd = openat(r->dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -ENOENT;
+	same = fstat(fd, &a) == 0 && fstat(r->fd, &b) == 0 &&
+	       a.st_ino == b.st_ino && a.st_dev == b.st_dev &&
+	       pread(fd, h, SEG_HDR, 0) == SEG_HDR &&
+	       seg_seed(get64(h + 16), r->first) == r->seed;
+	close(fd);
+	return same ? -EBADMSG : -ENOENT;
 }
 
 /* Bytes [off, off + n) of the segment into buf; fresh reads them from
@@ -1249,8 +1274,10 @@ int kvj_reader_next(struct kvj_reader *r, uint64_t upto, uint64_t *lsn,
 			break;
 		/* The segment ends here, and the record is at the start of
 		 * the next one; or this one was recycled under us. */
-		if (tries || (rc = rd_segment(r, r->next)) < 0)
+		if (tries)
 			return -ENOENT;
+		if ((rc = rd_segment(r, r->next)) < 0)
+			return rc == -ENOENT ? rd_gone_or_bad(r) : -ENOENT;
 	}
 	*lsn = v.lsn;
 	*type = v.type;

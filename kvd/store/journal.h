@@ -156,7 +156,7 @@ int kvj_reset(struct kvj *j, uint64_t next);
  * checks every record's checksum and LSN, and follows the segments by
  * their names.  A segment recycled under it shows as a bad record where
  * one was due: it then reports -ENOENT, as when the LSN asked for is no
- * longer kept. */
+ * longer kept; a bad record in a segment still in place is -EBADMSG. */
 struct kvj_reader;
 
 /* Open a reader of the journal in dir (shard shard_id) at LSN from.
