@@ -63,7 +63,12 @@
 	X(GETBIT, 29, R)                                                       \
 	X(BITCOUNT, 30, R)                                                     \
 	X(BITPOS, 31, R)                                                       \
-	X(BITOP, 32, W)
+	X(BITOP, 32, W)                                                        \
+	X(REPLSYNC, 40, A)                                                     \
+	X(REPLPULL, 41, A)                                                     \
+	X(REPLSNAP, 42, A)                                                     \
+	X(REPLICAOF, 43, A)                                                    \
+	X(WAIT, 44, A)
 
 enum kv_op {
 #define KV_OP_ENUM(name, num, kind) KV_OP_##name = num,

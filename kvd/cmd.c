@@ -19,6 +19,7 @@
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
+#include "repl.h"
 #include "router.h"
 #include "stats.h"
 #include "write.h"
@@ -454,6 +455,19 @@ static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 	return KV_OK;
 }
 
+static int repl_async(unsigned op)
+{
+	return op == KV_OP_REPLSYNC || op == KV_OP_REPLPULL ||
+	       op == KV_OP_REPLSNAP || op == KV_OP_WAIT;
+}
+
+/* REPLSYNC, REPLPULL, REPLSNAP, WAIT: answered by the replication
+ * sender (repl.c), in order; REPLICAOF at once. */
+static int op_repl(struct kvd_conn *c, struct kvd_req *r)
+{
+	return kvd_repl_native(c, r);
+}
+
 /* ===================== Writes ===================== */
 
 struct put_args {
@@ -735,6 +749,11 @@ static const struct kvd_op_desc ops[KV_OP_MAX] = {
     [KV_OP_BITCOUNT] = READ(kvd_op_bitcount, kvd_check_bitcount, 1, 4),
     [KV_OP_BITPOS] = READ(kvd_op_bitpos, kvd_check_bitpos, 2, 5),
     [KV_OP_BITOP] = SECTION(kvd_op_bitop, kvd_check_bitop, 3, VAR),
+    [KV_OP_REPLSYNC] = ANSWER(op_repl, 5, 5),
+    [KV_OP_REPLPULL] = ANSWER(op_repl, 2, 2),
+    [KV_OP_REPLSNAP] = ANSWER(op_repl, 3, 3),
+    [KV_OP_REPLICAOF] = ANSWER(op_repl, 2, 2),
+    [KV_OP_WAIT] = ANSWER(op_repl, 2, 2),
 };
 
 const struct kvd_op_desc *kvd_op_desc(unsigned op)
@@ -767,6 +786,7 @@ static int reads_free(struct kvd_conn *c, struct kvd_req *r)
 		return 1;
 	case KV_OP_SCAN:
 	case KV_OP_COUNT:
+	case KV_OP_WAIT:
 	case KV_OP_BACKUP: /* sees every earlier write, of any key */ return 0;
 	default: /* HELLO, PING, STATS, AUTH: no keys */ return 1;
 	}
@@ -812,17 +832,23 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 		return -1;
 	if (d->write && c->io->srv->cfg->read_only)
 		return KV_READ_ONLY;
+	if (d->write && (rc = kvd_repl_write_ok()))
+		return rc;
 	if (kvd_auth_op_disabled(r->op))
 		return KV_DISABLED;
 	rc = d->how == OPH_READ ? run_read(c, d, r) : d->fn(c, r);
 	if (rc == KVD_ANSWERED)
 		return KV_OK;
-	/* BACKUP counts its own reply (backup.c, or at its completion), and
-	 * AUTH its own (op_auth: it may answer DISABLED). */
-	if (rc == KV_OK && d->how != OPH_WRITE && r->op != KV_OP_BACKUP) {
+	/* BACKUP counts its own reply (backup.c, or at its completion), AUTH
+	 * its own (op_auth: it may answer DISABLED), and the replication
+	 * sender's are counted when sent (KVD_PEND_COUNT). */
+	if (rc == KV_OK && d->how != OPH_WRITE && r->op != KV_OP_BACKUP &&
+	    !repl_async(r->op)) {
 		if (r->op != KV_OP_AUTH)
 			kvd_count_now(&c->io->stats, r->op, KV_OK);
-		if (was_pending)
+		/* (a request queued for the replication sender wrote
+		 * nothing here: its reply comes in its own place) */
+		if (was_pending && c->out.len > mark)
 			kvd_conn_defer(c, mark, r->op);
 	}
 	return rc;

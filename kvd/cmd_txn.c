@@ -35,6 +35,7 @@
 #include "committer.h"
 #include "kv_status.h"
 #include "loop.h"
+#include "repl.h"
 #include "resp.h"
 
 /* Sub-requests per TXN: each costs a few words until the batch ends. */
@@ -86,6 +87,7 @@ static int check_checks(struct kvd_conn *c, const struct kvd_req *r)
 static int check_sub(struct kvd_conn *c, struct kvd_req *sr)
 {
 	const struct kvd_op_desc *d = kvd_op_desc(sr->op);
+	int rc;
 
 	if (!d->fn)
 		return KV_UNKNOWN_OP;
@@ -93,6 +95,8 @@ static int check_sub(struct kvd_conn *c, struct kvd_req *sr)
 		return KV_BAD_ARGS;
 	if (d->write && c->io->srv->cfg->read_only)
 		return KV_READ_ONLY;
+	if (d->write && (rc = kvd_repl_write_ok()))
+		return rc; /* a replica's, or too few replicas */
 	if (kvd_auth_op_disabled(sr->op))
 		return KV_DISABLED;
 	return d->check ? d->check(c, sr) : KV_OK;

@@ -29,6 +29,7 @@
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
+#include "repl.h"
 
 /* One batch carries at most this much (one request larger than that goes
  * alone), so that a flood of writes cannot delay the first writer's reply
@@ -116,16 +117,6 @@ static void complete(struct kvd_wreq *w)
 	kvd_io_complete(w->io, w);
 }
 
-static void complete_list(struct kvd_wreq *w)
-{
-	while (w) {
-		struct kvd_wreq *next = w->next;
-
-		complete(w);
-		w = next;
-	}
-}
-
 static void fail_all(struct kvd_wreq *w, struct kvd_wreq *stop, int status)
 {
 	while (w != stop) {
@@ -179,7 +170,10 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 		kvd_count(&c->reaped, (uint64_t)rc);
 	}
 	t0 = kvd_mono_ns();
-	rc = kvd_shard_commit(t, srv->cfg->durability == KVD_DUR_SYNC);
+	/* A replica flushes what it took from its primary before asking
+	 * for more: its next request acknowledges it as on disk (WAIT). */
+	rc = kvd_shard_commit(t, srv->cfg->durability == KVD_DUR_SYNC ||
+				     first->op.kind == KVD_W_REPL);
 	t0 = kvd_mono_ns() - t0;
 	kvd_count(&c->commit_ns, t0);
 	if (!rc)
@@ -222,7 +216,7 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		if (n > kvd_read(&c->max_batch))
 			atomic_store_explicit(&c->max_batch, n,
 					      memory_order_relaxed);
-		complete_list(first);
+		kvd_repl_committed(c->srv, c->shard, first);
 		return;
 	}
 	kvd_count(&c->failures, 1);
@@ -244,6 +238,31 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 	fail_all(first, NULL, rc);
 }
 
+/* A replica's full copy: emptying the shard, or loading a chunk of the
+ * primary's snapshot, alone and outside any batch. */
+static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
+{
+	struct kvd_wreq *next = w->next;
+	struct kvd_store *st = c->srv->store;
+
+	if (atomic_load(&c->failed))
+		w->op.status = KV_SHARD_FAILED;
+	else if (w->op.kind == KVD_W_RESET)
+		w->op.status = kvd_shard_repl_reset(st, c->shard, w->op.lsn);
+	else
+		w->op.status = kvd_shard_repl_load(st, c->shard, w->op.items,
+						   w->op.items_len);
+	if (w->op.status == KV_SHARD_FAILED)
+		atomic_store(&c->failed, 1);
+	complete(w);
+	return next;
+}
+
+static int is_copy(const struct kvd_wreq *w)
+{
+	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD;
+}
+
 /* Apply and commit one batch starting at w; returns the first request not
  * in it. */
 static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
@@ -253,7 +272,9 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 	size_t bytes = 0;
 	int reap = 0;
 
-	for (end = w; end && n < BATCH_MAX_OPS &&
+	if (is_copy(w))
+		return run_copy(c, w);
+	for (end = w; end && n < BATCH_MAX_OPS && !is_copy(end) &&
 		      (n == 0 || bytes + end->op.items_len <= BATCH_MAX_BYTES);
 	     end = end->next) {
 		n++;
@@ -261,7 +282,9 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 		last = end;
 	}
 	last->next = NULL; /* the batch is a list of its own from here on */
-	if (now >= c->next_reap_ms) {
+	/* A replica reaps nothing itself: its primary's deletions come as
+	 * records, and its journal must hold the primary's LSNs only. */
+	if (now >= c->next_reap_ms && !kvd_repl_is_replica()) {
 		c->next_reap_ms =
 		    now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
 		reap = 1;
@@ -277,7 +300,7 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	int n, rc;
 
 	c->next_reap_ms = now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
-	if (atomic_load(&c->failed) ||
+	if (atomic_load(&c->failed) || kvd_repl_is_replica() ||
 	    kvd_shard_begin(c->srv->store, c->shard, &t))
 		return;
 	n = kvd_shard_reap(t, now, REAP_PER_TXN);
@@ -286,9 +309,10 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 		return;
 	}
 	rc = kvd_shard_commit(t, c->srv->cfg->durability == KVD_DUR_SYNC);
-	if (rc == 0)
+	if (rc == 0) {
 		kvd_count(&c->reaped, (uint64_t)n);
-	else if (rc == KV_SHARD_FAILED) /* not a full disk */
+		kvd_repl_committed(c->srv, c->shard, NULL); /* new records */
+	} else if (rc == KV_SHARD_FAILED) /* not a full disk */
 		atomic_store(&c->failed, 1);
 }
 
@@ -387,10 +411,15 @@ static void maybe_pause(struct kvd_committer *c)
 	pthread_mutex_unlock(&pause_mu);
 }
 
+/* One pauser at a time (a backup, a replica's full copy): each needs
+ * its own cut. */
+static pthread_mutex_t pauser_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int kvd_committers_pause(struct kvd_server *srv)
 {
 	int rc;
 
+	pthread_mutex_lock(&pauser_mu);
 	pthread_mutex_lock(&pause_mu);
 	pause_rc = 0;
 	pthread_mutex_unlock(&pause_mu);
@@ -412,6 +441,7 @@ void kvd_committers_resume(struct kvd_server *srv)
 	atomic_store(&pause_req, 0);
 	pthread_cond_broadcast(&pause_cv);
 	pthread_mutex_unlock(&pause_mu);
+	pthread_mutex_unlock(&pauser_mu);
 }
 
 static void *committer_main(void *arg)
@@ -573,7 +603,7 @@ void kvd_excl_commit(struct kvd_excl *x)
 		if (rc)
 			excl_fail(x->head[s], rc);
 		else
-			complete_list(x->head[s]);
+			kvd_repl_committed(srv, s, x->head[s]);
 		x->head[s] = x->tail[s] = NULL;
 	}
 	x->open = 0;

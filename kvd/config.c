@@ -191,6 +191,31 @@ static const struct opt options[] = {
      "TLSv1.3 cipher suites (OpenSSL syntax; empty: OpenSSL's default)"},
     {"tls-prefer-server-ciphers", OPT_ENUM, F(tls_prefer_server_ciphers), 0, 0,
      "no", yes_no, "TLS: choose the cipher by the server's order"},
+    {"replicaof", OPT_STR, F(replicaof), 0, 0, "", NULL,
+     "run as a read-only replica of the kvd at \"HOST PORT\" (its native "
+     "port); empty: a primary"},
+    {"primary-password", OPT_STR, F(primary_password), 0, 0, "", NULL,
+     "password a replica gives its primary (AUTH)"},
+    {"primary-password-file", OPT_STR, F(primary_password_file), 0, 0, "", NULL,
+     "read primary-password from the first line of this file"},
+    {"tls-replication", OPT_ENUM, F(tls_replication), 0, 0, "no", yes_no,
+     "a replica connects to its primary over TLS (tls-ca-cert-file checks "
+     "it; tls-cert-file and tls-key-file are shown if it asks)"},
+    {"repl-backlog-size", OPT_SIZE, F(repl_backlog_size), 0, 1ull << 44, "256m",
+     NULL,
+     "journal a shard keeps for replicas that fell behind; past it a "
+     "replica takes a full copy"},
+    {"min-replicas-to-ack", OPT_UINT, F(min_replicas_to_ack), 0, 64, "0", NULL,
+     "hold each write's reply until this many replicas have its record "
+     "on disk; 0: replication is asynchronous"},
+    {"min-replicas-max-lag", OPT_UINT, F(min_replicas_max_lag), 0, 86400, "10",
+     NULL,
+     "with min-replicas-to-ack: refuse writes (NOREPLICAS) while fewer "
+     "replicas than that were heard from within this many seconds; 0 "
+     "never refuses"},
+    {"replica-priority", OPT_UINT, F(replica_priority), 0, 1000000, "100", NULL,
+     "shown to Sentinel (INFO slave_priority): lower is promoted "
+     "first, 0 never"},
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))
@@ -635,6 +660,18 @@ static int parse_flag(struct kvd_config *c, int argc, char **argv, int *i)
 	else if (*i + 1 < argc)
 		val = argv[++*i];
 	else {
+		fprintf(stderr, "kvd: --%s needs a value\n", o->name);
+		return -1;
+	}
+	/* --replicaof HOST PORT, as Redis writes it: two arguments. */
+	if (!eq && !strcmp(o->name, "replicaof") && !strchr(val, ' ') &&
+	    *i + 1 < argc && argv[*i + 1][0] != '-') {
+		static char joined[300];
+
+		snprintf(joined, sizeof(joined), "%s %s", val, argv[++*i]);
+		val = joined;
+	}
+	if (0) {
 		fprintf(stderr, "kvd: --%s needs a value\n", o->name);
 		return -1;
 	}

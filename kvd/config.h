@@ -86,6 +86,16 @@ struct kvd_config {
 	char tls_ciphers[512];
 	char tls_ciphersuites[512];
 	unsigned tls_prefer_server_ciphers;
+	/* Replication (repl.c, replica.c): the primary to follow ("HOST
+	 * PORT", its native port; "": none), and how */
+	char replicaof[300];
+	char primary_password[KVD_PASS_MAX + 1];
+	char primary_password_file[512];
+	unsigned tls_replication;   /* connect to the primary over TLS */
+	uint64_t repl_backlog_size; /* journal kept per shard for replicas */
+	unsigned min_replicas_to_ack;
+	unsigned min_replicas_max_lag; /* seconds; 0: never refuse */
+	unsigned replica_priority;
 };
 
 /* tls-auth-clients: client certificates refused, required, or checked

@@ -260,6 +260,9 @@ void kvd_conn_flush(struct kvd_conn *c)
 		if (pd->val) /* held reply bytes, or GETDEL's value */
 			c->deferred -= pd->vlen;
 		if (pd->raw) {
+			if (pd->aux == KVD_PEND_COUNT)
+				kvd_count_reply(&c->io->stats, pd->op,
+						pd->status);
 			if (!(c->flags & CONN_DEAD))
 				kvd_reply_append(c, pd->val, pd->vlen);
 		} else if (!(c->flags & CONN_DEAD)) {

@@ -39,8 +39,9 @@ enum {
 	CONN_DEAD = 1u << 6,	   /* socket shut down; free when idle */
 	CONN_CANCELING = 1u << 7,  /* loop: recv cancel submitted */
 	CONN_AUTHED = 1u << 8,
-	CONN_ABORT = 1u << 9,	/* close now, unsent replies or not */
-	CONN_TALKED = 1u << 10, /* its first bytes were looked at */
+	CONN_ABORT = 1u << 9,	 /* close now, unsent replies or not */
+	CONN_TALKED = 1u << 10,	 /* its first bytes were looked at */
+	CONN_REPLICA = 1u << 15, /* asked for the journal (repl.c) */
 };
 
 enum kvd_stall {

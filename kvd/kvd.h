@@ -117,6 +117,10 @@ struct kvd_pend {
 	uint64_t t0_ns; /* when the request arrived (its loop turn began) */
 };
 
+/* kvd_pend.aux of a raw native reply made elsewhere (the replication
+ * sender): counted under its op and status when it is sent. */
+#define KVD_PEND_COUNT 0x80000000u
+
 struct kvd_wreq {
 	struct kvd_wreq *next;
 	struct kvd_pend *pend;

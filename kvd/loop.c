@@ -31,6 +31,7 @@
 #include "committer.h"
 #include "kv_status.h"
 #include "log.h"
+#include "repl.h"
 #include "tls.h"
 
 #define RING_ENTRIES 1024
@@ -354,6 +355,8 @@ static void conn_free(struct kvd_io *io, struct kvd_conn *c)
 		c->next->prev = c->prev;
 	if (c->proto == KVD_PROTO_RESP)
 		kvd_resp_conn_close(c);
+	if (c->flags & CONN_REPLICA)
+		kvd_repl_conn_closed(c);
 	close(c->fd);
 	kvd_conn_release(c);
 	free(c);

@@ -13,6 +13,7 @@
 #include "kvd.h"
 #include "log.h"
 #include "loop.h"
+#include "repl.h"
 #include "shard.h"
 #include "tls.h"
 
@@ -160,7 +161,8 @@ int main(int argc, char **argv)
 		kvd_io_destroy(&srv);
 		return fail(err);
 	}
-	if (open_store(&srv, err, sizeof(err))) {
+	if (kvd_repl_prepare(&cfg, err, sizeof(err)) ||
+	    open_store(&srv, err, sizeof(err))) {
 		kvd_io_destroy(&srv);
 		return fail(err);
 	}
@@ -169,7 +171,12 @@ int main(int argc, char **argv)
 		kvd_store_close(srv.store);
 		return fail(err);
 	}
-	if (kvd_committers_start(&srv) || kvd_io_start(&srv))
+	if (kvd_committers_start(&srv))
+		return fail("cannot start threads");
+	/* Before the io threads: a replica refuses writes from the first. */
+	if (kvd_repl_start(&srv, err, sizeof(err)))
+		return fail(err);
+	if (kvd_io_start(&srv))
 		return fail("cannot start threads");
 	log_info(
 	    "kvd %s ready: %s port %u%s%.0u%s%s%s%s, %u io threads, "
@@ -184,8 +191,10 @@ int main(int argc, char **argv)
 	kvd_tls_log(&cfg);
 	sd_notify(0, "READY=1");
 	wait_for_stop(&set, &cfg, argc, argv);
+	kvd_replica_stop(); /* it waits for committers: before they stop */
 	kvd_io_stop(&srv);
 	kvd_committers_stop(&srv);
+	kvd_repl_stop(&srv);
 	kvd_backup_wait();
 	kvd_io_destroy(&srv);
 	kvd_store_close(srv.store);

@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "kv_status.h"
 #include "loop.h"
+#include "repl.h"
 #include "stats.h"
 
 #define HTTP_MAX_REQUEST 8192
@@ -259,6 +260,32 @@ static void shards(struct kvd_io *io, struct kv_buf *b)
 		    srv->com[s].failed || st[s].checkpoint_failed);
 }
 
+static void repl_metrics(struct kvd_server *srv, struct kv_buf *b)
+{
+	struct kvd_repl_stat rs;
+
+	kvd_repl_stat(srv, &rs);
+	head(b, "kvd_replication_role", "gauge",
+	     "1 for this server's replication role.");
+	out(b, "kvd_replication_role{role=\"%s\"} 1\n",
+	    rs.replica ? "replica" : "primary");
+	head(b, "kvd_replication_offset", "gauge",
+	     "Sum of the shards' last LSNs (INFO master_repl_offset).");
+	out(b, "kvd_replication_offset %llu\n", (unsigned long long)rs.offset);
+	head(b, "kvd_replication_replicas", "gauge",
+	     "Replicas heard from within min-replicas-max-lag.");
+	out(b, "kvd_replication_replicas %u\n", rs.replicas);
+	head(b, "kvd_replication_lag_records", "gauge",
+	     "Records behind: a replica's behind its primary, a primary's "
+	     "largest among its replicas.");
+	out(b, "kvd_replication_lag_records %llu\n",
+	    (unsigned long long)rs.lag_records);
+	head(b, "kvd_replication_lag_seconds", "gauge",
+	     "Seconds since a replica heard from its primary (on a primary: "
+	     "the longest since a replica asked).");
+	out(b, "kvd_replication_lag_seconds %.3f\n", (double)rs.lag_ms / 1e3);
+}
+
 void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 {
 	struct kvd_server *srv = io->srv;
@@ -268,6 +295,7 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 	head(b, "kvd_info", "gauge", "Version and durability mode.");
 	out(b, "kvd_info{version=\"%s\",durability=\"%s\"} 1\n", KVD_VERSION,
 	    srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	repl_metrics(srv, b);
 	head(b, "kvd_uptime_seconds", "gauge", "Seconds since start.");
 	out(b, "kvd_uptime_seconds %.3f\n",
 	    (double)(io->now_ms - srv->start_ms) / 1e3);

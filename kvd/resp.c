@@ -25,6 +25,7 @@
 #include "committer.h"
 #include "kv_status.h"
 #include "loop.h"
+#include "repl.h"
 
 #define NUM_LINE_MAX 24 /* "$" + sign + 20 digits, generously */
 /* Longest inline line before AUTH: room for HELLO 2 AUTH default and a
@@ -614,6 +615,8 @@ static int reads_free(const struct kvd_conn *c, const struct resp_cmd *d,
 
 	if (r->cmd == RESP_CMD_QUIT || r->cmd == RESP_CMD_MONITOR)
 		return 0; /* MONITOR's feed must follow earlier replies */
+	if (r->cmd == RESP_CMD_WAIT)
+		return 0; /* counts what earlier writes reached replicas */
 	if (!(d->flags & RC_READ))
 		return 1;
 	if (d->first <= 0)
@@ -741,6 +744,19 @@ static const char *exec_refused(struct kvd_conn *c, struct resp_req *r,
 	return r->err;
 }
 
+/* A replica takes no write, and min-replicas-to-ack with too few good
+ * replicas refuses them: Redis's words for both. */
+static const char *write_refusal(void)
+{
+	switch (kvd_repl_write_ok()) {
+	case KV_REPLICA_READ_ONLY:
+		return "READONLY You can't write against a read only replica.";
+	case KV_NO_REPLICAS:
+		return "NOREPLICAS Not enough good replicas to write.";
+	default: return NULL;
+	}
+}
+
 /* Run one parsed request of len bytes: len once answered or queued, 0 when
  * it has to wait. */
 static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
@@ -780,6 +796,8 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		else if ((d->flags & RC_WRITE) && c->io->srv->cfg->read_only)
 			err = "READONLY You can't write against a read only "
 			      "server.";
+		else if ((d->flags & RC_WRITE) && write_refusal())
+			err = write_refusal();
 		else if (c->psub) /* has subscribed (resp_pubsub.c) */
 			err = kvd_resp_pubsub_gate(c, r);
 	}

@@ -238,6 +238,12 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(RENAMENX, "renamenx", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL),   \
 	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 2, 1, "generic",                 \
 	  "Renames a key only when the target key name doesn't exist.")        \
+	X(REPLICAOF, "replicaof", resp_replicaof, KVO(REPLICAOF), 3, RC_ADMIN, \
+	  0, 0, 0, "server",                                                   \
+	  "Makes the server a replica of another kvd, or a primary (NO "       \
+	  "ONE).")                                                             \
+	X(ROLE, "role", resp_role, 0, 1, RC_FAST, 0, 0, 0, "server",           \
+	  "Returns the replication role.")                                     \
 	X(SCAN, "scan", resp_scan, KVO(SCAN), -2, RC_READ, 0, 0, 0, "generic", \
 	  "Iterates over the key names in key order.")                         \
 	X(SELECT, "select", resp_select, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,     \
@@ -256,6 +262,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(SETRANGE, "setrange", resp_setrange, KVO(GET) | KVO(PUT), 4,         \
 	  RC_WRITE | RC_EXCL, 1, 1, 1, "string",                               \
 	  "Overwrites a part of a string value with another by an offset.")    \
+	X(SLAVEOF, "slaveof", resp_replicaof, KVO(REPLICAOF), 3, RC_ADMIN, 0,  \
+	  0, 0, "server",                                                      \
+	  "Makes the server a replica of another kvd, or a primary (NO "       \
+	  "ONE).")                                                             \
 	X(SLOWLOG, "slowlog", resp_slowlog, 0, -2, RC_ADMIN, 0, 0, 0,          \
 	  "server", "The slow log: GET, LEN, RESET.")                          \
 	X(STRLEN, "strlen", resp_strlen, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, \
@@ -285,7 +295,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Monitors changes to keys to determine the execution of a "          \
 	  "transaction.")                                                      \
 	X(WAIT, "wait", resp_wait, 0, 3, 0, 0, 0, 0, "generic",                \
-	  "Waits for replicas to acknowledge writes (kvd has none: 0).")
+	  "Waits for replicas to have the connection's writes on disk.")
 
 enum resp_cmd_id {
 #define RESP_CMD_ENUM(id, ...) RESP_CMD_##id,
@@ -451,6 +461,7 @@ enum {
 	KVD_RESP_INFO_MEMORY = 1u << 8,
 	KVD_RESP_INFO_CPU = 1u << 9,
 	KVD_RESP_INFO_CMDSTATS = 1u << 10,
+	KVD_RESP_INFO_REPLICATION = 1u << 11,
 };
 struct kv_buf;
 /* CONFIG RESETSTAT: commandstats count from now on. */

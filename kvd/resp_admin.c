@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "log.h"
 #include "loop.h"
+#include "repl.h"
 #include "resp.h"
 #include "stats.h"
 
@@ -55,6 +56,8 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_GETEX] = "6.2.0",	      [RESP_CMD_INCRBYFLOAT] = "2.6.0",
     [RESP_CMD_MSETNX] = "1.0.1",      [RESP_CMD_SETBIT] = "2.2.0",
     [RESP_CMD_SETRANGE] = "2.2.0",    [RESP_CMD_BITOP] = "2.6.0",
+    [RESP_CMD_REPLICAOF] = "5.0.0",   [RESP_CMD_SLAVEOF] = "1.0.0",
+    [RESP_CMD_ROLE] = "2.8.12",
     [RESP_CMD_BITFIELD] = "3.2.0",
 };
 
@@ -664,7 +667,9 @@ const char *resp_config(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== INFO, TIME ===================== */
 
-#define INFO_DEFAULT (KVD_INFO_ALL | KVD_RESP_INFO_MEMORY | KVD_RESP_INFO_CPU)
+#define INFO_DEFAULT                                                           \
+	(KVD_INFO_ALL | KVD_RESP_INFO_MEMORY | KVD_RESP_INFO_CPU |             \
+	 KVD_RESP_INFO_REPLICATION)
 
 static unsigned info_section(struct kv_slice s)
 {
@@ -680,6 +685,7 @@ static unsigned info_section(struct kv_slice s)
 	    {"memory", KVD_RESP_INFO_MEMORY},
 	    {"cpu", KVD_RESP_INFO_CPU},
 	    {"commandstats", KVD_RESP_INFO_CMDSTATS},
+	    {"replication", KVD_RESP_INFO_REPLICATION},
 	    {"default", INFO_DEFAULT},
 	    {"all", INFO_DEFAULT | KVD_RESP_INFO_CMDSTATS},
 	    {"everything", INFO_DEFAULT | KVD_RESP_INFO_CMDSTATS},
@@ -691,14 +697,16 @@ static unsigned info_section(struct kv_slice s)
 	return 0; /* unknown sections are empty, as in Redis */
 }
 
-/* Redis's order: server, clients, memory, persistence, stats, cpu,
- * commandstats, keyspace; a blank line between sections. */
+/* Redis's order: server, clients, memory, persistence, stats,
+ * replication, cpu, commandstats, keyspace; a blank line between
+ * sections. */
 static void info_sections(struct kvd_conn *c, unsigned sections)
 {
 	static const unsigned order[] = {
 	    KVD_INFO_SERVER | KVD_INFO_CLIENTS,
 	    KVD_RESP_INFO_MEMORY,
 	    KVD_INFO_PERSISTENCE | KVD_INFO_STATS,
+	    KVD_RESP_INFO_REPLICATION,
 	    KVD_RESP_INFO_CPU,
 	    KVD_RESP_INFO_CMDSTATS,
 	    KVD_INFO_KEYSPACE,
@@ -714,6 +722,8 @@ static void info_sections(struct kvd_conn *c, unsigned sections)
 			kv_buf_append(&c->out, "\r\n", 2);
 		if (s & KVD_INFO_ALL)
 			kvd_stats_info(c->io, s, &c->out);
+		else if (s & KVD_RESP_INFO_REPLICATION)
+			kvd_repl_info(c->io->srv, &c->out);
 		else
 			kvd_resp_info_section(c->io, s, &c->out);
 	}

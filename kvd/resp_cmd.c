@@ -546,6 +546,11 @@ static void write_error(struct kvd_conn *c, int status)
 		resp_add_error(c, err_value);
 		return;
 	}
+	if (status == KV_NO_REPLICAS) {
+		resp_add_error(c, "NOREPLICAS Not enough good replicas to "
+				  "write.");
+		return;
+	}
 	snprintf(msg, sizeof(msg), "ERR %s", kv_status_text(status));
 	resp_add_error(c, msg);
 }

@@ -14,6 +14,7 @@
 
 #include "kv_status.h"
 #include "loop.h"
+#include "repl.h"
 #include "resp.h"
 #include "router.h"
 
@@ -257,9 +258,9 @@ const char *resp_object(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== WAIT, LATENCY ===================== */
 
-/* WAIT numreplicas timeout: kvd has no replicas, so none acknowledge, and
- * the answer is 0 at once (Redis would wait out the timeout first when
- * more than 0 are asked for). */
+/* WAIT numreplicas timeout: how many replicas have everything written
+ * before it on their disks (repl.c answers, in order, once that many do
+ * or the timeout passes; 0 waits for ever, as in Redis). */
 const char *resp_wait(struct kvd_conn *c, struct resp_req *r)
 {
 	long long n, ms;
@@ -270,7 +271,39 @@ const char *resp_wait(struct kvd_conn *c, struct resp_req *r)
 		return "ERR timeout is not an integer or out of range";
 	if (ms < 0)
 		return "ERR timeout is negative";
-	resp_add_int(c, 0);
+	return kvd_repl_resp_wait(c, n < 0 ? 0 : (uint64_t)n, (uint64_t)ms);
+}
+
+/* REPLICAOF host port, REPLICAOF NO ONE (and SLAVEOF): port is the
+ * primary's native port (replication speaks the native protocol). */
+const char *resp_replicaof(struct kvd_conn *c, struct resp_req *r)
+{
+	char host[256], err[300];
+	long long port;
+
+	if (resp_eq(r->a[1], "no") && resp_eq(r->a[2], "one")) {
+		if (kvd_repl_replicaof(NULL, 0, err, sizeof(err)))
+			return resp_err_internal;
+		resp_add_ok(c);
+		return NULL;
+	}
+	if (resp_ll(r->a[2], &port) || port <= 0 || port > 65535)
+		return "ERR Invalid master port";
+	if (r->a[1].n == 0 || r->a[1].n >= sizeof(host) ||
+	    memchr(r->a[1].p, '\0', r->a[1].n))
+		return "ERR Invalid master host";
+	memcpy(host, r->a[1].p, r->a[1].n);
+	host[r->a[1].n] = '\0';
+	if (kvd_repl_replicaof(host, (unsigned)port, err, sizeof(err)))
+		return resp_err_internal;
+	resp_add_ok(c);
+	return NULL;
+}
+
+const char *resp_role(struct kvd_conn *c, struct resp_req *r)
+{
+	(void)r;
+	kvd_repl_role(c);
 	return NULL;
 }
 

@@ -156,6 +156,7 @@ static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 		log_warn("%s", rep.msg);
 	atomic_store(&sh->active, rp.m);
 	atomic_store(&sh->ckpt_lsn, ckpt);
+	atomic_store(&sh->pub_lsn, kvj_next_lsn(sh->j) - 1);
 	sh->released = ckpt;
 	sh->active_ms = rep.replayed ? kvd_now_ms() : 0;
 	log_info("%s: checkpoint LSN %llu, journal replayed %llu record(s) "
@@ -227,6 +228,7 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	pthread_mutex_init(&st->rmu, NULL);
 	st->memtable_size = o->memtable_size ? o->memtable_size : 64u << 20;
 	st->map_size = o->map_size;
+	st->segment_size = o->segment_size;
 	st->ckpt_interval_ms =
 	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 5000;
 	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, err, errlen)) {
@@ -286,6 +288,26 @@ void kvd_store_close(struct kvd_store *st)
 unsigned kvd_store_nshards(const struct kvd_store *st)
 {
 	return st->n;
+}
+
+uint64_t kvd_shard_pub_lsn(struct kvd_store *st, unsigned i)
+{
+	return atomic_load(&st->sh[i].pub_lsn);
+}
+
+const char *kvd_shard_dir(struct kvd_store *st, unsigned i)
+{
+	return st->sh[i].path;
+}
+
+void kvd_shard_hold(struct kvd_store *st, unsigned i, uint64_t lsn)
+{
+	atomic_store(&st->sh[i].hold_lsn, lsn);
+}
+
+void kvd_store_set_backlog(struct kvd_store *st, uint64_t bytes)
+{
+	atomic_store(&st->backlog, bytes);
 }
 
 int kvd_shard_failed(struct kvd_store *st, unsigned i)

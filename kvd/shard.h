@@ -139,6 +139,13 @@ enum kvd_wkind {
 			 when persisting a key that has no expiry */
 	KVD_W_GETDEL, /* one key; the old value is copied out */
 	KVD_W_FLUSH,  /* no items: empty the shard */
+	KVD_W_REPL,   /* a replica: a primary's records, from LSN lsn on;
+			 items: [u8 type][u32 len][journal payload]... */
+	/* A replica's full copy; run by the committer alone, not through
+	 * kvd_shard_apply: kvd_shard_repl_reset(lsn), kvd_shard_repl_load
+	 * (items). */
+	KVD_W_RESET,
+	KVD_W_LOAD,
 };
 
 /* One write, as the committer applies it.  items holds nitems entries of
@@ -153,6 +160,7 @@ struct kvd_wop {
 	uint32_t nitems;
 	uint64_t expire_at; /* Unix ms, 0 for none */
 	int64_t delta;
+	uint64_t lsn; /* KVD_W_REPL: the first record's LSN */
 	const uint8_t *items;
 	size_t items_len;
 	/* results */
@@ -196,6 +204,25 @@ int kvd_shard_failed(struct kvd_store *st, unsigned i);
  * section (committer.h).  Nearly free when nothing is watched. */
 void kvd_watch_touch(const void *key, size_t klen);
 
+/* ---- replication (repl.c, replica.c) ---- */
+
+/* The last LSN of shard i that may be sent to replicas: written to the
+ * journal, and flushed in sync mode (any thread). */
+uint64_t kvd_shard_pub_lsn(struct kvd_store *st, unsigned i);
+/* Shard i's directory, where its journal segments are (kvj_reader). */
+const char *kvd_shard_dir(struct kvd_store *st, unsigned i);
+/* Keep shard i's journal from LSN lsn on for replicas (0: nothing), as
+ * long as what is kept stays within backlog bytes a shard (any thread). */
+void kvd_shard_hold(struct kvd_store *st, unsigned i, uint64_t lsn);
+void kvd_store_set_backlog(struct kvd_store *st, uint64_t bytes);
+/* A replica's full copy, on shard i's committer: wipe the shard, make its
+ * checkpoint LSN cut and start its journal at cut + 1 (reset); then load
+ * chunks of [u32 klen][u32 vlen][key][stored value] pairs into LMDB.
+ * 0 or a KV_* code. */
+int kvd_shard_repl_reset(struct kvd_store *st, unsigned i, uint64_t cut);
+int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
+			size_t n);
+
 /* ---- backups ---- */
 
 struct kvd_snapshot;
@@ -210,5 +237,15 @@ int kvd_snapshot_copy(struct kvd_snapshot *sn, unsigned i, const char *dir,
 		      uint64_t *keys, uint64_t *bytes, char *err,
 		      size_t errlen);
 void kvd_snapshot_end(struct kvd_snapshot *sn);
+/* The checkpoint LSN shard i's snapshot holds. */
+uint64_t kvd_snapshot_lsn(struct kvd_snapshot *sn, unsigned i);
+/* Append shard i's pairs from key start on ([u32 klen][u32 vlen][key]
+ * [stored value], little-endian) to out until it holds max bytes; next
+ * gets the key to start the next chunk from (empty: done).  0 or a KV_*
+ * code. */
+struct kv_buf;
+int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
+		       struct kv_slice start, size_t max, struct kv_buf *out,
+		       struct kv_buf *next);
 
 #endif

@@ -129,3 +129,39 @@ fail:
 	snprintf(err, errlen, "%s: %s", dir, mdb_strerror(rc));
 	return -1;
 }
+
+uint64_t kvd_snapshot_lsn(struct kvd_snapshot *sn, unsigned i)
+{
+	return kvd_shard_meta_lsn(&sn->st->sh[i], sn->txn[i]);
+}
+
+int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
+		       struct kv_slice start, size_t max, struct kv_buf *out,
+		       struct kv_buf *next)
+{
+	MDB_cursor *c;
+	MDB_val k = {start.n, (void *)start.p}, v;
+	int rc = mdb_cursor_open(sn->txn[i], sn->st->sh[i].kv, &c);
+
+	next->len = 0;
+	if (rc)
+		return KV_INTERNAL;
+	for (rc =
+		 mdb_cursor_get(c, &k, &v, start.n ? MDB_SET_RANGE : MDB_FIRST);
+	     rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		uint32_t kn = (uint32_t)k.mv_size, vn = (uint32_t)v.mv_size;
+
+		if (out->len >= max) {
+			kv_buf_append(next, k.mv_data, k.mv_size);
+			break;
+		}
+		kv_buf_append(out, &kn, 4);
+		kv_buf_append(out, &vn, 4);
+		kv_buf_append(out, k.mv_data, k.mv_size);
+		kv_buf_append(out, v.mv_data, v.mv_size);
+	}
+	mdb_cursor_close(c);
+	if ((rc && rc != MDB_NOTFOUND) || out->err || next->err)
+		return KV_INTERNAL;
+	return KV_OK;
+}

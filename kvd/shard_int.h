@@ -73,7 +73,13 @@ struct shard {
 	uint64_t frozen_upto; /* under mu: the frozen one's last LSN */
 	uint64_t released;    /* committer: journal released up to here */
 	atomic_uint_least64_t ckpt_lsn; /* the last checkpoint's LSN */
-	atomic_int failed;		/* a KV_* code: no more writes */
+	/* The last LSN readers of the journal may send (replication): in
+	 * the OS, and flushed in sync mode; set by the committer. */
+	atomic_uint_least64_t pub_lsn;
+	/* Replicas still need the journal from this LSN on (0: none); the
+	 * committer keeps it within the store's backlog. */
+	atomic_uint_least64_t hold_lsn;
+	atomic_int failed;   /* a KV_* code: no more writes */
 	atomic_int ckpt_err; /* the last checkpoint failed for room: KV_* */
 	pthread_t ckpt_thread;
 	int ckpt_started;
@@ -97,6 +103,8 @@ struct kvd_store {
 	uint64_t memtable_size;
 	uint64_t map_size;
 	uint64_t ckpt_interval_ms;
+	uint64_t segment_size;	  /* journal segments (0: the default) */
+	_Atomic uint64_t backlog; /* journal bytes a shard keeps for replicas */
 	/* every kvd_reader, for the quiescent-point waits (shard_ckpt.c) */
 	pthread_mutex_t rmu;
 	struct kvd_reader **readers;

@@ -541,6 +541,54 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	}
 }
 
+/* A replica: the primary's records, as they are, to be given the LSNs
+ * they have there (the batch holds nothing else: a replica takes no other
+ * write, and reaps nothing of its own). */
+static int apply_repl(struct kvd_wtxn *t, struct kvd_wop *op)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	const uint8_t *p = op->items, *end = op->items + op->items_len;
+	int rc;
+
+	if (t->nents || op->lsn != kvj_next_lsn(sh->j)) {
+		log_error("%s: replication: records from LSN %llu, but the "
+			  "journal is at %llu",
+			  sh->path, (unsigned long long)op->lsn,
+			  (unsigned long long)kvj_next_lsn(sh->j));
+		op->status = KV_INTERNAL;
+		return 0;
+	}
+	for (uint32_t i = 0; i < op->nitems; i++) {
+		struct kvj_rec r;
+		struct wval o;
+		uint32_t len;
+		MDB_val k;
+
+		if (end - p < 5)
+			return EINVAL;
+		memcpy(&len, p + 1, 4);
+		if ((size_t)(end - p - 5) < len ||
+		    kvj_rec_decode(p[0], p + 5, len, &r))
+			return EINVAL;
+		p += 5 + len;
+		if (r.type == KVJ_FLUSHALL) {
+			rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0,
+				    0, 0);
+		} else {
+			k.mv_size = r.klen;
+			k.mv_data = (void *)r.key;
+			if ((rc = wlookup(t, &k, 0, &o)))
+				return rc;
+			rc = ov_add(t, r.type, &k, r.expiry_ms, r.val,
+				    r.type == KVJ_PUT ? r.vlen : 0, NULL, 0,
+				    o.below, 1);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static int wfail(struct kvd_wtxn *t, int rc)
 {
 	const char *path = t->st->sh[t->idx].path;
@@ -548,6 +596,10 @@ static int wfail(struct kvd_wtxn *t, int rc)
 	if (rc == ENOMEM) {
 		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
 				    "%s: out of memory; batch refused", path);
+		return KV_INTERNAL;
+	}
+	if (rc == EINVAL) {
+		log_error("%s: replication: malformed records", path);
 		return KV_INTERNAL;
 	}
 	kvd_log_ratelimited(&full_limit, KVD_LOG_ERROR,
@@ -565,7 +617,8 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	op->status = KV_OK;
 	op->result = 0;
 	if (op->kind != KVD_W_DEL && op->kind != KVD_W_GETDEL &&
-	    op->kind != KVD_W_FLUSH && !has_room(t, op->items_len)) {
+	    op->kind != KVD_W_FLUSH && op->kind != KVD_W_REPL &&
+	    !has_room(t, op->items_len)) {
 		kvd_log_ratelimited(&full_limit, KVD_LOG_WARN,
 				    "%s: map full (raise map-size); writes "
 				    "refused, deletes still served",
@@ -582,6 +635,7 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	case KVD_W_FLUSH:
 		rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0);
 		break;
+	case KVD_W_REPL: rc = apply_repl(t, op); break;
 	default: rc = apply_rmw(t, op, now, max_value); break;
 	}
 	return rc ? wfail(t, rc) : 0;
@@ -835,6 +889,7 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 	}
 	sh->act_bytes += bytes;
 	atomic_fetch_add(&sh->pend_bytes, bytes);
+	atomic_store(&sh->pub_lsn, first + t->nents - 1);
 	if (!sh->active_ms)
 		sh->active_ms = kvd_now_ms();
 out:
@@ -871,8 +926,17 @@ int kvd_store_sync(struct kvd_store *st, unsigned i)
 static void release(struct shard *sh)
 {
 	uint64_t lsn = atomic_load(&sh->ckpt_lsn);
+	uint64_t hold = atomic_load(&sh->hold_lsn);
+	uint64_t seg = sh->st->segment_size ? sh->st->segment_size
+					    : KVJ_DEFAULT_SEGMENT_SIZE;
 	int rc;
 
+	/* Replicas' needs first, within the backlog: past it they take a
+	 * full copy instead. */
+	if (hold && hold - 1 < lsn && sh->j &&
+	    (uint64_t)kvj_segments(sh->j) * seg <=
+		atomic_load(&sh->st->backlog))
+		lsn = hold - 1;
 	if (lsn <= sh->released || !sh->j)
 		return;
 	rc = kvj_release(sh->j, lsn);
@@ -914,4 +978,100 @@ int kvd_shard_checkpoint(struct kvd_store *st, unsigned i)
 		return rc;
 	release(sh);
 	return 0;
+}
+
+/* ===================== A replica's full copy ===================== */
+
+int kvd_shard_repl_reset(struct kvd_store *st, unsigned i, uint64_t cut)
+{
+	struct shard *sh = &st->sh[i];
+	MDB_val mk = {8, "ckpt_lsn"}, mv = {8, &cut};
+	MDB_txn *txn;
+	int rc;
+
+	/* Memtables empty (into LMDB, about to be dropped: simple, and a
+	 * full copy is rare), then LMDB emptied at the cut's LSN, then the
+	 * journal started over above it. */
+	if ((rc = kvd_shard_checkpoint(st, i)))
+		return rc;
+	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)))
+		goto fail;
+	if ((rc = mdb_drop(txn, sh->kv, 0)) ||
+	    (rc = mdb_drop(txn, sh->exp, 0)) ||
+	    (rc = mdb_put(txn, sh->meta, &mk, &mv, 0))) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	if ((rc = mdb_txn_commit(txn)))
+		goto fail;
+	if ((rc = kvj_reset(sh->j, cut + 1)))
+		return shard_fail(sh, "reset", rc);
+	atomic_store(&sh->ckpt_lsn, cut);
+	atomic_store(&sh->pub_lsn, cut);
+	sh->released = cut;
+	return 0;
+fail:
+	log_error("%s: replication: cannot empty the shard: %s", sh->path,
+		  mdb_strerror(rc));
+	return KV_INTERNAL;
+}
+
+int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
+			size_t n)
+{
+	struct shard *sh = &st->sh[i];
+	const uint8_t *end = p + n;
+	MDB_txn *txn;
+	int rc;
+
+	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)))
+		goto fail;
+	while (rc == 0 && p < end) {
+		uint32_t kn, vn;
+		MDB_val k, v;
+		struct kv_slice d;
+		uint64_t exp;
+
+		if (end - p < 8) {
+			rc = EINVAL;
+			break;
+		}
+		memcpy(&kn, p, 4);
+		memcpy(&vn, p + 4, 4);
+		if ((uint64_t)(end - p - 8) < (uint64_t)kn + vn || !kn) {
+			rc = EINVAL;
+			break;
+		}
+		k.mv_size = kn;
+		k.mv_data = (void *)(p + 8);
+		v.mv_size = vn;
+		v.mv_data = (void *)(p + 8 + kn);
+		p += 8 + (size_t)kn + vn;
+		if (val_parse(&v, &exp, &d)) {
+			rc = EINVAL;
+			break;
+		}
+		rc = mdb_put(txn, sh->kv, &k, &v, 0);
+		if (rc == 0 && exp) {
+			uint8_t b[8];
+			MDB_val ek = {8, b};
+
+			be64_put(b, exp);
+			rc = mdb_put(txn, sh->exp, &ek, &k, MDB_NODUPDATA);
+			if (rc == MDB_KEYEXIST)
+				rc = 0;
+		}
+	}
+	if (rc) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	if ((rc = mdb_txn_commit(txn)))
+		goto fail;
+	return 0;
+fail:
+	log_error("%s: replication: cannot load the primary's copy: %s",
+		  sh->path,
+		  rc == EINVAL ? "malformed chunk" : mdb_strerror(rc));
+	return KV_INTERNAL;
 }

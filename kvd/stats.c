@@ -19,6 +19,7 @@
 #include "committer.h"
 #include "kv_mp.h"
 #include "loop.h"
+#include "repl.h"
 #include "resp.h"
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
@@ -112,13 +113,31 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 	}
 }
 
+/* "replication": the role, the offset, and how far behind: a replica's
+ * lag behind its primary, a primary's largest among its replicas. */
+static void stats_repl(struct kvd_server *srv, struct kv_buf *b)
+{
+	struct kvd_repl_stat rs;
+
+	kvd_repl_stat(srv, &rs);
+	kv_mp_cstr(b, "replication");
+	kv_mp_map(b, 5);
+	kv_mp_cstr(b, "role");
+	kv_mp_cstr(b, rs.replica ? "replica" : "primary");
+	kv_u(b, "replicas", rs.replicas);
+	kv_u(b, "offset", rs.offset);
+	kv_u(b, "lag_records", rs.lag_records);
+	kv_u(b, "lag_ms", rs.lag_ms);
+}
+
 void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 {
 	struct kvd_server *srv = io->srv;
 	struct kvd_totals t;
 
 	kvd_stats_sum(srv, &t);
-	kv_mp_map(b, 21);
+	kv_mp_map(b, 22);
+	stats_repl(srv, b);
 	kv_mp_cstr(b, "server");
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);

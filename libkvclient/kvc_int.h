@@ -111,4 +111,10 @@ void kvc_tls_free(kvc_conn *c);
 /* reply.c */
 int kvc_next_reply(kvc_conn *c, int wait, kvc_reply **rp);
 
+/* Queue op with nargs arguments already encoded in args (msgpack): the
+ * replication requests of a kvd replica, which links this library's
+ * objects.  Not exported from libkvclient.so. */
+int kvc_send_raw(kvc_conn *c, unsigned op, const void *args, size_t len,
+		 uint32_t nargs);
+
 #endif

@@ -168,6 +168,13 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_BITPOS: bad = n != 1 || take_int(&p, end, 0); break;
 	case KV_OP_TXN: return check_txn(r, p, end, n);
 	case KV_OP_SCAN: return check_scan(r, p, end, n);
+	case KV_OP_REPLSYNC:
+	case KV_OP_REPLPULL:
+	case KV_OP_REPLSNAP:
+	case KV_OP_WAIT:
+		/* replication (kvd's replicas, through kvc_send_raw): the
+		 * caller reads r->res itself */
+		return 0;
 	default: bad = n != 0; break; /* PUT, DEL, MPUT, EXPIRE, ... */
 	}
 	return bad || p != end ? -1 : 0;

@@ -377,6 +377,20 @@ int kvc_send_auth(kvc_conn *c, const void *password, size_t len)
 	return key_req(c, KV_OP_AUTH, password, len);
 }
 
+/* ===================== For kvd itself ===================== */
+
+int kvc_send_raw(kvc_conn *c, unsigned op, const void *args, size_t len,
+		 uint32_t nargs)
+{
+	size_t start;
+	int rc;
+
+	if ((rc = begin(c, op, nargs, &start)))
+		return rc;
+	kv_buf_append(&c->out, args, len);
+	return finish(c, start, op, 0, 0);
+}
+
 /* ===================== Version 2 operations ===================== */
 
 /* Two keys and optional flags: RENAME, COPY. */

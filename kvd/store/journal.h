@@ -141,6 +141,38 @@ unsigned kvj_spares(const struct kvj *j);
 /* The current segment's file descriptor: for fault-injection tests only. */
 int kvj_debug_fd(const struct kvj *j);
 
+/* kvj_reset - throw every record away and go on at LSN next (a replica
+ * taking a primary's full copy, whose LSNs it then keeps): every segment
+ * is recycled, the current one too, and a new one starts at next under a
+ * new journal id, so that no old record can pass for a new one.  The
+ * caller has made LMDB's checkpoint LSN next - 1 first.  0 or a negative
+ * errno (the journal is then failed). */
+int kvj_reset(struct kvj *j, uint64_t next);
+
+/* ---- Reading from another thread --------------------------------------
+ * A read-only cursor over a journal's segment files (a primary sending its
+ * journal to replicas), used by one thread while the committer appends and
+ * recycles.  It never reads past an LSN the caller knows written (upto),
+ * checks every record's checksum and LSN, and follows the segments by
+ * their names.  A segment recycled under it shows as a bad record where
+ * one was due: it then reports -ENOENT, as when the LSN asked for is no
+ * longer kept; a bad record in a segment still in place is -EBADMSG. */
+struct kvj_reader;
+
+/* Open a reader of the journal in dir (shard shard_id) at LSN from.
+ * Returns 0, -ENOENT (no segment holds from any more), -ENOMEM, or an
+ * errno from opening a file. */
+int kvj_reader_open(const char *dir, uint32_t shard_id, uint64_t from,
+		    struct kvj_reader **out);
+/* The next record, if its LSN is at most upto: 1 with *lsn, *type, the
+ * payload (valid until the next call) and its length; 0 when the reader is
+ * at upto + 1; -ENOENT when the record was recycled; -EBADMSG. */
+int kvj_reader_next(struct kvj_reader *r, uint64_t upto, uint64_t *lsn,
+		    uint8_t *type, const void **payload, uint32_t *len);
+/* The LSN the next call returns. */
+uint64_t kvj_reader_lsn(const struct kvj_reader *r);
+void kvj_reader_close(struct kvj_reader *r);
+
 /* A message for any error these calls return. */
 const char *kvj_strerror(int err);
 

@@ -52,6 +52,7 @@
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
+#include "repl.h"
 #include "write.h"
 
 static struct kvd_config cfg;
@@ -174,6 +175,29 @@ int __wrap_kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 	safe.n = n;
 	backups = 1;
 	return __real_kvd_backup_start(c, safe);
+}
+
+/* ===================== WAIT, which may wait for ever ===================== */
+
+int __real_kvd_repl_native(struct kvd_conn *c, struct kvd_req *r);
+int __wrap_kvd_repl_native(struct kvd_conn *c, struct kvd_req *r);
+const char *__wrap_kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n,
+				      uint64_t ms);
+
+int __wrap_kvd_repl_native(struct kvd_conn *c, struct kvd_req *r)
+{
+	if (r->op == KV_OP_WAIT)
+		return KV_DISABLED;
+	return __real_kvd_repl_native(c, r);
+}
+
+const char *__wrap_kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n,
+				      uint64_t ms)
+{
+	(void)c;
+	(void)n;
+	(void)ms;
+	return "ERR WAIT is not run by the fuzzer";
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag,
@@ -389,6 +413,7 @@ static void setup(void)
 	for (int i = 0; i < KVD_NLISTEN; i++)
 		io->lfd[i] = -1;
 	FUZZ_CHECK(kvd_committers_start(&srv) == 0);
+	FUZZ_CHECK(kvd_repl_start(&srv, err, sizeof(err)) == 0);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -60,9 +60,10 @@ class Server:
             a += ["--resp-port", str(self.resp_port)]
         return a + self.extra
 
-    def start(self, timeout=15):
+    def start(self, timeout=15, port=None):
+        """port: listen there (a restart that peers must find again)."""
         for _ in range(5):
-            self.port = free_port()
+            self.port = port or free_port()
             if self.resp:
                 self.resp_port = free_port()
                 while self.resp_port == self.port:  # two probes, one port

@@ -115,6 +115,13 @@ EXPECT = {
         lambda r: r == [OK, 11])),
     "BITOP": op("W", lambda t: [BITOP_OR, key(t, "d"), key(t)],
                 more=lambda t: [key(t, "s")]),
+    # replication (docs/protocol.md): a full copy for a replica with
+    # nothing; a pull or snapshot chunk without one is refused with a text
+    "REPLSYNC": op("A", lambda t: [b"", 2, bytes(16), 0, 0], ok={OK}),
+    "REPLPULL": op("A", lambda t: [b"", bytes(16)], ok={OK, BAD_ARGS}),
+    "REPLSNAP": op("A", lambda t: [0, 0, b""], ok={BAD_ARGS}),
+    "REPLICAOF": op("A", lambda t: [None, 0], ok={OK}),
+    "WAIT": op("A", lambda t: [0, 0], ok={OK}),
 }
 
 # Operations a client may send before AUTH (protocol.md, AUTH).

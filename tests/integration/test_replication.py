@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""test_replication.py - replicas on loopback (docs/replication.md).
+
+Real kvd processes: a primary and replicas of it (--replicaof, REPLICAOF
+on RESP), compared key by key with SCAN.  Each test names the promise of
+docs/replication.md it checks.
+"""
+
+import os
+import sys
+import threading
+import time
+import unittest
+
+from kvdtest import (OK, PUT, GET, SCAN, WAIT, REPLICAOF, Server, main)
+from kvdtest import REPLICA_READ_ONLY  # noqa: F401
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "resp"))
+from resputil import Raw, Error  # noqa: E402
+
+
+def dump(srv):
+    """Every key and value of srv, in key order (native SCAN)."""
+    c = srv.client()
+    out, start = [], None
+    try:
+        while True:
+            st, items, nxt = c.call(SCAN, None, start, None, 10000, 0)
+            assert st == OK, st
+            out += [(items[i], items[i + 1]) for i in range(0, len(items), 2)]
+            if nxt is None:
+                return out
+            start = nxt
+    finally:
+        c.close()
+
+
+def wait_until(fn, timeout=30, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if fn():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def info(srv):
+    r = Raw(srv.resp_port)
+    try:
+        text = r.call("INFO", "replication").decode()
+    finally:
+        r.close()
+    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+
+
+def put_many(srv, lo, hi, tag=b"v", batch=1000):
+    c = srv.client()
+    try:
+        for b in range(lo, hi, batch):
+            rs = c.pipeline([(PUT, b"k%07d" % i, tag + b"%d" % i)
+                             for i in range(b, min(hi, b + batch))])
+            assert all(r == [OK] for r in rs), rs[:3]
+    finally:
+        c.close()
+
+
+class Replication(unittest.TestCase):
+    def setUp(self):
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.cleanup()
+
+    def server(self, *args, threads=2, **kw):
+        s = Server(threads=threads, resp=True,
+                   args=["--journal-segment-size", "1m"] + list(args), **kw)
+        self.servers.append(s)
+        return s
+
+    def replica(self, primary, *args, threads=2):
+        return self.server("--replicaof", "127.0.0.1", str(primary.port),
+                           *args, threads=threads).start()
+
+    def same(self, a, b, timeout=30):
+        want = dump(a)
+        wait_until(lambda: dump(b) == want, timeout, "the replica to match")
+        return want
+
+    def test_full_copy_then_partial_after_restart(self):
+        """A new replica takes a full copy; restarted, it continues from
+        its own positions (no second full copy)."""
+        p = self.server().start()
+        put_many(p, 0, 3000)
+        r = self.replica(p)
+        self.assertEqual(len(self.same(p, r)), 3000)
+        self.assertIn(b"taking a full copy", r.log_text())
+        r.stop()
+        put_many(p, 3000, 5000)
+        r.start()
+        self.assertEqual(len(self.same(p, r)), 5000)
+        self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
+        self.assertIn(b"continuing from offset", r.log_text())
+        r.stop()
+        p.stop()
+
+    def test_writes_during_full_copy_all_arrive(self):
+        """100,000 writes made while the replica takes its full copy all
+        reach it."""
+        p = self.server().start()
+        put_many(p, 0, 20000, tag=b"old")
+        w = threading.Thread(target=put_many, args=(p, 0, 100000))
+        w.start()
+        r = self.replica(p)
+        w.join()
+        c = p.client()
+        self.assertEqual(c.call(WAIT, 1, 30000), [OK, 1])
+        c.close()
+        got = dump(r)
+        self.assertEqual(len(got), 100000)
+        self.assertEqual(got, dump(p))
+        r.stop()
+        p.stop()
+
+    def test_kill9_replica_midstream(self):
+        """kill -9 of a replica while it streams: restarted, it continues
+        (partial) and ends identical to its primary."""
+        p = self.server().start()
+        r = self.replica(p)
+        w = threading.Thread(target=put_many, args=(p, 0, 60000))
+        w.start()
+        wait_until(lambda: dump(r), 20, "records to arrive")
+        r.kill9()
+        time.sleep(0.2)
+        r.start()
+        w.join()
+        self.same(p, r)
+        self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
+        self.assertIn(b"continuing from offset", r.log_text())
+        r.stop()
+        p.stop()
+
+    def test_primary_restart(self):
+        """A primary restarted on its port: its replica reconnects and
+        continues without a full copy."""
+        p = self.server().start()
+        put_many(p, 0, 2000)
+        r = self.replica(p)
+        self.same(p, r)
+        port = p.port
+        p.stop()
+        p.start(port=port)
+        put_many(p, 2000, 4000)
+        self.assertEqual(len(self.same(p, r)), 4000)
+        self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
+        r.stop()
+        p.stop()
+
+    def test_replica_of_replica(self):
+        """A chain: the primary's writes reach a replica of its replica."""
+        p = self.server().start()
+        r1 = self.replica(p)
+        r2 = self.replica(r1)
+        put_many(p, 0, 3000)
+        self.same(p, r2)
+        self.assertEqual(info(r2)["master_port"], str(r1.port))
+        for s in (r2, r1, p):
+            s.stop()
+
+    def test_promotion_sibling_continues(self):
+        """REPLICAOF NO ONE promotes a replica (new replid, the old one as
+        replid2); its sibling, pointed at it, continues without a full
+        copy, and the new primary's writes reach it."""
+        p = self.server().start()
+        r1 = self.replica(p)
+        r2 = self.replica(p)
+        put_many(p, 0, 3000)
+        self.same(p, r1)
+        self.same(p, r2)
+        old = info(r1)["master_replid"]
+        p.kill9()
+        c1 = Raw(r1.resp_port)
+        self.assertEqual(c1.call("REPLICAOF", "NO", "ONE"), b"OK")
+        i1 = info(r1)
+        self.assertEqual(i1["role"], "master")
+        self.assertEqual(i1["master_replid2"], old)
+        self.assertNotEqual(i1["master_replid"], old)
+        c2 = Raw(r2.resp_port)
+        self.assertEqual(c2.call("SLAVEOF", "127.0.0.1", str(r1.port)),
+                         b"OK")
+        self.assertEqual(c1.call("SET", "after", "promotion"), b"OK")
+        wait_until(lambda: c2.call("GET", "after") == b"promotion", 30,
+                   "the new primary's write")
+        self.assertEqual(r2.log_text().count(b"taking a full copy"), 1)
+        self.assertEqual(info(r2)["master_replid"], i1["master_replid"])
+        self.same(r1, r2)
+        c1.close()
+        c2.close()
+        r2.stop()
+        r1.stop()
+
+    def test_readonly_refusals_and_reads(self):
+        """A replica refuses writes (RESP -READONLY, native
+        REPLICA_READ_ONLY) and serves reads."""
+        p = self.server().start()
+        r = self.replica(p)
+        put_many(p, 0, 10)
+        self.same(p, r)
+        c = Raw(r.resp_port)
+        e = c.call("SET", "a", "b")
+        self.assertIsInstance(e, Error)
+        self.assertEqual(str(e), "READONLY You can't write against a read "
+                         "only replica.")
+        self.assertEqual(c.call("GET", "k0000001"), b"v1")
+        n = r.client()
+        self.assertEqual(n.call(PUT, b"a", b"b")[0], REPLICA_READ_ONLY)
+        self.assertEqual(n.call(GET, b"k0000002"), [OK, b"v2"])
+        n.close()
+        c.close()
+        r.stop()
+        p.stop()
+
+    def test_wait_and_info(self):
+        """WAIT counts the replicas that have the client's writes; INFO
+        replication and ROLE show both sides as Redis does."""
+        p = self.server().start()
+        c = Raw(p.resp_port)
+        self.assertEqual(c.call("SET", "a", "1"), b"OK")
+        self.assertEqual(c.call("WAIT", "1", "100"), 0)
+        r = self.replica(p)
+        self.assertEqual(c.call("SET", "b", "2"), b"OK")
+        self.assertEqual(c.call("WAIT", "1", "0"), 1)
+        self.assertEqual(c.call("WAIT", "2", "200"), 1)
+        ip = info(p)
+        self.assertEqual(ip["role"], "master")
+        self.assertEqual(ip["connected_slaves"], "1")
+        self.assertTrue(ip["slave0"].startswith(
+            "ip=127.0.0.1,port=%d,state=online,offset=" % r.resp_port),
+            ip["slave0"])
+        ir = info(r)
+        self.assertEqual(ir["role"], "slave")
+        self.assertEqual(ir["master_link_status"], "up")
+        self.assertEqual(ir["master_replid"], ip["master_replid"])
+        wait_until(lambda: info(r)["slave_repl_offset"] ==
+                   info(p)["master_repl_offset"], 10, "offsets to meet")
+        role = c.call("ROLE")
+        self.assertEqual(role[0], b"master")
+        self.assertEqual(role[2][0][1], str(r.resp_port).encode())
+        cr = Raw(r.resp_port)
+        self.assertEqual(cr.call("ROLE")[:3],
+                         [b"slave", b"127.0.0.1", p.port])
+        cr.close()
+        c.close()
+        r.stop()
+        p.stop()
+
+    def test_min_replicas_to_ack(self):
+        """min-replicas-to-ack 1: writes are refused (NOREPLICAS) while no
+        replica is connected, and once one is, a write's reply comes when
+        the replica has it: it is there as soon as the primary answers."""
+        p = self.server("--min-replicas-to-ack", "1",
+                        "--min-replicas-max-lag", "5").start()
+        c = Raw(p.resp_port)
+        e = c.call("SET", "a", "1")
+        self.assertIsInstance(e, Error)
+        self.assertEqual(str(e), "NOREPLICAS Not enough good replicas to "
+                         "write.")
+        r = self.replica(p)
+        wait_until(lambda: info(p)["connected_slaves"] == "1", 20,
+                   "the replica")
+        time.sleep(0.3)  # heard from within the lag, by the sender too
+        cr = Raw(r.resp_port)
+        for i in range(50):
+            self.assertEqual(c.call("SET", "k%d" % i, str(i)), b"OK")
+            self.assertEqual(cr.call("GET", "k%d" % i), str(i).encode())
+        cr.close()
+        c.close()
+        r.stop()
+        p.stop()
+
+    def test_shard_count_must_match(self):
+        """A replica with another shard count is refused, both counts
+        named."""
+        p = self.server(threads=2).start()
+        r = self.replica(p, threads=3)
+        wait_until(lambda: b"the replica has 3 shards and the primary 2"
+                   in r.log_text(), 20, "the refusal")
+        r.stop()
+        p.stop()
+
+    def test_native_replicaof(self):
+        """The native REPLICAOF: a primary becomes a replica, and back."""
+        p = self.server().start()
+        put_many(p, 0, 100)
+        r = self.server().start()
+        n = r.client()
+        self.assertEqual(n.call(REPLICAOF, b"127.0.0.1", p.port), [OK])
+        self.same(p, r)
+        self.assertEqual(n.call(REPLICAOF, None, 0), [OK])
+        self.assertEqual(n.call(PUT, b"mine", b"1"), [OK])
+        n.close()
+        r.stop()
+        p.stop()
+
+
+if __name__ == "__main__":
+    main()
