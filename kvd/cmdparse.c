@@ -66,7 +66,8 @@ int kvd_req_decode(const uint8_t *p, const uint8_t *end, struct kvd_req *r)
 	if (kv_mp_next(&p, end, &o) || o.type != KV_MP_UINT)
 		return KV_MALFORMED;
 	/* An unknown op is UNKNOWN_OP only in a well-formed body. */
-	unknown = o.v.u == 0 || o.v.u >= KV_OP_MAX;
+	/* (the numbers are not contiguous: a gap is unknown too) */
+	unknown = o.v.u == 0 || o.v.u >= KV_OP_MAX || !kv_op_name(o.v.u);
 	r->op = unknown ? 0 : (unsigned)o.v.u;
 	r->args = p;
 	r->end = end;

@@ -71,12 +71,13 @@ static void encode_ops(struct kv_buf *b, const struct kvd_totals *t)
 {
 	uint32_t n = 0;
 
+	/* (a number no op has is counted as op 0, unknown: cmdparse.c) */
 	for (unsigned op = 1; op < KV_OP_MAX; op++)
-		n += t->calls[op] != 0;
+		n += t->calls[op] != 0 && kv_op_name(op);
 	kv_mp_cstr(b, "ops");
 	kv_mp_map(b, n);
 	for (unsigned op = 1; op < KV_OP_MAX; op++) {
-		if (!t->calls[op])
+		if (!t->calls[op] || !kv_op_name(op))
 			continue;
 		kv_mp_cstr(b, kv_op_name(op));
 		kv_mp_map(b, 2);
@@ -137,8 +138,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 
 	kvd_stats_sum(srv, &t);
 	kv_mp_map(b, 22);
-	stats_repl(srv, b);
-	kv_mp_cstr(b, "server");
+	kv_mp_cstr(b, "server"); /* first: kvcli stats prints it first */
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
 	kv_u(b, "threads", srv->nio);
@@ -163,6 +163,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "preauth_closed", t.preauth_closed);
 	encode_ops(b, &t);
 	encode_shards(io, b);
+	stats_repl(srv, b);
 }
 
 /* ===================== INFO (Redis's text format) ===================== */

@@ -65,7 +65,8 @@ def main():
         syms = [line.split()[-1] for line in
                 run("nm", "-D", "--defined-only", so).splitlines()]
         bad = [s for s in syms if not s.startswith("kvc_")
-               and s not in ("KVCLIENT_1", "KVCLIENT_1.1", "KVCLIENT_1.2")]
+               and s not in ("KVCLIENT_1", "KVCLIENT_1.1", "KVCLIENT_1.2",
+                             "KVCLIENT_1.3")]
         assert not bad, bad
         assert "kvc_get@@KVCLIENT_1" in syms
         # What 1.1 added carries its own version, so a program using it
@@ -74,6 +75,10 @@ def main():
                      "kvc_url_parse", "kvc_url_free"):
             assert name + "@@KVCLIENT_1.1" in syms, (name, syms)
         assert "kvc_set_tls@@KVCLIENT_1.2" in syms, syms
+        for name in ("kvc_txn", "kvc_rename", "kvc_send_txn"):
+            assert name + "@@KVCLIENT_1.3" in syms, (name, syms)
+        # kvd's own entry point into the library (kvc_int.h) stays inside
+        assert not [s for s in syms if s.startswith("kvc_send_raw")], syms
         # OpenSSL is the library's own business: linked, never exported.
         assert "libssl.so.3" in dyn, dyn
         with open(os.path.join(tmp, "user.c"), "w") as f:
