@@ -112,10 +112,9 @@ struct kvd_repl_link {
 	unsigned port;	      /* as given: its RESP port if resp, else native */
 	int resp;	      /* port is the primary's RESP port */
 	unsigned native_port; /* the port the link uses (found, if resp) */
-	unsigned
-	    gen;     /* bumped when the primary changes or the link is killed */
-	int up;	     /* streaming */
-	int syncing; /* a full copy under way */
+	unsigned gen;	      /* bumped: a new primary, or a killed link */
+	int up;		      /* streaming */
+	int syncing;	      /* a full copy under way */
 	uint64_t last_io_ms;
 	uint64_t down_since_ms;	 /* the link is down since (0: never up) */
 	uint64_t up_since_ms;	 /* when it came up */
