@@ -6,6 +6,11 @@ replica, a replica that stops acknowledging under --min-replicas-to-ack,
 the replica link over TLS (and a wrong CA), and a replica that was away
 within and beyond --repl-backlog-size.  test_replication.py has the
 normal cases; each test here names the promise it checks.
+
+Every primary here has a password, and only its own replica knows it: the
+machine runs other replication tests, whose replicas keep calling a port
+their primary had, and one that got the same port from free_port() would
+attach here too, acknowledge writes and take full copies.
 """
 
 import glob
@@ -16,15 +21,34 @@ import threading
 import time
 import unittest
 
-from kvdtest import OK, PUT, SCAN, WAIT, Server, main
+from kvdtest import AUTH, OK, PUT, SCAN, WAIT, Server, main
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "resp"))
 from resputil import Raw, Error  # noqa: E402
 
 
+PW = "repl-faults-pw"
+
+
+def ncli(srv):
+    """A native client of srv, authenticated when srv has a password."""
+    c = srv.client()
+    if getattr(srv, "pw", None):
+        assert c.call(AUTH, srv.pw.encode()) == [OK]
+    return c
+
+
+def rcli(srv, timeout=10):
+    """A RESP connection to srv, authenticated when srv has a password."""
+    r = Raw(srv.resp_port, timeout=timeout)
+    if getattr(srv, "pw", None):
+        assert r.call("AUTH", srv.pw) == b"OK"
+    return r
+
+
 def dump(srv):
     """Every key and value of srv, in key order (native SCAN)."""
-    c = srv.client()
+    c = ncli(srv)
     out, start = [], None
     try:
         while True:
@@ -48,7 +72,7 @@ def wait_until(fn, timeout=30, what="condition"):
 
 
 def info(srv):
-    r = Raw(srv.resp_port)
+    r = rcli(srv)
     try:
         text = r.call("INFO", "replication").decode()
     finally:
@@ -58,7 +82,7 @@ def info(srv):
 
 def put_many(srv, lo, hi, tag=b"v", size=0, batch=1000):
     """Keys k0000000.. with values tag + i, padded to size bytes."""
-    c = srv.client()
+    c = ncli(srv)
     try:
         for b in range(lo, hi, batch):
             rs = c.pipeline([(PUT, b"k%07d" % i,
@@ -82,15 +106,22 @@ class Faults(unittest.TestCase):
                     pass
             s.cleanup()
 
-    def server(self, *args, threads=2, cls=Server, **kw):
-        s = cls(threads=threads, resp=True,
-                args=["--journal-segment-size", "1m"] + list(args), **kw)
+    def server(self, *args, threads=2):
+        """A primary, with the password."""
+        s = Server(threads=threads, resp=True,
+                   args=["--journal-segment-size", "1m",
+                         "--requirepass", PW] + list(args))
+        s.pw = PW
         self.servers.append(s)
         return s
 
-    def replica(self, primary, *args, port=None):
-        return self.server("--replicaof", "127.0.0.1",
-                           str(port or primary.port), *args).start()
+    def replica(self, primary, *args):
+        s = Server(threads=2, resp=True,
+                   args=["--journal-segment-size", "1m",
+                         "--replicaof", "127.0.0.1", str(primary.port),
+                         "--primary-password", PW] + list(args))
+        self.servers.append(s)
+        return s.start()
 
     def same(self, a, b, timeout=40):
         want = dump(a)
@@ -141,7 +172,7 @@ class Faults(unittest.TestCase):
         r = self.replica(p)
         wait_until(lambda: info(p)["connected_slaves"] == "1", 20,
                    "the replica")
-        c = Raw(p.resp_port, timeout=30)
+        c = rcli(p, timeout=30)
         wait_until(lambda: c.call("SET", "before", "1") == b"OK", 10,
                    "a first acknowledged write")
         r.proc.send_signal(signal.SIGSTOP)
@@ -229,7 +260,9 @@ class TLSReplication(unittest.TestCase):
             "--journal-segment-size", "1m",
             "--tls-port", str(self.tls_port),
             "--tls-cert-file", c.server_cert, "--tls-key-file", c.server_key,
-            "--tls-ca-cert-file", c.ca, "--tls-auth-clients", "no"])
+            "--tls-ca-cert-file", c.ca, "--tls-auth-clients", "no",
+            "--requirepass", PW])
+        s.pw = PW
         self.servers.append(s)
         return s.start()
 
@@ -237,7 +270,8 @@ class TLSReplication(unittest.TestCase):
         s = Server(threads=2, resp=True, args=[
             "--journal-segment-size", "1m",
             "--replicaof", "127.0.0.1", str(self.tls_port),
-            "--tls-replication", "yes", "--tls-ca-cert-file", ca])
+            "--tls-replication", "yes", "--tls-ca-cert-file", ca,
+            "--primary-password", PW])
         self.servers.append(s)
         return s.start()
 
@@ -249,7 +283,7 @@ class TLSReplication(unittest.TestCase):
         want = dump(p)
         wait_until(lambda: dump(r) == want, 30, "the copy over TLS")
         put_many(p, 2000, 3000, tag=b"w")
-        c = p.client()
+        c = ncli(p)
         self.assertEqual(c.call(WAIT, 1, 20000), [OK, 1])
         c.close()
         self.assertEqual(dump(r), dump(p))
