@@ -326,6 +326,30 @@ class Replication(unittest.TestCase):
         for s in (r2, r1, p):
             s.stop()
 
+    def test_resp_replicaof_with_password(self):
+        """Given the RESP port of a primary with a password, the replica
+        sends AUTH with primary-password before asking for the native
+        port; with a wrong one it never links, and says why."""
+        p = self.server("--requirepass", "pw-resp").start()
+        good = self.server("--replicaof", "127.0.0.1", str(p.resp_port),
+                           "resp", "--primary-password", "pw-resp").start()
+        bad = self.server("--replicaof", "127.0.0.1", str(p.resp_port),
+                          "resp", "--primary-password", "wrong").start()
+        c = Raw(p.resp_port)
+        self.assertEqual(c.call("AUTH", "pw-resp"), b"OK")
+        self.assertEqual(c.call("SET", "a", "1"), b"OK")
+        self.assertEqual(c.call("WAIT", "1", "20000"), 1)
+        cg = Raw(good.resp_port)
+        self.assertEqual(cg.call("GET", "a"), b"1")
+        wait_until(lambda: b"the primary's RESP port answered" in
+                   bad.log_text(), 20, "the refusal in the log")
+        self.assertEqual(info(bad)["master_link_status"], "down")
+        self.assertEqual(c.call("WAIT", "2", "300"), 1)
+        c.close()
+        cg.close()
+        for s in (bad, good, p):
+            s.stop()
+
     def test_client_kill_type_master_and_replica(self):
         """CLIENT LIST shows a replica's link on the primary (flags=S,
         TYPE replica) and the link on the replica (flags=M, TYPE master);
