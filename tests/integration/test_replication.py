@@ -350,6 +350,36 @@ class Replication(unittest.TestCase):
         for s in (bad, good, p):
             s.stop()
 
+    def test_resp_replicaof_over_tls(self):
+        """With tls-replication, `replicaof HOST PORT resp` names the
+        primary's tls-resp-port: the replica asks there over TLS for
+        kvd_native_tls_port and links to that."""
+        import tlscerts
+        from kvdtest import free_port
+        if not tlscerts.Certs.available():
+            self.skipTest("the openssl command is missing")
+        certs = tlscerts.Certs()
+        self.addCleanup(certs.cleanup)
+        tport, trport = free_port(), free_port()
+        p = self.server(
+            "--tls-port", str(tport), "--tls-resp-port", str(trport),
+            "--tls-cert-file", certs.server_cert,
+            "--tls-key-file", certs.server_key,
+            "--tls-ca-cert-file", certs.ca,
+            "--tls-auth-clients", "no").start()
+        put_many(p, 0, 100)
+        r = self.server("--replicaof", "127.0.0.1", str(trport), "resp",
+                        "--tls-replication", "yes",
+                        "--tls-ca-cert-file", certs.ca).start()
+        self.same(p, r)
+        self.assertEqual(info(r)["master_port"], str(trport))
+        wait_until(lambda: info(r)["master_link_status"] == "up", 20,
+                   "the link")
+        put_many(p, 100, 200)
+        self.same(p, r)
+        r.stop()
+        p.stop()
+
     def test_client_kill_type_master_and_replica(self):
         """CLIENT LIST shows a replica's link on the primary (flags=S,
         TYPE replica) and the link on the replica (flags=M, TYPE master);
