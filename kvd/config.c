@@ -193,7 +193,7 @@ static const struct opt options[] = {
      "no", yes_no, "TLS: choose the cipher by the server's order"},
     {"replicaof", OPT_STR, F(replicaof), 0, 0, "", NULL,
      "run as a read-only replica of the kvd at \"HOST PORT\" (its native "
-     "port); empty: a primary"},
+     "port), or \"HOST PORT resp\" (its RESP port); empty: a primary"},
     {"primary-password", OPT_STR, F(primary_password), 0, 0, "", NULL,
      "password a replica gives its primary (AUTH)"},
     {"primary-password-file", OPT_STR, F(primary_password_file), 0, 0, "", NULL,
@@ -663,12 +663,17 @@ static int parse_flag(struct kvd_config *c, int argc, char **argv, int *i)
 		fprintf(stderr, "kvd: --%s needs a value\n", o->name);
 		return -1;
 	}
-	/* --replicaof HOST PORT, as Redis writes it: two arguments. */
+	/* --replicaof HOST PORT [resp], as Redis writes it: two arguments
+	 * (and the word resp when PORT is the primary's RESP port). */
 	if (!eq && !strcmp(o->name, "replicaof") && !strchr(val, ' ') &&
 	    *i + 1 < argc && argv[*i + 1][0] != '-') {
 		static char joined[300];
 
 		snprintf(joined, sizeof(joined), "%s %s", val, argv[++*i]);
+		if (*i + 1 < argc && !strcmp(argv[*i + 1], "resp"))
+			snprintf(joined + strlen(joined),
+				 sizeof(joined) - strlen(joined), " %s",
+				 argv[++*i]);
 		val = joined;
 	}
 	if (0) {

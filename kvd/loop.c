@@ -353,7 +353,8 @@ static void conn_free(struct kvd_io *io, struct kvd_conn *c)
 		io->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	if (c->proto == KVD_PROTO_RESP)
+	/* a replica's link is in the RESP registry too (repl.c) */
+	if (c->proto == KVD_PROTO_RESP || (c->flags & CONN_REPLICA))
 		kvd_resp_conn_close(c);
 	if (c->flags & CONN_REPLICA)
 		kvd_repl_conn_closed(c);

@@ -940,19 +940,24 @@ int kvd_repl_start(struct kvd_server *srv, char *err, size_t errlen)
 	pthread_mutex_lock(&R.smu);
 	load_ids();
 	if (cfg->replicaof[0]) {
-		char host[256];
+		char host[256], kind[8] = "";
 		unsigned port;
+		int n =
+		    sscanf(cfg->replicaof, "%255s %u %7s", host, &port, kind);
 
-		if (sscanf(cfg->replicaof, "%255s %u", host, &port) != 2 ||
-		    port == 0 || port > 65535) {
+		if (n < 2 || port == 0 || port > 65535 ||
+		    (n == 3 && strcmp(kind, "resp"))) {
 			pthread_mutex_unlock(&R.smu);
 			snprintf(err, errlen,
-				 "replicaof: \"%s\" is not \"HOST PORT\"",
+				 "replicaof: \"%s\" is not \"HOST PORT\" or "
+				 "\"HOST PORT resp\"",
 				 cfg->replicaof);
 			return -1;
 		}
 		snprintf(R.link.host, sizeof(R.link.host), "%s", host);
 		R.link.port = port;
+		R.link.resp = n == 3;
+		R.link.native_port = R.link.resp ? 0 : port;
 		R.link.replica = 1;
 		atomic_store(&R.is_replica, 1);
 	}
@@ -1186,7 +1191,7 @@ static int native_replicaof(struct kvd_conn *c, struct kvd_req *r)
 	char host[256], err[300];
 
 	if (r->a[0].type == KV_MP_NIL || (is_bytes(&r->a[0]) && !r->a[0].len)) {
-		if (kvd_repl_replicaof(NULL, 0, err, sizeof(err)))
+		if (kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err)))
 			return KV_INTERNAL;
 		kvd_reply_status(c, KV_OK, NULL);
 		return KV_OK;
@@ -1196,7 +1201,8 @@ static int native_replicaof(struct kvd_conn *c, struct kvd_req *r)
 		return KV_BAD_ARGS;
 	memcpy(host, r->a[0].p, r->a[0].len);
 	host[r->a[0].len] = '\0';
-	if (kvd_repl_replicaof(host, (unsigned)r->a[1].v.u, err, sizeof(err)))
+	if (kvd_repl_replicaof(host, (unsigned)r->a[1].v.u, 0, err,
+			       sizeof(err)))
 		return KV_INTERNAL;
 	kvd_reply_status(c, KV_OK, NULL);
 	return KV_OK;
@@ -1264,8 +1270,15 @@ int kvd_repl_native(struct kvd_conn *c, struct kvd_req *r)
 		return KV_OK; /* answered INTERNAL in order */
 	j.conn_id = c->id;
 	memcpy(job_of(w), &j, sizeof(j));
-	if (j.type == JOB_SYNC)
+	if (j.type == JOB_SYNC && !(c->flags & CONN_REPLICA)) {
+		/* in the RESP registry from now on: CLIENT LIST shows it
+		 * (flags=S) and CLIENT KILL TYPE replica closes it */
 		c->flags |= CONN_REPLICA;
+		kvd_resp_conn_open(c);
+	}
+	if (c->flags & CONN_REPLICA)
+		atomic_store_explicit(&c->act_ms, c->io->now_ms,
+				      memory_order_relaxed);
 	job_submit(c, w);
 	return KV_OK;
 }
@@ -1295,7 +1308,7 @@ const char *kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n, uint64_t ms)
 
 /* ===================== Roles ===================== */
 
-int kvd_repl_replicaof(const char *host, unsigned port, char *err,
+int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 		       size_t errlen)
 {
 	struct kvd_server *srv = R.srv;
@@ -1318,20 +1331,71 @@ int kvd_repl_replicaof(const char *host, unsigned port, char *err,
 		log_info("replication: REPLICAOF NO ONE: now a primary, "
 			 "replication id %s",
 			 R.ids.replid);
+	} else if (host && R.link.replica && R.link.port == port &&
+		   R.link.resp == resp && !strcmp(R.link.host, host)) {
+		/* already following it: the link stays (Redis: "Already
+		 * connected to specified master") */
 	} else if (host) {
 		snprintf(R.link.host, sizeof(R.link.host), "%s", host);
 		R.link.port = port;
+		R.link.resp = resp;
+		R.link.native_port = resp ? 0 : port;
 		R.link.replica = 1;
 		R.link.up = 0;
+		R.link.syncing = 0;
+		R.link.down_since_ms = 0;
 		R.link.gen++;
 		atomic_store(&R.is_replica, 1);
-		log_info("replication: REPLICAOF %s %u", host, port);
+		log_info("replication: REPLICAOF %s %u (its %s port)", host,
+			 port, resp ? "RESP" : "native");
 	}
 	pthread_mutex_unlock(&R.smu);
 	if (rc)
 		snprintf(err, errlen, "cannot write the replication ids");
 	kvd_replica_kick();
 	return rc;
+}
+
+int kvd_repl_kill_link(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&R.smu);
+	if (R.link.replica && (R.link.up || R.link.syncing)) {
+		R.link.gen++; /* the replica's thread drops it and reconnects */
+		n = 1;
+	}
+	pthread_mutex_unlock(&R.smu);
+	if (n)
+		kvd_replica_kick();
+	return n;
+}
+
+int kvd_repl_link_line(struct kv_buf *b)
+{
+	struct kvd_repl_link l;
+	char line[600];
+	uint64_t now = mono_ms();
+	int n;
+
+	pthread_mutex_lock(&R.smu);
+	l = R.link;
+	pthread_mutex_unlock(&R.smu);
+	if (!l.replica || !(l.up || l.syncing))
+		return 0;
+	n = snprintf(line, sizeof(line),
+		     "id=0 addr=%s:%u laddr=%s fd=-1 name= age=%llu "
+		     "idle=%llu flags=M db=0 sub=0 psub=0 ssub=0 multi=-1 "
+		     "qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "
+		     "obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=NULL "
+		     "user=default redir=-1 resp=2\n",
+		     l.host, l.native_port, l.laddr,
+		     (unsigned long long)(now - l.up_since_ms) / 1000,
+		     (unsigned long long)(now - l.last_io_ms) / 1000);
+	if (n <= 0 || (size_t)n >= sizeof(line))
+		return 0;
+	kv_buf_append(b, line, (size_t)n);
+	return 1;
 }
 
 /* ===================== INFO, ROLE, STATS ===================== */
@@ -1422,6 +1486,15 @@ void kvd_repl_info(struct kvd_server *srv, struct kv_buf *b)
 		info_line(b, "master_sync_in_progress:%d", l.syncing);
 		info_line(b, "slave_read_repl_offset:%" PRIu64, off);
 		info_line(b, "slave_repl_offset:%" PRIu64, off);
+		/* Sentinel skips a replica whose link has been down too long
+		 * when it picks one to promote */
+		if (!l.up)
+			info_line(
+			    b, "master_link_down_since_seconds:%lld",
+			    l.down_since_ms
+				? (long long)(mono_ms() - l.down_since_ms) /
+				      1000
+				: -1LL);
 		info_line(b, "slave_priority:%u",
 			  KVD_LIVE(srv->cfg->replica_priority));
 		info_line(b, "slave_read_only:1");

@@ -56,9 +56,18 @@ int kvd_repl_native(struct kvd_conn *c, struct kvd_req *r);
 /* RESP WAIT numreplicas timeout_ms (validated): queued; NULL or an
  * error. */
 const char *kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n, uint64_t ms);
-/* REPLICAOF host port, or host NULL for NO ONE.  0, or -1 with err. */
-int kvd_repl_replicaof(const char *host, unsigned port, char *err,
+/* REPLICAOF host port, or host NULL for NO ONE.  port is the primary's
+ * RESP port when resp is set (REPLICAOF on the RESP port, as Redis and
+ * Sentinel give it; the replica asks the primary for its native port), its
+ * native port otherwise.  0, or -1 with err. */
+int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 		       size_t errlen);
+/* CLIENT KILL TYPE master: drop the link to the primary (the replica
+ * connects again at once, as Redis's).  1 when a link was up, else 0. */
+int kvd_repl_kill_link(void);
+/* CLIENT LIST's line for the link to the primary (flags=M) into b, when
+ * this server is a replica with its link up; 1 if written, else 0. */
+int kvd_repl_link_line(struct kv_buf *b);
 /* The loop frees a connection flagged CONN_REPLICA. */
 void kvd_repl_conn_closed(struct kvd_conn *c);
 
@@ -98,13 +107,18 @@ struct kvd_repl_ids {
 
 /* What the replica's link reports (INFO, ROLE); under kvd_repl_lock. */
 struct kvd_repl_link {
-	int replica;	/* following a primary */
-	char host[256]; /* the primary */
-	unsigned port;	/* its native port */
-	unsigned gen;	/* bumped when the primary to follow changes */
-	int up;		/* streaming */
-	int syncing;	/* a full copy under way */
+	int replica;	      /* following a primary */
+	char host[256];	      /* the primary */
+	unsigned port;	      /* as given: its RESP port if resp, else native */
+	int resp;	      /* port is the primary's RESP port */
+	unsigned native_port; /* the port the link uses (found, if resp) */
+	unsigned gen;	      /* bumped: a new primary, or a killed link */
+	int up;		      /* streaming */
+	int syncing;	      /* a full copy under way */
 	uint64_t last_io_ms;
+	uint64_t down_since_ms;	 /* the link is down since (0: never up) */
+	uint64_t up_since_ms;	 /* when it came up */
+	char laddr[64];		 /* its local "ip:port", while up */
 	uint64_t primary_offset; /* the primary's, at its last reply */
 };
 

@@ -5,6 +5,8 @@
  * which journal them under the primary's LSNs (KVD_W_REPL) exactly as
  * recovery would replay them.  Its next pull is sent only once every
  * record of the last one is flushed: that request is the acknowledgement.
+ * Given the primary's RESP port (REPLICAOF on the RESP port, as Sentinel
+ * sends it), it first asks there for the native port (INFO server).
  *
  * Completions come back through a kvd_io of its own (its done stack and
  * eventfd), which no io thread runs: kvd_io_complete works unchanged.
@@ -19,6 +21,9 @@
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "committer.h"
 #include "kv_mp.h"
@@ -246,10 +251,19 @@ static int take(const uint8_t **p, const uint8_t *end, struct kv_mp_obj *o,
 
 static void set_link(int up, int syncing)
 {
+	struct kvd_repl_link *l;
+	uint64_t now = mono_ms();
+
 	kvd_repl_lock();
-	kvd_repl_link()->up = up;
-	kvd_repl_link()->syncing = syncing;
-	kvd_repl_link()->last_io_ms = mono_ms();
+	l = kvd_repl_link();
+	if ((l->up || l->syncing) && !up && !syncing)
+		l->down_since_ms =
+		    now; /* INFO master_link_down_since_seconds */
+	if (!l->up && !l->syncing && (up || syncing))
+		l->up_since_ms = now;
+	l->up = up;
+	l->syncing = syncing;
+	l->last_io_ms = now;
 	kvd_repl_unlock();
 }
 
@@ -447,7 +461,9 @@ static int stream(kvc_conn *c, unsigned gen)
 	return rc;
 }
 
-static kvc_conn *connect_primary(const char *host, unsigned port)
+/* A connection to host:port, with TLS when tls-replication is set; native
+ * ones send AUTH with primary-password (a RESP one sends its own). */
+static kvc_conn *connect_primary(const char *host, unsigned port, int native)
 {
 	const struct kvd_config *cfg = Q.srv->cfg;
 	kvc_conn *c = NULL;
@@ -456,7 +472,7 @@ static kvc_conn *connect_primary(const char *host, unsigned port)
 		return NULL;
 	kvc_set_timeouts(c, 5000, 10000);
 	kvc_set_max_reply(c, (64u << 20) + cfg->max_frame);
-	if (Q.password[0])
+	if (Q.password[0] && native)
 		kvc_set_password(c, Q.password, strlen(Q.password));
 	if (cfg->tls_replication) {
 		struct kvc_tls_opts o = {0};
@@ -486,15 +502,161 @@ static kvc_conn *connect_primary(const char *host, unsigned port)
 	return c;
 }
 
-/* Follow host:port until the link breaks or the primary changes. */
-static void follow(const char *host, unsigned port, unsigned gen)
+/* ===================== Finding the native port ===================== */
+
+static void resp_arg(struct kv_buf *b, const char *s)
 {
-	kvc_conn *c = connect_primary(host, port);
+	char hdr[32];
+
+	snprintf(hdr, sizeof(hdr), "$%zu\r\n", strlen(s));
+	kv_buf_append(b, hdr, strlen(hdr));
+	kv_buf_append(b, s, strlen(s));
+	kv_buf_append(b, "\r\n", 2);
+}
+
+/* Length of the complete RESP reply (a line or a bulk string) at p, 0 if
+ * incomplete; *err set when it is an error or malformed. */
+static size_t resp_reply_len(const char *p, size_t n, int *err)
+{
+	const char *nl = memchr(p, '\n', n);
+	long long len;
+
+	*err = 0;
+	if (!nl)
+		return 0;
+	if (p[0] != '$') {
+		*err = p[0] != '+';
+		return (size_t)(nl - p) + 1;
+	}
+	len = strtoll(p + 1, NULL, 10);
+	if (len < 0 || len > (1 << 20)) {
+		*err = 1;
+		return (size_t)(nl - p) + 1;
+	}
+	if ((size_t)(nl - p) + 1 + (size_t)len + 2 > n)
+		return 0;
+	return (size_t)(nl - p) + 1 + (size_t)len + 2;
+}
+
+/* Read the replies to an AUTH (when auth) and an INFO server, and take
+ * field's value.  0 when not found (logged). */
+static unsigned read_port(kvc_conn *c, int auth, const char *field)
+{
+	uint64_t deadline = kvc_now_ms() + 5000;
+	size_t off = 0, len;
+	int err, left = auth ? 2 : 1;
+
+	while (left) {
+		int rc;
+
+		len = c->in.len > off
+			  ? resp_reply_len((const char *)c->in.data + off,
+					   c->in.len - off, &err)
+			  : 0;
+		if (len && err) {
+			kvd_log_ratelimited(
+			    &link_limit, KVD_LOG_WARN,
+			    "replication: the primary's RESP port answered "
+			    "%.*s",
+			    (int)(len > 200 ? 200 : len - 2),
+			    (const char *)c->in.data + off);
+			return 0;
+		}
+		if (len) {
+			if (--left)
+				off += len; /* the AUTH's +OK */
+			continue;
+		}
+		rc = kvc_io_read(c, 4096);
+		if (rc < 0 || (!rc && kvc_io_wait(c, 0, deadline)))
+			return 0;
+	}
+	kv_buf_append(&c->in, "", 1); /* a terminator for strstr */
+	{
+		const char *v = strstr((const char *)c->in.data + off, field);
+
+		return v ? (unsigned)strtoul(v + strlen(field), NULL, 10) : 0;
+	}
+}
+
+/* The primary's native port (its TLS one with tls-replication), asked over
+ * its RESP port, where REPLICAOF and Sentinel name it: INFO server's
+ * kvd_native_port (kvd_native_tls_port).  0 when it cannot be found. */
+static unsigned find_native_port(const char *host, unsigned resp_port)
+{
+	const char *field = Q.srv->cfg->tls_replication
+				? "\r\nkvd_native_tls_port:"
+				: "\r\nkvd_native_port:";
+	kvc_conn *c = connect_primary(host, resp_port, 0);
+	struct kv_buf *out;
+	unsigned port = 0;
 
 	if (!c)
+		return 0;
+	out = &c->out;
+	if (Q.password[0]) {
+		kv_buf_append(out, "*2\r\n", 4);
+		resp_arg(out, "AUTH");
+		resp_arg(out, Q.password);
+	}
+	kv_buf_append(out, "*2\r\n", 4);
+	resp_arg(out, "INFO");
+	resp_arg(out, "server");
+	if (!kvc_flush(c))
+		port = read_port(c, Q.password[0] != '\0', field);
+	kvc_close(c);
+	if (!port)
+		kvd_log_ratelimited(&link_limit, KVD_LOG_WARN,
+				    "replication: cannot learn the native "
+				    "port of the primary at %s:%u (RESP)",
+				    host, resp_port);
+	return port;
+}
+
+/* The link's local address, for CLIENT LIST. */
+static void note_laddr(kvc_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (!getsockname(c->fd, (struct sockaddr *)&ss, &sl)) {
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+			port = ntohs(a->sin_port);
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+			port = ntohs(a->sin6_port);
+		}
+	}
+	kvd_repl_lock();
+	snprintf(kvd_repl_link()->laddr, sizeof(kvd_repl_link()->laddr),
+		 "%s:%u", ip, port);
+	kvd_repl_unlock();
+}
+
+/* Follow host:port until the link breaks or the primary changes. */
+static void follow(const struct kvd_repl_link *l)
+{
+	unsigned port = l->resp ? find_native_port(l->host, l->port) : l->port;
+	kvc_conn *c;
+
+	if (!port || link_gen() != l->gen)
 		return;
-	if (!resync(c, gen))
-		stream(c, gen);
+	kvd_repl_lock();
+	if (kvd_repl_link()->gen == l->gen)
+		kvd_repl_link()->native_port = port;
+	kvd_repl_unlock();
+	if (!(c = connect_primary(l->host, port, 1)))
+		return;
+	note_laddr(c);
+	if (!resync(c, l->gen))
+		stream(c, l->gen);
 	kvc_close(c);
 	set_link(0, 0);
 }
@@ -538,7 +700,7 @@ static void *replica_main(void *arg)
 			nap(1000);
 			continue;
 		}
-		follow(l.host, l.port, l.gen);
+		follow(&l);
 		if (link_gen() == l.gen)
 			nap(1000); /* a broken link: retry in a second */
 	}

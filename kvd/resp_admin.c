@@ -57,8 +57,7 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_MSETNX] = "1.0.1",      [RESP_CMD_SETBIT] = "2.2.0",
     [RESP_CMD_SETRANGE] = "2.2.0",    [RESP_CMD_BITOP] = "2.6.0",
     [RESP_CMD_REPLICAOF] = "5.0.0",   [RESP_CMD_SLAVEOF] = "1.0.0",
-    [RESP_CMD_ROLE] = "2.8.12",
-    [RESP_CMD_BITFIELD] = "3.2.0",
+    [RESP_CMD_ROLE] = "2.8.12",	      [RESP_CMD_BITFIELD] = "3.2.0",
 };
 
 /* ===================== Connection ===================== */

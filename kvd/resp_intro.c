@@ -43,6 +43,7 @@
 #include "kv_buf.h"
 #include "log.h"
 #include "loop.h"
+#include "repl.h"
 #include "resp.h"
 #include "stats.h"
 
@@ -601,6 +602,8 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 			 cmd ? resp_cmds[cmd - 1].name : "NULL");
 	if (c->mon) /* Redis's letters, in its order */
 		flags[f++] = 'O';
+	if (c->proto != KVD_PROTO_RESP) /* a replica's link (repl.c) */
+		flags[f++] = 'S';
 	if (subs)
 		flags[f++] = 'P';
 	if (is_unix(c))
@@ -625,24 +628,46 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 							: strlen(line));
 }
 
+/* What CLIENT LIST and KILL TYPE tell apart.  The registry holds RESP
+ * connections and, on a primary, its replicas' links (native connections
+ * that asked for the journal: repl.c registers them); a replica's own link
+ * to its primary is no connection of the io threads (repl.h). */
+enum { KIND_NORMAL = 1, KIND_PUBSUB, KIND_REPLICA, KIND_MASTER };
+
+static int conn_kind(struct kvd_conn *o)
+{
+	if (o->proto != KVD_PROTO_RESP)
+		return KIND_REPLICA;
+	return atomic_load_explicit(&o->nsubs, memory_order_relaxed) > 0
+		   ? KIND_PUBSUB
+		   : KIND_NORMAL;
+}
+
+/* The kind a TYPE argument names, or 0. */
+static int kind_named(struct kv_slice a)
+{
+	if (resp_eq(a, "normal"))
+		return KIND_NORMAL;
+	if (resp_eq(a, "pubsub"))
+		return KIND_PUBSUB;
+	if (resp_eq(a, "replica") || resp_eq(a, "slave"))
+		return KIND_REPLICA;
+	return resp_eq(a, "master") ? KIND_MASTER : 0;
+}
+
 /* CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id ...] */
 static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 {
 	uint64_t ids[64];
 	size_t nids = 0, cap = resp_reply_cap(c);
-	int none = 0, over = 0, type = 0; /* type: 1 normal, 2 pubsub */
+	int over = 0, type = 0; /* type: 0 any, or a KIND_ */
 	struct kv_buf b = {0};
 	struct resp_it it;
 	struct kv_slice a;
 
 	if (r->argc == 4 && resp_eq(r->a[2], "type")) {
 		a = r->a[3];
-		if (resp_eq(a, "master") || resp_eq(a, "replica") ||
-		    resp_eq(a, "slave"))
-			none = 1;
-		else if (resp_eq(a, "pubsub") || resp_eq(a, "normal"))
-			type = resp_eq(a, "pubsub") ? 2 : 1;
-		else {
+		if (!(type = kind_named(a))) {
 			snprintf(r->err, sizeof(r->err),
 				 "ERR Unknown client type '%.*s'",
 				 (int)(a.n > 64 ? 64 : a.n), (const char *)a.p);
@@ -662,16 +687,16 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 	} else if (r->argc != 2) {
 		return resp_err_syntax;
 	}
+	if (!nids && (!type || type == KIND_MASTER))
+		kvd_repl_link_line(&b); /* flags=M, on a replica */
 	pthread_mutex_lock(&reg_lock);
-	for (struct kvd_conn *o = reg_head; o && !none && !over;
+	for (struct kvd_conn *o = reg_head; o && type != KIND_MASTER && !over;
 	     o = o->reg_next) {
 		int want = !nids;
 
 		for (size_t i = 0; i < nids; i++)
 			want |= ids[i] == o->id;
-		if (type &&
-		    (type == 2) != (atomic_load_explicit(
-					&o->nsubs, memory_order_relaxed) > 0))
+		if (type && type != conn_kind(o))
 			want = 0;
 		if (want)
 			client_line(c, o, &b);
@@ -688,14 +713,13 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 struct kill_filter {
 	uint64_t id;
 	struct kv_slice addr, laddr;
-	int skipme, none;
-	int type; /* 0: any, or KILL_NORMAL, KILL_PUBSUB */
+	int skipme;
+	int type; /* 0: any, or a KIND_ */
 };
 
-/* CLIENT KILL TYPE: a connection with subscriptions is pubsub, any other
- * normal (a MONITOR too, as in Redis); kvd has no master or replica
- * connections on this port. */
-enum { KILL_NORMAL = 1, KILL_PUBSUB };
+/* CLIENT KILL TYPE: a replica's link is replica (slave), the link to the
+ * primary master, a connection with subscriptions pubsub, any other normal
+ * (a MONITOR too, as in Redis). */
 
 static int slice_is(struct kv_slice s, const char *z)
 {
@@ -721,14 +745,7 @@ static const char *kill_filters(struct resp_req *r, struct kill_filter *f)
 				       "0";
 			f->id = (uint64_t)id;
 		} else if (resp_eq(o, "type")) {
-			if (resp_eq(v, "master") || resp_eq(v, "replica") ||
-			    resp_eq(v, "slave"))
-				f->none = 1;
-			else if (resp_eq(v, "pubsub"))
-				f->type = KILL_PUBSUB;
-			else if (resp_eq(v, "normal"))
-				f->type = KILL_NORMAL;
-			else
+			if (!(f->type = kind_named(v)))
 				return "ERR Unknown client type";
 		} else if (resp_eq(o, "addr")) {
 			f->addr = v;
@@ -762,15 +779,15 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 {
 	int64_t n = 0;
 
+	if (f->type == KIND_MASTER) /* the link to the primary: no conn */
+		return f->id || f->addr.p || f->laddr.p ? 0
+							: kvd_repl_kill_link();
 	pthread_mutex_lock(&reg_lock);
-	for (struct kvd_conn *o = reg_head; o && !f->none; o = o->reg_next) {
+	for (struct kvd_conn *o = reg_head; o; o = o->reg_next) {
 		if ((f->id && o->id != f->id) ||
 		    (f->addr.p && !slice_is(f->addr, o->addr)) ||
 		    (f->laddr.p && !slice_is(f->laddr, o->laddr)) ||
-		    (f->type &&
-		     (f->type == KILL_PUBSUB) !=
-			 (atomic_load_explicit(&o->nsubs,
-					       memory_order_relaxed) > 0)) ||
+		    (f->type && f->type != conn_kind(o)) ||
 		    (o == c && f->skipme))
 			continue;
 		n++;
@@ -787,7 +804,7 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 
 static const char *client_kill(struct kvd_conn *c, struct resp_req *r)
 {
-	struct kill_filter f = {0, {NULL, 0}, {NULL, 0}, 1, 0, 0};
+	struct kill_filter f = {0, {NULL, 0}, {NULL, 0}, 1, 0};
 	const char *err;
 	int64_t n;
 

@@ -275,14 +275,15 @@ const char *resp_wait(struct kvd_conn *c, struct resp_req *r)
 }
 
 /* REPLICAOF host port, REPLICAOF NO ONE (and SLAVEOF): port is the
- * primary's native port (replication speaks the native protocol). */
+ * primary's RESP port, as Redis and Sentinel give it; the replica asks the
+ * primary for its native port, which replication speaks. */
 const char *resp_replicaof(struct kvd_conn *c, struct resp_req *r)
 {
 	char host[256], err[300];
 	long long port;
 
 	if (resp_eq(r->a[1], "no") && resp_eq(r->a[2], "one")) {
-		if (kvd_repl_replicaof(NULL, 0, err, sizeof(err)))
+		if (kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err)))
 			return resp_err_internal;
 		resp_add_ok(c);
 		return NULL;
@@ -294,7 +295,7 @@ const char *resp_replicaof(struct kvd_conn *c, struct resp_req *r)
 		return "ERR Invalid master host";
 	memcpy(host, r->a[1].p, r->a[1].n);
 	host[r->a[1].n] = '\0';
-	if (kvd_repl_replicaof(host, (unsigned)port, err, sizeof(err)))
+	if (kvd_repl_replicaof(host, (unsigned)port, 1, err, sizeof(err)))
 		return resp_err_internal;
 	resp_add_ok(c);
 	return NULL;

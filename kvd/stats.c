@@ -291,7 +291,10 @@ static void info_server(struct kvd_io *io, struct kv_buf *b)
 	kvd_info_line(b, "uptime_in_days:%llu", (unsigned long long)up / 86400);
 	kvd_info_line(b, "io_threads_active:%u", srv->nio);
 	kvd_info_line(b, "kvd_shards:%u", srv->nshards);
+	/* a replica given this server's RESP port (REPLICAOF, Sentinel)
+	 * reads these to reach the native port replication speaks */
 	kvd_info_line(b, "kvd_native_port:%u", srv->port);
+	kvd_info_line(b, "kvd_native_tls_port:%u", srv->cfg->tls_port);
 	kvd_info_line(b, "config_file:%s", srv->cfg->config_file);
 }
 

@@ -186,13 +186,15 @@ class Replication(unittest.TestCase):
         self.assertEqual(i1["master_replid2"], old)
         self.assertNotEqual(i1["master_replid"], old)
         c2 = Raw(r2.resp_port)
-        self.assertEqual(c2.call("SLAVEOF", "127.0.0.1", str(r1.port)),
+        # SLAVEOF on the RESP port names the RESP port, as Sentinel's does
+        self.assertEqual(c2.call("SLAVEOF", "127.0.0.1", str(r1.resp_port)),
                          b"OK")
         self.assertEqual(c1.call("SET", "after", "promotion"), b"OK")
         wait_until(lambda: c2.call("GET", "after") == b"promotion", 30,
                    "the new primary's write")
         self.assertEqual(r2.log_text().count(b"taking a full copy"), 1)
         self.assertEqual(info(r2)["master_replid"], i1["master_replid"])
+        self.assertEqual(info(r2)["master_port"], str(r1.resp_port))
         self.same(r1, r2)
         c1.close()
         c2.close()
@@ -285,6 +287,141 @@ class Replication(unittest.TestCase):
         r = self.replica(p, threads=3)
         wait_until(lambda: b"the replica has 3 shards and the primary 2"
                    in r.log_text(), 20, "the refusal")
+        r.stop()
+        p.stop()
+
+    def test_resp_replicaof_takes_resp_port(self):
+        """REPLICAOF on the RESP port and `replicaof HOST PORT resp` name
+        the primary's RESP port (the replica finds the native one);
+        master_port shows the port given; the primary's slaveN line and
+        ROLE give the replica's RESP port, where Sentinel reaches it."""
+        p = self.server().start()
+        put_many(p, 0, 100)
+        r1 = self.server().start()
+        r2 = self.server("--replicaof", "127.0.0.1", str(p.resp_port),
+                         "resp").start()
+        c1 = Raw(r1.resp_port)
+        self.assertEqual(c1.call("REPLICAOF", "127.0.0.1",
+                                 str(p.resp_port)), b"OK")
+        for r in (r1, r2):
+            self.same(p, r)
+            wait_until(lambda: info(r)["master_link_status"] == "up", 10,
+                       "the link")
+            self.assertEqual(info(r)["master_port"], str(p.resp_port))
+        self.assertEqual(c1.call("ROLE")[:3],
+                         [b"slave", b"127.0.0.1", p.resp_port])
+        wait_until(lambda: info(p)["connected_slaves"] == "2", 10,
+                   "both replicas")
+        ip = info(p)
+        ports = sorted(int(ip[k].split(",")[1].split("=")[1])
+                       for k in ("slave0", "slave1"))
+        self.assertEqual(ports, sorted([r1.resp_port, r2.resp_port]))
+        put_many(p, 100, 200)
+        self.same(p, r1)
+        # the same primary again: the link stays (no new resync)
+        self.assertEqual(c1.call("REPLICAOF", "127.0.0.1",
+                                 str(p.resp_port)), b"OK")
+        self.assertEqual(r1.log_text().count(b"replication: streaming"), 1)
+        c1.close()
+        for s in (r2, r1, p):
+            s.stop()
+
+    def test_resp_replicaof_with_password(self):
+        """Given the RESP port of a primary with a password, the replica
+        sends AUTH with primary-password before asking for the native
+        port; with a wrong one it never links, and says why."""
+        p = self.server("--requirepass", "pw-resp").start()
+        good = self.server("--replicaof", "127.0.0.1", str(p.resp_port),
+                           "resp", "--primary-password", "pw-resp").start()
+        bad = self.server("--replicaof", "127.0.0.1", str(p.resp_port),
+                          "resp", "--primary-password", "wrong").start()
+        c = Raw(p.resp_port)
+        self.assertEqual(c.call("AUTH", "pw-resp"), b"OK")
+        self.assertEqual(c.call("SET", "a", "1"), b"OK")
+        self.assertEqual(c.call("WAIT", "1", "20000"), 1)
+        cg = Raw(good.resp_port)
+        self.assertEqual(cg.call("GET", "a"), b"1")
+        wait_until(lambda: b"the primary's RESP port answered" in
+                   bad.log_text(), 20, "the refusal in the log")
+        self.assertEqual(info(bad)["master_link_status"], "down")
+        self.assertEqual(c.call("WAIT", "2", "300"), 1)
+        c.close()
+        cg.close()
+        for s in (bad, good, p):
+            s.stop()
+
+    def test_resp_replicaof_over_tls(self):
+        """With tls-replication, `replicaof HOST PORT resp` names the
+        primary's tls-resp-port: the replica asks there over TLS for
+        kvd_native_tls_port and links to that."""
+        import tlscerts
+        from kvdtest import free_port
+        if not tlscerts.Certs.available():
+            self.skipTest("the openssl command is missing")
+        certs = tlscerts.Certs()
+        self.addCleanup(certs.cleanup)
+        tport, trport = free_port(), free_port()
+        p = self.server(
+            "--tls-port", str(tport), "--tls-resp-port", str(trport),
+            "--tls-cert-file", certs.server_cert,
+            "--tls-key-file", certs.server_key,
+            "--tls-ca-cert-file", certs.ca,
+            "--tls-auth-clients", "no").start()
+        put_many(p, 0, 100)
+        r = self.server("--replicaof", "127.0.0.1", str(trport), "resp",
+                        "--tls-replication", "yes",
+                        "--tls-ca-cert-file", certs.ca).start()
+        self.same(p, r)
+        self.assertEqual(info(r)["master_port"], str(trport))
+        wait_until(lambda: info(r)["master_link_status"] == "up", 20,
+                   "the link")
+        put_many(p, 100, 200)
+        self.same(p, r)
+        r.stop()
+        p.stop()
+
+    def test_client_kill_type_master_and_replica(self):
+        """CLIENT LIST shows a replica's link on the primary (flags=S,
+        TYPE replica) and the link on the replica (flags=M, TYPE master);
+        CLIENT KILL TYPE replica/slave and TYPE master close them (the
+        replica connects again and keeps up), TYPE normal leaves them."""
+        p = self.server().start()
+        r = self.server("--replicaof", "127.0.0.1", str(p.resp_port),
+                        "resp").start()
+        cp, cr = Raw(p.resp_port), Raw(r.resp_port)
+        wait_until(lambda: info(r)["master_link_status"] == "up", 20,
+                   "the link")
+        wait_until(lambda: b"flags=S" in cp.call("CLIENT", "LIST"), 10,
+                   "the replica's link listed")
+        lines = cp.call("CLIENT", "LIST", "TYPE", "replica").splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(b" flags=S ", lines[0])
+        self.assertEqual(cp.call("CLIENT", "LIST", "TYPE", "master"), b"")
+        self.assertNotIn(b"flags=S",
+                         cp.call("CLIENT", "LIST", "TYPE", "normal"))
+        ml = cr.call("CLIENT", "LIST", "TYPE", "master").splitlines()
+        self.assertEqual(len(ml), 1, ml)
+        self.assertIn(b" flags=M ", ml[0])
+        self.assertIn(b"addr=127.0.0.1:%d " % p.port, ml[0])
+        self.assertEqual(cr.call("CLIENT", "LIST", "TYPE", "replica"), b"")
+        # TYPE normal (what Sentinel sends) keeps the replication links
+        self.assertEqual(cp.call("CLIENT", "KILL", "TYPE", "normal"), 0)
+        self.assertEqual(cr.call("CLIENT", "KILL", "TYPE", "normal"), 0)
+        # TYPE slave closes the replica's link; it comes back
+        self.assertEqual(cp.call("CLIENT", "KILL", "TYPE", "slave"), 1)
+        wait_until(lambda: r.log_text().count(b"replication: streaming")
+                   >= 2, 20, "the replica to reconnect")
+        # TYPE master on the replica drops its link; it reconnects
+        wait_until(lambda: info(r)["master_link_status"] == "up", 20,
+                   "the link")
+        self.assertEqual(cr.call("CLIENT", "KILL", "TYPE", "master"), 1)
+        wait_until(lambda: r.log_text().count(b"replication: streaming")
+                   >= 3, 20, "the replica to reconnect")
+        put_many(p, 0, 100)
+        self.same(p, r)
+        self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
+        cp.close()
+        cr.close()
         r.stop()
         p.stop()
 

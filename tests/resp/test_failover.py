@@ -1,0 +1,270 @@
+"""test_failover.py - Redis Sentinel fails a kvd primary over to one of its
+replicas (docs/replication.md, "Failover with Redis Sentinel").
+
+Three real redis-sentinel processes (quorum 2) watch a kvd primary with two
+kvd replicas, all on loopback, each kvd with a --config file (Sentinel's
+CONFIG REWRITE).  A writer thread writes through redis-py's
+Sentinel(...).master_for(...) and sends WAIT 1 after each SET, recording
+every key whose WAIT answered at least 1.  The primary is killed with
+SIGKILL.  Then:
+
+- the Sentinels promote a replica (their MULTI, SLAVEOF NO ONE, CONFIG
+  REWRITE, CLIENT KILL TYPE normal and pubsub, EXEC all work on kvd), and
+  get-master-addr-by-name names it;
+- the redis-py client follows: its writes after the failover reach the new
+  primary and are WAITed for by the other replica;
+- every recorded key is on the new primary with its value;
+- the other replica follows the new primary (Sentinel's SLAVEOF) and ends
+  identical to it;
+- the old primary, restarted on the same port with the same data directory
+  and config file, is turned into a replica of the new one by Sentinel and
+  ends identical to it.
+
+Every wait is on a condition and bounded; the whole run takes well under
+90 s.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+try:
+    import redis
+    import redis.sentinel
+except ImportError:  # checked in setUp: a skip, not an error
+    redis = None
+
+from kvdtest import Server, free_port
+from resputil import main, need
+
+NAME = "kvdm"
+
+
+def wait_until(fn, timeout, what):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError("timed out after %d s waiting for %s (last: %r)"
+                         % (timeout, what, last))
+
+
+def info(port, section="replication"):
+    c = redis.Redis(port=port, decode_responses=True, socket_timeout=5)
+    try:
+        return c.info(section)
+    finally:
+        c.close()
+
+
+def dump(port):
+    """Every key and value, in key order."""
+    c = redis.Redis(port=port, socket_timeout=10)
+    try:
+        keys = sorted(c.scan_iter(count=1000))
+        vals = c.mget(keys) if keys else []
+        return list(zip(keys, vals))
+    finally:
+        c.close()
+
+
+class Kvd(Server):
+    """A kvd whose RESP port is fixed in its config file, so that a restart
+    comes back where the Sentinels know it."""
+
+    def __init__(self, tmp, name, extra_conf=""):
+        super().__init__(threads=2, resp=False)
+        self.resp_port = free_port()
+        self.conf = os.path.join(tmp, name + ".conf")
+        with open(self.conf, "w") as f:
+            f.write("resp-port %d\n%s" % (self.resp_port, extra_conf))
+        self.extra = ["--config", self.conf, "--journal-segment-size", "1m"]
+
+    def start(self, timeout=15, port=None):
+        super().start(timeout, port)
+        wait_until(lambda: info(self.resp_port, "server"), 15,
+                   "the RESP port")
+        return self
+
+
+class Failover(unittest.TestCase):
+    def setUp(self):
+        need("redis-sentinel")
+        if redis is None:
+            self.skipTest("python3-redis is not installed "
+                          "(scripts/deps.sh test)")
+        self.tmp = tempfile.mkdtemp(prefix="kvd-failover-")
+        self.kvds, self.sentinels = [], []
+
+    def tearDown(self):
+        for p, _ in self.sentinels:
+            p.send_signal(signal.SIGTERM)
+        for p, _ in self.sentinels:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for k in self.kvds:
+            k.cleanup()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def logs(self):
+        out = []
+        for name in sorted(os.listdir(self.tmp)):
+            path = os.path.join(self.tmp, name, "sentinel.log")
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    out.append("--- %s\n%s" % (name, f.read()[-4000:]))
+        for k in self.kvds:
+            out.append("--- kvd %d\n%s" % (k.resp_port,
+                       k.log_text()[-3000:].decode(errors="replace")))
+        return "\n".join(out)
+
+    def kvd(self, name, extra_conf=""):
+        k = Kvd(self.tmp, name, extra_conf)
+        self.kvds.append(k)
+        return k.start()
+
+    def sentinel(self, name, master_port):
+        port = free_port()
+        d = os.path.join(self.tmp, name)
+        os.mkdir(d)
+        conf = os.path.join(d, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\n"
+                    "logfile %s\n"
+                    "sentinel monitor %s 127.0.0.1 %d 2\n"
+                    "sentinel down-after-milliseconds %s 1000\n"
+                    "sentinel failover-timeout %s 10000\n"
+                    "sentinel parallel-syncs %s 1\n"
+                    % (port, d, os.path.join(d, "sentinel.log"), NAME,
+                       master_port, NAME, NAME, NAME))
+        p = subprocess.Popen(["redis-sentinel", conf],
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        self.sentinels.append((p, port))
+        return port
+
+    def sentinel_view(self, port):
+        c = redis.Redis(port=port, decode_responses=True, socket_timeout=5)
+        try:
+            m = c.execute_command("SENTINEL", "MASTER", NAME)
+            return m if isinstance(m, dict) else dict(zip(m[::2], m[1::2]))
+        finally:
+            c.close()
+
+    def master_addr(self, port):
+        c = redis.Redis(port=port, decode_responses=True, socket_timeout=5)
+        try:
+            a = c.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME",
+                                  NAME)
+            return int(a[1])
+        finally:
+            c.close()
+
+    def follows(self, k, primary):
+        i = info(k.resp_port)
+        return (i.get("role") == "slave" and
+                i.get("master_port") == primary.resp_port and
+                i.get("master_link_status") == "up")
+
+    def test_sentinel_failover(self):
+        p = self.kvd("p")
+        # the replicas name the primary's RESP port, as Sentinel does
+        link = "replicaof 127.0.0.1 %d resp\n" % p.resp_port
+        reps = [self.kvd("r1", link), self.kvd("r2", link)]
+        for r in reps:
+            wait_until(lambda: self.follows(r, p), 20, "the replicas")
+        sports = [self.sentinel("s%d" % i, p.resp_port) for i in range(3)]
+
+        def ready(port):
+            m = self.sentinel_view(port)
+            return (m["flags"] == "master" and
+                    int(m["num-other-sentinels"]) == 2 and
+                    int(m["num-slaves"]) == 2)
+        for s in sports:
+            wait_until(lambda: ready(s), 30, "sentinel %d ready" % s)
+
+        # the writer: SET, then WAIT 1; record the keys WAIT confirmed
+        acked, stop, errors = {}, threading.Event(), []
+        st = redis.sentinel.Sentinel([("127.0.0.1", s) for s in sports],
+                                     socket_timeout=2)
+        m = st.master_for(NAME, socket_timeout=2)
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                k, v = "k%06d" % i, "v%d-%f" % (i, time.time())
+                i += 1
+                try:
+                    m.set(k, v)
+                    if m.execute_command("WAIT", 1, 500) >= 1:
+                        acked[k] = v
+                except redis.RedisError as e:  # failing over: try again
+                    errors.append(repr(e))
+                    time.sleep(0.05)
+        w = threading.Thread(target=writer)
+        w.start()
+        try:
+            wait_until(lambda: len(acked) >= 100, 20, "acknowledged writes")
+            before = len(acked)
+            p.kill9()
+            # Sentinel promotes one of the replicas
+            new_port = wait_until(
+                lambda: all(self.master_addr(s) != p.resp_port
+                            for s in sports) and self.master_addr(sports[0]),
+                40, "the failover")
+            new = [r for r in reps if r.resp_port == new_port]
+            self.assertEqual(len(new), 1, (new_port, self.logs()))
+            new = new[0]
+            other = reps[1 - reps.index(new)]
+            self.assertEqual(info(new.resp_port)["role"], "master")
+            # the client follows: WAIT-confirmed writes on the new primary
+            wait_until(lambda: len(acked) >= before + 50, 40,
+                       "writes acknowledged after the failover")
+        finally:
+            stop.set()
+            w.join(30)
+        self.assertFalse(w.is_alive())
+        # every write whose WAIT answered >= 1 survived the failover
+        c = redis.Redis(port=new.resp_port, decode_responses=True,
+                        socket_timeout=10)
+        keys = sorted(acked)
+        got = dict(zip(keys, c.mget(keys)))
+        lost = [k for k in keys if got[k] != acked[k]]
+        self.assertEqual(lost, [], self.logs())
+        c.close()
+        # the other replica follows the new primary, identical
+        wait_until(lambda: self.follows(other, new), 30,
+                   "the other replica to follow the new primary")
+        want = dump(new.resp_port)
+        wait_until(lambda: dump(other.resp_port) == want, 30,
+                   "the other replica to match")
+        # once every Sentinel ended the failover (flags back to plain
+        # master, at the new address), the old primary, restarted as it
+        # was, comes back as a primary and Sentinel makes it a replica
+        for s in sports:
+            wait_until(lambda: self.sentinel_view(s)["flags"] == "master" and
+                       int(self.sentinel_view(s)["port"]) == new.resp_port,
+                       30, "sentinel %d to end the failover" % s)
+        p.start(port=p.port)
+        wait_until(lambda: self.follows(p, new), 45,
+                   "the old primary to rejoin as a replica")
+        wait_until(lambda: dump(p.resp_port) == want, 30,
+                   "the old primary to match the new one")
+
+
+if __name__ == "__main__":
+    main()
