@@ -468,8 +468,11 @@ static int parse_i64(struct kv_slice d, int64_t *out)
 		return -1;
 	memcpy(buf, d.p, d.n);
 	buf[d.n] = '\0';
-	if (buf[0] == '+' || buf[0] == ' ' || (buf[0] == '0' && d.n > 1) ||
-	    (buf[0] == '-' && (d.n == 1 || buf[1] == '0')))
+	/* strtoll would skip any leading white space ("\t9" is no integer
+	 * to Redis) and take a '+': only a digit or '-' may come first. */
+	if (!((buf[0] >= '0' && buf[0] <= '9') || buf[0] == '-') ||
+	    (buf[0] == '0' && d.n > 1) ||
+	    (buf[0] == '-' && (d.n == 1 || buf[1] < '1' || buf[1] > '9')))
 		return -1;
 	errno = 0;
 	v = strtoll(buf, &end, 10);

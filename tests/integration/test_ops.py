@@ -209,6 +209,9 @@ class Ops(ServerCase):
         self.assertEqual(self.c.call(GET, b"n"), [OK, b"-2"])
         self.c.call(PUT, b"s", b"abc")
         self.assertEqual(self.c.call(INCR, b"s", 1)[0], NOT_INTEGER)
+        for v in (b"\t9", b"\r9", b"+9", b"-0"):  # as Redis: no integer
+            self.c.call(PUT, b"w", v)
+            self.assertEqual(self.c.call(INCR, b"w", 1)[0], NOT_INTEGER, v)
         self.c.call(PUT, b"big", b"9223372036854775807")
         self.assertEqual(self.c.call(INCR, b"big", 1)[0], NOT_INTEGER)
         self.assertEqual(self.c.call(GET, b"big"), [OK, b"9223372036854775807"])

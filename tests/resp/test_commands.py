@@ -256,6 +256,12 @@ class Commands(ServerCase):
         self.assertEqual(r.get("c"), str(2**63 - 1).encode())
         r.set("t", "abc")
         self.assertIn("not an integer or out of range", self.err("INCR", "t"))
+        # a stored value with leading white space or '+' is no integer
+        # (Redis's string2ll), whatever strtoll would make of it
+        for v in ("\t999", "\n1", " 1", "+1", "-0", "- 1", "\v-5"):
+            r.set("t", v)
+            self.assertIn("not an integer", self.err("INCR", "t"), repr(v))
+            self.assertEqual(r.get("t"), v.encode())
         self.assertIn("not an integer", self.err("INCRBY", "c", "1.5"))
         self.assertIn("not an integer", self.err("INCRBY", "c", "01"))
         self.assertEqual(self.err("DECRBY", "c", str(-2**63)),
