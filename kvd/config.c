@@ -1038,12 +1038,20 @@ static void text_add(struct text *t, const char *s, size_t n)
 	t->len += n;
 }
 
+/* o's line; role, when not NULL, is replicaof's value (the live role:
+ * an empty one writes no line). */
 static void text_opt(struct text *t, const struct kvd_config *live,
-		     const struct opt *o)
+		     const struct opt *o, const char *role)
 {
 	char val[600];
 
-	format_opt(live, o, val, sizeof(val));
+	if (role && !strcmp(o->name, "replicaof")) {
+		if (!*role)
+			return;
+		snprintf(val, sizeof(val), "%s", role);
+	} else {
+		format_opt(live, o, val, sizeof(val));
+	}
 	text_add(t, o->name, strlen(o->name));
 	text_add(t, " ", 1);
 	text_add(t, val, strlen(val));
@@ -1054,7 +1062,8 @@ static void text_opt(struct text *t, const struct kvd_config *live,
  * first line (later ones dropped, as Redis does), the others appended;
  * comments and every other line kept as they are. */
 static int rewrite_text(FILE *f, const struct kvd_config *live,
-			const unsigned char *want, struct text *t)
+			const unsigned char *want, const char *role,
+			struct text *t)
 {
 	unsigned char seen[NOPTS] = {0};
 	char *line = NULL;
@@ -1068,7 +1077,7 @@ static int rewrite_text(FILE *f, const struct kvd_config *live,
 			text_add(t, line, (size_t)n);
 		} else if (!seen[o - options]) {
 			seen[o - options] = 1;
-			text_opt(t, live, o);
+			text_opt(t, live, o, role);
 		}
 	}
 	free(line);
@@ -1077,15 +1086,19 @@ static int rewrite_text(FILE *f, const struct kvd_config *live,
 	for (size_t i = 0; i < NOPTS; i++) {
 		if (!want[i] || seen[i])
 			continue;
+		if (role && !*role && !strcmp(options[i].name, "replicaof"))
+			continue;
 		if (t->len && t->p[t->len - 1] != '\n')
 			text_add(t, "\n", 1);
-		text_opt(t, live, &options[i]);
+		text_opt(t, live, &options[i], role);
 	}
 	return t->err ? -1 : 0;
 }
 
-int kvd_config_rewrite(const struct kvd_config *live, char *err, size_t errlen)
+int kvd_config_rewrite(const struct kvd_config *live, const char *role,
+		       char *err, size_t errlen)
 {
+	const struct opt *ro = find_opt("replicaof", strlen("replicaof"));
 	unsigned char want[NOPTS];
 	struct text t = {NULL, 0, 0, 0};
 	struct stat st;
@@ -1100,8 +1113,13 @@ int kvd_config_rewrite(const struct kvd_config *live, char *err, size_t errlen)
 	pthread_mutex_lock(&set_lock);
 	memcpy(want, set_at_run, sizeof(want));
 	pthread_mutex_unlock(&set_lock);
+	/* The role is always written from the live one (REPLICAOF changes it
+	 * at run time), as Redis's CONFIG REWRITE writes replicaof. */
+	if (role)
+		want[ro - options] = 1;
 	f = fopen(live->config_file, "r");
-	if (!f || fstat(fileno(f), &st) || rewrite_text(f, live, want, &t) ||
+	if (!f || fstat(fileno(f), &st) ||
+	    rewrite_text(f, live, want, role, &t) ||
 	    write_atomic(live->config_file, t.p ? t.p : "", t.len,
 			 st.st_mode & 07777)) {
 		snprintf(err, errlen, "ERR Rewriting config file: %s",

@@ -142,9 +142,13 @@ int kvd_config_format(const struct kvd_config *live, const char *name,
 		      char *buf, size_t cap);
 /* CONFIG REWRITE: write the options CONFIG SET changed into the config file
  * (--config): each in place of its first line there, or appended; every
- * other line kept.  Atomic: a temporary file, fsync, rename, fsync of the
- * directory.  0, or -1 with a reason in err. */
-int kvd_config_rewrite(const struct kvd_config *live, char *err, size_t errlen);
+ * other line kept.  role, when not NULL, is the live replication role as
+ * replicaof's value ("HOST PORT [resp]"), written the same way, or "" for
+ * a primary: the file's replicaof lines are then removed.  Atomic: a
+ * temporary file, fsync, rename, fsync of the directory.  0, or -1 with a
+ * reason in err. */
+int kvd_config_rewrite(const struct kvd_config *live, const char *role,
+		       char *err, size_t errlen);
 
 /* Print every option with its default to stdout (kvd --help). */
 void kvd_config_usage(void);

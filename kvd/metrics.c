@@ -284,6 +284,16 @@ static void repl_metrics(struct kvd_server *srv, struct kv_buf *b)
 	     "Seconds since a replica heard from its primary (on a primary: "
 	     "the longest since a replica asked).");
 	out(b, "kvd_replication_lag_seconds %.3f\n", (double)rs.lag_ms / 1e3);
+	head(b, "kvd_replication_syncs_total", "counter",
+	     "Resyncs answered as a primary: full copies, continuations, and "
+	     "continuations refused (INFO sync_full, sync_partial_ok, "
+	     "sync_partial_err).");
+	out(b, "kvd_replication_syncs_total{kind=\"full\"} %llu\n",
+	    (unsigned long long)rs.syncs_full);
+	out(b, "kvd_replication_syncs_total{kind=\"partial_ok\"} %llu\n",
+	    (unsigned long long)rs.syncs_partial_ok);
+	out(b, "kvd_replication_syncs_total{kind=\"partial_err\"} %llu\n",
+	    (unsigned long long)rs.syncs_partial_err);
 }
 
 void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)

@@ -106,6 +106,9 @@ static struct {
 	uint64_t gone_ms;	       /* when the last one went */
 	uint64_t next_sid;
 	atomic_uint good; /* replicas heard from within max-lag */
+	/* resyncs answered (Redis's sync_full, sync_partial_ok and
+	 * sync_partial_err); only the sender writes them */
+	atomic_uint_least64_t syncs_full, syncs_partial_ok, syncs_partial_err;
 	/* the sender's own */
 	struct kvd_wreq *waiting; /* parked pulls and WAITs */
 	struct hold *held;
@@ -493,16 +496,27 @@ static int can_continue(struct rep *rp, const struct job *j)
 			old = 0;
 	pthread_mutex_unlock(&R.smu);
 	if (strlen(j->replid) != KVD_REPLID_LEN || (!same && !old))
-		return 0;
+		goto refuse;
 	for (unsigned i = 0; i < srv->nshards; i++) {
 		uint64_t pub = kvd_shard_pub_lsn(srv->store, i);
 
 		if (j->pos[i] == 0 || j->pos[i] > pub + 1 ||
 		    kvj_reader_open(kvd_shard_dir(srv->store, i), i, j->pos[i],
 				    &rp->rd[i]))
-			return 0;
+			goto refuse;
 	}
+	atomic_fetch_add(&R.syncs_partial_ok, 1);
 	return 1;
+refuse:
+	/* A replica with a history (our id, or records of its own) asked to
+	 * continue it and cannot: Redis's sync_partial_err.  An empty one
+	 * with a foreign id is a first sync (Redis's "PSYNC ? -1"). */
+	for (unsigned i = 0; !same && !old && i < srv->nshards; i++)
+		if (j->pos[i] > 1)
+			old = 1;
+	if (same || old)
+		atomic_fetch_add(&R.syncs_partial_err, 1);
+	return 0;
 }
 
 /* A consistent cut of every shard, as BACKUP takes it. */
@@ -560,6 +574,7 @@ static void do_sync(struct kvd_wreq *w, struct job *j)
 		return;
 	}
 	update_holds();
+	atomic_fetch_add(&R.syncs_full, 1);
 	log_info("replication: replica %s (port %u) takes a full copy", j->ip,
 		 j->port);
 	frame_begin(&b, 5, KV_OK);
@@ -1356,6 +1371,17 @@ int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 	return rc;
 }
 
+void kvd_repl_config_role(char *buf, size_t cap)
+{
+	pthread_mutex_lock(&R.smu);
+	if (R.link.replica)
+		snprintf(buf, cap, "%s %u%s", R.link.host, R.link.port,
+			 R.link.resp ? " resp" : "");
+	else if (cap)
+		buf[0] = '\0';
+	pthread_mutex_unlock(&R.smu);
+}
+
 int kvd_repl_kill_link(void)
 {
 	int n = 0;
@@ -1570,6 +1596,9 @@ void kvd_repl_stat(struct kvd_server *srv, struct kvd_repl_stat *s)
 	memset(s, 0, sizeof(*s));
 	s->offset = off;
 	s->replicas = atomic_load(&R.good);
+	s->syncs_full = atomic_load(&R.syncs_full);
+	s->syncs_partial_ok = atomic_load(&R.syncs_partial_ok);
+	s->syncs_partial_err = atomic_load(&R.syncs_partial_err);
 	pthread_mutex_lock(&R.smu);
 	s->replica = R.link.replica;
 	s->link_up = R.link.up;

@@ -62,6 +62,10 @@ const char *kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n, uint64_t ms);
  * native port otherwise.  0, or -1 with err. */
 int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 		       size_t errlen);
+/* The live role as the option replicaof writes it (CONFIG REWRITE):
+ * "HOST PORT", "HOST PORT resp" (REPLICAOF on the RESP port), or "" for a
+ * primary. */
+void kvd_repl_config_role(char *buf, size_t cap);
 /* CLIENT KILL TYPE master: drop the link to the primary (the replica
  * connects again at once, as Redis's).  1 when a link was up, else 0. */
 int kvd_repl_kill_link(void);
@@ -87,6 +91,12 @@ struct kvd_repl_stat {
 	uint64_t offset;
 	uint64_t lag_records;
 	uint64_t lag_ms;
+	/* Resyncs this server answered as a primary since it started (kept
+	 * across a change of role): full copies, continuations, and
+	 * continuations asked for and refused (each also a full copy). */
+	uint64_t syncs_full;
+	uint64_t syncs_partial_ok;
+	uint64_t syncs_partial_err;
 };
 void kvd_repl_stat(struct kvd_server *srv, struct kvd_repl_stat *s);
 

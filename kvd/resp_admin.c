@@ -625,7 +625,9 @@ const char *resp_config(struct kvd_conn *c, struct resp_req *r)
 	    "RESETSTAT",
 	    "    Reset statistics reported by the INFO command.",
 	    "REWRITE",
-	    "    Write the options CONFIG SET changed into the config file.",
+	    "    Write the options CONFIG SET changed, and the replication "
+	    "role, "
+	    "into the config file.",
 	    "HELP",
 	    "    Print this help.",
 	    NULL};
@@ -643,7 +645,11 @@ const char *resp_config(struct kvd_conn *c, struct resp_req *r)
 		/* Blocks this io thread for a small file's write and two
 		 * fsyncs: an operator's command (Sentinel sends it once per
 		 * failover), answered in order inside MULTI as Redis does. */
-		if (kvd_config_rewrite(c->io->srv->cfg, err, sizeof(err))) {
+		char role[300];
+
+		kvd_repl_config_role(role, sizeof(role));
+		if (kvd_config_rewrite(c->io->srv->cfg, role, err,
+				       sizeof(err))) {
 			snprintf(r->err, sizeof(r->err), "%s", err);
 			log_warn("CONFIG REWRITE failed: %s", err + 4);
 			return r->err;

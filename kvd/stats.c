@@ -122,13 +122,16 @@ static void stats_repl(struct kvd_server *srv, struct kv_buf *b)
 
 	kvd_repl_stat(srv, &rs);
 	kv_mp_cstr(b, "replication");
-	kv_mp_map(b, 5);
+	kv_mp_map(b, 8);
 	kv_mp_cstr(b, "role");
 	kv_mp_cstr(b, rs.replica ? "replica" : "primary");
 	kv_u(b, "replicas", rs.replicas);
 	kv_u(b, "offset", rs.offset);
 	kv_u(b, "lag_records", rs.lag_records);
 	kv_u(b, "lag_ms", rs.lag_ms);
+	kv_u(b, "sync_full", rs.syncs_full);
+	kv_u(b, "sync_partial_ok", rs.syncs_partial_ok);
+	kv_u(b, "sync_partial_err", rs.syncs_partial_err);
 }
 
 void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
@@ -231,16 +234,22 @@ const char *kvd_run_id(void)
 static pthread_mutex_t base_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kvd_totals base;
 static uint64_t base_auth, base_psclosed;
+static uint64_t base_syncs[3]; /* full, partial ok, partial err */
 
 void kvd_stats_reset(struct kvd_server *srv)
 {
 	struct kvd_totals t;
+	struct kvd_repl_stat rs;
 	uint64_t ch, pat, closed;
 
 	kvd_stats_sum(srv, &t);
 	kvd_resp_pubsub_stats(srv, &ch, &pat, &closed);
+	kvd_repl_stat(srv, &rs);
 	pthread_mutex_lock(&base_lock);
 	base = t;
+	base_syncs[0] = rs.syncs_full;
+	base_syncs[1] = rs.syncs_partial_ok;
+	base_syncs[2] = rs.syncs_partial_err;
 	base_auth = kvd_auth_failures();
 	base_psclosed = closed;
 	pthread_mutex_unlock(&base_lock);
@@ -248,7 +257,7 @@ void kvd_stats_reset(struct kvd_server *srv)
 
 /* t less the counters at the last CONFIG RESETSTAT. */
 static void since_reset(struct kvd_totals *t, uint64_t *auth,
-			uint64_t *psclosed)
+			uint64_t *psclosed, uint64_t *syncs)
 {
 	pthread_mutex_lock(&base_lock);
 	for (unsigned op = 0; op < KV_OP_MAX; op++) {
@@ -266,6 +275,8 @@ static void since_reset(struct kvd_totals *t, uint64_t *auth,
 	t->preauth_closed -= base.preauth_closed;
 	*auth -= base_auth;
 	*psclosed -= base_psclosed;
+	for (unsigned k = 0; k < 3; k++)
+		syncs[k] -= base_syncs[k];
 	pthread_mutex_unlock(&base_lock);
 }
 
@@ -350,10 +361,15 @@ static void info_stats(struct kvd_io *io, struct kvd_totals t0,
 {
 	struct kvd_totals *t = &t0;
 	uint64_t calls = 0, errors = 0, auth = kvd_auth_failures();
-	uint64_t ch, pat, psclosed;
+	uint64_t ch, pat, psclosed, syncs[3];
+	struct kvd_repl_stat rs;
 
 	kvd_resp_pubsub_stats(io->srv, &ch, &pat, &psclosed);
-	since_reset(t, &auth, &psclosed);
+	kvd_repl_stat(io->srv, &rs);
+	syncs[0] = rs.syncs_full;
+	syncs[1] = rs.syncs_partial_ok;
+	syncs[2] = rs.syncs_partial_err;
+	since_reset(t, &auth, &psclosed, syncs);
 	for (unsigned op = 1; op < KV_OP_MAX; op++) {
 		calls += t->calls[op];
 		errors += t->errors[op];
@@ -371,6 +387,9 @@ static void info_stats(struct kvd_io *io, struct kvd_totals t0,
 		      (unsigned long long)t->refused);
 	kvd_info_line(b, "acl_access_denied_auth:%llu",
 		      (unsigned long long)auth);
+	kvd_info_line(b, "sync_full:%llu", (unsigned long long)syncs[0]);
+	kvd_info_line(b, "sync_partial_ok:%llu", (unsigned long long)syncs[1]);
+	kvd_info_line(b, "sync_partial_err:%llu", (unsigned long long)syncs[2]);
 	kvd_info_line(b, "expired_keys:%llu", (unsigned long long)t->reaped);
 	kvd_info_line(b, "pubsub_channels:%llu", (unsigned long long)ch);
 	kvd_info_line(b, "pubsub_patterns:%llu", (unsigned long long)pat);

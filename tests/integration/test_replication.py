@@ -7,7 +7,9 @@ docs/replication.md it checks.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -53,6 +55,19 @@ def info(srv):
     return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
 
 
+def syncs(srv):
+    """srv's resyncs answered as a primary: (full, partial ok, partial
+    err), INFO stats's sync_full, sync_partial_ok, sync_partial_err."""
+    r = Raw(srv.resp_port)
+    try:
+        text = r.call("INFO", "stats").decode()
+    finally:
+        r.close()
+    i = dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+    return tuple(int(i[k]) for k in ("sync_full", "sync_partial_ok",
+                                     "sync_partial_err"))
+
+
 def put_many(srv, lo, hi, tag=b"v", batch=1000):
     c = srv.client()
     try:
@@ -95,12 +110,14 @@ class Replication(unittest.TestCase):
         r = self.replica(p)
         self.assertEqual(len(self.same(p, r)), 3000)
         self.assertIn(b"taking a full copy", r.log_text())
+        self.assertEqual(syncs(p), (1, 0, 0))
         r.stop()
         put_many(p, 3000, 5000)
         r.start()
         self.assertEqual(len(self.same(p, r)), 5000)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
         self.assertIn(b"continuing from offset", r.log_text())
+        self.assertEqual(syncs(p), (1, 1, 0))
         r.stop()
         p.stop()
 
@@ -137,6 +154,7 @@ class Replication(unittest.TestCase):
         self.same(p, r)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
         self.assertIn(b"continuing from offset", r.log_text())
+        self.assertEqual(syncs(p), (1, 1, 0))
         r.stop()
         p.stop()
 
@@ -153,6 +171,8 @@ class Replication(unittest.TestCase):
         put_many(p, 2000, 4000)
         self.assertEqual(len(self.same(p, r)), 4000)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
+        # the restarted primary counts from zero: one continuation
+        self.assertEqual(syncs(p), (0, 1, 0))
         r.stop()
         p.stop()
 
@@ -193,6 +213,7 @@ class Replication(unittest.TestCase):
         wait_until(lambda: c2.call("GET", "after") == b"promotion", 30,
                    "the new primary's write")
         self.assertEqual(r2.log_text().count(b"taking a full copy"), 1)
+        self.assertEqual(syncs(r1), (0, 1, 0))  # by its old id (replid2)
         self.assertEqual(info(r2)["master_replid"], i1["master_replid"])
         self.assertEqual(info(r2)["master_port"], str(r1.resp_port))
         self.same(r1, r2)
@@ -437,6 +458,126 @@ class Replication(unittest.TestCase):
         self.assertEqual(n.call(PUT, b"mine", b"1"), [OK])
         n.close()
         r.stop()
+        p.stop()
+
+
+class RoleRewrite(unittest.TestCase):
+    """CONFIG REWRITE writes the live role as replicaof, as Redis's does,
+    so that a restart keeps the role REPLICAOF gave (docs/replication.md,
+    "Roles in the configuration file")."""
+
+    def setUp(self):
+        self.servers = []
+        self.tmp = tempfile.mkdtemp(prefix="kvd-rolerw-")
+
+    def tearDown(self):
+        for s in self.servers:
+            s.cleanup()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def server(self, text=None):
+        """A server; with text, a --config file holding it."""
+        args = ["--journal-segment-size", "1m"]
+        if text is not None:
+            conf = os.path.join(self.tmp, "kvd%d.conf" % len(self.servers))
+            with open(conf, "w") as f:
+                f.write(text)
+            args = ["--config", conf] + args
+        s = Server(threads=2, resp=True, args=args)
+        s.conf = text is not None and conf
+        self.servers.append(s)
+        return s.start()
+
+    def resp(self, s):
+        """A RESP connection to s (its RESP listener may open just after
+        the native one)."""
+        deadline = time.time() + 10
+        while True:
+            try:
+                return Raw(s.resp_port)
+            except ConnectionRefusedError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def read(self, s):
+        with open(s.conf) as f:
+            return f.read()
+
+    def test_promoted_replica_stays_primary_after_restart(self):
+        """REPLICAOF NO ONE + CONFIG REWRITE removes replicaof from the
+        file (other lines kept): restarted, the server is a primary and
+        takes writes."""
+        p = self.server()
+        put_many(p, 0, 500)
+        r = self.server("# replica\nreplicaof 127.0.0.1 %d\n"
+                        "slowlog-max-len 9\n" % p.port)
+        wait_until(lambda: dump(r) == dump(p), 30, "the replica to match")
+        c = self.resp(r)
+        self.assertEqual(c.call("REPLICAOF", "NO", "ONE"), b"OK")
+        self.assertEqual(c.call("CONFIG", "REWRITE"), b"OK")
+        c.close()
+        self.assertEqual(self.read(r), "# replica\nslowlog-max-len 9\n")
+        r.restart()
+        c = self.resp(r)
+        self.assertEqual(c.call("ROLE")[0], b"master")
+        self.assertEqual(c.call("SET", "mine", "1"), b"OK")
+        self.assertEqual(c.call("GET", "k0000499"), b"v499")
+        c.close()
+        # a second rewrite as a primary leaves the file as it is
+        c = self.resp(r)
+        self.assertEqual(c.call("CONFIG", "REWRITE"), b"OK")
+        c.close()
+        self.assertEqual(self.read(r), "# replica\nslowlog-max-len 9\n")
+        r.stop()
+        p.stop()
+
+    def test_reconfigured_server_follows_after_restart(self):
+        """REPLICAOF on the RESP port + CONFIG REWRITE writes `replicaof
+        HOST PORT resp` in place of the file's replicaof line: restarted,
+        the server follows that primary and gets what it missed."""
+        p = self.server()
+        put_many(p, 0, 500)
+        q = self.server("# q\nreplicaof 127.0.0.1 1\nreplicaof 127.0.0.1 2"
+                        "\nslowlog-max-len 9\n")
+        c = self.resp(q)
+        self.assertEqual(c.call("REPLICAOF", "127.0.0.1", str(p.resp_port)),
+                         b"OK")
+        self.assertEqual(c.call("CONFIG", "REWRITE"), b"OK")
+        c.close()
+        self.assertEqual(self.read(q),
+                         "# q\nreplicaof 127.0.0.1 %d resp\n"
+                         "slowlog-max-len 9\n" % p.resp_port)
+        wait_until(lambda: dump(q) == dump(p), 30, "q to match")
+        q.stop()
+        put_many(p, 500, 1000)
+        q.start()
+        self.resp(q).close()
+        i = info(q)
+        self.assertEqual(i["role"], "slave")
+        self.assertEqual(i["master_port"], str(p.resp_port))
+        wait_until(lambda: dump(q) == dump(p), 30, "q to catch up")
+        self.assertEqual(len(dump(q)), 1000)
+        q.stop()
+        p.stop()
+
+    def test_primary_rewrite_appends_replicaof(self):
+        """A primary whose file has no replicaof, told native REPLICAOF
+        HOST PORT: CONFIG REWRITE appends `replicaof HOST PORT`."""
+        p = self.server()
+        q = self.server("threads 2\n")
+        n = q.client()
+        self.assertEqual(n.call(REPLICAOF, b"127.0.0.1", p.port), [OK])
+        n.close()
+        c = self.resp(q)
+        self.assertEqual(c.call("CONFIG", "REWRITE"), b"OK")
+        c.close()
+        self.assertEqual(self.read(q), "threads 2\nreplicaof 127.0.0.1 %d\n"
+                         % p.port)
+        q.restart()
+        self.resp(q).close()
+        self.assertEqual(info(q)["role"], "slave")
+        q.stop()
         p.stop()
 
 

@@ -21,7 +21,10 @@ import threading
 import time
 import unittest
 
-from kvdtest import AUTH, OK, PUT, SCAN, WAIT, Server, main
+import base64
+
+from kvdtest import (AUTH, OK, PUT, SCAN, STATS, WAIT, Server, free_port,
+                     http_get, main)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "resp"))
 from resputil import Raw, Error  # noqa: E402
@@ -78,6 +81,40 @@ def info(srv):
     finally:
         r.close()
     return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+
+
+def syncs(srv):
+    """The primary's resync counters, (full, partial ok, partial err), as
+    INFO stats gives them; STATS's replication map must agree."""
+    r = rcli(srv)
+    try:
+        text = r.call("INFO", "stats").decode()
+    finally:
+        r.close()
+    i = dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+    got = tuple(int(i[k]) for k in ("sync_full", "sync_partial_ok",
+                                    "sync_partial_err"))
+    c = ncli(srv)
+    try:
+        m = c.call(STATS)[1][b"replication"]
+    finally:
+        c.close()
+    assert got == (m[b"sync_full"], m[b"sync_partial_ok"],
+                   m[b"sync_partial_err"]), (got, m)
+    return got
+
+
+def metric_syncs(srv, mport):
+    """kvd_replication_syncs_total by kind from srv's /metrics."""
+    auth = b"Basic " + base64.b64encode(b"x:" + srv.pw.encode())
+    head, body = http_get(mport, b"/metrics", auth)
+    assert " 200 " in head.splitlines()[0], head
+    out = {}
+    for line in body.splitlines():
+        if line.startswith("kvd_replication_syncs_total{kind=\""):
+            kind = line.split("\"")[1]
+            out[kind] = int(line.split()[-1])
+    return out
 
 
 def put_many(srv, lo, hi, tag=b"v", size=0, batch=1000):
@@ -200,13 +237,18 @@ class Faults(unittest.TestCase):
         repl-backlog-size continues with a partial resync; away while it
         writes more (and checkpoints recycle the journal), it takes a full
         copy, and ends identical either way."""
+        mport = free_port()
         p = self.server("--repl-backlog-size", "2m",
-                        "--checkpoint-interval-ms", "50").start()
+                        "--checkpoint-interval-ms", "50",
+                        "--metrics-port", str(mport)).start()
+        self.assertEqual(syncs(p), (0, 0, 0))
         put_many(p, 0, 1000)
         r = self.replica(p)
         self.same(p, r)
         full = b"takes a full copy"
         self.assertEqual(p.log_text().count(full), 1)
+        # a new replica's first sync is a full one, not a refused partial
+        self.assertEqual(syncs(p), (1, 0, 0))
         # within: a few hundred KiB while it is away
         r.stop()
         put_many(p, 1000, 2000, size=100)
@@ -214,6 +256,7 @@ class Faults(unittest.TestCase):
         self.same(p, r)
         self.assertEqual(p.log_text().count(full), 1)
         self.assertEqual(r.log_text().count(b"continuing from offset"), 1)
+        self.assertEqual(syncs(p), (1, 1, 0))
         # beyond: 12 MB across two shards, 6 segments each, while the
         # backlog keeps 2
         r.stop()
@@ -226,6 +269,18 @@ class Faults(unittest.TestCase):
         self.assertEqual(len(self.same(p, r)), 32000)
         self.assertEqual(p.log_text().count(full), 2)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 2)
+        # beyond the backlog: the partial resync it asked for is refused
+        self.assertEqual(syncs(p), (2, 1, 1))
+        self.assertEqual(metric_syncs(p, mport),
+                         {"full": 2, "partial_ok": 1, "partial_err": 1})
+        # CONFIG RESETSTAT zeroes INFO's, not the monotonic counters
+        cr = rcli(p)
+        self.assertEqual(cr.call("CONFIG", "RESETSTAT"), b"OK")
+        text = cr.call("INFO", "stats").decode()
+        cr.close()
+        self.assertIn("sync_full:0\r\n", text)
+        self.assertIn("sync_partial_err:0\r\n", text)
+        self.assertEqual(metric_syncs(p, mport)["full"], 2)
         r.stop()
         p.stop()
 
