@@ -104,17 +104,19 @@ def syncs(srv):
     return got
 
 
-def metric_syncs(srv, mport):
-    """kvd_replication_syncs_total by kind from srv's /metrics."""
+def metric_repl(srv, mport):
+    """srv's /metrics kvd_replication_* samples: {name{labels}: value}."""
     auth = b"Basic " + base64.b64encode(b"x:" + srv.pw.encode())
     head, body = http_get(mport, b"/metrics", auth)
     assert " 200 " in head.splitlines()[0], head
-    out = {}
-    for line in body.splitlines():
-        if line.startswith("kvd_replication_syncs_total{kind=\""):
-            kind = line.split("\"")[1]
-            out[kind] = int(line.split()[-1])
-    return out
+    return {l.split()[0]: float(l.split()[1]) for l in body.splitlines()
+            if l.startswith("kvd_replication_")}
+
+
+def metric_syncs(srv, mport):
+    """kvd_replication_syncs_total by kind from srv's /metrics."""
+    return {k.split("\"")[1]: int(v) for k, v in metric_repl(srv, mport).items()
+            if k.startswith("kvd_replication_syncs_total{kind=\"")}
 
 
 def put_many(srv, lo, hi, tag=b"v", size=0, batch=1000):
@@ -273,6 +275,14 @@ class Faults(unittest.TestCase):
         self.assertEqual(syncs(p), (2, 1, 1))
         self.assertEqual(metric_syncs(p, mport),
                          {"full": 2, "partial_ok": 1, "partial_err": 1})
+        # the other replication metrics operations.md lists
+        m = metric_repl(p, mport)
+        self.assertEqual(m['kvd_replication_role{role="primary"}'], 1)
+        self.assertEqual(m["kvd_replication_offset"],
+                         int(info(p)["master_repl_offset"]))
+        self.assertEqual(m["kvd_replication_replicas"], 1)
+        self.assertIn("kvd_replication_lag_records", m)
+        self.assertIn("kvd_replication_lag_seconds", m)
         # CONFIG RESETSTAT zeroes INFO's, not the monotonic counters
         cr = rcli(p)
         self.assertEqual(cr.call("CONFIG", "RESETSTAT"), b"OK")

@@ -18,7 +18,10 @@ SIGKILL.  Then:
   identical to it;
 - the old primary, restarted on the same port with the same data directory
   and config file, is turned into a replica of the new one by Sentinel and
-  ends identical to it.
+  ends identical to it;
+- Sentinel's CONFIG REWRITEs leave the roles in the config files: no
+  replicaof on the new primary, `replicaof 127.0.0.1 <its RESP port> resp`
+  on the other two.
 
 Every wait is on a condition and bounded; the whole run takes well under
 90 s.
@@ -77,6 +80,11 @@ def dump(port):
         return list(zip(keys, vals))
     finally:
         c.close()
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
 
 
 class Kvd(Server):
@@ -252,6 +260,14 @@ class Failover(unittest.TestCase):
         want = dump(new.resp_port)
         wait_until(lambda: dump(other.resp_port) == want, 30,
                    "the other replica to match")
+        # Sentinel's CONFIG REWRITEs wrote the roles into the files: the
+        # new primary's lost its replicaof, the other replica's names the
+        # new primary's RESP port (a restart keeps each role)
+        link = "replicaof 127.0.0.1 %d resp" % new.resp_port
+        wait_until(lambda: "replicaof" not in read(new.conf), 30,
+                   "the new primary's file without replicaof")
+        wait_until(lambda: link in read(other.conf).splitlines(), 30,
+                   "the other replica's file to name the new primary")
         # once every Sentinel ended the failover (flags back to plain
         # master, at the new address), the old primary, restarted as it
         # was, comes back as a primary and Sentinel makes it a replica
@@ -264,6 +280,8 @@ class Failover(unittest.TestCase):
                    "the old primary to rejoin as a replica")
         wait_until(lambda: dump(p.resp_port) == want, 30,
                    "the old primary to match the new one")
+        wait_until(lambda: link in read(p.conf).splitlines(), 30,
+                   "the old primary's file to name the new primary")
 
 
 if __name__ == "__main__":
