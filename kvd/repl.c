@@ -482,15 +482,17 @@ static void update_good(void)
 
 /* May the replica continue from its positions?  Its id must be ours, or
  * our previous one with positions not past where we switched; every
- * position must be within what our journals hold. */
+ * position must be within what our journals hold.  Counts the answer
+ * (sync_partial_ok or, for a replica with a history, sync_partial_err). */
 static int can_continue(struct rep *rp, const struct job *j)
 {
 	struct kvd_server *srv = R.srv;
-	int same, old;
+	int same, old, history;
 
 	pthread_mutex_lock(&R.smu);
 	same = !strcmp(j->replid, R.ids.replid);
 	old = !same && !strcmp(j->replid, R.ids.replid2);
+	history = same || old;
 	for (unsigned i = 0; old && i < srv->nshards; i++)
 		if (j->pos[i] > R.ids.sw[i])
 			old = 0;
@@ -508,13 +510,12 @@ static int can_continue(struct rep *rp, const struct job *j)
 	atomic_fetch_add(&R.syncs_partial_ok, 1);
 	return 1;
 refuse:
-	/* A replica with a history (our id, or records of its own) asked to
-	 * continue it and cannot: Redis's sync_partial_err.  An empty one
+	/* A replica with a history (our ids, or records of its own) asked
+	 * to continue it and cannot: Redis's sync_partial_err.  An empty one
 	 * with a foreign id is a first sync (Redis's "PSYNC ? -1"). */
-	for (unsigned i = 0; !same && !old && i < srv->nshards; i++)
-		if (j->pos[i] > 1)
-			old = 1;
-	if (same || old)
+	for (unsigned i = 0; !history && i < srv->nshards; i++)
+		history = j->pos[i] > 1;
+	if (history)
 		atomic_fetch_add(&R.syncs_partial_err, 1);
 	return 0;
 }
