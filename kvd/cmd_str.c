@@ -77,26 +77,6 @@ int kvd_cmd_in_section(struct kvd_conn *c, struct kvd_req *r, kvd_section_fn fn,
 	return rc;
 }
 
-/* Queue one silent write and commit it at once; its request (for its
- * status), or NULL when it could not be queued. */
-static struct kvd_wreq *write_now(struct kvd_conn *c, enum kvd_wkind kind,
-				  struct kv_slice k, struct kv_slice v,
-				  uint64_t exp)
-{
-	struct kvd_excl *x = kvd_excl_current();
-	struct kvd_wreq *w;
-
-	kvd_excl_capture(x);
-	if (kvd_write_one(c, KVD_OP_SILENT, kind, k, v, exp, 0, 0) != KV_OK) {
-		kvd_excl_apply(x);
-		return NULL;
-	}
-	w = x->cap;
-	kvd_excl_apply(x);
-	kvd_excl_commit(x);
-	return w;
-}
-
 /* Queue one silent write, committed when the section's fn returns. */
 static int write_later(struct kvd_conn *c, enum kvd_wkind kind,
 		       struct kv_slice k, struct kv_slice v, uint64_t exp)
@@ -193,12 +173,14 @@ static int move_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 			goto out;
 		}
 	}
-	w = write_now(c, KVD_W_PUT, m->dst, sl(&v), exp);
+	w = kvd_write_now(c, kvd_excl_current(), KVD_OP_SILENT, KVD_W_PUT,
+			  m->dst, sl(&v), exp);
 	rc = !w ? KV_INTERNAL : w->op.status;
 	if (rc != KV_OK || !m->del)
 		goto answer;
 	/* the new key is there: a failure now leaves both, and says so */
-	w = write_now(c, KVD_W_DEL, m->src, none, 0);
+	w = kvd_write_now(c, kvd_excl_current(), KVD_OP_SILENT, KVD_W_DEL,
+			  m->src, none, 0);
 	rc = !w ? KV_INTERNAL : w->op.status;
 answer:
 	if (rc == KV_OK)

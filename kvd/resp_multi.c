@@ -369,25 +369,6 @@ int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
 	return KV_OK;
 }
 
-/* Queue one write and commit it at once; its request, for its status. */
-static struct kvd_wreq *write_now(struct kvd_conn *c, struct kvd_excl *x,
-				  unsigned op, enum kvd_wkind kind,
-				  struct kv_slice k, struct kv_slice v,
-				  uint64_t exp)
-{
-	struct kvd_wreq *w;
-
-	kvd_excl_capture(x);
-	if (kvd_write_one(c, op, kind, k, v, exp, 0, 0) != KV_OK) {
-		kvd_excl_apply(x);
-		return NULL;
-	}
-	w = x->cap;
-	kvd_excl_apply(x);
-	kvd_excl_commit(x);
-	return w;
-}
-
 /* Copy src to dst (its expiry with it), then delete src when del.  The
  * new key is committed (in sync mode flushed) before the old one is
  * deleted: a crash in between leaves both, never neither. */
@@ -425,8 +406,8 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 		resp_add_int(c, 0);
 		goto out;
 	}
-	w = write_now(c, x, del ? RESP_CMD_EXEC : r->cmd, KVD_W_PUT, dst,
-		      (struct kv_slice){.p = v.data, .n = v.len}, exp);
+	w = kvd_write_now(c, x, del ? RESP_CMD_EXEC : r->cmd, KVD_W_PUT, dst,
+			  (struct kv_slice){.p = v.data, .n = v.len}, exp);
 	if (!w || !del)
 		goto out; /* COPY: the PUT's own reply says what happened */
 	if (w->op.status != KV_OK) { /* the source stays */
@@ -435,7 +416,7 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 		err = r->err;
 		goto out;
 	}
-	write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0);
+	kvd_write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0);
 out:
 	kv_buf_free(&v);
 	return err;

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "committer.h"
 #include "datadir.h"
 #include "kv_status.h"
 #include "loop.h"
@@ -124,6 +125,24 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 	pd->parts = 1;
 	dispatch(c, w);
 	return KV_OK;
+}
+
+struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
+			       unsigned op, enum kvd_wkind kind,
+			       struct kv_slice k, struct kv_slice v,
+			       uint64_t expire_at)
+{
+	struct kvd_wreq *w;
+
+	kvd_excl_capture(x);
+	if (kvd_write_one(c, op, kind, k, v, expire_at, 0, 0) != KV_OK) {
+		kvd_excl_apply(x);
+		return NULL;
+	}
+	w = x->cap;
+	kvd_excl_apply(x);
+	kvd_excl_commit(x);
+	return w;
 }
 
 /* One request per shard touched; sizes first, so each is allocated once. */
