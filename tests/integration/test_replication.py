@@ -14,69 +14,12 @@ import threading
 import time
 import unittest
 
-from kvdtest import (OK, PUT, GET, SCAN, WAIT, REPLICAOF, Server, main)
+from kvdtest import (OK, PUT, GET, WAIT, REPLICAOF, Server, main)
 from kvdtest import REPLICA_READ_ONLY  # noqa: F401
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "resp"))
 from resputil import Raw, Error  # noqa: E402
-
-
-def dump(srv):
-    """Every key and value of srv, in key order (native SCAN)."""
-    c = srv.client()
-    out, start = [], None
-    try:
-        while True:
-            st, items, nxt = c.call(SCAN, None, start, None, 10000, 0)
-            assert st == OK, st
-            out += [(items[i], items[i + 1]) for i in range(0, len(items), 2)]
-            if nxt is None:
-                return out
-            start = nxt
-    finally:
-        c.close()
-
-
-def wait_until(fn, timeout=30, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if fn():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def info(srv):
-    r = Raw(srv.resp_port)
-    try:
-        text = r.call("INFO", "replication").decode()
-    finally:
-        r.close()
-    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
-
-
-def syncs(srv):
-    """srv's resyncs answered as a primary: (full, partial ok, partial
-    err), INFO stats's sync_full, sync_partial_ok, sync_partial_err."""
-    r = Raw(srv.resp_port)
-    try:
-        text = r.call("INFO", "stats").decode()
-    finally:
-        r.close()
-    i = dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
-    return tuple(int(i[k]) for k in ("sync_full", "sync_partial_ok",
-                                     "sync_partial_err"))
-
-
-def put_many(srv, lo, hi, tag=b"v", batch=1000):
-    c = srv.client()
-    try:
-        for b in range(lo, hi, batch):
-            rs = c.pipeline([(PUT, b"k%07d" % i, tag + b"%d" % i)
-                             for i in range(b, min(hi, b + batch))])
-            assert all(r == [OK] for r in rs), rs[:3]
-    finally:
-        c.close()
+from replutil import dump, info, put_many, same, syncs, wait_until
 
 
 class Replication(unittest.TestCase):
@@ -97,24 +40,19 @@ class Replication(unittest.TestCase):
         return self.server("--replicaof", "127.0.0.1", str(primary.port),
                            *args, threads=threads).start()
 
-    def same(self, a, b, timeout=30):
-        want = dump(a)
-        wait_until(lambda: dump(b) == want, timeout, "the replica to match")
-        return want
-
     def test_full_copy_then_partial_after_restart(self):
         """A new replica takes a full copy; restarted, it continues from
         its own positions (no second full copy)."""
         p = self.server().start()
         put_many(p, 0, 3000)
         r = self.replica(p)
-        self.assertEqual(len(self.same(p, r)), 3000)
+        self.assertEqual(len(same(p, r)), 3000)
         self.assertIn(b"taking a full copy", r.log_text())
         self.assertEqual(syncs(p), (1, 0, 0))
         r.stop()
         put_many(p, 3000, 5000)
         r.start()
-        self.assertEqual(len(self.same(p, r)), 5000)
+        self.assertEqual(len(same(p, r)), 5000)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
         self.assertIn(b"continuing from offset", r.log_text())
         self.assertEqual(syncs(p), (1, 1, 0))
@@ -151,7 +89,7 @@ class Replication(unittest.TestCase):
         time.sleep(0.2)
         r.start()
         w.join()
-        self.same(p, r)
+        same(p, r)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
         self.assertIn(b"continuing from offset", r.log_text())
         self.assertEqual(syncs(p), (1, 1, 0))
@@ -164,12 +102,12 @@ class Replication(unittest.TestCase):
         p = self.server().start()
         put_many(p, 0, 2000)
         r = self.replica(p)
-        self.same(p, r)
+        same(p, r)
         port = p.port
         p.stop()
         p.start(port=port)
         put_many(p, 2000, 4000)
-        self.assertEqual(len(self.same(p, r)), 4000)
+        self.assertEqual(len(same(p, r)), 4000)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
         # the restarted primary counts from zero: one continuation
         self.assertEqual(syncs(p), (0, 1, 0))
@@ -182,7 +120,7 @@ class Replication(unittest.TestCase):
         r1 = self.replica(p)
         r2 = self.replica(r1)
         put_many(p, 0, 3000)
-        self.same(p, r2)
+        same(p, r2)
         self.assertEqual(info(r2)["master_port"], str(r1.port))
         for s in (r2, r1, p):
             s.stop()
@@ -195,8 +133,8 @@ class Replication(unittest.TestCase):
         r1 = self.replica(p)
         r2 = self.replica(p)
         put_many(p, 0, 3000)
-        self.same(p, r1)
-        self.same(p, r2)
+        same(p, r1)
+        same(p, r2)
         old = info(r1)["master_replid"]
         p.kill9()
         c1 = Raw(r1.resp_port)
@@ -216,7 +154,7 @@ class Replication(unittest.TestCase):
         self.assertEqual(syncs(r1), (0, 1, 0))  # by its old id (replid2)
         self.assertEqual(info(r2)["master_replid"], i1["master_replid"])
         self.assertEqual(info(r2)["master_port"], str(r1.resp_port))
-        self.same(r1, r2)
+        same(r1, r2)
         c1.close()
         c2.close()
         r2.stop()
@@ -228,7 +166,7 @@ class Replication(unittest.TestCase):
         p = self.server().start()
         r = self.replica(p)
         put_many(p, 0, 10)
-        self.same(p, r)
+        same(p, r)
         c = Raw(r.resp_port)
         e = c.call("SET", "a", "b")
         self.assertIsInstance(e, Error)
@@ -325,7 +263,7 @@ class Replication(unittest.TestCase):
         self.assertEqual(c1.call("REPLICAOF", "127.0.0.1",
                                  str(p.resp_port)), b"OK")
         for r in (r1, r2):
-            self.same(p, r)
+            same(p, r)
             wait_until(lambda: info(r)["master_link_status"] == "up", 10,
                        "the link")
             self.assertEqual(info(r)["master_port"], str(p.resp_port))
@@ -338,7 +276,7 @@ class Replication(unittest.TestCase):
                        for k in ("slave0", "slave1"))
         self.assertEqual(ports, sorted([r1.resp_port, r2.resp_port]))
         put_many(p, 100, 200)
-        self.same(p, r1)
+        same(p, r1)
         # the same primary again: the link stays (no new resync)
         self.assertEqual(c1.call("REPLICAOF", "127.0.0.1",
                                  str(p.resp_port)), b"OK")
@@ -392,12 +330,12 @@ class Replication(unittest.TestCase):
         r = self.server("--replicaof", "127.0.0.1", str(trport), "resp",
                         "--tls-replication", "yes",
                         "--tls-ca-cert-file", certs.ca).start()
-        self.same(p, r)
+        same(p, r)
         self.assertEqual(info(r)["master_port"], str(trport))
         wait_until(lambda: info(r)["master_link_status"] == "up", 20,
                    "the link")
         put_many(p, 100, 200)
-        self.same(p, r)
+        same(p, r)
         r.stop()
         p.stop()
 
@@ -439,7 +377,7 @@ class Replication(unittest.TestCase):
         wait_until(lambda: r.log_text().count(b"replication: streaming")
                    >= 3, 20, "the replica to reconnect")
         put_many(p, 0, 100)
-        self.same(p, r)
+        same(p, r)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 1)
         cp.close()
         cr.close()
@@ -453,7 +391,7 @@ class Replication(unittest.TestCase):
         r = self.server().start()
         n = r.client()
         self.assertEqual(n.call(REPLICAOF, b"127.0.0.1", p.port), [OK])
-        self.same(p, r)
+        same(p, r)
         self.assertEqual(n.call(REPLICAOF, None, 0), [OK])
         self.assertEqual(n.call(PUT, b"mine", b"1"), [OK])
         n.close()

@@ -17,91 +17,19 @@ import glob
 import os
 import signal
 import sys
-import threading
-import time
 import unittest
 
 import base64
 
-from kvdtest import (AUTH, OK, PUT, SCAN, STATS, WAIT, Server, free_port,
-                     http_get, main)
+from kvdtest import OK, WAIT, Server, free_port, http_get, main
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "resp"))
 from resputil import Raw, Error  # noqa: E402
+from replutil import (dump, info, ncli, put_many, rcli, same, syncs,
+                      wait_until)
 
 
 PW = "repl-faults-pw"
-
-
-def ncli(srv):
-    """A native client of srv, authenticated when srv has a password."""
-    c = srv.client()
-    if getattr(srv, "pw", None):
-        assert c.call(AUTH, srv.pw.encode()) == [OK]
-    return c
-
-
-def rcli(srv, timeout=10):
-    """A RESP connection to srv, authenticated when srv has a password."""
-    r = Raw(srv.resp_port, timeout=timeout)
-    if getattr(srv, "pw", None):
-        assert r.call("AUTH", srv.pw) == b"OK"
-    return r
-
-
-def dump(srv):
-    """Every key and value of srv, in key order (native SCAN)."""
-    c = ncli(srv)
-    out, start = [], None
-    try:
-        while True:
-            st, items, nxt = c.call(SCAN, None, start, None, 10000, 0)
-            assert st == OK, st
-            out += [(items[i], items[i + 1]) for i in range(0, len(items), 2)]
-            if nxt is None:
-                return out
-            start = nxt
-    finally:
-        c.close()
-
-
-def wait_until(fn, timeout=30, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if fn():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
-
-
-def info(srv):
-    r = rcli(srv)
-    try:
-        text = r.call("INFO", "replication").decode()
-    finally:
-        r.close()
-    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
-
-
-def syncs(srv):
-    """The primary's resync counters, (full, partial ok, partial err), as
-    INFO stats gives them; STATS's replication map must agree."""
-    r = rcli(srv)
-    try:
-        text = r.call("INFO", "stats").decode()
-    finally:
-        r.close()
-    i = dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
-    got = tuple(int(i[k]) for k in ("sync_full", "sync_partial_ok",
-                                    "sync_partial_err"))
-    c = ncli(srv)
-    try:
-        m = c.call(STATS)[1][b"replication"]
-    finally:
-        c.close()
-    assert got == (m[b"sync_full"], m[b"sync_partial_ok"],
-                   m[b"sync_partial_err"]), (got, m)
-    return got
 
 
 def metric_repl(srv, mport):
@@ -117,19 +45,6 @@ def metric_syncs(srv, mport):
     """kvd_replication_syncs_total by kind from srv's /metrics."""
     return {k.split("\"")[1]: int(v) for k, v in metric_repl(srv, mport).items()
             if k.startswith("kvd_replication_syncs_total{kind=\"")}
-
-
-def put_many(srv, lo, hi, tag=b"v", size=0, batch=1000):
-    """Keys k0000000.. with values tag + i, padded to size bytes."""
-    c = ncli(srv)
-    try:
-        for b in range(lo, hi, batch):
-            rs = c.pipeline([(PUT, b"k%07d" % i,
-                              (tag + b"%d" % i).ljust(size, b"."))
-                             for i in range(b, min(hi, b + batch))])
-            assert all(r == [OK] for r in rs), rs[:3]
-    finally:
-        c.close()
 
 
 class Faults(unittest.TestCase):
@@ -162,11 +77,6 @@ class Faults(unittest.TestCase):
         self.servers.append(s)
         return s.start()
 
-    def same(self, a, b, timeout=40):
-        want = dump(a)
-        wait_until(lambda: dump(b) == want, timeout, "the replica to match")
-        return want
-
     def test_full_copy_cut_short_starts_over(self):
         """kill -9 of a replica in the middle of its full copy: restarted,
         it empties its shards rather than serve part of the copy (even
@@ -193,7 +103,7 @@ class Faults(unittest.TestCase):
         self.assertEqual(info(r)["master_link_status"], "down")
         p.start(port=port)
         put_many(p, 150000, 151000, size=400)
-        self.assertEqual(len(self.same(p, r)), 151000)
+        self.assertEqual(len(same(p, r, 40)), 151000)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 2)
         self.assertFalse(os.path.exists(os.path.join(
             r.data_dir, "replication-full-copy")))
@@ -246,7 +156,7 @@ class Faults(unittest.TestCase):
         self.assertEqual(syncs(p), (0, 0, 0))
         put_many(p, 0, 1000)
         r = self.replica(p)
-        self.same(p, r)
+        same(p, r, 40)
         full = b"takes a full copy"
         self.assertEqual(p.log_text().count(full), 1)
         # a new replica's first sync is a full one, not a refused partial
@@ -255,7 +165,7 @@ class Faults(unittest.TestCase):
         r.stop()
         put_many(p, 1000, 2000, size=100)
         r.start()
-        self.same(p, r)
+        same(p, r, 40)
         self.assertEqual(p.log_text().count(full), 1)
         self.assertEqual(r.log_text().count(b"continuing from offset"), 1)
         self.assertEqual(syncs(p), (1, 1, 0))
@@ -268,7 +178,7 @@ class Faults(unittest.TestCase):
             d, "journal-*.kvj"))) <= 3 for d in shards), 30,
             "the journal to be recycled down to the backlog")
         r.start()
-        self.assertEqual(len(self.same(p, r)), 32000)
+        self.assertEqual(len(same(p, r, 40)), 32000)
         self.assertEqual(p.log_text().count(full), 2)
         self.assertEqual(r.log_text().count(b"taking a full copy"), 2)
         # beyond the backlog: the partial resync it asked for is refused
