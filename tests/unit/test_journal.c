@@ -22,19 +22,7 @@
 #include <unistd.h>
 
 #include "journal.h"
-
-static unsigned fails;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__,          \
-				__LINE__, #cond);                              \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			fails++;                                               \
-		}                                                              \
-	} while (0)
+#include "journaltest.h"
 
 /* ---- the model: what each LSN's payload is ---------------------------- */
 
@@ -139,32 +127,6 @@ static int reopen_expect(const char *dir, uint64_t seg, uint64_t ckpt,
 }
 
 /* ---- files ------------------------------------------------------------ */
-
-static char root[256];
-
-static void newdir(char *out, size_t cap, const char *name)
-{
-	snprintf(out, cap, "%s/%s", root, name);
-	mkdir(out, 0700);
-}
-
-static void rmdir_all(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char p[512];
-
-	if (!d)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(dir);
-}
 
 static unsigned count_files(const char *dir, const char *prefix)
 {
@@ -699,14 +661,10 @@ static int test_enospc(void)
 
 int main(int argc, char **argv)
 {
-	const char *tmp = getenv("TMPDIR");
 	int rc = 0;
 
-	snprintf(root, sizeof(root), "%s/kvj-test-XXXXXX", tmp ? tmp : "/tmp");
-	if (!mkdtemp(root)) {
-		perror("mkdtemp");
+	if (jt_root("kvj-test"))
 		return 1;
-	}
 	if (argc > 1 && strcmp(argv[1], "enospc") == 0) {
 		rc = test_enospc();
 	} else {
@@ -718,12 +676,7 @@ int main(int argc, char **argv)
 		test_segments();
 		test_failed_state();
 	}
-	rmdir(root);
 	for (size_t i = 0; i < MAXLSN; i++)
 		free(want[i]);
-	if (fails) {
-		fprintf(stderr, "%u checks failed\n", fails);
-		return 1;
-	}
-	return rc;
+	return jt_finish() ? 1 : rc;
 }

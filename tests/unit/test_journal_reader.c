@@ -23,19 +23,7 @@
 #include <unistd.h>
 
 #include "journal.h"
-
-static unsigned fails;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__,          \
-				__LINE__, #cond);                              \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			fails++;                                               \
-		}                                                              \
-	} while (0)
+#include "journaltest.h"
 
 #define SHARD 5
 #define SMALL_SEG 4096u /* a few dozen records a segment */
@@ -93,34 +81,7 @@ static int append_sync(struct kvj *j, size_t n, unsigned g)
 	return kvj_sync(j);
 }
 
-/* ---- files ------------------------------------------------------------- */
-
-static char root[256];
-
-static void newdir(char *out, size_t cap, const char *name)
-{
-	snprintf(out, cap, "%s/%s", root, name);
-	if (mkdir(out, 0700) < 0)
-		CHECK(0, "mkdir %s: %s", out, strerror(errno));
-}
-
-static void rmdir_all(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char p[512];
-
-	if (!d)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(dir);
-}
+/* ---- journals ---------------------------------------------------------- */
 
 static struct kvj *open_j(const char *dir, uint64_t ckpt)
 {
@@ -130,6 +91,19 @@ static struct kvj *open_j(const char *dir, uint64_t ckpt)
 	int rc = kvj_open(dir, &o, ckpt, NULL, NULL, NULL, &j);
 
 	CHECK(rc == 0, "kvj_open %s: %s", dir, kvj_strerror(rc));
+	return j;
+}
+
+/* A new journal in root/name (its path in dir) holding records 1..n of
+ * generation 0, synced; NULL when it could not be opened. */
+static struct kvj *fresh_j(char *dir, size_t cap, const char *name, size_t n)
+{
+	struct kvj *j;
+
+	newdir(dir, cap, name);
+	if (!(j = open_j(dir, 0)))
+		return NULL;
+	CHECK(append_sync(j, n, 0) == 0, "append");
 	return j;
 }
 
@@ -170,11 +144,8 @@ static void test_across_segments(void)
 	struct kvj *j;
 	int rc;
 
-	newdir(dir, sizeof(dir), "across");
-	j = open_j(dir, 0);
-	if (!j)
+	if (!(j = fresh_j(dir, sizeof(dir), "across", 600)))
 		return;
-	CHECK(append_sync(j, 600, 0) == 0, "append");
 	CHECK(kvj_segments(j) >= 10, "only %u segments", kvj_segments(j));
 	for (uint64_t from = 1; from <= 600; from += 7) {
 		rc = read_range(dir, from, 600, 0);
@@ -306,10 +277,8 @@ static void test_recycled_under_reader(void)
 	struct kvj *j;
 	int rc;
 
-	newdir(dir, sizeof(dir), "recycled");
-	if (!(j = open_j(dir, 0)))
+	if (!(j = fresh_j(dir, sizeof(dir), "recycled", 300)))
 		return;
-	CHECK(append_sync(j, 300, 0) == 0, "append");
 	CHECK(kvj_reader_open(dir, SHARD, 1, &r) == 0, "reader");
 	if (!r)
 		goto out;
@@ -411,10 +380,8 @@ static void test_bad_checksum(void)
 	struct kvj *j;
 	int rc, n;
 
-	newdir(dir, sizeof(dir), "badsum");
-	if (!(j = open_j(dir, 0)))
+	if (!(j = fresh_j(dir, sizeof(dir), "badsum", 300)))
 		return;
-	CHECK(append_sync(j, 300, 0) == 0, "append");
 	n = list_segs(dir, names, 64);
 	CHECK(n >= 4, "%d segments", n);
 	if (n < 4)
@@ -462,10 +429,8 @@ static void test_reset(void)
 	struct kvj *j;
 	int rc;
 
-	newdir(dir, sizeof(dir), "reset");
-	if (!(j = open_j(dir, 0)))
+	if (!(j = fresh_j(dir, sizeof(dir), "reset", 120)))
 		return;
-	CHECK(append_sync(j, 120, 0) == 0, "append");
 	CHECK(kvj_reader_open(dir, SHARD, 110, &old) == 0, "old reader");
 	CHECK((rc = kvj_reset(j, 5000)) == 0, "reset: %s", kvj_strerror(rc));
 	CHECK(kvj_next_lsn(j) == 5000, "next %llu after reset",
@@ -515,23 +480,15 @@ out:
 
 int main(void)
 {
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(root, sizeof(root), "%s/kvjr-test-XXXXXX", tmp ? tmp : "/tmp");
-	if (!mkdtemp(root)) {
-		perror("mkdtemp");
+	if (jt_root("kvjr-test"))
 		return 1;
-	}
 	test_across_segments();
 	test_concurrent();
 	test_recycled_under_reader();
 	test_bad_checksum();
 	test_reset();
-	rmdir(root);
-	if (fails) {
-		fprintf(stderr, "%u checks failed\n", fails);
+	if (jt_finish())
 		return 1;
-	}
 	printf("unit_journal_reader: all passed\n");
 	return 0;
 }
