@@ -172,6 +172,38 @@ def http_get(port, path, auth=None):
     return head.decode(), body.decode()
 
 
+def start_with(srv, **env):
+    """Start srv with extra environment variables (the powerloss shim's,
+    mostly), the test's own environment restored after."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        return srv.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
+
+
+def shard_keys(c, n, prefix=b"sk", val=b"x"):
+    """n keys (prefix + a number, stored with val) on each shard of a
+    two-shard kvd, found through STATS' per-shard entry counts (kvd hashes
+    keys with XXH3): {0: [...], 1: [...]}."""
+    found, i = {0: [], 1: []}, 0
+    while min(len(v) for v in found.values()) < n:
+        k = prefix + b"%d" % i
+        before = [s[b"entries"] for s in c.call(STATS)[1][b"shards"]]
+        c.call(PUT, k, val)
+        after = [s[b"entries"] for s in c.call(STATS)[1][b"shards"]]
+        s = [j for j in (0, 1) if after[j] != before[j]][0]
+        if len(found[s]) < n:
+            found[s].append(k)
+        i += 1
+    return found
+
+
 def frame(obj):
     body = msgpack.packb(obj, use_bin_type=True)
     return struct.pack(">I", len(body)) + body

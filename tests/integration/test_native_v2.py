@@ -17,22 +17,6 @@ import unittest
 from kvdtest import *  # noqa: F401,F403
 
 
-def shard_keys(c, n):
-    """n keys on each of the two shards, found through STATS' per-shard
-    entry counts (kvd hashes keys with XXH3)."""
-    found, i = {0: [], 1: []}, 0
-    while min(len(v) for v in found.values()) < n:
-        k = b"sk%d" % i
-        before = [s[b"entries"] for s in c.call(STATS)[1][b"shards"]]
-        c.call(PUT, k, b"x")
-        after = [s[b"entries"] for s in c.call(STATS)[1][b"shards"]]
-        s = [j for j in (0, 1) if after[j] != before[j]][0]
-        if len(found[s]) < n:
-            found[s].append(k)
-        i += 1
-    return found
-
-
 class StringOps(ServerCase):
     def test_rename(self):
         c = self.c
@@ -289,20 +273,11 @@ class Isolation(unittest.TestCase):
         shim = os.environ.get("KVD_POWERLOSS")
         if not shim or not os.path.exists(shim):
             raise unittest.SkipTest("KVD_POWERLOSS (the shim) not built")
-        env = {"LD_PRELOAD": shim, "KVD_PL_MATCH": "/journal-",
-               "KVD_FI_SYNC_DELAY": "shard-001/journal-:20",
-               "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
-               ":verify_asan_link_order=0"}
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            cls.srv = Server(threads=2).start()
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    del os.environ[k]
-                else:
-                    os.environ[k] = v
+        cls.srv = start_with(
+            Server(threads=2), LD_PRELOAD=shim, KVD_PL_MATCH="/journal-",
+            KVD_FI_SYNC_DELAY="shard-001/journal-:20",
+            ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
+            ":verify_asan_link_order=0")
 
     @classmethod
     def tearDownClass(cls):

@@ -43,6 +43,7 @@ import time
 
 from kvdtest import (APPEND, DEL, EXPIRE, FLUSHALL, GETDEL, INCR, MDEL, MGET, MPUT,
                      NOT_FOUND, OK, PUT, SCAN, TTL, Client, frame)
+from kvdtest import start_with  # noqa: F401 (the reliability tests' relutil.start_with)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "resp"))
 import resputil  # noqa: E402
@@ -720,20 +721,6 @@ def kill9(srv):
         raise AssertionError("kvd exited on its own (status %d) before the kill:\n%s"
                              % (rc, srv.log_text().decode(errors="replace")[-3000:]))
     srv.kill9()
-
-
-def start_with(srv, **env):
-    """Start srv with extra environment variables (the shim's, mostly)."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update({k: str(v) for k, v in env.items()})
-    try:
-        return srv.start()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                del os.environ[k]
-            else:
-                os.environ[k] = v
 
 
 def shim_env(**env):

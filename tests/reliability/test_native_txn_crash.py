@@ -21,24 +21,9 @@ import unittest
 sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                              "integration"))
 
-from kvdtest import (EXISTS_ST, MGET, OK, PUT, STATS, TXN, Server,  # noqa: E402,F401
-                     main)
+from kvdtest import (EXISTS_ST, MGET, OK, PUT, TXN, Server,  # noqa: E402,F401
+                     main, shard_keys)
 from relutil import kill9, seed_from_env, soak  # noqa: E402
-
-
-def shard_keys(c, n):
-    """n keys on each of the two shards, from STATS' per-shard entries."""
-    found, i = {0: [], 1: []}, 0
-    while min(len(v) for v in found.values()) < n:
-        k = b"tk%d" % i
-        before = [s[b"entries"] for s in c.call(STATS)[1][b"shards"]]
-        c.call(PUT, k, b"0")
-        after = [s[b"entries"] for s in c.call(STATS)[1][b"shards"]]
-        s = [j for j in (0, 1) if after[j] != before[j]][0]
-        if len(found[s]) < n:
-            found[s].append(k)
-        i += 1
-    return found
 
 
 class NativeTxnCrash(unittest.TestCase):
@@ -46,7 +31,7 @@ class NativeTxnCrash(unittest.TestCase):
         rng = random.Random(seed_from_env(7))
         srv = Server(threads=2, durability="sync").start()
         try:
-            shards = shard_keys(srv.client(), 4)
+            shards = shard_keys(srv.client(), 4, b"tk", b"0")
             keys = shards[0] + shards[1]
             for rnd in range(soak("txn_crash", 4)):
                 acked = self.one_round(srv, keys, rng.uniform(0.1, 0.8))
