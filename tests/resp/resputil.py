@@ -1,10 +1,12 @@
 """resputil.py - helpers for the RESP tests: a raw socket client with its own
-small RESP2 reply reader (independent of kvd and of any Redis library), and
-runners for the Debian Redis tools.
+small RESP2 reply reader (independent of kvd and of any Redis library),
+runners for the Debian Redis tools, and redis-sentinel processes watching
+kvd (test_sentinel_basic.py, test_failover.py).
 """
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import unittest
@@ -87,6 +89,58 @@ def cli(port, *args, stdin=None, timeout=60):
     p = subprocess.run(["redis-cli", "-p", str(port)] + [str(a) for a in args],
                        input=stdin, capture_output=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
+
+
+def start_sentinel(tmp, name, master, master_port, *conf):
+    """A redis-sentinel on a free port, its sentinel.conf and sentinel.log
+    in tmp/name, monitoring master at 127.0.0.1:master_port with quorum 2,
+    with conf's lines added: (process, port, directory).  It may not answer
+    yet."""
+    port = kvdtest.free_port()
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    path = os.path.join(d, "sentinel.conf")
+    with open(path, "w") as f:
+        f.write("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\n"
+                "logfile %s\n"
+                "sentinel monitor %s 127.0.0.1 %d 2\n"
+                % (port, d, os.path.join(d, "sentinel.log"), master,
+                   master_port))
+        f.write("".join(line + "\n" for line in conf))
+    p = subprocess.Popen(["redis-sentinel", path], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    return p, port, d
+
+
+def sentinel_master(c, master):
+    """SENTINEL MASTER master through the redis-py client c, as a dict (a
+    flat list under RESP2)."""
+    m = c.execute_command("SENTINEL", "MASTER", master)
+    return m if isinstance(m, dict) else dict(zip(m[::2], m[1::2]))
+
+
+def sentinel_logs(tmp, tail):
+    """The last tail characters of every tmp/*/sentinel.log, for a failure
+    message."""
+    out = []
+    for name in sorted(os.listdir(tmp)):
+        path = os.path.join(tmp, name, "sentinel.log")
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                out.append("--- %s\n%s" % (name, f.read()[-tail:]))
+    return out
+
+
+def stop_all(procs):
+    """SIGTERM every process, then wait for each (SIGKILL after 10 s)."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def main():

@@ -29,8 +29,6 @@ Every wait is on a condition and bounded; the whole run takes well under
 
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -42,6 +40,7 @@ try:
 except ImportError:  # checked in setUp: a skip, not an error
     redis = None
 
+import resputil
 from kvdtest import Server, free_port
 from resputil import main, need
 
@@ -116,25 +115,13 @@ class Failover(unittest.TestCase):
         self.kvds, self.sentinels = [], []
 
     def tearDown(self):
-        for p, _ in self.sentinels:
-            p.send_signal(signal.SIGTERM)
-        for p, _ in self.sentinels:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        resputil.stop_all([p for p, _ in self.sentinels])
         for k in self.kvds:
             k.cleanup()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def logs(self):
-        out = []
-        for name in sorted(os.listdir(self.tmp)):
-            path = os.path.join(self.tmp, name, "sentinel.log")
-            if os.path.exists(path):
-                with open(path, errors="replace") as f:
-                    out.append("--- %s\n%s" % (name, f.read()[-4000:]))
+        out = resputil.sentinel_logs(self.tmp, 4000)
         for k in self.kvds:
             out.append("--- kvd %d\n%s" % (k.resp_port,
                        k.log_text()[-3000:].decode(errors="replace")))
@@ -146,30 +133,18 @@ class Failover(unittest.TestCase):
         return k.start()
 
     def sentinel(self, name, master_port):
-        port = free_port()
-        d = os.path.join(self.tmp, name)
-        os.mkdir(d)
-        conf = os.path.join(d, "sentinel.conf")
-        with open(conf, "w") as f:
-            f.write("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\n"
-                    "logfile %s\n"
-                    "sentinel monitor %s 127.0.0.1 %d 2\n"
-                    "sentinel down-after-milliseconds %s 1000\n"
-                    "sentinel failover-timeout %s 10000\n"
-                    "sentinel parallel-syncs %s 1\n"
-                    % (port, d, os.path.join(d, "sentinel.log"), NAME,
-                       master_port, NAME, NAME, NAME))
-        p = subprocess.Popen(["redis-sentinel", conf],
-                             stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+        p, port, _ = resputil.start_sentinel(
+            self.tmp, name, NAME, master_port,
+            "sentinel down-after-milliseconds %s 1000" % NAME,
+            "sentinel failover-timeout %s 10000" % NAME,
+            "sentinel parallel-syncs %s 1" % NAME)
         self.sentinels.append((p, port))
         return port
 
     def sentinel_view(self, port):
         c = redis.Redis(port=port, decode_responses=True, socket_timeout=5)
         try:
-            m = c.execute_command("SENTINEL", "MASTER", NAME)
-            return m if isinstance(m, dict) else dict(zip(m[::2], m[1::2]))
+            return resputil.sentinel_master(c, NAME)
         finally:
             c.close()
 

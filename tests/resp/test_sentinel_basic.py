@@ -10,36 +10,23 @@ messages it publishes on kvd's __sentinel__:hello channel
 kvd's yet; this is the monitoring half.  Every wait is bounded.
 """
 
-import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 import unittest
 
 import redis
 
-from kvdtest import Server, free_port
+import resputil
+from kvdtest import Server
 from resputil import Raw, main, need
 
 
 def start_sentinel(tmp, name, master_port):
-    port = free_port()
-    d = os.path.join(tmp, name)
-    os.mkdir(d)
-    conf = os.path.join(d, "sentinel.conf")
-    with open(conf, "w") as f:
-        f.write("port %d\n"
-                "bind 127.0.0.1\n"
-                "daemonize no\n"
-                "dir %s\n"
-                "logfile %s\n"
-                "sentinel monitor kvdmaster 127.0.0.1 %d 2\n"
-                "sentinel down-after-milliseconds kvdmaster 5000\n"
-                % (port, d, os.path.join(d, "sentinel.log"), master_port))
-    p = subprocess.Popen(["redis-sentinel", conf], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+    """A sentinel watching kvd, once it answers: (process, client, dir)."""
+    p, port, d = resputil.start_sentinel(
+        tmp, name, "kvdmaster", master_port,
+        "sentinel down-after-milliseconds kvdmaster 5000")
     c = redis.Redis(port=port, decode_responses=True, socket_timeout=5)
     deadline = time.time() + 15
     while time.time() < deadline:
@@ -55,10 +42,7 @@ def start_sentinel(tmp, name, master_port):
 
 
 def sentinel_master(c):
-    r = c.execute_command("SENTINEL", "MASTER", "kvdmaster")
-    if isinstance(r, dict):
-        return r
-    return dict(zip(r[::2], r[1::2]))
+    return resputil.sentinel_master(c, "kvdmaster")
 
 
 class SentinelBasic(unittest.TestCase):
@@ -69,26 +53,13 @@ class SentinelBasic(unittest.TestCase):
         self.procs = []
 
     def tearDown(self):
-        for p in self.procs:
-            p.send_signal(signal.SIGTERM)
-        for p in self.procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        resputil.stop_all(self.procs)
         self.srv.stop()
         self.srv.cleanup()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def logs(self):
-        out = []
-        for name in sorted(os.listdir(self.tmp)):
-            path = os.path.join(self.tmp, name, "sentinel.log")
-            if os.path.exists(path):
-                with open(path, errors="replace") as f:
-                    out.append("--- %s\n%s" % (name, f.read()[-3000:]))
-        return "\n".join(out)
+        return "\n".join(resputil.sentinel_logs(self.tmp, 3000))
 
     def wait_master(self, c, others, timeout=40):
         deadline = time.time() + timeout
