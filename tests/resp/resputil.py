@@ -91,6 +91,30 @@ def cli(port, *args, stdin=None, timeout=60):
     return p.returncode, p.stdout, p.stderr
 
 
+def need_redis_70():
+    """Skip unless redis-server 7.0 is installed (the version whose
+    behaviour the tests compare kvd with)."""
+    need("redis-server")
+    out = subprocess.run(["redis-server", "--version"], capture_output=True,
+                         text=True).stdout
+    if " v=7.0." not in out:
+        raise unittest.SkipTest("redis-server 7.0 needed, found: " + out.strip())
+
+
+def spread_conns(port, n):
+    """n connections to port, opened again until they are on more than one
+    io thread (a CLIENT ID carries its thread's index in its top 16 bits):
+    (connections, their ids)."""
+    for _ in range(200):
+        cs = [Raw(port) for _ in range(n)]
+        ids = [c.call("CLIENT", "ID") for c in cs]
+        if len({i >> 48 for i in ids}) > 1:
+            return cs, ids
+        for c in cs:
+            c.close()
+    raise AssertionError("connections never spread over the io threads")
+
+
 def start_sentinel(tmp, name, master, master_port, *conf):
     """A redis-sentinel on a free port, its sentinel.conf and sentinel.log
     in tmp/name, monitoring master at 127.0.0.1:master_port with quorum 2,

@@ -29,7 +29,7 @@ import unittest
 
 import kvdtest
 from kvdtest import Server
-from resputil import Error, Raw, main, need
+from resputil import Error, Raw, main, need, need_redis_70
 
 KEYS = [b"k1", b"k2", b"k3", b"k4", b"{k}5", b"n1", b"n2"]
 VALUES = [b"", b"0", b"1", b"-1", b"7", b"12345", b"100", b"9999", b"10000",
@@ -512,11 +512,7 @@ def start_redis(port):
 class Differential(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        need("redis-server")
-        out = subprocess.run(["redis-server", "--version"], capture_output=True,
-                             text=True).stdout
-        if " v=7.0." not in out:
-            raise unittest.SkipTest("redis-server 7.0 needed, found: " + out.strip())
+        need_redis_70()
         cls.redis_proc = start_redis(kvdtest.free_port())
         cls.redis_port = int(cls.redis_proc.args[2])
         cls.redis_sock = cls.redis_proc.args[-1]

@@ -21,7 +21,7 @@ import unittest
 import redis
 
 from kvdtest import Server
-from resputil import Error, Raw, cli, main, need
+from resputil import Error, Raw, cli, main, need, spread_conns
 
 
 def wait_for(cond, timeout=10, what="condition"):
@@ -65,22 +65,10 @@ class Intro(unittest.TestCase):
     def tearDown(self):
         self.c.close()
 
-    def conns(self, n):
-        """n connections, until both io threads hold some (ids carry the
-        thread's index in their top 16 bits)."""
-        for _ in range(200):
-            cs = [Raw(self.port) for _ in range(n)]
-            ids = [c.call("CLIENT", "ID") for c in cs]
-            if len({i >> 48 for i in ids}) > 1:
-                return cs, ids
-            for c in cs:
-                c.close()
-        self.fail("connections never spread over the io threads")
-
     # ---- CLIENT ----
 
     def test_client_list_and_info(self):
-        others, ids = self.conns(4)
+        others, ids = spread_conns(self.port, 4)
         others[0].call("CLIENT", "SETNAME", "worker-0")
         others[1].call("GET", "k")
         rows = client_list(self.c)
@@ -112,7 +100,7 @@ class Intro(unittest.TestCase):
             o.close()
 
     def test_client_kill(self):
-        others, ids = self.conns(6)
+        others, ids = spread_conns(self.port, 6)
         me = self.c.call("CLIENT", "ID")
         far = [o for o, i in zip(others, ids) if i >> 48 != me >> 48]
         near = [o for o, i in zip(others, ids) if i >> 48 == me >> 48]
@@ -233,12 +221,12 @@ class Intro(unittest.TestCase):
     def test_monitor(self):
         mon = Raw(self.port)
         self.assertEqual(mon.call("MONITOR"), b"OK")
-        others, _ = self.conns(4)  # on both io threads
+        others, _ = spread_conns(self.port, 4)  # on both io threads
         for i, o in enumerate(others):
             o.call("SET", "key%d" % i, 'a "b"\n\x01')
         o.call("AUTH", "secret")  # never shown
         lines = []
-        while len(lines) < len(others):  # (CLIENT ID from self.conns too)
+        while len(lines) < len(others):  # (CLIENT ID from spread_conns too)
             ln = mon.reply()
             if b'"SET"' in ln:
                 lines.append(ln)

@@ -30,7 +30,7 @@ import unittest
 import redis
 
 from kvdtest import Server, free_port
-from resputil import Error, Raw, encode, main, need
+from resputil import Error, Raw, encode, main, need_redis_70, spread_conns
 
 
 def wait_for(cond, timeout=10, what="condition"):
@@ -44,11 +44,7 @@ def wait_for(cond, timeout=10, what="condition"):
 
 
 def start_redis(port):
-    need("redis-server")
-    out = subprocess.run(["redis-server", "--version"], capture_output=True,
-                         text=True).stdout
-    if "v=7.0" not in out:
-        raise unittest.SkipTest("redis-server 7.0 needed, found: " + out.strip())
+    need_redis_70()
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                           "--save", "", "--appendonly", "no"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -222,21 +218,9 @@ class PubSub(unittest.TestCase):
         cls.srv.stop()
         cls.srv.cleanup()
 
-    def spread(self, n):
-        """n connections, until both io threads hold some (ids carry the
-        thread's index in their top 16 bits)."""
-        for _ in range(200):
-            cs = [Raw(self.port) for _ in range(n)]
-            ids = [c.call("CLIENT", "ID") for c in cs]
-            if len({i >> 48 for i in ids}) > 1:
-                return cs, ids
-            for c in cs:
-                c.close()
-        self.fail("connections never spread over the io threads")
-
     def test_cross_thread_delivery(self):
-        subs, ids = self.spread(12)
-        pub, _ = self.spread(2)
+        subs, ids = spread_conns(self.port, 12)
+        pub, _ = spread_conns(self.port, 2)
         for i, s in enumerate(subs):
             if i % 2:
                 self.assertEqual(s.call("SUBSCRIBE", "ct"), [b"subscribe", b"ct", 1])
