@@ -11,42 +11,13 @@ import socket
 import subprocess
 import tempfile
 import time
-import unittest
 
-from kvdtest import Server, main
-
-KVCLI = os.environ["KVCLI"]
+from cliutil import KVCLI, CliCase
+from kvdtest import main
 
 
-class Cli(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server(args=["--backup-anywhere", "yes"]).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-        cls.srv.cleanup()
-
-    def run_cli(self, *args, input=None, port=None, timeout=60):
-        p = subprocess.run([KVCLI, "-p", str(port or self.srv.port)] + list(args),
-                           input=input, capture_output=True, timeout=timeout)
-        return p.returncode, p.stdout, p.stderr
-
-    def ok(self, *args, **kw):
-        rc, out, err = self.run_cli(*args, **kw)
-        self.assertEqual(rc, 0, (args, out, err))
-        return out
-
-    def styles(self, args, raw, readable, js, csv, rc=0):
-        """The same command in the four output styles."""
-        for flag, want in (("--raw", raw), ("--readable", readable),
-                           ("--json", js), ("--csv", csv)):
-            got = self.run_cli(flag, *args)
-            self.assertEqual((got[0], got[1]), (rc, want), (flag, args, got[2]))
-
-    def setUp(self):
-        self.ok("flushall")
+class Cli(CliCase):
+    SERVER = {"args": ["--backup-anywhere", "yes"]}
 
     # ---- every command, every style ----
 

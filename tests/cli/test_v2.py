@@ -7,50 +7,19 @@ stdin and from a file, with checks that hold and one that does not."""
 
 import json
 import os
-import subprocess
 import tempfile
 import time
-import unittest
 
-from kvdtest import Server, main
-
-KVCLI = os.environ["KVCLI"]
+from cliutil import CliCase
+from kvdtest import main
 
 
-class V2(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-        cls.srv.cleanup()
-
-    def run_cli(self, *args, input=None):
-        p = subprocess.run([KVCLI, "-p", str(self.srv.port)] + list(args),
-                           input=input, capture_output=True, timeout=60)
-        return p.returncode, p.stdout, p.stderr
-
-    def ok(self, *args, **kw):
-        rc, out, err = self.run_cli(*args, **kw)
-        self.assertEqual(rc, 0, (args, out, err))
-        return out
-
-    def styles(self, args, raw, readable, js, csv, rc=0):
-        for flag, want in (("--raw", raw), ("--readable", readable),
-                           ("--json", js), ("--csv", csv)):
-            got = self.run_cli(flag, *args)
-            self.assertEqual((got[0], got[1]), (rc, want), (flag, args, got[2]))
-
+class V2(CliCase):
     def fails(self, args, rc, err_has):
         got = self.run_cli(*args)
         self.assertEqual(got[0], rc, (args, got))
         self.assertIn(err_has, got[2], args)
         return got
-
-    def setUp(self):
-        self.ok("flushall")
 
     def test_rename_copy(self):
         for flag, want in (("--raw", b"OK\n"), ("--readable", b"OK\n"),
