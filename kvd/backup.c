@@ -76,17 +76,6 @@ static int parent_writable(const char *path)
 	return access(parent, W_OK | X_OK) == 0;
 }
 
-static int fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
 static int copy_all(struct job *j, uint64_t *keys, uint64_t *bytes)
 {
 	struct kvd_server *srv = j->srv;
@@ -124,7 +113,7 @@ static int copy_all(struct job *j, uint64_t *keys, uint64_t *bytes)
 	/* The manifest last: a backup without one is visibly incomplete. */
 	if (kvd_datadir_write_manifest(j->dir, srv->nshards, err,
 				       sizeof(err)) ||
-	    fsync_dir(j->dir)) {
+	    kvd_fsync_dir(j->dir)) {
 		log_error("backup failed: %s", err);
 		return KV_INTERNAL;
 	}

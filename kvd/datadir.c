@@ -52,11 +52,9 @@ static int take_lock(struct kvd_datadir *d, const char *dir, char *err,
 	return 0;
 }
 
-static int fsync_path(const char *path, int dir)
+int kvd_fsync_dir(const char *dir)
 {
-	int fd =
-	    open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-	int rc;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
 	if (fd < 0)
 		return -1;
@@ -87,7 +85,7 @@ static int write_manifest(const char *dir, unsigned n, int creating, char *err,
 		fclose(f);
 		goto fail;
 	}
-	if (fclose(f) || rename(tmp, path) || fsync_path(dir, 1))
+	if (fclose(f) || rename(tmp, path) || kvd_fsync_dir(dir))
 		goto fail;
 	return 0;
 fail:

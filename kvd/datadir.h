@@ -36,6 +36,10 @@ void kvd_datadir_shard_path(char *buf, size_t len, const char *dir, unsigned i);
 
 void kvd_datadir_close(struct kvd_datadir *d);
 
+/* fsync a directory, so that the renames and creations in it last.  0, or
+ * -1 with errno set. */
+int kvd_fsync_dir(const char *dir);
+
 /* Check that dir is a complete data directory (a valid manifest, every
  * shard's data file present, no extra shard); *nshards from the manifest.
  * Takes no lock.  0, or -1 with a reason in err. */

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "committer.h"
+#include "datadir.h"
 #include "journal.h"
 #include "kv_mp.h"
 #include "kv_status.h"
@@ -160,17 +161,6 @@ void kvd_repl_new_id(char *out)
 		snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
-
-	if (fd < 0)
-		return -1;
-	rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
 /* "replication": replid, replid2 and the LSNs where replid2 ended, one
  * line each; written whole to a temporary file, flushed, renamed. */
 int kvd_repl_save_ids(void)
@@ -191,7 +181,7 @@ int kvd_repl_save_ids(void)
 	fprintf(f, "\n");
 	rc = fflush(f) || fsync(fileno(f));
 	rc |= fclose(f);
-	if (rc || rename(tmp, path) || fsync_dir(R.dir)) {
+	if (rc || rename(tmp, path) || kvd_fsync_dir(R.dir)) {
 		log_error("replication: cannot write %s: %s", path,
 			  strerror(errno));
 		return -1;
@@ -242,13 +232,13 @@ int kvd_repl_mark_full(int on)
 	if (!on) {
 		if (unlink(path) && errno != ENOENT)
 			return -1;
-		return fsync_dir(R.dir);
+		return kvd_fsync_dir(R.dir);
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
 	if (fd < 0)
 		return -1;
 	close(fd);
-	return fsync_dir(R.dir);
+	return kvd_fsync_dir(R.dir);
 }
 
 /* Empty one shard directory: LMDB's files, journal segments and spares
@@ -275,7 +265,7 @@ static int wipe_shard(const char *sd)
 		free(list[k]);
 	}
 	free(list);
-	return rc ? rc : fsync_dir(sd);
+	return rc ? rc : kvd_fsync_dir(sd);
 }
 
 static int wipe_shards(const char *dir, char *err, size_t errlen)
