@@ -5,26 +5,17 @@ of one command's output in the four styles.
 
 import os
 import subprocess
-import unittest
 
-from kvdtest import Server
+from kvdtest import ServerCase
 
 KVCLI = os.environ["KVCLI"]
 
 
-class CliCase(unittest.TestCase):
-    """Tests sharing one kvd (Server(**SERVER)), emptied before each."""
+class CliCase(ServerCase):
+    """Tests sharing one kvd (ServerCase's, Server(**SERVER)), emptied
+    through kvcli before each."""
 
     SERVER = {}
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server(**cls.SERVER).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.srv.stop()
-        cls.srv.cleanup()
 
     def run_cli(self, *args, input=None, port=None, timeout=60):
         """kvcli args against the server (or port): (exit status, stdout,
@@ -47,3 +38,6 @@ class CliCase(unittest.TestCase):
 
     def setUp(self):
         self.ok("flushall")
+
+    def tearDown(self):
+        pass  # no native client (ServerCase's self.c) to close

@@ -172,6 +172,18 @@ def http_get(port, path, auth=None):
     return head.decode(), body.decode()
 
 
+def wait_for(cond, timeout=10, what="condition"):
+    """cond()'s first true value, polled every 20 ms for timeout seconds
+    (an AssertionError naming what after that)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
 def start_with(srv, **env):
     """Start srv with extra environment variables (the powerloss shim's,
     mostly), the test's own environment restored after."""

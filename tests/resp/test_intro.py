@@ -20,18 +20,8 @@ import unittest
 
 import redis
 
-from kvdtest import Server
+from kvdtest import Server, wait_for
 from resputil import Error, Raw, cli, main, need, spread_conns
-
-
-def wait_for(cond, timeout=10, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def client_list(conn):

@@ -29,18 +29,8 @@ import unittest
 
 import redis
 
-from kvdtest import Server, free_port
+from kvdtest import Server, free_port, wait_for
 from resputil import Error, Raw, encode, main, need_redis_70, spread_conns
-
-
-def wait_for(cond, timeout=10, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def start_redis(port):
