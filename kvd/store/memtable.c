@@ -22,9 +22,12 @@
  *  4. m->height may be read stale.  A reader that sees the new height but
  *     an old head link at that level reads NULL there, which sorts after
  *     every key, and drops one level: the search stays correct.
- *  5. Versions of a key sort by LSN descending, and a new version is
- *     linked in front of the older ones (level 0 first), so the skiplist's
- *     first node of a key is its newest linked version.
+ *  5. The skiplist holds one node per key: the key's first version in
+ *     this memtable.  A later version is never linked into the skiplist
+ *     (it has no links at all): it hangs off the `newer` chain below, so
+ *     a write to a key already here costs a hash probe, not a skiplist
+ *     search, and an iterator steps from key to key with no older
+ *     versions in its way.
  *
  * Point reads do not walk the skiplist: a hash index (open addressing,
  * linear probing, at most half full) maps each key to its newest version,
@@ -33,10 +36,10 @@
  * order, each a release store:
  *
  *	(a) s->newer = x      (x is complete)
- *	(b) link x into the skiplist
  *	(c) the key's hash slot = x
  *
- * and a new key's x in this order: (a') the empty hash slot = x, (b).
+ * and a new key's x in this order: (a') the empty hash slot = x, (b) link
+ * x into the skiplist.
  * Readers, by kvm_get or by an iterator, take a node (from the slot or
  * from the skiplist) and follow `newer` with acquire loads to its end.
  *
@@ -84,16 +87,21 @@ struct kvm_stats {
 	uint64_t flush_lsn;
 };
 
-/* Laid out in the arena as: this header, height links, key, value. */
+/* Laid out in the arena as: this header, height links, key, value.  The
+ * fields a search reads (klen, lsn, the links, then the key) are last, next
+ * to each other: a skiplist step touches one or two cache lines, not three.
+ * Only a key's first version in the memtable is linked into the skiplist
+ * (height >= 1); a later version has height 0 and is reached through the
+ * `newer` chain (rule 5). */
 struct kvm_node {
-	uint64_t lsn;
+	struct kvm_stats st;
 	uint64_t expire_at;
+	_Atomic(struct kvm_node *) newer; /* the version that replaced this */
 	uint32_t vlen;
 	uint16_t klen;
 	uint8_t kind;
 	uint8_t height;
-	struct kvm_stats st;
-	_Atomic(struct kvm_node *) newer; /* the version that replaced this */
+	uint64_t lsn;
 	_Atomic(struct kvm_node *) next[];
 };
 
@@ -199,13 +207,30 @@ static struct kvm_node *next_of(const struct kvm_node *x, int i)
 				    memory_order_acquire);
 }
 
-/* LMDB's default order: bytes, then the shorter key first. */
-static int key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+/* LMDB's default order: bytes, then the shorter key first.  Eight bytes
+ * at a time as big-endian words, inline: a skiplist search compares a key
+ * at every step, and a call to memcmp cost more than the comparison. */
+static inline int key_cmp(const uint8_t *a, size_t an, const uint8_t *b,
+			  size_t bn)
 {
-	int c = memcmp(a, b, an < bn ? an : bn);
+	size_t n = an < bn ? an : bn, i = 0;
 
-	if (c)
-		return c;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x, y;
+
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		if (x != y) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			x = __builtin_bswap64(x);
+			y = __builtin_bswap64(y);
+#endif
+			return x < y ? -1 : 1;
+		}
+	}
+	for (; i < n; i++)
+		if (a[i] != b[i])
+			return a[i] < b[i] ? -1 : 1;
 	return an < bn ? -1 : an > bn;
 }
 
@@ -395,15 +420,17 @@ static void publish(struct kvm *m, struct kvm_node *x, struct kvm_node *s,
 	struct kvm_hash *t =
 	    atomic_load_explicit(&m->hash, memory_order_relaxed);
 
-	if (s) /* (a) */
+	if (s) {
+		/* (a), then (c); x is not linked (rule 5) */
 		atomic_store_explicit(&s->newer, x, memory_order_release);
-	else /* (a') */
 		atomic_store_explicit(&t->slot[idx], slot_of(x, h),
 				      memory_order_release);
-	link_node(m, x, prev); /* (b) */
-	if (s)		       /* (c) */
+	} else {
+		/* (a'), then (b) */
 		atomic_store_explicit(&t->slot[idx], slot_of(x, h),
 				      memory_order_release);
+		link_node(m, x, prev);
+	}
 	atomic_store_explicit(&m->top, x, memory_order_release);
 }
 
@@ -430,7 +457,8 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 		t = atomic_load_explicit(&m->hash, memory_order_relaxed);
 		hash_find(t, key, klen, h, &idx);
 	}
-	height = random_height(m);
+	/* Rule 5: only a key's first version is linked. */
+	height = s ? 0 : random_height(m);
 	x = arena_alloc(
 	    m, sizeof(*x) + height * sizeof(x->next[0]) + klen + vlen, &err);
 	if (!x)
@@ -448,9 +476,10 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 		memcpy((uint8_t *)node_val(x), val, vlen);
 	/* A version older than the flush is no version: a new key. */
 	next_stats(&x->st, s && s->lsn >= st->flush_lsn ? s : NULL, x, flags);
-	find_ge(m, key, klen, lsn, prev);
-	if (!s)
+	if (!s) {
+		find_ge(m, key, klen, lsn, prev);
 		m->hkeys++;
+	}
 	publish(m, x, s, h, idx, prev);
 	m->last_lsn = lsn;
 	return 0;
@@ -568,15 +597,9 @@ static void skip_hidden(struct kvm_iter *it)
 {
 	const struct kvm_node *x = it->node;
 
-	while (x && newest(x)->lsn < it->flush_lsn) {
-		const struct kvm_node *y = next_of(x, 0);
-
-		/* Older versions of a hidden key are hidden too. */
-		while (y &&
-		       !key_cmp(node_key(y), y->klen, node_key(x), x->klen))
-			y = next_of(y, 0);
-		x = y;
-	}
+	/* One node per key (rule 5): the next node is the next key. */
+	while (x && newest(x)->lsn < it->flush_lsn)
+		x = next_of(x, 0);
 	it->node = x;
 }
 
@@ -605,14 +628,9 @@ int kvm_iter_valid(const struct kvm_iter *it)
 
 int kvm_iter_next(struct kvm_iter *it)
 {
-	const struct kvm_node *x = it->node;
-	const struct kvm_node *y = next_of(x, 0);
-
-	/* Older versions of x's key follow it: step over them.  A newer one
-	 * linked meanwhile goes in front of x, out of our way. */
-	while (y && !key_cmp(node_key(y), y->klen, node_key(x), x->klen))
-		y = next_of(y, 0);
-	it->node = y;
+	/* One node per key (rule 5): the next node is the next key; newer
+	 * versions of this one are on its `newer` chain, not in the list. */
+	it->node = next_of(it->node, 0);
 	skip_hidden(it);
 	return it->node != NULL;
 }

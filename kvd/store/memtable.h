@@ -1,12 +1,13 @@
 /* memtable.h - a shard's memtable: every write acknowledged since the last
  * checkpoint, in key order, read by every io thread without locks.
  *
- * A memtable is a skiplist of immutable versions in one arena.  A write
- * never changes a version in place: it inserts a new one, ordered by
- * (key ascending, LSN descending), so the first version of a key is its
- * newest and a reader sees either the old version or the new one, whole.
- * A hash index takes kvm_get to a key's newest version without walking
- * the skiplist.
+ * A memtable is a skiplist of keys in one arena, each key's versions
+ * immutable.  A write never changes a version in place: it adds a new one,
+ * so a reader sees either the old version or the new one, whole.  A key's
+ * first version is its skiplist node; later ones are chained from it
+ * (newest last), so writing a key already in the memtable costs no
+ * skiplist search.  A hash index takes kvm_get, and the writer, to a key's
+ * newest version without walking the skiplist.
  * Nothing is ever unlinked or freed before kvm_destroy, which frees the
  * arena as a whole.  docs/memtable.md has the picture and the argument.
  *
