@@ -106,8 +106,8 @@ struct kvm_node;
 #define KVM_MAX_KEY 511u
 /* Values longer than this are refused (kvd's own limit is 16 MiB). */
 #define KVM_MAX_VALUE (1u << 30)
-/* Arena chunk size when kvm_opts.chunk_size is 0. */
-#define KVM_DEFAULT_CHUNK (1u << 20)
+/* Arena chunk size when kvm_opts.chunk_size is 0: one huge page. */
+#define KVM_DEFAULT_CHUNK (2u << 20)
 
 /* kvm_get results and kvm_entry.kind. */
 #define KVM_ABSENT 0
@@ -119,7 +119,8 @@ struct kvm_node;
 #define KVM_F_BELOW 0x1u
 
 struct kvm_opts {
-	size_t chunk_size; /* arena chunk bytes, 0 = KVM_DEFAULT_CHUNK */
+	size_t chunk_size; /* arena chunk bytes with their header,
+			      0 = KVM_DEFAULT_CHUNK */
 	size_t limit;	   /* arena bytes at most, 0 = no limit */
 	uint32_t seed;	   /* skiplist height generator, 0 = a fixed one */
 };
