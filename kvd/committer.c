@@ -1,6 +1,7 @@
 /* committer.c - shard writer threads and group commit.
  *
- * Queue: io threads push onto a Treiber stack with one CAS; the committer
+ * Queue: io threads push onto a Treiber stack, one CAS per shard and loop
+ * turn for all the requests of that turn (kvd_committer_flush); the committer
  * takes the whole stack with one exchange and reverses it, so requests from
  * one connection keep their order.  The pusher that finds the stack empty
  * writes the eventfd; a committer that finds it empty sleeps in poll() on
@@ -75,24 +76,55 @@ static void wake(struct kvd_committer *c)
 			  strerror(errno));
 }
 
+/* An io thread's requests of one loop turn, per shard, newest first (the
+ * order of the committer's stack): pushed with one CAS and at most one
+ * wake-up per shard at the end of the turn (kvd_committer_flush), instead
+ * of one CAS per request and a wake-up whenever the committer had just
+ * emptied its queue.  A committer woken once finds the turn's writes all
+ * there: one batch, one journal write. */
+static __thread struct kvd_wreq *turn_head[KVD_MAX_SHARDS];
+static __thread struct kvd_wreq *turn_tail[KVD_MAX_SHARDS];
+static __thread uint16_t turn_shards[KVD_MAX_SHARDS];
+static __thread unsigned turn_n;
+
 void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
 {
-	struct kvd_committer *c = &srv->com[w->shard];
-	struct kvd_wreq *old;
+	unsigned s = w->shard;
 
+	(void)srv;
 	if (cap_tail) {
 		w->next = NULL;
 		*cap_tail = w;
 		cap_tail = &w->next;
 		return;
 	}
-	old = atomic_load_explicit(&c->queue, memory_order_relaxed);
-	do
-		w->next = old;
-	while (!atomic_compare_exchange_weak_explicit(
-	    &c->queue, &old, w, memory_order_release, memory_order_relaxed));
-	if (!old)
-		wake(c);
+	if (!turn_head[s]) {
+		turn_tail[s] = w;
+		turn_shards[turn_n++] = (uint16_t)s;
+	}
+	w->next = turn_head[s];
+	turn_head[s] = w;
+}
+
+void kvd_committer_flush(struct kvd_server *srv)
+{
+	for (unsigned i = 0; i < turn_n; i++) {
+		unsigned s = turn_shards[i];
+		struct kvd_committer *c = &srv->com[s];
+		struct kvd_wreq *head = turn_head[s], *tail = turn_tail[s];
+		struct kvd_wreq *old =
+		    atomic_load_explicit(&c->queue, memory_order_relaxed);
+
+		do
+			tail->next = old;
+		while (!atomic_compare_exchange_weak_explicit(
+		    &c->queue, &old, head, memory_order_release,
+		    memory_order_relaxed));
+		turn_head[s] = turn_tail[s] = NULL;
+		if (!old)
+			wake(c);
+	}
+	turn_n = 0;
 }
 
 static struct kvd_wreq *take_all(struct kvd_committer *c)
@@ -471,6 +503,8 @@ static void txn_lock_init(void)
 
 void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv)
 {
+	/* This thread's writes of the turn so far go first, in order. */
+	kvd_committer_flush(srv);
 	pthread_once(&txn_once, txn_lock_init);
 	pthread_rwlock_wrlock(&txn_lock);
 	atomic_fetch_add(&excl_seq, 1);
