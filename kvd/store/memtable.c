@@ -59,6 +59,7 @@
  *     does not match costs no load of the node.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -86,6 +87,7 @@ struct kvm_stats {
 	uint32_t tombstones;
 	uint32_t below;
 	uint32_t expiring;
+	uint32_t unknown; /* keys first written with KVM_F_UNKNOWN */
 	uint64_t flush_lsn;
 };
 
@@ -99,9 +101,13 @@ struct kvm_node {
 	struct kvm_stats st;
 	uint64_t expire_at;
 	_Atomic(struct kvm_node *) newer; /* the version that replaced this */
-	uint32_t vlen;
-	uint16_t klen;
+	/* The key created after this one (first versions only): the order
+	 * kvm_count_resolve walks in. */
+	_Atomic(struct kvm_node *) created_next;
+	uint8_t unknown; /* first version written with KVM_F_UNKNOWN */
 	uint8_t kind;
+	uint16_t klen;
+	uint32_t vlen;
 	uint8_t height;
 	uint64_t lsn;
 	_Atomic(struct kvm_node *) next[];
@@ -135,6 +141,16 @@ struct kvm {
 	_Atomic(struct kvm_hash *) hash;
 	uint64_t hkeys;	       /* slots in use (writer only) */
 	struct kvm_node *head; /* MAX_HEIGHT links, no key */
+	/* Creation order: head->created_next is the first key created; the
+	 * writer appends at last_created. */
+	struct kvm_node *last_created;
+	/* kvm_count_resolve's cache (under res_mu, readers only): how many
+	 * keys, in creation order up to res_pos, hold a value below among
+	 * those written with KVM_F_UNKNOWN. */
+	pthread_mutex_t res_mu;
+	const struct kvm_node *res_pos;
+	uint64_t res_seen;
+	uint64_t res_below;
 };
 
 /* ---- arena ---- */
@@ -318,6 +334,12 @@ static const struct kvm_stats *cur_stats(const struct kvm *m)
 		    ->st;
 }
 
+static const struct kvm_node *next_created(const struct kvm_node *x)
+{
+	return atomic_load_explicit(&((struct kvm_node *)x)->created_next,
+				    memory_order_acquire);
+}
+
 /* Follow `newer` to the newest version (rules 6 and 7). */
 static const struct kvm_node *newest(const struct kvm_node *x)
 {
@@ -409,6 +431,7 @@ static void next_stats(struct kvm_stats *st, const struct kvm_node *old,
 		st->keys++;
 		/* Behind a flush nothing below is visible. */
 		st->below += !st->flush_lsn && (flags & KVM_F_BELOW);
+		st->unknown += !st->flush_lsn && (flags & KVM_F_UNKNOWN);
 	}
 	st->tombstones += x->kind == KVM_TOMBSTONE;
 	st->expiring += x->kind == KVM_VALUE && x->expire_at;
@@ -455,6 +478,10 @@ static void publish(struct kvm *m, struct kvm_node *x, struct kvm_node *s,
 		atomic_store_explicit(&t->slot[idx], slot_of(x, h),
 				      memory_order_release);
 		link_node(m, x, prev);
+		/* Creation order, for kvm_count_resolve (x is complete). */
+		atomic_store_explicit(&m->last_created->created_next, x,
+				      memory_order_release);
+		m->last_created = x;
 	}
 	atomic_store_explicit(&m->top, x, memory_order_release);
 }
@@ -495,7 +522,9 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 	x->kind = (uint8_t)kind;
 	x->height = (uint8_t)height;
 	x->st = *st;
+	x->unknown = !s && (flags & KVM_F_UNKNOWN) && !st->flush_lsn;
 	atomic_init(&x->newer, NULL);
+	atomic_init(&x->created_next, NULL);
 	memcpy((uint8_t *)node_key(x), key, klen);
 	if (vlen)
 		memcpy((uint8_t *)node_val(x), val, vlen);
@@ -597,7 +626,52 @@ void kvm_count(const struct kvm *m, struct kvm_count *c)
 	c->tombstones = st->tombstones;
 	c->below = st->below;
 	c->expiring = st->expiring;
+	c->unknown = st->unknown;
 	c->flush_lsn = st->flush_lsn;
+}
+
+/* Writes with KVM_F_UNKNOWN left "is there a value below?" open; the layers
+ * below a memtable do not change while it exists (a checkpoint only moves
+ * the frozen memtable into LMDB, and every write goes to the active one),
+ * so each such key is asked once, in creation order, and the answer kept.
+ * Without a flush every key created is a skiplist node, and the snapshot's
+ * keys count is the number of nodes created up to it. */
+int kvm_count_resolve(const struct kvm *cm, struct kvm_count *c,
+		      int (*below)(void *arg, const uint8_t *key,
+				   uint32_t klen),
+		      void *arg)
+{
+	struct kvm *m = (struct kvm *)cm;
+	const struct kvm_node *x;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->res_mu);
+	/* Under the lock, so that the cache is never past this snapshot. */
+	kvm_count(m, c);
+	if (!c->unknown || c->flush_lsn)
+		goto out;
+	x = m->res_pos ? m->res_pos : m->head;
+	while (m->res_seen < c->keys) {
+		const struct kvm_node *n = next_created(x);
+
+		if (!n)
+			break; /* cannot happen: the count saw it created */
+		if (n->unknown) {
+			rc = below(arg, node_key(n), n->klen);
+			if (rc < 0)
+				goto out;
+			m->res_below += rc > 0;
+		}
+		x = n;
+		m->res_pos = x;
+		m->res_seen++;
+	}
+	c->below += m->res_below;
+	c->unknown = 0;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&m->res_mu);
+	return rc;
 }
 
 size_t kvm_bytes(const struct kvm *m)
@@ -692,6 +766,7 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
+	pthread_mutex_init(&m->res_mu, NULL);
 	m->chunk_size = o.chunk_size;
 	m->limit = o.limit;
 	m->rng = o.seed ? o.seed : 0x9e3779b97f4a7c15ull;
@@ -706,7 +781,9 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	head->height = MAX_HEIGHT;
 	for (int i = 0; i < MAX_HEIGHT; i++)
 		atomic_init(&head->next[i], NULL);
+	atomic_init(&head->created_next, NULL);
 	m->head = head;
+	m->last_created = head;
 	/* The head doubles as the first counters: all zero, no flush. */
 	atomic_init(&m->top, head);
 	atomic_init(&m->hash, NULL);
@@ -730,6 +807,7 @@ void kvm_destroy(struct kvm *m)
 		next = c->next;
 		free(c);
 	}
+	pthread_mutex_destroy(&m->res_mu);
 	free(m);
 }
 
