@@ -3,12 +3,15 @@
  * Queue: io threads push onto a Treiber stack, one CAS per shard and loop
  * turn for all the requests of that turn (kvd_committer_flush); the committer
  * takes the whole stack with one exchange and reverses it, so requests from
- * one connection keep their order.  The pusher that finds the stack empty
- * writes the eventfd; a committer that finds it empty sleeps in poll() on
- * it, with a timeout for its timers (expiry reaping, the async flush,
- * checkpoint housekeeping, stale reader checks).  The eventfd counter is
- * sticky, so a wake-up cannot be lost between the committer's last look
- * and its sleep.
+ * one connection keep their order.  A committer that finds the stack
+ * empty says it is going to sleep (c->sleeping), looks once more, and
+ * sleeps in poll() on its eventfd, with a timeout for its timers (expiry
+ * reaping, the async flush, checkpoint housekeeping, stale reader checks);
+ * a pusher writes the eventfd only when it sees that flag, so a committer
+ * busy with a batch (in fdatasync, say) is not woken for the next one: it
+ * takes it when it is done.  The flag and the queue are stored and loaded
+ * sequentially consistent on both sides, so a push is never missed; the
+ * eventfd counter is sticky, so a wake-up is not lost before the poll.
  *
  * A batch is computed against the shard's layers, appended to its journal
  * as one write and, in sync mode, flushed with one fdatasync before it is
@@ -115,13 +118,17 @@ void kvd_committer_flush(struct kvd_server *srv)
 		struct kvd_wreq *old =
 		    atomic_load_explicit(&c->queue, memory_order_relaxed);
 
+		/* seq_cst, against wait_for_work's: either this sees the
+		 * committer asleep and wakes it, or the committer sees the
+		 * queue filled and does not sleep.  A committer that is busy
+		 * takes the queue after its batch: no wake-up needed. */
 		do
 			tail->next = old;
 		while (!atomic_compare_exchange_weak_explicit(
-		    &c->queue, &old, head, memory_order_release,
+		    &c->queue, &old, head, memory_order_seq_cst,
 		    memory_order_relaxed));
 		turn_head[s] = turn_tail[s] = NULL;
-		if (!old)
+		if (atomic_load(&c->sleeping))
 			wake(c);
 	}
 	turn_n = 0;
@@ -391,9 +398,12 @@ static void wait_for_work(struct kvd_committer *c)
 		due = c->next_flush_ms;
 	timeout = (int)(due > now ? due - now : 0);
 
-	if (poll(&pfd, 1, timeout) > 0 && read(c->efd, &buf, sizeof(buf)) < 0) {
+	atomic_store(&c->sleeping, 1);
+	if (!atomic_load(&c->queue) && poll(&pfd, 1, timeout) > 0 &&
+	    read(c->efd, &buf, sizeof(buf)) < 0) {
 		/* EAGAIN: another wake-up already consumed it. */
 	}
+	atomic_store(&c->sleeping, 0);
 }
 
 static void maybe_pause(struct kvd_committer *c)

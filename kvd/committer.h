@@ -21,6 +21,7 @@
 struct kvd_committer {
 	_Atomic(struct kvd_wreq *) queue; /* Treiber stack, newest first */
 	int efd;			  /* wakes the committer */
+	atomic_int sleeping; /* in wait_for_work: a pusher must wake it */
 	pthread_t thread;
 	unsigned shard;
 	struct kvd_server *srv;
