@@ -116,7 +116,8 @@ struct kvm_node {
 struct kvm_chunk {
 	struct kvm_chunk *next;
 	size_t size;
-	/* data follows, aligned to 8 */
+	size_t mapped; /* 1: mmap'ed (chunk_free unmaps it), 0: malloc'ed */
+		       /* data follows, aligned to 8 */
 };
 
 /* The hash index: slot = tag << 48 | node, 0 when empty. */
@@ -157,19 +158,45 @@ struct kvm {
 
 /* Chunks of a multiple of 2 MiB are aligned to it and offered to the
  * kernel as huge pages: a skiplist search in a memtable of hundreds of
- * megabytes misses the TLB at nearly every step with 4 KiB pages. */
+ * megabytes misses the TLB at nearly every step with 4 KiB pages.  They
+ * are mapped and unmapped directly: from malloc, a freed memtable stayed
+ * in the process's heaps (glibc raises its mmap threshold after the first
+ * free), and kvd's anonymous memory grew to several times its memtables. */
 #define HUGE_PAGE (2u << 20)
 
-static void *chunk_mem(size_t total)
+static struct kvm_chunk *chunk_mem(size_t total)
 {
-	void *p;
+	struct kvm_chunk *c;
+	char *p, *a;
 
-	if (total % HUGE_PAGE)
-		return malloc(total);
-	if (posix_memalign(&p, HUGE_PAGE, total))
+	if (total % HUGE_PAGE) {
+		c = malloc(total);
+		if (c)
+			c->mapped = 0;
+		return c;
+	}
+	p = mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
 		return NULL;
-	madvise(p, total, MADV_HUGEPAGE); /* advice: failure is harmless */
-	return p;
+	a = (char *)(((uintptr_t)p + HUGE_PAGE - 1) &
+		     ~(uintptr_t)(HUGE_PAGE - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (a + total < p + total + HUGE_PAGE)
+		munmap(a + total, (size_t)(p + HUGE_PAGE - a));
+	madvise(a, total, MADV_HUGEPAGE); /* advice: failure is harmless */
+	c = (struct kvm_chunk *)a;
+	c->mapped = 1;
+	return c;
+}
+
+static void chunk_free(struct kvm_chunk *c)
+{
+	if (c->mapped)
+		munmap(c, sizeof(*c) + c->size);
+	else
+		free(c);
 }
 
 /* A chunk of total bytes, its header included. */
@@ -182,14 +209,15 @@ static int arena_chunk(struct kvm *m, size_t total)
 		m->limit)
 		return -ENOSPC;
 	c = chunk_mem(total);
+	if (c)
+		c->size = total - sizeof(*c);
 	if (c && ((uintptr_t)c + total - 1) >> PTR_BITS) {
-		free(
-		    c); /* cannot be tagged (rule 8): no Linux malloc does it */
+		/* cannot be tagged (rule 8): no Linux allocator does it */
+		chunk_free(c);
 		c = NULL;
 	}
 	if (!c)
 		return -ENOMEM;
-	c->size = total - sizeof(*c);
 	c->next = m->chunks;
 	m->chunks = c;
 	atomic_store_explicit(
@@ -805,7 +833,7 @@ void kvm_destroy(struct kvm *m)
 		return;
 	for (c = m->chunks; c; c = next) {
 		next = c->next;
-		free(c);
+		chunk_free(c);
 	}
 	pthread_mutex_destroy(&m->res_mu);
 	free(m);
