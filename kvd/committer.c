@@ -1,13 +1,17 @@
 /* committer.c - shard writer threads and group commit.
  *
- * Queue: io threads push onto a Treiber stack with one CAS; the committer
+ * Queue: io threads push onto a Treiber stack, one CAS per shard and loop
+ * turn for all the requests of that turn (kvd_committer_flush); the committer
  * takes the whole stack with one exchange and reverses it, so requests from
- * one connection keep their order.  The pusher that finds the stack empty
- * writes the eventfd; a committer that finds it empty sleeps in poll() on
- * it, with a timeout for its timers (expiry reaping, the async flush,
- * checkpoint housekeeping, stale reader checks).  The eventfd counter is
- * sticky, so a wake-up cannot be lost between the committer's last look
- * and its sleep.
+ * one connection keep their order.  A committer that finds the stack
+ * empty says it is going to sleep (c->sleeping), looks once more, and
+ * sleeps in poll() on its eventfd, with a timeout for its timers (expiry
+ * reaping, the async flush, checkpoint housekeeping, stale reader checks);
+ * a pusher writes the eventfd only when it sees that flag, so a committer
+ * busy with a batch (in fdatasync, say) is not woken for the next one: it
+ * takes it when it is done.  The flag and the queue are stored and loaded
+ * sequentially consistent on both sides, so a push is never missed; the
+ * eventfd counter is sticky, so a wake-up is not lost before the poll.
  *
  * A batch is computed against the shard's layers, appended to its journal
  * as one write and, in sync mode, flushed with one fdatasync before it is
@@ -76,24 +80,59 @@ static void wake(struct kvd_committer *c)
 			  strerror(errno));
 }
 
+/* An io thread's requests of one loop turn, per shard, newest first (the
+ * order of the committer's stack): pushed with one CAS and at most one
+ * wake-up per shard at the end of the turn (kvd_committer_flush), instead
+ * of one CAS per request and a wake-up whenever the committer had just
+ * emptied its queue.  A committer woken once finds the turn's writes all
+ * there: one batch, one journal write. */
+static __thread struct kvd_wreq *turn_head[KVD_MAX_SHARDS];
+static __thread struct kvd_wreq *turn_tail[KVD_MAX_SHARDS];
+static __thread uint16_t turn_shards[KVD_MAX_SHARDS];
+static __thread unsigned turn_n;
+
 void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
 {
-	struct kvd_committer *c = &srv->com[w->shard];
-	struct kvd_wreq *old;
+	unsigned s = w->shard;
 
+	(void)srv;
 	if (cap_tail) {
 		w->next = NULL;
 		*cap_tail = w;
 		cap_tail = &w->next;
 		return;
 	}
-	old = atomic_load_explicit(&c->queue, memory_order_relaxed);
-	do
-		w->next = old;
-	while (!atomic_compare_exchange_weak_explicit(
-	    &c->queue, &old, w, memory_order_release, memory_order_relaxed));
-	if (!old)
-		wake(c);
+	if (!turn_head[s]) {
+		turn_tail[s] = w;
+		turn_shards[turn_n++] = (uint16_t)s;
+	}
+	w->next = turn_head[s];
+	turn_head[s] = w;
+}
+
+void kvd_committer_flush(struct kvd_server *srv)
+{
+	for (unsigned i = 0; i < turn_n; i++) {
+		unsigned s = turn_shards[i];
+		struct kvd_committer *c = &srv->com[s];
+		struct kvd_wreq *head = turn_head[s], *tail = turn_tail[s];
+		struct kvd_wreq *old =
+		    atomic_load_explicit(&c->queue, memory_order_relaxed);
+
+		/* seq_cst, against wait_for_work's: either this sees the
+		 * committer asleep and wakes it, or the committer sees the
+		 * queue filled and does not sleep.  A committer that is busy
+		 * takes the queue after its batch: no wake-up needed. */
+		do
+			tail->next = old;
+		while (!atomic_compare_exchange_weak_explicit(
+		    &c->queue, &old, head, memory_order_seq_cst,
+		    memory_order_relaxed));
+		turn_head[s] = turn_tail[s] = NULL;
+		if (atomic_load(&c->sleeping))
+			wake(c);
+	}
+	turn_n = 0;
 }
 
 static struct kvd_wreq *take_all(struct kvd_committer *c)
@@ -383,9 +422,12 @@ static void wait_for_work(struct kvd_committer *c)
 		due = c->next_flush_ms;
 	timeout = (int)(due > now ? due - now : 0);
 
-	if (poll(&pfd, 1, timeout) > 0 && read(c->efd, &buf, sizeof(buf)) < 0) {
+	atomic_store(&c->sleeping, 1);
+	if (!atomic_load(&c->queue) && poll(&pfd, 1, timeout) > 0 &&
+	    read(c->efd, &buf, sizeof(buf)) < 0) {
 		/* EAGAIN: another wake-up already consumed it. */
 	}
+	atomic_store(&c->sleeping, 0);
 }
 
 static void maybe_pause(struct kvd_committer *c)
@@ -501,6 +543,8 @@ static void txn_lock_init(void)
 
 void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv)
 {
+	/* This thread's writes of the turn so far go first, in order. */
+	kvd_committer_flush(srv);
 	pthread_once(&txn_once, txn_lock_init);
 	pthread_rwlock_wrlock(&txn_lock);
 	atomic_fetch_add(&excl_seq, 1);

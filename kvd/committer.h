@@ -21,6 +21,7 @@
 struct kvd_committer {
 	_Atomic(struct kvd_wreq *) queue; /* Treiber stack, newest first */
 	int efd;			  /* wakes the committer */
+	atomic_int sleeping; /* in wait_for_work: a pusher must wake it */
 	pthread_t thread;
 	unsigned shard;
 	struct kvd_server *srv;
@@ -41,8 +42,13 @@ struct kvd_committer {
 
 /* Start one committer per shard; 0 or -1. */
 int kvd_committers_start(struct kvd_server *srv);
-/* Queue a request (any thread).  It comes back through kvd_io_complete(). */
+/* Queue a request (an io thread, or a thread that then calls
+ * kvd_committer_flush).  It comes back through kvd_io_complete(). */
 void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w);
+/* Push the calling io thread's submitted requests to their committers:
+ * kvd_committer_submit holds them until the end of the thread's loop turn,
+ * which calls this (so does kvd_excl_begin, before it locks). */
+void kvd_committer_flush(struct kvd_server *srv);
 /* Stop every committer between two batches, each once its shard's LMDB
  * holds everything it acknowledged (a checkpoint), and wait until all
  * have; a backup opens its snapshots meanwhile.  0, or the KV_* code of a

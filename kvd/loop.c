@@ -776,6 +776,7 @@ static void *io_main(void *arg)
 		io_uring_cq_advance(ring, n);
 		time_turn(io);
 		flush_dirty(io);
+		kvd_committer_flush(io->srv);
 		kvd_reader_reset(io->reader);
 	}
 	io_uring_submit(ring);

@@ -22,6 +22,9 @@
 
 #define VF_EXPIRE 1u
 
+/* ov_ent.below when it was not looked up (a plain PUT: memtable.h, COUNT). */
+#define OV_BELOW_UNKNOWN 2
+
 /* One record of a batch, before it reaches the journal (shard_write.c). */
 struct ov_ent {
 	/* The key, and a value given by the request, stay where they are
@@ -32,7 +35,8 @@ struct ov_ent {
 	uint8_t vbuf; /* the value is in data */
 	uint64_t exp;
 	uint8_t type;  /* KVJ_PUT, KVJ_DEL, KVJ_FLUSHALL */
-	uint8_t below; /* the key holds a value under the active memtable */
+	uint8_t below; /* the key holds a value under the active memtable:
+			  0, 1, or OV_BELOW_UNKNOWN (not looked up) */
 };
 
 struct kvd_wtxn {

@@ -297,6 +297,36 @@ static uint64_t count_expired_mem(struct kvm *const *m, unsigned s,
 	return n;
 }
 
+/* kvm_count_resolve's question for a key first written to memtable
+ * v->m[s] by a plain PUT: does it hold a value in the layers below that
+ * memtable, that is the frozen one (for the active one) and LMDB?  The
+ * view's layers answer it as they were when that memtable was active: the
+ * frozen memtable is in the view for as long as the LMDB snapshot predates
+ * its checkpoint, and a checkpoint only moves it into LMDB. */
+struct below_q {
+	struct shard *sh;
+	struct shard_view *v;
+	int s;
+};
+
+static int below_fn(void *arg, const uint8_t *key, uint32_t klen)
+{
+	struct below_q *q = arg;
+	MDB_val k = {klen, (void *)key}, d;
+	struct kvm_entry e;
+	int rc;
+
+	if (q->s == 0 && q->v->m[1]) {
+		rc = kvm_get(q->v->m[1], key, klen, &e);
+		if (rc == KVM_VALUE || rc == KVM_TOMBSTONE)
+			return rc == KVM_VALUE;
+	}
+	rc = mdb_get(q->v->txn, q->sh->kv, &k, &d);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	return rc ? -1 : 1;
+}
+
 int kvd_shard_entries(struct kvd_reader *r, unsigned i, struct shard_view *v)
 {
 	struct shard *sh = &r->st->sh[i];
@@ -314,9 +344,12 @@ int kvd_shard_entries(struct kvd_reader *r, unsigned i, struct shard_view *v)
 	v->base = 1;
 	v->entries = (int64_t)ms.ms_entries;
 	for (int s = 1; s >= 0; s--) {
+		struct below_q q = {sh, v, s};
+
 		if (!v->m[s])
 			continue;
-		kvm_count(v->m[s], &c);
+		if (kvm_count_resolve(v->m[s], &c, below_fn, &q))
+			return -1;
 		v->expiring[s] = c.expiring;
 		if (c.flush_lsn) {
 			v->entries = 0;

@@ -706,7 +706,17 @@ static void look_beyond(const unsigned char *m, uint64_t seed, int last,
 
 	e->cand_end = e->off;
 	for (uint64_t o = e->off + 8; o + REC_HDR <= e->size; o += 8) {
-		if (get64(m + o + 8) < e->expected ||
+		uint64_t lsn = get64(m + o + 8);
+
+		/* A record this segment's writer put at o follows records
+		 * expected..lsn-1, each at least rec_extent(0) bytes, from
+		 * off on; and its synced field is below its own LSN.  Only
+		 * such a candidate is checksummed: a recycled segment is
+		 * full of an earlier life's bytes, and checksumming each
+		 * 8-byte offset's "length" of them took seconds at startup. */
+		if (lsn < e->expected ||
+		    lsn - e->expected > (o - e->off) / rec_extent(0) ||
+		    get64(m + o + 16) >= lsn ||
 		    !rec_ok(m, e->size, o, seed, &v))
 			continue;
 		if (o + v.ext > e->cand_end)

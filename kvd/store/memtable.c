@@ -22,9 +22,12 @@
  *  4. m->height may be read stale.  A reader that sees the new height but
  *     an old head link at that level reads NULL there, which sorts after
  *     every key, and drops one level: the search stays correct.
- *  5. Versions of a key sort by LSN descending, and a new version is
- *     linked in front of the older ones (level 0 first), so the skiplist's
- *     first node of a key is its newest linked version.
+ *  5. The skiplist holds one node per key: the key's first version in
+ *     this memtable.  A later version is never linked into the skiplist
+ *     (it has no links at all): it hangs off the `newer` chain below, so
+ *     a write to a key already here costs a hash probe, not a skiplist
+ *     search, and an iterator steps from key to key with no older
+ *     versions in its way.
  *
  * Point reads do not walk the skiplist: a hash index (open addressing,
  * linear probing, at most half full) maps each key to its newest version,
@@ -33,10 +36,10 @@
  * order, each a release store:
  *
  *	(a) s->newer = x      (x is complete)
- *	(b) link x into the skiplist
  *	(c) the key's hash slot = x
  *
- * and a new key's x in this order: (a') the empty hash slot = x, (b).
+ * and a new key's x in this order: (a') the empty hash slot = x, (b) link
+ * x into the skiplist.
  * Readers, by kvm_get or by an iterator, take a node (from the slot or
  * from the skiplist) and follow `newer` with acquire loads to its end.
  *
@@ -56,10 +59,13 @@
  *     does not match costs no load of the node.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <xxhash.h>
 
@@ -81,26 +87,37 @@ struct kvm_stats {
 	uint32_t tombstones;
 	uint32_t below;
 	uint32_t expiring;
+	uint32_t unknown; /* keys first written with KVM_F_UNKNOWN */
 	uint64_t flush_lsn;
 };
 
-/* Laid out in the arena as: this header, height links, key, value. */
+/* Laid out in the arena as: this header, height links, key, value.  The
+ * fields a search reads (klen, lsn, the links, then the key) are last, next
+ * to each other: a skiplist step touches one or two cache lines, not three.
+ * Only a key's first version in the memtable is linked into the skiplist
+ * (height >= 1); a later version has height 0 and is reached through the
+ * `newer` chain (rule 5). */
 struct kvm_node {
-	uint64_t lsn;
-	uint64_t expire_at;
-	uint32_t vlen;
-	uint16_t klen;
-	uint8_t kind;
-	uint8_t height;
 	struct kvm_stats st;
+	uint64_t expire_at;
 	_Atomic(struct kvm_node *) newer; /* the version that replaced this */
+	/* The key created after this one (first versions only): the order
+	 * kvm_count_resolve walks in. */
+	_Atomic(struct kvm_node *) created_next;
+	uint8_t unknown; /* first version written with KVM_F_UNKNOWN */
+	uint8_t kind;
+	uint16_t klen;
+	uint32_t vlen;
+	uint8_t height;
+	uint64_t lsn;
 	_Atomic(struct kvm_node *) next[];
 };
 
 struct kvm_chunk {
 	struct kvm_chunk *next;
 	size_t size;
-	/* data follows, aligned to 8 */
+	size_t mapped; /* 1: mmap'ed (chunk_free unmaps it), 0: malloc'ed */
+		       /* data follows, aligned to 8 */
 };
 
 /* The hash index: slot = tag << 48 | node, 0 when empty. */
@@ -125,28 +142,82 @@ struct kvm {
 	_Atomic(struct kvm_hash *) hash;
 	uint64_t hkeys;	       /* slots in use (writer only) */
 	struct kvm_node *head; /* MAX_HEIGHT links, no key */
+	/* Creation order: head->created_next is the first key created; the
+	 * writer appends at last_created. */
+	struct kvm_node *last_created;
+	/* kvm_count_resolve's cache (under res_mu, readers only): how many
+	 * keys, in creation order up to res_pos, hold a value below among
+	 * those written with KVM_F_UNKNOWN. */
+	pthread_mutex_t res_mu;
+	const struct kvm_node *res_pos;
+	uint64_t res_seen;
+	uint64_t res_below;
 };
 
 /* ---- arena ---- */
 
-static int arena_chunk(struct kvm *m, size_t size)
+/* Chunks of a multiple of 2 MiB are aligned to it and offered to the
+ * kernel as huge pages: a skiplist search in a memtable of hundreds of
+ * megabytes misses the TLB at nearly every step with 4 KiB pages.  They
+ * are mapped and unmapped directly: from malloc, a freed memtable stayed
+ * in the process's heaps (glibc raises its mmap threshold after the first
+ * free), and kvd's anonymous memory grew to several times its memtables. */
+#define HUGE_PAGE (2u << 20)
+
+static struct kvm_chunk *chunk_mem(size_t total)
 {
-	size_t total = sizeof(struct kvm_chunk) + size;
+	struct kvm_chunk *c;
+	char *p, *a;
+
+	if (total % HUGE_PAGE) {
+		c = malloc(total);
+		if (c)
+			c->mapped = 0;
+		return c;
+	}
+	p = mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *)(((uintptr_t)p + HUGE_PAGE - 1) &
+		     ~(uintptr_t)(HUGE_PAGE - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (a + total < p + total + HUGE_PAGE)
+		munmap(a + total, (size_t)(p + HUGE_PAGE - a));
+	madvise(a, total, MADV_HUGEPAGE); /* advice: failure is harmless */
+	c = (struct kvm_chunk *)a;
+	c->mapped = 1;
+	return c;
+}
+
+static void chunk_free(struct kvm_chunk *c)
+{
+	if (c->mapped)
+		munmap(c, sizeof(*c) + c->size);
+	else
+		free(c);
+}
+
+/* A chunk of total bytes, its header included. */
+static int arena_chunk(struct kvm *m, size_t total)
+{
 	struct kvm_chunk *c;
 
 	if (m->limit &&
 	    atomic_load_explicit(&m->bytes, memory_order_relaxed) + total >
 		m->limit)
 		return -ENOSPC;
-	c = malloc(total);
+	c = chunk_mem(total);
+	if (c)
+		c->size = total - sizeof(*c);
 	if (c && ((uintptr_t)c + total - 1) >> PTR_BITS) {
-		free(
-		    c); /* cannot be tagged (rule 8): no Linux malloc does it */
+		/* cannot be tagged (rule 8): no Linux allocator does it */
+		chunk_free(c);
 		c = NULL;
 	}
 	if (!c)
 		return -ENOMEM;
-	c->size = size;
 	c->next = m->chunks;
 	m->chunks = c;
 	atomic_store_explicit(
@@ -164,7 +235,7 @@ static void *arena_alloc(struct kvm *m, size_t n, int *err)
 
 	n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
 	if (n > m->chunk_size / 4) {
-		*err = arena_chunk(m, n);
+		*err = arena_chunk(m, sizeof(struct kvm_chunk) + n);
 		return *err ? NULL : (char *)(m->chunks + 1);
 	}
 	if (n > m->left) {
@@ -172,7 +243,7 @@ static void *arena_alloc(struct kvm *m, size_t n, int *err)
 		if (*err)
 			return NULL;
 		m->cur = (char *)(m->chunks + 1);
-		m->left = m->chunk_size;
+		m->left = m->chunks->size;
 	}
 	p = m->cur;
 	m->cur += n;
@@ -199,13 +270,30 @@ static struct kvm_node *next_of(const struct kvm_node *x, int i)
 				    memory_order_acquire);
 }
 
-/* LMDB's default order: bytes, then the shorter key first. */
-static int key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+/* LMDB's default order: bytes, then the shorter key first.  Eight bytes
+ * at a time as big-endian words, inline: a skiplist search compares a key
+ * at every step, and a call to memcmp cost more than the comparison. */
+static inline int key_cmp(const uint8_t *a, size_t an, const uint8_t *b,
+			  size_t bn)
 {
-	int c = memcmp(a, b, an < bn ? an : bn);
+	size_t n = an < bn ? an : bn, i = 0;
 
-	if (c)
-		return c;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x, y;
+
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		if (x != y) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			x = __builtin_bswap64(x);
+			y = __builtin_bswap64(y);
+#endif
+			return x < y ? -1 : 1;
+		}
+	}
+	for (; i < n; i++)
+		if (a[i] != b[i])
+			return a[i] < b[i] ? -1 : 1;
 	return an < bn ? -1 : an > bn;
 }
 
@@ -232,8 +320,14 @@ static struct kvm_node *find_ge(const struct kvm *m, const uint8_t *key,
 	int level = atomic_load_explicit(&m->height, memory_order_acquire) - 1;
 
 	for (;;) {
-		struct kvm_node *nx = next_of(x, level);
+		struct kvm_node *nx = next_of(x, level), *ahead;
 
+		/* Each step is a cache miss on a big memtable: while nx is
+		 * compared, fetch where the search goes if it drops a level
+		 * (two misses in flight instead of one). */
+		if (level && (ahead = next_of(x, level - 1)))
+			__builtin_prefetch((char *)ahead +
+					   offsetof(struct kvm_node, klen));
 		if (node_before(nx, key, klen, lsn)) {
 			x = nx;
 			continue;
@@ -266,6 +360,12 @@ static const struct kvm_stats *cur_stats(const struct kvm *m)
 	return &atomic_load_explicit(&((struct kvm *)m)->top,
 				     memory_order_acquire)
 		    ->st;
+}
+
+static const struct kvm_node *next_created(const struct kvm_node *x)
+{
+	return atomic_load_explicit(&((struct kvm_node *)x)->created_next,
+				    memory_order_acquire);
 }
 
 /* Follow `newer` to the newest version (rules 6 and 7). */
@@ -359,6 +459,7 @@ static void next_stats(struct kvm_stats *st, const struct kvm_node *old,
 		st->keys++;
 		/* Behind a flush nothing below is visible. */
 		st->below += !st->flush_lsn && (flags & KVM_F_BELOW);
+		st->unknown += !st->flush_lsn && (flags & KVM_F_UNKNOWN);
 	}
 	st->tombstones += x->kind == KVM_TOMBSTONE;
 	st->expiring += x->kind == KVM_VALUE && x->expire_at;
@@ -395,15 +496,21 @@ static void publish(struct kvm *m, struct kvm_node *x, struct kvm_node *s,
 	struct kvm_hash *t =
 	    atomic_load_explicit(&m->hash, memory_order_relaxed);
 
-	if (s) /* (a) */
+	if (s) {
+		/* (a), then (c); x is not linked (rule 5) */
 		atomic_store_explicit(&s->newer, x, memory_order_release);
-	else /* (a') */
 		atomic_store_explicit(&t->slot[idx], slot_of(x, h),
 				      memory_order_release);
-	link_node(m, x, prev); /* (b) */
-	if (s)		       /* (c) */
+	} else {
+		/* (a'), then (b) */
 		atomic_store_explicit(&t->slot[idx], slot_of(x, h),
 				      memory_order_release);
+		link_node(m, x, prev);
+		/* Creation order, for kvm_count_resolve (x is complete). */
+		atomic_store_explicit(&m->last_created->created_next, x,
+				      memory_order_release);
+		m->last_created = x;
+	}
 	atomic_store_explicit(&m->top, x, memory_order_release);
 }
 
@@ -430,7 +537,8 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 		t = atomic_load_explicit(&m->hash, memory_order_relaxed);
 		hash_find(t, key, klen, h, &idx);
 	}
-	height = random_height(m);
+	/* Rule 5: only a key's first version is linked. */
+	height = s ? 0 : random_height(m);
 	x = arena_alloc(
 	    m, sizeof(*x) + height * sizeof(x->next[0]) + klen + vlen, &err);
 	if (!x)
@@ -442,15 +550,18 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 	x->kind = (uint8_t)kind;
 	x->height = (uint8_t)height;
 	x->st = *st;
+	x->unknown = !s && (flags & KVM_F_UNKNOWN) && !st->flush_lsn;
 	atomic_init(&x->newer, NULL);
+	atomic_init(&x->created_next, NULL);
 	memcpy((uint8_t *)node_key(x), key, klen);
 	if (vlen)
 		memcpy((uint8_t *)node_val(x), val, vlen);
 	/* A version older than the flush is no version: a new key. */
 	next_stats(&x->st, s && s->lsn >= st->flush_lsn ? s : NULL, x, flags);
-	find_ge(m, key, klen, lsn, prev);
-	if (!s)
+	if (!s) {
+		find_ge(m, key, klen, lsn, prev);
 		m->hkeys++;
+	}
 	publish(m, x, s, h, idx, prev);
 	m->last_lsn = lsn;
 	return 0;
@@ -543,7 +654,52 @@ void kvm_count(const struct kvm *m, struct kvm_count *c)
 	c->tombstones = st->tombstones;
 	c->below = st->below;
 	c->expiring = st->expiring;
+	c->unknown = st->unknown;
 	c->flush_lsn = st->flush_lsn;
+}
+
+/* Writes with KVM_F_UNKNOWN left "is there a value below?" open; the layers
+ * below a memtable do not change while it exists (a checkpoint only moves
+ * the frozen memtable into LMDB, and every write goes to the active one),
+ * so each such key is asked once, in creation order, and the answer kept.
+ * Without a flush every key created is a skiplist node, and the snapshot's
+ * keys count is the number of nodes created up to it. */
+int kvm_count_resolve(const struct kvm *cm, struct kvm_count *c,
+		      int (*below)(void *arg, const uint8_t *key,
+				   uint32_t klen),
+		      void *arg)
+{
+	struct kvm *m = (struct kvm *)cm;
+	const struct kvm_node *x;
+	int rc = 0;
+
+	pthread_mutex_lock(&m->res_mu);
+	/* Under the lock, so that the cache is never past this snapshot. */
+	kvm_count(m, c);
+	if (!c->unknown || c->flush_lsn)
+		goto out;
+	x = m->res_pos ? m->res_pos : m->head;
+	while (m->res_seen < c->keys) {
+		const struct kvm_node *n = next_created(x);
+
+		if (!n)
+			break; /* cannot happen: the count saw it created */
+		if (n->unknown) {
+			rc = below(arg, node_key(n), n->klen);
+			if (rc < 0)
+				goto out;
+			m->res_below += rc > 0;
+		}
+		x = n;
+		m->res_pos = x;
+		m->res_seen++;
+	}
+	c->below += m->res_below;
+	c->unknown = 0;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&m->res_mu);
+	return rc;
 }
 
 size_t kvm_bytes(const struct kvm *m)
@@ -568,15 +724,9 @@ static void skip_hidden(struct kvm_iter *it)
 {
 	const struct kvm_node *x = it->node;
 
-	while (x && newest(x)->lsn < it->flush_lsn) {
-		const struct kvm_node *y = next_of(x, 0);
-
-		/* Older versions of a hidden key are hidden too. */
-		while (y &&
-		       !key_cmp(node_key(y), y->klen, node_key(x), x->klen))
-			y = next_of(y, 0);
-		x = y;
-	}
+	/* One node per key (rule 5): the next node is the next key. */
+	while (x && newest(x)->lsn < it->flush_lsn)
+		x = next_of(x, 0);
 	it->node = x;
 }
 
@@ -605,14 +755,9 @@ int kvm_iter_valid(const struct kvm_iter *it)
 
 int kvm_iter_next(struct kvm_iter *it)
 {
-	const struct kvm_node *x = it->node;
-	const struct kvm_node *y = next_of(x, 0);
-
-	/* Older versions of x's key follow it: step over them.  A newer one
-	 * linked meanwhile goes in front of x, out of our way. */
-	while (y && !key_cmp(node_key(y), y->klen, node_key(x), x->klen))
-		y = next_of(y, 0);
-	it->node = y;
+	/* One node per key (rule 5): the next node is the next key; newer
+	 * versions of this one are on its `newer` chain, not in the list. */
+	it->node = next_of(it->node, 0);
 	skip_hidden(it);
 	return it->node != NULL;
 }
@@ -649,6 +794,7 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
+	pthread_mutex_init(&m->res_mu, NULL);
 	m->chunk_size = o.chunk_size;
 	m->limit = o.limit;
 	m->rng = o.seed ? o.seed : 0x9e3779b97f4a7c15ull;
@@ -663,7 +809,9 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	head->height = MAX_HEIGHT;
 	for (int i = 0; i < MAX_HEIGHT; i++)
 		atomic_init(&head->next[i], NULL);
+	atomic_init(&head->created_next, NULL);
 	m->head = head;
+	m->last_created = head;
 	/* The head doubles as the first counters: all zero, no flush. */
 	atomic_init(&m->top, head);
 	atomic_init(&m->hash, NULL);
@@ -685,8 +833,9 @@ void kvm_destroy(struct kvm *m)
 		return;
 	for (c = m->chunks; c; c = next) {
 		next = c->next;
-		free(c);
+		chunk_free(c);
 	}
+	pthread_mutex_destroy(&m->res_mu);
 	free(m);
 }
 

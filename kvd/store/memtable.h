@@ -1,12 +1,13 @@
 /* memtable.h - a shard's memtable: every write acknowledged since the last
  * checkpoint, in key order, read by every io thread without locks.
  *
- * A memtable is a skiplist of immutable versions in one arena.  A write
- * never changes a version in place: it inserts a new one, ordered by
- * (key ascending, LSN descending), so the first version of a key is its
- * newest and a reader sees either the old version or the new one, whole.
- * A hash index takes kvm_get to a key's newest version without walking
- * the skiplist.
+ * A memtable is a skiplist of keys in one arena, each key's versions
+ * immutable.  A write never changes a version in place: it adds a new one,
+ * so a reader sees either the old version or the new one, whole.  A key's
+ * first version is its skiplist node; later ones are chained from it
+ * (newest last), so writing a key already in the memtable costs no
+ * skiplist search.  A hash index takes kvm_get, and the writer, to a key's
+ * newest version without walking the skiplist.
  * Nothing is ever unlinked or freed before kvm_destroy, which frees the
  * arena as a whole.  docs/memtable.md has the picture and the argument.
  *
@@ -18,7 +19,8 @@
  *   - Any number of reader threads call kvm_get, kvm_count, kvm_bytes,
  *     kvm_flush_lsn and the kvm_iter_* calls at the same time as the writer
  *     and each other, without locks.  No reader call blocks, allocates or
- *     waits for the writer.
+ *     waits for the writer.  kvm_count_resolve is a reader call too; it
+ *     takes a mutex that only other kvm_count_resolve calls hold.
  *   - While a write is in progress a reader sees the memtable either
  *     without that write or with it, never part of it: kvm_get returns the
  *     previous newest version or the new one; an iterator may or may not
@@ -72,7 +74,12 @@
  * the key holds a value (live or expired-but-unreaped) in the layers below
  * this memtable, as the committer saw them; the flag counts only at a
  * key's first write in this memtable (later writes' flags are ignored, and
- * behind a flush nothing is below).  Then the
+ * behind a flush nothing is below).  A writer that did not look (a plain
+ * PUT: its outcome does not depend on the old value, and a lookup in LMDB
+ * per write was a fifth of the committer's time) passes KVM_F_UNKNOWN
+ * instead: kvm_count_resolve asks the caller about each such key, once per
+ * memtable (the layers below a memtable do not change while it exists),
+ * and counts the answers into below.  Then the
  * number of stored entries, expired or not, is
  *
  *	entries = (base_hidden ? 0 : entries_below)
@@ -105,8 +112,8 @@ struct kvm_node;
 #define KVM_MAX_KEY 511u
 /* Values longer than this are refused (kvd's own limit is 16 MiB). */
 #define KVM_MAX_VALUE (1u << 30)
-/* Arena chunk size when kvm_opts.chunk_size is 0. */
-#define KVM_DEFAULT_CHUNK (1u << 20)
+/* Arena chunk size when kvm_opts.chunk_size is 0: one huge page. */
+#define KVM_DEFAULT_CHUNK (2u << 20)
 
 /* kvm_get results and kvm_entry.kind. */
 #define KVM_ABSENT 0
@@ -116,9 +123,12 @@ struct kvm_node;
 /* kvm_put/kvm_del flags. */
 /* The key holds a value in the layers below this memtable (see COUNT). */
 #define KVM_F_BELOW 0x1u
+/* Whether it does was not looked up: kvm_count_resolve finds out. */
+#define KVM_F_UNKNOWN 0x2u
 
 struct kvm_opts {
-	size_t chunk_size; /* arena chunk bytes, 0 = KVM_DEFAULT_CHUNK */
+	size_t chunk_size; /* arena chunk bytes with their header,
+			      0 = KVM_DEFAULT_CHUNK */
 	size_t limit;	   /* arena bytes at most, 0 = no limit */
 	uint32_t seed;	   /* skiplist height generator, 0 = a fixed one */
 };
@@ -140,6 +150,8 @@ struct kvm_count {
 	uint64_t tombstones; /* of them, deleted ones */
 	uint64_t below;	     /* of them, ones that hold a value below */
 	uint64_t expiring;   /* of them, values with an expire_at */
+	uint64_t unknown;    /* of them, first written with KVM_F_UNKNOWN
+				(0 after kvm_count_resolve) */
 	uint64_t flush_lsn;  /* 0, or the flush that hides the base */
 };
 
@@ -163,7 +175,7 @@ void kvm_destroy(struct kvm *m);
 /* kvm_put - write key = val (writer only).  expire_at is absolute Unix ms,
  * 0 for none.  lsn must be >= the last LSN written to m (equal LSNs are
  * allowed: of two writes of one key with one LSN the later one wins).
- * flags: KVM_F_BELOW or 0.  0, -EINVAL, -ENOSPC, -ENOMEM. */
+ * flags: KVM_F_BELOW, KVM_F_UNKNOWN or 0.  0, -EINVAL, -ENOSPC, -ENOMEM. */
 int kvm_put(struct kvm *m, const void *key, size_t klen, const void *val,
 	    size_t vlen, uint64_t expire_at, uint64_t lsn, unsigned flags);
 
@@ -185,8 +197,22 @@ int kvm_flush(struct kvm *m, uint64_t lsn);
 int kvm_get(const struct kvm *m, const void *key, size_t klen,
 	    struct kvm_entry *e);
 
-/* kvm_count - the counters of one moment between two writes. */
+/* kvm_count - the counters of one moment between two writes.  below
+ * leaves out the c->unknown keys written with KVM_F_UNKNOWN. */
 void kvm_count(const struct kvm *m, struct kvm_count *c);
+
+/* kvm_count_resolve - kvm_count with every key written with KVM_F_UNKNOWN
+ * counted into below (c->unknown is 0 after it).  below(arg, key, klen) is
+ * called, for each such key not asked before (readers share the answers,
+ * in memory owned by m), with 1 when the key holds a value (live or
+ * expired-but-unreaped) in the layers below m, 0 when not, or a negative
+ * error, which is returned (c is then the plain kvm_count).  Readers only;
+ * one reader may wait here for another one's calls to below (a mutex:
+ * COUNT is rare), never for the writer.  Behind a flush nothing is asked. */
+int kvm_count_resolve(const struct kvm *m, struct kvm_count *c,
+		      int (*below)(void *arg, const uint8_t *key,
+				   uint32_t klen),
+		      void *arg);
 
 /* kvm_bytes - arena bytes taken (chunks plus headers): what the caller
  * compares with its memtable size to decide when to freeze. */

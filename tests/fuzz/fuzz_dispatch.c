@@ -98,6 +98,9 @@ void kvd_io_dispatch(struct kvd_io *owner, struct kvd_wreq *w)
 	owner->inflight++;
 	writes++;
 	kvd_committer_submit(owner->srv, w);
+	/* The io loop pushes a turn's writes at its end; here every write
+	 * is a turn of its own. */
+	kvd_committer_flush(owner->srv);
 }
 
 /* Any thread: push w, and wake the fuzzer when the stack was empty. */

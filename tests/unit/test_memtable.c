@@ -6,6 +6,10 @@
  *    flushes on a few hundred keys, every answer of kvm_get, kvm_count and
  *    the iterator (from the start and from random keys) compared with a
  *    plain array.  The seed is printed; KVM_TEST_SEED=n replays one.
+ *    Writes say a key holds a value below (KVM_F_BELOW), does not, or
+ *    leave it open (KVM_F_UNKNOWN): kvm_count_resolve must then count the
+ *    answers of its callback into below, asking about each such key at
+ *    most once in the memtable's life.
  * 2. Limits: bad keys and LSNs refused, the arena limit answered -ENOSPC
  *    with nothing half-written, kvm_bytes within the limit.
  * 3. Concurrency: one writer writes new versions of 64 keys (values that
@@ -69,6 +73,9 @@ struct mkey {
 	size_t vlen;
 	uint64_t exp, lsn;
 	int below;
+	int unknown; /* first written with KVM_F_UNKNOWN */
+	int lower;   /* what the layers below say (the callback's answer) */
+	int asked;   /* times kvm_count_resolve asked about it */
 };
 
 static struct mkey mk[MKEYS];
@@ -106,6 +113,10 @@ static void model_keys(void)
 	}
 	/* Sorted, so that the model's order is the index order. */
 	qsort(mk, nmk, sizeof(mk[0]), mkey_order);
+	for (unsigned i = 0; i < nmk; i++) {
+		mk[i].lower = rnd() % 2;
+		mk[i].unknown = mk[i].asked = 0;
+	}
 }
 
 static void check_get(struct kvm *m, unsigned i)
@@ -130,6 +141,36 @@ static void check_get(struct kvm *m, unsigned i)
 	}
 }
 
+static int model_below(void *arg, const uint8_t *key, uint32_t klen)
+{
+	(void)arg;
+	for (unsigned i = 0; i < nmk; i++) {
+		if (key_cmp(key, klen, mk[i].key, mk[i].klen))
+			continue;
+		mk[i].asked++;
+		CHECK(mk[i].asked == 1, "key %u asked %d times", i,
+		      mk[i].asked);
+		return mk[i].lower;
+	}
+	CHECK(0, "asked about a key the model never wrote");
+	return -1;
+}
+
+/* kvm_count_resolve: the known below plus the unknown keys' answers. */
+static void check_resolve(struct kvm *m, const struct kvm_count *w)
+{
+	struct kvm_count c;
+	uint64_t want = w->below;
+
+	for (unsigned i = 0; i < nmk; i++)
+		want += mk[i].state && mk[i].unknown && mk[i].lower;
+	CHECK(!kvm_count_resolve(m, &c, model_below, NULL), "resolve");
+	CHECK(c.below == want && c.unknown == 0 && c.keys == w->keys,
+	      "resolve: below %llu unknown %llu, want %llu 0",
+	      (unsigned long long)c.below, (unsigned long long)c.unknown,
+	      (unsigned long long)want);
+}
+
 static void check_count(struct kvm *m)
 {
 	struct kvm_count c, w = {0};
@@ -142,7 +183,12 @@ static void check_count(struct kvm *m)
 		w.below += mk[i].below;
 		w.expiring += mk[i].state == KVM_VALUE && mk[i].exp;
 	}
+	for (unsigned i = 0; i < nmk; i++)
+		w.unknown += mk[i].state && mk[i].unknown;
 	kvm_count(m, &c);
+	CHECK(c.unknown == w.unknown, "count: %llu unknown, want %llu",
+	      (unsigned long long)c.unknown, (unsigned long long)w.unknown);
+	check_resolve(m, &w);
 	CHECK(c.keys == w.keys && c.tombstones == w.tombstones &&
 		  c.below == w.below && c.expiring == w.expiring &&
 		  c.flush_lsn == flush_lsn,
@@ -195,7 +241,10 @@ static void check_iter(struct kvm *m, unsigned from)
 static void model_step(struct kvm *m, uint64_t *lsn)
 {
 	unsigned r = rnd() % 1000, i = rnd() % nmk;
-	unsigned flags = rnd() % 2 ? KVM_F_BELOW : 0;
+	unsigned pick = rnd() % 3;
+	unsigned flags = pick == 1   ? KVM_F_BELOW
+			 : pick == 2 ? KVM_F_UNKNOWN
+				     : 0;
 	struct mkey *k = &mk[i];
 
 	*lsn += rnd() % 4 != 0; /* equal LSNs now and then: later wins */
@@ -218,8 +267,10 @@ static void model_step(struct kvm *m, uint64_t *lsn)
 		flush_lsn = *lsn;
 		return;
 	}
-	if (!k->state)
-		k->below = base_hidden ? 0 : !!flags;
+	if (!k->state) {
+		k->below = base_hidden ? 0 : !!(flags & KVM_F_BELOW);
+		k->unknown = base_hidden ? 0 : !!(flags & KVM_F_UNKNOWN);
+	}
 	k->state = r < 600 ? KVM_VALUE : KVM_TOMBSTONE;
 	k->lsn = *lsn;
 }
