@@ -116,6 +116,9 @@ static int run_all(struct kvd_wreq **w, unsigned n)
 			kvd_committer_submit(Q.srv, w[i]);
 			k++;
 		}
+	/* submit holds a thread's requests until its flush (an io thread's
+	 * at the end of its loop turn): this thread has no turn */
+	kvd_committer_flush(Q.srv);
 	wait_done(k, &done);
 	while (done) {
 		struct kvd_wreq *next = done->next;
