@@ -619,7 +619,12 @@ static int mp_one(struct kv_buf *b, const uint8_t **p, const uint8_t *end,
 		json_put_str(b, o.p, o.len);
 		return 0;
 	case KV_MP_ARRAY:
-	case KV_MP_MAP: break;
+	case KV_MP_MAP:
+		/* json_parse reads at most JSON_MAX_DEPTH containers deep: a
+		 * deeper one has no JSON form it would read back */
+		if (depth >= JSON_MAX_DEPTH)
+			return -1;
+		break;
 	default: return -1; /* BIN, EXT */
 	}
 	kv_buf_append(b, o.type == KV_MP_MAP ? "{" : "[", 1);
