@@ -258,6 +258,69 @@ const char *resp_subcmd_error(struct resp_req *r, const char *cmd)
 	return r->err;
 }
 
+/* The subcommands kvd has of its commands that have them, with Redis's
+ * arity (command and subcommand counted; negative: at least that many).
+ * SETINFO and NO-TOUCH are Redis 7.2's; the rest are Redis 7.0's. */
+static const struct {
+	uint16_t cmd;
+	int8_t arity;
+	const char *name;
+} subcmds[] = {
+    {RESP_CMD_CLIENT, 2, "id"},	       {RESP_CMD_CLIENT, 2, "getname"},
+    {RESP_CMD_CLIENT, 3, "setname"},   {RESP_CMD_CLIENT, 4, "setinfo"},
+    {RESP_CMD_CLIENT, -2, "list"},     {RESP_CMD_CLIENT, 2, "info"},
+    {RESP_CMD_CLIENT, -3, "kill"},     {RESP_CMD_CLIENT, 3, "no-evict"},
+    {RESP_CMD_CLIENT, 3, "no-touch"},  {RESP_CMD_CLIENT, 2, "help"},
+    {RESP_CMD_COMMAND, 2, "count"},    {RESP_CMD_COMMAND, -2, "list"},
+    {RESP_CMD_COMMAND, -2, "info"},    {RESP_CMD_COMMAND, -2, "docs"},
+    {RESP_CMD_COMMAND, 2, "help"},     {RESP_CMD_CONFIG, -3, "get"},
+    {RESP_CMD_CONFIG, -4, "set"},      {RESP_CMD_CONFIG, 2, "resetstat"},
+    {RESP_CMD_CONFIG, 2, "rewrite"},   {RESP_CMD_CONFIG, 2, "help"},
+    {RESP_CMD_LATENCY, 2, "doctor"},   {RESP_CMD_LATENCY, 2, "latest"},
+    {RESP_CMD_LATENCY, 3, "history"},  {RESP_CMD_LATENCY, -2, "reset"},
+    {RESP_CMD_LATENCY, 2, "help"},     {RESP_CMD_OBJECT, 3, "encoding"},
+    {RESP_CMD_OBJECT, 3, "freq"},      {RESP_CMD_OBJECT, 3, "idletime"},
+    {RESP_CMD_OBJECT, 3, "refcount"},  {RESP_CMD_OBJECT, 2, "help"},
+    {RESP_CMD_PUBSUB, -2, "channels"}, {RESP_CMD_PUBSUB, -2, "numsub"},
+    {RESP_CMD_PUBSUB, 2, "numpat"},    {RESP_CMD_PUBSUB, 2, "help"},
+    {RESP_CMD_SLOWLOG, -2, "get"},     {RESP_CMD_SLOWLOG, 2, "len"},
+    {RESP_CMD_SLOWLOG, 2, "reset"},    {RESP_CMD_SLOWLOG, 2, "help"},
+};
+
+/* Redis 7.0 looks a subcommand up as it looks a command up: an unknown one,
+ * or one with the wrong argument count, is refused before the command runs
+ * or MULTI queues it (and EXEC then aborts).  What the subcommand's
+ * arguments mean is its handler's to check, when it runs. */
+static const char *subcmd_check(struct resp_req *r)
+{
+	char name[48], upper[24];
+	int container = 0;
+
+	if (r->argc < 2) /* the command's own arity was checked */
+		return NULL;
+	for (size_t i = 0; i < sizeof(subcmds) / sizeof(subcmds[0]); i++) {
+		int n = subcmds[i].arity;
+
+		if (subcmds[i].cmd != r->cmd)
+			continue;
+		container = 1;
+		if (!resp_eq(r->a[1], subcmds[i].name))
+			continue;
+		if ((n > 0 && r->argc == (uint32_t)n) ||
+		    (n < 0 && r->argc >= (uint32_t)-n))
+			return NULL;
+		snprintf(name, sizeof(name), "%s|%s", resp_cmds[r->cmd].name,
+			 subcmds[i].name);
+		return resp_arity_error(r, name);
+	}
+	if (!container)
+		return NULL;
+	snprintf(upper, sizeof(upper), "%s", resp_cmds[r->cmd].name);
+	for (char *p = upper; *p; p++)
+		*p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	return resp_subcmd_error(r, upper);
+}
+
 /* Redis's words: the name and up to 128 bytes of quoted arguments. */
 static const char *unknown_error(struct resp_req *r)
 {
@@ -822,7 +885,7 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		if ((d->arity > 0 && r->argc != (uint32_t)d->arity) ||
 		    (d->arity < 0 && r->argc < (uint32_t)-d->arity))
 			err = resp_arity_error(r, d->name);
-		else if (id == RESP_CMD_OBJECT && (err = resp_object_check(r)))
+		else if ((err = subcmd_check(r)))
 			; /* a subcommand's refusal, before MULTI queues it */
 		else if (kvd_auth_resp_disabled((unsigned)id))
 			err = "ERR this command is disabled by the server's "

@@ -353,10 +353,6 @@ int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
 void kvd_resp_multi_refuse(struct kvd_conn *c);
 void kvd_resp_multi_free(struct kvd_conn *c);
 
-/* OBJECT's subcommand and its arity, checked before the command runs or
- * is queued by MULTI, as Redis 7.0 checks a subcommand (resp_key.c). */
-const char *resp_object_check(struct resp_req *r);
-
 /* ---- BITFIELD (resp_str.c) ---- */
 
 enum { RESP_BF_GET, RESP_BF_SET, RESP_BF_INCRBY };

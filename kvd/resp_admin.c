@@ -450,6 +450,14 @@ const char *resp_command(struct kvd_conn *c, struct resp_req *r)
 		resp_add_array(c, RESP_NCMDS);
 		for (int i = 0; i < RESP_NCMDS; i++)
 			resp_add_cstr(c, resp_cmds[i].name);
+	} else if (resp_eq(sub, "list")) {
+		/* Redis 7.0 takes FILTERBY MODULE|ACLCAT|PATTERN <arg>, and
+		 * calls anything else a syntax error */
+		if (r->argc == 5 && resp_eq(r->a[2], "filterby") &&
+		    (resp_eq(r->a[3], "module") || resp_eq(r->a[3], "aclcat") ||
+		     resp_eq(r->a[3], "pattern")))
+			return "ERR COMMAND LIST FILTERBY is not supported";
+		return resp_err_syntax;
 	} else if (resp_eq(sub, "info") || resp_eq(sub, "docs")) {
 		return command_list(c, r, resp_eq(sub, "docs"));
 	} else if (resp_eq(sub, "help") && r->argc == 2) {
@@ -571,8 +579,10 @@ static const char *config_set(struct kvd_conn *c, struct resp_req *r)
 	struct kvd_config *cfg = c->io->srv->cfg;
 	char name[128], val[128];
 
-	if (r->argc < 4 || r->argc % 2)
+	if (r->argc < 4)
 		return resp_arity_error(r, "config|set");
+	if (r->argc % 2) /* a name without its value: Redis 7.0's words */
+		return resp_err_syntax;
 	for (int apply = 0; apply < 2; apply++) {
 		struct resp_it it;
 		struct kv_slice a, b;

@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "committer.h"
 #include "kv_buf.h"
 #include "log.h"
 #include "loop.h"
@@ -316,6 +317,10 @@ const char *resp_monitor(struct kvd_conn *c, struct resp_req *r)
 	struct resp_monitor *m;
 
 	(void)r;
+	/* Inside EXEC (its exclusive section) the client expects one reply
+	 * per command: Redis 7.0 refuses it there. */
+	if (kvd_excl_current())
+		return "ERR MONITOR isn't allowed for DENY BLOCKING client";
 	if (c->mon) {
 		resp_add_ok(c);
 		return NULL;

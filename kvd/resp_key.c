@@ -209,7 +209,9 @@ static const char *sub_arity(struct resp_req *r, const char *cmd,
 static const char *const object_subs[] = {"encoding", "freq", "idletime",
 					  "refcount"};
 
-const char *resp_object_check(struct resp_req *r)
+/* The subcommand and its arity: the dispatcher checked them (resp.c), and
+ * the handler checks again rather than trust a queued request. */
+static const char *object_check(struct resp_req *r)
 {
 	for (size_t i = 0; i < sizeof(object_subs) / sizeof(object_subs[0]);
 	     i++)
@@ -244,7 +246,7 @@ const char *resp_object(struct kvd_conn *c, struct resp_req *r)
 	    "    <key>.",
 	    NULL};
 
-	const char *err = resp_object_check(r);
+	const char *err = object_check(r);
 
 	if (err)
 		return err;

@@ -119,14 +119,6 @@ const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r)
 	return NULL;
 }
 
-/* resp_key.c's check of OBJECT before MULTI queues it: OBJECT's handler
- * is a stub here, so its check is one too. */
-const char *resp_object_check(struct resp_req *r)
-{
-	(void)r;
-	return NULL;
-}
-
 /* committer.c's exclusive sections: none here. */
 /* resp.c asks replication whether writes are taken (repl.c). */
 int kvd_repl_write_ok(void);

@@ -283,6 +283,46 @@ def arity(rnd):
                      for _ in range(rnd.randrange(0, ARITY_MAX[name] + 1))]
 
 
+# The subcommands kvd has, with Redis's arity (command and subcommand
+# counted; negative: at least) and arguments that make a valid call (None:
+# the command alone).  NOSUCH stands for an unknown one.  test_multi_subcommands
+# sends each with every argument count from none to its arity's plus one.
+SUBCOMMANDS = {
+    b"CLIENT": {b"ID": (2, []), b"GETNAME": (2, []), b"SETNAME": (3, [b"diff"]),
+                b"SETINFO": (4, [b"lib-name", b"diff"]),
+                b"LIST": (-2, [b"TYPE", b"normal"]), b"INFO": (2, []),
+                b"KILL": (-3, [b"ID", b"999999"]), b"NO-EVICT": (3, [b"on"]),
+                b"NO-TOUCH": (3, [b"off"]), b"HELP": (2, []), b"NOSUCH": (2, [])},
+    b"COMMAND": {None: (-1, []), b"COUNT": (2, []), b"LIST": (-2, []),
+                 b"INFO": (-2, [b"get", b"nosuch"]), b"DOCS": (-2, [b"get", b"set"]),
+                 b"HELP": (2, []), b"NOSUCH": (2, [])},
+    b"CONFIG": {b"GET": (-3, [b"maxmemory", b"save"]),
+                b"SET": (-4, [b"slowlog-max-len", b"128"]), b"RESETSTAT": (2, []),
+                b"REWRITE": (2, []), b"HELP": (2, []), b"NOSUCH": (2, [])},
+    b"LATENCY": {b"DOCTOR": (2, []), b"LATEST": (2, []),
+                 b"HISTORY": (3, [b"command"]), b"RESET": (-2, [b"command"]),
+                 b"HELP": (2, []), b"NOSUCH": (2, [])},
+    b"OBJECT": {b"ENCODING": (3, [b"k1"]), b"FREQ": (3, [b"k1"]),
+                b"IDLETIME": (3, [b"k1"]), b"REFCOUNT": (3, [b"k1"]),
+                b"HELP": (2, []), b"NOSUCH": (2, [])},
+    b"PUBSUB": {b"CHANNELS": (-2, [b"*"]), b"NUMSUB": (-2, [b"a", b"b"]),
+                b"NUMPAT": (2, []), b"HELP": (2, []), b"NOSUCH": (2, [])},
+    b"SLOWLOG": {b"GET": (-2, [b"1"]), b"LEN": (2, []), b"RESET": (2, []),
+                 b"HELP": (2, []), b"NOSUCH": (2, [])},
+}
+
+
+def subcommand_calls():
+    """Every command of SUBCOMMANDS alone, then each subcommand with 0 to
+    |arity| - 1 arguments after it (the valid ones first, then x)."""
+    for cmd, subs in sorted(SUBCOMMANDS.items()):
+        yield [cmd]
+        for sub, (ar, good) in subs.items():
+            head = [cmd] + ([sub] if sub else [])
+            for n in range(abs(ar) - len(head) + 2):
+                yield head + (good + [b"x"] * n)[:n]
+
+
 def mangle(rnd, cmd):
     """A wrong argument count: drop or add arguments."""
     if rnd.random() < 0.5 and len(cmd) > 1:
@@ -416,10 +456,11 @@ EXCEPTIONS = [
      "or refuses past proto-max-bulk-len with words of its own",
      lambda k, rd, cmd, redis: (cmd[0].upper() == b"LCS"
                                 and err(k, "ERR LCS of strings this long"))),
-    ("CLIENT NO-TOUCH",
-     "kvd accepts Redis 7.2's CLIENT NO-TOUCH, which 7.0 does not know",
+    ("CLIENT NO-TOUCH and SETINFO",
+     "kvd accepts Redis 7.2's CLIENT NO-TOUCH and CLIENT SETINFO, which 7.0 "
+     "does not know",
      lambda k, rd, cmd, redis: (cmd[0].upper() == b"CLIENT" and len(cmd) > 1
-                                and cmd[1].upper() == b"NO-TOUCH")),
+                                and cmd[1].upper() in (b"NO-TOUCH", b"SETINFO"))),
     ("OBJECT IDLETIME",
      "kvd does not track access times: IDLETIME is always 0",
      lambda k, rd, cmd, redis: (cmd[0] == b"OBJECT" and cmd[1].upper() == b"IDLETIME"
@@ -642,6 +683,58 @@ class Differential(unittest.TestCase):
                 excused[w] = excused.get(w, 0) + 1
                 why = why or (w if w in RESYNC else None)
         return why
+
+    def same_kind(self, cmd, k, rd, where):
+        """Errors and status replies equal byte for byte, other replies
+        (which depend on the server: CLIENT ID, COMMAND INFO, ...) of the
+        same type; or a documented difference."""
+        if isinstance(k, list) and isinstance(rd, list):
+            if len(k) != len(rd):  # HELP's lines, COMMAND's commands, ...
+                k = [x for x in k if isinstance(x, Error)]
+                rd = [x for x in rd if isinstance(x, Error)]
+            for ke, re_ in zip(k, rd):
+                self.same_kind(cmd, ke, re_, where)
+            if len(k) == len(rd):
+                return
+        if (isinstance(k, Error) or isinstance(rd, Error)
+                or k in (b"OK", b"QUEUED") or rd in (b"OK", b"QUEUED")):
+            if str(k) == str(rd) and type(k) is type(rd):
+                return
+        elif type(k) is type(rd) and not isinstance(k, list):
+            return
+        for _, _, ok in EXCEPTIONS:
+            if ok(k, rd, cmd, None):
+                return
+        self.fail("%s: %s\n  kvd:   %s\n  redis: %s"
+                  % (where, short(cmd), short(k), short(rd)))
+
+    def test_multi_subcommands(self):
+        """Every subcommand kvd has (and an unknown one), with every argument
+        count from none to its arity's plus one, inside MULTI and then
+        EXEC, and alone: Redis 7.0 refuses an unknown subcommand or a wrong
+        count at once, and EXEC then answers EXECABORT; a count its arity
+        allows is queued, and its handler's refusal is its reply in EXEC's
+        array.  The replies are the same as redis-server's."""
+        kvd, redis = Raw(self.srv.resp_port), Raw(self.redis_port)
+        for c in (kvd, redis):
+            self.assertEqual(c.call("SET", "k1", "v"), b"OK")
+        for cmd in subcommand_calls():
+            rep = []
+            for c in (kvd, redis):
+                rep.append((c.call("MULTI"), c.call(*cmd), c.call("EXEC"),
+                            c.call(*cmd)))
+            (km, kq, ke, ka), (rm, rq, re_, ra) = rep
+            self.assertEqual(km, b"OK")
+            self.same_kind(cmd, kq, rq, "queued")
+            self.same_kind(cmd, ke, re_, "EXEC")
+            self.same_kind(cmd, ka, ra, "alone")
+        # MONITOR inside EXEC: refused, the connection stays a client
+        for c in (kvd, redis):
+            rep.append((c.call("MULTI"), c.call("MONITOR"), c.call("EXEC"),
+                        c.call("PING")))
+        self.assertEqual(str(rep[-2]), str(rep[-1]))
+        kvd.close()
+        redis.close()
 
     def test_transactions(self):
         """MULTI/EXEC/DISCARD/WATCH/UNWATCH sequences, queued commands of
