@@ -733,6 +733,10 @@ class Differential(unittest.TestCase):
             rep.append((c.call("MULTI"), c.call("MONITOR"), c.call("EXEC"),
                         c.call("PING")))
         self.assertEqual(str(rep[-2]), str(rep[-1]))
+        # documented differences: Redis 7.2's SETINFO, no FILTERBY
+        self.assertEqual(kvd.call("CLIENT", "SETINFO", "lib-name", "x"), b"OK")
+        self.assertEqual(str(kvd.call("COMMAND", "LIST", "FILTERBY", "PATTERN", "g*")),
+                         "ERR COMMAND LIST FILTERBY is not supported")
         kvd.close()
         redis.close()
 
