@@ -17,8 +17,11 @@
  * as one write and, in sync mode, flushed with one fdatasync before it is
  * made visible (memtable) and answered (shard.h).  In async mode it is
  * answered once the write reached the OS, and the committer flushes the
- * journal every flush-interval-ms: the journal belongs to its committer
- * alone, so no other thread ever touches it.
+ * journal every flush-interval-ms.  The journal and the memtable have one
+ * writer at a time, whoever holds the shard's run_mu: its committer, or
+ * in async mode an io thread that found the committer idle and commits
+ * its own turn's writes (try_inline); an exclusive section holds them all
+ * off.
  */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include "committer.h"
@@ -43,6 +46,9 @@
 #define BATCH_MAX_OPS 4096
 #define BATCH_MAX_BYTES (4u << 20)
 #define REAP_PER_TXN 1000
+/* An io thread commits its own writes to a shard (async mode) only when
+ * its turn has at most this many for it (try_inline). */
+#define INLINE_MAX 16
 #define READER_CHECK_MS 10000
 
 /* Backups pause every committer between two batches, each having
@@ -110,27 +116,95 @@ void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
 	turn_head[s] = w;
 }
 
+/* Push a list (newest first, head to tail) onto c's queue. */
+static void push(struct kvd_committer *c, struct kvd_wreq *head,
+		 struct kvd_wreq *tail)
+{
+	struct kvd_wreq *old =
+	    atomic_load_explicit(&c->queue, memory_order_relaxed);
+
+	/* seq_cst, against wait_for_work's: either this sees the committer
+	 * asleep and wakes it, or the committer sees the queue filled and
+	 * does not sleep.  A committer that is busy takes the queue after
+	 * its batch: no wake-up needed. */
+	do
+		tail->next = old;
+	while (!atomic_compare_exchange_weak_explicit(
+	    &c->queue, &old, head, memory_order_seq_cst, memory_order_relaxed));
+	if (atomic_load(&c->sleeping))
+		wake(c);
+}
+
+static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
+				  int nowait);
+
+/* Async mode: commit an io thread's writes of one turn (newest first) on
+ * that thread when the shard's committer is idle, so that the request is
+ * answered in the turn that read it, without two thread hops.  The
+ * committer holds run_mu whenever it works, which hands the writer role
+ * (memtable and journal) over with a happens-before edge; an exclusive
+ * section or a pause holds the committers off through txn_lock and
+ * run_mu, and so this too.  Anything that may wait (a freeze, a
+ * checkpoint for room, sync mode's fdatasync) stays with the committer:
+ * an io thread that finds one due, the lock taken or others' writes
+ * queued hands its writes over as before.  1 when they were taken. */
+static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
+		      struct kvd_wreq *head)
+{
+	struct kvd_wreq *fifo = NULL, *w = head;
+	unsigned n = 0;
+
+	/* A long list goes to the committer: it then runs beside this
+	 * thread, which goes back to its sockets (bench/RESULTS.md). */
+	while (w && n <= INLINE_MAX) {
+		w = w->next;
+		n++;
+	}
+	if (n > INLINE_MAX)
+		return 0;
+	/* Only a committer asleep is idle: one awake would block on run_mu
+	 * behind this thread instead of taking its next batch. */
+	if (srv->cfg->durability != KVD_DUR_ASYNC || kvd_repl_is_replica() ||
+	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->queue, memory_order_relaxed) ||
+	    atomic_load(&pause_req) || atomic_load(&c->failed))
+		return 0;
+	if (pthread_mutex_trylock(&c->run_mu))
+		return 0;
+	if (pthread_rwlock_tryrdlock(&txn_lock)) {
+		pthread_mutex_unlock(&c->run_mu);
+		return 0;
+	}
+	/* Under the lock: what is queued now came before us. */
+	if (atomic_load(&c->queue) || atomic_load(&pause_req)) {
+		pthread_rwlock_unlock(&txn_lock);
+		pthread_mutex_unlock(&c->run_mu);
+		return 0;
+	}
+	while (head) {
+		struct kvd_wreq *next = head->next;
+
+		head->next = fifo;
+		fifo = head;
+		head = next;
+	}
+	while (fifo)
+		fifo = run_batch(c, fifo, 1);
+	pthread_rwlock_unlock(&txn_lock);
+	pthread_mutex_unlock(&c->run_mu);
+	return 1;
+}
+
 void kvd_committer_flush(struct kvd_server *srv)
 {
 	for (unsigned i = 0; i < turn_n; i++) {
 		unsigned s = turn_shards[i];
 		struct kvd_committer *c = &srv->com[s];
 		struct kvd_wreq *head = turn_head[s], *tail = turn_tail[s];
-		struct kvd_wreq *old =
-		    atomic_load_explicit(&c->queue, memory_order_relaxed);
 
-		/* seq_cst, against wait_for_work's: either this sees the
-		 * committer asleep and wakes it, or the committer sees the
-		 * queue filled and does not sleep.  A committer that is busy
-		 * takes the queue after its batch: no wake-up needed. */
-		do
-			tail->next = old;
-		while (!atomic_compare_exchange_weak_explicit(
-		    &c->queue, &old, head, memory_order_seq_cst,
-		    memory_order_relaxed));
 		turn_head[s] = turn_tail[s] = NULL;
-		if (atomic_load(&c->sleeping))
-			wake(c);
+		if (!try_inline(srv, c, head))
+			push(c, head, tail);
 	}
 	turn_n = 0;
 }
@@ -184,14 +258,16 @@ static unsigned batch_bucket(uint64_t n)
  * code that failed the batch (it is gone either way).  *full: a write was
  * refused because only the map's room for deletes is left. */
 static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
-		       uint64_t now, int reap, int *full)
+		       uint64_t now, int reap, int *full, int nowait)
 {
 	struct kvd_server *srv = c->srv;
 	struct kvd_wtxn *t;
 	uint64_t t0;
 	int rc;
 
-	if ((rc = kvd_shard_begin(srv->store, c->shard, &t)))
+	rc = nowait ? kvd_shard_begin_nowait(srv->store, c->shard, &t)
+		    : kvd_shard_begin(srv->store, c->shard, &t);
+	if (rc)
 		return rc;
 	for (struct kvd_wreq *w = first; w; w = w->next) {
 		if ((rc = kvd_shard_apply(t, &w->op, now,
@@ -229,11 +305,31 @@ static int splittable(int rc)
 	       rc == KV_VALUE_TOO_LARGE;
 }
 
+static void push(struct kvd_committer *c, struct kvd_wreq *head,
+		 struct kvd_wreq *tail);
+
+/* Requests an io thread could not commit without waiting (a freeze or a
+ * checkpoint due): its committer takes them, in order. */
+static void requeue(struct kvd_committer *c, struct kvd_wreq *fifo)
+{
+	struct kvd_wreq *head = NULL, *tail = fifo;
+
+	while (fifo) {
+		struct kvd_wreq *next = fifo->next;
+
+		fifo->next = head;
+		head = fifo;
+		fifo = next;
+	}
+	push(c, head, tail);
+}
+
 /* Commit the n requests of list first, in order; when that fails in a way
  * a smaller transaction may not, commit each half on its own (bisection:
- * the requests that cannot be applied end up alone and fail alone). */
+ * the requests that cannot be applied end up alone and fail alone).
+ * nowait: the caller is an io thread, which must not wait (requeue). */
 static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
-		     uint64_t n, uint64_t now, int reap)
+		     uint64_t n, uint64_t now, int reap, int nowait)
 {
 	struct kvd_wreq *w, *second;
 	int rc, full = 0;
@@ -242,7 +338,11 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		fail_all(first, NULL, KV_SHARD_FAILED);
 		return;
 	}
-	rc = commit_list(c, first, now, reap, &full);
+	rc = commit_list(c, first, now, reap, &full, nowait);
+	if (rc == -EAGAIN) {
+		requeue(c, first);
+		return;
+	}
 	if (rc == 0) {
 		/* Writes refused for a full map count as a failed batch,
 		 * as when the whole transaction was refused: that is what
@@ -251,6 +351,8 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 			kvd_count(&c->failures, 1);
 		kvd_count(&c->commits, 1);
 		kvd_count(&c->writes, n);
+		if (nowait)
+			kvd_count(&c->inline_batches, 1);
 		kvd_count(&c->batch_hist[batch_bucket(n)], 1);
 		if (n > kvd_read(&c->max_batch))
 			atomic_store_explicit(&c->max_batch, n,
@@ -270,8 +372,8 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 			w = w->next;
 		second = w->next;
 		w->next = NULL;
-		run_list(c, first, n / 2, now, 0);
-		run_list(c, second, n - n / 2, now, 0);
+		run_list(c, first, n / 2, now, 0, nowait);
+		run_list(c, second, n - n / 2, now, 0, nowait);
 		return;
 	}
 	fail_all(first, NULL, rc);
@@ -303,8 +405,10 @@ static int is_copy(const struct kvd_wreq *w)
 }
 
 /* Apply and commit one batch starting at w; returns the first request not
- * in it. */
-static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
+ * in it.  nowait: as run_list's; an io thread leaves reaping to the
+ * committer. */
+static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
+				  int nowait)
 {
 	struct kvd_wreq *first = w, *end, *last = w;
 	uint64_t now = kvd_now_ms(), n = 0;
@@ -323,12 +427,12 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w)
 	last->next = NULL; /* the batch is a list of its own from here on */
 	/* A replica reaps nothing itself: its primary's deletions come as
 	 * records, and its journal must hold the primary's LSNs only. */
-	if (now >= c->next_reap_ms && !kvd_repl_is_replica()) {
+	if (!nowait && now >= c->next_reap_ms && !kvd_repl_is_replica()) {
 		c->next_reap_ms =
 		    now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
 		reap = 1;
 	}
-	run_list(c, first, n, now, reap);
+	run_list(c, first, n, now, reap, nowait);
 	return end;
 }
 
@@ -494,6 +598,8 @@ static void *committer_main(void *arg)
 	c->next_flush_ms =
 	    kvd_now_ms() + KVD_LIVE(c->srv->cfg->flush_interval_ms);
 	for (;;) {
+		/* Held whenever this thread works (try_inline). */
+		pthread_mutex_lock(&c->run_mu);
 		maybe_pause(c);
 		w = take_all(c);
 		if (!w) {
@@ -502,19 +608,22 @@ static void *committer_main(void *arg)
 			pthread_rwlock_rdlock(&txn_lock);
 			timers(c);
 			pthread_rwlock_unlock(&txn_lock);
+			pthread_mutex_unlock(&c->run_mu);
 			wait_for_work(c);
 			continue;
 		}
 		pthread_rwlock_rdlock(&txn_lock);
 		while (w)
-			w = run_batch(c, w);
+			w = run_batch(c, w, 0);
 		housekeeping(c, kvd_now_ms());
 		pthread_rwlock_unlock(&txn_lock);
+		pthread_mutex_unlock(&c->run_mu);
 	}
 	/* A clean stop leaves LMDB holding everything: a quick restart. */
 	if (!atomic_load(&c->failed) &&
 	    kvd_store_sync(c->srv->store, c->shard) == 0)
 		kvd_shard_checkpoint(c->srv->store, c->shard);
+	pthread_mutex_unlock(&c->run_mu);
 	return NULL;
 }
 
@@ -696,6 +805,7 @@ int kvd_committers_start(struct kvd_server *srv)
 
 		c->shard = i;
 		c->srv = srv;
+		pthread_mutex_init(&c->run_mu, NULL);
 		c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (c->efd < 0) {
 			log_error("cannot start committer %u: eventfd: %s", i,
@@ -725,6 +835,7 @@ void kvd_committers_stop(struct kvd_server *srv)
 		}
 		pthread_join(c->thread, NULL);
 		close(c->efd);
+		pthread_mutex_destroy(&c->run_mu);
 	}
 	flush_all(srv);
 	free(srv->com);

@@ -23,6 +23,9 @@ struct kvd_committer {
 	int efd;			  /* wakes the committer */
 	atomic_int sleeping; /* in wait_for_work: a pusher must wake it */
 	pthread_t thread;
+	/* Held by whoever writes the shard: the committer while it works, or
+	 * an io thread committing its own writes (async mode). */
+	pthread_mutex_t run_mu;
 	unsigned shard;
 	struct kvd_server *srv;
 	atomic_int stop;
@@ -33,9 +36,10 @@ struct kvd_committer {
 	uint64_t next_reap_ms;
 	uint64_t next_flush_ms; /* async mode */
 	uint64_t next_check_ms;
-	/* counters, written by the committer thread only */
+	/* counters, written under run_mu only (one writer at a time) */
 	kvd_counter commits, writes, max_batch, commit_ns, failures;
 	kvd_counter reaped;
+	kvd_counter inline_batches; /* committed by an io thread */
 	kvd_counter commit_hist[KVD_LAT_BUCKETS];  /* journal write + flush */
 	kvd_counter batch_hist[KVD_BATCH_BUCKETS]; /* writes per commit */
 };

@@ -313,10 +313,19 @@ void kvd_io_dispatch(struct kvd_io *io, struct kvd_wreq *w)
 	kvd_committer_submit(io->srv, w);
 }
 
+/* The io thread running on this thread, if any. */
+static __thread struct kvd_io *self_io;
+
 void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w)
 {
-	struct kvd_wreq *old =
-	    atomic_load_explicit(&io->done, memory_order_relaxed);
+	struct kvd_wreq *old;
+
+	if (io == self_io) { /* committed on this thread: no hop back */
+		w->next = io->local_done;
+		io->local_done = w;
+		return;
+	}
+	old = atomic_load_explicit(&io->done, memory_order_relaxed);
 
 	do
 		w->next = old;
@@ -621,12 +630,8 @@ static void begin_stop(struct kvd_io *io)
 	}
 }
 
-static void on_wake(struct kvd_io *io)
+static void complete_list(struct kvd_io *io, struct kvd_wreq *w)
 {
-	struct kvd_wreq *w =
-	    atomic_exchange_explicit(&io->done, NULL, memory_order_acquire);
-
-	arm_wake(io);
 	/* Commits just became visible: later reads need fresh snapshots. */
 	if (w)
 		kvd_reader_reset(io->reader);
@@ -637,6 +642,13 @@ static void on_wake(struct kvd_io *io)
 		kvd_conn_wdone(w);
 		w = next;
 	}
+}
+
+static void on_wake(struct kvd_io *io)
+{
+	arm_wake(io);
+	complete_list(io, atomic_exchange_explicit(&io->done, NULL,
+						   memory_order_acquire));
 	kvd_resp_io_wake(io); /* CLIENT KILL, MONITOR (resp_intro.c) */
 	if (atomic_load(&io->srv->stopping) && !io->stopping)
 		begin_stop(io);
@@ -749,6 +761,7 @@ static void *io_main(void *arg)
 			  strerror(errno));
 		return NULL;
 	}
+	self_io = io;
 	io->now_ms = kvd_now_ms();
 	io->turn_ns = kvd_mono_ns();
 	for (int i = 0; i < KVD_NLISTEN; i++)
@@ -777,6 +790,16 @@ static void *io_main(void *arg)
 		time_turn(io);
 		flush_dirty(io);
 		kvd_committer_flush(io->srv);
+		/* Writes this thread committed itself: answer them now; what
+		 * that unblocks may write again. */
+		while (io->local_done) {
+			struct kvd_wreq *w = io->local_done;
+
+			io->local_done = NULL;
+			complete_list(io, w);
+			flush_dirty(io);
+			kvd_committer_flush(io->srv);
+		}
 		kvd_reader_reset(io->reader);
 	}
 	io_uring_submit(ring);

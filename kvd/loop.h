@@ -39,7 +39,10 @@ struct kvd_io {
 	uint64_t turn_ns; /* monotonic clock when this loop turn began */
 	struct kvd_io_stats stats;
 	_Atomic(struct kvd_wreq *) done; /* completions pushed by committers */
-	int efd;			 /* wakes this thread */
+	/* completions of writes this thread committed itself (async mode):
+	 * answered in the same turn, no wake-up */
+	struct kvd_wreq *local_done;
+	int efd; /* wakes this thread */
 	atomic_uint nconns;
 	unsigned inflight; /* wreqs out at committers */
 	/* write payload bytes this thread has out at each shard (write.c);

@@ -177,6 +177,11 @@ struct kvd_wop {
  * being checkpointed and this one is full, waits (backpressure).  0 or a
  * KV_* code (KV_SHARD_FAILED: the shard takes no more writes). */
 int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out);
+/* The same, for a writer that must not wait (an io thread committing its
+ * own writes, async mode): -EAGAIN, with nothing begun, where
+ * kvd_shard_begin would freeze the memtable or checkpoint first. */
+int kvd_shard_begin_nowait(struct kvd_store *st, unsigned i,
+			   struct kvd_wtxn **out);
 /* Compute one op against the batch so far and the layers below; its
  * records join the batch.  0 after setting op->status; a KV_* code when
  * the batch itself failed and must be aborted. */

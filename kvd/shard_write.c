@@ -799,18 +799,44 @@ static int maybe_freeze(struct shard *sh, struct kvd_reader *rd, uint64_t now)
 	return 0;
 }
 
-int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
+/* 1 when beginning a batch now would freeze the memtable or checkpoint
+ * for room, either of which may wait for readers or for the checkpointer.
+ * The conditions only ease while the writer role is held: the
+ * checkpointer shrinks pend_bytes and frees pages, never the reverse. */
+static int would_wait(struct shard *sh, uint64_t now)
+{
+	struct kvd_store *st = sh->st;
+	struct kvm *a = atomic_load_explicit(&sh->active, memory_order_relaxed);
+	uint64_t pend = atomic_load(&sh->pend_bytes), psize, need;
+
+	if (sh->active_ms && (kvm_bytes(a) >= st->memtable_size ||
+			      now - sh->active_ms >= st->ckpt_interval_ms))
+		return 1;
+	if (!pend)
+		return 0;
+	need = ckpt_pages(pend, 4096);
+	return room_pages(sh, 2 * need, &psize) < 2 * (int64_t)need;
+}
+
+static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
+		 int nowait)
 {
 	struct shard *sh = &st->sh[i];
 	struct kvd_wtxn *t = &sh->wt;
+	uint64_t now = kvd_now_ms();
 	int rc;
 
 	if (!t->rd && !(t->rd = kvd_reader_new(st)))
 		return KV_INTERNAL;
 	if ((rc = atomic_load(&sh->failed)))
 		return rc;
-	if ((rc = maybe_freeze(sh, t->rd, kvd_now_ms())) ||
-	    (rc = room_checkpoint(sh, t->rd)))
+	/* would_wait false means maybe_freeze and room_checkpoint have
+	 * nothing to do at this now. */
+	if (nowait) {
+		if (would_wait(sh, now))
+			return -EAGAIN;
+	} else if ((rc = maybe_freeze(sh, t->rd, now)) ||
+		   (rc = room_checkpoint(sh, t->rd)))
 		return rc;
 	kvd_reader_enter(t->rd);
 	shard_layers(sh, &t->act, &t->frz);
@@ -822,6 +848,17 @@ int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
 	ov_clear_ht(t);
 	*out = t;
 	return 0;
+}
+
+int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
+{
+	return begin(st, i, out, 0);
+}
+
+int kvd_shard_begin_nowait(struct kvd_store *st, unsigned i,
+			   struct kvd_wtxn **out)
+{
+	return begin(st, i, out, 1);
 }
 
 /* The batch's records into the active memtable, LSNs from first on. */

@@ -56,6 +56,7 @@ void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 		t->commit_ns += kvd_read(&c->commit_ns);
 		t->failures += kvd_read(&c->failures);
 		t->reaped += kvd_read(&c->reaped);
+		t->inline_commits += kvd_read(&c->inline_batches);
 		if (mb > t->max_batch)
 			t->max_batch = mb;
 	}
@@ -140,7 +141,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	struct kvd_totals t;
 
 	kvd_stats_sum(srv, &t);
-	kv_mp_map(b, 22);
+	kv_mp_map(b, 23);
 	kv_mp_cstr(b, "server"); /* first: kvcli stats prints it first */
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
@@ -160,6 +161,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "max_batch", t.max_batch);
 	kv_mp_cstr(b, "commit_seconds");
 	kv_mp_double(b, (double)t.commit_ns / 1e9);
+	kv_u(b, "inline_commits", t.inline_commits);
 	kv_u(b, "commit_failures", t.failures);
 	kv_u(b, "expired_reaped", t.reaped);
 	kv_u(b, "write_backpressure", t.write_pauses);

@@ -79,6 +79,65 @@ class Durability(unittest.TestCase):
             audit(self, srv.port, acked)
             self.assertEqual(srv.client().call(COUNT), [OK, 64 * 2000])
 
+    def test_async_inline_commits(self):
+        """Async mode: an io thread commits its own turn's writes when the
+        shard's committer is idle (docs/architecture.md section 4).  With
+        writers one request at a time and memtables small enough to freeze
+        every few hundred writes (a freeze hands the batch back to the
+        committer), every write is acknowledged once, read back at once by
+        its writer and by another connection, and survives kill -9."""
+        mport = free_port()
+        with Server(threads=2, durability="async",
+                    args=["--memtable-size", "64k", "--checkpoint-interval-ms", "50",
+                          "--metrics-port", str(mport)]) as srv:
+            acked, errors = [], []
+
+            def one_by_one(n):
+                c, other = Client(srv.port), Client(srv.port)
+                for i in range(400):
+                    k = b"i%02d:%04d" % (n, i)
+                    v = value_of(k)
+                    if c.call(PUT, k, v) != [OK]:
+                        errors.append(k)
+                        continue
+                    acked.append(k)
+                    if c.call(GET, k) != [OK, v] or other.call(GET, k) != [OK, v]:
+                        errors.append(k)
+                c.close()
+                other.close()
+
+            threads = [threading.Thread(target=one_by_one, args=(n,)) for n in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(errors, [])
+            self.assertEqual(len(acked), 8 * 400)
+            st = srv.client().call(STATS)[1]
+            self.assertGreater(st[b"inline_commits"], 0)
+            self.assertLessEqual(st[b"inline_commits"], st[b"commits"])
+            self.assertGreater(sum(s[b"checkpoints"] for s in st[b"shards"]), 0)
+            _, body = http_get(mport, b"/metrics")
+            inl = [float(line.split()[-1]) for line in body.splitlines()
+                   if line.startswith("kvd_inline_commits_total{")]
+            self.assertEqual(len(inl), 2)  # one per shard
+            self.assertGreater(sum(inl), 0)
+            srv.kill9()
+            srv.start()
+            audit(self, srv.port, acked)
+            self.assertEqual(srv.client().call(COUNT), [OK, 8 * 400])
+
+    def test_sync_commits_stay_with_committers(self):
+        """Sync mode never commits on an io thread: its fdatasync would
+        stall every connection of that thread."""
+        with Server(threads=2, durability="sync") as srv:
+            c = srv.client()
+            for i in range(200):
+                self.assertEqual(c.call(PUT, b"s%03d" % i, b"v"), [OK])
+            st = c.call(STATS)[1]
+            self.assertGreater(st[b"commits"], 0)
+            self.assertEqual(st[b"inline_commits"], 0)
+
     def kill9_rounds(self, durability, rounds):
         """relutil's crash rounds (both ports, the full write mix, the
         audit), restarting with a different --threads each time: shards are
