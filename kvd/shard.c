@@ -49,6 +49,10 @@ static int shard_open(struct shard *sh, const struct kvd_store_opts *o,
 			       &sh->exp)) ||
 	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &sh->meta)))
 		goto fail;
+	/* A checkpoint cut short left its marker: the memtable it describes
+	 * is gone (shard_ckpt.c); the journal replays over what it applied. */
+	if ((rc = kvd_shard_ckpt_base_clear(sh, txn)))
+		goto fail;
 	rc = mdb_txn_commit(txn);
 	txn = NULL;
 	if (rc)

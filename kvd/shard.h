@@ -8,8 +8,8 @@
  * the active memtable, the frozen one, LMDB), appended to the journal as
  * physical records, flushed, and only then inserted into the active
  * memtable, where readers see it.  A checkpointer thread per shard applies
- * a frozen memtable to LMDB in one fully synced write transaction that also
- * stores the checkpoint LSN ("meta" database).
+ * a frozen memtable to LMDB in fully synced write transactions of bounded
+ * size, the last of which stores the checkpoint LSN ("meta" database).
  *
  * Each shard directory holds the journal's segment files and one LMDB
  * environment with three databases: "meta" (the checkpoint LSN), "kv" maps

@@ -1,6 +1,6 @@
 /* shard_ckpt.c - checkpoints: a frozen memtable applied to LMDB in key
- * order, in one fully synced write transaction that also stores the
- * checkpoint LSN, then retired once no reader can need it.
+ * order, in fully synced write transactions of bounded size, the last of
+ * which stores the checkpoint LSN, then retired once no reader can need it.
  *
  * One checkpointer thread per shard.  The committer freezes (hands over
  * the active memtable and starts a new one); the checkpointer applies it,
@@ -10,6 +10,27 @@
  * visible until every reader passed a quiescent point (kvd_reader_reset);
  * then it is unpublished, and freed after one more.  The waits poll the
  * readers' epochs: a checkpointer waits for io threads, never the reverse.
+ *
+ * Why several transactions: LMDB keeps the buffer of every page a write
+ * transaction dirtied in its environment's free list for reuse and never
+ * gives it back (mdb_page_free), so the largest transaction's dirty pages
+ * stay in the process for good: one transaction per 64 MiB memtable of
+ * random keys dirtied up to LMDB's 131,072-page limit, 512 MiB a shard.
+ * While a checkpoint is part-way, LMDB holds part of the frozen memtable
+ * under the old checkpoint LSN, which is safe: the frozen memtable stays
+ * in front of LMDB for every reader until the last transaction committed
+ * (it decides every key it holds), a crash replays the journal from the
+ * old LSN over the part applied (records are physical: replaying them is
+ * idempotent; a FLUSHALL's mdb_drop is in the first transaction only, and
+ * its record replays as a flush marker that hides LMDB and drops it
+ * again), and a failed transaction (map or disk full) is retried from
+ * where the last committed one ended.  COUNT stays exact: the frozen
+ * memtable's plain PUTs are resolved against LMDB before its first
+ * transaction (memtable.h, COUNT), and the first of several transactions
+ * stores LMDB's entry count before the checkpoint ("ckpt_base"), which
+ * kvd_shard_entries uses instead of mdb_stat's for a snapshot that holds a
+ * part of that memtable; the last transaction deletes it, and so does
+ * opening the store (the memtable it described is gone after a restart).
  */
 #include "shard_int.h"
 
@@ -97,39 +118,160 @@ static int apply_one(struct shard *sh, MDB_txn *txn, const struct kvm_entry *e)
 	return rc;
 }
 
-/* m into LMDB with the LSN upto, committed (fully synced).  0 or an LMDB
- * or errno code; *what names the step that failed. */
-static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
-		 const char **what)
+/* Entries and key and value bytes one write transaction of a checkpoint
+ * applies at most: about a dirty page per entry for random keys (the leaf
+ * it lands in; branch pages are shared), a page per 4 KiB of values, so
+ * LMDB's kept page buffers stay near 4096 pages (16 MiB) a shard instead
+ * of a memtable's worth.  KVD_CKPT_TXN_ENTRIES in the environment sets the
+ * entry bound (tests make it tiny to watch a checkpoint part-way). */
+#define TXN_ENTRIES 4096
+#define TXN_BYTES (16u << 20)
+static uint64_t txn_entries = TXN_ENTRIES;
+
+/* Where a checkpoint of m stands: after a failed transaction it goes on
+ * from the first key not committed. */
+struct ckpt_pos {
+	const struct kvm *m;
+	const uint8_t *key; /* the next key to apply (in m's arena) */
+	uint32_t klen;
+	int started;	   /* a transaction committed; the marker stored */
+	int resolved;	   /* m's plain PUTs resolved: several txns allowed */
+	uint64_t applied;  /* entries committed */
+	uint64_t released; /* of the job's bytes, taken off pend_bytes */
+};
+
+/* The marker of a checkpoint part-way: its LSN and LMDB's entries before
+ * its first transaction (see the head of this file). */
+#define BASE_KEY "ckpt_base"
+
+int kvd_shard_ckpt_base(struct shard *sh, MDB_txn *txn, uint64_t upto,
+			int64_t *entries)
+{
+	MDB_val k = {sizeof(BASE_KEY) - 1, BASE_KEY}, v;
+	uint64_t b[2];
+
+	if (mdb_get(txn, sh->meta, &k, &v) || v.mv_size != sizeof(b))
+		return 0;
+	memcpy(b, v.mv_data, sizeof(b));
+	if (b[0] != upto)
+		return 0;
+	*entries = (int64_t)b[1];
+	return 1;
+}
+
+int kvd_shard_ckpt_base_clear(struct shard *sh, MDB_txn *txn)
+{
+	MDB_val k = {sizeof(BASE_KEY) - 1, BASE_KEY};
+	int rc = mdb_del(txn, sh->meta, &k, NULL);
+
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* The transaction's end: more to come (store the marker once), or the
+ * last one (the checkpoint LSN, the marker gone). */
+static int apply_end(struct shard *sh, MDB_txn *txn, struct ckpt_pos *pos,
+		     int more, uint64_t upto, uint64_t base)
 {
 	MDB_val mk = {8, "ckpt_lsn"}, mv = {8, &upto};
+	MDB_val bk = {sizeof(BASE_KEY) - 1, BASE_KEY};
+	uint64_t b[2] = {upto, base};
+	MDB_val bv = {sizeof(b), b};
+
+	if (more)
+		return pos->started ? 0 : mdb_put(txn, sh->meta, &bk, &bv, 0);
+	if (pos->started) {
+		int rc = kvd_shard_ckpt_base_clear(sh, txn);
+
+		if (rc)
+			return rc;
+	}
+	return mdb_put(txn, sh->meta, &mk, &mv, 0);
+}
+
+/* One transaction of m's checkpoint, from pos on, committed (fully
+ * synced); *done when it was the last.  0 or an LMDB or errno code; *what
+ * names the step that failed.  pos moves only once the commit succeeded. */
+static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
+		 struct ckpt_pos *pos, int *done, const char **what)
+{
+	uint64_t max = pos->resolved ? txn_entries : UINT64_MAX, n = 0;
+	uint64_t max_bytes = pos->resolved ? TXN_BYTES : UINT64_MAX, bytes = 0;
 	struct kvm_iter it;
 	struct kvm_entry e;
+	MDB_stat ms = {0};
 	MDB_txn *txn;
-	int rc;
+	int rc, ok;
 
 	*what = "begin";
 	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)))
 		return rc;
 	*what = "write";
+	if (!pos->started && (rc = mdb_stat(txn, sh->kv, &ms)))
+		goto fail;
 	/* FLUSHALL: everything below the memtable goes first. */
-	if (kvm_flush_lsn(m) && ((rc = mdb_drop(txn, sh->kv, 0)) ||
-				 (rc = mdb_drop(txn, sh->exp, 0))))
+	if (!pos->started && kvm_flush_lsn(m) &&
+	    ((rc = mdb_drop(txn, sh->kv, 0)) ||
+	     (rc = mdb_drop(txn, sh->exp, 0))))
 		goto fail;
 	kvm_iter_init(&it, m);
-	for (int ok = kvm_iter_seek(&it, NULL, 0); ok;
+	for (ok = kvm_iter_seek(&it, pos->key, pos->klen); ok;
 	     ok = kvm_iter_next(&it)) {
+		if (n >= max || bytes >= max_bytes)
+			break;
 		kvm_iter_entry(&it, &e);
 		if ((rc = apply_one(sh, txn, &e)))
 			goto fail;
+		n++;
+		bytes += e.klen + e.vlen;
 	}
-	if ((rc = mdb_put(txn, sh->meta, &mk, &mv, 0)))
+	if ((rc = apply_end(sh, txn, pos, ok, upto,
+			    pos->started ? 0 : ms.ms_entries)))
 		goto fail;
 	*what = "commit";
-	return mdb_txn_commit(txn);
+	if ((rc = mdb_txn_commit(txn)))
+		return rc;
+	pos->started = 1;
+	pos->applied += n;
+	if (ok)
+		pos->key = kvm_iter_key(&it, &pos->klen);
+	*done = !ok;
+	return 0;
 fail:
 	mdb_txn_abort(txn);
 	return rc;
+}
+
+/* Resolve m's plain PUTs against LMDB as it is before m's first
+ * transaction (kvd_shard_entries resolves the frozen memtable, m, with a
+ * fresh snapshot); 0, or -1 and m is applied in one transaction. */
+static int resolve_frozen(struct shard *sh, struct kvd_reader *rd)
+{
+	struct shard_view v;
+	int rc;
+
+	if (!rd)
+		return -1;
+	kvd_reader_reset(rd);
+	rc = kvd_shard_entries(rd, sh->idx, &v);
+	kvd_reader_reset(rd);
+	return rc;
+}
+
+/* Take the committed part of the job's bytes off pend_bytes, so that the
+ * room checks (shard_write.c) do not count it both there and in LMDB. */
+static void release_part(struct shard *sh, struct ckpt_pos *pos, uint64_t bytes,
+			 uint64_t keys)
+{
+	uint64_t part = keys ? (uint64_t)((double)bytes * (double)pos->applied /
+					  (double)keys)
+			     : 0;
+
+	if (part > bytes)
+		part = bytes;
+	if (part > pos->released) {
+		atomic_fetch_sub(&sh->pend_bytes, part - pos->released);
+		pos->released = part;
+	}
 }
 
 /* A failed checkpoint: KV_MAP_FULL, KV_DISK_FULL or KV_INTERNAL (out of
@@ -147,14 +289,27 @@ static int ckpt_status(struct shard *sh, int rc, const char *what)
 	return KV_SHARD_FAILED;
 }
 
-/* Apply, publish, retire one frozen memtable; 0 or a KV_* code. */
-static int checkpoint(struct shard *sh, struct kvm *m, uint64_t upto)
+/* Apply, publish, retire one frozen memtable; 0 or a KV_* code.  pos
+ * carries a failed attempt's progress to the next one. */
+static int checkpoint(struct shard *sh, struct kvd_reader *rd, struct kvm *m,
+		      uint64_t upto, uint64_t bytes, struct ckpt_pos *pos)
 {
 	struct kvd_store *st = sh->st;
-	uint64_t t0 = kvd_mono_ns(), ns;
+	uint64_t t0 = kvd_mono_ns(), ns, keys;
+	struct kvm_count c;
 	const char *what;
-	int rc = apply(sh, m, upto, &what);
+	int rc = 0, done = 0;
 
+	if (pos->m != m) {
+		memset(pos, 0, sizeof(*pos));
+		pos->m = m;
+	}
+	if (!pos->started)
+		pos->resolved = resolve_frozen(sh, rd) == 0;
+	kvm_count(m, &c);
+	keys = c.keys;
+	while (!done && !(rc = apply(sh, m, upto, pos, &done, &what)))
+		release_part(sh, pos, bytes, keys);
 	if (rc) {
 		int status = ckpt_status(sh, rc, what);
 
@@ -225,6 +380,7 @@ static void *ckpt_main(void *arg)
 {
 	struct shard *sh = arg;
 	struct kvd_reader *rd = kvd_reader_new(sh->st); /* NULL: no resolving */
+	struct ckpt_pos pos = {0};
 
 	pthread_mutex_lock(&sh->mu);
 	for (;;) {
@@ -240,11 +396,12 @@ static void *ckpt_main(void *arg)
 		upto = sh->frozen_upto;
 		bytes = sh->frozen_bytes;
 		pthread_mutex_unlock(&sh->mu);
-		rc = checkpoint(sh, m, upto);
+		rc = checkpoint(sh, rd, m, upto, bytes, &pos);
 		pthread_mutex_lock(&sh->mu);
 		sh->attempts++;
 		if (rc == 0) {
-			atomic_fetch_sub(&sh->pend_bytes, bytes);
+			atomic_fetch_sub(&sh->pend_bytes, bytes - pos.released);
+			pos.m = NULL;
 			sh->job = NULL;
 			atomic_store(&sh->ckpt_busy, 0);
 		} else if (rc == KV_SHARD_FAILED) {
@@ -272,6 +429,10 @@ static void *ckpt_main(void *arg)
 
 int kvd_ckpt_start(struct shard *sh)
 {
+	const char *e = getenv("KVD_CKPT_TXN_ENTRIES");
+
+	if (e && strtoull(e, NULL, 10) > 0)
+		txn_entries = strtoull(e, NULL, 10);
 	if (pthread_create(&sh->ckpt_thread, NULL, ckpt_main, sh))
 		return -1;
 	sh->ckpt_started = 1;

@@ -241,6 +241,12 @@ MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i);
 uint64_t kvd_shard_fs_room(const char *path);
 /* The checkpoint LSN stored in txn's snapshot (0: none yet). */
 uint64_t kvd_shard_meta_lsn(struct shard *sh, MDB_txn *txn);
+/* 1 with *entries set when txn's snapshot holds part of the checkpoint to
+ * LSN upto: LMDB's entries before it (shard_ckpt.c); 0 otherwise. */
+int kvd_shard_ckpt_base(struct shard *sh, MDB_txn *txn, uint64_t upto,
+			int64_t *entries);
+/* Delete that marker in write txn txn; 0 or an LMDB code. */
+int kvd_shard_ckpt_base_clear(struct shard *sh, MDB_txn *txn);
 /* A reader's view of one shard, for counts (shard_scan.c). */
 struct shard_view {
 	struct kvm *m[2]; /* active, frozen (NULL: none, or already in LMDB) */

@@ -343,6 +343,12 @@ int kvd_shard_entries(struct kvd_reader *r, unsigned i, struct shard_view *v)
 		v->m[1] = NULL;
 	v->base = 1;
 	v->entries = (int64_t)ms.ms_entries;
+	/* One that it holds part of (a checkpoint part-way): LMDB's entries
+	 * as they were before it, which the memtable's delta is counted
+	 * against. */
+	if (v->m[1])
+		kvd_shard_ckpt_base(sh, v->txn, kvm_last_lsn(v->m[1]),
+				    &v->entries);
 	for (int s = 1; s >= 0; s--) {
 		struct below_q q = {sh, v, s};
 
