@@ -66,7 +66,10 @@ class SentinelBasic(unittest.TestCase):
         m = None
         while time.time() < deadline:
             m = sentinel_master(c)
-            if m.get("flags") == "master" and int(m["num-other-sentinels"]) == others:
+            # Sentinel knows kvd's run id only after its first INFO reply,
+            # which may come after the flags say master.
+            if (m.get("flags") == "master" and m.get("runid")
+                    and int(m["num-other-sentinels"]) == others):
                 return m
             time.sleep(0.2)
         self.fail("sentinel's view of kvd: %r\n%s" % (m, self.logs()))
