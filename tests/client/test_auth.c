@@ -17,7 +17,9 @@ static kvc_conn *handle(void)
 	kvc_conn *c;
 
 	CHECK(kvc_create(&c) == 0);
-	CHECK(kvc_set_timeouts(c, 2000, 10000) == 0);
+	/* 10 s to connect: a sanitizer build may take seconds to start
+	 * answering after a restart (its port is bound first). */
+	CHECK(kvc_set_timeouts(c, 10000, 10000) == 0);
 	return c;
 }
 

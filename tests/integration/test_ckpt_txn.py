@@ -23,7 +23,8 @@ import os
 import time
 
 from kvdtest import (COUNT, DEL, FLUSHALL, GET, MDEL, MPUT, NOT_FOUND, OK, PUT,
-                     SCAN, STATS, Server, main, start_with, unittest, wait_for)
+                     SCAN, STATS, Server, main, skip_rss_bounds_under_tsan, start_with,
+                     unittest, wait_for)
 
 MiB = 1 << 20
 
@@ -74,6 +75,7 @@ class CheckpointTxnTest(unittest.TestCase):
                  timeout=120, what="a checkpoint on every shard")
 
     def test_memory_after_large_checkpoint(self):
+        skip_rss_bounds_under_tsan(self)
         """One shard, a 128 MiB memtable of 1,500-byte values frozen when
         full: one transaction for it kept 329 MiB of page buffers."""
         self.srv = Server(threads=1, args=["--memtable-size", "128m",

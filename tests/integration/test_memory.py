@@ -14,7 +14,7 @@ import time
 import unittest
 
 from kvdtest import (AUTH, GET, MGET, MPUT, OK, PING, PUT, REPLY_TOO_LARGE, STATS,
-                     Client, Server, frame, main)
+                     Client, Server, frame, main, skip_rss_bounds_under_tsan)
 
 MiB = 1 << 20
 
@@ -78,6 +78,9 @@ class ReplyBuilders(unittest.TestCase):
     """Replies are checked against their limit as they grow (item: one
     small request can take gigabytes)."""
 
+    def setUp(self):
+        skip_rss_bounds_under_tsan(self)
+
     def test_native_mget_of_a_big_value_many_times(self):
         with Server(threads=1) as srv:
             c = srv.client()
@@ -123,6 +126,9 @@ class ReplyBuilders(unittest.TestCase):
 
 class PreAuth(unittest.TestCase):
     """Unauthenticated peers are held to a few KiB each."""
+
+    def setUp(self):
+        skip_rss_bounds_under_tsan(self)
 
     def test_unread_replies_before_auth_close_the_connection(self):
         with Server(threads=2, args=["--requirepass", "pw"]) as srv:
@@ -175,6 +181,9 @@ class PreAuth(unittest.TestCase):
 
 class InflightWrites(unittest.TestCase):
     """Writes in flight are bounded per connection and per shard."""
+
+    def setUp(self):
+        skip_rss_bounds_under_tsan(self)
 
     def test_pipelined_big_puts_without_reading(self):
         # The memtables (up to twice memtable-size per shard) are bounded
