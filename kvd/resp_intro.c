@@ -703,6 +703,11 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 			want |= ids[i] == o->id;
 		if (type && type != conn_kind(o))
 			want = 0;
+		/* Killed is gone, as in Redis, whose CLIENT KILL frees the
+		 * client at once: its own io thread may close it a moment
+		 * later. */
+		if (atomic_load_explicit(&o->kill, memory_order_relaxed))
+			want = 0;
 		if (want)
 			client_line(c, o, &b);
 		over = b.len > cap;
