@@ -68,7 +68,9 @@ class RenameCrash(unittest.TestCase):
                 for t in ts:
                     t.join(30)
                 srv.start()
-                c = Raw(srv.resp_port)
+                # The replay may take seconds in a sanitizer build, where
+                # the port answers first (kvd binds it before opening).
+                c = Raw(srv.resp_port, timeout=120)
                 for (a, b), v in vals.items():
                     got = [c.call("GET", a), c.call("GET", b)]
                     self.assertIn(v, got, "seed %d, round %d: %r and %r hold %r"

@@ -29,7 +29,7 @@ import unittest
 
 import redis
 
-from kvdtest import Server, free_port, wait_for
+from kvdtest import Server, free_port, skip_rss_bounds_under_tsan, wait_for
 from resputil import Error, Raw, encode, main, need_redis_70, spread_conns
 
 
@@ -231,6 +231,7 @@ class PubSub(unittest.TestCase):
             c.close()
 
     def test_slow_subscriber_closed_memory_bounded(self):
+        skip_rss_bounds_under_tsan(self)
         c = Raw(self.port)
         self.assertEqual(c.call("CONFIG", "GET", "pubsub-max-output"),
                          [b"pubsub-max-output", b"1048576"])
