@@ -1,11 +1,13 @@
 /* committer.h - one writer thread per shard, and group commit.
  *
  * A shard's journal and memtable have one writer, and a journal flush
- * blocks in fdatasync.  So io threads never write: they push requests onto
- * the shard's lock-free queue, and the shard's committer takes everything
- * queued while its previous flush ran, appends it to the journal as one
- * write, flushes once, makes it visible, and only then hands each request
- * back.  Under load one fdatasync carries hundreds of writes.
+ * blocks in fdatasync.  So io threads do not write (but in async mode,
+ * their own writes when the committer is asleep: committer.c, try_inline):
+ * they push requests onto the shard's lock-free queue, and the shard's
+ * committer takes everything queued while its previous flush ran, appends
+ * it to the journal as one write, flushes once, makes it visible, and only
+ * then hands each request back.  Under load one fdatasync carries hundreds
+ * of writes.
  */
 #ifndef KVD_COMMITTER_H
 #define KVD_COMMITTER_H

@@ -4,7 +4,8 @@
  * SO_REUSEPORT listener (multishot accept), receives with multishot recv
  * into a provided-buffer ring, parses and answers reads in place, hands
  * writes to committers, and sends each connection's replies once per loop
- * turn.  It never blocks except in io_uring_submit_and_wait.
+ * turn.  It never blocks except in io_uring_submit_and_wait, and in async
+ * mode in the journal's write(2) of its own writes (committer.c).
  */
 #ifndef KVD_LOOP_H
 #define KVD_LOOP_H
