@@ -116,6 +116,22 @@ void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
 	turn_head[s] = w;
 }
 
+/* A list in the other order: the queue is newest first, a batch oldest
+ * first. */
+static struct kvd_wreq *reverse(struct kvd_wreq *w)
+{
+	struct kvd_wreq *r = NULL;
+
+	while (w) {
+		struct kvd_wreq *next = w->next;
+
+		w->next = r;
+		r = w;
+		w = next;
+	}
+	return r;
+}
+
 /* Push a list (newest first, head to tail) onto c's queue. */
 static void push(struct kvd_committer *c, struct kvd_wreq *head,
 		 struct kvd_wreq *tail)
@@ -151,9 +167,16 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
 		      struct kvd_wreq *head)
 {
-	struct kvd_wreq *fifo = NULL, *w = head;
+	struct kvd_wreq *fifo, *w = head;
 	unsigned n = 0;
 
+	/* Only a committer asleep is idle: one awake would block on run_mu
+	 * behind this thread instead of taking its next batch. */
+	if (srv->cfg->durability != KVD_DUR_ASYNC || kvd_repl_is_replica() ||
+	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->queue, memory_order_relaxed) ||
+	    atomic_load(&pause_req) || atomic_load(&c->failed))
+		return 0;
 	/* A long list goes to the committer: it then runs beside this
 	 * thread, which goes back to its sockets (bench/RESULTS.md). */
 	while (w && n <= INLINE_MAX) {
@@ -161,13 +184,6 @@ static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
 		n++;
 	}
 	if (n > INLINE_MAX)
-		return 0;
-	/* Only a committer asleep is idle: one awake would block on run_mu
-	 * behind this thread instead of taking its next batch. */
-	if (srv->cfg->durability != KVD_DUR_ASYNC || kvd_repl_is_replica() ||
-	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->queue, memory_order_relaxed) ||
-	    atomic_load(&pause_req) || atomic_load(&c->failed))
 		return 0;
 	if (pthread_mutex_trylock(&c->run_mu))
 		return 0;
@@ -181,14 +197,7 @@ static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
 		pthread_mutex_unlock(&c->run_mu);
 		return 0;
 	}
-	while (head) {
-		struct kvd_wreq *next = head->next;
-
-		head->next = fifo;
-		fifo = head;
-		head = next;
-	}
-	while (fifo)
+	for (fifo = reverse(head); fifo;)
 		fifo = run_batch(c, fifo, 1);
 	pthread_rwlock_unlock(&txn_lock);
 	pthread_mutex_unlock(&c->run_mu);
@@ -211,18 +220,8 @@ void kvd_committer_flush(struct kvd_server *srv)
 
 static struct kvd_wreq *take_all(struct kvd_committer *c)
 {
-	struct kvd_wreq *w =
-	    atomic_exchange_explicit(&c->queue, NULL, memory_order_acquire);
-	struct kvd_wreq *fifo = NULL;
-
-	while (w) {
-		struct kvd_wreq *next = w->next;
-
-		w->next = fifo;
-		fifo = w;
-		w = next;
-	}
-	return fifo;
+	return reverse(
+	    atomic_exchange_explicit(&c->queue, NULL, memory_order_acquire));
 }
 
 static void complete(struct kvd_wreq *w)
@@ -305,23 +304,13 @@ static int splittable(int rc)
 	       rc == KV_VALUE_TOO_LARGE;
 }
 
-static void push(struct kvd_committer *c, struct kvd_wreq *head,
-		 struct kvd_wreq *tail);
-
 /* Requests an io thread could not commit without waiting (a freeze or a
  * checkpoint due): its committer takes them, in order. */
 static void requeue(struct kvd_committer *c, struct kvd_wreq *fifo)
 {
-	struct kvd_wreq *head = NULL, *tail = fifo;
+	struct kvd_wreq *tail = fifo;
 
-	while (fifo) {
-		struct kvd_wreq *next = fifo->next;
-
-		fifo->next = head;
-		head = fifo;
-		fifo = next;
-	}
-	push(c, head, tail);
+	push(c, reverse(fifo), tail);
 }
 
 /* Commit the n requests of list first, in order; when that fails in a way

@@ -124,14 +124,19 @@ static int has_room(struct kvd_wtxn *t, size_t bytes)
  * than half of the map's room, checkpoint now, so that a nearly full map
  * sees its real room (a FLUSHALL or deletes in the memtable free pages
  * only once checkpointed). */
-static int room_checkpoint(struct shard *sh, struct kvd_reader *rd)
+static int room_short(struct shard *sh)
 {
 	uint64_t pend = atomic_load(&sh->pend_bytes), psize, need;
 
 	if (!pend)
 		return 0;
 	need = ckpt_pages(pend, 4096);
-	if (room_pages(sh, 2 * need, &psize) >= 2 * (int64_t)need)
+	return room_pages(sh, 2 * need, &psize) < 2 * (int64_t)need;
+}
+
+static int room_checkpoint(struct shard *sh, struct kvd_reader *rd)
+{
+	if (!room_short(sh))
 		return 0;
 	if (sh->active_ms)
 		return kvd_ckpt_freeze(sh, rd) ?: kvd_ckpt_wait(sh, rd);
@@ -807,15 +812,11 @@ static int would_wait(struct shard *sh, uint64_t now)
 {
 	struct kvd_store *st = sh->st;
 	struct kvm *a = atomic_load_explicit(&sh->active, memory_order_relaxed);
-	uint64_t pend = atomic_load(&sh->pend_bytes), psize, need;
 
 	if (sh->active_ms && (kvm_bytes(a) >= st->memtable_size ||
 			      now - sh->active_ms >= st->ckpt_interval_ms))
 		return 1;
-	if (!pend)
-		return 0;
-	need = ckpt_pages(pend, 4096);
-	return room_pages(sh, 2 * need, &psize) < 2 * (int64_t)need;
+	return room_short(sh);
 }
 
 static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
