@@ -9,6 +9,7 @@
 #   make soak        the reliability tests, long (docs/reliability.md)
 #   make fuzz        every libFuzzer target for FUZZ_SECONDS (default 60) each
 #   make format      reformat every C file with .clang-format
+#   make format-check  fail if any C file is not formatted (ctest's format test too)
 #   make bench       kvbench side by side with its peers (bench/compare)
 #   make package     build the .deb packages (kvd, kvd-tools, libkvclient1, libkvclient-dev)
 #                    in build-deb/
@@ -90,6 +91,9 @@ fuzz:
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 bench: build
 	bench/compare

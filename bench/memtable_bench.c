@@ -85,6 +85,7 @@ static int bench_memtable(const char *keys, const uint32_t *order, size_t n,
 	kvm_iter_init(&it, m);
 	for (int ok = kvm_iter_seek(&it, NULL, 0); ok; ok = kvm_iter_next(&it))
 		walked++;
+	kvm_iter_fini(&it);
 	keep(&b->walk, n / (now() - t));
 	*bytes = kvm_bytes(m);
 	kvm_destroy(m);

@@ -200,8 +200,11 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 	struct kvm_entry e;
 	MDB_stat ms = {0};
 	MDB_txn *txn;
+	const uint8_t *next = NULL;
+	uint32_t nlen = 0;
 	int rc, ok;
 
+	kvm_iter_init(&it, m); /* before any goto fail, which releases it */
 	*what = "begin";
 	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)))
 		return rc;
@@ -213,7 +216,6 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 	    ((rc = mdb_drop(txn, sh->kv, 0)) ||
 	     (rc = mdb_drop(txn, sh->exp, 0))))
 		goto fail;
-	kvm_iter_init(&it, m);
 	for (ok = kvm_iter_seek(&it, pos->key, pos->klen); ok;
 	     ok = kvm_iter_next(&it)) {
 		if (n >= max || bytes >= max_bytes)
@@ -224,6 +226,11 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 		n++;
 		bytes += e.klen + e.vlen;
 	}
+	/* The key is in m's arena: it outlives the iterator.  pos takes it
+	 * only after the commit, so that a failed one is retried whole. */
+	if (ok)
+		next = kvm_iter_key(&it, &nlen);
+	kvm_iter_fini(&it);
 	if ((rc = apply_end(sh, txn, pos, ok, upto,
 			    pos->started ? 0 : ms.ms_entries)))
 		goto fail;
@@ -232,11 +239,12 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 		return rc;
 	pos->started = 1;
 	pos->applied += n;
-	if (ok)
-		pos->key = kvm_iter_key(&it, &pos->klen);
+	pos->key = next;
+	pos->klen = nlen;
 	*done = !ok;
 	return 0;
 fail:
+	kvm_iter_fini(&it);
 	mdb_txn_abort(txn);
 	return rc;
 }

@@ -128,6 +128,20 @@ static int head_next(struct kvd_reader *r, unsigned i,
 	return err ? -1 : 0;
 }
 
+/* Give back the memtable runs a head's iterators took (zeroed heads hold
+ * none).  The keys they returned stay valid: they are in the arenas. */
+static void head_release(struct scan_head *h)
+{
+	kvm_iter_fini(&h->it[0]);
+	kvm_iter_fini(&h->it[1]);
+}
+
+static void heads_release(struct kvd_reader *r)
+{
+	for (unsigned i = 0; i < r->st->n; i++)
+		head_release(&r->heads[i]);
+}
+
 /* Shard i's sources at the first key >= from. */
 static int head_seek(struct kvd_reader *r, unsigned i, struct kv_slice from,
 		     const struct kvd_scan *sc, uint64_t now)
@@ -135,6 +149,7 @@ static int head_seek(struct kvd_reader *r, unsigned i, struct kv_slice from,
 	struct scan_head *h = &r->heads[i];
 	struct kvm *m[2];
 
+	head_release(h);
 	memset(h, 0, sizeof(*h));
 	kvd_reader_enter(r);
 	shard_layers(&r->st->sh[i], &m[0], &m[1]);
@@ -188,7 +203,7 @@ static int scan_min(struct kvd_reader *r)
 	return best;
 }
 
-int kvd_reader_scan(struct kvd_reader *r, const struct kvd_scan *sc,
+static int scan_run(struct kvd_reader *r, const struct kvd_scan *sc,
 		    uint64_t now, kvd_scan_fn fn, void *arg,
 		    struct kv_slice *next)
 {
@@ -220,10 +235,20 @@ int kvd_reader_scan(struct kvd_reader *r, const struct kvd_scan *sc,
 	return KV_OK;
 }
 
+int kvd_reader_scan(struct kvd_reader *r, const struct kvd_scan *sc,
+		    uint64_t now, kvd_scan_fn fn, void *arg,
+		    struct kv_slice *next)
+{
+	int rc = scan_run(r, sc, now, fn, arg, next);
+
+	heads_release(r);
+	return rc;
+}
+
 /* ===================== Counting ===================== */
 
-static int count_prefix(struct kvd_reader *r, struct kv_slice prefix,
-			uint64_t now, uint64_t *count)
+static int count_run(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
+		     uint64_t *count)
 {
 	struct kvd_scan sc = {.prefix = prefix};
 
@@ -237,6 +262,15 @@ static int count_prefix(struct kvd_reader *r, struct kv_slice prefix,
 		}
 	}
 	return KV_OK;
+}
+
+static int count_prefix(struct kvd_reader *r, struct kv_slice prefix,
+			uint64_t now, uint64_t *count)
+{
+	int rc = count_run(r, prefix, now, count);
+
+	heads_release(r);
+	return rc;
 }
 
 /* 1 when no memtable above has a say on key (the base value shows). */
@@ -294,6 +328,7 @@ static uint64_t count_expired_mem(struct kvm *const *m, unsigned s,
 		    unshadowed(m, s, e.key, e.klen))
 			n++;
 	}
+	kvm_iter_fini(&it);
 	return n;
 }
 

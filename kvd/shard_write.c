@@ -719,10 +719,13 @@ static int reap_mem(struct kvd_wtxn *t, uint64_t now, unsigned limit,
 				continue;
 			k.mv_size = e.klen;
 			k.mv_data = (void *)e.key;
-			if ((rc = wdelete(t, &k, &o)))
+			if ((rc = wdelete(t, &k, &o))) {
+				kvm_iter_fini(&it);
 				return rc;
+			}
 			(*n)++;
 		}
+		kvm_iter_fini(&it);
 	}
 	return 0;
 }

@@ -1,15 +1,17 @@
 /* memtable.h - a shard's memtable: every write acknowledged since the last
  * checkpoint, in key order, read by every io thread without locks.
  *
- * A memtable is a skiplist of keys in one arena, each key's versions
- * immutable.  A write never changes a version in place: it adds a new one,
- * so a reader sees either the old version or the new one, whole.  A key's
- * first version is its skiplist node; later ones are chained from it
- * (newest last), so writing a key already in the memtable costs no
- * skiplist search.  A hash index takes kvm_get, and the writer, to a key's
- * newest version without walking the skiplist.
+ * A memtable is an arena of key versions, each immutable.  A write never
+ * changes a version in place: it adds a new one, so a reader sees either
+ * the old version or the new one, whole.  A key's first version stands
+ * for the key; later ones are chained from it (newest last).  A hash index
+ * takes kvm_get, and the writer, to a key's newest version; sorted runs of
+ * first versions, made 64 new keys at a time, give iterators key order
+ * (so that writing a new key costs no ordered search).
  * Nothing is ever unlinked or freed before kvm_destroy, which frees the
- * arena as a whole.  docs/memtable.md has the picture and the argument.
+ * arena as a whole; only runs replaced by a merge are freed earlier, once
+ * no iterator holds them.  docs/memtable.md has the picture and the
+ * argument.
  *
  * Threading (the contract every caller keeps):
  *   - Exactly one writer thread at a time calls kvm_put, kvm_del and
@@ -18,22 +20,25 @@
  *     edge between them (a mutex, a thread join, a queue).
  *   - Any number of reader threads call kvm_get, kvm_count, kvm_bytes,
  *     kvm_flush_lsn and the kvm_iter_* calls at the same time as the writer
- *     and each other, without locks.  No reader call blocks, allocates or
- *     waits for the writer.  kvm_count_resolve is a reader call too; it
- *     takes a mutex that only other kvm_count_resolve calls hold.
+ *     and each other.  No reader call allocates or waits for the writer's
+ *     work; kvm_get and the iterator's steps take no lock.  kvm_iter_seek
+ *     and kvm_iter_fini take a mutex for a count (the writer holds it only
+ *     to swap in new runs, once per 64 new keys).  kvm_count_resolve takes
+ *     a mutex that only other kvm_count_resolve calls hold.
  *   - While a write is in progress a reader sees the memtable either
  *     without that write or with it, never part of it: kvm_get returns the
- *     previous newest version or the new one; an iterator may or may not
- *     return a key inserted after it passed that point.  A key new to this
- *     memtable may reach kvm_get a moment before it reaches iterators
- *     (never the other way round).  Once the
+ *     previous newest version or the new one; an iterator returns the
+ *     keys created before its seek, never one created after it.  A key new
+ *     to this memtable may reach kvm_get a moment before it reaches
+ *     iterators (never the other way round).  Once the
  *     writer's call returned and the writer told a reader so (through any
  *     release/acquire pair, such as the completion queue that answers a
  *     client), that reader sees the write: own writes are read.
  *   - A reader never sees a version go back: a thread that saw LSN n for
  *     a key sees n or a later one afterwards.
  *   - kvm_destroy frees every pointer any call returned.  The caller calls
- *     it only once no reader can hold such a pointer or an iterator: in
+ *     it only once no reader can hold such a pointer or an iterator (every
+ *     seek was given back with kvm_iter_fini): in
  *     kvd, after every io thread passed a quiescent point (the end of a
  *     loop turn) following the memtable's retirement.
  *
@@ -130,7 +135,6 @@ struct kvm_opts {
 	size_t chunk_size; /* arena chunk bytes with their header,
 			      0 = KVM_DEFAULT_CHUNK */
 	size_t limit;	   /* arena bytes at most, 0 = no limit */
-	uint32_t seed;	   /* skiplist height generator, 0 = a fixed one */
 };
 
 /* One version, as readers see it.  Pointers stay valid until kvm_destroy. */
@@ -155,12 +159,32 @@ struct kvm_count {
 	uint64_t flush_lsn;  /* 0, or the flush that hides the base */
 };
 
-/* An iterator: a reader's position.  Plain data, no cleanup needed; it is
- * valid as long as its memtable is. */
+/* Iterators merge the memtable's sorted runs (kvm_iter_seek takes a set of
+ * them, kvm_iter_fini gives it back) with the few keys created after the
+ * newest run, which the iterator sorts itself.  These bound both. */
+#define KVM_ITER_RUNS 40  /* runs of 64 << i keys: 2^45 keys */
+#define KVM_ITER_PEND 128 /* twice the keys a run is made of */
+
+/* A key in a sorted run: its first 16 bytes as two big-endian words (so
+ * that most comparisons touch no node), then its first version. */
+struct kvm_sent {
+	uint64_t p0, p1;
+	const struct kvm_node *x;
+};
+
+struct kvm_view;
+
+/* An iterator: a reader's position.  kvm_iter_fini releases what a seek
+ * took; an iterator is valid as long as its memtable is. */
 struct kvm_iter {
 	const struct kvm *m;
-	const struct kvm_node *node;
-	uint64_t flush_lsn; /* read once at seek: one view per scan */
+	struct kvm_view *v;	     /* the runs held since the seek */
+	const struct kvm_node *node; /* the current key, NULL at the end */
+	uint64_t flush_lsn;	     /* read once at seek: one view per scan */
+	int cur;		     /* the source of node: a run, or npend */
+	unsigned npend;
+	size_t pos[KVM_ITER_RUNS + 1];	     /* per run, then the keys below */
+	struct kvm_sent pend[KVM_ITER_PEND]; /* keys newer than the runs */
 };
 
 /* kvm_create - a new, empty memtable.
@@ -214,8 +238,9 @@ int kvm_count_resolve(const struct kvm *m, struct kvm_count *c,
 				   uint32_t klen),
 		      void *arg);
 
-/* kvm_bytes - arena bytes taken (chunks plus headers): what the caller
- * compares with its memtable size to decide when to freeze. */
+/* kvm_bytes - arena bytes taken (chunks plus headers) plus the sorted
+ * runs' bytes: what the caller compares with its memtable size to decide
+ * when to freeze.  The arena limit counts the arena only. */
 size_t kvm_bytes(const struct kvm *m);
 
 /* kvm_flush_lsn - 0, or the LSN of the newest flush marker. */
@@ -231,9 +256,16 @@ uint64_t kvm_last_lsn(const struct kvm *m);
 void kvm_iter_init(struct kvm_iter *it, const struct kvm *m);
 /* Position at the first key >= key (klen 0: the first key).  Keys whose
  * newest version a flush hides are skipped; the flush LSN is read here, so
- * one pass (seek, then next until the end) has one view of the base.  Tombstones are returned
- * (a merge needs them).  Returns kvm_iter_valid(). */
+ * one pass (seek, then next until the end) has one view of the base.
+ * The pass returns the keys created before the seek (each at its newest
+ * version when read), never one created after it.  Tombstones are
+ * returned (a merge needs them).  A seek after a seek releases the first
+ * one's runs.  Returns kvm_iter_valid(). */
 int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen);
+/* Release the runs the last seek took (a no-op after init or fini).  Every
+ * seek needs one before kvm_destroy; until then the runs it holds stay
+ * allocated. */
+void kvm_iter_fini(struct kvm_iter *it);
 /* 1 when positioned at a key, 0 at the end. */
 int kvm_iter_valid(const struct kvm_iter *it);
 /* Step to the next key, skipping older versions of the current one.

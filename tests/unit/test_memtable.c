@@ -104,8 +104,15 @@ static void model_keys(void)
 		struct mkey *k = &mk[nmk];
 		int dup = 0;
 
-		k->klen = 1 + rnd() % 6;
-		for (size_t i = 0; i < k->klen; i++)
+		size_t pre = 0;
+
+		/* A quarter share a prefix of 15 to 17 bytes: sorted runs
+		 * compare 16 bytes in place, the rest through the node. */
+		if (rnd() % 4 == 0)
+			pre = 15 + rnd() % 3;
+		memset(k->key, 'b', pre);
+		k->klen = pre + 1 + rnd() % 6;
+		for (size_t i = pre; i < k->klen; i++)
 			k->key[i] = alpha[rnd() % sizeof(alpha)];
 		for (unsigned j = 0; j < nmk && !dup; j++)
 			dup = !key_cmp(mk[j].key, mk[j].klen, k->key, k->klen);
@@ -221,7 +228,7 @@ static void check_iter(struct kvm *m, unsigned from)
 			i++;
 		CHECK(i < nmk, "iter: a key past the model's last");
 		if (i >= nmk)
-			return;
+			break;
 		kvm_iter_entry(&it, &e);
 		CHECK(!key_cmp(k, klen, mk[i].key, mk[i].klen),
 		      "iter: key %u out of place", i);
@@ -236,6 +243,7 @@ static void check_iter(struct kvm *m, unsigned from)
 	while (i < nmk && !mk[i].state)
 		i++;
 	CHECK(i == nmk, "iter: ended at model key %u of %u", i, nmk);
+	kvm_iter_fini(&it);
 }
 
 static void model_step(struct kvm *m, uint64_t *lsn)
@@ -277,7 +285,7 @@ static void model_step(struct kvm *m, uint64_t *lsn)
 
 static void test_model(uint64_t seed)
 {
-	struct kvm_opts o = {.chunk_size = 8192, .seed = (uint32_t)seed};
+	struct kvm_opts o = {.chunk_size = 8192};
 	struct kvm *m;
 	uint64_t lsn = 0;
 
@@ -335,6 +343,7 @@ static void test_limits(void)
 	kvm_iter_init(&it, m);
 	CHECK(!kvm_iter_seek(&it, big, sizeof(big)), "seek past every key");
 	CHECK(kvm_iter_seek(&it, big, KVM_MAX_KEY), "seek at the key");
+	kvm_iter_fini(&it);
 	/* A value over a quarter chunk takes a chunk of its own. */
 	CHECK(!kvm_put(m, "big", 3, big, sizeof(big) - 8, 0, ++lsn, 0), "big");
 	for (;;) {
@@ -487,6 +496,7 @@ static void reader_iterate(struct shared *s, uint64_t *last)
 		      (unsigned long long)last[k], (unsigned long long)lsn);
 		last[k] = lsn;
 	}
+	kvm_iter_fini(&it);
 }
 
 static void *reader(void *arg)
@@ -564,6 +574,161 @@ static void test_concurrent(void)
 	kvm_destroy(s.m);
 }
 
+/* ---- 4. many keys: sorted runs ---- */
+
+#define OKEYS 20000
+
+static int okey(uint8_t *k, unsigned i)
+{
+	/* Three shapes: short, a 16-byte shared prefix (ties in the run's
+	 * words), and zero bytes (pads against real bytes). */
+	static const char pre[] = "0123456789abcdef";
+
+	switch (i % 3) {
+	case 0: return snprintf((char *)k, 32, "%x", i * 2654435761u);
+	case 1: return snprintf((char *)k, 40, "%s%u", pre, i * 40503u);
+	default:
+		memset(k, 0, 20);
+		k[0] = (uint8_t)(i >> 8);
+		k[3] = (uint8_t)i;
+		return 4 + (int)(i % 17);
+	}
+}
+
+struct okey {
+	uint8_t k[40];
+	int n;
+};
+
+static int okey_order(const void *a, const void *b)
+{
+	const struct okey *x = a, *y = b;
+
+	return key_cmp(x->k, (size_t)x->n, y->k, (size_t)y->n);
+}
+
+/* OKEYS new keys (many runs and merges, some pending), then every seek
+ * position and a whole pass against a sorted array. */
+static void test_order(void)
+{
+	static struct okey ks[OKEYS];
+	struct kvm_iter it;
+	struct kvm *m;
+	unsigned n = 0;
+
+	CHECK(!kvm_create(NULL, &m), "create");
+	for (unsigned i = 0; i < OKEYS; i++) {
+		struct okey *k = &ks[n];
+
+		k->n = okey(k->k, i);
+		if (kvm_get(m, k->k, (size_t)k->n, &(struct kvm_entry){0}) ==
+		    KVM_ABSENT)
+			n++;
+		CHECK(!kvm_put(m, k->k, (size_t)k->n, "v", 1, 0, i + 1, 0),
+		      "put %u", i);
+	}
+	qsort(ks, n, sizeof(ks[0]), okey_order);
+	kvm_iter_init(&it, m);
+	for (unsigned from = 0; from <= n; from += from < 50 ? 1 : 997) {
+		unsigned j = from;
+
+		if (from == n)
+			kvm_iter_seek(&it, NULL, 0), j = 0;
+		else
+			kvm_iter_seek(&it, ks[from].k, (size_t)ks[from].n);
+		for (; kvm_iter_valid(&it); kvm_iter_next(&it), j++) {
+			uint32_t klen;
+			const uint8_t *k = kvm_iter_key(&it, &klen);
+
+			if (j >= n ||
+			    key_cmp(k, klen, ks[j].k, (size_t)ks[j].n)) {
+				CHECK(0, "order: from %u, key %u of %u", from,
+				      j, n);
+				break;
+			}
+		}
+		CHECK(j == n, "order: from %u ended at %u of %u", from, j, n);
+	}
+	kvm_iter_fini(&it);
+	printf("order: %u keys, %zu bytes\n", n, kvm_bytes(m));
+	kvm_destroy(m);
+}
+
+/* ---- 5. one writer of new keys, readers iterating ---- */
+
+#define NKEYS 30000
+
+struct fresh {
+	struct kvm *m;
+	atomic_uint made; /* keys 0..made-1 are written */
+};
+
+static void nkey(char *k, unsigned i)
+{
+	snprintf(k, 16, "n%08x", i * 2654435761u);
+}
+
+static void *fresh_writer(void *arg)
+{
+	struct fresh *f = arg;
+	char k[16];
+
+	for (unsigned i = 0; i < NKEYS; i++) {
+		nkey(k, i);
+		CHECK(!kvm_put(f->m, k, 9, "v", 1, 0, i + 1, 0), "put %u", i);
+		atomic_store_explicit(&f->made, i + 1, memory_order_release);
+	}
+	return NULL;
+}
+
+/* Each pass holds every key written before its seek, in order, once. */
+static void *fresh_reader(void *arg)
+{
+	struct fresh *f = arg;
+	unsigned made;
+
+	do {
+		struct kvm_iter it;
+		char prev[16] = "";
+		unsigned seen = 0;
+
+		made = atomic_load_explicit(&f->made, memory_order_acquire);
+		kvm_iter_init(&it, f->m);
+		for (int ok = kvm_iter_seek(&it, NULL, 0); ok;
+		     ok = kvm_iter_next(&it)) {
+			uint32_t klen;
+			const uint8_t *k = kvm_iter_key(&it, &klen);
+
+			CHECK(klen == 9 && memcmp(prev, k, 9) < 0,
+			      "fresh: out of order");
+			memcpy(prev, k, 9);
+			seen++;
+		}
+		kvm_iter_fini(&it);
+		CHECK(seen >= made && seen <= NKEYS,
+		      "fresh: %u keys seen, %u written before", seen, made);
+	} while (made < NKEYS);
+	return NULL;
+}
+
+static void test_fresh(void)
+{
+	static struct fresh f;
+	pthread_t w, r[CREADERS];
+
+	CHECK(!kvm_create(NULL, &f.m), "create");
+	atomic_init(&f.made, 0);
+	for (int i = 0; i < CREADERS; i++)
+		pthread_create(&r[i], NULL, fresh_reader, &f);
+	pthread_create(&w, NULL, fresh_writer, &f);
+	pthread_join(w, NULL);
+	for (int i = 0; i < CREADERS; i++)
+		pthread_join(r[i], NULL);
+	printf("fresh: %u new keys under %d iterating readers\n", NKEYS,
+	       CREADERS);
+	kvm_destroy(f.m);
+}
+
 int main(void)
 {
 	const char *env = getenv("KVM_TEST_SEED");
@@ -574,6 +739,8 @@ int main(void)
 	test_model(seed ? seed : 1);
 	test_limits();
 	test_concurrent();
+	test_order();
+	test_fresh();
 	if (fails) {
 		fprintf(stderr, "%u failure(s)\n", fails);
 		return 1;
