@@ -81,15 +81,20 @@ static int exp_del(struct shard *sh, MDB_txn *txn, uint64_t at, MDB_val *k)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-/* One key's newest version into LMDB, keeping the expiry index exact. */
-static int apply_one(struct shard *sh, MDB_txn *txn, const struct kvm_entry *e)
+/* One key's newest version into LMDB, keeping the expiry index exact.
+ * Through one cursor for the whole transaction: keys come in order, and
+ * LMDB's cursor set and put look first at the leaf the cursor is on (most
+ * of the next keys of a sorted batch land there), where mdb_get and
+ * mdb_put descend from the root for each key, twice. */
+static int apply_one(struct shard *sh, MDB_txn *txn, MDB_cursor *cur,
+		     const struct kvm_entry *e)
 {
 	MDB_val k = {e->klen, (void *)e->key}, v;
 	uint64_t oexp = 0;
 	struct kv_slice od;
 	int rc, found;
 
-	rc = mdb_get(txn, sh->kv, &k, &v);
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET);
 	if (rc && rc != MDB_NOTFOUND)
 		return rc;
 	found = rc == 0;
@@ -99,9 +104,9 @@ static int apply_one(struct shard *sh, MDB_txn *txn, const struct kvm_entry *e)
 	    (rc = exp_del(sh, txn, oexp, &k)))
 		return rc;
 	if (e->kind != KVM_VALUE)
-		return found ? mdb_del(txn, sh->kv, &k, NULL) : 0;
+		return found ? mdb_cursor_del(cur, 0) : 0;
 	v.mv_size = val_hdr_len(e->expire_at) + e->vlen;
-	if ((rc = mdb_put(txn, sh->kv, &k, &v, MDB_RESERVE)))
+	if ((rc = mdb_cursor_put(cur, &k, &v, MDB_RESERVE)))
 		return rc;
 	val_hdr_put(v.mv_data, e->expire_at);
 	memcpy((uint8_t *)v.mv_data + val_hdr_len(e->expire_at), e->val,
@@ -200,6 +205,7 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 	struct kvm_entry e;
 	MDB_stat ms = {0};
 	MDB_txn *txn;
+	MDB_cursor *cur = NULL; /* a write txn's cursors close with it */
 	const uint8_t *next = NULL;
 	uint32_t nlen = 0;
 	int rc, ok;
@@ -216,12 +222,14 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 	    ((rc = mdb_drop(txn, sh->kv, 0)) ||
 	     (rc = mdb_drop(txn, sh->exp, 0))))
 		goto fail;
+	if ((rc = mdb_cursor_open(txn, sh->kv, &cur)))
+		goto fail;
 	for (ok = kvm_iter_seek(&it, pos->key, pos->klen); ok;
 	     ok = kvm_iter_next(&it)) {
 		if (n >= max || bytes >= max_bytes)
 			break;
 		kvm_iter_entry(&it, &e);
-		if ((rc = apply_one(sh, txn, &e)))
+		if ((rc = apply_one(sh, txn, cur, &e)))
 			goto fail;
 		n++;
 		bytes += e.klen + e.vlen;
