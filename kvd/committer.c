@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -76,6 +77,16 @@ static pthread_once_t txn_once = PTHREAD_ONCE_INIT;
  * being queued (kvd_committer_submit). */
 static __thread struct kvd_wreq **cap_tail;
 static __thread struct kvd_excl *excl_cur; /* this thread's section */
+
+/* For top -H and ps -L; a name that does not fit is simply not set. */
+static void name_thread(pthread_t t, const char *what, unsigned i)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "%s/%u", what, i);
+	name[15] = '\0'; /* the kernel keeps 15 bytes */
+	pthread_setname_np(t, name);
+}
 
 static void wake(struct kvd_committer *c)
 {
@@ -808,6 +819,7 @@ int kvd_committers_start(struct kvd_server *srv)
 				  strerror(rc));
 			return -1;
 		}
+		name_thread(c->thread, "kvd-commit", i);
 	}
 	return 0;
 }

@@ -9,6 +9,7 @@
  * pause its receive, close it if it is finished.  Then drop this turn's
  * read snapshots.  Replies to a pipeline therefore leave in one send.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "loop.h"
 
 #include <errno.h>
@@ -1238,11 +1239,16 @@ int kvd_io_start(struct kvd_server *srv)
 		int rc = pthread_create(&srv->io[i]->thread, NULL, io_main,
 					srv->io[i]);
 
+		char name[32];
+
 		if (rc) {
 			log_error("cannot start io thread %u: %s", i,
 				  strerror(rc));
 			return -1;
 		}
+		snprintf(name, sizeof(name), "kvd-io/%u", i);
+		name[15] = '\0'; /* the kernel keeps 15 bytes */
+		pthread_setname_np(srv->io[i]->thread, name); /* for top -H */
 	}
 	return 0;
 }

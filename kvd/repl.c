@@ -10,6 +10,7 @@
  * table (INFO, ROLE) take tmu, which the sender holds only to change it.
  * Ids and the replica link's status are under the state lock (smu).
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "repl.h"
 
 #include <dirent.h>
@@ -973,6 +974,7 @@ int kvd_repl_start(struct kvd_server *srv, char *err, size_t errlen)
 			 strerror(rc));
 		return -1;
 	}
+	pthread_setname_np(R.thread, "kvd-repl-send"); /* for top -H */
 	R.started = 1;
 	if (kvd_replica_start(srv)) {
 		snprintf(err, errlen, "cannot start the replica thread");

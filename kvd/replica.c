@@ -11,6 +11,7 @@
  * Completions come back through a kvd_io of its own (its done stack and
  * eventfd), which no io thread runs: kvd_io_complete works unchanged.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -749,6 +750,7 @@ int kvd_replica_start(struct kvd_server *srv)
 	if (Q.sink->efd < 0 ||
 	    pthread_create(&Q.thread, NULL, replica_main, NULL))
 		return -1;
+	pthread_setname_np(Q.thread, "kvd-replica"); /* for top -H */
 	Q.started = 1;
 	return 0;
 }

@@ -32,9 +32,11 @@
  * part of that memtable; the last transaction deletes it, and so does
  * opening the store (the memtable it described is gone after a restart).
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "shard_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -446,11 +448,15 @@ static void *ckpt_main(void *arg)
 int kvd_ckpt_start(struct shard *sh)
 {
 	const char *e = getenv("KVD_CKPT_TXN_ENTRIES");
+	char name[32];
 
 	if (e && strtoull(e, NULL, 10) > 0)
 		txn_entries = strtoull(e, NULL, 10);
 	if (pthread_create(&sh->ckpt_thread, NULL, ckpt_main, sh))
 		return -1;
+	snprintf(name, sizeof(name), "kvd-ckpt/%u", sh->idx);
+	name[15] = '\0'; /* the kernel keeps 15 bytes */
+	pthread_setname_np(sh->ckpt_thread, name); /* for top -H; may fail */
 	sh->ckpt_started = 1;
 	return 0;
 }
