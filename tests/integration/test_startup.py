@@ -211,6 +211,23 @@ class Startup(unittest.TestCase):
             self.assertEqual(srv.client().call(COUNT), [OK, 30])
             srv.stop()
 
+    def test_thread_names(self):
+        # docs/architecture.md section 1: every thread says what it is.
+        d = os.path.join(self.tmp, "data")
+        with Server(threads=3, data_dir=d) as srv:
+            # The port takes connections before the io threads run: a
+            # reply says they do.
+            self.assertEqual(srv.client().call(PING)[0], OK)
+            task = "/proc/%d/task" % srv.proc.pid
+            names = []
+            for t in os.listdir(task):
+                with open(os.path.join(task, t, "comm")) as f:
+                    names.append(f.read().strip())
+            srv.stop()
+        want = ["kvd"] + ["kvd-%s/%d" % (w, i) for w in ("io", "commit", "ckpt")
+                          for i in range(3)] + ["kvd-repl-send", "kvd-replica"]
+        self.assertEqual(sorted(names), sorted(want))
+
 
 if __name__ == "__main__":
     main()
