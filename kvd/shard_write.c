@@ -816,8 +816,11 @@ static int would_wait(struct shard *sh, uint64_t now)
 	struct kvd_store *st = sh->st;
 	struct kvm *a = atomic_load_explicit(&sh->active, memory_order_relaxed);
 
+	/* The same conditions as maybe_freeze's: an old memtable waits while
+	 * the previous checkpoint runs, and so need not the writers. */
 	if (sh->active_ms && (kvm_bytes(a) >= st->memtable_size ||
-			      now - sh->active_ms >= st->ckpt_interval_ms))
+			      (now - sh->active_ms >= st->ckpt_interval_ms &&
+			       !atomic_load(&sh->ckpt_busy))))
 		return 1;
 	return room_short(sh);
 }
