@@ -84,7 +84,10 @@ class Replication(unittest.TestCase):
         r = self.replica(p)
         w = threading.Thread(target=put_many, args=(p, 0, 60000))
         w.start()
-        wait_until(lambda: dump(r), 20, "records to arrive")
+        # Streaming, not still in its first full copy (records arrive in
+        # that too: a kill then rightly takes the copy again).
+        wait_until(lambda: b"streaming from the primary" in r.log_text() and dump(r),
+                   20, "records to arrive by streaming")
         r.kill9()
         time.sleep(0.2)
         r.start()
