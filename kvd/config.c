@@ -83,7 +83,7 @@ static const struct opt options[] = {
      "memtable is checkpointed into LMDB (memory: up to twice this per "
      "shard)"},
     {"checkpoint-interval-ms", OPT_UINT, F(checkpoint_interval_ms), 10, 3600000,
-     "5000", NULL,
+     "60000", NULL,
      "checkpoint a shard's memtable at least this often when it holds "
      "writes"},
     {"journal-segment-size", OPT_SIZE, F(journal_segment_size), 1ull << 20,

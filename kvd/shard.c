@@ -231,7 +231,7 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	st->map_size = o->map_size;
 	st->segment_size = o->segment_size;
 	st->ckpt_interval_ms =
-	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 5000;
+	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 60000;
 	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, err, errlen)) {
 		free(st);
 		return -1;
