@@ -50,7 +50,14 @@ class Backup(unittest.TestCase):
                   for n in range(6)]
             for t in ts:
                 t.start()
-            time.sleep(0.5)
+            # Every writer has had an answer before BACKUP is asked for
+            # (a fresh data directory's first write waits for its journal
+            # segments to be pre-written, which a slow disk can stretch
+            # past any fixed sleep), then they write on for a while.
+            deadline = time.time() + 60
+            while min(acked) == 0 and time.time() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.3)
             c = srv.client()
             lo = list(acked)
             st, keys = c.call(BACKUP, bk.encode())
@@ -60,7 +67,7 @@ class Backup(unittest.TestCase):
             for t in ts:
                 t.join()
             self.assertEqual(st, OK)
-            self.assertGreater(sum(lo), 0)
+            self.assertGreater(min(lo), 0)
             # errors: relative path, a directory that is not empty, a file
             self.assertEqual(c.call(BACKUP, b"relative/dir")[0], BAD_ARGS)
             self.assertEqual(c.call(BACKUP, bk.encode())[0], BAD_ARGS)
