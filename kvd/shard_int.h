@@ -254,6 +254,9 @@ struct shard_view {
 	int base;	      /* LMDB counts (no FLUSHALL above it) */
 	int64_t entries;      /* stored entries, expired or not */
 	uint64_t expiring[2]; /* the memtables' values with an expiry */
+	/* The moment each memtable was counted at (kvm_count's lsn and
+	 * flush_lsn): the active one takes writes meanwhile. */
+	uint64_t upto[2], flush[2];
 };
 
 /* Fill v for shard i: the layers and their entries, consistently.  0 or

@@ -273,22 +273,28 @@ static int count_prefix(struct kvd_reader *r, struct kv_slice prefix,
 	return rc;
 }
 
-/* 1 when no memtable above has a say on key (the base value shows). */
-static int unshadowed(struct kvm *const *m, unsigned n, const void *key,
+/* 1 when no memtable above had a say on key at the moment v counted
+ * them (the base value shows): a key first written after it does not
+ * count, or the reaper deleting an expired key while COUNT runs would
+ * take it off twice. */
+static int unshadowed(const struct shard_view *v, unsigned n, const void *key,
 		      size_t klen)
 {
 	struct kvm_entry e;
 
 	for (unsigned s = 0; s < n; s++)
-		if (m[s] && kvm_get(m[s], key, klen, &e) != KVM_ABSENT)
+		if (v->m[s] && kvm_get(v->m[s], key, klen, &e) != KVM_ABSENT &&
+		    e.first_lsn <= v->upto[s])
 			return 0;
 	return 1;
 }
 
 /* Keys in LMDB that have expired, not reaped, not shadowed above. */
-static int count_expired_base(struct kvd_reader *r, unsigned i, MDB_txn *txn,
-			      struct kvm *const *m, uint64_t now, uint64_t *n)
+static int count_expired_base(struct kvd_reader *r, unsigned i,
+			      const struct shard_view *sv, uint64_t now,
+			      uint64_t *n)
 {
+	MDB_txn *txn = sv->txn;
 	struct shard *sh = &r->st->sh[i];
 	MDB_cursor *c;
 	MDB_val k, v, kv;
@@ -305,27 +311,28 @@ static int count_expired_base(struct kvd_reader *r, unsigned i, MDB_txn *txn,
 			break;
 		if (mdb_get(txn, sh->kv, &v, &kv) == 0 &&
 		    val_parse(&kv, &exp, &data) == 0 && exp == at &&
-		    unshadowed(m, 2, v.mv_data, v.mv_size))
+		    unshadowed(sv, 2, v.mv_data, v.mv_size))
 			(*n)++;
 	}
 	mdb_cursor_close(c);
 	return rc == 0 || rc == MDB_NOTFOUND ? 0 : -1;
 }
 
-/* Newest values of memtable m[s] that have expired, not shadowed above. */
-static uint64_t count_expired_mem(struct kvm *const *m, unsigned s,
+/* Values of memtable m[s], as they were when v counted it, that have
+ * expired, not shadowed above. */
+static uint64_t count_expired_mem(const struct shard_view *v, unsigned s,
 				  uint64_t now)
 {
 	struct kvm_iter it;
 	struct kvm_entry e;
 	uint64_t n = 0;
 
-	kvm_iter_init(&it, m[s]);
+	kvm_iter_init(&it, v->m[s]);
 	for (int ok = kvm_iter_seek(&it, NULL, 0); ok;
 	     ok = kvm_iter_next(&it)) {
-		kvm_iter_entry(&it, &e);
-		if (e.kind == KVM_VALUE && e.expire_at && e.expire_at <= now &&
-		    unshadowed(m, s, e.key, e.klen))
+		if (kvm_iter_entry_at(&it, v->upto[s], v->flush[s], &e) &&
+		    e.kind == KVM_VALUE && e.expire_at && e.expire_at <= now &&
+		    unshadowed(v, s, e.key, e.klen))
 			n++;
 	}
 	kvm_iter_fini(&it);
@@ -392,6 +399,8 @@ int kvd_shard_entries(struct kvd_reader *r, unsigned i, struct shard_view *v)
 		if (kvm_count_resolve(v->m[s], &c, below_fn, &q))
 			return -1;
 		v->expiring[s] = c.expiring;
+		v->upto[s] = c.lsn;
+		v->flush[s] = c.flush_lsn;
 		if (c.flush_lsn) {
 			v->entries = 0;
 			v->base = 0;
@@ -410,15 +419,20 @@ static int count_shard(struct kvd_reader *r, unsigned i, uint64_t now,
 		       uint64_t *count)
 {
 	struct shard_view v;
-	uint64_t expired = 0;
+	uint64_t expired;
 
-	if (kvd_shard_entries(r, i, &v))
-		return -1;
-	if (v.base && count_expired_base(r, i, v.txn, v.m, now, &expired))
-		return -1;
-	for (unsigned s = 0; s < 2; s++)
-		if (v.m[s] && v.expiring[s])
-			expired += count_expired_mem(v.m, s, now);
+	/* Again when a flush came after the count: the memtable no longer
+	 * shows what was hidden at that moment (flushes are rare). */
+	do {
+		expired = 0;
+		if (kvd_shard_entries(r, i, &v))
+			return -1;
+		if (v.base && count_expired_base(r, i, &v, now, &expired))
+			return -1;
+		for (unsigned s = 0; s < 2; s++)
+			if (v.m[s] && v.expiring[s])
+				expired += count_expired_mem(&v, s, now);
+	} while (v.m[0] && kvm_flush_lsn(v.m[0]) != v.flush[0]);
 	v.entries -= (int64_t)expired;
 	*count += v.entries > 0 ? (uint64_t)v.entries : 0;
 	return 0;

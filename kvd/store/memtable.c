@@ -319,6 +319,8 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 	if (!x)
 		return err;
 	x->lsn = lsn;
+	/* A version older than the flush is no version: a new key. */
+	x->first_lsn = s && s->lsn >= st->flush_lsn ? s->first_lsn : lsn;
 	x->expire_at = kind == KVM_VALUE ? expire_at : 0;
 	x->vlen = (uint32_t)vlen;
 	x->klen = (uint16_t)klen;
@@ -402,13 +404,17 @@ int kvm_get(const struct kvm *m, const void *key, size_t klen,
 	e->key = key;
 	e->klen = (uint32_t)klen;
 	e->lsn = flush;
+	e->first_lsn = flush;
 	e->kind = KVM_TOMBSTONE;
 	return KVM_TOMBSTONE;
 }
 
 void kvm_count(const struct kvm *m, struct kvm_count *c)
 {
-	const struct kvm_stats *st = cur_stats(m);
+	/* One node: its counters include every write up to its LSN. */
+	const struct kvm_node *top =
+	    atomic_load_explicit(&((struct kvm *)m)->top, memory_order_acquire);
+	const struct kvm_stats *st = &top->st;
 
 	c->keys = st->keys;
 	c->tombstones = st->tombstones;
@@ -416,6 +422,7 @@ void kvm_count(const struct kvm *m, struct kvm_count *c)
 	c->expiring = st->expiring;
 	c->unknown = st->unknown;
 	c->flush_lsn = st->flush_lsn;
+	c->lsn = top->lsn;
 }
 
 /* Writes with KVM_F_UNKNOWN left "is there a value below?" open; the layers

@@ -145,6 +145,8 @@ struct kvm_entry {
 	uint32_t vlen;
 	uint64_t expire_at; /* Unix ms, 0 for none */
 	uint64_t lsn;	    /* a flush-hidden key: the flush's LSN */
+	uint64_t first_lsn; /* the key's first version since the flush (a
+			       flush-hidden key: the flush's LSN) */
 	int kind;	    /* KVM_VALUE or KVM_TOMBSTONE */
 };
 
@@ -157,6 +159,8 @@ struct kvm_count {
 	uint64_t unknown;    /* of them, first written with KVM_F_UNKNOWN
 				(0 after kvm_count_resolve) */
 	uint64_t flush_lsn;  /* 0, or the flush that hides the base */
+	uint64_t lsn;	     /* the last write counted (0: none): the moment
+				kvm_iter_entry_at and first_lsn compare with */
 };
 
 /* Iterators merge the memtable's sorted runs (kvm_iter_seek takes a set of
@@ -222,7 +226,12 @@ int kvm_get(const struct kvm *m, const void *key, size_t klen,
 	    struct kvm_entry *e);
 
 /* kvm_count - the counters of one moment between two writes.  below
- * leaves out the c->unknown keys written with KVM_F_UNKNOWN. */
+ * leaves out the c->unknown keys written with KVM_F_UNKNOWN.  c->lsn names
+ * the moment: a reader that looks at the memtable again later (COUNT's
+ * expired keys) sees it as it was then through kvm_iter_entry_at, and a key
+ * kvm_get finds was in it then if its first_lsn is at most c->lsn, as long
+ * as no flush came in between (kvm_flush_lsn unchanged) and LSNs are
+ * distinct (the store's are: one per journal record). */
 void kvm_count(const struct kvm *m, struct kvm_count *c);
 
 /* kvm_count_resolve - kvm_count with every key written with KVM_F_UNKNOWN
@@ -276,6 +285,12 @@ const uint8_t *kvm_iter_key(const struct kvm_iter *it, uint32_t *klen);
 /* The current key's newest version as of this call (requires valid): its
  * kind is KVM_VALUE or KVM_TOMBSTONE. */
 void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e);
+/* The current key as it was at moment upto (a kvm_count's lsn): 1 with *e
+ * filled, 0 when the key was not in the memtable then (created later, or
+ * hidden by the flush in force then, flush_lsn). */
+int kvm_iter_entry_at(const struct kvm_iter *it, uint64_t upto,
+		      uint64_t flush_lsn, struct kvm_entry *e);
+
 /* 1 when the flush seen at seek hides the layers below this memtable. */
 int kvm_iter_base_hidden(const struct kvm_iter *it);
 

@@ -45,6 +45,9 @@ struct kvm_node {
 	uint16_t klen;
 	uint32_t vlen;
 	uint64_t lsn;
+	/* The LSN of this key's first version since the last flush: whether
+	 * the key was in the memtable at an earlier moment (a count's). */
+	uint64_t first_lsn;
 };
 
 /* A sorted run: the first versions of some keys, in key order.  Written
@@ -230,6 +233,7 @@ static inline void fill_entry(const struct kvm_node *x, struct kvm_entry *e)
 	e->vlen = x->vlen;
 	e->expire_at = x->expire_at;
 	e->lsn = x->lsn;
+	e->first_lsn = x->first_lsn;
 }
 
 /* ---- between the two files ---- */

@@ -363,6 +363,25 @@ void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e)
 	fill_entry(newest(it->node), e);
 }
 
+int kvm_iter_entry_at(const struct kvm_iter *it, uint64_t upto,
+		      uint64_t flush_lsn, struct kvm_entry *e)
+{
+	/* The run holds the key's first version; later ones are on its
+	 * `newer` chain in LSN order. */
+	const struct kvm_node *x = it->node, *n;
+
+	if (x->lsn > upto)
+		return 0;
+	while ((n = atomic_load_explicit(&((struct kvm_node *)x)->newer,
+					 memory_order_acquire)) &&
+	       n->lsn <= upto)
+		x = n;
+	if (x->lsn < flush_lsn)
+		return 0;
+	fill_entry(x, e);
+	return 1;
+}
+
 int kvm_iter_base_hidden(const struct kvm_iter *it)
 {
 	return it->flush_lsn != 0;

@@ -17,6 +17,9 @@
  *    readers get and iterate without locks.  They assert that a version
  *    never goes back, no value is torn, iteration is sorted, and a write
  *    the writer announced (release/acquire) is visible.
+ * 4. A moment: after kvm_count, later writes (a delete, a new key, a new
+ *    version, a flush) do not change what kvm_iter_entry_at and first_lsn
+ *    say about that moment (COUNT's expired keys rely on it).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -729,6 +732,78 @@ static void test_fresh(void)
 	kvm_destroy(f.m);
 }
 
+/* The entry_at of the key the iterator is on, or -1 when it is elsewhere. */
+static int at_key(struct kvm_iter *it, const char *key, uint64_t upto,
+		  uint64_t flush, struct kvm_entry *e)
+{
+	uint32_t klen;
+	const uint8_t *k;
+
+	for (int ok = kvm_iter_seek(it, key, strlen(key)); ok;) {
+		k = kvm_iter_key(it, &klen);
+		if (klen != strlen(key) || memcmp(k, key, klen))
+			return -1;
+		return kvm_iter_entry_at(it, upto, flush, e);
+	}
+	return -1;
+}
+
+static void test_moment(void)
+{
+	struct kvm *m;
+	struct kvm_count c, c2;
+	struct kvm_entry e;
+	struct kvm_iter it;
+
+	CHECK(!kvm_create(NULL, &m), "create");
+	CHECK(!kvm_put(m, "a", 1, "1", 1, 0, 1, 0), "put a");
+	CHECK(!kvm_put(m, "b", 1, "2", 1, 99, 2, 0), "put b");
+	kvm_count(m, &c);
+	CHECK(c.lsn == 2 && c.expiring == 1, "count: lsn %llu",
+	      (unsigned long long)c.lsn);
+	CHECK(!kvm_del(m, "b", 1, 3, 0), "del b");
+	CHECK(!kvm_put(m, "d", 1, "4", 1, 0, 4, 0), "put d");
+	CHECK(!kvm_put(m, "a", 1, "5", 1, 0, 5, 0), "put a again");
+	kvm_iter_init(&it, m);
+	CHECK(at_key(&it, "a", c.lsn, c.flush_lsn, &e) == 1 && e.lsn == 1 &&
+		  e.val[0] == '1',
+	      "a at the moment: the first version");
+	CHECK(at_key(&it, "b", c.lsn, c.flush_lsn, &e) == 1 &&
+		  e.kind == KVM_VALUE && e.expire_at == 99,
+	      "b at the moment: the value, not the later tombstone");
+	CHECK(at_key(&it, "d", c.lsn, c.flush_lsn, &e) == 0,
+	      "d at the moment: not there yet");
+	CHECK(kvm_get(m, "a", 1, &e) == KVM_VALUE && e.lsn == 5 &&
+		  e.first_lsn == 1,
+	      "a: first_lsn %llu", (unsigned long long)e.first_lsn);
+	CHECK(kvm_get(m, "d", 1, &e) == KVM_VALUE && e.first_lsn == 4 &&
+		  e.first_lsn > c.lsn,
+	      "d: first_lsn after the moment");
+	CHECK(!kvm_flush(m, 6), "flush");
+	CHECK(!kvm_put(m, "a", 1, "7", 1, 0, 7, 0), "put a after the flush");
+	kvm_count(m, &c2);
+	CHECK(c2.lsn == 7 && c2.flush_lsn == 6, "count after the flush");
+	CHECK(kvm_get(m, "a", 1, &e) == KVM_VALUE && e.first_lsn == 7,
+	      "a after the flush: a new key (first_lsn %llu)",
+	      (unsigned long long)e.first_lsn);
+	CHECK(kvm_get(m, "d", 1, &e) == KVM_TOMBSTONE && e.first_lsn == 6,
+	      "d hidden by the flush: first_lsn is the flush's");
+	CHECK(at_key(&it, "a", c.lsn, c.flush_lsn, &e) == 1 && e.lsn == 1,
+	      "a at the first moment, after the flush");
+	CHECK(at_key(&it, "a", c2.lsn, c2.flush_lsn, &e) == 1 && e.lsn == 7,
+	      "a at the second moment");
+	kvm_iter_fini(&it);
+	/* a version hidden by the flush in force at the moment */
+	CHECK(!kvm_put(m, "e", 1, "8", 1, 0, 8, 0), "put e");
+	kvm_count(m, &c2);
+	kvm_iter_init(&it, m);
+	CHECK(at_key(&it, "e", c2.lsn, 9, &e) == 0,
+	      "e older than the flush given: hidden");
+	kvm_iter_fini(&it);
+	kvm_destroy(m);
+	printf("moment: counts and later writes agree\n");
+}
+
 int main(void)
 {
 	const char *env = getenv("KVM_TEST_SEED");
@@ -741,6 +816,7 @@ int main(void)
 	test_concurrent();
 	test_order();
 	test_fresh();
+	test_moment();
 	if (fails) {
 		fprintf(stderr, "%u failure(s)\n", fails);
 		return 1;
