@@ -751,6 +751,12 @@ static void *io_main(void *arg)
 {
 	struct kvd_io *io = arg;
 	struct io_uring *ring = &io->ring->ring;
+	char name[16]; /* the kernel keeps 15 bytes */
+
+	/* Named by itself before it serves anything, so that no request is
+	 * answered by a thread top -H cannot name yet. */
+	snprintf(name, sizeof(name), "kvd-io/%u", io->idx);
+	pthread_setname_np(pthread_self(), name);
 
 	/* liburing 2.3 declares io_uring_enable_rings but does not export
 	 * it: make the register call directly. */
@@ -1239,16 +1245,11 @@ int kvd_io_start(struct kvd_server *srv)
 		int rc = pthread_create(&srv->io[i]->thread, NULL, io_main,
 					srv->io[i]);
 
-		char name[32];
-
 		if (rc) {
 			log_error("cannot start io thread %u: %s", i,
 				  strerror(rc));
 			return -1;
 		}
-		snprintf(name, sizeof(name), "kvd-io/%u", i);
-		name[15] = '\0'; /* the kernel keeps 15 bytes */
-		pthread_setname_np(srv->io[i]->thread, name); /* for top -H */
 	}
 	return 0;
 }
