@@ -412,8 +412,7 @@ int kvm_get(const struct kvm *m, const void *key, size_t klen,
 void kvm_count(const struct kvm *m, struct kvm_count *c)
 {
 	/* One node: its counters include every write up to its LSN. */
-	const struct kvm_node *top =
-	    atomic_load_explicit(&((struct kvm *)m)->top, memory_order_acquire);
+	const struct kvm_node *top = cur_top(m);
 	const struct kvm_stats *st = &top->st;
 
 	c->keys = st->keys;

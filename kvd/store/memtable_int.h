@@ -200,11 +200,17 @@ static inline int sent_cmp(const struct kvm_sent *a, const struct kvm_sent *b)
 	return sent_cmp_key(a, b->p0, b->p1, node_key(b->x), b->x->klen);
 }
 
+/* The last node published: its counters, and its LSN, are the newest
+ * moment a reader can see. */
+static inline const struct kvm_node *cur_top(const struct kvm *m)
+{
+	return atomic_load_explicit(&((struct kvm *)m)->top,
+				    memory_order_acquire);
+}
+
 static inline const struct kvm_stats *cur_stats(const struct kvm *m)
 {
-	return &atomic_load_explicit(&((struct kvm *)m)->top,
-				     memory_order_acquire)
-		    ->st;
+	return &cur_top(m)->st;
 }
 
 static inline const struct kvm_node *next_created(const struct kvm_node *x)
@@ -213,15 +219,23 @@ static inline const struct kvm_node *next_created(const struct kvm_node *x)
 				    memory_order_acquire);
 }
 
-/* Follow `newer` to the newest version (rules 6 and 7). */
-static inline const struct kvm_node *newest(const struct kvm_node *x)
+/* Follow `newer` to the newest version at or below LSN upto (rules 6 and
+ * 7); x itself is returned when no newer one qualifies. */
+static inline const struct kvm_node *newest_upto(const struct kvm_node *x,
+						 uint64_t upto)
 {
 	const struct kvm_node *n;
 
 	while ((n = atomic_load_explicit(&((struct kvm_node *)x)->newer,
-					 memory_order_acquire)))
+					 memory_order_acquire)) &&
+	       n->lsn <= upto)
 		x = n;
 	return x;
+}
+
+static inline const struct kvm_node *newest(const struct kvm_node *x)
+{
+	return newest_upto(x, UINT64_MAX);
 }
 
 static inline void fill_entry(const struct kvm_node *x, struct kvm_entry *e)

@@ -368,14 +368,11 @@ int kvm_iter_entry_at(const struct kvm_iter *it, uint64_t upto,
 {
 	/* The run holds the key's first version; later ones are on its
 	 * `newer` chain in LSN order. */
-	const struct kvm_node *x = it->node, *n;
+	const struct kvm_node *x = it->node;
 
 	if (x->lsn > upto)
 		return 0;
-	while ((n = atomic_load_explicit(&((struct kvm_node *)x)->newer,
-					 memory_order_acquire)) &&
-	       n->lsn <= upto)
-		x = n;
+	x = newest_upto(x, upto);
 	if (x->lsn < flush_lsn)
 		return 0;
 	fill_entry(x, e);

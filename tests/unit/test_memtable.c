@@ -739,13 +739,12 @@ static int at_key(struct kvm_iter *it, const char *key, uint64_t upto,
 	uint32_t klen;
 	const uint8_t *k;
 
-	for (int ok = kvm_iter_seek(it, key, strlen(key)); ok;) {
-		k = kvm_iter_key(it, &klen);
-		if (klen != strlen(key) || memcmp(k, key, klen))
-			return -1;
-		return kvm_iter_entry_at(it, upto, flush, e);
-	}
-	return -1;
+	if (!kvm_iter_seek(it, key, strlen(key)))
+		return -1;
+	k = kvm_iter_key(it, &klen);
+	if (klen != strlen(key) || memcmp(k, key, klen))
+		return -1;
+	return kvm_iter_entry_at(it, upto, flush, e);
 }
 
 static void test_moment(void)
