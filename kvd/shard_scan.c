@@ -420,9 +420,13 @@ static int count_shard(struct kvd_reader *r, unsigned i, uint64_t now,
 {
 	struct shard_view v;
 	uint64_t expired;
+	unsigned tries = 0;
 
 	/* Again when a flush came after the count: the memtable no longer
-	 * shows what was hidden at that moment (flushes are rare). */
+	 * shows what was hidden at that moment.  Flushes are rare; a client
+	 * sending nothing but FLUSHALL must still not hold this io thread
+	 * here, so after a few tries the last answer stands (it can only be
+	 * off by keys that a flush made at that moment hid anyway). */
 	do {
 		expired = 0;
 		if (kvd_shard_entries(r, i, &v))
@@ -432,7 +436,7 @@ static int count_shard(struct kvd_reader *r, unsigned i, uint64_t now,
 		for (unsigned s = 0; s < 2; s++)
 			if (v.m[s] && v.expiring[s])
 				expired += count_expired_mem(&v, s, now);
-	} while (v.m[0] && kvm_flush_lsn(v.m[0]) != v.flush[0]);
+	} while (v.m[0] && kvm_flush_lsn(v.m[0]) != v.flush[0] && ++tries < 4);
 	v.entries -= (int64_t)expired;
 	*count += v.entries > 0 ? (uint64_t)v.entries : 0;
 	return 0;
