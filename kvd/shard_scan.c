@@ -425,8 +425,8 @@ static int count_shard(struct kvd_reader *r, unsigned i, uint64_t now,
 	/* Again when a flush came after the count: the memtable no longer
 	 * shows what was hidden at that moment.  Flushes are rare; a client
 	 * sending nothing but FLUSHALL must still not hold this io thread
-	 * here, so after a few tries the last answer stands (it can only be
-	 * off by keys that a flush made at that moment hid anyway). */
+	 * here, so after a few tries the last answer stands: it may then
+	 * still count expired keys that the racing flush removed. */
 	do {
 		expired = 0;
 		if (kvd_shard_entries(r, i, &v))
