@@ -179,14 +179,15 @@ int main(int argc, char **argv)
 	if (kvd_io_start(&srv))
 		return fail("cannot start threads");
 	log_info(
-	    "kvd %s ready: %s port %u%s%.0u%s%s%s%s, %u io threads, "
-	    "%u shards, durability %s, data %s",
+	    "kvd %s ready: %s port %u%s%.0u%s%s%s%s, %u io thread%s, "
+	    "%u shard%s, durability %s, data %s",
 	    KVD_VERSION, cfg.bind, srv.port,
 	    srv.resp_port ? ", resp port " : "", srv.resp_port,
 	    cfg.unix_socket[0] ? ", unix socket " : "", cfg.unix_socket,
 	    cfg.resp_port && cfg.resp_unix_socket[0] ? ", resp unix socket "
 						     : "",
-	    cfg.resp_port ? cfg.resp_unix_socket : "", srv.nio, srv.nshards,
+	    cfg.resp_port ? cfg.resp_unix_socket : "", srv.nio,
+	    srv.nio == 1 ? "" : "s", srv.nshards, srv.nshards == 1 ? "" : "s",
 	    cfg.durability == KVD_DUR_SYNC ? "sync" : "async", cfg.data_dir);
 	kvd_tls_log(&cfg);
 	sd_notify(0, "READY=1");
