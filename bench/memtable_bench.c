@@ -2,7 +2,10 @@
  * writes and answers reads, beside an LMDB read-only transaction's gets on
  * the same keys in the same run: the two layers a read goes through.
  *
- * Usage: memtable_bench [keys [rounds]]   (defaults: 1000000 keys, 3 rounds)
+ * Usage: memtable_bench [keys [rounds [expect]]]
+ *   (defaults: 1000000 keys, 3 rounds, expect 64 MiB)
+ * expect is the memtable's kvm_opts.expect_bytes, as kvd passes its
+ * memtable-size (default 64 MiB); 0 starts the hash index small.
  * Keys are 16 bytes (hex of a mixed counter, so in no particular order),
  * values 100 bytes.  Each round inserts every key into a new memtable, then
  * gets every key in another order from the memtable and from LMDB
@@ -58,9 +61,12 @@ static void keep(double *best, double rate)
 		*best = rate;
 }
 
+static size_t expect = 64u << 20;
+
 static int bench_memtable(const char *keys, const uint32_t *order, size_t n,
 			  struct best *b, size_t *bytes)
 {
+	struct kvm_opts o = {.expect_bytes = expect};
 	uint8_t val[VLEN];
 	struct kvm *m;
 	struct kvm_entry e;
@@ -69,7 +75,7 @@ static int bench_memtable(const char *keys, const uint32_t *order, size_t n,
 	double t;
 
 	memset(val, 'v', sizeof(val));
-	if (kvm_create(NULL, &m))
+	if (kvm_create(&o, &m))
 		return -1;
 	t = now();
 	for (size_t i = 0; i < n; i++)
@@ -158,6 +164,8 @@ int main(int argc, char **argv)
 	size_t bytes = 0;
 	int rc = 1;
 
+	if (argc > 3)
+		expect = strtoull(argv[3], NULL, 0);
 	if (!keys || !order || !n || rounds < 1 || !mkdtemp(dir))
 		return 1;
 	for (size_t i = 0; i < n; i++) {
@@ -180,8 +188,9 @@ int main(int argc, char **argv)
 		if (bench_memtable(keys, order, n, &b, &bytes) ||
 		    bench_lmdb(env, dbi, keys, order, n, &b))
 			goto out;
-	printf("%zu keys of %d bytes, values of %d bytes, best of %d rounds\n",
-	       n, KLEN, VLEN, rounds);
+	printf("%zu keys of %d bytes, values of %d bytes, best of %d rounds, "
+	       "expect_bytes %zu\n",
+	       n, KLEN, VLEN, rounds, expect);
 	printf("memtable insert      %12.0f /s  (arena %.1f MiB, %.0f B/key)\n",
 	       b.put, bytes / 1048576.0, (double)bytes / n);
 	printf("memtable get         %12.0f /s\n", b.get);

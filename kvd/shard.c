@@ -76,11 +76,14 @@ uint64_t kvd_shard_meta_lsn(struct shard *sh, MDB_txn *txn)
 	return lsn;
 }
 
-/* Arena chunks of an eighth of the memtable size (4 KiB to 1 MiB), so
- * that a small memtable-size still freezes on what it holds. */
+/* Arena chunks of an eighth of the memtable size (4 KiB to 2 MiB), so
+ * that a small memtable-size still freezes on what it holds; the hash
+ * index sized for a full one from the start (bench/RESULTS.md, "The
+ * write path, fifth round"). */
 struct kvm *kvd_memtable_new(const struct kvd_store *st)
 {
-	struct kvm_opts o = {.chunk_size = st->memtable_size / 8};
+	struct kvm_opts o = {.chunk_size = st->memtable_size / 8,
+			     .expect_bytes = st->memtable_size};
 	struct kvm *m = NULL;
 
 	if (o.chunk_size < 4096)

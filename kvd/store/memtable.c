@@ -77,14 +77,20 @@
 #include "memtable_int.h"
 
 #define ALIGN 8u
-#define HASH_MIN 64u			/* slots in a new memtable's index */
+#define HASH_MIN 64u /* slots in a new memtable's index */
+/* expect_bytes per slot of a new index: a new key takes about 230 arena
+ * bytes with a 16-byte key and a 100-byte value, so an index of
+ * expect_bytes / 128 slots ends under half full with such keys and grows
+ * once (one rehash, not one per doubling from HASH_MIN) with much
+ * smaller ones.  Its 8-byte slots are a sixteenth of expect_bytes. */
+#define HASH_BYTES_PER_SLOT 128u
 #define HASH_SEED 0x6b766d656d746162ull /* not the router's (unseeded) hash */
 #define PTR_BITS 48
 #define PTR_MASK ((UINT64_C(1) << PTR_BITS) - 1)
 
 /* ---- arena ---- */
 
-/* Chunks of a multiple of 2 MiB are aligned to it and offered to the
+/* Chunks of 2 MiB or more are aligned to 2 MiB and offered to the
  * kernel as huge pages: a hash probe or an iterator step in a memtable of
  * hundreds of megabytes misses the TLB at nearly every step with 4 KiB
  * pages.  They
@@ -93,18 +99,20 @@
  * free), and kvd's anonymous memory grew to several times its memtables. */
 #define HUGE_PAGE (2u << 20)
 
+/* Mapped chunks (2 MiB and more) are zero, as the kernel maps them. */
 static struct kvm_chunk *chunk_mem(size_t total)
 {
 	struct kvm_chunk *c;
 	char *p, *a;
+	size_t len = (total + 4095) & ~(size_t)4095;
 
-	if (total % HUGE_PAGE) {
+	if (total < HUGE_PAGE) {
 		c = malloc(total);
 		if (c)
 			c->mapped = 0;
 		return c;
 	}
-	p = mmap(NULL, total + HUGE_PAGE, PROT_READ | PROT_WRITE,
+	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
@@ -112,9 +120,9 @@ static struct kvm_chunk *chunk_mem(size_t total)
 		     ~(uintptr_t)(HUGE_PAGE - 1));
 	if (a > p)
 		munmap(p, (size_t)(a - p));
-	if (a + total < p + total + HUGE_PAGE)
-		munmap(a + total, (size_t)(p + HUGE_PAGE - a));
-	madvise(a, total, MADV_HUGEPAGE); /* advice: failure is harmless */
+	if (a + len < p + len + HUGE_PAGE)
+		munmap(a + len, (size_t)(p + len + HUGE_PAGE - (a + len)));
+	madvise(a, len, MADV_HUGEPAGE); /* advice: failure is harmless */
 	c = (struct kvm_chunk *)a;
 	c->mapped = 1;
 	return c;
@@ -223,8 +231,12 @@ static int hash_grow(struct kvm *m, uint64_t slots)
 	if (!t)
 		return err;
 	t->mask = slots - 1;
-	for (uint64_t i = 0; i < slots; i++)
-		atomic_init(&t->slot[i], 0);
+	/* The first bytes of a chunk just mapped are zero already: a big
+	 * table costs no pass over it, and its pages are touched only as
+	 * its slots fill. */
+	if ((void *)t != (void *)(m->chunks + 1) || !m->chunks->mapped)
+		for (uint64_t i = 0; i < slots; i++)
+			atomic_init(&t->slot[i], 0);
 	for (uint64_t i = 0; old && i <= old->mask; i++) {
 		uint64_t v =
 		    atomic_load_explicit(&old->slot[i], memory_order_relaxed);
@@ -486,6 +498,17 @@ uint64_t kvm_last_lsn(const struct kvm *m)
 
 /* ---- life cycle ---- */
 
+/* A new index's slots: the most, a power of two, that expect bytes of
+ * arena pay HASH_BYTES_PER_SLOT each for; HASH_MIN at least. */
+static uint64_t index_slots(size_t expect)
+{
+	uint64_t slots = HASH_MIN;
+
+	while (slots * 2 * HASH_BYTES_PER_SLOT <= expect)
+		slots *= 2;
+	return slots;
+}
+
 int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 {
 	struct kvm_opts o = opts ? *opts : (struct kvm_opts){0};
@@ -518,7 +541,9 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	/* The head doubles as the first counters: all zero, no flush. */
 	atomic_init(&m->top, head);
 	atomic_init(&m->hash, NULL);
-	err = hash_grow(m, HASH_MIN);
+	err = hash_grow(m, index_slots(o.limit && o.expect_bytes > o.limit
+					   ? o.limit
+					   : o.expect_bytes));
 	if (err)
 		goto fail;
 	m->view = calloc(1, sizeof(*m->view));

@@ -135,6 +135,10 @@ struct kvm_opts {
 	size_t chunk_size; /* arena chunk bytes with their header,
 			      0 = KVM_DEFAULT_CHUNK */
 	size_t limit;	   /* arena bytes at most, 0 = no limit */
+	/* About the arena bytes it will be frozen at, if known (kvd: its
+	 * memtable-size): the hash index starts at the size those bytes
+	 * need, instead of growing to it by doubling.  0: it starts small. */
+	size_t expect_bytes;
 };
 
 /* One version, as readers see it.  Pointers stay valid until kvm_destroy. */

@@ -20,6 +20,10 @@
  * 4. A moment: after kvm_count, later writes (a delete, a new key, a new
  *    version, a flush) do not change what kvm_iter_entry_at and first_lsn
  *    say about that moment (COUNT's expired keys rely on it).
+ * 5. A sized index (kvm_opts.expect_bytes, as kvd's memtable-size): the
+ *    model again on one, the arena charged for it at once but its pages
+ *    not touched until slots fill (RSS), and growth past it when the keys
+ *    outnumber the hint.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -100,6 +104,7 @@ static void model_keys(void)
 	static const uint8_t alpha[] = {'a', 'b', 'c', 0x00, 0xff};
 
 	nmk = 0;
+	memset(mk, 0, sizeof(mk)); /* a second run starts from nothing too */
 	memset(mk[0].key, 'z', KVM_MAX_KEY);
 	mk[0].klen = KVM_MAX_KEY;
 	nmk = 1;
@@ -286,9 +291,9 @@ static void model_step(struct kvm *m, uint64_t *lsn)
 	k->lsn = *lsn;
 }
 
-static void test_model(uint64_t seed)
+static void test_model(uint64_t seed, size_t expect)
 {
-	struct kvm_opts o = {.chunk_size = 8192};
+	struct kvm_opts o = {.chunk_size = 8192, .expect_bytes = expect};
 	struct kvm *m;
 	uint64_t lsn = 0;
 
@@ -803,6 +808,63 @@ static void test_moment(void)
 	printf("moment: counts and later writes agree\n");
 }
 
+/* Resident bytes of this process (/proc/self/statm), 0 if unknown. */
+static size_t rss_bytes(void)
+{
+	unsigned long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return res * 4096;
+}
+
+static void test_sized(void)
+{
+	struct kvm_opts o = {.expect_bytes = 256u << 20};
+	struct kvm_entry e;
+	struct kvm *m;
+	size_t rss0, rss1;
+	char key[32];
+	unsigned n = 20000;
+
+	/* 256 MiB / 128 per slot: 2 Mi slots, a 16 MiB table. */
+	rss0 = rss_bytes();
+	CHECK(!kvm_create(&o, &m), "create sized");
+	rss1 = rss_bytes();
+	CHECK(kvm_bytes(m) >= (16u << 20), "sized: arena charged %zu bytes",
+	      kvm_bytes(m));
+	CHECK(rss1 < rss0 + (8u << 20), "sized: %zu bytes touched at create",
+	      rss1 - rss0);
+	CHECK(!kvm_put(m, "k", 1, "v", 1, 0, 1, 0) &&
+		  kvm_get(m, "k", 1, &e) == KVM_VALUE && e.val[0] == 'v',
+	      "sized: put and get");
+	kvm_destroy(m);
+	/* 1 MiB: 8,192 slots, grown past when 4,097 keys are in. */
+	o.expect_bytes = 1u << 20;
+	CHECK(!kvm_create(&o, &m), "create small hint");
+	for (unsigned i = 0; i < n; i++) {
+		int len = snprintf(key, sizeof(key), "key:%u", i);
+
+		CHECK(!kvm_put(m, key, (size_t)len, key, (size_t)len, 0, i + 1,
+			       0),
+		      "put %u", i);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		int len = snprintf(key, sizeof(key), "key:%u", i);
+
+		CHECK(kvm_get(m, key, (size_t)len, &e) == KVM_VALUE &&
+			  e.vlen == (uint32_t)len &&
+			  !memcmp(e.val, key, e.vlen),
+		      "get %u past the hint", i);
+	}
+	kvm_destroy(m);
+	printf("sized: index sized ahead, charged, untouched, grown past\n");
+}
+
 int main(void)
 {
 	const char *env = getenv("KVM_TEST_SEED");
@@ -810,12 +872,14 @@ int main(void)
 
 	printf("model: seed %llu (KVM_TEST_SEED=%llu replays it)\n",
 	       (unsigned long long)seed, (unsigned long long)seed);
-	test_model(seed ? seed : 1);
+	test_model(seed ? seed : 1, 0);
+	test_model(seed ? seed : 1, 64u << 20);
 	test_limits();
 	test_concurrent();
 	test_order();
 	test_fresh();
 	test_moment();
+	test_sized();
 	if (fails) {
 		fprintf(stderr, "%u failure(s)\n", fails);
 		return 1;
