@@ -800,6 +800,10 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 		    (f->type && f->type != conn_kind(o)) ||
 		    (o == c && f->skipme))
 			continue;
+		/* Killed already, and gone from CLIENT LIST: its own thread
+		 * has not closed it yet, but it is not killed twice. */
+		if (o != c && atomic_load(&o->kill))
+			continue;
 		n++;
 		if (o == c) {
 			c->flags |= CONN_CLOSING;

@@ -503,11 +503,17 @@ class Clients(unittest.TestCase):
             cid = plain[0].call("CLIENT", "ID")
             self.assertEqual(me.call("CLIENT", "KILL", "TYPE", "normal", "ID", cid), 1)
             self.assertTrue(plain[0].closed())
-            # one killed on another io thread is listed until that thread
-            # has closed it
-            wait_for(lambda: b"id=%d " % cid not in me.call("CLIENT", "LIST"),
-                     what="the killed connection to go")
-            self.assertEqual(me.call("CLIENT", "KILL", "TYPE", "normal"), 2)
+            # killed is gone from CLIENT LIST at once, as in Redis, even
+            # before its own io thread has closed it
+            self.assertNotIn(b"id=%d " % cid, me.call("CLIENT", "LIST"))
+            # Killed twice in one pipeline: the second finds it gone, as
+            # CLIENT LIST does, though its io thread may not have closed it
+            # yet (it once counted it again: 3 below instead of 2).
+            cid = plain[1].call("CLIENT", "ID")
+            me.send(encode("CLIENT", "KILL", "ID", str(cid)) +
+                    encode("CLIENT", "KILL", "ID", str(cid)) +
+                    encode("CLIENT", "KILL", "TYPE", "normal"))
+            self.assertEqual([me.reply(), me.reply(), me.reply()], [1, 0, 1])
             self.assertTrue(plain[1].closed())
             self.assertTrue(subs[2].closed())
             self.assertEqual(me.call("PING"), b"PONG")
