@@ -648,6 +648,14 @@ static int conn_kind(struct kvd_conn *o)
 		   : KIND_NORMAL;
 }
 
+/* Killed by CLIENT KILL on another thread, and not closed by its own yet:
+ * gone for CLIENT LIST and KILL, as in Redis, whose CLIENT KILL frees the
+ * client at once. */
+static int killed(struct kvd_conn *o)
+{
+	return atomic_load_explicit(&o->kill, memory_order_relaxed);
+}
+
 /* The kind a TYPE argument names, or 0. */
 static int kind_named(struct kv_slice a)
 {
@@ -703,10 +711,7 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 			want |= ids[i] == o->id;
 		if (type && type != conn_kind(o))
 			want = 0;
-		/* Killed is gone, as in Redis, whose CLIENT KILL frees the
-		 * client at once: its own io thread may close it a moment
-		 * later. */
-		if (atomic_load_explicit(&o->kill, memory_order_relaxed))
+		if (killed(o))
 			want = 0;
 		if (want)
 			client_line(c, o, &b);
@@ -798,11 +803,7 @@ static int64_t kill_matching(struct kvd_conn *c, const struct kill_filter *f)
 		    (f->addr.p && !slice_is(f->addr, o->addr)) ||
 		    (f->laddr.p && !slice_is(f->laddr, o->laddr)) ||
 		    (f->type && f->type != conn_kind(o)) ||
-		    (o == c && f->skipme))
-			continue;
-		/* Killed already, and gone from CLIENT LIST: its own thread
-		 * has not closed it yet, but it is not killed twice. */
-		if (o != c && atomic_load(&o->kill))
+		    (o == c && f->skipme) || killed(o))
 			continue;
 		n++;
 		if (o == c) {

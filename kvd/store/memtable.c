@@ -121,7 +121,7 @@ static struct kvm_chunk *chunk_mem(size_t total)
 	if (a > p)
 		munmap(p, (size_t)(a - p));
 	if (a + len < p + len + HUGE_PAGE)
-		munmap(a + len, (size_t)(p + len + HUGE_PAGE - (a + len)));
+		munmap(a + len, (size_t)(p + HUGE_PAGE - a));
 	madvise(a, len, MADV_HUGEPAGE); /* advice: failure is harmless */
 	c = (struct kvm_chunk *)a;
 	c->mapped = 1;
@@ -498,10 +498,13 @@ uint64_t kvm_last_lsn(const struct kvm *m)
 
 /* ---- life cycle ---- */
 
-/* A new index's slots: the most, a power of two, that expect bytes of
- * arena pay HASH_BYTES_PER_SLOT each for; HASH_MIN at least. */
-static uint64_t index_slots(size_t expect)
+/* A new index's slots: the most, a power of two, that the bytes o
+ * expects (no more than its limit) pay HASH_BYTES_PER_SLOT each for;
+ * HASH_MIN at least. */
+static uint64_t index_slots(const struct kvm_opts *o)
 {
+	size_t expect =
+	    o->limit && o->expect_bytes > o->limit ? o->limit : o->expect_bytes;
 	uint64_t slots = HASH_MIN;
 
 	while (slots * 2 * HASH_BYTES_PER_SLOT <= expect)
@@ -541,9 +544,7 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	/* The head doubles as the first counters: all zero, no flush. */
 	atomic_init(&m->top, head);
 	atomic_init(&m->hash, NULL);
-	err = hash_grow(m, index_slots(o.limit && o.expect_bytes > o.limit
-					   ? o.limit
-					   : o.expect_bytes));
+	err = hash_grow(m, index_slots(&o));
 	if (err)
 		goto fail;
 	m->view = calloc(1, sizeof(*m->view));
