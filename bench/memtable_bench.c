@@ -2,10 +2,12 @@
  * writes and answers reads, beside an LMDB read-only transaction's gets on
  * the same keys in the same run: the two layers a read goes through.
  *
- * Usage: memtable_bench [keys [rounds [expect]]]
- *   (defaults: 1000000 keys, 3 rounds, expect 64 MiB)
+ * Usage: memtable_bench [keys [rounds [expect [ahead]]]]
+ *   (defaults: 1000000 keys, 3 rounds, expect 64 MiB, ahead 0)
  * expect is the memtable's kvm_opts.expect_bytes, as kvd passes its
- * memtable-size (default 64 MiB); 0 starts the hash index small.
+ * memtable-size (default 64 MiB); 0 starts the hash index small.  ahead:
+ * the inserts call kvm_prefetch that many keys ahead, as kvd's committer
+ * does for a batch (8); 0 inserts without it.
  * Keys are 16 bytes (hex of a mixed counter, so in no particular order),
  * values 100 bytes.  Each round inserts every key into a new memtable, then
  * gets every key in another order from the memtable and from LMDB
@@ -62,6 +64,7 @@ static void keep(double *best, double rate)
 }
 
 static size_t expect = 64u << 20;
+static size_t ahead;
 
 static int bench_memtable(const char *keys, const uint32_t *order, size_t n,
 			  struct best *b, size_t *bytes)
@@ -78,9 +81,12 @@ static int bench_memtable(const char *keys, const uint32_t *order, size_t n,
 	if (kvm_create(&o, &m))
 		return -1;
 	t = now();
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		if (ahead && i + ahead < n)
+			kvm_prefetch(m, keys + (i + ahead) * KLEN, KLEN);
 		if (kvm_put(m, keys + i * KLEN, KLEN, val, VLEN, 0, i + 1, 0))
 			goto fail;
+	}
 	keep(&b->put, n / (now() - t));
 	t = now();
 	for (size_t i = 0; i < n; i++)
@@ -166,6 +172,8 @@ int main(int argc, char **argv)
 
 	if (argc > 3)
 		expect = strtoull(argv[3], NULL, 0);
+	if (argc > 4)
+		ahead = strtoul(argv[4], NULL, 0);
 	if (!keys || !order || !n || rounds < 1 || !mkdtemp(dir))
 		return 1;
 	for (size_t i = 0; i < n; i++) {

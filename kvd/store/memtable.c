@@ -390,6 +390,14 @@ int kvm_flush(struct kvm *m, uint64_t lsn)
 
 /* ---- readers ---- */
 
+void kvm_prefetch(const struct kvm *m, const void *key, size_t klen)
+{
+	const struct kvm_hash *t = atomic_load_explicit(
+	    &((struct kvm *)m)->hash, memory_order_acquire);
+
+	__builtin_prefetch(&t->slot[hash_key(key, klen) & t->mask]);
+}
+
 int kvm_get(const struct kvm *m, const void *key, size_t klen,
 	    struct kvm_entry *e)
 {

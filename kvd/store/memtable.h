@@ -223,6 +223,12 @@ int kvm_del(struct kvm *m, const void *key, size_t klen, uint64_t lsn,
  * 0, -EINVAL, -ENOSPC, -ENOMEM. */
 int kvm_flush(struct kvm *m, uint64_t lsn);
 
+/* kvm_prefetch - start loading the hash slot a kvm_put, kvm_del or kvm_get
+ * of key will probe first (any thread; a hint, no effect on contents).  A
+ * writer that has a batch of keys calls it a few keys ahead, so that the
+ * probe's cache miss overlaps the inserts before it. */
+void kvm_prefetch(const struct kvm *m, const void *key, size_t klen);
+
 /* kvm_get - the newest version of key.  Returns KVM_VALUE or KVM_TOMBSTONE
  * with *e filled, KVM_ABSENT (e untouched), or -EINVAL for a bad key.  For
  * a key a flush hides, e->lsn is the flush's LSN and e->key the caller's. */
