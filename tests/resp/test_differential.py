@@ -676,13 +676,16 @@ class Differential(unittest.TestCase):
         if not (isinstance(k, list) and isinstance(rd, list)
                 and len(k) == len(rd) == len(queue)):
             return self.compare([b"EXEC"], k, rd, redis, where)
-        why = None
         for cmd, ke, re_ in zip(queue, k, rd):
             w = self.compare(cmd, ke, re_, redis, "%s, in EXEC" % where)
             if w:
                 excused[w] = excused.get(w, 0) + 1
-                why = why or (w if w in RESYNC else None)
-        return why
+            if w in RESYNC:
+                # The two stores differ from here on (DEL of an empty key
+                # deleted the other keys it named in Redis only), so the
+                # rest of this EXEC's replies may too: the caller resyncs.
+                return w
+        return None
 
     def same_kind(self, cmd, k, rd, where):
         """Errors and status replies equal byte for byte, other replies
