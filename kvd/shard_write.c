@@ -872,12 +872,18 @@ int kvd_shard_begin_nowait(struct kvd_store *st, unsigned i,
  * enough to cover a miss to memory with the inserts in between. */
 #define PREFETCH_AHEAD 8
 
+/* Entry i's hash slot on its way into the cache (a FLUSHALL has no key). */
+static void prefetch_ent(const struct kvd_wtxn *t, size_t i)
+{
+	if (i < t->nents && t->ents[i].type != KVJ_FLUSHALL)
+		kvm_prefetch(t->act, t->ents[i].key, t->ents[i].klen);
+}
+
 /* The batch's records into the active memtable, LSNs from first on. */
 static int insert_all(struct kvd_wtxn *t, uint64_t first)
 {
-	for (size_t i = 0; i < t->nents && i < PREFETCH_AHEAD; i++)
-		if (t->ents[i].type != KVJ_FLUSHALL)
-			kvm_prefetch(t->act, t->ents[i].key, t->ents[i].klen);
+	for (size_t i = 0; i < PREFETCH_AHEAD; i++)
+		prefetch_ent(t, i);
 	for (size_t i = 0; i < t->nents; i++) {
 		const struct ov_ent *e = &t->ents[i];
 		const uint8_t *k = e->key;
@@ -886,10 +892,7 @@ static int insert_all(struct kvd_wtxn *t, uint64_t first)
 							   : 0;
 		int rc;
 
-		if (i + PREFETCH_AHEAD < t->nents &&
-		    e[PREFETCH_AHEAD].type != KVJ_FLUSHALL)
-			kvm_prefetch(t->act, e[PREFETCH_AHEAD].key,
-				     e[PREFETCH_AHEAD].klen);
+		prefetch_ent(t, i + PREFETCH_AHEAD);
 		if (e->type == KVJ_PUT)
 			rc = kvm_put(t->act, k, e->klen, ov_val(t, e), e->vlen,
 				     e->exp, first + i, fl);
