@@ -162,7 +162,8 @@ static void commits(struct kvd_server *srv, struct kv_buf *b)
 		const char *name, *help;
 		size_t off;
 	} ctr[] = {
-	    {"kvd_commits_total", "LMDB write transactions committed.",
+	    {"kvd_commits_total",
+	     "Batches appended to the journal (group commits).",
 	     offsetof(struct kvd_committer, commits)},
 	    {"kvd_committed_writes_total",
 	     "Write requests (per shard part) committed.",
@@ -189,8 +190,8 @@ static void commits(struct kvd_server *srv, struct kv_buf *b)
 						ctr[k].off)));
 	}
 	shard_histogram(srv, b, "kvd_commit_duration_seconds",
-			"Time in mdb_txn_commit (fsync included in sync mode), "
-			"by shard.",
+			"Time to append a batch to the journal (its fdatasync "
+			"included in sync mode), by shard.",
 			offsetof(struct kvd_committer, commit_hist),
 			KVD_LAT_BUCKETS, lat,
 			offsetof(struct kvd_committer, commit_ns), 1e9);

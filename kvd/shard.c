@@ -158,6 +158,11 @@ static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 	}
 	if (rep.msg[0])
 		log_warn("%s", rep.msg);
+	else if (rep.dropped) /* the valid-looking leftovers of a torn write */
+		log_warn("%s: journal: torn tail wiped, %llu byte(s) from "
+			 "offset %llu (a write a crash cut short)",
+			 rep.bad_file, (unsigned long long)rep.dropped,
+			 (unsigned long long)rep.bad_offset);
 	atomic_store(&sh->active, rp.m);
 	atomic_store(&sh->ckpt_lsn, ckpt);
 	atomic_store(&sh->pub_lsn, kvj_next_lsn(sh->j) - 1);

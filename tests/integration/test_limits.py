@@ -3,7 +3,10 @@
 With a 1 MiB map, writes eventually fail with MAP_FULL: only the writers of
 that batch get the error, every write acknowledged before stays readable,
 reads and other connections keep working, and a restart with a larger
-map-size accepts writes again.  Also: max-clients refuses the extra
+map-size accepts writes again.  A value larger than a journal segment
+(`--journal-segment-size`) gets VALUE_TOO_LARGE, alone: the shard stays
+writable, its batch-mates and later writes are acknowledged.  Also:
+max-clients refuses the extra
 connection with TOO_MANY_CONNS while the others keep working.
 """
 
@@ -42,6 +45,31 @@ class Limits(unittest.TestCase):
             c = srv.client()
             self.assertEqual(c.call(PUT, b"more", b"y" * 1000), [OK])
             self.assertEqual(c.call(COUNT), [OK, len(acked) + 1])
+
+    def test_value_larger_than_a_journal_segment(self):
+        with Server(threads=1, args=["--journal-segment-size", "1m"]) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"before", b"b"), [OK])
+            big = b"x" * (2 << 20)
+            # pipelined with small writes: the big one fails alone
+            r = c.pipeline([(PUT, b"small1", b"s1"), (PUT, b"big", big),
+                            (PUT, b"small2", b"s2")])
+            self.assertEqual(r[0], [OK])
+            self.assertEqual(r[1][0], VALUE_TOO_LARGE, r[1])
+            self.assertEqual(r[2], [OK])
+            self.assertEqual(c.call(GET, b"big")[0], NOT_FOUND)
+            st = c.call(STATS)[1]
+            self.assertEqual(st[b"shards"][0][b"failed"], False)
+            self.assertEqual(c.call(PUT, b"after", b"a"), [OK])
+            # a value that fits a segment is taken
+            self.assertEqual(c.call(PUT, b"fits", b"y" * (512 << 10)), [OK])
+            srv.kill9()
+            srv.start()
+            c = srv.client()
+            for k, v in ((b"before", b"b"), (b"small1", b"s1"), (b"small2", b"s2"),
+                         (b"after", b"a"), (b"fits", b"y" * (512 << 10))):
+                self.assertEqual(c.call(GET, k), [OK, v])
+            self.assertEqual(c.call(GET, b"big")[0], NOT_FOUND)
 
     def test_max_clients(self):
         with Server(threads=1, args=["--max-clients", "3"]) as srv:

@@ -3,11 +3,15 @@
 After a known mix of requests, GET /metrics must parse as the Prometheus
 text format, every sample belong to a declared family, histograms be
 cumulative with count == the requests made, and the counters agree with
-STATS and with what the test did.
+STATS and with what the test did.  The storage engine's own families
+(journal bytes and flushes, checkpoints, their LSN and duration, memtable
+bytes, checkpoint waits, a failed shard) equal STATS' per-shard fields and
+INFO's sums once checkpoints have taken every write.
 """
 
 import re
 import socket
+import time
 import unittest
 
 from kvdtest import *  # noqa: F401,F403
@@ -94,6 +98,77 @@ class Metrics(unittest.TestCase):
                 sk.sendall(b"GET /" + b"x" * 9000)
                 self.assertIn(b"431", sk.recv(1000))
             self.assertEqual(c.call(PING), [OK])
+
+
+def resp_info(port, section):
+    """INFO section over the RESP port, as a dict of its fields."""
+    with socket.create_connection(("127.0.0.1", port), 5) as sk:
+        sk.sendall(b"*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n" % (len(section), section))
+        data = b""
+        while True:
+            chunk = sk.recv(65536)
+            assert chunk, "INFO: connection closed"
+            data += chunk
+            head, sep, rest = data.partition(b"\r\n")
+            if sep and len(rest) >= int(head[1:]) + 2:
+                break
+    body = rest[:int(head[1:])].decode()
+    return dict(ln.split(":", 1) for ln in body.splitlines() if ":" in ln)
+
+
+class StoreMetrics(unittest.TestCase):
+    def test_store_families_agree_with_stats(self):
+        mport = free_port()
+        args = ["--metrics-port", str(mport), "--checkpoint-interval-ms", "200"]
+        with Server(threads=2, args=args, resp=True) as srv:
+            c = srv.client()
+            for i in range(200):
+                self.assertEqual(c.call(PUT, b"key-%03d" % i, b"v" * 100), [OK])
+            # every write checkpointed: nothing moves any more
+            end = time.monotonic() + 30
+            while True:
+                sh = c.call(STATS)[1][b"shards"]
+                if sum(x[b"checkpoint_lsn"] for x in sh) == 200:
+                    break
+                self.assertLess(time.monotonic(), end, sh)
+                time.sleep(0.05)
+            time.sleep(0.3)
+            st = c.call(STATS)[1]
+            _, body = http_get(mport, b"/metrics")
+            _, s = parse(body)
+            info = resp_info(srv.resp_port, b"persistence")
+            self.assertEqual(sum(x[b"journal_bytes"] for x in st[b"shards"]),
+                             int(info["kvd_journal_bytes"]))
+            fields = (("journal_bytes", "kvd_shard_journal_bytes_total"),
+                      ("journal_fsyncs", "kvd_shard_journal_fsyncs_total"),
+                      ("checkpoints", "kvd_shard_checkpoints_total"),
+                      ("checkpoint_lsn", "kvd_shard_checkpoint_lsn"),
+                      ("checkpoint_waits", "kvd_shard_checkpoint_waits_total"),
+                      ("memtable_bytes", "kvd_shard_memtable_bytes"))
+            for i, x in enumerate(st[b"shards"]):
+                lab = '{shard="%d"}' % i
+                for field, name in fields:
+                    self.assertEqual(s[(name, lab)], x[field.encode()], (i, name))
+                self.assertAlmostEqual(s[("kvd_shard_checkpoint_seconds", lab)],
+                                       x[b"checkpoint_us"] / 1e6, delta=2e-6)
+                self.assertEqual(s[("kvd_shard_failed", lab)], 0)
+                self.assertFalse(x[b"failed"])
+                commits = s[("kvd_commits_total", lab)]
+                # each of the sequential PUTs its own batch, each flushed
+                self.assertGreaterEqual(x[b"journal_fsyncs"], commits)
+                self.assertGreaterEqual(x[b"checkpoints"], 1)
+                self.assertGreater(x[b"checkpoint_us"], 0)
+            puts = sum(s[("kvd_committed_writes_total", '{shard="%d"}' % i)] for i in range(2))
+            self.assertEqual(puts, 200)
+            # every PUT's key and 100-byte value went to a journal
+            jbytes = sum(x[b"journal_bytes"] for x in st[b"shards"])
+            self.assertGreaterEqual(jbytes, 200 * (7 + 100))
+            for field, key in (("journal_fsyncs", "kvd_journal_fsyncs"),
+                               ("checkpoints", "kvd_checkpoints"),
+                               ("memtable_bytes", "kvd_memtable_bytes"),
+                               ("checkpoint_waits", "kvd_checkpoint_waits")):
+                self.assertEqual(sum(x[field.encode()] for x in st[b"shards"]),
+                                 int(info[key]), key)
 
 
 class MetricsHead(unittest.TestCase):

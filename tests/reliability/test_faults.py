@@ -15,7 +15,8 @@ path; they run every 20 ms here).  Then:
     have dropped the pages, so a later fsync that succeeds would prove
     nothing: PostgreSQL's fsync lesson);
   - shard 0 keeps taking writes, and every acknowledged key of both shards
-    stays readable; STATS reports the shard as failed;
+    stays readable; STATS reports the shard as failed, and so does the
+    metric kvd_shard_failed;
   - after a restart (no fault) every acknowledged write is there (LMDB at
     its last checkpoint, the journal replayed above it) and the shard
     takes writes again.
@@ -34,7 +35,7 @@ import time
 import unittest
 
 from kvdtest import (DISK_FULL, GET, OK, PUT, SHARD_FAILED, STATS, Server,
-                     main)
+                     free_port, http_get, main)
 from relutil import shim_env, start_with
 
 SHIM = os.environ.get("KVD_POWERLOSS")
@@ -106,6 +107,8 @@ class Faults(unittest.TestCase):
         srv.stop()
 
     def run_fault(self, durability, env, expect=SHARD_FAILED, args=()):
+        mport = free_port()
+        args = list(args) + ["--metrics-port", str(mport)]
         with self.faulty(durability, args, **env) as (srv, arm):
             c = srv.client()
             before = self.put_many(c, b"a", 20)
@@ -116,6 +119,10 @@ class Faults(unittest.TestCase):
             during = self.put_many(c, b"b", 60, until_injected=True)
             after = self.put_many(c, b"c", 60)
             st = c.call(STATS)[1]
+            _, body = http_get(mport, b"/metrics")
+            st["metric_failed"] = [
+                int(line.split()[-1]) for line in body.splitlines()
+                if line.startswith('kvd_shard_failed{shard="')]
             acked = [k for d in (before, during, after) for k, s in d.items() if s == OK]
             refused = [k for d in (before, during, after) for k, s in d.items() if s == expect]
             others = [s for d in (before, during, after) for s in d.values() if s not in (OK, expect)]
@@ -155,6 +162,7 @@ class Faults(unittest.TestCase):
 
     def failed_shard_1(self, st):
         self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
+        self.assertEqual(st["metric_failed"], [0, 1])
 
     # ---- the journal: the ack path ----
 

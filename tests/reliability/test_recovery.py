@@ -5,6 +5,9 @@ kvd left: LMDB at its last checkpoint, then the journal replayed above it.
     the journal, and the log says how many records were replayed and how
     long it took; a clean stop checkpoints everything, so the next start
     replays nothing.
+  - A torn tail (a bad record followed only by records of the same
+    write, none of them known durable) is wiped with a warning naming the
+    segment, and kvd starts with the records before it.
   - A bad record followed by good, durable ones is corruption, not a torn
     tail: kvd refuses to start with one line naming the segment file and
     the offset, and the operator flag --journal-truncate-corrupt yes starts
@@ -23,7 +26,7 @@ import subprocess
 import tempfile
 import unittest
 
-from kvdtest import GET, OK, PUT, Server, free_port, main
+from kvdtest import GET, MPUT, OK, PUT, Server, free_port, main
 
 # No checkpoint during a test unless it stops kvd: the journal holds it all.
 ARGS = ["--checkpoint-interval-ms", "3600000"]
@@ -74,6 +77,46 @@ class Recovery(unittest.TestCase):
             self.assertEqual(n, [0, 0])
             srv.stop()
 
+    def test_torn_tail_is_wiped_with_a_warning(self):
+        with Server(threads=1, args=ARGS) as srv:
+            c = srv.client()
+            for i in range(50):
+                self.assertEqual(c.call(PUT, b"before-%02d" % i, b"b%02d" % i), [OK])
+            # one request, one batch: one journal write of 20 records, each
+            # stamped with the flushed LSN from before that write
+            args = [0]
+            for i in range(20):
+                args += [b"torn-%02d" % i, b"torn-value-%02d" % i]
+            self.assertEqual(c.call(MPUT, *args), [OK])
+            c.close()
+            srv.kill9()
+            seg = segments(srv.data_dir, 0)[-1]
+            with open(seg, "r+b") as f:
+                data = f.read()
+                off = data.index(b"torn-value-05")
+                f.seek(off)
+                f.write(b"TORN")    # as if the write had reached the disk in part
+            srv.start()
+            c = srv.client()
+            self.assertEqual(c.call(GET, b"before-49"), [OK, b"b49"])
+            self.assertEqual(c.call(GET, b"torn-04"), [OK, b"torn-value-04"])
+            for i in range(5, 20):
+                self.assertEqual(c.call(GET, b"torn-%02d" % i)[0], 1, i)
+            self.assertEqual(c.call(PUT, b"after", b"tail"), [OK])
+            c.close()
+            log = srv.log_text().decode()
+            warn = [ln for ln in log.splitlines() if " W " in ln and "torn tail" in ln]
+            self.assertEqual(len(warn), 1, log[-2000:])
+            self.assertIn(os.path.basename(seg), warn[0])
+            self.assertRegex(warn[0], r"torn tail wiped, [1-9]\d* byte\(s\) from offset \d+")
+            srv.restart()   # the wiped tail is gone for good: a clean start
+            c = srv.client()
+            self.assertEqual(c.call(GET, b"after"), [OK, b"tail"])
+            self.assertEqual(c.call(GET, b"torn-06")[0], 1)
+            c.close()
+            self.assertEqual(srv.log_text().decode().count("torn tail"), 1)
+            srv.stop()
+
     def test_corruption_refuses_then_truncates(self):
         with Server(threads=1, args=ARGS) as srv:
             c = srv.client()
@@ -106,6 +149,11 @@ class Recovery(unittest.TestCase):
             self.assertEqual(c.call(GET, b"key-0151")[0], 1)
             self.assertEqual(c.call(PUT, b"after", b"cut"), [OK])
             c.close()
+            warn = [ln for ln in srv.log_text().decode().splitlines()
+                    if " W " in ln and "journal truncated" in ln]
+            self.assertEqual(len(warn), 1, srv.log_text()[-2000:])
+            self.assertIn(os.path.basename(seg), warn[0])
+            self.assertIn("every later one dropped", warn[0])
             srv.stop()
             srv.extra = ARGS
             srv.start()     # the cut journal opens without the flag now
