@@ -404,6 +404,14 @@ static int is_copy(const struct kvd_wreq *w)
 	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD;
 }
 
+/* When the next round of reaping is due: reaper-interval-ms after the
+ * last, the interval read now (a SIGHUP or CONFIG SET applies at once, as
+ * for the async flush). */
+static uint64_t next_reap(const struct kvd_committer *c)
+{
+	return c->last_reap_ms + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
+}
+
 /* Apply and commit one batch starting at w; returns the first request not
  * in it.  nowait: as run_list's; an io thread leaves reaping to the
  * committer. */
@@ -427,9 +435,8 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 	last->next = NULL; /* the batch is a list of its own from here on */
 	/* A replica reaps nothing itself: its primary's deletions come as
 	 * records, and its journal must hold the primary's LSNs only. */
-	if (!nowait && now >= c->next_reap_ms && !kvd_repl_is_replica()) {
-		c->next_reap_ms =
-		    now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
+	if (!nowait && now >= next_reap(c) && !kvd_repl_is_replica()) {
+		c->last_reap_ms = now;
 		reap = 1;
 	}
 	run_list(c, first, n, now, reap, nowait);
@@ -442,7 +449,7 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	struct kvd_wtxn *t;
 	int n, rc;
 
-	c->next_reap_ms = now + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
+	c->last_reap_ms = now;
 	if (atomic_load(&c->failed) || kvd_repl_is_replica() ||
 	    kvd_shard_begin(c->srv->store, c->shard, &t))
 		return;
@@ -459,6 +466,13 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 		atomic_store(&c->failed, 1);
 }
 
+/* When the next async flush is due: flush-interval-ms after the last one,
+ * the interval read now, so that a SIGHUP or CONFIG SET applies at once. */
+static uint64_t next_flush(const struct kvd_committer *c)
+{
+	return c->last_flush_ms + KVD_LIVE(c->srv->cfg->flush_interval_ms);
+}
+
 /* async durability: the journal reaches the OS at once; flush it every
  * flush-interval-ms.  A failed flush ends the shard's writes and is never
  * retried: the kernel may have dropped the pages it could not write, so a
@@ -468,9 +482,9 @@ static void async_flush(struct kvd_committer *c, uint64_t now)
 {
 	struct kvd_server *srv = c->srv;
 
-	if (srv->cfg->durability != KVD_DUR_ASYNC || now < c->next_flush_ms)
+	if (srv->cfg->durability != KVD_DUR_ASYNC || now < next_flush(c))
 		return;
-	c->next_flush_ms = now + KVD_LIVE(srv->cfg->flush_interval_ms);
+	c->last_flush_ms = now;
 	if (!atomic_load(&c->failed) && kvd_store_sync(srv->store, c->shard))
 		atomic_store(&c->failed, 1);
 }
@@ -505,7 +519,7 @@ static void timers(struct kvd_committer *c)
 {
 	uint64_t now = kvd_now_ms();
 
-	if (now >= c->next_reap_ms)
+	if (now >= next_reap(c))
 		idle_reap(c, now);
 	housekeeping(c, now);
 }
@@ -520,10 +534,10 @@ static void wait_for_work(struct kvd_committer *c)
 	uint64_t now = kvd_now_ms(), buf, due = now + TICK_MS;
 	int timeout;
 
-	if (c->next_reap_ms < due)
-		due = c->next_reap_ms;
-	if (c->srv->cfg->durability == KVD_DUR_ASYNC && c->next_flush_ms < due)
-		due = c->next_flush_ms;
+	if (next_reap(c) < due)
+		due = next_reap(c);
+	if (c->srv->cfg->durability == KVD_DUR_ASYNC && next_flush(c) < due)
+		due = next_flush(c);
 	timeout = (int)(due > now ? due - now : 0);
 
 	atomic_store(&c->sleeping, 1);
@@ -595,8 +609,7 @@ static void *committer_main(void *arg)
 	struct kvd_committer *c = arg;
 	struct kvd_wreq *w;
 
-	c->next_flush_ms =
-	    kvd_now_ms() + KVD_LIVE(c->srv->cfg->flush_interval_ms);
+	c->last_flush_ms = kvd_now_ms();
 	for (;;) {
 		/* Held whenever this thread works (try_inline). */
 		pthread_mutex_lock(&c->run_mu);

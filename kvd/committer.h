@@ -35,8 +35,10 @@ struct kvd_committer {
 	 * and never flush again, until restart.  Set by the committer (which
 	 * also copies the checkpointer's verdict); read by STATS. */
 	atomic_int failed;
-	uint64_t next_reap_ms;
-	uint64_t next_flush_ms; /* async mode */
+	uint64_t last_reap_ms; /* due reaper-interval-ms after it, read live */
+	/* async mode: the last flush; the next is due flush-interval-ms
+	 * after it, read live (a SIGHUP may change it meanwhile) */
+	uint64_t last_flush_ms;
 	uint64_t next_check_ms;
 	/* counters, written under run_mu only (one writer at a time) */
 	kvd_counter commits, writes, max_batch, commit_ns, failures;

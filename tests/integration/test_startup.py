@@ -1,9 +1,10 @@
 """test_startup.py - kvd refuses to start with a one-line reason, or starts.
 
 Bad flags and config files (with file:line), a port in use, a data directory
-held by another kvd, a manifest that disagrees with the shard directories, an
-unusable data directory; and the options that only print (--help, --version,
---test-config).
+held by another kvd, a manifest that disagrees with the shard directories or
+names a format or hash this kvd does not know, an unusable data directory;
+and the options that only print (--help, --version, --test-config).  A start
+tells systemd READY=1 only once every shard is open.
 """
 
 import os
@@ -144,6 +145,23 @@ class Startup(unittest.TestCase):
         with open(man, "w") as f:
             f.write("shards lots\n")
         one_line_refusal(self, ["--port", "0", "--data-dir", d], 1, "not a valid kvd manifest")
+        # a format or a key hash this kvd does not know is refused, never
+        # guessed at (docs/operations.md, "Upgrade"), and left as it was
+        for text in (orig.replace("kvd-data 1", "kvd-data 2"),
+                     orig.replace("hash xxh3-64", "hash murmur3")):
+            self.assertNotEqual(text, orig)
+            with open(man, "w") as f:
+                f.write(text)
+            rc, _, err = run(["--port", "0", "--data-dir", d])
+            self.assertNotEqual(rc, 0, err)
+            lines = err.strip().splitlines()
+            self.assertEqual(len(lines), 1, err)
+            self.assertTrue(lines[0].startswith("kvd: %s is not a valid kvd manifest" % man),
+                            err)
+            # the line says what this kvd reads
+            self.assertIn("'kvd-data 1'", lines[0])
+            self.assertIn("'hash xxh3-64'", lines[0])
+            self.assertEqual(open(man).read(), text)
         # shard directories without a manifest
         os.unlink(man)
         one_line_refusal(self, ["--port", "0", "--data-dir", d], 1, "no MANIFEST")
@@ -173,6 +191,49 @@ class Startup(unittest.TestCase):
             self.assertNotIn("creating", f.read())
         with Server(threads=1, data_dir=d) as srv:
             self.assertEqual(srv.client().call(GET, b"k"), [OK, b"v"])
+
+    def test_ready_after_the_store_opens(self):
+        """docs/operations.md, "Sizing" and "Running under systemd": a first
+        start pre-writes each shard's journal segment, and READY=1 (and the
+        "ready" line) come only once every shard is open: by the time
+        systemd hears READY=1 the log has each shard's recovery line, and
+        the ready line after them."""
+        path = os.path.join(self.tmp, "notify")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        sock.settimeout(30)
+        d = os.path.join(self.tmp, "data")
+        srv = Server(threads=2, data_dir=d, args=["--journal-segment-size", "16m"])
+        try:
+            start_with(srv, NOTIFY_SOCKET=path)
+            got = []
+            while True:
+                msg = sock.recv(4096).decode()
+                got.append(msg)
+                if "READY=1" in msg.split("\n"):
+                    break
+            log = srv.log_text().decode()
+            recov = [log.find("%s/shard-%03d: checkpoint LSN" % (d, i)) for i in (0, 1)]
+            ready = log.find(" ready: 127.0.0.1 port %d" % srv.port)
+            self.assertTrue(all(r >= 0 for r in recov), (got, log))
+            self.assertGreater(ready, max(recov), log)
+            self.assertRegex(log[recov[1]:], r"^\S+: checkpoint LSN 0, journal replayed 0 record")
+            # each shard's first segment is there, allocated in full
+            for i in (0, 1):
+                segs = [f for f in os.listdir(os.path.join(d, "shard-%03d" % i))
+                        if f.startswith("journal-") and f.endswith(".kvj")]
+                self.assertEqual(len(segs), 1, segs)
+                st = os.stat(os.path.join(d, "shard-%03d" % i, segs[0]))
+                self.assertEqual(st.st_size, 16 << 20)
+                self.assertGreaterEqual(st.st_blocks * 512, 16 << 20)
+            self.assertEqual(srv.client().call(PING)[0], OK)
+            srv.stop()
+            # and STOPPING=1 as it stops
+            while "STOPPING=1" not in sock.recv(4096).decode().split("\n"):
+                pass
+        finally:
+            srv.cleanup()
+            sock.close()
 
     def test_long_password_file(self):
         # requirepass-file once kept only the first 255 bytes of the line.

@@ -4,7 +4,8 @@ kvd left: LMDB at its last checkpoint, then the journal replayed above it.
   - kill -9 before any checkpoint: everything acknowledged comes back from
     the journal, and the log says how many records were replayed and how
     long it took; a clean stop checkpoints everything, so the next start
-    replays nothing.
+    replays nothing.  Each shard's start line gives its LMDB's keys (none
+    after the kill, every one after the clean stop), used MiB and map size.
   - A torn tail (a bad record followed only by records of the same
     write, none of them known durable) is wiped with a warning naming the
     segment, and kvd starts with the records before it.
@@ -16,6 +17,9 @@ kvd left: LMDB at its last checkpoint, then the journal replayed above it.
   - A data directory written before the journal existed (LMDB without the
     "meta" database, so no checkpoint LSN, and no journal) opens without a
     manual step, keeps its keys and takes writes.
+  - Checkpoints recycle the journal: with 1 MiB segments, 20 MiB written
+    leave one segment and at most two spares (released segments renamed),
+    never more than two spares on the way.
 """
 
 import glob
@@ -26,7 +30,7 @@ import subprocess
 import tempfile
 import unittest
 
-from kvdtest import GET, MPUT, OK, PUT, Server, free_port, main
+from kvdtest import GET, MPUT, OK, PUT, STATS, Server, free_port, main, wait_for
 
 # No checkpoint during a test unless it stops kvd: the journal holds it all.
 ARGS = ["--checkpoint-interval-ms", "3600000"]
@@ -45,6 +49,21 @@ def shard_of(srv, key):
                 if key in f.read():
                     return s
     raise AssertionError("%r in no journal" % key)
+
+
+# The start line of a shard (docs/operations.md, "Logs"): its LMDB's keys,
+# used size and map size, before the journal is replayed.
+START_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \d+ I (\S+)/shard-(\d{3}): "
+    r"(\d+) keys, (\d+\.\d) MiB used, map-size (\d+\.\d) GiB$", re.M)
+
+
+def start_lines(srv):
+    """{shard: (keys, MiB used, map-size GiB)} from the last start's lines."""
+    found = START_LINE.findall(srv.log_text().decode())[-srv.threads:]
+    for d, _, _, _, _ in found:
+        assert d == srv.data_dir, (d, srv.data_dir)
+    return {int(s): (int(k), float(u), float(m)) for _, s, k, u, m in found}
 
 
 class Recovery(unittest.TestCase):
@@ -67,6 +86,11 @@ class Recovery(unittest.TestCase):
             self.assertEqual(sum(n), 500, log[-2000:])
             self.assertRegex(log, r"shard-000: checkpoint LSN 0, journal replayed \d+ "
                                   r"record\(s\) \([0-9.]+ MiB\) in [0-9.]+ ms")
+            # nothing was checkpointed before the kill: LMDB holds no key
+            lines = start_lines(srv)
+            self.assertEqual(sorted(lines), [0, 1], log[-2000:])
+            self.assertEqual([lines[s][0] for s in (0, 1)], [0, 0], log[-2000:])
+            self.assertEqual({lines[s][2] for s in (0, 1)}, {64.0})  # the default
             # a clean stop leaves LMDB holding everything
             srv.restart()
             c = srv.client()
@@ -75,6 +99,20 @@ class Recovery(unittest.TestCase):
             log = srv.log_text().decode()
             n = [int(x) for x in re.findall(r"journal replayed (\d+) record\(s\)", log)[-2:]]
             self.assertEqual(n, [0, 0])
+            # ... and its start lines count every key, each shard its own
+            lines = start_lines(srv)
+            self.assertEqual(sorted(lines), [0, 1], log[-2000:])
+            c = srv.client()
+            shards = c.call(STATS)[1][b"shards"]
+            c.close()
+            entries = [s[b"entries"] for s in shards]
+            self.assertEqual([lines[s][0] for s in (0, 1)], entries, log[-2000:])
+            self.assertEqual(sum(entries), 500)
+            # "MiB used" is LMDB's used pages, STATS used_bytes, to 0.1 MiB
+            for s in (0, 1):
+                self.assertAlmostEqual(lines[s][1], shards[s][b"used_bytes"] / (1 << 20),
+                                       delta=0.051)
+            self.assertEqual({lines[s][2] for s in (0, 1)}, {64.0})
             srv.stop()
 
     def test_torn_tail_is_wiped_with_a_warning(self):
@@ -197,6 +235,66 @@ class Recovery(unittest.TestCase):
             c = srv.client()
             self.assertEqual(c.call(GET, b"new"), [OK, b"1"])
             self.assertEqual(c.call(GET, b"old199"), [OK, b"v199"])
+            c.close()
+            srv.stop()
+
+    def test_checkpoints_recycle_segments(self):
+        """docs/operations.md, "Sizing": each shard keeps its current
+        segment, those written since the last checkpoint and up to two
+        recycled spares (KVJ_DEFAULT_MAX_SPARES; kvd passes max_spares 0).
+        20 MiB through 1 MiB segments with a checkpoint every 100 ms: the
+        directory never holds more than two spares, a spare is a released
+        segment renamed (its inode), and once checkpointed one segment is
+        left."""
+        args = ["--journal-segment-size", "1m", "--checkpoint-interval-ms", "100",
+                "--memtable-size", "4m"]
+        with Server(threads=1, durability="async", args=args) as srv:
+            shard = os.path.join(srv.data_dir, "shard-000")
+
+            def look():
+                segs, spares = {}, {}
+                for f in os.listdir(shard):
+                    try:
+                        ino = os.stat(os.path.join(shard, f)).st_ino
+                    except FileNotFoundError:   # renamed meanwhile
+                        continue
+                    if re.fullmatch(r"journal-spare-\d+\.kvj", f):
+                        spares[f] = ino
+                    elif re.fullmatch(r"journal-[0-9a-f]{16}\.kvj", f):
+                        segs[f] = ino
+                return segs, spares
+
+            c = srv.client()
+            seg_inodes, seen_segs, most_segs, most_spares, recycled = set(), set(), 0, 0, 0
+            val = b"v" * (64 << 10)
+            for i in range(320):                 # 20 MiB of values
+                self.assertEqual(c.call(PUT, b"big%03d" % i, val), [OK])
+                segs, spares = look()
+                self.assertLessEqual(len(spares), 2, (i, sorted(spares)))
+                most_segs = max(most_segs, len(segs))
+                most_spares = max(most_spares, len(spares))
+                recycled += sum(1 for ino in spares.values() if ino in seg_inodes)
+                seg_inodes.update(segs.values())
+                seen_segs.update(segs)
+            # every write (one record each, LSNs from 1) in LMDB: the
+            # segments below the current one were released
+            wait_for(lambda: len(look()[0]) == 1 and
+                     c.call(STATS)[1][b"shards"][0][b"checkpoint_lsn"] == 320,
+                     what="one journal segment left after the checkpoints")
+            segs, spares = look()
+            c.close()
+            self.assertGreaterEqual(len(seen_segs), 15, sorted(seen_segs))
+            self.assertLessEqual(most_segs, 12)
+            self.assertLessEqual(len(spares), 2, sorted(spares))
+            self.assertGreaterEqual(most_spares, 1)
+            self.assertGreater(recycled, 0, "no spare was a released segment")
+            journal = sum(os.stat(os.path.join(shard, f)).st_size
+                          for f in list(segs) + list(spares))
+            self.assertLessEqual(journal, 3 << 20)
+            srv.stop()
+            srv.start()
+            c = srv.client()
+            self.assertEqual(c.call(GET, b"big319"), [OK, val])
             c.close()
             srv.stop()
 
