@@ -228,6 +228,10 @@ static void shards(struct kvd_io *io, struct kv_buf *b)
 	     "Bytes of writes held in memory until their checkpoint (active "
 	     "and frozen memtables).",
 	     offsetof(struct kvd_shard_stat, memtable_bytes)},
+	    {"kvd_shard_memtable_spare_bytes",
+	     "Bytes of arena chunks a checkpointed memtable left for the next "
+	     "one (given back after a second without writes).",
+	     offsetof(struct kvd_shard_stat, memtable_spare)},
 	    {"kvd_shard_journal_bytes_total", "Bytes appended to the journal.",
 	     offsetof(struct kvd_shard_stat, journal_bytes), "counter"},
 	    {"kvd_shard_journal_fsyncs_total", "Flushes of the journal.",

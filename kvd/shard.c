@@ -79,9 +79,14 @@ uint64_t kvd_shard_meta_lsn(struct shard *sh, MDB_txn *txn)
 /* Arena chunks of an eighth of the memtable size (4 KiB to 2 MiB), so
  * that a small memtable-size still freezes on what it holds; the hash
  * index sized for a full one from the start (bench/RESULTS.md, "The
- * write path, fifth round"). */
-struct kvm *kvd_memtable_new(const struct kvd_store *st)
+ * write path, fifth round").  The shard's memtables share a pool of one
+ * memtable's worth of 2 MiB chunks: the next one reuses the chunks of the
+ * one its checkpoint freed instead of faulting in new pages (memtable.h,
+ * kvm_pool); an idle shard gives them back (kvd_shard_tick).  Called at
+ * recovery first (one thread), then by the writer. */
+struct kvm *kvd_memtable_new(struct shard *sh)
 {
+	const struct kvd_store *st = sh->st;
 	struct kvm_opts o = {.chunk_size = st->memtable_size / 8,
 			     .expect_bytes = st->memtable_size};
 	struct kvm *m = NULL;
@@ -90,6 +95,10 @@ struct kvm *kvd_memtable_new(const struct kvd_store *st)
 		o.chunk_size = 4096;
 	if (o.chunk_size > KVM_DEFAULT_CHUNK)
 		o.chunk_size = KVM_DEFAULT_CHUNK;
+	/* A pool that cannot be made (small chunks, no memory) is none. */
+	if (!sh->pool && o.chunk_size == KVM_DEFAULT_CHUNK)
+		kvm_pool_create(o.chunk_size, st->memtable_size, &sh->pool);
+	o.pool = sh->pool;
 	return kvm_create(&o, &m) ? NULL : m;
 }
 
@@ -139,7 +148,7 @@ static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 		return -1;
 	}
 	ckpt = kvd_shard_meta_lsn(sh, rp.txn);
-	rp.m = kvd_memtable_new(sh->st);
+	rp.m = kvd_memtable_new(sh);
 	rc = rp.m ? kvj_open(sh->path, &jo, ckpt, replay_one, &rp, &rep, &sh->j)
 		  : -ENOMEM;
 	mdb_txn_abort(rp.txn);
@@ -284,6 +293,7 @@ void kvd_store_close(struct kvd_store *st)
 		kvd_reader_free(sh->wt.rd);
 		kvm_destroy(atomic_load(&sh->active));
 		kvm_destroy(atomic_load(&sh->frozen));
+		kvm_pool_destroy(sh->pool);
 		kvj_close(sh->j);
 		if (sh->env)
 			mdb_env_close(sh->env);
@@ -576,6 +586,7 @@ int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s)
 	kvd_reader_enter(r);
 	shard_layers(sh, &a, &f);
 	s->memtable_bytes = (a ? kvm_bytes(a) : 0) + (f ? kvm_bytes(f) : 0);
+	s->memtable_spare = sh->pool ? kvm_pool_bytes(sh->pool) : 0;
 	s->journal_bytes = atomic_load(&sh->jbytes);
 	s->journal_fsyncs = atomic_load(&sh->fsyncs);
 	s->checkpoints = atomic_load(&sh->ckpts);

@@ -70,6 +70,7 @@ struct kvd_shard_stat {
 	uint64_t journal_bytes;	    /* appended */
 	uint64_t journal_fsyncs;    /* flushes */
 	uint64_t memtable_bytes;    /* active + frozen arenas */
+	uint64_t memtable_spare;    /* arena chunks kept for the next one */
 	uint64_t checkpoints;	    /* completed */
 	uint64_t checkpoint_ns;	    /* the last one's duration */
 	uint64_t checkpoint_lsn;    /* the last one's LSN */

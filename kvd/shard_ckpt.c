@@ -529,7 +529,7 @@ int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd)
 		return rc;
 	if (waited)
 		atomic_fetch_add(&sh->bp_waits, 1);
-	if (!(n = kvd_memtable_new(sh->st)))
+	if (!(n = kvd_memtable_new(sh)))
 		return KV_INTERNAL;
 	pthread_mutex_lock(&sh->mu);
 	sh->job = a;

@@ -55,6 +55,7 @@ struct kvd_wtxn {
 	size_t nrecs;
 	int flushed; /* a FLUSH in this batch hides every layer below it */
 	uint64_t next_mreap; /* the next walk for expired memtable values */
+	uint64_t begun_ms;   /* when the batch began (kvd_now_ms) */
 	/* pages of the map checkpoints may still use (INT64_MIN: not yet
 	 * known in this batch), and the page size */
 	int64_t room_pages;
@@ -73,9 +74,11 @@ struct shard {
 	 * snapshot.  The committer writes active and sets frozen; the
 	 * checkpointer clears frozen once no reader can need it. */
 	_Atomic(struct kvm *) active, frozen;
-	uint64_t active_ms;   /* committer: when active got its first write */
-	uint64_t frozen_upto; /* under mu: the frozen one's last LSN */
-	uint64_t released;    /* committer: journal released up to here */
+	uint64_t active_ms;	/* committer: when active got its first write */
+	uint64_t last_batch_ms; /* writer: when the last write batch began */
+	struct kvm_pool *pool;	/* the memtables' spare chunks, or NULL */
+	uint64_t frozen_upto;	/* under mu: the frozen one's last LSN */
+	uint64_t released;	/* committer: journal released up to here */
 	atomic_uint_least64_t ckpt_lsn; /* the last checkpoint's LSN */
 	/* The last LSN readers of the journal may send (replication): in
 	 * the OS, and flushed in sync mode; set by the committer. */
@@ -273,6 +276,6 @@ int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd);
 /* Committer: wait until no frozen memtable is pending. */
 int kvd_ckpt_wait(struct shard *sh, struct kvd_reader *rd);
 /* A fresh memtable for shard sh (NULL: out of memory). */
-struct kvm *kvd_memtable_new(const struct kvd_store *st);
+struct kvm *kvd_memtable_new(struct shard *sh);
 
 #endif

@@ -845,6 +845,7 @@ static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
 	} else if ((rc = maybe_freeze(sh, t->rd, now)) ||
 		   (rc = room_checkpoint(sh, t->rd)))
 		return rc;
+	t->begun_ms = now;
 	kvd_reader_enter(t->rd);
 	shard_layers(sh, &t->act, &t->frz);
 	t->nents = 0;
@@ -984,6 +985,7 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 	sh->act_bytes += bytes;
 	atomic_fetch_add(&sh->pend_bytes, bytes);
 	atomic_store(&sh->pub_lsn, first + t->nents - 1);
+	sh->last_batch_ms = t->begun_ms;
 	if (!sh->active_ms)
 		sh->active_ms = kvd_now_ms();
 out:
@@ -1042,12 +1044,18 @@ static void release(struct shard *sh)
 		sh->released = lsn;
 }
 
+/* A shard that committed no write for this long gives its spare memtable
+ * chunks back to the machine; a burst of writes after that maps new ones. */
+#define POOL_IDLE_MS 1000
+
 void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now)
 {
 	struct shard *sh = &st->sh[i];
 	struct kvd_wtxn *t = &sh->wt;
 
 	release(sh);
+	if (sh->pool && now - sh->last_batch_ms >= POOL_IDLE_MS)
+		kvm_pool_trim(sh->pool);
 	if (!t->rd && !(t->rd = kvd_reader_new(st)))
 		return;
 	if (!atomic_load(&sh->failed) && sh->active_ms &&

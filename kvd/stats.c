@@ -97,13 +97,14 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		struct kvd_shard_stat s;
 
 		kvd_reader_stat(io->reader, i, &s);
-		kv_mp_map(b, 13);
+		kv_mp_map(b, 14);
 		kv_u(b, "entries", s.entries);
 		kv_u(b, "expiring", s.expiring);
 		kv_u(b, "used_bytes", s.used_bytes);
 		kv_u(b, "file_bytes", s.file_bytes);
 		kv_u(b, "map_size", s.map_size);
 		kv_u(b, "memtable_bytes", s.memtable_bytes);
+		kv_u(b, "memtable_spare_bytes", s.memtable_spare);
 		kv_u(b, "journal_bytes", s.journal_bytes);
 		kv_u(b, "journal_fsyncs", s.journal_fsyncs);
 		kv_u(b, "checkpoints", s.checkpoints);

@@ -109,7 +109,7 @@ static struct kvm_chunk *chunk_mem(size_t total)
 	if (total < HUGE_PAGE) {
 		c = malloc(total);
 		if (c)
-			c->mapped = 0;
+			c->mapped = CHUNK_MALLOC;
 		return c;
 	}
 	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE,
@@ -124,26 +124,125 @@ static struct kvm_chunk *chunk_mem(size_t total)
 		munmap(a + len, (size_t)(p + HUGE_PAGE - a));
 	madvise(a, len, MADV_HUGEPAGE); /* advice: failure is harmless */
 	c = (struct kvm_chunk *)a;
-	c->mapped = 1;
+	c->mapped = CHUNK_ZERO;
 	return c;
 }
 
 static void chunk_free(struct kvm_chunk *c)
 {
-	if (c->mapped)
+	if (c->mapped != CHUNK_MALLOC)
 		munmap(c, sizeof(*c) + c->size);
 	else
 		free(c);
 }
 
-/* A chunk of total bytes, its header included. */
-static int arena_chunk(struct kvm *m, size_t total)
+/* ---- chunk pool ---- */
+
+struct kvm_pool {
+	pthread_mutex_t mu;
+	struct kvm_chunk *free; /* under mu */
+	size_t n, max;		/* chunks held, and at most */
+	size_t chunk_size;
+};
+
+int kvm_pool_create(size_t chunk_size, size_t max_bytes, struct kvm_pool **out)
+{
+	struct kvm_pool *p;
+
+	*out = NULL;
+	if (chunk_size < HUGE_PAGE)
+		return -EINVAL;
+	if (!(p = calloc(1, sizeof(*p))))
+		return -ENOMEM;
+	pthread_mutex_init(&p->mu, NULL);
+	p->chunk_size = chunk_size;
+	p->max = max_bytes / chunk_size;
+	*out = p;
+	return 0;
+}
+
+/* A pooled chunk, or NULL: the caller maps one. */
+static struct kvm_chunk *pool_get(struct kvm_pool *p)
 {
 	struct kvm_chunk *c;
 
+	pthread_mutex_lock(&p->mu);
+	if ((c = p->free)) {
+		p->free = c->next;
+		p->n--;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return c;
+}
+
+/* Keep c for the next memtable, if it is a standard mapped chunk and the
+ * pool has room; 0 when the caller must free it. */
+static int pool_put(struct kvm_pool *p, struct kvm_chunk *c)
+{
+	int kept = 0;
+
+	if (c->mapped == CHUNK_MALLOC || sizeof(*c) + c->size != p->chunk_size)
+		return 0;
+	pthread_mutex_lock(&p->mu);
+	if (p->n < p->max) {
+		c->mapped = CHUNK_USED; /* no longer zero */
+		c->next = p->free;
+		p->free = c;
+		p->n++;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return kept;
+}
+
+void kvm_pool_trim(struct kvm_pool *p)
+{
+	struct kvm_chunk *c, *next;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	c = p->free;
+	p->free = NULL;
+	p->n = 0;
+	pthread_mutex_unlock(&p->mu);
+	for (; c; c = next) {
+		next = c->next;
+		chunk_free(c);
+	}
+}
+
+size_t kvm_pool_bytes(struct kvm_pool *p)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->mu);
+	n = p->n;
+	pthread_mutex_unlock(&p->mu);
+	return n * p->chunk_size;
+}
+
+void kvm_pool_destroy(struct kvm_pool *p)
+{
+	if (!p)
+		return;
+	kvm_pool_trim(p);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+/* A chunk of total bytes, its header included; a standard one (the bump
+ * allocator's) comes from the pool when it holds one. */
+static int arena_chunk(struct kvm *m, size_t total)
+{
+	struct kvm_chunk *c = NULL;
+
 	if (m->limit && kvm_bytes(m) + total > m->limit)
 		return -ENOSPC;
-	c = chunk_mem(total);
+	if (m->pool && total == m->pool->chunk_size)
+		c = pool_get(m->pool);
+	if (!c)
+		c = chunk_mem(total);
 	if (c)
 		c->size = total - sizeof(*c);
 	if (c && ((uintptr_t)c + total - 1) >> PTR_BITS) {
@@ -225,16 +324,20 @@ static int hash_grow(struct kvm *m, uint64_t slots)
 	struct kvm_hash *old =
 	    atomic_load_explicit(&m->hash, memory_order_relaxed);
 	struct kvm_hash *t;
+	size_t bytes = sizeof(*t) + slots * sizeof(t->slot[0]);
 	int err = 0;
 
-	t = arena_alloc(m, sizeof(*t) + slots * sizeof(t->slot[0]), &err);
+	t = arena_alloc(m, bytes, &err);
 	if (!t)
 		return err;
 	t->mask = slots - 1;
-	/* The first bytes of a chunk just mapped are zero already: a big
-	 * table costs no pass over it, and its pages are touched only as
-	 * its slots fill. */
-	if ((void *)t != (void *)(m->chunks + 1) || !m->chunks->mapped)
+	/* A big table gets a chunk of its own, and one just mapped is zero
+	 * already: no pass over it, its pages touched only as slots fill.
+	 * Any other (in the bump allocator's chunks, which may come from a
+	 * kvm_pool, used) is cleared: at most a quarter chunk. */
+	if (bytes <= m->chunk_size / 4 ||
+	    (void *)t != (void *)(m->chunks + 1) ||
+	    m->chunks->mapped != CHUNK_ZERO)
 		for (uint64_t i = 0; i < slots; i++)
 			atomic_init(&t->slot[i], 0);
 	for (uint64_t i = 0; old && i <= old->mask; i++) {
@@ -529,7 +632,8 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 
 	if (!o.chunk_size)
 		o.chunk_size = KVM_DEFAULT_CHUNK;
-	if (o.chunk_size < 4096 || (o.limit && o.limit < o.chunk_size))
+	if (o.chunk_size < 4096 || (o.limit && o.limit < o.chunk_size) ||
+	    (o.pool && o.pool->chunk_size != o.chunk_size))
 		return -EINVAL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
@@ -538,6 +642,7 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	pthread_mutex_init(&m->view_mu, NULL);
 	m->chunk_size = o.chunk_size;
 	m->limit = o.limit;
+	m->pool = o.pool;
 	atomic_init(&m->bytes, 0);
 	atomic_init(&m->run_bytes, 0);
 	head = arena_alloc(m, sizeof(*head), &err);
@@ -578,7 +683,8 @@ void kvm_destroy(struct kvm *m)
 	kvm_views_free(m);
 	for (c = m->chunks; c; c = next) {
 		next = c->next;
-		chunk_free(c);
+		if (!m->pool || !pool_put(m->pool, c))
+			chunk_free(c);
 	}
 	pthread_mutex_destroy(&m->view_mu);
 	pthread_mutex_destroy(&m->res_mu);

@@ -131,6 +131,8 @@ struct kvm_node;
 /* Whether it does was not looked up: kvm_count_resolve finds out. */
 #define KVM_F_UNKNOWN 0x2u
 
+struct kvm_pool;
+
 struct kvm_opts {
 	size_t chunk_size; /* arena chunk bytes with their header,
 			      0 = KVM_DEFAULT_CHUNK */
@@ -139,6 +141,9 @@ struct kvm_opts {
 	 * memtable-size): the hash index starts at the size those bytes
 	 * need, instead of growing to it by doubling.  0: it starts small. */
 	size_t expect_bytes;
+	/* Where standard chunks come from and go back to (NULL: the kernel
+	 * each time); its chunk size must be chunk_size.  See kvm_pool. */
+	struct kvm_pool *pool;
 };
 
 /* One version, as readers see it.  Pointers stay valid until kvm_destroy. */
@@ -203,6 +208,29 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out);
 /* kvm_destroy - free the memtable and its arena (see the threading
  * contract: no reader may hold anything of it).  NULL is a no-op. */
 void kvm_destroy(struct kvm *m);
+
+/* A pool of mapped arena chunks that one writer's successive memtables
+ * share: kvm_destroy gives a memtable's standard chunks back to it (up to
+ * max_bytes), and the next memtable's arena takes them instead of mapping
+ * new ones.  A chunk just mapped costs a page fault and the kernel's
+ * zeroing of a 2 MiB page at first touch, on the writer's path; in a
+ * virtual machine, where first touches also fault in the host, that was
+ * 3-6% of a core in the committers of a uuid fill (bench/RESULTS.md).
+ * Only chunks of chunk_size bytes of 2 MiB and more (the mapped ones) are
+ * pooled.  Any thread may call these, at the same time as kvm_create and
+ * kvm_destroy of memtables that use the pool (one mutex).
+ *
+ * kvm_pool_create - 0 with *out set, -EINVAL for a chunk size under one
+ * huge page (nothing to pool), -ENOMEM. */
+int kvm_pool_create(size_t chunk_size, size_t max_bytes, struct kvm_pool **out);
+/* kvm_pool_trim - give every pooled chunk back to the kernel (an idle
+ * writer's memory goes back to the machine). */
+void kvm_pool_trim(struct kvm_pool *p);
+/* kvm_pool_bytes - bytes of the chunks pooled now. */
+size_t kvm_pool_bytes(struct kvm_pool *p);
+/* kvm_pool_destroy - trim and free the pool; no memtable may still use
+ * it.  NULL is a no-op. */
+void kvm_pool_destroy(struct kvm_pool *p);
 
 /* kvm_put - write key = val (writer only).  expire_at is absolute Unix ms,
  * 0 for none.  lsn must be >= the last LSN written to m (equal LSNs are

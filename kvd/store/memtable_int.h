@@ -69,10 +69,17 @@ struct kvm_view {
 	struct kvm_run *run[KVM_ITER_RUNS];
 };
 
+/* kvm_chunk.mapped: malloc'ed; mmap'ed and still as the kernel mapped it
+ * (zero); mmap'ed and used before (from a kvm_pool).  chunk_free unmaps
+ * the mapped ones. */
+#define CHUNK_MALLOC 0
+#define CHUNK_ZERO 1
+#define CHUNK_USED 2
+
 struct kvm_chunk {
 	struct kvm_chunk *next;
 	size_t size;
-	size_t mapped; /* 1: mmap'ed (chunk_free unmaps it), 0: malloc'ed */
+	size_t mapped; /* CHUNK_MALLOC, CHUNK_ZERO or CHUNK_USED */
 		       /* data follows, aligned to 8 */
 };
 
@@ -89,6 +96,7 @@ struct kvm {
 	size_t left; /* bytes left after cur */
 	size_t chunk_size;
 	size_t limit;
+	struct kvm_pool *pool; /* standard chunks from and back to (or NULL) */
 	atomic_size_t bytes;
 
 	uint64_t last_lsn;		/* writer only */

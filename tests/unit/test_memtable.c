@@ -24,6 +24,11 @@
  *    model again on one, the arena charged for it at once but its pages
  *    not touched until slots fill (RSS), and growth past it when the keys
  *    outnumber the hint.
+ * 6. A chunk pool (kvm_pool): a destroyed memtable's chunks, full of its
+ *    keys, go to the pool up to its bound; the next memtable takes them
+ *    and answers exactly (its hash index grows by doubling into reused
+ *    chunks, which are not zero), and nothing of the first one shows; a
+ *    trimmed pool holds nothing; bad pool sizes are refused.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -865,6 +870,91 @@ static void test_sized(void)
 	printf("sized: index sized ahead, charged, untouched, grown past\n");
 }
 
+#define PKEYS 30000
+
+static void pkey(char *k, char tag, unsigned i)
+{
+	snprintf(k, 24, "%c-pooled-%09u", tag, i);
+}
+
+/* n keys tagged tag into m, each value its key twice; every 16th key
+ * also a filler value of a random size up to 400 KiB (bump-allocated,
+ * under a quarter chunk), so that chunks end often and the hash index's
+ * growing tables land at the start of a chunk now and then. */
+static void pool_fill(struct kvm *m, char tag, unsigned n, uint64_t *lsn)
+{
+	static uint8_t fill[400u << 10];
+	char k[24], v[48];
+
+	memset(fill, 0xa5, sizeof(fill));
+	for (unsigned i = 0; i < n; i++) {
+		pkey(k, tag, i);
+		snprintf(v, sizeof(v), "%s%s", k, k);
+		CHECK(!kvm_put(m, k, strlen(k), v, strlen(v), 0, ++*lsn, 0),
+		      "pool put %u", i);
+		if (i % 16 == 0) {
+			k[0] = 'f';
+			CHECK(!kvm_put(m, k, strlen(k), fill,
+				       rnd() % sizeof(fill), 0, ++*lsn, 0),
+			      "pool filler %u", i);
+		}
+	}
+}
+
+static void test_pool(void)
+{
+	struct kvm_opts o = {.chunk_size = KVM_DEFAULT_CHUNK};
+	struct kvm_pool *p;
+	struct kvm_entry e;
+	struct kvm_count c;
+	struct kvm *m;
+	uint64_t lsn = 0;
+	char k[24], v[48];
+
+	CHECK(kvm_pool_create(4096, 8u << 20, &p) == -EINVAL && !p,
+	      "a pool of chunks under a huge page");
+	CHECK(!kvm_pool_create(KVM_DEFAULT_CHUNK, 64u << 20, &p), "pool");
+	o.pool = p;
+	o.chunk_size = 4096;
+	CHECK(kvm_create(&o, &m) == -EINVAL, "chunk size not the pool's");
+	o.chunk_size = KVM_DEFAULT_CHUNK;
+	CHECK(!kvm_create(&o, &m), "create");
+	pool_fill(m, 'a', PKEYS, &lsn);
+	CHECK(kvm_bytes(m) > (64u << 20), "first memtable: %zu bytes",
+	      kvm_bytes(m));
+	kvm_destroy(m);
+	CHECK(kvm_pool_bytes(p) == (64u << 20), "pooled %zu bytes, want 64 MiB",
+	      kvm_pool_bytes(p));
+	/* The next memtable, from the pool: an index that starts small and
+	 * doubles, its tables partly in reused chunks. */
+	CHECK(!kvm_create(&o, &m), "create from the pool");
+	pool_fill(m, 'b', PKEYS, &lsn);
+	CHECK(kvm_pool_bytes(p) == 0, "pool not drained: %zu bytes left",
+	      kvm_pool_bytes(p));
+	for (unsigned i = 0; i < PKEYS; i++) {
+		pkey(k, 'b', i);
+		snprintf(v, sizeof(v), "%s%s", k, k);
+		CHECK(kvm_get(m, k, strlen(k), &e) == KVM_VALUE &&
+			  e.vlen == strlen(v) && !memcmp(e.val, v, e.vlen),
+		      "reused chunks: key %u", i);
+		pkey(k, 'a', i);
+		CHECK(kvm_get(m, k, strlen(k), &e) == KVM_ABSENT,
+		      "a key of the destroyed memtable: %u", i);
+	}
+	kvm_count(m, &c);
+	CHECK(c.keys == PKEYS + (PKEYS + 15) / 16 && c.tombstones == 0,
+	      "count %llu", (unsigned long long)c.keys);
+	kvm_destroy(m);
+	CHECK(kvm_pool_bytes(p) == (64u << 20), "pooled again");
+	kvm_pool_trim(p);
+	CHECK(kvm_pool_bytes(p) == 0, "trimmed");
+	/* A trimmed pool maps new chunks again. */
+	CHECK(!kvm_create(&o, &m), "create after trim");
+	pool_fill(m, 'c', 1000, &lsn);
+	kvm_destroy(m);
+	kvm_pool_destroy(p);
+}
+
 int main(void)
 {
 	const char *env = getenv("KVM_TEST_SEED");
@@ -880,6 +970,7 @@ int main(void)
 	test_fresh();
 	test_moment();
 	test_sized();
+	test_pool();
 	if (fails) {
 		fprintf(stderr, "%u failure(s)\n", fails);
 		return 1;
