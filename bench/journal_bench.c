@@ -2,17 +2,24 @@
  * appends of 100-byte records, one fdatasync per batch of 1 and of 64,
  * against one LMDB put per fully synced write transaction (what every
  * acknowledged write waits for before the journal), in the same directory
- * and the same run.  A measurement tool, not a test: nothing is asserted.
+ * and the same run; then 1 KiB writes to one pre-written file, each
+ * followed by its fdatasync, from 1, 2 and 4 threads at once (does the
+ * device take flushes in parallel?  What a second flush in flight per
+ * journal could give).  A measurement tool, not a test: nothing is
+ * asserted.
  *
  *   journal_bench DIR [SECONDS]      (DIR is created; SECONDS per mode, 2)
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "journal.h"
 
@@ -123,6 +130,87 @@ static int bench_lmdb(const char *dir, double secs)
 	return 0;
 }
 
+/* Each flusher thread writes 1 KiB at a time into its own region of one
+ * pre-written file (no size change, as a journal segment) and flushes
+ * after each write. */
+#define FLUSH_REGION (32u << 20)
+
+struct flusher {
+	pthread_t t;
+	int fd;
+	unsigned idx;
+	double secs;
+	unsigned long long n;
+	double ran; /* seconds it ran */
+	int err;
+};
+
+static void *flusher_main(void *arg)
+{
+	struct flusher *f = arg;
+	char buf[1024];
+	off_t off = (off_t)f->idx * FLUSH_REGION;
+	double t0 = now();
+	off_t end = off + FLUSH_REGION - (off_t)sizeof(buf);
+
+	memset(buf, 'j', sizeof(buf));
+	while (now() - t0 < f->secs && off <= end) {
+		if (pwrite(f->fd, buf, sizeof(buf), off) != sizeof(buf) ||
+		    fdatasync(f->fd) < 0) {
+			f->err = errno;
+			break;
+		}
+		off += sizeof(buf);
+		f->n++;
+	}
+	f->ran = now() - t0;
+	return NULL;
+}
+
+static int bench_flushers(const char *path, unsigned nthr, double secs)
+{
+	static char zero[1 << 20];
+	struct flusher f[4];
+	unsigned long long n = 0;
+	double t = 0;
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600), rc = 0;
+
+	if (fd < 0 || nthr > 4) {
+		perror(path);
+		return -1;
+	}
+	for (unsigned i = 0; i < nthr * (FLUSH_REGION >> 20); i++)
+		if (write(fd, zero, sizeof(zero)) != sizeof(zero))
+			rc = -1;
+	if (rc || fsync(fd) < 0) {
+		perror(path);
+		close(fd);
+		return -1;
+	}
+	for (unsigned i = 0; i < nthr; i++) {
+		f[i] = (struct flusher){.fd = fd, .idx = i, .secs = secs};
+		pthread_create(&f[i].t, NULL, flusher_main, &f[i]);
+	}
+	for (unsigned i = 0; i < nthr; i++) {
+		pthread_join(f[i].t, NULL);
+		n += f[i].n;
+		if (f[i].ran > t)
+			t = f[i].ran;
+		if (f[i].err)
+			rc = -1;
+	}
+	close(fd);
+	unlink(path);
+	if (rc) {
+		fprintf(stderr, "flushers: a write or flush failed\n");
+		return rc;
+	}
+	printf("fdatasync x%u    : %9.0f flushes/s %7.1f us each "
+	       "(%llu in %.2f s)\n",
+	       nthr, n / t, t * 1e6 * nthr / (double)(n ? n : 1), n, t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char path[4096];
@@ -146,5 +234,8 @@ int main(int argc, char **argv)
 	mkdir(path, 0700);
 	if (rc == 0)
 		rc = bench_lmdb(path, secs);
+	snprintf(path, sizeof(path), "%s/flush", argv[1]);
+	for (unsigned t = 1; t <= 4 && rc == 0; t *= 2)
+		rc = bench_flushers(path, t, secs);
 	return rc ? 1 : 0;
 }
