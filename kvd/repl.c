@@ -548,7 +548,10 @@ static void do_sync(struct kvd_wreq *w, struct job *j)
 	memcpy(id, R.ids.replid, sizeof(id));
 	pthread_mutex_unlock(&R.smu);
 	if (can_continue(rp, j)) {
+		/* under tmu, as every change of the table INFO reads */
+		pthread_mutex_lock(&R.tmu);
 		rp->online = 1;
+		pthread_mutex_unlock(&R.tmu);
 		log_info("replication: replica %s (port %u) continues from "
 			 "offset %" PRIu64,
 			 j->ip, j->port, kvd_repl_offset(srv));
