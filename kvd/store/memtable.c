@@ -331,13 +331,12 @@ static int hash_grow(struct kvm *m, uint64_t slots)
 	if (!t)
 		return err;
 	t->mask = slots - 1;
-	/* A big table gets a chunk of its own, and one just mapped is zero
-	 * already: no pass over it, its pages touched only as slots fill.
-	 * Any other (in the bump allocator's chunks, which may come from a
-	 * kvm_pool, used) is cleared: at most a quarter chunk. */
-	if (bytes <= m->chunk_size / 4 ||
-	    (void *)t != (void *)(m->chunks + 1) ||
-	    m->chunks->mapped != CHUNK_ZERO)
+	/* A table over a quarter chunk gets a chunk of its own (arena_alloc),
+	 * and one just mapped is zero already: no pass over it, its pages
+	 * touched only as slots fill.  Any other (in the bump allocator's
+	 * chunks, which may come from a kvm_pool, used) is cleared: at most
+	 * a quarter chunk. */
+	if (bytes <= m->chunk_size / 4 || m->chunks->mapped != CHUNK_ZERO)
 		for (uint64_t i = 0; i < slots; i++)
 			atomic_init(&t->slot[i], 0);
 	for (uint64_t i = 0; old && i <= old->mask; i++) {

@@ -41,6 +41,23 @@ def segments(data_dir, shard):
                                          "journal-[0-9a-f]*.kvj")))
 
 
+def garble(srv, find, new):
+    """Overwrite the first bytes find in shard 0's last journal segment
+    with new (a record's checksum no longer matches); the segment's path."""
+    seg = segments(srv.data_dir, 0)[-1]
+    with open(seg, "r+b") as f:
+        off = f.read().index(find)
+        f.seek(off)
+        f.write(new)
+    return seg
+
+
+def warnings(srv, what):
+    """The log's warning lines that say what."""
+    return [ln for ln in srv.log_text().decode().splitlines()
+            if " W " in ln and what in ln]
+
+
 def shard_of(srv, key):
     """The shard whose journal holds key (its bytes are in one segment)."""
     for s in range(srv.threads):
@@ -128,12 +145,8 @@ class Recovery(unittest.TestCase):
             self.assertEqual(c.call(MPUT, *args), [OK])
             c.close()
             srv.kill9()
-            seg = segments(srv.data_dir, 0)[-1]
-            with open(seg, "r+b") as f:
-                data = f.read()
-                off = data.index(b"torn-value-05")
-                f.seek(off)
-                f.write(b"TORN")    # as if the write had reached the disk in part
+            # as if the write had reached the disk in part
+            seg = garble(srv, b"torn-value-05", b"TORN")
             srv.start()
             c = srv.client()
             self.assertEqual(c.call(GET, b"before-49"), [OK, b"b49"])
@@ -142,9 +155,8 @@ class Recovery(unittest.TestCase):
                 self.assertEqual(c.call(GET, b"torn-%02d" % i)[0], 1, i)
             self.assertEqual(c.call(PUT, b"after", b"tail"), [OK])
             c.close()
-            log = srv.log_text().decode()
-            warn = [ln for ln in log.splitlines() if " W " in ln and "torn tail" in ln]
-            self.assertEqual(len(warn), 1, log[-2000:])
+            warn = warnings(srv, "torn tail")
+            self.assertEqual(len(warn), 1, srv.log_text()[-2000:])
             self.assertIn(os.path.basename(seg), warn[0])
             self.assertRegex(warn[0], r"torn tail wiped, [1-9]\d* byte\(s\) from offset \d+")
             srv.restart()   # the wiped tail is gone for good: a clean start
@@ -162,12 +174,7 @@ class Recovery(unittest.TestCase):
                 self.assertEqual(c.call(PUT, b"key-%04d" % i, b"value-%04d" % i), [OK])
             c.close()
             srv.kill9()
-            seg = segments(srv.data_dir, 0)[-1]
-            with open(seg, "r+b") as f:
-                data = f.read()
-                off = data.index(b"value-0150")
-                f.seek(off)
-                f.write(b"VALUE")   # one record's checksum no longer matches
+            seg = garble(srv, b"value-0150", b"VALUE")
             # kvd binds its port before it opens the store: wait for its exit
             srv.port = free_port()
             p = subprocess.run(srv.argv(), capture_output=True, timeout=60)
@@ -187,8 +194,7 @@ class Recovery(unittest.TestCase):
             self.assertEqual(c.call(GET, b"key-0151")[0], 1)
             self.assertEqual(c.call(PUT, b"after", b"cut"), [OK])
             c.close()
-            warn = [ln for ln in srv.log_text().decode().splitlines()
-                    if " W " in ln and "journal truncated" in ln]
+            warn = warnings(srv, "journal truncated")
             self.assertEqual(len(warn), 1, srv.log_text()[-2000:])
             self.assertIn(os.path.basename(seg), warn[0])
             self.assertIn("every later one dropped", warn[0])
