@@ -120,6 +120,14 @@ class Failover(unittest.TestCase):
             k.cleanup()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
+    def wait(self, fn, timeout, what):
+        """wait_until, with every Sentinel's and kvd's log in the failure
+        message: a timeout says which process did not move."""
+        try:
+            return wait_until(fn, timeout, what)
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.logs())) from None
+
     def logs(self):
         out = resputil.sentinel_logs(self.tmp, 4000)
         for k in self.kvds:
@@ -169,7 +177,7 @@ class Failover(unittest.TestCase):
         link = "replicaof 127.0.0.1 %d resp\n" % p.resp_port
         reps = [self.kvd("r1", link), self.kvd("r2", link)]
         for r in reps:
-            wait_until(lambda: self.follows(r, p), 20, "the replicas")
+            self.wait(lambda: self.follows(r, p), 20, "the replicas")
         sports = [self.sentinel("s%d" % i, p.resp_port) for i in range(3)]
 
         def ready(port):
@@ -178,7 +186,7 @@ class Failover(unittest.TestCase):
                     int(m["num-other-sentinels"]) == 2 and
                     int(m["num-slaves"]) == 2)
         for s in sports:
-            wait_until(lambda: ready(s), 30, "sentinel %d ready" % s)
+            self.wait(lambda: ready(s), 30, "sentinel %d ready" % s)
 
         # the writer: SET, then WAIT 1; record the keys WAIT confirmed
         acked, stop, errors = {}, threading.Event(), []
@@ -201,11 +209,11 @@ class Failover(unittest.TestCase):
         w = threading.Thread(target=writer)
         w.start()
         try:
-            wait_until(lambda: len(acked) >= 100, 20, "acknowledged writes")
+            self.wait(lambda: len(acked) >= 100, 20, "acknowledged writes")
             before = len(acked)
             p.kill9()
             # Sentinel promotes one of the replicas
-            new_port = wait_until(
+            new_port = self.wait(
                 lambda: all(self.master_addr(s) != p.resp_port
                             for s in sports) and self.master_addr(sports[0]),
                 40, "the failover")
@@ -215,7 +223,7 @@ class Failover(unittest.TestCase):
             other = reps[1 - reps.index(new)]
             self.assertEqual(info(new.resp_port)["role"], "master")
             # the client follows: WAIT-confirmed writes on the new primary
-            wait_until(lambda: len(acked) >= before + 50, 40,
+            self.wait(lambda: len(acked) >= before + 50, 40,
                        "writes acknowledged after the failover")
         finally:
             stop.set()
@@ -230,18 +238,18 @@ class Failover(unittest.TestCase):
         self.assertEqual(lost, [], self.logs())
         c.close()
         # the other replica follows the new primary, identical
-        wait_until(lambda: self.follows(other, new), 30,
+        self.wait(lambda: self.follows(other, new), 30,
                    "the other replica to follow the new primary")
         want = dump(new.resp_port)
-        wait_until(lambda: dump(other.resp_port) == want, 30,
+        self.wait(lambda: dump(other.resp_port) == want, 30,
                    "the other replica to match")
         # Sentinel's CONFIG REWRITEs wrote the roles into the files: the
         # new primary's lost its replicaof, the other replica's names the
         # new primary's RESP port (a restart keeps each role)
         link = "replicaof 127.0.0.1 %d resp" % new.resp_port
-        wait_until(lambda: "replicaof" not in read(new.conf), 30,
+        self.wait(lambda: "replicaof" not in read(new.conf), 30,
                    "the new primary's file without replicaof")
-        wait_until(lambda: link in read(other.conf).splitlines(), 30,
+        self.wait(lambda: link in read(other.conf).splitlines(), 30,
                    "the other replica's file to name the new primary")
         # once every Sentinel ended the failover (flags back to plain
         # master, at the new address), the old primary, restarted as it
@@ -250,15 +258,15 @@ class Failover(unittest.TestCase):
         # others learn it from hellos every 2 s, and in a loaded full-suite
         # run one Sentinel once took longer than 30 s)
         for s in sports:
-            wait_until(lambda: self.sentinel_view(s)["flags"] == "master" and
+            self.wait(lambda: self.sentinel_view(s)["flags"] == "master" and
                        int(self.sentinel_view(s)["port"]) == new.resp_port,
                        60, "sentinel %d to end the failover" % s)
         p.start(port=p.port)
-        wait_until(lambda: self.follows(p, new), 45,
+        self.wait(lambda: self.follows(p, new), 45,
                    "the old primary to rejoin as a replica")
-        wait_until(lambda: dump(p.resp_port) == want, 30,
+        self.wait(lambda: dump(p.resp_port) == want, 30,
                    "the old primary to match the new one")
-        wait_until(lambda: link in read(p.conf).splitlines(), 30,
+        self.wait(lambda: link in read(p.conf).splitlines(), 30,
                    "the old primary's file to name the new primary")
 
 
