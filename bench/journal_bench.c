@@ -5,11 +5,15 @@
  * and the same run; then 1 KiB writes to one pre-written file, each
  * followed by its fdatasync, from 1, 2 and 4 threads at once (does the
  * device take flushes in parallel?  What a second flush in flight per
- * journal could give).  A measurement tool, not a test: nothing is
- * asserted.
+ * journal could give); then one 4 KiB durable write at a time by five
+ * methods (a buffered write and fdatasync, as the journal does, against
+ * O_DSYNC, RWF_DSYNC, O_DIRECT with fdatasync, O_DIRECT with O_DSYNC: is
+ * there a cheaper flush on this device?).  A measurement tool, not a
+ * test: nothing is asserted.
  *
  *   journal_bench DIR [SECONDS]      (DIR is created; SECONDS per mode, 2)
  */
+#define _GNU_SOURCE /* O_DIRECT, pwritev2 */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -211,6 +216,74 @@ static int bench_flushers(const char *path, unsigned nthr, double secs)
 	return 0;
 }
 
+/* The ways to make one write durable, as bench_methods tries them. */
+enum { M_FDATASYNC, M_ODSYNC, M_RWF_DSYNC, M_DIRECT, M_DIRECT_DSYNC, M_N };
+
+static const char *const method_name[M_N] = {
+    "write+fdatasync", "O_DSYNC write", "RWF_DSYNC pwritev2",
+    "O_DIRECT+fdatasync", "O_DIRECT|O_DSYNC"};
+
+static int durable_write(int fd, int m, const char *buf, off_t off)
+{
+	struct iovec v = {(void *)buf, 4096};
+
+	if (m == M_RWF_DSYNC)
+		return pwritev2(fd, &v, 1, off, RWF_DSYNC) == 4096 ? 0 : -1;
+	if (pwrite(fd, buf, 4096, off) != 4096)
+		return -1;
+	if (m == M_FDATASYNC || m == M_DIRECT)
+		return fdatasync(fd);
+	return 0;
+}
+
+/* One thread, 4 KiB at a time (aligned, as O_DIRECT needs) through a
+ * pre-written 32 MiB file, each write durable before the next. */
+static int bench_methods(const char *path, double secs)
+{
+	static const int flags[M_N] = {0, O_DSYNC, 0, O_DIRECT,
+				       O_DIRECT | O_DSYNC};
+	char *buf = aligned_alloc(4096, 1 << 20);
+	int rc = buf ? 0 : -1, fd;
+
+	if (rc == 0) {
+		memset(buf, 0, 1 << 20);
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		for (unsigned i = 0; fd >= 0 && i < (FLUSH_REGION >> 20); i++)
+			if (write(fd, buf, 1 << 20) != 1 << 20)
+				rc = -1;
+		if (fd < 0 || fsync(fd) < 0 || close(fd) < 0)
+			rc = -1;
+	}
+	memset(buf, 'd', 4096);
+	for (int m = 0; m < M_N && rc == 0; m++) {
+		unsigned long long n = 0;
+		double t0 = now(), t;
+		off_t off = 0;
+
+		fd = open(path, O_RDWR | flags[m]);
+		if (fd < 0) {
+			rc = -1;
+			break;
+		}
+		do {
+			rc = durable_write(fd, m, buf, off);
+			off = (off + 4096) % FLUSH_REGION;
+			n++;
+			t = now() - t0;
+		} while (rc == 0 && t < secs);
+		close(fd);
+		if (rc == 0)
+			printf("%-19s: %7.1f us per durable 4 KiB write "
+			       "(%llu in %.2f s)\n",
+			       method_name[m], t * 1e6 / (double)n, n, t);
+	}
+	if (rc)
+		perror(path);
+	unlink(path);
+	free(buf);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	char path[4096];
@@ -237,5 +310,7 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/flush", argv[1]);
 	for (unsigned t = 1; t <= 4 && rc == 0; t *= 2)
 		rc = bench_flushers(path, t, secs);
+	if (rc == 0)
+		rc = bench_methods(path, secs);
 	return rc ? 1 : 0;
 }
