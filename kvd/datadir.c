@@ -110,10 +110,22 @@ int kvd_datadir_created(struct kvd_datadir *d, const char *dir, char *err,
 	return 0;
 }
 
+/* A manifest line as a refusal quotes it: at most cap - 1 bytes, anything
+ * unprintable as '?', so that the message stays one readable line. */
+static void quote_line(char *out, size_t cap, const char *line)
+{
+	size_t i = 0;
+
+	for (; line[i] && i + 1 < cap; i++)
+		out[i] = line[i] >= 0x20 && line[i] < 0x7f ? line[i] : '?';
+	out[i] = '\0';
+}
+
 static int read_manifest(const char *dir, unsigned *n, int *creating, char *err,
 			 size_t errlen)
 {
 	char path[600], line[128], hash[32] = "";
+	char first[40] = "", shards_seen[24] = "", hash_seen[40] = "";
 	unsigned shards = 0, lineno = 0;
 	int magic = 0;
 	FILE *f;
@@ -127,22 +139,31 @@ static int read_manifest(const char *dir, unsigned *n, int *creating, char *err,
 	}
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\r\n")] = '\0';
-		if (lineno++ == 0)
+		if (lineno++ == 0) {
+			quote_line(first, sizeof(first), line);
 			magic = !strcmp(line, MANIFEST_MAGIC);
-		else if (sscanf(line, "shards %u", &shards) == 1)
-			continue;
-		else if (!strcmp(line, "creating"))
+		} else if (!strncmp(line, "shards ", 7)) {
+			quote_line(shards_seen, sizeof(shards_seen), line + 7);
+			if (sscanf(line + 7, "%u", &shards) != 1)
+				shards = 0;
+		} else if (!strcmp(line, "creating")) {
 			*creating = 1;
-		else
+		} else if (!strncmp(line, "hash ", 5)) {
+			quote_line(hash_seen, sizeof(hash_seen), line + 5);
 			sscanf(line, "hash %31s", hash);
+		}
 	}
 	fclose(f);
 	if (!magic || shards == 0 || shards > KVD_MAX_SHARDS ||
 	    strcmp(hash, MANIFEST_HASH)) {
+		/* What was found beside what is read: a newer format or
+		 * another key hash says "upgrade kvd", not "corrupt". */
 		snprintf(err, errlen,
-			 "%s is not a valid kvd manifest (expected '%s', "
-			 "'shards N' with 1 <= N <= %d, 'hash %s')",
-			 path, MANIFEST_MAGIC, KVD_MAX_SHARDS, MANIFEST_HASH);
+			 "%s is not a valid kvd manifest: it has '%s', "
+			 "'shards %s', 'hash %s' where this kvd reads '%s', "
+			 "'shards N' with 1 <= N <= %d, 'hash %s'",
+			 path, first, shards_seen, hash_seen, MANIFEST_MAGIC,
+			 KVD_MAX_SHARDS, MANIFEST_HASH);
 		return -1;
 	}
 	*n = shards;

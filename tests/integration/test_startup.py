@@ -147,8 +147,8 @@ class Startup(unittest.TestCase):
         one_line_refusal(self, ["--port", "0", "--data-dir", d], 1, "not a valid kvd manifest")
         # a format or a key hash this kvd does not know is refused, never
         # guessed at (docs/operations.md, "Upgrade"), and left as it was
-        for text in (orig.replace("kvd-data 1", "kvd-data 2"),
-                     orig.replace("hash xxh3-64", "hash murmur3")):
+        for text, found in ((orig.replace("kvd-data 1", "kvd-data 2"), "'kvd-data 2'"),
+                            (orig.replace("hash xxh3-64", "hash murmur3"), "'hash murmur3'")):
             self.assertNotEqual(text, orig)
             with open(man, "w") as f:
                 f.write(text)
@@ -161,6 +161,9 @@ class Startup(unittest.TestCase):
             # the line says what this kvd reads
             self.assertIn("'kvd-data 1'", lines[0])
             self.assertIn("'hash xxh3-64'", lines[0])
+            # and what it found there (a newer format: upgrade kvd)
+            self.assertIn(found, lines[0])
+            self.assertIn("'shards 2'", lines[0])
             self.assertEqual(open(man).read(), text)
         # shard directories without a manifest
         os.unlink(man)
