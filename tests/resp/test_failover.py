@@ -141,9 +141,15 @@ class Failover(unittest.TestCase):
         return k.start()
 
     def sentinel(self, name, master_port):
+        # down-after 2000, not 1000: a Sentinel that has just switched to a
+        # new master opens a new link to it and sends its first PING about
+        # a ping period (1 s) later, so with down-after equal to that
+        # period all three once marked the new master down before its
+        # first answer came (+sdown, then -sdown 70 ms later) and failed it
+        # over a second time, and the test waited for the first one
         p, port, _ = resputil.start_sentinel(
             self.tmp, name, NAME, master_port,
-            "sentinel down-after-milliseconds %s 1000" % NAME,
+            "sentinel down-after-milliseconds %s 2000" % NAME,
             "sentinel failover-timeout %s 10000" % NAME,
             "sentinel parallel-syncs %s 1" % NAME)
         self.sentinels.append((p, port))
