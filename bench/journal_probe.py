@@ -24,8 +24,9 @@ redis-benchmark reported.
 
 replay: each KVD starts in sync mode with --checkpoint-interval-ms 3600000
 (no checkpoint for age), takes SETs of N distinct keys (so that the
-memtables hold N keys, as full as --memtable-size lets them be without a
-checkpoint: the script stops at 90% of it, by STATS), and is killed with
+memtables hold N keys, as full as their memtable-size lets them be without
+a checkpoint: the script stops at 90% of it, both read from STATS), and is
+killed with
 SIGKILL.  Then the same command starts again on the same directory and the
 time from exec to the first GET of the last key written that returns its
 value on the RESP port is printed, with kvd's own log lines on recovery.
@@ -35,7 +36,6 @@ Loopback only, one server at a time; nothing is asserted.
 
 import argparse
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -232,7 +232,9 @@ def probe_replay(binary, a):
     try:
         srv.start()
         srv.wait_ready()
-        limit = 2 * parse_size(a.memtable_size)
+        # the shards' memtable sizes as kvd took them (auto by default)
+        limit = sum(int(v) for k, v in stats(a.kvcli, srv.port).items()
+                    if k.endswith(".memtable_size"))
         i, step = 0, 20000
         while i < a.keys:
             fill(srv.resp_port, i, min(step, a.keys - i))
@@ -251,20 +253,15 @@ def probe_replay(binary, a):
         with open(os.path.join(srv.dir, "log"), errors="replace") as f:
             f.seek(logged)
             lines = [ln for ln in f if "replayed" in ln]
-        print("%-40s %d keys written, memtables %.1f MiB (limit %s per shard x 2), %d "
-              "checkpoint(s) before the kill; ready (GET of the last key) %.3f s after exec"
-              % (binary, i, mem / 1048576.0, a.memtable_size, ckpts, ready), flush=True)
+        print("%-40s %d keys written, memtables %.1f MiB (memtable-size %.1f MiB in all), "
+              "%d checkpoint(s) before the kill; ready (GET of the last key) %.3f s after exec"
+              % (binary, i, mem / 1048576.0, limit / 1048576.0, ckpts, ready), flush=True)
         for ln in lines:
             print("    " + ln.strip())
         srv.stop()
         return ready
     finally:
         srv.cleanup()
-
-
-def parse_size(s):
-    m = re.fullmatch(r"(\d+)([kmg]?)", s.lower())
-    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2)]
 
 
 def main():
@@ -274,7 +271,6 @@ def main():
     ap.add_argument("--p", type=int, default=16, help="bytes: redis-benchmark -P")
     ap.add_argument("--keys", type=int, default=1000000)
     ap.add_argument("--secs", type=float, default=20.0, help="bytes: length of the run")
-    ap.add_argument("--memtable-size", default="64m", help="replay: kvd's (the default)")
     ap.add_argument("--kvcli", default=os.path.join(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__))), "build", "kvcli", "kvcli"))
     a = ap.parse_args()

@@ -78,10 +78,11 @@ static const struct opt options[] = {
     {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
      NULL, "async mode: how often each shard's journal is flushed to disk"},
     {"memtable-size", OPT_SIZE, F(memtable_size), 64ull << 10, 1ull << 36,
-     "64m", NULL,
+     "auto", NULL,
      "per shard: writes since the last checkpoint held in memory; a full "
      "memtable is checkpointed into LMDB (memory: up to twice this per "
-     "shard)"},
+     "shard).  auto: 256m shared by the shards, at least 64m and at most "
+     "128m each"},
     {"checkpoint-interval-ms", OPT_UINT, F(checkpoint_interval_ms), 10, 3600000,
      "60000", NULL,
      "checkpoint a shard's memtable at least this often when it holds "
@@ -297,6 +298,13 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* A number whose default is "auto" takes "auto" too, stored as 0: what it
+ * becomes is decided where the value is used. */
+static int is_auto(const struct opt *o)
+{
+	return o->def && !strcmp(o->def, "auto");
+}
+
 static int set_opt(struct kvd_config *c, const struct opt *o, const char *val,
 		   char *err, size_t errlen)
 {
@@ -334,14 +342,19 @@ static int set_opt(struct kvd_config *c, const struct opt *o, const char *val,
 		/* fall through */
 	case OPT_UINT:
 	case OPT_SIZE:
+		if (is_auto(o) && !strcmp(val, "auto")) {
+			v = 0; /* the store picks (kvd_store_open) */
+			break;
+		}
 		if (parse_size(val, &v) ||
 		    (o->type != OPT_SIZE && strpbrk(val, "kKmMgGtTbB"))) {
 			snprintf(
-			    err, errlen, "%s: '%s' is not a %s", o->name, val,
+			    err, errlen, "%s: '%s' is not a %s%s", o->name, val,
 			    o->type == OPT_SIZE	 ? "size (like 4096, 64k, "
 						   "16m, 1g)"
 			    : o->type == OPT_OFF ? "non-negative integer or -1"
-						 : "non-negative integer");
+						 : "non-negative integer",
+			    is_auto(o) ? " or auto" : "");
 			return -1;
 		}
 		if (v < o->min || v > o->max) {
@@ -877,6 +890,8 @@ static void format_opt(const struct kvd_config *c, const struct opt *o,
 		snprintf(buf, cap, "%s", o->names[v]);
 	else if (o->type == OPT_OFF && v == UINT_MAX)
 		snprintf(buf, cap, "-1");
+	else if (is_auto(o) && v == 0)
+		snprintf(buf, cap, "auto");
 	else
 		snprintf(buf, cap, "%llu", (unsigned long long)v);
 }

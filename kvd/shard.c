@@ -234,6 +234,26 @@ static int store_shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 	return 0;
 }
 
+/* memtable-size auto: a budget the shards share, so that the memtables'
+ * memory does not grow with the cores, held between what checkpoints
+ * amortize well and a memtable small enough to replay at once.  A
+ * checkpoint of a large store of random keys touches nearly every leaf
+ * whatever the memtable holds, so it is the memtables' total that sets
+ * how often that happens (bench/RESULTS.md, eighth round). */
+#define AUTO_MEMTABLE_BUDGET (256ull << 20)
+#define AUTO_MEMTABLE_MIN (64ull << 20)
+#define AUTO_MEMTABLE_MAX (128ull << 20)
+
+static uint64_t auto_memtable_size(unsigned nshards)
+{
+	/* whole 2 MiB chunks */
+	uint64_t v = AUTO_MEMTABLE_BUDGET / nshards & ~((2ull << 20) - 1);
+
+	return v < AUTO_MEMTABLE_MIN   ? AUTO_MEMTABLE_MIN
+	       : v > AUTO_MEMTABLE_MAX ? AUTO_MEMTABLE_MAX
+				       : v;
+}
+
 int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		   char *err, size_t errlen)
 {
@@ -244,7 +264,6 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		return -1;
 	}
 	pthread_mutex_init(&st->rmu, NULL);
-	st->memtable_size = o->memtable_size ? o->memtable_size : 64u << 20;
 	st->map_size = o->map_size;
 	st->segment_size = o->segment_size;
 	st->ckpt_interval_ms =
@@ -253,6 +272,13 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		free(st);
 		return -1;
 	}
+	st->memtable_size = o->memtable_size
+				? o->memtable_size
+				: auto_memtable_size(st->dd.nshards);
+	log_info("memtable-size %.1f MiB per shard%s",
+		 (double)st->memtable_size / (1 << 20),
+		 o->memtable_size ? ""
+				  : " (auto: 256 MiB shared by the shards)");
 	st->sh = calloc(st->dd.nshards, sizeof(*st->sh));
 	if (!st->sh) {
 		snprintf(err, errlen, "out of memory");
@@ -587,6 +613,7 @@ int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s)
 	shard_layers(sh, &a, &f);
 	s->memtable_bytes = (a ? kvm_bytes(a) : 0) + (f ? kvm_bytes(f) : 0);
 	s->memtable_spare = sh->pool ? kvm_pool_bytes(sh->pool) : 0;
+	s->memtable_size = r->st->memtable_size;
 	s->journal_bytes = atomic_load(&sh->jbytes);
 	s->journal_fsyncs = atomic_load(&sh->fsyncs);
 	s->checkpoints = atomic_load(&sh->ckpts);

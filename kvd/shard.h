@@ -54,7 +54,7 @@ struct kvd_store_opts {
 	unsigned want_shards; /* used only when the directory is new */
 	uint64_t map_size;
 	unsigned max_readers;
-	uint64_t memtable_size;		 /* freeze the active memtable here */
+	uint64_t memtable_size; /* freeze the active memtable here; 0: auto */
 	unsigned checkpoint_interval_ms; /* or when it is this old */
 	uint64_t segment_size;		 /* journal segment bytes */
 	int truncate_corrupt; /* cut a corrupt journal instead of refusing */
@@ -71,6 +71,7 @@ struct kvd_shard_stat {
 	uint64_t journal_fsyncs;    /* flushes */
 	uint64_t memtable_bytes;    /* active + frozen arenas */
 	uint64_t memtable_spare;    /* arena chunks kept for the next one */
+	uint64_t memtable_size;	    /* where the active one is frozen */
 	uint64_t checkpoints;	    /* completed */
 	uint64_t checkpoint_ns;	    /* the last one's duration */
 	uint64_t checkpoint_lsn;    /* the last one's LSN */

@@ -97,7 +97,7 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		struct kvd_shard_stat s;
 
 		kvd_reader_stat(io->reader, i, &s);
-		kv_mp_map(b, 14);
+		kv_mp_map(b, 15);
 		kv_u(b, "entries", s.entries);
 		kv_u(b, "expiring", s.expiring);
 		kv_u(b, "used_bytes", s.used_bytes);
@@ -105,6 +105,7 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		kv_u(b, "map_size", s.map_size);
 		kv_u(b, "memtable_bytes", s.memtable_bytes);
 		kv_u(b, "memtable_spare_bytes", s.memtable_spare);
+		kv_u(b, "memtable_size", s.memtable_size);
 		kv_u(b, "journal_bytes", s.journal_bytes);
 		kv_u(b, "journal_fsyncs", s.journal_fsyncs);
 		kv_u(b, "checkpoints", s.checkpoints);

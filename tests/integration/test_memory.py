@@ -250,5 +250,54 @@ class InflightWrites(unittest.TestCase):
             self._own_writes(srv, 70000)
 
 
+class MemtableBudget(unittest.TestCase):
+    """memtable-size auto (the default): 256 MiB shared by the shards, at
+    least 64 MiB and at most 128 MiB each (docs/operations.md, "Sizing"),
+    and a shard freezes its memtable there, not at a size of its own."""
+
+    def sizes(self, srv):
+        return [s[b"memtable_size"] for s in stats(srv)[b"shards"]]
+
+    def test_shares_a_budget(self):
+        for threads, want in ((1, 128), (2, 128), (4, 64), (5, 64)):
+            with Server(threads=threads) as srv:
+                self.assertEqual(self.sizes(srv), [want * MiB] * threads,
+                                 threads)
+                self.assertIn(b"memtable-size %d.0 MiB per shard (auto" % want,
+                              srv.log_text())
+        # a size given is the size, per shard; "auto" can be named too
+        with Server(threads=2, args=["--memtable-size", "8m"]) as srv:
+            self.assertEqual(self.sizes(srv), [8 * MiB] * 2)
+        with Server(threads=4, args=["--memtable-size", "auto"]) as srv:
+            self.assertEqual(self.sizes(srv), [64 * MiB] * 4)
+
+    def test_one_shard_holds_its_128_mib(self):
+        # 96 MiB of writes into the one shard stay in its memtable (the
+        # old default, 64 MiB, checkpointed them); past 128 MiB it freezes
+        with Server(threads=1) as srv:
+            c = srv.client()
+            val = b"m" * (MiB - 64)
+
+            def write(first, n):
+                for i in range(first, first + n, 8):
+                    args = [0]
+                    for j in range(i, i + 8):
+                        args += [b"k%05d" % j, val]
+                    self.assertEqual(c.call(MPUT, *args), [OK])
+
+            def ckpts():
+                return stats(srv)[b"shards"][0][b"checkpoints"]
+            write(0, 96)
+            st = stats(srv)[b"shards"][0]
+            self.assertEqual(st[b"checkpoints"], 0, st)
+            self.assertGreater(st[b"memtable_bytes"], 90 * MiB, st)
+            write(96, 48)
+            deadline = time.time() + 30
+            while ckpts() == 0 and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertGreater(ckpts(), 0)
+            c.close()
+
+
 if __name__ == "__main__":
     main()
