@@ -251,7 +251,9 @@ static int bench_methods(const char *path, double secs)
 		for (unsigned i = 0; fd >= 0 && i < (FLUSH_REGION >> 20); i++)
 			if (write(fd, buf, 1 << 20) != 1 << 20)
 				rc = -1;
-		if (fd < 0 || fsync(fd) < 0 || close(fd) < 0)
+		if (fd < 0 || fsync(fd) < 0)
+			rc = -1;
+		if (fd >= 0 && close(fd) < 0)
 			rc = -1;
 	}
 	memset(buf, 'd', 4096);

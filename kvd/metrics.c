@@ -232,6 +232,10 @@ static void shards(struct kvd_io *io, struct kv_buf *b)
 	     "Bytes of arena chunks a checkpointed memtable left for the next "
 	     "one (given back after a second without writes).",
 	     offsetof(struct kvd_shard_stat, memtable_spare)},
+	    {"kvd_shard_memtable_size_bytes",
+	     "Where the active memtable is frozen for its checkpoint "
+	     "(memtable-size, or what auto made of it).",
+	     offsetof(struct kvd_shard_stat, memtable_size)},
 	    {"kvd_shard_journal_bytes_total", "Bytes appended to the journal.",
 	     offsetof(struct kvd_shard_stat, journal_bytes), "counter"},
 	    {"kvd_shard_journal_fsyncs_total", "Flushes of the journal.",

@@ -275,10 +275,14 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	st->memtable_size = o->memtable_size
 				? o->memtable_size
 				: auto_memtable_size(st->dd.nshards);
-	log_info("memtable-size %.1f MiB per shard%s",
-		 (double)st->memtable_size / (1 << 20),
-		 o->memtable_size ? ""
-				  : " (auto: 256 MiB shared by the shards)");
+	if (o->memtable_size)
+		log_info("memtable-size %.1f MiB per shard",
+			 (double)st->memtable_size / (1 << 20));
+	else
+		log_info("memtable-size %.1f MiB per shard (auto: %llu MiB "
+			 "shared by the shards)",
+			 (double)st->memtable_size / (1 << 20),
+			 AUTO_MEMTABLE_BUDGET >> 20);
 	st->sh = calloc(st->dd.nshards, sizeof(*st->sh));
 	if (!st->sh) {
 		snprintf(err, errlen, "out of memory");

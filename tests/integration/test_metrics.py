@@ -144,7 +144,9 @@ class StoreMetrics(unittest.TestCase):
                       ("checkpoints", "kvd_shard_checkpoints_total"),
                       ("checkpoint_lsn", "kvd_shard_checkpoint_lsn"),
                       ("checkpoint_waits", "kvd_shard_checkpoint_waits_total"),
-                      ("memtable_bytes", "kvd_shard_memtable_bytes"))
+                      ("memtable_bytes", "kvd_shard_memtable_bytes"),
+                      ("memtable_spare_bytes", "kvd_shard_memtable_spare_bytes"),
+                      ("memtable_size", "kvd_shard_memtable_size_bytes"))
             for i, x in enumerate(st[b"shards"]):
                 lab = '{shard="%d"}' % i
                 for field, name in fields:
