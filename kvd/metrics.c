@@ -240,6 +240,17 @@ static void shards(struct kvd_io *io, struct kv_buf *b)
 	     offsetof(struct kvd_shard_stat, journal_bytes), "counter"},
 	    {"kvd_shard_journal_fsyncs_total", "Flushes of the journal.",
 	     offsetof(struct kvd_shard_stat, journal_fsyncs), "counter"},
+	    {"kvd_shard_journal_spares_ahead_total",
+	     "Journal segments made ahead of need by a helper thread.",
+	     offsetof(struct kvd_shard_stat, spares_ahead), "counter"},
+	    {"kvd_shard_journal_spares",
+	     "Spare journal segments ready for the next one (0 while a "
+	     "helper makes one).",
+	     offsetof(struct kvd_shard_stat, spares_held)},
+	    {"kvd_shard_journal_spares_inline_total",
+	     "Journal segments the committer had to make itself, stalling "
+	     "the shard's writes while it did.",
+	     offsetof(struct kvd_shard_stat, spares_inline), "counter"},
 	    {"kvd_shard_checkpoints_total",
 	     "Checkpoints of a memtable into LMDB.",
 	     offsetof(struct kvd_shard_stat, checkpoints), "counter"},

@@ -315,6 +315,7 @@ void kvd_store_close(struct kvd_store *st)
 		struct shard *sh = &st->sh[i];
 
 		kvd_ckpt_stop(sh);
+		kvd_shard_spare_stop(sh);
 		kv_buf_free(&sh->wt.tmp);
 		kv_buf_free(&sh->wt.data);
 		free(sh->wt.ents);
@@ -620,6 +621,9 @@ int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s)
 	s->memtable_size = r->st->memtable_size;
 	s->journal_bytes = atomic_load(&sh->jbytes);
 	s->journal_fsyncs = atomic_load(&sh->fsyncs);
+	s->spares_ahead = atomic_load(&sh->spares_ahead);
+	s->spares_inline = atomic_load(&sh->spares_inline);
+	s->spares_held = atomic_load(&sh->spares_held);
 	s->checkpoints = atomic_load(&sh->ckpts);
 	s->checkpoint_ns = atomic_load(&sh->ckpt_ns);
 	s->checkpoint_lsn = atomic_load(&sh->ckpt_lsn);

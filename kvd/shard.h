@@ -69,6 +69,9 @@ struct kvd_shard_stat {
 	/* the write path (counters since start, gauges now) */
 	uint64_t journal_bytes;	    /* appended */
 	uint64_t journal_fsyncs;    /* flushes */
+	uint64_t spares_ahead;	    /* segments made ahead by a helper */
+	uint64_t spares_inline;	    /* made by the committer: a stall each */
+	uint64_t spares_held;	    /* spare segments ready now */
 	uint64_t memtable_bytes;    /* active + frozen arenas */
 	uint64_t memtable_spare;    /* arena chunks kept for the next one */
 	uint64_t memtable_size;	    /* where the active one is frozen */

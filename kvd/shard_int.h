@@ -2,7 +2,8 @@
  * else includes: shard.c (opening, recovery, readers), shard_scan.c
  * (ordered scans and counts across shards), shard_write.c (the committer's
  * batches: journal, memtable), shard_ckpt.c (checkpoints, retiring
- * memtables) and shard_copy.c (backups).  Together they are the only code
+ * memtables), shard_spare.c (journal segments made ahead) and
+ * shard_copy.c (backups).  Together they are the only code
  * that calls LMDB, the journal and the memtable; shard.h is their
  * interface to the rest of kvd.
  */
@@ -101,6 +102,17 @@ struct shard {
 	/* record bytes in active + frozen, not yet in LMDB (map room) */
 	_Atomic uint64_t pend_bytes;
 	uint64_t act_bytes, frozen_bytes; /* committer; under mu */
+	/* The next journal segment, made ahead (shard_spare.c): the helper
+	 * sets spare_rc, then spare_state DONE (release); the committer
+	 * joins it, starts the next. */
+	atomic_int spare_state;
+	int spare_rc;
+	pthread_t spare_thread;
+	uint64_t spare_size;	 /* committer, before it starts the helper */
+	uint64_t spare_retry_ms; /* committer: no helper before this */
+	_Atomic uint64_t spares_ahead;	/* spares the helpers made */
+	_Atomic uint64_t spares_inline; /* kvj_spares_made, for STATS */
+	atomic_uint spares_held;	/* kvj_spares, for STATS */
 };
 
 struct kvd_store {
@@ -275,6 +287,11 @@ void kvd_ckpt_stop(struct shard *sh);
 int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd);
 /* Committer: wait until no frozen memtable is pending. */
 int kvd_ckpt_wait(struct shard *sh, struct kvd_reader *rd);
+/* Committer, between batches: take a spare journal segment a helper made,
+ * start a helper when the journal holds none (shard_spare.c). */
+void kvd_shard_spare_tend(struct shard *sh, uint64_t now);
+/* Wait for a helper still making one (before the journal closes). */
+void kvd_shard_spare_stop(struct shard *sh);
 /* A fresh memtable for shard sh (NULL: out of memory). */
 struct kvm *kvd_memtable_new(struct shard *sh);
 

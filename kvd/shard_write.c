@@ -969,6 +969,10 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 		goto out;
 	}
 	atomic_fetch_add(&sh->jbytes, bytes);
+	atomic_store_explicit(&sh->spares_inline, kvj_spares_made(sh->j),
+			      memory_order_relaxed);
+	atomic_store_explicit(&sh->spares_held, kvj_spares(sh->j),
+			      memory_order_relaxed);
 	if (sync) {
 		if ((rc = kvj_sync(sh->j))) {
 			rc = shard_fail(sh, "flush", rc);
@@ -1054,6 +1058,7 @@ void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now)
 	struct kvd_wtxn *t = &sh->wt;
 
 	release(sh);
+	kvd_shard_spare_tend(sh, now);
 	if (sh->pool && now - sh->last_batch_ms >= POOL_IDLE_MS)
 		kvm_pool_trim(sh->pool);
 	if (!t->rd && !(t->rd = kvd_reader_new(st)))

@@ -97,7 +97,7 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		struct kvd_shard_stat s;
 
 		kvd_reader_stat(io->reader, i, &s);
-		kv_mp_map(b, 15);
+		kv_mp_map(b, 18);
 		kv_u(b, "entries", s.entries);
 		kv_u(b, "expiring", s.expiring);
 		kv_u(b, "used_bytes", s.used_bytes);
@@ -108,6 +108,9 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		kv_u(b, "memtable_size", s.memtable_size);
 		kv_u(b, "journal_bytes", s.journal_bytes);
 		kv_u(b, "journal_fsyncs", s.journal_fsyncs);
+		kv_u(b, "journal_spares_ahead", s.spares_ahead);
+		kv_u(b, "journal_spares_inline", s.spares_inline);
+		kv_u(b, "journal_spares", s.spares_held);
 		kv_u(b, "checkpoints", s.checkpoints);
 		kv_u(b, "checkpoint_us", s.checkpoint_ns / 1000);
 		kv_u(b, "checkpoint_lsn", s.checkpoint_lsn);

@@ -28,6 +28,9 @@
 #define VERSION 1u
 #define ZERO_CHUNK (1u << 20)
 #define TMP_NAME "journal-new.tmp"
+/* kvj_prepare_spare's file while it is written, and once it is whole */
+#define PREP_NAME "journal-prep.tmp"
+#define READY_NAME "journal-ready.tmp"
 
 struct kvj {
 	int dirfd;
@@ -39,6 +42,7 @@ struct kvj {
 	unsigned *spares; /* spare file numbers */
 	unsigned nspares, capspares, spare_seq;
 	unsigned taken;	   /* the spare take_spare just opened */
+	uint64_t made;	   /* spares made on the owner's thread since open */
 	int fd;		   /* the current (last) segment */
 	uint64_t seg_size; /* its size */
 	uint64_t seed;	   /* its record checksum seed */
@@ -227,19 +231,18 @@ static int hdr_check(struct kvj *j, const unsigned char *h, uint64_t first,
 	return 0;
 }
 
-/* A new spare: allocated and written with zeros, then flushed, so that a
- * later append only overwrites blocks that exist (no size or extent
- * change, nothing but the data for fdatasync to write).  fallocate first
- * finds a full disk at once and keeps the file contiguous.  On failure
+/* A zeroed file of size bytes named tmp in dirfd: allocated and written
+ * with zeros, then flushed, so that a later append only overwrites blocks
+ * that exist (no size or extent change, nothing but the data for
+ * fdatasync to write).  fallocate first finds a full disk at once and
+ * keeps the file contiguous.  Returns its open descriptor; on failure
  * nothing is left behind. */
-static int create_spare(struct kvj *j)
+static int zeroed_file(int dirfd, const char *tmp, uint64_t size)
 {
-	uint64_t size = j->o.segment_size, off;
-	char name[64];
+	uint64_t off;
 	int fd, rc;
 
-	fd = openat(j->dirfd, TMP_NAME, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
-		    0600);
+	fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	rc = posix_fallocate(fd, 0, (off_t)size);
@@ -258,17 +261,87 @@ static int create_spare(struct kvj *j)
 	rc = sync_fd(fd);
 	if (rc < 0)
 		goto fail;
-	spare_name(name, sizeof(name), j->spare_seq);
-	if (renameat(j->dirfd, TMP_NAME, j->dirfd, name) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	close(fd);
-	return push_spare(j, j->spare_seq);
+	return fd;
 fail:
 	close(fd);
-	unlinkat(j->dirfd, TMP_NAME, 0);
+	unlinkat(dirfd, tmp, 0);
 	return rc;
+}
+
+/* Give a finished file in the directory the next spare's name. */
+static int name_spare(struct kvj *j, const char *from)
+{
+	char name[64];
+
+	spare_name(name, sizeof(name), j->spare_seq);
+	if (renameat(j->dirfd, from, j->dirfd, name) < 0)
+		return -errno;
+	return push_spare(j, j->spare_seq);
+}
+
+/* A new spare, made on the caller's thread (kvj_prepare_spare makes one on
+ * another). */
+static int create_spare(struct kvj *j)
+{
+	int fd = zeroed_file(j->dirfd, TMP_NAME, j->o.segment_size), rc;
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	rc = name_spare(j, TMP_NAME);
+	if (rc < 0)
+		unlinkat(j->dirfd, TMP_NAME, 0);
+	else
+		j->made++;
+	return rc;
+}
+
+int kvj_prepare_spare(const char *dir, uint64_t size)
+{
+	int dirfd, fd, rc = 0;
+
+	if (size < KVJ_MIN_SEGMENT_SIZE || size % 8)
+		return -EINVAL;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return -errno;
+	fd = zeroed_file(dirfd, PREP_NAME, size);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	close(fd);
+	/* Whole and flushed before it has the name kvj_adopt_spare takes. */
+	if (renameat(dirfd, PREP_NAME, dirfd, READY_NAME) < 0) {
+		rc = -errno;
+		unlinkat(dirfd, PREP_NAME, 0);
+	}
+out:
+	close(dirfd);
+	return rc;
+}
+
+int kvj_adopt_spare(struct kvj *j)
+{
+	struct stat st;
+	int rc;
+
+	if (fstatat(j->dirfd, READY_NAME, &st, 0) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	/* Recycled segments may have made spares meanwhile: no more than
+	 * max_spares are kept, whoever made them. */
+	if ((uint64_t)st.st_size != j->o.segment_size ||
+	    j->nspares >= j->o.max_spares) {
+		unlinkat(j->dirfd, READY_NAME, 0);
+		return 0;
+	}
+	rc = name_spare(j, READY_NAME);
+	return rc < 0 ? rc : 1;
+}
+
+uint64_t kvj_segment_size(const struct kvj *j)
+{
+	return j->o.segment_size;
 }
 
 /* Open the last spare; one of another size (the option changed) is
@@ -636,6 +709,11 @@ unsigned kvj_spares(const struct kvj *j)
 	return j->nspares;
 }
 
+uint64_t kvj_spares_made(const struct kvj *j)
+{
+	return j->made;
+}
+
 int kvj_debug_fd(const struct kvj *j)
 {
 	return j->fd;
@@ -790,7 +868,8 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Find the segments and spares; a half-made spare is deleted. */
+/* Find the segments and spares; a half-made or unadopted spare is
+ * deleted (no helper runs while the journal opens). */
 static int list_dir(struct kvj *j)
 {
 	struct dirent *d;
@@ -819,8 +898,10 @@ static int list_dir(struct kvj *j)
 				&first, tail) == 2 &&
 			 strcmp(tail, "j") == 0)
 			rc = push_seg(j, first);
-		else if (strcmp(d->d_name, TMP_NAME) == 0)
-			unlinkat(j->dirfd, TMP_NAME, 0);
+		else if (strcmp(d->d_name, TMP_NAME) == 0 ||
+			 strcmp(d->d_name, PREP_NAME) == 0 ||
+			 strcmp(d->d_name, READY_NAME) == 0)
+			unlinkat(j->dirfd, d->d_name, 0);
 	}
 	closedir(dir);
 	if (j->nsegs > 1)
@@ -1064,6 +1145,7 @@ int kvj_open(const char *dir, const struct kvj_opts *opts, uint64_t ckpt_lsn,
 	j->synced_lsn = j->next_lsn - 1;
 	/* segments wholly below the checkpoint: recycled now */
 	kvj_release(j, ckpt_lsn);
+	j->made = 0; /* kvj_spares_made counts the appends' own */
 	*out = j;
 	return 0;
 fail:

@@ -129,6 +129,26 @@ int kvj_sync(struct kvj *j);
  * stays usable: a segment not released is retried next time). */
 int kvj_release(struct kvj *j, uint64_t upto_lsn);
 
+/* ---- Spares made off the owner's thread -------------------------------
+ * A segment that crosses into a new file takes a spare; with none left
+ * (the first segments after a start, before any are recycled) the append
+ * makes one itself: a segment's worth of zeros and a flush, tens of
+ * milliseconds on the owner's path.  A helper thread can make it ahead. */
+
+/* kvj_prepare_spare - write a spare of size bytes in dir (the journal's
+ * directory), under a temporary name while it is made and a second one
+ * once it is zeroed and flushed.  Touches no handle: safe on any thread
+ * while the owner appends, one call at a time per directory.  0, or a
+ * negative errno (-ENOSPC: the disk is full) with nothing left behind. */
+int kvj_prepare_spare(const char *dir, uint64_t size);
+/* kvj_adopt_spare - owner: take a spare kvj_prepare_spare finished into
+ * the handle.  1 taken; 0 none there, or one not wanted (of another size,
+ * or max_spares already held) and deleted; or a negative errno.  One never
+ * taken is deleted by the next kvj_open. */
+int kvj_adopt_spare(struct kvj *j);
+/* The size of every new segment (kvj_opts.segment_size, or its default). */
+uint64_t kvj_segment_size(const struct kvj *j);
+
 /* The LSN the next appended record gets. */
 uint64_t kvj_next_lsn(const struct kvj *j);
 /* The last LSN known durable (flushed). */
@@ -138,6 +158,9 @@ int kvj_error(const struct kvj *j);
 /* Segment files in use and spares held. */
 unsigned kvj_segments(const struct kvj *j);
 unsigned kvj_spares(const struct kvj *j);
+/* Spares the handle made itself since kvj_open returned (appends that
+ * found none, kvj_reset): each one a stall kvj_prepare_spare can spare. */
+uint64_t kvj_spares_made(const struct kvj *j);
 /* The current segment's file descriptor: for fault-injection tests only. */
 int kvj_debug_fd(const struct kvj *j);
 

@@ -155,6 +155,20 @@ class Server:
     def client(self, **kw):
         return Client(self.port, **kw)
 
+    def settled(self, timeout=30):
+        """Wait until every shard holds a spare journal segment: after a
+        start, a helper thread writes one (its files and descriptors come
+        and go meanwhile), which tests that count a process's descriptors
+        or the files it creates wait out."""
+        c = self.client()
+        try:
+            wait_for(lambda: all(s[b"journal_spares"] >= 1
+                                 for s in c.call(STATS)[1][b"shards"]),
+                     timeout, "a spare journal segment in every shard")
+        finally:
+            c.close()
+        return self
+
     def cleanup(self):
         if self.proc:
             self.proc.kill()

@@ -124,11 +124,13 @@ class StoreMetrics(unittest.TestCase):
             c = srv.client()
             for i in range(200):
                 self.assertEqual(c.call(PUT, b"key-%03d" % i, b"v" * 100), [OK])
-            # every write checkpointed: nothing moves any more
+            # every write checkpointed and each shard's next journal
+            # segment made ahead: nothing moves any more
             end = time.monotonic() + 30
             while True:
                 sh = c.call(STATS)[1][b"shards"]
-                if sum(x[b"checkpoint_lsn"] for x in sh) == 200:
+                if sum(x[b"checkpoint_lsn"] for x in sh) == 200 and \
+                        all(x[b"journal_spares_ahead"] == 1 for x in sh):
                     break
                 self.assertLess(time.monotonic(), end, sh)
                 time.sleep(0.05)
@@ -146,7 +148,11 @@ class StoreMetrics(unittest.TestCase):
                       ("checkpoint_waits", "kvd_shard_checkpoint_waits_total"),
                       ("memtable_bytes", "kvd_shard_memtable_bytes"),
                       ("memtable_spare_bytes", "kvd_shard_memtable_spare_bytes"),
-                      ("memtable_size", "kvd_shard_memtable_size_bytes"))
+                      ("memtable_size", "kvd_shard_memtable_size_bytes"),
+                      ("journal_spares_ahead", "kvd_shard_journal_spares_ahead_total"),
+                      ("journal_spares", "kvd_shard_journal_spares"),
+                      ("journal_spares_inline",
+                       "kvd_shard_journal_spares_inline_total"))
             for i, x in enumerate(st[b"shards"]):
                 lab = '{shard="%d"}' % i
                 for field, name in fields:

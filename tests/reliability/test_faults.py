@@ -24,7 +24,9 @@ path; they run every 20 ms here).  Then:
 Room is different.  A checkpoint whose write fails with ENOSPC is retried
 (nothing of an aborted commit is referenced) and no writer sees it; a
 journal segment that cannot be made (ENOSPC while pre-writing it) refuses
-only its batch (DISK_FULL) and the shard carries on.  A short write of a
+only its batch (DISK_FULL) and the shard carries on; one that a helper
+could not make ahead of need refuses nothing (the segment is made when
+needed).  A short write of a
 journal record is completed by the next write, and nothing is lost.
 """
 
@@ -203,11 +205,14 @@ class Faults(unittest.TestCase):
             self.check_after_restart(srv, st)
 
     def test_journal_segment_enospc_refuses_only_its_batch(self):
-        # 1 MiB segments filled by 60 KiB values: a new segment is pre-
-        # written (journal-new.tmp) every 17 or so writes of the shard;
-        # the first of those writes fails with ENOSPC.
+        # 1 MiB segments filled by 60 KiB values: a new segment is needed
+        # every 17 or so writes of the shard.  The helper that makes them
+        # ahead is held up (its flush delayed 4 s), so the committer makes
+        # them itself (journal-new.tmp); the first of those writes fails
+        # with ENOSPC.
         with self.faulty(args=["--journal-segment-size", "1m"],
-                         KVD_FI_WRITE_FAIL="shard-001/journal-new.tmp:1:ENOSPC") as (srv, arm):
+                         KVD_FI_WRITE_FAIL="shard-001/journal-new.tmp:1:ENOSPC",
+                         KVD_FI_SYNC_DELAY="journal-prep.tmp:4000") as (srv, arm):
             c = srv.client()
             open(arm, "w").close()
             val = b"x" * (60 << 10)
@@ -227,6 +232,36 @@ class Faults(unittest.TestCase):
             c = srv.client()
             for k, s in st.items():
                 self.assertEqual(c.call(GET, k)[0], OK if s == OK else 1, k)
+            c.close()
+            srv.stop()
+
+    def test_spare_made_ahead_enospc_refuses_nothing(self):
+        # The helper making shard 1's next segment ahead (journal-prep.tmp)
+        # finds the disk full: it logs and leaves it, no writer sees it,
+        # and the segment is made when it is needed (by the committer, or
+        # by a helper a second later).
+        with self.faulty(args=["--journal-segment-size", "1m"],
+                         KVD_FI_WRITE_FAIL="shard-001/journal-prep.tmp:1:ENOSPC") as (srv, arm):
+            c = srv.client()
+            open(arm, "w").close()
+            val = b"x" * (60 << 10)
+            st = {}
+            for i in range(200):
+                k = b"k%04d" % i
+                st[k] = c.call(PUT, k, val)[0]
+            self.assertTrue(self.injected(), "no segment was made ahead")
+            self.assertEqual(set(st.values()), {OK})
+            shards = c.call(STATS)[1][b"shards"]
+            self.assertEqual([s[b"failed"] for s in shards], [False, False])
+            c.close()
+            srv.stop()
+            self.assertRegex(srv.log_text().decode(),
+                             r" W .*shard-001: journal: cannot make a spare segment "
+                             r"ahead: No space left on device")
+            srv.start()
+            c = srv.client()
+            for k in st:
+                self.assertEqual(c.call(GET, k), [OK, val], k)
             c.close()
             srv.stop()
 

@@ -82,6 +82,7 @@ class Flood(unittest.TestCase):
     def test_10000_connections_then_one_more(self):
         raise_nofile(N + 2000)
         with Server(threads=2, args=["--max-clients", str(N)]) as srv:
+            srv.settled()
             active = srv.client()
             wait_conns(active, 1)
             base_fds = fds_of(srv.proc.pid)
@@ -129,6 +130,7 @@ class Flood(unittest.TestCase):
 class SlowClients(unittest.TestCase):
     def test_slowloris_closed_by_request_timeout(self):
         with Server(threads=2, args=["--request-timeout", "2"]) as srv:
+            srv.settled()
             good = srv.client()
             wait_conns(good, 1)
             base_fds = fds_of(srv.proc.pid)

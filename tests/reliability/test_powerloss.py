@@ -78,6 +78,7 @@ class Recording:
         self.srv = srv = Server(threads=2, durability=durability, args=ARGS + list(args),
                                 resp=True)
         srv.start()
+        srv.settled()       # its spare segments made: no file is new later
         srv.stop()          # a data directory with its shards, synced
         self.base = tempfile.mkdtemp(prefix="kvdpl-base-")
         shutil.rmtree(self.base)

@@ -17,6 +17,9 @@ kvd left: LMDB at its last checkpoint, then the journal replayed above it.
   - A data directory written before the journal existed (LMDB without the
     "meta" database, so no checkpoint LSN, and no journal) opens without a
     manual step, keeps its keys and takes writes.
+  - The next segment is made ahead on a helper thread: an append that
+    crosses into it finds it there (STATS journal_spares_ahead, none made
+    by the committer: journal_spares_inline).
   - Checkpoints recycle the journal: with 1 MiB segments, 20 MiB written
     leave one segment and at most two spares (released segments renamed),
     never more than two spares on the way.
@@ -243,6 +246,44 @@ class Recovery(unittest.TestCase):
             self.assertEqual(c.call(GET, b"old199"), [OK, b"v199"])
             c.close()
             srv.stop()
+
+    def test_segments_made_ahead(self):
+        """docs/architecture.md, "The journal": a shard whose journal holds
+        no spare has a helper thread make the next segment, so the append
+        that crosses into it does not write a segment of zeros itself.
+        1 MiB segments, no checkpoint (so no spare is a recycled segment):
+        eight rounds of 0.75 MiB, each after a spare is there, cross at
+        least five segments, every one made ahead (STATS
+        journal_spares_ahead), none by the committer
+        (journal_spares_inline); nothing temporary is left after a stop."""
+        with Server(threads=1, args=ARGS + ["--journal-segment-size", "1m"]) as srv:
+            shard = os.path.join(srv.data_dir, "shard-000")
+            c = srv.client()
+
+            def spares():
+                return [f for f in os.listdir(shard)
+                        if re.fullmatch(r"journal-spare-\d+\.kvj", f)]
+
+            def shard_stats():
+                return c.call(STATS)[1][b"shards"][0]
+            # an answer first: kvd listens before its store is open
+            self.assertEqual(shard_stats()[b"journal_spares_inline"], 0)
+            val = b"a" * (64 << 10)
+            for r in range(8):
+                wait_for(spares, what="a spare made ahead (round %d)" % r)
+                for i in range(12):
+                    self.assertEqual(c.call(PUT, b"k%d-%02d" % (r, i), val), [OK])
+            made = len(segments(srv.data_dir, 0)) - 1   # the first: at start
+            st = wait_for(lambda: (lambda s: s[b"journal_spares_ahead"] >= made
+                                   and s)(shard_stats()),
+                          what="the last spare counted")
+            self.assertGreaterEqual(made, 5)
+            self.assertEqual(st[b"journal_spares_inline"], 0, st)
+            self.assertGreaterEqual(st[b"journal_spares_ahead"], made, st)
+            c.close()
+            srv.stop()
+            left = [f for f in os.listdir(shard) if f.endswith(".tmp")]
+            self.assertEqual(left, [])
 
     def test_checkpoints_recycle_segments(self):
         """docs/operations.md, "Sizing": each shard keeps its current

@@ -4,8 +4,9 @@
  * of a record mid-file (corruption, named by file and offset) and of the
  * last one (a torn tail), an unsynced batch that reached the disk out of
  * order, segment rollover and recycling, stale records in a recycled
- * segment, a missing segment, the permanent failed state after a failed
- * flush or write, and (argument "enospc", its own ctest) a full disk.
+ * segment, a missing segment, spares made ahead (kvj_prepare_spare), the
+ * permanent failed state after a failed flush or write, and (argument
+ * "enospc", its own ctest) a full disk.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -570,6 +571,83 @@ static void test_segments(void)
 	rmdir_all(dir);
 }
 
+/* Spares made ahead (kvj_prepare_spare on another thread in kvd): a
+ * whole zeroed file of the segment size, taken by the next segment without
+ * the append making one; one of another size, or past max_spares, is
+ * deleted; leftovers from a crash are deleted at open. */
+static void test_spares_ahead(void)
+{
+	struct kvj_opts o = opts(SEGS, 0);
+	char dir[300], path[400];
+	struct kvj *j;
+	size_t n;
+
+	newdir(dir, sizeof(dir), "ahead");
+	CHECK(kvj_open(dir, &o, 0, NULL, NULL, NULL, &j) == 0, "create");
+	CHECK(kvj_spares(j) == 0 && kvj_spares_made(j) == 0,
+	      "open used its spare: %u", kvj_spares(j));
+	CHECK(kvj_segment_size(j) == SEGS, "segment size");
+	CHECK(kvj_adopt_spare(j) == 0, "nothing to adopt yet");
+	CHECK(kvj_prepare_spare(dir, SEGS) == 0, "prepare");
+	CHECK(count_files(dir, "journal-prep") == 0, "no temporary left");
+	snprintf(path, sizeof(path), "%s/journal-ready.tmp", dir);
+	unsigned char *b = slurp(path, &n);
+	size_t nonzero = 0;
+
+	for (size_t i = 0; b && i < n; i++)
+		nonzero += b[i] != 0;
+	CHECK(b && n == SEGS && nonzero == 0, "ready: %zu bytes, %zu not zero",
+	      n, nonzero);
+	free(b);
+	CHECK(kvj_adopt_spare(j) == 1 && kvj_spares(j) == 1, "adopted");
+	CHECK(count_files(dir, "journal-ready") == 0 &&
+		  count_files(dir, "journal-spare-") == 1,
+	      "renamed into a spare");
+	/* the next segment takes it; the one after has to be made */
+	unsigned segs = kvj_segments(j);
+
+	while (kvj_segments(j) == segs)
+		CHECK(append_n(j, 1, 0) == 0 && kvj_sync(j) == 0, "append");
+	CHECK(kvj_spares(j) == 0 && kvj_spares_made(j) == 0,
+	      "used the adopted spare: made %llu",
+	      (unsigned long long)kvj_spares_made(j));
+	while (kvj_segments(j) == segs + 1)
+		CHECK(append_n(j, 1, 0) == 0 && kvj_sync(j) == 0, "append");
+	CHECK(kvj_spares_made(j) == 1, "made one itself");
+	/* of another size: deleted, not adopted */
+	CHECK(kvj_prepare_spare(dir, 2 * SEGS) == 0, "prepare another size");
+	CHECK(kvj_adopt_spare(j) == 0 && kvj_spares(j) == 0 &&
+		  count_files(dir, "journal-ready") == 0,
+	      "another size refused");
+	/* past max_spares (2, held by released segments): deleted */
+	uint64_t last = kvj_next_lsn(j) - 1;
+
+	CHECK(kvj_release(j, last) >= 2 && kvj_spares(j) == 2, "two spares");
+	CHECK(kvj_prepare_spare(dir, SEGS) == 0, "prepare a third");
+	CHECK(kvj_adopt_spare(j) == 0 && kvj_spares(j) == 2 &&
+		  count_files(dir, "journal-spare-") == 2 &&
+		  count_files(dir, "journal-ready") == 0,
+	      "a third spare refused");
+	/* a crash's leftovers: deleted at open, records intact */
+	CHECK(kvj_prepare_spare(dir, SEGS) == 0, "prepare, never adopted");
+	snprintf(path, sizeof(path), "%s/journal-prep.tmp", dir);
+	int fd = open(path, O_WRONLY | O_CREAT, 0600);
+
+	CHECK(fd >= 0 && write(fd, "half", 4) == 4, "a half-made spare");
+	if (fd >= 0)
+		close(fd);
+	CHECK(append_n(j, 3, 0) == 0 && kvj_sync(j) == 0, "append 3");
+	kvj_close(j);
+	reopen_expect(dir, SEGS, last, last + 1, last + 3, NULL);
+	CHECK(count_files(dir, "journal-ready") == 0 &&
+		  count_files(dir, "journal-prep") == 0,
+	      "leftovers deleted at open");
+	CHECK(kvj_prepare_spare(dir, 100) == -EINVAL, "bad size");
+	snprintf(path, sizeof(path), "%s/none", dir);
+	CHECK(kvj_prepare_spare(path, SEGS) == -ENOENT, "no directory");
+	rmdir_all(dir);
+}
+
 /* A failed flush fails the journal for good: later calls return the
  * error and the flush is not tried again even once it would work. */
 static void test_failed_state(void)
@@ -646,6 +724,10 @@ static int test_enospc(void)
 	CHECK(rc == -ENOSPC, "append on a full disk: %s", kvj_strerror(rc));
 	CHECK(kvj_error(j) == 0, "journal not failed by ENOSPC");
 	CHECK(count_files(dir, "journal-new") == 0, "no half-made segment");
+	rc = kvj_prepare_spare(dir, 64u << 10);
+	CHECK(rc == -ENOSPC && count_files(dir, "journal-prep") == 0 &&
+		  count_files(dir, "journal-ready") == 0,
+	      "a spare made ahead on a full disk: %s", kvj_strerror(rc));
 	CHECK(append_n(j, 8, 0) == -ENOSPC && kvj_next_lsn(j) == next,
 	      "refused again, no LSN used");
 	/* a checkpoint frees segments: appends go on */
@@ -674,6 +756,7 @@ int main(int argc, char **argv)
 		test_bit_flips();
 		test_unsynced_reorder();
 		test_segments();
+		test_spares_ahead();
 		test_failed_state();
 	}
 	for (size_t i = 0; i < MAXLSN; i++)

@@ -1,0 +1,102 @@
+/* shard_spare.c - a shard's next journal segment, made ahead of need on a
+ * short-lived helper thread.
+ *
+ * Why: an append that crosses into a new segment takes a spare file, and
+ * with none left (the first segments after a start, before a checkpoint
+ * has recycled any) the committer had to make one itself: 64 MiB of zeros
+ * and a flush, a 29-43 ms stall of every write on the shard.  Now the
+ * committer, between batches, starts a helper whenever the journal holds no
+ * spare; the helper writes the file under a temporary name
+ * (kvj_prepare_spare) and says it is done; the committer takes it into the
+ * journal (kvj_adopt_spare) at its next look.  The committer's own path
+ * stays as the fallback (a segment filled before the helper finished, or a
+ * helper that failed), so nothing waits on the helper.
+ *
+ * A thread per spare rather than a resident one: a spare is wanted once
+ * per segment filled before any is recycled, at most every few seconds;
+ * the thread is joined when it is done, or when the store closes.
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include "shard_int.h"
+
+#include <stdio.h>
+
+#include "log.h"
+
+/* After a helper failed (a full disk), no new one for this long; the
+ * committer's own path reports the error to writers meanwhile. */
+#define SPARE_RETRY_MS 1000
+
+static struct kvd_log_limit spare_limit = KVD_LOG_LIMIT_INIT(60000);
+
+enum { SPARE_IDLE, SPARE_BUSY, SPARE_DONE };
+
+static void *spare_main(void *arg)
+{
+	struct shard *sh = arg;
+
+	sh->spare_rc = kvj_prepare_spare(sh->path, sh->spare_size);
+	atomic_store_explicit(&sh->spare_state, SPARE_DONE,
+			      memory_order_release);
+	return NULL;
+}
+
+/* Join a finished helper and take its file; 0, or the error it met. */
+static int spare_collect(struct shard *sh)
+{
+	int rc;
+
+	pthread_join(sh->spare_thread, NULL);
+	atomic_store(&sh->spare_state, SPARE_IDLE);
+	rc = sh->spare_rc;
+	if (rc == 0 && (rc = kvj_adopt_spare(sh->j)) > 0) {
+		atomic_fetch_add(&sh->spares_ahead, 1);
+		rc = 0;
+	}
+	return rc;
+}
+
+void kvd_shard_spare_tend(struct shard *sh, uint64_t now)
+{
+	int state =
+	    atomic_load_explicit(&sh->spare_state, memory_order_acquire);
+	char name[16];
+	int rc;
+
+	if (!sh->j)
+		return;
+	atomic_store_explicit(&sh->spares_held, kvj_spares(sh->j),
+			      memory_order_relaxed);
+	if (state == SPARE_BUSY)
+		return;
+	if (state == SPARE_DONE && (rc = spare_collect(sh)) < 0) {
+		sh->spare_retry_ms = now + SPARE_RETRY_MS;
+		kvd_log_ratelimited(
+		    &spare_limit, KVD_LOG_WARN,
+		    "%s: journal: cannot make a spare segment ahead: %s",
+		    sh->path, kvj_strerror(rc));
+	}
+	atomic_store_explicit(&sh->spares_held, kvj_spares(sh->j),
+			      memory_order_relaxed);
+	if (kvj_spares(sh->j) > 0 || now < sh->spare_retry_ms ||
+	    atomic_load(&sh->failed) || kvj_error(sh->j))
+		return;
+	sh->spare_size = kvj_segment_size(sh->j);
+	atomic_store(&sh->spare_state, SPARE_BUSY);
+	if (pthread_create(&sh->spare_thread, NULL, spare_main, sh)) {
+		atomic_store(&sh->spare_state, SPARE_IDLE);
+		sh->spare_retry_ms = now + SPARE_RETRY_MS;
+		return;
+	}
+	snprintf(name, sizeof(name), "kvd-spare/%u", sh->idx);
+	pthread_setname_np(sh->spare_thread, name); /* for top -H; may fail */
+}
+
+void kvd_shard_spare_stop(struct shard *sh)
+{
+	/* A file it leaves unadopted is deleted by the next kvj_open. */
+	if (atomic_load(&sh->spare_state) != SPARE_IDLE) {
+		pthread_join(sh->spare_thread, NULL);
+		atomic_store(&sh->spare_state, SPARE_IDLE);
+	}
+}
