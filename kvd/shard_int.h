@@ -287,6 +287,14 @@ void kvd_ckpt_stop(struct shard *sh);
 int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd);
 /* Committer: wait until no frozen memtable is pending. */
 int kvd_ckpt_wait(struct shard *sh, struct kvd_reader *rd);
+/* Committer: copy the journal's spare counts where STATS reads them. */
+static inline void shard_publish_spares(struct shard *sh)
+{
+	atomic_store_explicit(&sh->spares_inline, kvj_spares_made(sh->j),
+			      memory_order_relaxed);
+	atomic_store_explicit(&sh->spares_held, kvj_spares(sh->j),
+			      memory_order_relaxed);
+}
 /* Committer, between batches: take a spare journal segment a helper made,
  * start a helper when the journal holds none (shard_spare.c). */
 void kvd_shard_spare_tend(struct shard *sh, uint64_t now);

@@ -65,10 +65,6 @@ void kvd_shard_spare_tend(struct shard *sh, uint64_t now)
 
 	if (!sh->j)
 		return;
-	atomic_store_explicit(&sh->spares_held, kvj_spares(sh->j),
-			      memory_order_relaxed);
-	if (state == SPARE_BUSY)
-		return;
 	if (state == SPARE_DONE && (rc = spare_collect(sh)) < 0) {
 		sh->spare_retry_ms = now + SPARE_RETRY_MS;
 		kvd_log_ratelimited(
@@ -76,10 +72,10 @@ void kvd_shard_spare_tend(struct shard *sh, uint64_t now)
 		    "%s: journal: cannot make a spare segment ahead: %s",
 		    sh->path, kvj_strerror(rc));
 	}
-	atomic_store_explicit(&sh->spares_held, kvj_spares(sh->j),
-			      memory_order_relaxed);
-	if (kvj_spares(sh->j) > 0 || now < sh->spare_retry_ms ||
-	    atomic_load(&sh->failed) || kvj_error(sh->j))
+	shard_publish_spares(sh);
+	if (state == SPARE_BUSY || kvj_spares(sh->j) > 0 ||
+	    now < sh->spare_retry_ms || atomic_load(&sh->failed) ||
+	    kvj_error(sh->j))
 		return;
 	sh->spare_size = kvj_segment_size(sh->j);
 	atomic_store(&sh->spare_state, SPARE_BUSY);

@@ -969,10 +969,7 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 		goto out;
 	}
 	atomic_fetch_add(&sh->jbytes, bytes);
-	atomic_store_explicit(&sh->spares_inline, kvj_spares_made(sh->j),
-			      memory_order_relaxed);
-	atomic_store_explicit(&sh->spares_held, kvj_spares(sh->j),
-			      memory_order_relaxed);
+	shard_publish_spares(sh); /* the batch may have taken or made one */
 	if (sync) {
 		if ((rc = kvj_sync(sh->j))) {
 			rc = shard_fail(sh, "flush", rc);
@@ -1027,14 +1024,12 @@ static void release(struct shard *sh)
 {
 	uint64_t lsn = atomic_load(&sh->ckpt_lsn);
 	uint64_t hold = atomic_load(&sh->hold_lsn);
-	uint64_t seg = sh->st->segment_size ? sh->st->segment_size
-					    : KVJ_DEFAULT_SEGMENT_SIZE;
 	int rc;
 
 	/* Replicas' needs first, within the backlog: past it they take a
 	 * full copy instead. */
 	if (hold && hold - 1 < lsn && sh->j &&
-	    (uint64_t)kvj_segments(sh->j) * seg <=
+	    (uint64_t)kvj_segments(sh->j) * kvj_segment_size(sh->j) <=
 		atomic_load(&sh->st->backlog))
 		lsn = hold - 1;
 	if (lsn <= sh->released || !sh->j)

@@ -235,8 +235,8 @@ static int hdr_check(struct kvj *j, const unsigned char *h, uint64_t first,
  * with zeros, then flushed, so that a later append only overwrites blocks
  * that exist (no size or extent change, nothing but the data for
  * fdatasync to write).  fallocate first finds a full disk at once and
- * keeps the file contiguous.  Returns its open descriptor; on failure
- * nothing is left behind. */
+ * keeps the file contiguous.  0, or a negative errno with nothing left
+ * behind. */
 static int zeroed_file(int dirfd, const char *tmp, uint64_t size)
 {
 	uint64_t off;
@@ -259,12 +259,10 @@ static int zeroed_file(int dirfd, const char *tmp, uint64_t size)
 			goto fail;
 	}
 	rc = sync_fd(fd);
-	if (rc < 0)
-		goto fail;
-	return fd;
 fail:
 	close(fd);
-	unlinkat(dirfd, tmp, 0);
+	if (rc < 0)
+		unlinkat(dirfd, tmp, 0);
 	return rc;
 }
 
@@ -283,11 +281,10 @@ static int name_spare(struct kvj *j, const char *from)
  * another). */
 static int create_spare(struct kvj *j)
 {
-	int fd = zeroed_file(j->dirfd, TMP_NAME, j->o.segment_size), rc;
+	int rc = zeroed_file(j->dirfd, TMP_NAME, j->o.segment_size);
 
-	if (fd < 0)
-		return fd;
-	close(fd);
+	if (rc < 0)
+		return rc;
 	rc = name_spare(j, TMP_NAME);
 	if (rc < 0)
 		unlinkat(j->dirfd, TMP_NAME, 0);
@@ -298,25 +295,19 @@ static int create_spare(struct kvj *j)
 
 int kvj_prepare_spare(const char *dir, uint64_t size)
 {
-	int dirfd, fd, rc = 0;
+	int dirfd, rc;
 
 	if (size < KVJ_MIN_SEGMENT_SIZE || size % 8)
 		return -EINVAL;
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
-	fd = zeroed_file(dirfd, PREP_NAME, size);
-	if (fd < 0) {
-		rc = fd;
-		goto out;
-	}
-	close(fd);
+	rc = zeroed_file(dirfd, PREP_NAME, size);
 	/* Whole and flushed before it has the name kvj_adopt_spare takes. */
-	if (renameat(dirfd, PREP_NAME, dirfd, READY_NAME) < 0) {
+	if (rc == 0 && renameat(dirfd, PREP_NAME, dirfd, READY_NAME) < 0) {
 		rc = -errno;
 		unlinkat(dirfd, PREP_NAME, 0);
 	}
-out:
 	close(dirfd);
 	return rc;
 }

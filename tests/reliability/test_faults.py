@@ -45,6 +45,7 @@ MATCH = "/data.mdb,/journal-"
 JOURNAL = "shard-001/journal-0"     # its segments: journal-<first LSN>.kvj
 DATA = "shard-001/data.mdb"
 ARGS = ["--flush-interval-ms", "50", "--checkpoint-interval-ms", "20"]
+BIG = b"x" * (60 << 10)     # 1 MiB segments: a new one every 17 writes
 
 
 class Faults(unittest.TestCase):
@@ -204,6 +205,11 @@ class Faults(unittest.TestCase):
             srv.kill9()     # the journal alone holds them
             self.check_after_restart(srv, st)
 
+    def put_big(self, c):
+        """200 PUTs of BIG (60 KiB): {key: status}."""
+        return {b"k%04d" % i: c.call(PUT, b"k%04d" % i, BIG)[0]
+                for i in range(200)}
+
     def test_journal_segment_enospc_refuses_only_its_batch(self):
         # 1 MiB segments filled by 60 KiB values: a new segment is needed
         # every 17 or so writes of the shard.  The helper that makes them
@@ -215,11 +221,7 @@ class Faults(unittest.TestCase):
                          KVD_FI_SYNC_DELAY="journal-prep.tmp:4000") as (srv, arm):
             c = srv.client()
             open(arm, "w").close()
-            val = b"x" * (60 << 10)
-            st = {}
-            for i in range(200):
-                k = b"k%04d" % i
-                st[k] = c.call(PUT, k, val)[0]
+            st = self.put_big(c)
             refused = [k for k, s in st.items() if s != OK]
             self.assertTrue(self.injected(), "no segment was made")
             self.assertEqual([st[k] for k in refused], [DISK_FULL])
@@ -244,11 +246,7 @@ class Faults(unittest.TestCase):
                          KVD_FI_WRITE_FAIL="shard-001/journal-prep.tmp:1:ENOSPC") as (srv, arm):
             c = srv.client()
             open(arm, "w").close()
-            val = b"x" * (60 << 10)
-            st = {}
-            for i in range(200):
-                k = b"k%04d" % i
-                st[k] = c.call(PUT, k, val)[0]
+            st = self.put_big(c)
             self.assertTrue(self.injected(), "no segment was made ahead")
             self.assertEqual(set(st.values()), {OK})
             shards = c.call(STATS)[1][b"shards"]
@@ -261,7 +259,7 @@ class Faults(unittest.TestCase):
             srv.start()
             c = srv.client()
             for k in st:
-                self.assertEqual(c.call(GET, k), [OK, val], k)
+                self.assertEqual(c.call(GET, k), [OK, BIG], k)
             c.close()
             srv.stop()
 
