@@ -86,6 +86,10 @@ const char *resp_echo(struct kvd_conn *c, struct resp_req *r)
 const char *resp_quit(struct kvd_conn *c, struct resp_req *r)
 {
 	(void)r;
+	/* Its subscriptions end before the +OK, not when the close is reaped:
+	 * a PUBSUB NUMPAT on another thread that follows the +OK must not
+	 * count them (Redis frees the client in the same turn). */
+	kvd_resp_pubsub_close(c);
 	resp_add_ok(c);
 	c->flags |= CONN_CLOSING;
 	return NULL;

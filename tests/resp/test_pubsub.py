@@ -230,6 +230,20 @@ class PubSub(unittest.TestCase):
         for c in subs + pub:
             c.close()
 
+    def test_quit_ends_subscriptions_before_its_ok(self):
+        # The differential script's last step, made to race: a subscriber
+        # on one thread QUITs, and once its +OK is read a connection on
+        # the other thread must count none of its subscriptions.
+        for i in range(60):
+            (s, obs), _ = spread_conns(self.port, 2)
+            self.assertEqual(s.call("PSUBSCRIBE", "q.*"), [b"psubscribe", b"q.*", 1])
+            self.assertEqual(s.call("SUBSCRIBE", "q1"), [b"subscribe", b"q1", 2])
+            self.assertEqual(s.call("QUIT"), b"OK")
+            self.assertEqual(obs.call("PUBSUB", "NUMPAT"), 0, "round %d" % i)
+            self.assertEqual(obs.call("PUBSUB", "NUMSUB", "q1"), [b"q1", 0])
+            s.close()
+            obs.close()
+
     def test_slow_subscriber_closed_memory_bounded(self):
         skip_rss_bounds_under_tsan(self)
         c = Raw(self.port)
