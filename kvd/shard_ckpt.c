@@ -292,11 +292,29 @@ static void release_part(struct shard *sh, struct ckpt_pos *pos, uint64_t bytes,
 	}
 }
 
+/* 1 when LMDB refuses every transaction on sh's environment: after a
+ * failed write of a meta page it sets MDB_FATAL_ERROR, and from then on
+ * every mdb_txn_begin, read-only ones too, answers MDB_PANIC until the
+ * environment is closed (a restart, for kvd).  An aborted commit whose
+ * data pages failed leaves the environment usable. */
+static int env_panicked(struct shard *sh, int rc)
+{
+	MDB_txn *t;
+
+	if (rc == MDB_PANIC)
+		return 1;
+	if ((rc = mdb_txn_begin(sh->env, NULL, MDB_RDONLY, &t)) == 0)
+		mdb_txn_abort(t);
+	return rc == MDB_PANIC;
+}
+
 /* A failed checkpoint: KV_MAP_FULL, KV_DISK_FULL or KV_INTERNAL (out of
  * memory), retried: nothing of an aborted commit is referenced on disk;
  * or KV_SHARD_FAILED. */
 static int ckpt_status(struct shard *sh, int rc, const char *what)
 {
+	if (env_panicked(sh, rc))
+		return KV_SHARD_FAILED;
 	if (rc == MDB_MAP_FULL)
 		return KV_MAP_FULL;
 	if (rc == ENOMEM)
@@ -333,12 +351,18 @@ static int checkpoint(struct shard *sh, struct kvd_reader *rd, struct kvm *m,
 
 		log_error("%s: checkpoint %s failed: %s; %s", sh->path, what,
 			  mdb_strerror(rc),
-			  status == KV_SHARD_FAILED
+			  status != KV_SHARD_FAILED
+			      ? "retried every second; writes wait or are "
+				"refused meanwhile"
+			  : env_panicked(sh, rc)
 			      ? "this shard accepts no more writes until "
+				"restart, and LMDB refuses its store "
+				"(MDB_PANIC): reads of keys not in a memtable "
+				"fail until restart (the journal keeps every "
+				"acknowledged write)"
+			      : "this shard accepts no more writes until "
 				"restart (reads go on; the journal keeps "
-				"every acknowledged write)"
-			      : "retried every second; writes wait or are "
-				"refused meanwhile");
+				"every acknowledged write)");
 		return status;
 	}
 	ns = kvd_mono_ns() - t0;

@@ -24,6 +24,12 @@
  * KVD_FI_ARM=FILE: count calls towards N only while FILE exists, so that
  * a test can let kvd start before the count begins.
  *
+ * KVD_FI_WRITE_ON=plain or dsync: count only writes through descriptors
+ * opened without (or with) O_DSYNC.  LMDB writes data pages through the
+ * first kind and meta pages through the second, and the two fail
+ * differently (a failed meta page write leaves the environment refusing
+ * every transaction, MDB_PANIC), so a test picks which one it means.
+ *
  * Delays (KVD_FI_SYNC_DELAY = "SUBSTR:MS"): every sync of a tracked file
  * whose path contains SUBSTR waits MS milliseconds first, and then syncs.
  * Nothing fails: it widens a window that tmpfs makes too small to hit, as
@@ -81,6 +87,7 @@ struct fault {
 };
 static struct fault sync_fault, write_fault;
 static const char *arm_path;
+static int write_on = -1; /* O_DSYNC descriptors only (1), others (0), any */
 static char delay_sub[256];
 static long delay_ms;
 
@@ -147,6 +154,8 @@ __attribute__((constructor)) static void pl_init(void)
 		arm_path = s;
 	parse_fault(&sync_fault, getenv("KVD_FI_SYNC_FAIL"));
 	parse_fault(&write_fault, getenv("KVD_FI_WRITE_FAIL"));
+	if ((s = getenv("KVD_FI_WRITE_ON")) && *s)
+		write_on = !strcmp(s, "dsync");
 	if ((s = getenv("KVD_FI_SYNC_DELAY")) && strchr(s, ':')) {
 		snprintf(delay_sub, sizeof(delay_sub), "%.*s",
 			 (int)(strchr(s, ':') - s), s);
@@ -357,7 +366,8 @@ static ssize_t traced_write(int fd, const struct iovec *iov, int n, off_t off,
 	ssize_t res;
 	int saved;
 
-	if (fault_hit(&write_fault, file)) {
+	if ((write_on < 0 || fds[fd].dsync == write_on) &&
+	    fault_hit(&write_fault, file)) {
 		fi_line("inject-write", file, write_fault.nth, write_fault.err);
 		if (write_fault.err > 0) {
 			errno = write_fault.err;

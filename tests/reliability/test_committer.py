@@ -1,9 +1,9 @@
 """test_committer.py - a shard's committer through a passing failure and
 under sustained load.
 
-  - Out of memory is passing: the powerloss.c shim makes one write of
-    shard 0's data.mdb (a checkpoint: LMDB is written only by them) fail
-    with ENOMEM.  No writer sees it (checkpoints are off the ack path):
+  - Out of memory is passing: the powerloss.c shim makes one data page
+    write of shard 0's data.mdb (a checkpoint: LMDB is written only by
+    them) fail with ENOMEM.  No writer sees it (checkpoints are off the ack path):
     every write is answered OK, the checkpoint is retried and succeeds,
     the shard is not marked failed, and after a restart every write is
     there.  Before, ENOMEM took the shard down (SHARD_FAILED) until
@@ -62,15 +62,16 @@ class Committer(unittest.TestCase):
             srv.start()     # the shard exists before the count starts
             srv.stop()
             start_with(srv, **shim_env(KVD_FI_LOG=fi_log, KVD_FI_ARM=arm,
-                                       KVD_FI_WRITE_FAIL="shard-000/data.mdb:1:12"))
+                                       KVD_FI_WRITE_FAIL="shard-000/data.mdb:1:12",
+                                       KVD_FI_WRITE_ON="plain"))
             c = srv.client()
             for i in range(5):
                 self.assertEqual(c.call(PUT, b"a%d" % i, b"v"), [OK])
-            # Armed between checkpoints, so that the write that fails is a
-            # checkpoint's first (a data page).  Armed part-way through one,
-            # the failed write could be its meta page, after which LMDB
-            # refuses every transaction (MDB_PANIC) and the shard is failed
-            # for good, rightly: a slow CI run armed there once.
+            # A data page fails (KVD_FI_WRITE_ON), and the count starts
+            # between checkpoints.  A failed meta page write is another
+            # case (test_faults.py): LMDB refuses every transaction after
+            # it (MDB_PANIC) and the shard is failed for good; a slow CI
+            # run armed part-way through a checkpoint and hit that once.
             self.assertGreaterEqual(self.checkpointed(c, 5), 5)
             open(arm, "w").close()
             st = {}

@@ -36,8 +36,8 @@ import tempfile
 import time
 import unittest
 
-from kvdtest import (DISK_FULL, GET, OK, PUT, SHARD_FAILED, STATS, Server,
-                     free_port, http_get, main)
+from kvdtest import (DISK_FULL, GET, INTERNAL, OK, PUT, SHARD_FAILED, STATS,
+                     Server, free_port, http_get, main)
 from relutil import shim_env, start_with
 
 SHIM = os.environ.get("KVD_POWERLOSS")
@@ -273,10 +273,62 @@ class Faults(unittest.TestCase):
         self.failed_shard_1(st)
 
     def test_checkpoint_write_fails(self):
-        st, log, refused = self.run_fault("async", {"KVD_FI_WRITE_FAIL": DATA + ":1"})
-        self.assertRegex(log, r" E .*shard-001: checkpoint commit failed: Input/output error")
+        # a data page: the meta page is the next test
+        st, log, refused = self.run_fault("async", {"KVD_FI_WRITE_FAIL": DATA + ":1",
+                                                    "KVD_FI_WRITE_ON": "plain"})
+        self.assertRegex(log, r" E .*shard-001: checkpoint commit failed: Input/output error; "
+                              r"this shard accepts no more writes until restart \(reads go on")
         self.failed_shard_1(st)
         self.check_never_retried()
+
+    def test_checkpoint_meta_write_fails(self):
+        """LMDB's meta page write fails (EIO): LMDB refuses every
+        transaction on that store from then on (MDB_PANIC), so the shard
+        takes no more writes and says that reads of checkpointed keys fail;
+        such a read answers INTERNAL, never a wrong value or NOT_FOUND; keys
+        still in a memtable and the other shard answer; a restart recovers
+        every acknowledged write."""
+        with self.faulty(KVD_FI_WRITE_FAIL=DATA + ":1",
+                         KVD_FI_WRITE_ON="dsync") as (srv, arm):
+            c = srv.client()
+            base = self.put_many(c, b"a", 40)
+            # every one of them checkpointed (every 20 ms) before the fault:
+            # a record (an LSN) per PUT
+            deadline = time.time() + 10
+            while time.time() < deadline and sum(
+                    s[b"checkpoint_lsn"] for s in c.call(STATS)[1][b"shards"]) < len(base):
+                time.sleep(0.05)
+            time.sleep(0.2)     # the frozen memtable retired
+            open(arm, "w").close()
+            during = self.put_many(c, b"b", 20, until_injected=True)
+            deadline = time.time() + 10
+            while time.time() < deadline and not c.call(STATS)[1][b"shards"][1][b"failed"]:
+                time.sleep(0.05)
+            after = self.put_many(c, b"c", 40)
+            self.assertEqual([s[b"failed"] for s in c.call(STATS)[1][b"shards"]],
+                             [False, True])
+            self.assertEqual(set(base.values()), {OK})
+            refused = [k for k, s in after.items() if s == SHARD_FAILED]
+            self.assertGreater(len(refused), 0)
+            self.assertEqual(set(after.values()), {OK, SHARD_FAILED})
+            # checkpointed keys of shard 1 answer INTERNAL, shard 0's answer
+            got = {k: c.call(GET, k) for k in base}
+            self.assertEqual({r[0] for r in got.values()}, {OK, INTERNAL}, got)
+            for k, r in got.items():
+                self.assertIn(r, ([OK, b"v" + k], [INTERNAL, b"internal server error"]))
+            # what the memtables hold still answers
+            acked = [k for d in (during, after) for k, s in d.items() if s == OK]
+            for k in acked:
+                self.assertEqual(c.call(GET, k), [OK, b"v" + k])
+            c.close()
+            srv.stop()
+            self.assertRegex(srv.log_text().decode(errors="replace"),
+                             r" E .*shard-001: checkpoint commit failed: Input/output error; "
+                             r"this shard accepts no more writes until restart, and LMDB "
+                             r"refuses its store \(MDB_PANIC\): reads of keys not in a "
+                             r"memtable fail until restart")
+            self.check_never_retried()
+            self.check_after_restart(srv, list(base) + acked)
 
     def test_checkpoint_enospc_is_retried(self):
         with self.faulty(KVD_FI_WRITE_FAIL=DATA + ":1:ENOSPC") as (srv, arm):
