@@ -569,6 +569,7 @@ class Differential(unittest.TestCase):
         cls.redis_proc.terminate()
         cls.redis_proc.wait(10)
         shutil.rmtree(cls.sock_dir, ignore_errors=True)
+        shutil.rmtree(os.path.dirname(cls.redis_sock), ignore_errors=True)
 
     def test_unix_socket_clients(self):
         """A Unix socket's client as CLIENT INFO and CLIENT LIST show it

@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,6 +48,7 @@ class Intro(unittest.TestCase):
     def tearDownClass(cls):
         cls.srv.stop()
         cls.srv.cleanup()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def setUp(self):
         self.c = Raw(self.port)

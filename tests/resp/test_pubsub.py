@@ -21,6 +21,7 @@ Every wait is bounded.
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -198,7 +199,6 @@ class Differential(unittest.TestCase):
 class PubSub(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="kvd-pubsub-")
         cls.srv = Server(threads=2, resp=True,
                          args=["--pubsub-max-output", "1m"]).start()
         cls.port = cls.srv.resp_port
@@ -357,6 +357,7 @@ class Config(unittest.TestCase):
         self.c.close()
         self.srv.stop()
         self.srv.cleanup()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def test_set_get_rewrite_restart(self):
         c = self.c
