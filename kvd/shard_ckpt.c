@@ -310,10 +310,10 @@ static int env_panicked(struct shard *sh, int rc)
 
 /* A failed checkpoint: KV_MAP_FULL, KV_DISK_FULL or KV_INTERNAL (out of
  * memory), retried: nothing of an aborted commit is referenced on disk;
- * or KV_SHARD_FAILED. */
-static int ckpt_status(struct shard *sh, int rc, const char *what)
+ * or KV_SHARD_FAILED, always when LMDB panicked (a retry cannot begin). */
+static int ckpt_status(struct shard *sh, int rc, const char *what, int panic)
 {
-	if (env_panicked(sh, rc))
+	if (panic)
 		return KV_SHARD_FAILED;
 	if (rc == MDB_MAP_FULL)
 		return KV_MAP_FULL;
@@ -347,14 +347,15 @@ static int checkpoint(struct shard *sh, struct kvd_reader *rd, struct kvm *m,
 	while (!done && !(rc = apply(sh, m, upto, pos, &done, &what)))
 		release_part(sh, pos, bytes, keys);
 	if (rc) {
-		int status = ckpt_status(sh, rc, what);
+		int panic = env_panicked(sh, rc);
+		int status = ckpt_status(sh, rc, what, panic);
 
 		log_error("%s: checkpoint %s failed: %s; %s", sh->path, what,
 			  mdb_strerror(rc),
 			  status != KV_SHARD_FAILED
 			      ? "retried every second; writes wait or are "
 				"refused meanwhile"
-			  : env_panicked(sh, rc)
+			  : panic
 			      ? "this shard accepts no more writes until "
 				"restart, and LMDB refuses its store "
 				"(MDB_PANIC): reads of keys not in a memtable "

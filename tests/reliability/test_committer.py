@@ -3,11 +3,11 @@ under sustained load.
 
   - Out of memory is passing: the powerloss.c shim makes one data page
     write of shard 0's data.mdb (a checkpoint: LMDB is written only by
-    them) fail with ENOMEM.  No writer sees it (checkpoints are off the ack path):
-    every write is answered OK, the checkpoint is retried and succeeds,
-    the shard is not marked failed, and after a restart every write is
-    there.  Before, ENOMEM took the shard down (SHARD_FAILED) until
-    restart.
+    them) fail with ENOMEM.  No writer sees it (checkpoints are off the
+    ack path): every write is answered OK, the checkpoint is retried and
+    succeeds, the shard is not marked failed, and after a restart every
+    write is there.  Before, ENOMEM took the shard down (SHARD_FAILED)
+    until restart.
   - Stale reader slots are cleared while writes never stop: a second
     process (lmdb_hold) holds a reader slot in every shard and is killed
     with SIGKILL while kvbench keeps every committer busy.  kvd's reader
@@ -27,12 +27,16 @@ import tempfile
 import time
 import unittest
 
-from kvdtest import GET, OK, PUT, STATS, Server, main
+from kvdtest import GET, OK, PUT, STATS, Server, main, wait_for
 from relutil import shim_env, start_with
 
 SHIM = os.environ.get("KVD_POWERLOSS")
 HOLD = os.environ.get("KVD_LMDB_HOLD")
 KVBENCH = os.path.join(os.environ.get("KVD_BUILD_DIR", ""), "bench", "kvbench")
+
+
+def checkpoint_lsn(c):
+    return c.call(STATS)[1][b"shards"][0][b"checkpoint_lsn"]
 
 
 def reader_pids(shard_dir):
@@ -42,15 +46,6 @@ def reader_pids(shard_dir):
 
 
 class Committer(unittest.TestCase):
-    def checkpointed(self, c, lsn, timeout=10):
-        """Shard 0's checkpoint LSN once it reaches lsn, or at the deadline."""
-        deadline = time.monotonic() + timeout
-        while True:
-            got = c.call(STATS)[1][b"shards"][0][b"checkpoint_lsn"]
-            if got >= lsn or time.monotonic() > deadline:
-                return got
-            time.sleep(0.02)
-
     def test_enomem_fails_only_its_batch(self):
         if not SHIM or not os.path.exists(SHIM):
             self.skipTest("KVD_POWERLOSS (the shim) not built")
@@ -72,7 +67,7 @@ class Committer(unittest.TestCase):
             # case (test_faults.py): LMDB refuses every transaction after
             # it (MDB_PANIC) and the shard is failed for good; a slow CI
             # run armed part-way through a checkpoint and hit that once.
-            self.assertGreaterEqual(self.checkpointed(c, 5), 5)
+            wait_for(lambda: checkpoint_lsn(c) >= 5, what="the first checkpoint")
             open(arm, "w").close()
             st = {}
             for i in range(20):
@@ -81,7 +76,7 @@ class Committer(unittest.TestCase):
                 time.sleep(0.01)
             self.assertEqual(set(st.values()), {OK}, "statuses after one ENOMEM: %r" % st)
             # the failed checkpoint is retried (every second) and succeeds
-            self.assertGreaterEqual(self.checkpointed(c, 25), 25)
+            wait_for(lambda: checkpoint_lsn(c) >= 25, what="checkpoint LSN 25")
             sh = c.call(STATS)[1][b"shards"][0]
             with open(fi_log) as f:
                 self.assertEqual(sum(1 for line in f if line.startswith("inject")), 1)

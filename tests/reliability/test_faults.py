@@ -37,7 +37,7 @@ import time
 import unittest
 
 from kvdtest import (DISK_FULL, GET, INTERNAL, OK, PUT, SHARD_FAILED, STATS,
-                     Server, free_port, http_get, main)
+                     Server, free_port, http_get, main, wait_for)
 from relutil import shim_env, start_with
 
 SHIM = os.environ.get("KVD_POWERLOSS")
@@ -294,16 +294,12 @@ class Faults(unittest.TestCase):
             base = self.put_many(c, b"a", 40)
             # every one of them checkpointed (every 20 ms) before the fault:
             # a record (an LSN) per PUT
-            deadline = time.time() + 10
-            while time.time() < deadline and sum(
-                    s[b"checkpoint_lsn"] for s in c.call(STATS)[1][b"shards"]) < len(base):
-                time.sleep(0.05)
+            wait_for(lambda: sum(s[b"checkpoint_lsn"] for s in c.call(STATS)[1][b"shards"])
+                     >= len(base), what="the first keys checkpointed")
             time.sleep(0.2)     # the frozen memtable retired
             open(arm, "w").close()
             during = self.put_many(c, b"b", 20, until_injected=True)
-            deadline = time.time() + 10
-            while time.time() < deadline and not c.call(STATS)[1][b"shards"][1][b"failed"]:
-                time.sleep(0.05)
+            wait_for(lambda: c.call(STATS)[1][b"shards"][1][b"failed"], what="shard 1 failed")
             after = self.put_many(c, b"c", 40)
             self.assertEqual([s[b"failed"] for s in c.call(STATS)[1][b"shards"]],
                              [False, True])
