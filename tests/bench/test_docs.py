@@ -28,14 +28,18 @@ class Docs(unittest.TestCase):
     def test_man_page(self):
         with open(os.path.join(SRC, "docs", "kvbench.1")) as f:
             man = f.read()
-        missing = [o for o in self.opts if "\\-\\-" + o.replace("-", "\\-") not in man]
+        # whole names: --record is not documented by --records
+        missing = [o for o in self.opts
+                   if not re.search(r"\\-\\-%s(?![a-z\\-])" % re.escape(o.replace("-", "\\-")),
+                                    man)]
         self.assertEqual(missing, [])
         self.assertIn("KVCLI_AUTH", man)
 
     def test_markdown(self):
         with open(os.path.join(SRC, "docs", "kvbench.md")) as f:
             md = f.read()
-        missing = [o for o in self.opts if "`--%s" % o not in md and ", --%s" % o not in md]
+        missing = [o for o in self.opts
+                   if not re.search(r"(`|, )--%s(?![a-z-])" % re.escape(o), md)]
         self.assertEqual(missing, [])
 
     def test_groff_clean(self):
