@@ -2,7 +2,13 @@
  * libkvclient, in its non-blocking mode, so that the engine's epoll loop
  * drives many pipelined connections per thread; over TLS with --tls (the
  * library's kvc_set_tls, so the same SSL_read/SSL_write path as any
- * program's). */
+ * program's).
+ *
+ * The native protocol has no fields yet: for --record fields, fieldops.c
+ * stores each record as one value and makes YCSB's operations of GET and
+ * PUT.  When libkvclient has hash operations, this driver takes REQ_READ,
+ * REQ_UPDATE, REQ_INSERT and REQ_FSCAN in kvd_send, sets .fields and
+ * .fields_ops, and the engine sends them instead. */
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +59,7 @@ static int kvd_send(void *c, const struct kb_req *r)
 	case REQ_SCAN:
 		/* YCSB's scan: count records from the key on, in key order. */
 		return kvc_send_scan(c, NULL, &start, NULL, r->count, 0);
+	default: break; /* field operations: not with .fields 0 */
 	}
 	return -1;
 }
@@ -69,12 +76,14 @@ static int kvd_input(void *c)
 	return kvc_consume_input(c) ? -1 : 0;
 }
 
-static int kvd_reply(void *c, enum kb_req_kind kind, struct kb_reply *out)
+static int kvd_reply(void *c, enum kb_req_kind kind, int field,
+		     struct kb_reply *out)
 {
 	kvc_reply *r;
 	kvc_val v;
 	int rc = kvc_read_reply(c, &r), st;
 
+	(void)field; /* no field operations (yet): never asked */
 	if (rc == -KVC_AGAIN)
 		return 0;
 	if (rc)
@@ -111,6 +120,7 @@ const struct kb_driver driver_kvd = {
     .name = "kvd",
     .default_port = KVC_DEFAULT_PORT,
     .tls_port = KVC_DEFAULT_TLS_PORT,
+    .fields = 0,
     .connect = kvd_connect,
     .fd = kvd_fd,
     .send = kvd_send,

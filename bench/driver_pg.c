@@ -1,9 +1,21 @@
 /* driver_pg.c - kvbench's PostgreSQL driver, through libpq.
  *
- * The table has two columns, key text primary key and value bytea: the
- * shape of the stories kvd comes from, so they can be rerun here.  Reads,
- * upserts (INSERT ... ON CONFLICT DO UPDATE) and scans (key >= $1 ORDER BY
- * key LIMIT $2) are prepared statements with binary parameters and results.
+ * --record fields, as YCSB's JDBC binding: the table (usertable) has the
+ * record's key, YCSB_KEY varchar(255) primary key, and one text column per
+ * field, FIELD0..FIELDn; an update of one field is UPDATE usertable SET
+ * FIELDn = $1 WHERE YCSB_KEY = $2 (of all, one UPDATE of every column), a
+ * read SELECT * or SELECT FIELDn, a scan SELECT ... WHERE YCSB_KEY >= $1
+ * ORDER BY YCSB_KEY LIMIT $2.  An insert is an upsert (INSERT ... ON
+ * CONFLICT DO UPDATE), where YCSB's is a plain INSERT, so that a load can
+ * be run again over a loaded table as over the other stores.  An UPDATE
+ * that found no row answers "not found", as YCSB's binding reports it.
+ *
+ * --record value and the other workloads: the table has two columns, key
+ * text primary key and value bytea: the shape of the stories kvd comes
+ * from, so they can be rerun here.  Reads, upserts and scans (key >= $1
+ * ORDER BY key LIMIT $2).
+ *
+ * Every statement is prepared, with binary parameters and results.
  *
  * Pipelining uses libpq's pipeline mode (PostgreSQL 14 and later), with a
  * Sync after every statement: each one is then its own transaction,
@@ -13,16 +25,24 @@
  * results: the statement's, a NULL that ends it, and the Sync's.
  */
 #include <libpq-fe.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kvbench.h"
+#include "record.h"
 
 struct pconn {
 	PGconn *c;
 	PGresult *res, *prev; /* being read; last handed out */
 	int state;	      /* 0 result, 1 its NULL, 2 the Sync */
+	/* records of fields: a statement's parameters, a read's fields */
+	unsigned nf;
+	const char **vals;
+	int *lens, *fmts;
+	struct kb_fval *fv;
 };
 
 /* CREATE TABLE IF NOT EXISTS says NOTICE on every run: not news. */
@@ -105,24 +125,56 @@ static char *table_ident(PGconn *c, const struct kb_target *t)
 	return PQescapeIdentifier(c, name, strlen(name));
 }
 
+/* CREATE TABLE ... (YCSB_KEY VARCHAR(255) PRIMARY KEY, FIELD0 TEXT, ...):
+ * YCSB's JDBC binding's table (its identifiers unquoted, so lower case). */
+static char *fields_table_sql(const char *tab, unsigned nf)
+{
+	size_t cap = 128 + strlen(tab) + (size_t)nf * 24, n;
+	char *sql = malloc(cap);
+
+	if (!sql)
+		return NULL;
+	n = (size_t)snprintf(sql, cap,
+			     "CREATE TABLE IF NOT EXISTS %s "
+			     "(YCSB_KEY VARCHAR(255) PRIMARY KEY",
+			     tab);
+	for (unsigned i = 0; i < nf; i++)
+		n += (size_t)snprintf(sql + n, cap - n, ", FIELD%u TEXT", i);
+	snprintf(sql + n, cap - n, ")");
+	return sql;
+}
+
 static int pg_setup(const struct kb_target *t, char *err, size_t errlen)
 {
 	PGconn *c = open_pg(t, err, errlen);
-	char sql[512], *tab;
+	char *sql = NULL, *tab;
 	int rc = -1;
 
 	if (!c)
 		return -1;
 	if ((tab = table_ident(c, t))) {
-		snprintf(sql, sizeof(sql),
-			 "CREATE TABLE IF NOT EXISTS %s "
-			 "(key text PRIMARY KEY, value bytea)",
-			 tab);
-		rc = exec_ok(c, PQexec(c, sql), err, errlen);
+		if (t->fields)
+			sql = fields_table_sql(tab, t->fieldcount);
+		else if ((sql = malloc(strlen(tab) + 128)))
+			sprintf(sql,
+				"CREATE TABLE IF NOT EXISTS %s "
+				"(key text PRIMARY KEY, value bytea)",
+				tab);
+		if (sql)
+			rc = exec_ok(c, PQexec(c, sql), err, errlen);
+		else
+			snprintf(err, errlen, "out of memory");
+		free(sql);
 		PQfreemem(tab);
 	}
 	PQfinish(c);
 	return rc;
+}
+
+static int prepare_one(PGconn *c, const char *name, const char *sql, char *err,
+		       size_t errlen)
+{
+	return exec_ok(c, PQprepare(c, name, sql, 0, NULL), err, errlen);
 }
 
 static int prepare(PGconn *c, const char *tab, char *err, size_t errlen)
@@ -138,24 +190,133 @@ static int prepare(PGconn *c, const char *tab, char *err, size_t errlen)
 
 	for (size_t i = 0; i < sizeof(stmt) / sizeof(stmt[0]); i++) {
 		snprintf(sql, sizeof(sql), stmt[i][1], tab);
-		if (exec_ok(c, PQprepare(c, stmt[i][0], sql, 0, NULL), err,
-			    errlen))
+		if (prepare_one(c, stmt[i][0], sql, err, errlen))
 			return -1;
 	}
 	return 0;
 }
 
+/* Appends printf's output to a malloc'd string; *s NULL once out of
+ * memory. */
+static void cat(char **s, size_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void cat(char **s, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	int len;
+	char *g;
+
+	if (!*s)
+		return;
+	va_start(ap, fmt);
+	len = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (len < 0 || !(g = realloc(*s, *n + (size_t)len + 1))) {
+		free(*s);
+		*s = NULL;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(g + *n, (size_t)len + 1, fmt, ap);
+	va_end(ap);
+	*s = g;
+	*n += (size_t)len;
+}
+
+/* ins: the upsert of every field; upa: the UPDATE of every field. */
+static int prepare_whole(PGconn *c, const char *tab, unsigned nf, char *err,
+			 size_t errlen)
+{
+	char *ins = strdup(""), *upa = strdup("");
+	size_t ni = 0, nu = 0;
+	int rc = -1;
+
+	cat(&ins, &ni, "INSERT INTO %s (YCSB_KEY", tab);
+	for (unsigned i = 0; i < nf; i++)
+		cat(&ins, &ni, ", FIELD%u", i);
+	cat(&ins, &ni, ") VALUES ($1");
+	for (unsigned i = 0; i < nf; i++)
+		cat(&ins, &ni, ", $%u", i + 2);
+	cat(&ins, &ni, ") ON CONFLICT (YCSB_KEY) DO UPDATE SET ");
+	cat(&upa, &nu, "UPDATE %s SET ", tab);
+	for (unsigned i = 0; i < nf; i++) {
+		cat(&ins, &ni, "%sFIELD%u = EXCLUDED.FIELD%u", i ? ", " : "", i,
+		    i);
+		cat(&upa, &nu, "%sFIELD%u = $%u", i ? ", " : "", i, i + 1);
+	}
+	cat(&upa, &nu, " WHERE YCSB_KEY = $%u", nf + 1);
+	if (!ins || !upa)
+		snprintf(err, errlen, "out of memory");
+	else if (!prepare_one(c, "ins", ins, err, errlen) &&
+		 !prepare_one(c, "upa", upa, err, errlen))
+		rc = 0;
+	free(ins);
+	free(upa);
+	return rc;
+}
+
+/* YCSB's statements: of the whole record, then three per field. */
+static int prepare_fields(PGconn *c, const char *tab, unsigned nf, char *err,
+			  size_t errlen)
+{
+	static const char *const each[][2] = {
+	    {"rd%u", "SELECT FIELD%u FROM %s WHERE YCSB_KEY = $1"},
+	    {"up%u", "UPDATE %s SET FIELD%u = $1 WHERE YCSB_KEY = $2"},
+	    {"sc%u", "SELECT YCSB_KEY, FIELD%u FROM %s WHERE YCSB_KEY >= $1 "
+		     "ORDER BY YCSB_KEY LIMIT $2"},
+	};
+	char sql[512], name[32];
+
+	snprintf(sql, sizeof(sql), "SELECT * FROM %s WHERE YCSB_KEY = $1", tab);
+	if (prepare_one(c, "rda", sql, err, errlen))
+		return -1;
+	snprintf(sql, sizeof(sql),
+		 "SELECT * FROM %s WHERE YCSB_KEY >= $1 ORDER BY YCSB_KEY "
+		 "LIMIT $2",
+		 tab);
+	if (prepare_one(c, "sca", sql, err, errlen) ||
+	    prepare_whole(c, tab, nf, err, errlen))
+		return -1;
+	for (unsigned i = 0; i < nf; i++)
+		for (size_t j = 0; j < sizeof(each) / sizeof(each[0]); j++) {
+			snprintf(name, sizeof(name), each[j][0], i);
+			if (j == 1)
+				snprintf(sql, sizeof(sql), each[j][1], tab, i);
+			else
+				snprintf(sql, sizeof(sql), each[j][1], i, tab);
+			if (prepare_one(c, name, sql, err, errlen))
+				return -1;
+		}
+	return 0;
+}
+
+static void pg_close(void *c);
+
 static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
 {
 	struct pconn *pc = calloc(1, sizeof(*pc));
 	char *tab = NULL;
+	unsigned np;
 
 	if (!pc || !(pc->c = open_pg(t, err, errlen)))
 		goto fail;
-	if (!(tab = table_ident(pc->c, t)) || prepare(pc->c, tab, err, errlen))
+	if (!(tab = table_ident(pc->c, t)) ||
+	    (t->fields ? prepare_fields(pc->c, tab, t->fieldcount, err, errlen)
+		       : prepare(pc->c, tab, err, errlen)))
 		goto fail;
 	if (PQsetnonblocking(pc->c, 1) || !PQenterPipelineMode(pc->c)) {
 		snprintf(err, errlen, "postgres: %s", PQerrorMessage(pc->c));
+		goto fail;
+	}
+	pc->nf = t->fields ? t->fieldcount : 0;
+	np = pc->nf + 2;
+	pc->vals = calloc(np, sizeof(*pc->vals));
+	pc->lens = calloc(np, sizeof(*pc->lens));
+	pc->fmts = calloc(np, sizeof(*pc->fmts));
+	pc->fv = calloc(pc->nf + 1, sizeof(*pc->fv));
+	if (!pc->vals || !pc->lens || !pc->fmts || !pc->fv) {
+		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
 	PQfreemem(tab);
@@ -163,9 +324,10 @@ static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
 fail:
 	if (tab)
 		PQfreemem(tab);
-	if (pc)
-		PQfinish(pc->c);
-	free(pc);
+	if (pc && pc->c)
+		pg_close(pc);
+	else
+		free(pc);
 	return NULL;
 }
 
@@ -174,31 +336,99 @@ static int pg_fd(void *c)
 	return PQsocket(((struct pconn *)c)->c);
 }
 
-static int pg_send(void *c, const struct kb_req *r)
+/* int8, binary: eight bytes, big-endian. */
+static void int8_be(unsigned char *out, uint64_t v)
 {
-	struct pconn *pc = c;
-	const char *vals[2] = {r->key, (const char *)r->val};
-	int lens[2] = {(int)r->klen, (int)r->vlen}, fmts[2] = {1, 1}, n = 1;
-	const char *name = "get";
-	unsigned char limit[8];
+	for (int i = 0; i < 8; i++)
+		out[i] = (unsigned char)(v >> (56 - 8 * i));
+}
 
-	if (r->kind == REQ_PUT) {
-		name = "put";
-		n = 2;
-	} else if (r->kind == REQ_SCAN) {
-		/* int8, binary: eight bytes, big-endian. */
-		for (int i = 0; i < 8; i++)
-			limit[i] =
-			    (unsigned char)((uint64_t)r->count >> (56 - 8 * i));
-		name = "scan";
-		vals[1] = (const char *)limit;
-		lens[1] = 8;
-		n = 2;
-	}
-	if (!PQsendQueryPrepared(pc->c, name, n, vals, lens, fmts, 1) ||
+static int send_prepared(struct pconn *pc, const char *name, int n)
+{
+	for (int i = 0; i < n; i++)
+		pc->fmts[i] = 1;
+	if (!PQsendQueryPrepared(pc->c, name, n, pc->vals, pc->lens, pc->fmts,
+				 1) ||
 	    !PQpipelineSync(pc->c))
 		return -1;
 	return 0;
+}
+
+/* Records of fields: which statement, and its parameters. */
+static int send_fields(struct pconn *pc, const struct kb_req *r)
+{
+	unsigned char limit[8];
+	char name[32] = "rda";
+	int n = 1;
+
+	pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
+	if (r->field >= 0 && (unsigned)r->field >= pc->nf)
+		return -1;
+	switch (r->kind) {
+	case REQ_READ:
+		if (r->field >= 0)
+			snprintf(name, sizeof(name), "rd%d", r->field);
+		break;
+	case REQ_FSCAN:
+		snprintf(name, sizeof(name), r->field < 0 ? "sca" : "sc%d",
+			 r->field);
+		int8_be(limit, r->count);
+		pc->vals[1] = (const char *)limit, pc->lens[1] = 8;
+		n = 2;
+		break;
+	case REQ_INSERT:
+	case REQ_UPDATE:
+		if (r->nfv == 1 && r->kind == REQ_UPDATE && pc->nf > 1) {
+			/* UPDATE ... SET FIELDn = $1 WHERE YCSB_KEY = $2 */
+			snprintf(name, sizeof(name), "up%u", r->fv[0].idx);
+			pc->vals[1] = pc->vals[0], pc->lens[1] = pc->lens[0];
+			pc->vals[0] = (const char *)r->fv[0].val;
+			pc->lens[0] = (int)r->fv[0].len;
+			return send_prepared(pc, name, 2);
+		}
+		if (r->nfv != pc->nf)
+			return -1;
+		/* ins: the key first; upa: the key last */
+		n = r->kind == REQ_INSERT ? 1 : 0;
+		for (unsigned i = 0; i < r->nfv; i++) {
+			if (r->fv[i].idx >= pc->nf)
+				return -1;
+			pc->vals[n + (int)r->fv[i].idx] =
+			    (const char *)r->fv[i].val;
+			pc->lens[n + (int)r->fv[i].idx] = (int)r->fv[i].len;
+		}
+		if (r->kind == REQ_UPDATE)
+			pc->vals[pc->nf] = r->key,
+			pc->lens[pc->nf] = (int)r->klen;
+		snprintf(name, sizeof(name),
+			 r->kind == REQ_INSERT ? "ins" : "upa");
+		return send_prepared(pc, name, (int)pc->nf + 1);
+	default: return -1;
+	}
+	return send_prepared(pc, name, n);
+}
+
+static int pg_send(void *c, const struct kb_req *r)
+{
+	struct pconn *pc = c;
+	unsigned char limit[8];
+	const char *name = "get";
+	int n = 1;
+
+	if (r->kind != REQ_GET && r->kind != REQ_PUT && r->kind != REQ_SCAN)
+		return send_fields(pc, r);
+	pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
+	if (r->kind == REQ_PUT) {
+		name = "put";
+		pc->vals[1] = (const char *)r->val, pc->lens[1] = (int)r->vlen;
+		n = 2;
+	} else if (r->kind == REQ_SCAN) {
+		int8_be(limit, r->count);
+		name = "scan";
+		pc->vals[1] = (const char *)limit, pc->lens[1] = 8;
+		n = 2;
+	}
+	return send_prepared(pc, name, n);
 }
 
 static int pg_flush(void *c)
@@ -213,24 +443,51 @@ static int pg_input(void *c)
 	return PQconsumeInput(((struct pconn *)c)->c) ? 0 : -1;
 }
 
-static void judge(PGresult *res, enum kb_req_kind kind, struct kb_reply *out)
+/* A row's field columns (named fieldN; YCSB_KEY and NULLs left out). */
+static void judge_row(struct pconn *pc, PGresult *res, struct kb_reply *out)
+{
+	int ncol = PQnfields(res);
+
+	for (int i = 0; i < ncol && out->nfields <= pc->nf; i++) {
+		const char *name = PQfname(res, i);
+		struct kb_fval *fv = &pc->fv[out->nfields];
+
+		if (strcmp(name, "ycsb_key") == 0 || PQgetisnull(res, 0, i))
+			continue;
+		if (rec_field_index(name, strlen(name), &fv->idx))
+			fv->idx = UINT_MAX;
+		fv->val = (const uint8_t *)PQgetvalue(res, 0, i);
+		fv->len = (size_t)PQgetlength(res, 0, i);
+		out->nfields++;
+	}
+	out->fields = pc->fv;
+}
+
+static void judge(struct pconn *pc, PGresult *res, enum kb_req_kind kind,
+		  struct kb_reply *out)
 {
 	ExecStatusType st = PQresultStatus(res);
 
 	if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
 		out->status = REPLY_ERROR;
 		out->msg = PQresultErrorMessage(res);
-	} else if (kind == REQ_GET && PQntuples(res) == 0) {
+	} else if ((kind == REQ_GET || kind == REQ_READ) &&
+		   PQntuples(res) == 0) {
 		out->status = REPLY_NOT_FOUND;
 	} else if (kind == REQ_GET) {
 		out->val = (const uint8_t *)PQgetvalue(res, 0, 0);
 		out->vlen = (size_t)PQgetlength(res, 0, 0);
-	} else if (kind == REQ_SCAN) {
+	} else if (kind == REQ_READ) {
+		judge_row(pc, res, out);
+	} else if (kind == REQ_UPDATE && strcmp(PQcmdTuples(res), "0") == 0) {
+		out->status = REPLY_NOT_FOUND; /* no such row */
+	} else if (kind == REQ_SCAN || kind == REQ_FSCAN) {
 		out->items = (unsigned)PQntuples(res);
 	}
 }
 
-static int pg_reply(void *c, enum kb_req_kind kind, struct kb_reply *out)
+static int pg_reply(void *c, enum kb_req_kind kind, int field,
+		    struct kb_reply *out)
 {
 	struct pconn *pc = c;
 
@@ -249,7 +506,8 @@ static int pg_reply(void *c, enum kb_req_kind kind, struct kb_reply *out)
 			PQclear(r);
 			pc->state = 0;
 			out->status = REPLY_OK;
-			judge(pc->res, kind, out);
+			(void)field; /* the columns are named */
+			judge(pc, pc->res, kind, out);
 			pc->prev = pc->res;
 			pc->res = NULL;
 			return 1;
@@ -275,12 +533,18 @@ static void pg_close(void *c)
 	PQclear(pc->prev);
 	PQclear(pc->res);
 	PQfinish(pc->c);
+	free(pc->vals);
+	free(pc->lens);
+	free(pc->fmts);
+	free(pc->fv);
 	free(pc);
 }
 
 const struct kb_driver driver_pg = {
     .name = "postgres",
     .default_port = 5432,
+    .fields = 1,
+    .fields_ops = "INSERT, UPDATE of one column or all, SELECT",
     .setup = pg_setup,
     .connect = pg_connect,
     .fd = pg_fd,

@@ -1,13 +1,19 @@
 /* driver_redis.c - kvbench's Redis driver: RESP through hiredis, for
  * redis-server and for kvd's RESP port.
  *
- * A record is one string value (SET/GET), as in the other drivers.  YCSB's
- * scans need keys in order, which Redis does not keep; as YCSB's own Redis
- * binding does, a sorted set indexes the keys (ZADD on every write of a
+ * --record fields, as YCSB's redis binding: a record is a hash; an insert
+ * or an update is one HSET of its fields (the binding's HMSET, which Redis
+ * deprecates for the same HSET), a read of all fields HGETALL, of one field
+ * HMGET.  --record value: a record is one string (SET, GET).
+ *
+ * YCSB's scans need keys in order, which Redis does not keep; as YCSB's own
+ * binding does, a sorted set indexes the keys (ZADD with every insert of a
  * workload that scans, score 0 so that members sort by their bytes), and a
- * scan is one Lua script, ZRANGEBYLEX then MGET, so that it costs one round
- * trip like the other drivers' scans.  Workloads without scans keep no
- * index and pay nothing for it.
+ * scan is one Lua script, ZRANGEBYLEX then HGETALL (or HMGET, or MGET) of
+ * each key, so that it costs one round trip like the other drivers' scans.
+ * Workloads without scans keep no index and pay nothing for it; a server
+ * without sorted sets or scripts (kvd's RESP port) cannot run them: the
+ * setup's SCRIPT LOAD fails and says so.
  *
  * The connection is made blocking, then switched to non-blocking and its
  * REDIS_BLOCK flag cleared, which is how hiredis 0.14 lets a caller drive
@@ -15,18 +21,31 @@
  * pulling in its async API.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kvbench.h"
+#include "record.h"
 
 static const char scan_script[] =
     "local ks = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', "
     "'LIMIT', 0, tonumber(ARGV[2]))\n"
     "if #ks == 0 then return {} end\n"
     "return redis.call('MGET', unpack(ks))\n";
+
+/* Records of fields: each record's fields, all or ARGV[3]. */
+static const char fscan_script[] =
+    "local ks = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', "
+    "'LIMIT', 0, tonumber(ARGV[2]))\n"
+    "local out = {}\n"
+    "for i, k in ipairs(ks) do\n"
+    "  if ARGV[3] then out[i] = redis.call('HMGET', k, ARGV[3])\n"
+    "  else out[i] = redis.call('HGETALL', k) end\n"
+    "end\n"
+    "return out\n";
 
 /* Set by setup() before any thread connects; read-only afterwards. */
 static char script_sha[64];
@@ -37,6 +56,12 @@ struct rconn {
 	char index[128];
 	redisReply *pend[2], *prev[2]; /* replies being read; last handed out */
 	unsigned npend, nprev;
+	/* records of fields: HSET's arguments, a read's fields */
+	unsigned nf;
+	const char **argv;
+	size_t *argl;
+	char (*names)[KB_FIELD_NAME_MAX];
+	struct kb_fval *fv;
 };
 
 /* AUTH, when a password was given.  A server without one (Redis: "no
@@ -96,18 +121,38 @@ static int redis_setup(const struct kb_target *t, char *err, size_t errlen)
 		return 0;
 	if (!(c = open_ctx(t, err, errlen)))
 		return -1;
-	r = redisCommand(c, "SCRIPT LOAD %s", scan_script);
+	r = redisCommand(c, "SCRIPT LOAD %s",
+			 t->fields ? fscan_script : scan_script);
 	if (r && r->type == REDIS_REPLY_STRING && r->len < 64) {
 		memcpy(script_sha, r->str, r->len + 1);
 		rc = 0;
 	} else {
-		snprintf(err, errlen, "redis: SCRIPT LOAD failed: %s",
+		snprintf(err, errlen,
+			 "redis: SCRIPT LOAD failed (YCSB's scans need a "
+			 "sorted set and Lua): %s",
 			 r && r->type == REDIS_REPLY_ERROR ? r->str
 							   : c->errstr);
 	}
 	freeReplyObject(r);
 	redisFree(c);
 	return rc;
+}
+
+static void redis_close(void *c);
+
+/* HSET key field value ... of every field at most. */
+static int fields_init(struct rconn *rc, unsigned nf)
+{
+	rc->nf = nf;
+	rc->argv = calloc(2 + 2 * (size_t)nf, sizeof(*rc->argv));
+	rc->argl = calloc(2 + 2 * (size_t)nf, sizeof(*rc->argl));
+	rc->names = calloc(nf, sizeof(*rc->names));
+	rc->fv = calloc(nf, sizeof(*rc->fv));
+	if (!rc->argv || !rc->argl || !rc->names || !rc->fv)
+		return -1;
+	for (unsigned i = 0; i < nf; i++)
+		kb_field_name(i, rc->names[i]);
+	return 0;
 }
 
 static void *redis_connect(const struct kb_target *t, char *err, size_t errlen)
@@ -117,6 +162,11 @@ static void *redis_connect(const struct kb_target *t, char *err, size_t errlen)
 
 	if (!rc || !(rc->c = open_ctx(t, err, errlen))) {
 		free(rc);
+		return NULL;
+	}
+	if (t->fields && fields_init(rc, t->fieldcount)) {
+		snprintf(err, errlen, "out of memory");
+		redis_close(rc);
 		return NULL;
 	}
 	fl = fcntl(rc->c->fd, F_GETFL);
@@ -133,12 +183,73 @@ static int redis_fd(void *c)
 	return ((struct rconn *)c)->c->fd;
 }
 
+static int zadd(struct rconn *rc, const char *key, size_t klen)
+{
+	const char *argv[4] = {"ZADD", rc->index, "0", key};
+	size_t len[4] = {4, strlen(rc->index), 1, klen};
+
+	return redisAppendCommandArgv(rc->c, 4, argv, len);
+}
+
+static const char *field_name(struct rconn *rc, unsigned idx, size_t *len)
+{
+	*len = strlen(rc->names[idx]);
+	return rc->names[idx];
+}
+
+/* HSET key field value ...: YCSB's insert and update. */
+static int send_hset(struct rconn *rc, const struct kb_req *r)
+{
+	int argc = 2;
+
+	if (r->nfv > rc->nf)
+		return -1;
+	rc->argv[0] = "HSET", rc->argl[0] = 4;
+	rc->argv[1] = r->key, rc->argl[1] = r->klen;
+	for (unsigned i = 0; i < r->nfv; i++, argc += 2) {
+		rc->argv[argc] = field_name(rc, r->fv[i].idx, &rc->argl[argc]);
+		rc->argv[argc + 1] = (const char *)r->fv[i].val;
+		rc->argl[argc + 1] = r->fv[i].len;
+	}
+	if (redisAppendCommandArgv(rc->c, argc, rc->argv, rc->argl))
+		return -1;
+	return r->kind == REQ_INSERT && rc->scans ? zadd(rc, r->key, r->klen)
+						  : 0;
+}
+
+/* EVALSHA of the scan script: the index, the first key, the count, and
+ * with records of fields the one field read, if not all. */
+static int send_scan(struct rconn *rc, const struct kb_req *r)
+{
+	char from[KB_REQ_KEY_MAX + 2], count[16];
+	const char *argv[7];
+	size_t len[7];
+	int argc = 6;
+
+	if (r->klen > KB_REQ_KEY_MAX)
+		return -1;
+	from[0] = '[';
+	memcpy(from + 1, r->key, r->klen);
+	argv[0] = "EVALSHA", len[0] = 7;
+	argv[1] = script_sha, len[1] = strlen(script_sha);
+	argv[2] = "1", len[2] = 1;
+	argv[3] = rc->index, len[3] = strlen(rc->index);
+	argv[4] = from, len[4] = r->klen + 1;
+	argv[5] = count;
+	len[5] = (size_t)snprintf(count, sizeof(count), "%u", r->count);
+	if (r->kind == REQ_FSCAN && r->field >= 0 &&
+	    (unsigned)r->field < rc->nf) {
+		argv[argc] = field_name(rc, (unsigned)r->field, &len[argc]);
+		argc++;
+	}
+	return redisAppendCommandArgv(rc->c, argc, argv, len);
+}
+
 static int redis_send(void *c, const struct kb_req *r)
 {
 	struct rconn *rc = c;
-	char from[KB_REQ_KEY_MAX + 2], count[16];
-	const char *argv[6];
-	size_t len[6];
+	const char *argv[3];
+	size_t len[3];
 
 	switch (r->kind) {
 	case REQ_GET:
@@ -151,26 +262,21 @@ static int redis_send(void *c, const struct kb_req *r)
 		argv[2] = (const char *)r->val, len[2] = r->vlen;
 		if (redisAppendCommandArgv(rc->c, 3, argv, len))
 			return -1;
-		if (!rc->scans)
-			return 0;
-		argv[0] = "ZADD", len[0] = 4;
-		argv[1] = rc->index, len[1] = strlen(rc->index);
-		argv[2] = "0", len[2] = 1;
-		argv[3] = r->key, len[3] = r->klen;
-		return redisAppendCommandArgv(rc->c, 4, argv, len);
-	case REQ_SCAN:
-		if (r->klen > KB_REQ_KEY_MAX)
+		return rc->scans ? zadd(rc, r->key, r->klen) : 0;
+	case REQ_READ:
+		argv[0] = r->field < 0 ? "HGETALL" : "HMGET";
+		len[0] = strlen(argv[0]);
+		argv[1] = r->key, len[1] = r->klen;
+		if (r->field >= 0 && (unsigned)r->field >= rc->nf)
 			return -1;
-		from[0] = '[';
-		memcpy(from + 1, r->key, r->klen);
-		argv[0] = "EVALSHA", len[0] = 7;
-		argv[1] = script_sha, len[1] = strlen(script_sha);
-		argv[2] = "1", len[2] = 1;
-		argv[3] = rc->index, len[3] = strlen(rc->index);
-		argv[4] = from, len[4] = r->klen + 1;
-		argv[5] = count;
-		len[5] = (size_t)snprintf(count, sizeof(count), "%u", r->count);
-		return redisAppendCommandArgv(rc->c, 6, argv, len);
+		if (r->field >= 0)
+			argv[2] = field_name(rc, (unsigned)r->field, &len[2]);
+		return redisAppendCommandArgv(rc->c, r->field < 0 ? 2 : 3, argv,
+					      len);
+	case REQ_INSERT:
+	case REQ_UPDATE: return send_hset(rc, r);
+	case REQ_SCAN:
+	case REQ_FSCAN: return send_scan(rc, r);
 	}
 	return -1;
 }
@@ -196,8 +302,61 @@ static void release(redisReply **v, unsigned *n)
 		freeReplyObject(v[--*n]);
 }
 
-static void judge(const redisReply *r, enum kb_req_kind kind,
-		  struct kb_reply *out)
+/* HGETALL's pairs, or HMGET's one value, as the record's fields. */
+static void judge_read(struct rconn *rc, const redisReply *r, int field,
+		       struct kb_reply *out)
+{
+	if (r->type != REDIS_REPLY_ARRAY) {
+		out->status = REPLY_ERROR;
+		out->msg = "not an array";
+		return;
+	}
+	if (field >= 0) {
+		if (r->elements != 1 ||
+		    r->element[0]->type != REDIS_REPLY_STRING) {
+			out->status = REPLY_NOT_FOUND;
+			return;
+		}
+		rc->fv[0] = (struct kb_fval){
+		    (unsigned)field, (const uint8_t *)r->element[0]->str,
+		    r->element[0]->len};
+		out->nfields = 1;
+	}
+	for (size_t i = 0;
+	     field < 0 && i + 1 < r->elements && out->nfields < rc->nf;
+	     i += 2) {
+		const redisReply *n = r->element[i], *v = r->element[i + 1];
+		struct kb_fval *fv = &rc->fv[out->nfields++];
+
+		if (rec_field_index(n->str, n->len, &fv->idx))
+			fv->idx = UINT_MAX; /* not one of ours: wrong */
+		fv->val = (const uint8_t *)v->str;
+		fv->len = v->len;
+	}
+	if (!r->elements)
+		out->status = REPLY_NOT_FOUND; /* no such hash */
+	out->fields = rc->fv;
+}
+
+/* A scan's records: the keys found that had a value (MGET), or fields. */
+static unsigned scan_items(const redisReply *r)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < r->elements; i++) {
+		const redisReply *e = r->element[i];
+
+		if (e->type == REDIS_REPLY_ARRAY)
+			n += e->elements &&
+			     e->element[0]->type != REDIS_REPLY_NIL;
+		else
+			n += e->type != REDIS_REPLY_NIL;
+	}
+	return n;
+}
+
+static void judge(struct rconn *rc, const redisReply *r, enum kb_req_kind kind,
+		  int field, struct kb_reply *out)
 {
 	if (r->type == REDIS_REPLY_ERROR) {
 		out->status = REPLY_ERROR;
@@ -207,16 +366,20 @@ static void judge(const redisReply *r, enum kb_req_kind kind,
 	} else if (kind == REQ_GET) {
 		out->val = (const uint8_t *)r->str;
 		out->vlen = r->len;
-	} else if (kind == REQ_SCAN && r->type == REDIS_REPLY_ARRAY) {
-		for (size_t i = 0; i < r->elements; i++)
-			out->items += r->element[i]->type != REDIS_REPLY_NIL;
+	} else if (kind == REQ_READ) {
+		judge_read(rc, r, field, out);
+	} else if ((kind == REQ_SCAN || kind == REQ_FSCAN) &&
+		   r->type == REDIS_REPLY_ARRAY) {
+		out->items = scan_items(r);
 	}
 }
 
-static int redis_reply(void *c, enum kb_req_kind kind, struct kb_reply *out)
+static int redis_reply(void *c, enum kb_req_kind kind, int field,
+		       struct kb_reply *out)
 {
 	struct rconn *rc = c;
-	unsigned need = kind == REQ_PUT && rc->scans ? 2 : 1;
+	unsigned need =
+	    (kind == REQ_PUT || kind == REQ_INSERT) && rc->scans ? 2 : 1;
 
 	release(rc->prev, &rc->nprev);
 	while (rc->npend < need) {
@@ -230,7 +393,7 @@ static int redis_reply(void *c, enum kb_req_kind kind, struct kb_reply *out)
 	}
 	out->status = REPLY_OK;
 	for (unsigned i = need; i-- > 0;)
-		judge(rc->pend[i], kind, out);
+		judge(rc, rc->pend[i], kind, field, out);
 	memcpy(rc->prev, rc->pend, sizeof(rc->pend));
 	rc->nprev = rc->npend;
 	rc->npend = 0;
@@ -249,12 +412,18 @@ static void redis_close(void *c)
 	release(rc->prev, &rc->nprev);
 	release(rc->pend, &rc->npend);
 	redisFree(rc->c);
+	free(rc->argv);
+	free(rc->argl);
+	free(rc->names);
+	free(rc->fv);
 	free(rc);
 }
 
 const struct kb_driver driver_redis = {
     .name = "redis",
     .default_port = 6379,
+    .fields = 1,
+    .fields_ops = "HSET, HGETALL, HMGET",
     .setup = redis_setup,
     .connect = redis_connect,
     .fd = redis_fd,

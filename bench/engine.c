@@ -25,17 +25,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fieldops.h"
 #include "report.h"
 #include "server.h"
 
 struct slot {
 	struct kb_op op;
-	uint64_t start; /* latency is measured from here */
-	uint64_t sent;	/* when the (last) request was queued */
-	uint64_t vhash; /* PUT: hash of the value, for --verify */
-	size_t vidx;	/* verify phase: index in the table */
-	uint8_t kind;	/* enum kb_req_kind in flight */
-	uint8_t step;	/* read-modify-write: 0 read, 1 write */
+	uint64_t start;	   /* latency is measured from here */
+	uint64_t sent;	   /* when the (last) request was queued */
+	uint64_t vhash;	   /* PUT: hash of the value, for --verify */
+	size_t vidx;	   /* verify phase: index in the table */
+	struct fo_slot fs; /* records of fields */
+	int field;	   /* READ, FSCAN in flight: the field asked, or -1 */
+	uint8_t kind;	   /* enum kb_req_kind in flight */
+	uint8_t step;	   /* two round trips: 0 the read, 1 the write */
 	uint8_t measured;
 };
 
@@ -73,6 +76,8 @@ struct thread {
 	uint32_t *keycount;
 	size_t vnext, vend;
 	struct kb_vcount vc;
+	struct fo_thread fo; /* records of fields (fo_on) */
+	int fo_on;
 	char kbuf[KB_KEY_MAX];
 	uint8_t *vbuf;
 	char err[256];
@@ -228,26 +233,45 @@ static void close_all(struct thread *t)
 
 /* ---- issuing --------------------------------------------------------- */
 
-/* Queue the request of slot s on c. */
-static int send_slot(struct thread *t, struct conn *c, struct slot *s)
+/* The request of slot s for --record value and the other workloads: a
+ * record is one value. */
+static void value_req(struct thread *t, struct slot *s, struct kb_req *req)
 {
 	struct kb_run *run = t->e->run;
-	struct kb_req req = {.kind = REQ_GET};
 
-	req.key = t->kbuf;
-	req.klen = wl_key(&run->ws, &s->op.id, t->kbuf);
+	memset(req, 0, sizeof(*req));
+	req->kind = REQ_GET;
+	req->field = -1;
+	req->key = t->kbuf;
+	req->klen = wl_key(&run->ws, &s->op.id, t->kbuf);
 	if (s->op.type == OP_SCAN) {
-		req.kind = REQ_SCAN;
-		req.count = s->op.scan_len;
+		req->kind = REQ_SCAN;
+		req->count = s->op.scan_len;
 	} else if (s->op.type == OP_UPDATE || s->op.type == OP_INSERT ||
 		   (s->op.type == OP_RMW && s->step == 1)) {
-		req.kind = REQ_PUT;
-		req.val = t->vbuf;
-		req.vlen = wl_value(&run->ws, &t->wt, &t->rng, &s->op, t->vbuf);
+		req->kind = REQ_PUT;
+		req->val = t->vbuf;
+		req->vlen =
+		    wl_value(&run->ws, &t->wt, &t->rng, &s->op, t->vbuf);
 		if (run->vlogs)
-			s->vhash = verify_hash(req.val, req.vlen);
+			s->vhash = verify_hash(req->val, req->vlen);
 	}
+}
+
+/* Queue the request of slot s on c (prev: the reply to its step 0, for
+ * step 1).  0 queued, -1 c failed, 1 prev was not a record (fields
+ * emulated over one value). */
+static int send_slot(struct thread *t, struct conn *c, struct slot *s,
+		     const struct kb_reply *prev)
+{
+	struct kb_req req;
+
+	if (!t->fo_on)
+		value_req(t, s, &req);
+	else if (fo_build(&t->fo, &s->op, s->step, prev, &s->fs, t->kbuf, &req))
+		return 1;
 	s->kind = (uint8_t)req.kind;
+	s->field = req.field;
 	s->sent = kb_now_ns();
 	if (t->e->drv->send(c->dc, &req) < 0)
 		return -1;
@@ -272,6 +296,7 @@ static int issue_one(struct thread *t, struct conn *c, uint64_t start,
 		memset(&s->op, 0, sizeof(s->op));
 		s->vidx = t->vnext++;
 		s->op.type = OP_VERIFY;
+		s->op.rfield = -1;
 		s->op.id = e->run->vt.keys[s->vidx].id;
 	} else if (!wl_next(&e->run->ws, &t->wt, &c->wc, &t->rng, e->phase,
 			    &s->op)) {
@@ -286,7 +311,7 @@ static int issue_one(struct thread *t, struct conn *c, uint64_t start,
 		if (k != UINT64_MAX)
 			t->keycount[k]++;
 	}
-	if (send_slot(t, c, s) == 0)
+	if (send_slot(t, c, s, NULL) == 0)
 		return 1;
 	c->n++; /* the slot is lost with the connection */
 	t->inflight++;
@@ -348,11 +373,48 @@ static void complete_ok(struct thread *t, struct slot *s,
 
 	if (s->measured)
 		hist_record(&t->hist[s->op.type], now - s->start);
-	if (s->kind == REQ_SCAN)
+	if (s->kind == REQ_SCAN || s->kind == REQ_FSCAN)
 		t->scan_items += r->items;
-	if (s->kind == REQ_PUT && run->vlogs)
+	if (s->kind == REQ_PUT && run->vlogs && !t->fo_on)
 		vlog_push(&run->vlogs[t->idx], &s->op.id, s->vhash, s->sent,
 			  now);
+}
+
+static unsigned steps_of(const struct thread *t, const struct kb_op *op)
+{
+	if (t->fo_on)
+		return fo_steps(&t->fo, op);
+	return op->type == OP_RMW ? 2 : 1;
+}
+
+/* Step 0 of a two-step operation succeeded: its write goes out on the
+ * same connection, timed from the read's start, in the slot just freed
+ * (which keeps its own fields' arrays). */
+static void next_step(struct thread *t, struct conn *c, struct slot *s,
+		      const struct kb_reply *r)
+{
+	unsigned pipe = t->e->cfg->pipeline;
+	struct slot *w = &c->slots[(c->head + c->n) % pipe];
+	int rc;
+
+	if (w != s) {
+		struct fo_slot keep = w->fs;
+
+		*w = *s;
+		s->fs = keep;
+	}
+	w->step++;
+	rc = send_slot(t, c, w, r);
+	if (rc < 0) {
+		c->n++;
+		t->inflight++;
+		conn_fail(t, c, NULL);
+	} else if (rc > 0) {
+		set_err(t->err, sizeof(t->err), "protocol error",
+			"the value read is not a record of fields");
+		count_error(t, w, ERR_PROTOCOL);
+		ready_push(t, c);
+	}
 }
 
 static void complete(struct thread *t, struct conn *c, const struct kb_reply *r)
@@ -366,25 +428,20 @@ static void complete(struct thread *t, struct conn *c, const struct kb_reply *r)
 	t->inflight--;
 	t->last_ns = now;
 	if (s->op.type == OP_VERIFY) {
-		verify_check(&t->e->run->vt, s->vidx, r->status, r->val,
-			     r->vlen, &t->vc);
+		if (t->fo_on)
+			fo_audit(&t->fo, &s->op, r, &t->e->run->vt, s->vidx,
+				 &t->vc);
+		else
+			verify_check(&t->e->run->vt, s->vidx, r->status, r->val,
+				     r->vlen, &t->vc);
 		INC(t->done_all);
 		ready_push(t, c);
 		return;
 	}
-	if (s->op.type == OP_RMW && s->step == 0 && r->status == REPLY_OK) {
-		/* The write goes out on the same connection, timed from the
-		 * read's start; its slot is the one just freed. */
-		struct slot *w = &c->slots[(c->head + c->n) % pipe];
-
-		if (w != s)
-			*w = *s;
-		w->step = 1;
-		if (send_slot(t, c, w) < 0) {
-			c->n++;
-			t->inflight++;
-			conn_fail(t, c, NULL);
-		}
+	if (t->fo_on)
+		fo_reply(&t->fo, &s->op, s->step, &s->fs, r, s->sent, now);
+	if (s->step + 1u < steps_of(t, &s->op) && r->status == REPLY_OK) {
+		next_step(t, c, s, r);
 		return;
 	}
 	if (r->status == REPLY_OK) {
@@ -411,10 +468,9 @@ static void drain(struct thread *t, struct conn *c)
 
 	while (c->n && !c->dead) {
 		struct kb_reply r = {0};
-		enum kb_req_kind kind =
-		    (enum kb_req_kind)c->slots[c->head].kind;
+		const struct slot *s = &c->slots[c->head];
 
-		rc = drv->reply(c->dc, kind, &r);
+		rc = drv->reply(c->dc, (enum kb_req_kind)s->kind, s->field, &r);
 		if (rc <= 0)
 			break;
 		complete(t, c, &r);
@@ -532,6 +588,11 @@ static int thread_init(struct engine *e, struct thread *t, unsigned idx)
 	t->vbuf = malloc(run->ws.max_value + 16);
 	if (t->epfd < 0 || !t->conns || !t->ready || !t->dirty || !t->vbuf)
 		return -1;
+	t->fo_on = run->ws.fields;
+	if (t->fo_on &&
+	    fo_init(&t->fo, &run->ws, &t->wt, &t->rng, e->drv->fields, run->fst,
+		    run->vlogs ? &run->vlogs[idx] : NULL, cfg->verify))
+		return -1;
 	if (cfg->key_stats && e->phase == PHASE_RUN &&
 	    run->ws.keyspace <= 100000000 &&
 	    !(t->keycount = calloc(run->ws.keyspace, sizeof(uint32_t))))
@@ -544,14 +605,23 @@ static int thread_init(struct engine *e, struct thread *t, unsigned idx)
 		wl_conn_init(&run->ws, &c->wc, c->gid, e->n * cfg->conns);
 		if (!(c->slots = calloc(cfg->pipeline, sizeof(*c->slots))))
 			return -1;
+		for (unsigned j = 0; t->fo_on && j < cfg->pipeline; j++)
+			if (fo_slot_init(&t->fo, &c->slots[j].fs))
+				return -1;
 	}
 	return 0;
 }
 
 static void thread_free(struct thread *t)
 {
-	for (unsigned i = 0; t->conns && i < t->nconns; i++)
+	for (unsigned i = 0; t->conns && i < t->nconns; i++) {
+		for (unsigned j = 0;
+		     t->conns[i].slots && j < t->e->cfg->pipeline; j++)
+			fo_slot_free(&t->conns[i].slots[j].fs);
 		free(t->conns[i].slots);
+	}
+	if (t->fo_on)
+		fo_free(&t->fo);
 	if (t->epfd >= 0)
 		close(t->epfd);
 	free(t->conns);
@@ -815,6 +885,33 @@ static int start_threads(struct engine *e, unsigned *started, char *err,
 	return -1;
 }
 
+/* --verify's counts: the read-back's, or the fields the run's reads
+ * checked.  0, or -1 out of memory. */
+static int gather_checks(struct engine *e, enum kb_phase phase, char *err,
+			 size_t errlen)
+{
+	struct kb_run *run = e->run;
+	struct kb_vcount *vc;
+	int rc;
+
+	if (phase == PHASE_RUN && !(e->cfg->verify && run->ws.fields))
+		return 0;
+	if (!(vc = calloc(e->n, sizeof(*vc))))
+		goto oom;
+	for (unsigned i = 0; i < e->n; i++)
+		vc[i] = phase == PHASE_RUN ? e->th[i].fo.reads : e->th[i].vc;
+	rc = phase == PHASE_RUN
+		 ? verify_reads(&run->vres, vc, e->n, &run->ws)
+		 : verify_result(&run->vres, vc, e->n, &run->ws, run->vt.nkeys);
+	free(vc);
+	if (rc)
+		goto oom;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	return -1;
+}
+
 int engine_run(struct kb_run *run, enum kb_phase phase, struct kb_result *res,
 	       char *err, size_t errlen)
 {
@@ -851,20 +948,10 @@ int engine_run(struct kb_run *run, enum kb_phase phase, struct kb_result *res,
 		pthread_join(e.th[i].tid, NULL);
 	collect(&e, res, mstart);
 	key_stats(&e, res);
-	if (phase == PHASE_VERIFY) {
-		struct kb_vcount *vc = calloc(e.n, sizeof(*vc));
-
-		for (unsigned i = 0; vc && i < e.n; i++)
-			vc[i] = e.th[i].vc;
-		if (!vc || verify_result(&run->vres, vc, e.n, &run->ws,
-					 run->vt.nkeys)) {
-			free(vc);
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
+	if (phase != PHASE_LOAD && gather_checks(&e, phase, err, errlen))
+		goto out;
+	if (phase == PHASE_VERIFY)
 		run->vres.seconds = res->seconds;
-		free(vc);
-	}
 	rc = 0;
 out:
 	engine_free(&e);

@@ -4,6 +4,7 @@
 #ifndef KB_ENGINE_H
 #define KB_ENGINE_H
 
+#include "fstate.h"
 #include "kvbench.h"
 #include "verify.h"
 #include "workloads.h"
@@ -13,6 +14,7 @@ struct kb_run {
 	const struct kb_config *cfg;
 	struct kb_wshared ws;
 	struct kb_vlog *vlogs; /* --verify: one per thread, across phases */
+	struct fst_table *fst; /* --verify, records of fields natively */
 	struct kb_vtable vt;   /* the verify phase's keys */
 	struct kb_verify_result vres;
 	struct kb_server_mem *mem; /* sampled each second, if known */

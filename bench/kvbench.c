@@ -88,7 +88,8 @@ static void usage(FILE *f)
 	    "      --conninfo STR      postgres: libpq connection string "
 	    "(dbname=...)\n"
 	    "      --table NAME        postgres table / redis scan index "
-	    "(kvbench)\n"
+	    "(default\n"
+	    "                          usertable, --record value: kvbench)\n"
 	    "      --server CMD        start the server with CMD, stop it at "
 	    "the end\n"
 	    "      --server-pid PID    report the peak RSS of the server PID\n"
@@ -107,9 +108,15 @@ static void usage(FILE *f)
 	    "  -R, --rate OPS          target operations/s over all threads\n"
 	    "  -s, --seed N            random seed (default 1)\n"
 	    "      --phase P           load, run or both (default both)\n"
+	    "      --record fields|value  YCSB records: fields (default; a "
+	    "hash, columns)\n"
+	    "                          or one value per record (the whole "
+	    "record\n"
+	    "                          written by every update)\n"
 	    "  -p NAME=VALUE           a YCSB property: recordcount "
 	    "operationcount\n"
-	    "                          fieldcount fieldlength readproportion\n"
+	    "                          fieldcount fieldlength readallfields\n"
+	    "                          writeallfields readproportion\n"
 	    "                          updateproportion insertproportion "
 	    "scanproportion\n"
 	    "                          readmodifywriteproportion "
@@ -171,6 +178,7 @@ enum {
 	O_KEY,
 	O_SNI,
 	O_INSECURE,
+	O_RECORD,
 };
 
 static const struct option long_opts[] = {
@@ -203,6 +211,7 @@ static const struct option long_opts[] = {
     {"rate", required_argument, NULL, 'R'},
     {"seed", required_argument, NULL, 's'},
     {"phase", required_argument, NULL, O_PHASE},
+    {"record", required_argument, NULL, O_RECORD},
     {"verify", no_argument, NULL, O_VERIFY},
     {"before-verify", required_argument, NULL, O_BEFORE_VERIFY},
     {"key-stats", no_argument, NULL, O_KEY_STATS},
@@ -371,6 +380,13 @@ static int apply_option(struct kb_config *c, int opt, char *a)
 		if (!apply_phase(c, a))
 			return 0;
 		break;
+	case O_RECORD:
+		if (strcmp(a, "fields") == 0 || strcmp(a, "value") == 0) {
+			c->record = strcmp(a, "value") == 0 ? RECORD_VALUE
+							    : RECORD_FIELDS;
+			return 0;
+		}
+		break;
 	case 'p':
 		if (!wl_set_prop(&c->p, a, err, sizeof(err)))
 			return 0;
@@ -463,6 +479,10 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 		goto out;
 	}
 	c->target.scans = c->p.scanproportion > 0;
+	c->target.fields = c->wl->kind == WL_YCSB && c->record == RECORD_FIELDS;
+	c->target.fieldcount = c->p.fieldcount;
+	if (!c->target.table) /* YCSB's table, and kvbench's own shape's */
+		c->target.table = c->target.fields ? "usertable" : "kvbench";
 	build_cmdline(c, argc, argv);
 	rc = 0;
 out:
@@ -568,7 +588,8 @@ static int run_phases(struct kb_run *run, struct kb_result *res, size_t *nres)
 		return 0;
 	if (c->before_verify && run_hook(c->before_verify))
 		return -1;
-	if (vtable_build(&run->vt, run->vlogs, c->threads)) {
+	if (run->fst ? fst_vtable(run->fst, &run->vt)
+		     : vtable_build(&run->vt, run->vlogs, c->threads)) {
 		fprintf(stderr, "kvbench: --verify: out of memory\n");
 		return -1;
 	}
@@ -614,11 +635,18 @@ static int write_reports(const struct kb_report *r)
 	return rc;
 }
 
+static int fcheck_failed(const struct kb_fcheck *f)
+{
+	return f->stale || f->corrupt || f->missing;
+}
+
 static int verify_failed(const struct kb_run *run)
 {
 	const struct kb_verify_result *v = &run->vres;
 
-	return v->done && (v->lost || v->mismatched || v->errors);
+	return v->done &&
+	       (v->lost || v->mismatched || v->errors ||
+		fcheck_failed(&v->audit) || fcheck_failed(&v->reads));
 }
 
 /* Any failed operation of the run phase (the load's stop the run before
@@ -673,10 +701,14 @@ int main(int argc, char **argv)
 	}
 	if (wl_shared_init(&run.ws, &cfg) ||
 	    (cfg.verify &&
-	     !(run.vlogs = calloc(cfg.threads, sizeof(*run.vlogs))))) {
+	     !(run.vlogs = calloc(cfg.threads, sizeof(*run.vlogs)))) ||
+	    (cfg.verify && run.ws.fields && cfg.driver->fields &&
+	     (!(run.fst = calloc(1, sizeof(*run.fst))) ||
+	      fst_init(run.fst, cfg.p.fieldcount, cfg.p.insertstart)))) {
 		fprintf(stderr, "kvbench: out of memory\n");
 		goto out;
 	}
+	run.vres.fields = run.ws.fields;
 	if (run_phases(&run, res, &nres) == 0)
 		rc = 0;
 	if (run.mem)
@@ -699,6 +731,9 @@ out:
 		vlog_free(&run.vlogs[i]);
 	free(run.vlogs);
 	vtable_free(&run.vt);
+	if (run.fst)
+		fst_free(run.fst);
+	free(run.fst);
 	verify_result_free(&run.vres);
 	wl_shared_free(&run.ws);
 	target_free(&cfg);

@@ -6,7 +6,10 @@
  * generators), hist.c (latency histograms), verify.c (read-back of every
  * acknowledged write), report.c (table, JSON, CSV, HDR, plot), server.c
  * (starting a server and measuring its memory), driver_*.c (one per
- * protocol).
+ * protocol), record.c (YCSB records of fields: their bytes, and the one-value
+ * encoding for stores without fields), fieldops.c (the requests of each
+ * operation on records of fields, natively or emulated), fstate.c
+ * (--verify's per-field state).
  */
 #ifndef KVBENCH_H
 #define KVBENCH_H
@@ -46,10 +49,32 @@ extern const char *const kb_err_names[ERR_NTYPES];
 /* ---- drivers ----------------------------------------------------------- */
 
 /* A request, as the engine hands it to a driver.  The driver copies what it
- * needs before send() returns. */
-enum kb_req_kind { REQ_GET, REQ_PUT, REQ_SCAN };
+ * needs before send() returns.
+ *
+ * GET, PUT and SCAN move a record as one value.  READ, UPDATE, INSERT and
+ * FSCAN are YCSB's operations on a record of fields (its DB interface:
+ * read(key, fields), update(key, values), insert(key, values), scan(start,
+ * count, fields)); only a driver with .fields set gets them, and for the
+ * others fieldops.c makes them out of GET and PUT of one encoded value. */
+enum kb_req_kind {
+	REQ_GET,
+	REQ_PUT,
+	REQ_SCAN,
+	REQ_READ,   /* field: the one field read, or -1: all of them */
+	REQ_UPDATE, /* fv: the fields written (one, or all) */
+	REQ_INSERT, /* fv: every field of the record */
+	REQ_FSCAN,  /* count records from key on; field as READ */
+};
 
 #define KB_REQ_KEY_MAX 128 /* the longest key a workload makes */
+#define KB_FIELD_NAME_MAX 16
+
+/* One field of a record: field<idx> and its bytes. */
+struct kb_fval {
+	unsigned idx;
+	const uint8_t *val;
+	size_t len;
+};
 
 struct kb_req {
 	enum kb_req_kind kind;
@@ -57,8 +82,14 @@ struct kb_req {
 	size_t klen;
 	const uint8_t *val; /* PUT */
 	size_t vlen;
-	unsigned count; /* SCAN: records from key on */
+	unsigned count;		  /* SCAN, FSCAN: records from key on */
+	int field;		  /* READ, FSCAN: the field, or -1 for all */
+	const struct kb_fval *fv; /* UPDATE, INSERT */
+	unsigned nfv;
 };
+
+/* "field<idx>" into buf (KB_FIELD_NAME_MAX bytes); its length. */
+size_t kb_field_name(unsigned idx, char *buf);
 
 enum kb_status { REPLY_OK, REPLY_NOT_FOUND, REPLY_ERROR };
 
@@ -68,8 +99,13 @@ struct kb_reply {
 	enum kb_status status;
 	const uint8_t *val; /* GET */
 	size_t vlen;
-	unsigned items;	 /* SCAN: records returned */
+	unsigned items;	 /* SCAN, FSCAN: records returned */
 	const char *msg; /* REPLY_ERROR: the server's words */
+	/* READ: the fields returned, in any order; a field the server did
+	 * not have is left out.  A record that is not there at all is
+	 * REPLY_NOT_FOUND. */
+	const struct kb_fval *fields;
+	unsigned nfields;
 };
 
 struct kb_target {
@@ -79,6 +115,8 @@ struct kb_target {
 	const char *conninfo; /* postgres: a libpq connection string */
 	const char *table;    /* postgres: the table; redis: the scan index */
 	int scans;	      /* the workload scans: keep an ordered index */
+	int fields;	      /* records of fields (--record fields) */
+	unsigned fieldcount;  /* their number (postgres: the columns) */
 	/* TLS: --tls or a kvds:// URL, and its options (see kvclient.h's
 	 * struct kvc_tls_opts; drivers with tls_port 0 refuse it). */
 	int tls, insecure;
@@ -91,6 +129,11 @@ struct kb_driver {
 	const char *name;
 	unsigned default_port;
 	unsigned tls_port; /* the default port with --tls; 0: no TLS */
+	/* Records of fields: the driver takes READ, UPDATE, INSERT and
+	 * FSCAN, and fields_ops says with what (the report's header); 0: they
+	 * are emulated with one value per record (fieldops.c). */
+	int fields;
+	const char *fields_ops;
 	/* Once per phase, before connecting: create a table, load a script. */
 	int (*setup)(const struct kb_target *t, char *err, size_t errlen);
 	void *(*connect)(const struct kb_target *t, char *err, size_t errlen);
@@ -102,9 +145,11 @@ struct kb_driver {
 	int (*flush)(void *c);
 	/* Read what the socket holds, without blocking. */
 	int (*input)(void *c);
-	/* The reply to the oldest request, of the given kind, if complete:
-	 * 1 got one, 0 not yet, < 0 the connection failed. */
-	int (*reply)(void *c, enum kb_req_kind kind, struct kb_reply *out);
+	/* The reply to the oldest request, of the given kind (and for READ
+	 * and FSCAN the field asked, or -1), if complete: 1 got one, 0 not
+	 * yet, < 0 the connection failed. */
+	int (*reply)(void *c, enum kb_req_kind kind, int field,
+		     struct kb_reply *out);
 	const char *(*errmsg)(void *c);
 	void (*close)(void *c);
 };
@@ -140,6 +185,12 @@ struct kb_props {
 
 struct kb_workload;
 
+/* --record: how YCSB's records are stored (docs/kvbench.md). */
+enum kb_record {
+	RECORD_FIELDS, /* fields, as YCSB: a hash, columns, ... */
+	RECORD_VALUE,  /* the whole record as one msgpack value */
+};
+
 struct kb_config {
 	const struct kb_driver *driver;
 	struct kb_target target;
@@ -151,7 +202,8 @@ struct kb_config {
 	double warmup;
 	double rate; /* ops/s over all threads; 0: unlimited */
 	uint64_t seed;
-	unsigned vmin, vmax; /* ingest, uuid: value sizes */
+	unsigned vmin, vmax;   /* ingest, uuid: value sizes */
+	enum kb_record record; /* YCSB workloads */
 	int do_load, do_run;
 	int verify;
 	const char *before_verify;
@@ -204,12 +256,24 @@ struct kb_result {
 	char first_error[256];
 };
 
+/* Fields checked by --verify, and what was wrong with them: stale (a
+ * value some acknowledged write had provably replaced), corrupt (bytes no
+ * write sent), missing (a field written, absent from its record). */
+struct kb_fcheck {
+	uint64_t checked, stale, corrupt, missing;
+};
+
 struct kb_verify_result {
 	int done;
 	uint64_t keys, ok, lost, mismatched, errors;
 	char **lost_keys, **bad_keys; /* the first few, printable */
 	size_t nlost_keys, nbad_keys;
 	double seconds;
+	int fields;		/* records of fields: the two below apply */
+	struct kb_fcheck audit; /* the fields of the read-back */
+	struct kb_fcheck reads; /* the fields of the run's reads */
+	char **bad_fields;	/* "KEY FIELD: stale", the first few */
+	size_t nbad_fields;
 };
 
 struct kb_server_mem {

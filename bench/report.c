@@ -176,6 +176,26 @@ static void table_phase(FILE *f, const struct kb_result *r)
 			100 * r->keys_top10);
 }
 
+static const char *record_ops(const struct kb_config *c)
+{
+	if (c->record == RECORD_VALUE)
+		return "one msgpack value per record (a read fetches it "
+		       "whole, an update writes it whole)";
+	if (c->driver->fields)
+		return c->driver->fields_ops;
+	return "fields emulated: one msgpack value per record; a read "
+	       "fetches it whole, an update of one field is GET then PUT "
+	       "(two round trips, not atomic)";
+}
+
+static void table_fcheck(FILE *f, const char *what, const struct kb_fcheck *c)
+{
+	fprintf(f,
+		"%s: %" PRIu64 " fields checked, stale %" PRIu64
+		", corrupt %" PRIu64 ", missing %" PRIu64 "\n",
+		what, c->checked, c->stale, c->corrupt, c->missing);
+}
+
 static void table_verify(FILE *f, const struct kb_verify_result *v)
 {
 	fprintf(f,
@@ -190,11 +210,36 @@ static void table_verify(FILE *f, const struct kb_verify_result *v)
 			v->lost - v->nlost_keys);
 	for (size_t i = 0; i < v->nbad_keys; i++)
 		fprintf(f, "  unexpected value: %s\n", v->bad_keys[i]);
+	if (!v->fields)
+		return;
+	table_fcheck(f, "fields read back", &v->audit);
+	table_fcheck(f, "fields of the run's reads", &v->reads);
+	for (size_t i = 0; i < v->nbad_fields; i++)
+		fprintf(f, "  bad field: %s\n", v->bad_fields[i]);
 }
 
 static const char *mem_method(const struct kb_server_mem *m)
 {
 	return m->tree ? "sampled process tree PSS" : "VmHWM";
+}
+
+/* How a YCSB record is stored and moved, for the header. */
+static void record_line(FILE *f, const struct kb_config *c)
+{
+	const struct kb_props *p = &c->p;
+	const struct kb_driver *d = c->driver;
+
+	if (c->wl->kind != WL_YCSB)
+		return;
+	fprintf(f,
+		"record: %s, fieldcount %u, fieldlength %u (%s), "
+		"readallfields %s, writeallfields %s\n",
+		c->record == RECORD_FIELDS ? "fields" : "value", p->fieldcount,
+		p->fieldlength,
+		dist_name((enum kb_dist)p->fieldlengthdistribution),
+		p->readallfields ? "true" : "false",
+		p->writeallfields ? "true" : "false");
+	fprintf(f, "%s: %s\n", d->name, record_ops(c));
 }
 
 void report_table(FILE *f, const struct kb_report *r)
@@ -206,6 +251,7 @@ void report_table(FILE *f, const struct kb_report *r)
 		"target %s; %u threads x %u conns, pipeline %u, "
 		"records %" PRIu64 "\n",
 		r->target, c->threads, c->conns, c->pipeline, c->p.recordcount);
+	record_line(f, c);
 	fprintf(f, "command: %s\n", c->cmdline);
 	for (size_t i = 0; i < r->nres; i++)
 		if (r->res[i].phase != PHASE_VERIFY)
@@ -356,6 +402,14 @@ static void json_phase(FILE *f, const struct kb_result *x)
 	fprintf(f, "]}");
 }
 
+static void json_fcheck(FILE *f, const char *name, const struct kb_fcheck *c)
+{
+	fprintf(f,
+		"\"%s\": {\"checked\": %" PRIu64 ", \"stale\": %" PRIu64
+		", \"corrupt\": %" PRIu64 ", \"missing\": %" PRIu64 "}",
+		name, c->checked, c->stale, c->corrupt, c->missing);
+}
+
 static void json_verify(FILE *f, const struct kb_verify_result *v)
 {
 	fprintf(f,
@@ -372,6 +426,15 @@ static void json_verify(FILE *f, const struct kb_verify_result *v)
 	for (size_t i = 0; i < v->nbad_keys; i++) {
 		fprintf(f, i ? ", " : "");
 		json_str(f, v->bad_keys[i]);
+	}
+	fprintf(f, "],\n    \"fields\": {");
+	json_fcheck(f, "read_back", &v->audit);
+	fprintf(f, ", ");
+	json_fcheck(f, "run_reads", &v->reads);
+	fprintf(f, "}, \"bad_fields\": [");
+	for (size_t i = 0; i < v->nbad_fields; i++) {
+		fprintf(f, i ? ", " : "");
+		json_str(f, v->bad_fields[i]);
 	}
 	fprintf(f, "]}");
 }
@@ -399,7 +462,16 @@ static void json_config(FILE *f, const struct kb_config *c)
 		c->verify ? "true" : "false");
 	json_str(f, c->wl->name);
 	wl_print_props(c, json_prop, f);
-	fprintf(f, "}},\n");
+	fprintf(f, "},\n    \"record\": \"%s\", \"record_ops\": ",
+		c->wl->kind != WL_YCSB	     ? "none"
+		: c->record == RECORD_FIELDS ? "fields"
+					     : "value");
+	json_str(f, c->wl->kind == WL_YCSB ? record_ops(c) : "");
+	fprintf(f, ", \"fields_native\": %s},\n",
+		c->wl->kind == WL_YCSB && c->record == RECORD_FIELDS &&
+			c->driver->fields
+		    ? "true"
+		    : "false");
 }
 
 int report_json(const char *path, const struct kb_report *r)

@@ -2,6 +2,8 @@
  * read back, and the judgement of each read (see verify.h for the rule). */
 #include "verify.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -135,6 +137,21 @@ void verify_check(const struct kb_vtable *vt, size_t idx, enum kb_status st,
 	vc->mismatched++;
 }
 
+void verify_field(struct kb_vcount *vc, const struct kb_key *id, unsigned field,
+		  int why, int in_run)
+{
+	vc->fields.checked++;
+	switch (why) {
+	case 0: return;
+	case FWHY_STALE: vc->fields.stale++; break;
+	case FWHY_CORRUPT: vc->fields.corrupt++; break;
+	default: vc->fields.missing++;
+	}
+	if (vc->nbadf < VERIFY_SAMPLES)
+		vc->badf[vc->nbadf++] = (struct kb_fsample){
+		    *id, field, (uint8_t)why, (uint8_t)in_run};
+}
+
 static int add_keys(char ***out, size_t *nout, const struct kb_key *ids,
 		    unsigned n, const struct kb_wshared *ws)
 {
@@ -154,6 +171,62 @@ static int add_keys(char ***out, size_t *nout, const struct kb_key *ids,
 	return 0;
 }
 
+/* "user123 field4: stale (read during the run)" */
+static int add_fields(struct kb_verify_result *res, const struct kb_vcount *vc,
+		      const struct kb_wshared *ws)
+{
+	static const char *const why[] = {"", "stale", "corrupt", "missing"};
+
+	for (unsigned i = 0; i < vc->nbadf; i++) {
+		const struct kb_fsample *s = &vc->badf[i];
+		char key[KB_KEY_MAX + 1], line[KB_KEY_MAX + 80], **grown;
+
+		/* the run's reads leave room for the read-back's */
+		if (res->nbad_fields >=
+		    (s->in_run ? VERIFY_SAMPLES / 2 : VERIFY_SAMPLES))
+			break;
+
+		key[wl_key(ws, &s->id, key)] = 0;
+		if (s->field == UINT_MAX) /* the record was no record */
+			snprintf(
+			    line, sizeof(line), "%s: %s (%s)", key, why[s->why],
+			    s->in_run ? "read during the run" : "read-back");
+		else
+			snprintf(line, sizeof(line), "%s field%u: %s (%s)", key,
+				 s->field, why[s->why],
+				 s->in_run ? "read during the run"
+					   : "read-back");
+		grown = realloc(res->bad_fields,
+				(res->nbad_fields + 1) * sizeof(*grown));
+		if (!grown)
+			return -1;
+		res->bad_fields = grown;
+		if (!(grown[res->nbad_fields] = strdup(line)))
+			return -1;
+		res->nbad_fields++;
+	}
+	return 0;
+}
+
+static void add_fcheck(struct kb_fcheck *to, const struct kb_fcheck *from)
+{
+	to->checked += from->checked;
+	to->stale += from->stale;
+	to->corrupt += from->corrupt;
+	to->missing += from->missing;
+}
+
+int verify_reads(struct kb_verify_result *res, const struct kb_vcount *vc,
+		 unsigned n, const struct kb_wshared *ws)
+{
+	for (unsigned i = 0; i < n; i++) {
+		add_fcheck(&res->reads, &vc[i].fields);
+		if (add_fields(res, &vc[i], ws))
+			return -1;
+	}
+	return 0;
+}
+
 int verify_result(struct kb_verify_result *res, const struct kb_vcount *vc,
 		  unsigned n, const struct kb_wshared *ws, size_t nkeys)
 {
@@ -167,8 +240,10 @@ int verify_result(struct kb_verify_result *res, const struct kb_vcount *vc,
 		if (add_keys(&res->lost_keys, &res->nlost_keys, vc[i].lost_ids,
 			     vc[i].nlost_ids, ws) ||
 		    add_keys(&res->bad_keys, &res->nbad_keys, vc[i].bad_ids,
-			     vc[i].nbad_ids, ws))
+			     vc[i].nbad_ids, ws) ||
+		    add_fields(res, &vc[i], ws))
 			return -1;
+		add_fcheck(&res->audit, &vc[i].fields);
 	}
 	return 0;
 }
@@ -179,7 +254,10 @@ void verify_result_free(struct kb_verify_result *res)
 		free(res->lost_keys[i]);
 	for (size_t i = 0; i < res->nbad_keys; i++)
 		free(res->bad_keys[i]);
+	for (size_t i = 0; i < res->nbad_fields; i++)
+		free(res->bad_fields[i]);
 	free(res->lost_keys);
 	free(res->bad_keys);
+	free(res->bad_fields);
 	memset(res, 0, sizeof(*res));
 }

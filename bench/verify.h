@@ -52,13 +52,31 @@ struct kb_vtable {
 	uint64_t *hashes;
 };
 
-/* Per-thread counts of the read-back. */
+/* A field found wrong, for the report: which, why, and when. */
+enum kb_fwhy { FWHY_STALE = 1, FWHY_CORRUPT, FWHY_MISSING };
+
+struct kb_fsample {
+	struct kb_key id;
+	unsigned field;
+	uint8_t why;	/* enum kb_fwhy */
+	uint8_t in_run; /* a read of the run, not the read-back */
+};
+
+/* Per-thread counts of the read-back, and, for records of fields, of the
+ * fields checked (in the run's reads or the read-back). */
 #define VERIFY_SAMPLES 20
 struct kb_vcount {
 	uint64_t ok, lost, mismatched, errors;
 	struct kb_key lost_ids[VERIFY_SAMPLES], bad_ids[VERIFY_SAMPLES];
 	unsigned nlost_ids, nbad_ids;
+	struct kb_fcheck fields;
+	struct kb_fsample badf[VERIFY_SAMPLES];
+	unsigned nbadf;
 };
+
+/* Count one field's verdict (0: fine, or enum kb_fwhy). */
+void verify_field(struct kb_vcount *vc, const struct kb_key *id, unsigned field,
+		  int why, int in_run);
 
 void vlog_free(struct kb_vlog *l);
 
@@ -75,6 +93,9 @@ void verify_check(const struct kb_vtable *vt, size_t idx, enum kb_status st,
 /* Sum the per-thread counts into res, formatting sample keys. */
 int verify_result(struct kb_verify_result *res, const struct kb_vcount *vc,
 		  unsigned n, const struct kb_wshared *ws, size_t nkeys);
+/* The fields the run's reads checked (vc[i].fields), into res->reads. */
+int verify_reads(struct kb_verify_result *res, const struct kb_vcount *vc,
+		 unsigned n, const struct kb_wshared *ws);
 void verify_result_free(struct kb_verify_result *res);
 
 #endif

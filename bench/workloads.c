@@ -2,14 +2,14 @@
  * defaults, their properties, and the operations, keys and values they
  * generate.
  *
- * Every driver stores a record as one value under its key, so a YCSB
- * record (fieldcount fields of fieldlength bytes) travels as one msgpack
- * map {"field0": bin, ...}.  YCSB's update writes one field
- * (writeallfields=false); a store of whole values has to write the whole
- * record to do that, so an update sends the full map with one field given
- * fresh random bytes and the others as they were loaded.  The other fields
- * are a pure function of (key, field, seed), which lets the client rebuild
- * them without reading or remembering the record.
+ * YCSB records of fields (--record fields) are written by fieldops.c from
+ * the operations drawn here.  With --record value every driver stores a
+ * record as one value, one msgpack map {"field0": bin, ...}.  YCSB's update
+ * writes one field (writeallfields=false); a store of whole values has to
+ * write the whole record to do that, so an update sends the full map with
+ * one field given fresh random bytes and the others as they were loaded.
+ * The other fields are a pure function of (key, field, seed), which lets
+ * the client rebuild them without reading or remembering the record.
  */
 #include "workloads.h"
 
@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mpw.h"
+#include "record.h"
 
 /* ---- the workloads --------------------------------------------------- */
 
@@ -392,6 +395,7 @@ int wl_shared_init(struct kb_wshared *ws, const struct kb_config *cfg)
 	default: ws->max_value = cfg->vmax;
 	}
 	ws->rmw_field_seed = cfg->seed * 0x9e3779b97f4a7c15ull + 1;
+	ws->fields = cfg->wl->kind == WL_YCSB && cfg->record == RECORD_FIELDS;
 	return acked_init(&ws->acked, p->insertstart + p->insertcount);
 }
 
@@ -549,6 +553,7 @@ int wl_next(struct kb_wshared *ws, struct kb_wthread *wt, struct kb_wconn *wc,
 	    struct kb_rng *r, enum kb_phase phase, struct kb_op *op)
 {
 	memset(op, 0, sizeof(*op));
+	op->rfield = -1;
 	if (phase == PHASE_LOAD)
 		return load_next(ws, wt, wc, r, op);
 	op->type = choose_type(ws, r);
@@ -563,6 +568,13 @@ int wl_next(struct kb_wshared *ws, struct kb_wthread *wt, struct kb_wconn *wc,
 		op->scan_len = scan_length(ws, wt, r);
 	if (op->type == OP_UPDATE || op->type == OP_RMW)
 		op->field = (unsigned)rng_below(r, ws->p->fieldcount);
+	/* CoreWorkload: with readallfields=false a read (and the read of a
+	 * read-modify-write, and a scan) fetches one field chosen uniformly.
+	 * Drawn only for records of fields, so --record value draws what it
+	 * always drew. */
+	if (ws->fields && !ws->p->readallfields &&
+	    (op->type == OP_READ || op->type == OP_RMW || op->type == OP_SCAN))
+		op->rfield = (int)rng_below(r, ws->p->fieldcount);
 	return 1;
 }
 
@@ -633,54 +645,10 @@ size_t wl_key(const struct kb_wshared *ws, const struct kb_key *id, char *buf)
 
 /* ---- values ---------------------------------------------------------- */
 
-/* msgpack, the few forms the records need, big-endian as the format says. */
-static uint8_t *mp_be(uint8_t *p, uint64_t v, int bytes)
-{
-	for (int i = bytes - 1; i >= 0; i--)
-		*p++ = (uint8_t)(v >> (8 * i));
-	return p;
-}
-
-static uint8_t *mp_map(uint8_t *p, uint32_t n)
-{
-	if (n < 16) {
-		*p++ = (uint8_t)(0x80 | n);
-		return p;
-	}
-	*p++ = 0xdf;
-	return mp_be(p, n, 4);
-}
-
-static uint8_t *mp_str(uint8_t *p, const char *s, size_t n)
-{
-	if (n < 32)
-		*p++ = (uint8_t)(0xa0 | n);
-	else {
-		*p++ = 0xd9;
-		*p++ = (uint8_t)n;
-	}
-	memcpy(p, s, n);
-	return p + n;
-}
-
+/* msgpack: mpw.h's forms, and the geo document's others. */
 static uint8_t *mp_cstr(uint8_t *p, const char *s)
 {
-	return mp_str(p, s, strlen(s));
-}
-
-static uint8_t *mp_bin_hdr(uint8_t *p, size_t n)
-{
-	if (n < 256) {
-		*p++ = 0xc4;
-		*p++ = (uint8_t)n;
-		return p;
-	}
-	if (n < 65536) {
-		*p++ = 0xc5;
-		return mp_be(p, n, 2);
-	}
-	*p++ = 0xc6;
-	return mp_be(p, n, 4);
+	return mpw_str(p, s, strlen(s));
 }
 
 static uint8_t *mp_uint(uint8_t *p, uint64_t v)
@@ -690,7 +658,7 @@ static uint8_t *mp_uint(uint8_t *p, uint64_t v)
 		return p;
 	}
 	*p++ = 0xcf;
-	return mp_be(p, v, 8);
+	return mpw_be(p, v, 8);
 }
 
 static uint8_t *mp_f64(uint8_t *p, double d)
@@ -699,7 +667,7 @@ static uint8_t *mp_f64(uint8_t *p, double d)
 
 	memcpy(&bits, &d, 8);
 	*p++ = 0xcb;
-	return mp_be(p, bits, 8);
+	return mpw_be(p, bits, 8);
 }
 
 /* YCSB's RandomByteIterator: characters ' ' + (random & 63). */
@@ -713,19 +681,6 @@ static void fill_text(struct kb_rng *r, uint8_t *p, size_t n)
 	}
 }
 
-static size_t field_length(const struct kb_props *p, struct kb_wthread *wt,
-			   struct kb_rng *r)
-{
-	switch (p->fieldlengthdistribution) {
-	case DIST_UNIFORM:
-		return p->minfieldlength +
-		       rng_below(r, p->fieldlength - p->minfieldlength + 1);
-	case DIST_ZIPFIAN:
-		return zipf_next(&wt->fieldlen, r, wt->fieldlen.items);
-	default: return p->fieldlength;
-	}
-}
-
 /* A YCSB record: every field is a function of (seed, key, field), except
  * the one an update rewrites (or all, with writeallfields), which comes
  * from the thread's random stream. */
@@ -734,7 +689,7 @@ static size_t ycsb_value(struct kb_wshared *ws, struct kb_wthread *wt,
 {
 	const struct kb_props *p = ws->p;
 	int write = op->type == OP_UPDATE || op->type == OP_RMW;
-	uint8_t *q = mp_map(buf, p->fieldcount);
+	uint8_t *q = mpw_map(buf, p->fieldcount);
 
 	for (unsigned f = 0; f < p->fieldcount; f++) {
 		struct kb_rng fr, *src = &fr;
@@ -746,10 +701,10 @@ static size_t ycsb_value(struct kb_wshared *ws, struct kb_wthread *wt,
 		else
 			rng_seed(&fr, ws->rmw_field_seed ^
 					  fnvhash64(op->id.lo * 1024 + f));
-		len = field_length(p, wt, src);
-		q = mp_str(q, name,
-			   (size_t)snprintf(name, sizeof(name), "field%u", f));
-		q = mp_bin_hdr(q, len);
+		len = rec_field_length(p, &wt->fieldlen, src);
+		q = mpw_str(q, name,
+			    (size_t)snprintf(name, sizeof(name), "field%u", f));
+		q = mpw_bin_hdr(q, len);
 		fill_text(src, q, len);
 		q += len;
 	}
@@ -773,10 +728,10 @@ static size_t geo_value(struct kb_rng *r, uint8_t *buf)
 	    geo_places[rng_below(r, sizeof(geo_places) / sizeof(*geo_places))];
 	uint64_t x = rng_next(r);
 	char text[48];
-	uint8_t *q = mp_map(buf, 7);
+	uint8_t *q = mpw_map(buf, 7);
 
 	q = mp_cstr(q, "position");
-	q = mp_map(q, 2);
+	q = mpw_map(q, 2);
 	q = mp_cstr(q, "lat");
 	q = mp_f64(q, rng_double(r) * 180.0 - 90.0);
 	q = mp_cstr(q, "lon");
@@ -784,11 +739,11 @@ static size_t geo_value(struct kb_rng *r, uint8_t *buf)
 	q = mp_cstr(q, "radius");
 	q = mp_uint(q, 10 + rng_below(r, 50000));
 	q = mp_cstr(q, "cidr");
-	q = mp_str(q, text,
-		   (size_t)snprintf(text, sizeof(text), "%u.%u.%u.0/24",
-				    (unsigned)(x & 0xff) | 1,
-				    (unsigned)(x >> 8 & 0xff),
-				    (unsigned)(x >> 16 & 0xff)));
+	q = mpw_str(q, text,
+		    (size_t)snprintf(text, sizeof(text), "%u.%u.%u.0/24",
+				     (unsigned)(x & 0xff) | 1,
+				     (unsigned)(x >> 8 & 0xff),
+				     (unsigned)(x >> 16 & 0xff)));
 	q = mp_cstr(q, "country_code");
 	q = mp_cstr(q, place[0]);
 	q = mp_cstr(q, "nearest_city");
@@ -796,11 +751,11 @@ static size_t geo_value(struct kb_rng *r, uint8_t *buf)
 	q = mp_cstr(q, "timestamp");
 	q = mp_uint(q, 1600000000 + rng_below(r, 200000000));
 	q = mp_cstr(q, "software_source_version");
-	q = mp_str(q, text,
-		   (size_t)snprintf(text, sizeof(text), "%u.%u.%u",
-				    (unsigned)(x >> 24 & 3) + 1,
-				    (unsigned)(x >> 32 & 31),
-				    (unsigned)(x >> 40 & 63)));
+	q = mpw_str(q, text,
+		    (size_t)snprintf(text, sizeof(text), "%u.%u.%u",
+				     (unsigned)(x >> 24 & 3) + 1,
+				     (unsigned)(x >> 32 & 31),
+				     (unsigned)(x >> 40 & 63)));
 	return (size_t)(q - buf);
 }
 

@@ -62,6 +62,7 @@ struct kb_wshared {
 	uint64_t load_count;	 /* load phase: operations in all */
 	size_t max_value;	 /* largest value a write can carry */
 	uint64_t rmw_field_seed; /* record contents: per-run salt */
+	int fields;		 /* YCSB records of fields (--record) */
 };
 
 int wl_shared_init(struct kb_wshared *ws, const struct kb_config *cfg);
@@ -91,6 +92,8 @@ struct kb_op {
 	struct kb_key id;
 	unsigned scan_len;
 	unsigned field;	     /* update: the field rewritten */
+	int rfield;	     /* records of fields: the field a read or scan
+			      * fetches, -1 all (readallfields) */
 	uint64_t insert_num; /* insert in the run phase: to acknowledge */
 	int acked_insert;
 };

@@ -43,7 +43,8 @@ class Output(unittest.TestCase):
         self.assertEqual((j["driver"], j["workload"]), ("kvd", "e"))
         self.assertIn("kvbench", j["command"])
         for k in ("threads", "conns", "pipeline", "records", "ops", "duration",
-                  "warmup", "rate", "seed", "value_size", "verify", "properties"):
+                  "warmup", "rate", "seed", "value_size", "verify", "properties",
+                  "record", "record_ops", "fields_native"):
             self.assertIn(k, j["config"])
         self.assertEqual(j["config"]["properties"]["maxscanlength"], "100")
         self.assertEqual([p["phase"] for p in j["phases"]], ["load", "run"])
@@ -60,7 +61,16 @@ class Output(unittest.TestCase):
         self.assertEqual(set(j["phases"][1]["keys"]),
                          {"space", "distinct", "top1_share", "top10_share"})
         self.assertEqual(set(j["verify"]), {"keys", "ok", "lost", "mismatched", "errors",
-                                            "seconds", "lost_keys", "mismatched_keys"})
+                                            "seconds", "lost_keys", "mismatched_keys",
+                                            "fields", "bad_fields"})
+        for k in ("read_back", "run_reads"):
+            self.assertEqual(set(j["verify"]["fields"][k]),
+                             {"checked", "stale", "corrupt", "missing"})
+        # workload e: records of fields, through the kvd driver's emulation
+        self.assertEqual((j["config"]["record"], j["config"]["fields_native"]),
+                         ("fields", False))
+        self.assertEqual(j["verify"]["fields"]["read_back"]["checked"],
+                         10 * j["verify"]["keys"])
 
     def test_csv(self):
         r = subprocess.run([KVBENCH, "-q", "--port", str(self.srv.port), "-r", "500",
