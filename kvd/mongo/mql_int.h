@@ -74,6 +74,11 @@ bool mql_append(bson_t *b, const char *key, int keylen, const bson_value_t *v);
 /* The value of a whole document or array as a bson_value_t. */
 void mql_doc_value(const bson_t *b, bson_type_t t, bson_value_t *out);
 
+/* mql_msort - a stable merge sort of n items of size sz (MongoDB's
+ * sorts give ties no order; a stable one gives them the input's). */
+void mql_msort(void *base, size_t n, size_t sz,
+	       int (*cmp)(const void *a, const void *b, void *ctx), void *ctx);
+
 /* Decimal digits of an array index, or -1 when s (of len bytes) is not a
  * canonical array index (digits, no leading zero unless "0", < 2^31). */
 long mql_index_of(const char *s, size_t len);

@@ -664,3 +664,37 @@ long mql_index_of(const char *s, size_t len)
 	}
 	return v <= INT32_MAX ? v : -1;
 }
+
+static void msort_rec(char *a, char *tmp, size_t n, size_t sz,
+		      int (*cmp)(const void *, const void *, void *), void *ctx)
+{
+	size_t h = n / 2, i = 0, j = h, k = 0;
+
+	if (n < 2)
+		return;
+	msort_rec(a, tmp, h, sz, cmp, ctx);
+	msort_rec(a + h * sz, tmp, n - h, sz, cmp, ctx);
+	while (i < h && j < n) {
+		if (cmp(a + j * sz, a + i * sz, ctx) < 0)
+			memcpy(tmp + k++ * sz, a + j++ * sz, sz);
+		else
+			memcpy(tmp + k++ * sz, a + i++ * sz, sz);
+	}
+	while (i < h)
+		memcpy(tmp + k++ * sz, a + i++ * sz, sz);
+	while (j < n)
+		memcpy(tmp + k++ * sz, a + j++ * sz, sz);
+	memcpy(a, tmp, n * sz);
+}
+
+void mql_msort(void *base, size_t n, size_t sz,
+	       int (*cmp)(const void *a, const void *b, void *ctx), void *ctx)
+{
+	char *tmp;
+
+	if (n < 2)
+		return;
+	tmp = bson_malloc(n * sz);
+	msort_rec(base, tmp, n, sz, cmp, ctx);
+	bson_free(tmp);
+}
