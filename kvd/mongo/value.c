@@ -16,12 +16,20 @@ static int check_fail(struct mql_error *err)
 	return mql_error_set(err, MQL_InvalidBSON, "invalid BSON");
 }
 
+/* One level of the walk's stack.  A struct around the iterator: libbson
+ * aligns bson_iter_t to 128 bytes by an attribute on its typedef, which
+ * does not pad its size, so a plain array of them would misalign every
+ * other one; a struct member is padded. */
+struct level {
+	bson_iter_t it;
+};
+
 /* Walks every element with an explicit stack of iterators, so that a
  * hostile document nested a million levels deep costs no stack. */
 int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 		   int max_depth, struct mql_error *err)
 {
-	bson_iter_t *stack;
+	struct level *stack;
 	int depth = 0, rc = -1;
 	uint32_t hdr;
 
@@ -36,11 +44,14 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 				     "BSONObj size: %zu (0x%zx) is invalid. "
 				     "Size must be between 0 and %zu",
 				     len, len, max_size);
-	stack = bson_malloc(sizeof(*stack) * (size_t)(max_depth + 1));
-	if (!bson_iter_init_from_data(&stack[0], data, len))
+	/* bson_iter_t wants 128-byte alignment, which malloc does not give */
+	if (posix_memalign((void **)&stack, 128,
+			   sizeof(*stack) * (size_t)(max_depth + 1)))
+		abort();
+	if (!bson_iter_init_from_data(&stack[0].it, data, len))
 		goto bad;
 	for (;;) {
-		bson_iter_t *it = &stack[depth];
+		bson_iter_t *it = &stack[depth].it;
 		const uint8_t *sub;
 		uint32_t sublen;
 
@@ -60,7 +71,7 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 					      max_depth);
 				goto fail;
 			}
-			if (!bson_iter_recurse(it, &stack[depth + 1]))
+			if (!bson_iter_recurse(it, &stack[depth + 1].it))
 				goto bad;
 			depth++;
 		} else if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {
@@ -69,7 +80,7 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 			bson_iter_codewscope(it, &codelen, &sublen, &sub);
 			if (!sub || depth + 1 >= max_depth)
 				goto bad;
-			if (!bson_iter_init_from_data(&stack[depth + 1], sub,
+			if (!bson_iter_init_from_data(&stack[depth + 1].it, sub,
 						      sublen))
 				goto bad;
 			depth++;
@@ -80,7 +91,7 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 bad:
 	check_fail(err);
 fail:
-	bson_free(stack);
+	free(stack);
 	return rc;
 }
 
