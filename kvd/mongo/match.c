@@ -827,8 +827,10 @@ static struct node *parse_filter(struct parser *ps, const uint8_t *data,
 			      MATCH_MAX_DEPTH);
 		goto fail;
 	}
-	if (!bson_iter_init_from_data(&it, data, len))
+	if (!bson_iter_init_from_data(&it, data, len)) {
+		mql_error_set(ps->err, MQL_InvalidBSON, "invalid BSON");
 		goto fail;
+	}
 	while (bson_iter_next(&it)) {
 		const char *k = bson_iter_key(&it);
 		const bson_value_t *v = bson_iter_value(&it);
