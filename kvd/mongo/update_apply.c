@@ -131,6 +131,12 @@ static int put_array(struct actx *a, bson_t *out, const char *k, size_t kl,
 	return rc;
 }
 
+/* |v| without overflow at INT64_MIN. */
+static uint64_t magnitude(int64_t v)
+{
+	return v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+}
+
 static int cmp_push(const void *x, const void *y, void *ctx)
 {
 	return mql_sort_cmp_values(ctx, x, y);
@@ -148,29 +154,28 @@ static int do_push(struct actx *a, const struct uop *op,
 	else
 		vec_push(&add, &op->arg);
 	pos = x->n;
-	if (op->has_position) {
-		if (op->position < 0)
-			pos = (size_t)op->position + x->n < x->n
-				  ? x->n + (size_t)op->position
-				  : 0;
-		else if ((uint64_t)op->position < x->n)
-			pos = (size_t)op->position;
-		if (op->position < 0 && (uint64_t)-op->position > x->n)
-			pos = 0;
+	if (op->has_position && op->position < 0) {
+		pos = magnitude(op->position) >= x->n
+			  ? 0
+			  : x->n - (size_t)magnitude(op->position);
+	} else if (op->has_position && (uint64_t)op->position < x->n) {
+		pos = (size_t)op->position;
 	}
-	mql_grow((void **)&x->v, &x->cap, x->n, add.n, sizeof(*x->v));
-	memmove(x->v + pos + add.n, x->v + pos, (x->n - pos) * sizeof(*x->v));
-	if (add.n)
+	if (add.n) {
+		mql_grow((void **)&x->v, &x->cap, x->n, add.n, sizeof(*x->v));
+		memmove(x->v + pos + add.n, x->v + pos,
+			(x->n - pos) * sizeof(*x->v));
 		memcpy(x->v + pos, add.v, add.n * sizeof(*x->v));
-	x->n += add.n;
+		x->n += add.n;
+	}
 	bson_free(add.v);
 	if (op->sort)
 		mql_msort(x->v, x->n, sizeof(*x->v), cmp_push, op->sort);
 	if (op->has_slice) {
 		if (op->slice >= 0 && (uint64_t)op->slice < x->n) {
 			x->n = (size_t)op->slice;
-		} else if (op->slice < 0 && (uint64_t)-op->slice < x->n) {
-			size_t keep = (size_t)-op->slice;
+		} else if (op->slice < 0 && magnitude(op->slice) < x->n) {
+			size_t keep = (size_t)magnitude(op->slice);
 
 			memmove(x->v, x->v + x->n - keep, keep * sizeof(*x->v));
 			x->n = keep;
