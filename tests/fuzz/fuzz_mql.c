@@ -13,11 +13,15 @@
  *     levels, and applying it again to its result does not crash;
  *   - a document matches a filter the same way twice (no hidden state),
  *     and {$nor: [filter]} never agrees with filter;
- *   - sort keys order every document the same both ways round.
+ *   - sort keys order every document the same both ways round;
+ *   - the first document, read as a pipeline (an array's bytes are a
+ *     document's), compiles or is refused with a code, and runs over the
+ *     documents (with memory limits of a few KiB) to well-formed results.
  */
 #include <string.h>
 
 #include "fuzz.h"
+#include "mql_agg.h"
 #include "mql_match.h"
 #include "mql_project.h"
 #include "mql_sort.h"
@@ -122,6 +126,51 @@ static void run_doc(const struct mql_match *m, const struct mql_match *nor,
 	bson_destroy(&out);
 }
 
+struct docs {
+	const struct piece *pc;
+	size_t i, n;
+};
+
+static int docs_next(void *ctx, const uint8_t **doc, uint32_t *len,
+		     struct mql_error *err)
+{
+	struct docs *d = ctx;
+
+	(void)err;
+	while (d->i < d->n && !d->pc[d->i].ok)
+		d->i++;
+	if (d->i >= d->n) /* also when there were no documents at all */
+		return 0;
+	*doc = d->pc[d->i].p;
+	*len = d->pc[d->i++].len;
+	return 1;
+}
+
+static void run_pipeline(const struct piece *pc, size_t n)
+{
+	struct mql_agg_opts o = {.sort_mem = 4096, .group_mem = 4096};
+	struct mql_pipeline *p;
+	struct mql_agg_cursor *c;
+	struct mql_error err = {0};
+	struct docs d = {pc, 3, n};
+	const uint8_t *doc;
+	uint32_t len;
+	int rc;
+
+	rc = mql_pipeline_compile(pc[0].p, pc[0].len, &o, &p, &err);
+	checked_err(rc, &err);
+	if (rc < 0)
+		return;
+	rc = mql_agg_open(p, 0, docs_next, &d, &c, &err);
+	FUZZ_CHECK(rc == 0);
+	while ((rc = mql_agg_next(c, &doc, &len, &err)) > 0)
+		FUZZ_CHECK(mql_bson_check(doc, len, MQL_MAX_DOC_SIZE,
+					  MQL_MAX_INPUT_DEPTH, NULL) == 0);
+	checked_err(rc, &err);
+	mql_agg_close(c);
+	mql_pipeline_free(p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct piece pc[MAX_DOCS + 3];
@@ -190,6 +239,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 		}
 	}
+	run_pipeline(pc, n);
 	mql_match_free(m);
 	mql_match_free(nor);
 	mql_update_free(u);
