@@ -71,7 +71,15 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 					      max_depth);
 				goto fail;
 			}
-			if (!bson_iter_recurse(it, &stack[depth + 1].it))
+			/* libbson's iterator reads a nested document whose
+			 * last byte is not 0, bson_iter_init_from_data (and
+			 * so the comparisons) will not: refuse it here */
+			if (BSON_ITER_HOLDS_DOCUMENT(it))
+				bson_iter_document(it, &sublen, &sub);
+			else
+				bson_iter_array(it, &sublen, &sub);
+			if (!sub || sublen < 5 || sub[sublen - 1] != 0 ||
+			    !bson_iter_recurse(it, &stack[depth + 1].it))
 				goto bad;
 			depth++;
 		} else if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {

@@ -172,6 +172,19 @@ static void test_check(void)
 		      "truncated to %u passed", i);
 	}
 	free(copy);
+	/* a nested array whose last byte is not 0: libbson's iterator reads
+	 * its elements, but will not start on it, so the order and every
+	 * later reader would disagree; refused */
+	{
+		static const uint8_t bad[] = {
+		    0x1b, 0, 0, 0, 0x04, 'a', 0, 0x13, 0, 0, 0, 0x10, '0', 0,
+		    1,	  0, 0, 0, 0x10, '1', 0, 2,    0, 0, 0, 0xff, 0};
+
+		CHECK(mql_bson_check(bad, sizeof(bad), MQL_MAX_DOC_SIZE, 100,
+				     &err) < 0 &&
+			  err.code == 22,
+		      "a nested array ending in 0xff passed");
+	}
 	/* 150 levels: refused at 100, without recursion */
 	{
 		bson_t *levels[151];
