@@ -14,6 +14,10 @@
  *   - a document matches a filter the same way twice (no hidden state),
  *     and {$nor: [filter]} never agrees with filter;
  *   - sort keys order every document the same both ways round;
+ *   - index keys: two documents' encodings order as mql_doc_cmp orders
+ *     them, and each decodes to an equal document with the same bytes
+ *     (equal and ordered as documents when their arrays have the keys
+ *     "0", "1" ..., which the encoding assumes);
  *   - the first document, read as a pipeline (an array's bytes are a
  *     document's), compiles or is refused with a code, and runs over the
  *     documents (with memory limits of a few KiB) to well-formed results.
@@ -22,6 +26,7 @@
 
 #include "fuzz.h"
 #include "mql_agg.h"
+#include "mql_key.h"
 #include "mql_match.h"
 #include "mql_project.h"
 #include "mql_sort.h"
@@ -126,6 +131,80 @@ static void run_doc(const struct mql_match *m, const struct mql_match *nor,
 	bson_destroy(&out);
 }
 
+#define KEYBUF (1u << 20)
+
+/* Encode a document as a value: 0 and *n, or -1 when it does not fit. */
+static int key_of(const struct piece *d, uint8_t *buf, size_t *n)
+{
+	bson_value_t v = {.value_type = BSON_TYPE_DOCUMENT};
+
+	v.value.v_doc.data = (uint8_t *)d->p;
+	v.value.v_doc.data_len = d->len;
+	*n = 0;
+	return mql_key_encode(&v, false, buf, KEYBUF, n, NULL);
+}
+
+/* Arrays whose keys are "0", "1" ... all the way down. */
+static bool canon(const uint8_t *p, uint32_t len, bool array)
+{
+	bson_iter_t it;
+	uint32_t i = 0;
+
+	if (!bson_iter_init_from_data(&it, p, len))
+		return false;
+	while (bson_iter_next(&it)) {
+		char buf[16];
+		const char *k;
+		const bson_value_t *v = bson_iter_value(&it);
+
+		bson_uint32_to_string(i++, &k, buf, sizeof(buf));
+		if (array && strcmp(k, bson_iter_key(&it)) != 0)
+			return false;
+		if ((v->value_type == BSON_TYPE_DOCUMENT ||
+		     v->value_type == BSON_TYPE_ARRAY) &&
+		    !canon(v->value.v_doc.data, v->value.v_doc.data_len,
+			   v->value_type == BSON_TYPE_ARRAY))
+			return false;
+	}
+	return true;
+}
+
+static void run_keys(const struct piece *a, const struct piece *b)
+{
+	bool exact = canon(a->p, a->len, false) && canon(b->p, b->len, false);
+	uint8_t *ka = malloc(2 * KEYBUF), *kb = ka + KEYBUF;
+	size_t na, nb, used;
+	bson_t out = BSON_INITIALIZER;
+	bson_iter_t it;
+
+	if (key_of(a, ka, &na) == 0 && key_of(b, kb, &nb) == 0) {
+		int c = mql_doc_cmp(a->p, a->len, b->p, b->len);
+		int m = memcmp(ka, kb, na < nb ? na : nb);
+
+		if (m == 0)
+			m = (na > nb) - (na < nb);
+		FUZZ_CHECK(!exact || (c > 0) - (c < 0) == (m > 0) - (m < 0));
+		FUZZ_CHECK(mql_key_decode(kb, nb, false, &out, "v", &used,
+					  NULL) == 0 &&
+			   used == nb);
+		FUZZ_CHECK(bson_iter_init(&it, &out) && bson_iter_next(&it));
+		FUZZ_CHECK(
+		    !exact ||
+		    mql_doc_cmp(
+			b->p, b->len, bson_iter_value(&it)->value.v_doc.data,
+			bson_iter_value(&it)->value.v_doc.data_len) == 0);
+		FUZZ_CHECK(
+		    key_of(
+			&(struct piece){
+			    bson_iter_value(&it)->value.v_doc.data,
+			    bson_iter_value(&it)->value.v_doc.data_len, true},
+			ka, &na) == 0 &&
+		    na == nb && memcmp(ka, kb, nb) == 0);
+	}
+	bson_destroy(&out);
+	free(ka);
+}
+
 struct docs {
 	const struct piece *pc;
 	size_t i, n;
@@ -223,6 +302,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			d.len = 5;
 		}
 		run_doc(m, nor, u, p, &d);
+		if (i > 3 && d.ok && pc[i - 1].ok)
+			run_keys(&pc[i - 1], &d);
 		if (s && i > 3) {
 			bson_value_t ka[64], kb[64];
 			const struct piece *e = &pc[i - 1];
