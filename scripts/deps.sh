@@ -12,7 +12,8 @@
 set -eu
 
 build_pkgs="gcc make cmake pkg-config liblmdb-dev liburing-dev libmsgpack-dev
-libxxhash-dev libhiredis-dev libedit-dev libsystemd-dev libpq-dev libssl-dev"
+libxxhash-dev libhiredis-dev libedit-dev libsystemd-dev libpq-dev libssl-dev
+libbson-dev libpcre2-dev"
 # Every test's prerequisites: with these installed nothing is skipped (a test
 # missing one exits 77 and ctest lists it under "did not run").  clang-format:
 # the format test; lmdb-utils: mdb_dump, mdb_stat; nutcracker: twemproxy;

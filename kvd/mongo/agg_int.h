@@ -1,0 +1,101 @@
+/* agg_int.h - what the files of the aggregation executor share (agg.c
+ * compiles stages, agg_run.c runs them, agg_group.c is $group): the
+ * compiled stages and the running state of one stage in a cursor. */
+#ifndef KVD_MONGO_AGG_INT_H
+#define KVD_MONGO_AGG_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <bson/bson.h>
+
+#include "mql_agg.h"
+#include "mql_expr.h"
+#include "mql_path.h"
+#include "mql_project.h"
+
+enum agg_kind {
+	AG_MATCH,
+	AG_PROJECT, /* $project $addFields $set $unset */
+	AG_SORT,
+	AG_SKIP,
+	AG_LIMIT,
+	AG_COUNT,
+	AG_GROUP,
+	AG_UNWIND,
+};
+
+enum agg_acc_op {
+	ACC_SUM,
+	ACC_AVG,
+	ACC_MIN,
+	ACC_MAX,
+	ACC_FIRST,
+	ACC_LAST,
+	ACC_PUSH,
+	ACC_ADDTOSET,
+	ACC_COUNT,
+};
+
+struct agg_acc {
+	char *name; /* output field */
+	enum agg_acc_op op;
+	struct mql_expr *arg;
+};
+
+struct agg_group {
+	struct mql_expr *id;
+	struct agg_acc *acc;
+	size_t nacc;
+};
+
+struct agg_stage {
+	enum agg_kind kind;
+	size_t user; /* index of the stage the user wrote */
+	const uint8_t
+	    *arg; /* the stage's argument, inside the pipeline's copy */
+	uint32_t arg_len;
+	struct mql_match *match;
+	struct mql_project *proj;
+	struct mql_sort *sort;
+	int64_t topk; /* $sort: keep this many (-1: all) */
+	int64_t n;    /* $skip, $limit */
+	char *name;   /* $count's field */
+	struct agg_group group;
+	struct mql_path path, index; /* $unwind */
+	bool has_index, preserve;
+};
+
+struct mql_pipeline {
+	uint8_t *bson; /* the user's array, which expressions point into */
+	uint32_t len;
+	struct agg_stage *st;
+	size_t n, nuser;
+	size_t sort_mem, group_mem;
+};
+
+/* ---- running (agg_run.c, agg_group.c) ------------------------------ */
+
+/* Pull the next document from the stage below stage i (or the source):
+ * 1 with *doc, 0 at the end, -1 with err set. */
+int agg_pull(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
+	     uint32_t *len, struct mql_error *err);
+
+struct group_run;
+
+/* $group: consume every input of stage i; then emit one group per call
+ * into out.  Memory past limit fails with 292. */
+int agg_group_run(struct mql_agg_cursor *c, size_t i,
+		  const struct agg_group *spec, struct group_run **g,
+		  size_t limit, size_t *mem, struct mql_error *err);
+int agg_group_emit(struct group_run *g, const struct agg_group *spec,
+		   bson_t *out, struct mql_error *err);
+void agg_group_free(struct group_run *g);
+
+int agg_group_compile(struct agg_group *g, const bson_value_t *spec,
+		      struct mql_error *err);
+void agg_group_spec_free(struct agg_group *g);
+
+int agg_too_large(struct mql_error *err);
+
+#endif
