@@ -134,7 +134,10 @@ void kvd_conn_flush(struct kvd_conn *c);
  * below 2^32. */
 static inline void kvd_conn_track(struct kvd_conn *c, unsigned slot, int d)
 {
-	c->wkeys[slot] += (uint16_t)d;
+	/* d converted to the counter's own width: -1 becomes 2^32 - 1, whose
+	 * addition is a decrement.  (A narrower cast once added 65,535 per
+	 * finished write, so a count reached zero with writes in flight.) */
+	c->wkeys[slot] += (uint32_t)d;
 }
 /* Could an in-flight write of this connection touch key k? */
 static inline int kvd_conn_key_busy(const struct kvd_conn *c, const void *k,
