@@ -130,6 +130,15 @@ struct kvd_store {
 	unsigned nreaders, capreaders;
 };
 
+/* A reader's view of one shard for point reads (shard.c, rview): its
+ * memtables and what each had published, current while gen is the
+ * reader's. */
+struct rview {
+	uint64_t gen;
+	struct kvm *m[2];     /* active, frozen */
+	struct kvm_snap s[2]; /* their published LSNs when loaded */
+};
+
 struct kvd_reader {
 	struct kvd_store *st;
 	MDB_txn **txn;
@@ -137,6 +146,12 @@ struct kvd_reader {
 	uint8_t *active;
 	unsigned nactive;
 	struct scan_head *heads;
+	/* Point reads' views by shard: loaded per read, or once per request
+	 * between kvd_reader_pin and kvd_reader_unpin; kvd_reader_reset and
+	 * every pin or unpin move gen, which retires them all. */
+	struct rview *views;
+	uint64_t gen;
+	int pinned;
 	/* 1 from the first read of a turn to kvd_reader_reset, which counts
 	 * epoch: a checkpointer that saw busy == 0, or epoch move, knows this
 	 * reader holds nothing it loaded before. */

@@ -3,7 +3,8 @@
  * active memtable, the frozen one, LMDB), turned into physical journal
  * records (the resulting value or tombstone, absolute expiry: replay is
  * deterministic), appended with one write, flushed once (sync mode), and
- * only then inserted into the active memtable, where readers see them. */
+ * only then inserted into the active memtable and published there whole
+ * (kvm_publish), where readers see them all at once. */
 #include "shard_int.h"
 
 #include <errno.h>
@@ -978,11 +979,16 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 		atomic_fetch_add(&sh->fsyncs, 1);
 	}
 	if ((rc = insert_all(t, first))) {
-		/* In the journal, not in memory: a restart replays it. */
+		/* In the journal, not in memory: a restart replays it.  What
+		 * was inserted stays unpublished, so readers never see part
+		 * of the batch (a failed shard is never checkpointed). */
 		log_error("%s: memtable: %s", sh->path, kvm_strerror(rc));
 		rc = shard_fail(sh, "memtable insert", -ENOMEM);
 		goto out;
 	}
+	/* The whole batch at once (docs/architecture.md, section 7), before
+	 * any of its requests is answered. */
+	kvm_publish(t->act);
 	sh->act_bytes += bytes;
 	atomic_fetch_add(&sh->pend_bytes, bytes);
 	atomic_store(&sh->pub_lsn, first + t->nents - 1);
