@@ -134,7 +134,10 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type,
 static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 			 char *err, size_t errlen)
 {
+	/* One spare segment is kept for batches of deletes: a full disk
+	 * refuses new segments to other writes (shard_write.c). */
 	struct kvj_opts jo = {.segment_size = o->segment_size,
+			      .reserve = 1,
 			      .shard_id = sh->idx,
 			      .flags =
 				  o->truncate_corrupt ? KVJ_OPEN_TRUNCATE : 0};
@@ -213,6 +216,7 @@ static int store_shard_open(struct kvd_store *st, struct shard *sh,
 	sh->wt.idx = sh->idx;
 	pthread_mutex_init(&sh->mu, NULL);
 	pthread_cond_init(&sh->cv, NULL);
+	sh->fail_log = (struct kvd_log_limit)KVD_LOG_LIMIT_INIT(60000);
 	if (shard_open(sh, o, err, errlen))
 		return -1;
 	shard_log_open(sh, o->map_size);

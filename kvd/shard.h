@@ -193,6 +193,12 @@ struct kvd_wop {
  * being checkpointed and this one is full, waits (backpressure).  0 or a
  * KV_* code (KV_SHARD_FAILED: the shard takes no more writes). */
 int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out);
+/* The same, for a batch of deletes only (DEL, GETDEL, FLUSHALL, expiry),
+ * which frees room: while a checkpoint fails for room (a full map or
+ * disk) it goes into the active memtable though it is full, up to twice
+ * memtable-size, instead of waiting for that checkpoint. */
+int kvd_shard_begin_deletes(struct kvd_store *st, unsigned i,
+			    struct kvd_wtxn **out);
 /* The same, for a writer that must not wait (an io thread committing its
  * own writes, async mode): -EAGAIN, with nothing begun, where
  * kvd_shard_begin would freeze the memtable or checkpoint first. */

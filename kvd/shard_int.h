@@ -18,6 +18,7 @@
 #include "datadir.h"
 #include "journal.h"
 #include "kv_buf.h"
+#include "log.h"
 #include "memtable.h"
 #include "shard.h"
 
@@ -92,9 +93,14 @@ struct shard {
 	pthread_t ckpt_thread;
 	int ckpt_started;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;    /* job set (checkpointer), or done (committer) */
-	struct kvm *job;      /* under mu: the frozen memtable to checkpoint */
-	uint64_t attempts;    /* under mu: checkpoints tried */
+	pthread_cond_t cv; /* job set (checkpointer), or done (committer) */
+	struct kvm *job;   /* under mu: the frozen memtable to checkpoint */
+	uint64_t attempts; /* under mu: checkpoints tried */
+	uint64_t tried_ns; /* under mu: when the last attempt ended */
+	uint64_t fails;	   /* checkpointer: failed for room in a row */
+	/* the checkpointer's lines on failures for room (retried): one a
+	 * minute while they last, with a count of the others */
+	struct kvd_log_limit fail_log;
 	atomic_int ckpt_busy; /* job is set: a checkpoint is under way */
 	int stop;	      /* under mu */
 	/* counters */
