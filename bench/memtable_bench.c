@@ -86,7 +86,10 @@ static int bench_memtable(const char *keys, const uint32_t *order, size_t n,
 			kvm_prefetch(m, keys + (i + ahead) * KLEN, KLEN);
 		if (kvm_put(m, keys + i * KLEN, KLEN, val, VLEN, 0, i + 1, 0))
 			goto fail;
+		if (i % 64 == 63) /* batches, as a committer's */
+			kvm_publish(m);
 	}
+	kvm_publish(m);
 	keep(&b->put, n / (now() - t));
 	t = now();
 	for (size_t i = 0; i < n; i++)

@@ -794,7 +794,9 @@ static int reads_free(struct kvd_conn *c, struct kvd_req *r)
 
 /* A read never sees an exclusive section (TXN, RENAME, RESP's EXEC) half
  * applied across shards: if one ran meanwhile, its reply is dropped and
- * it runs again (a relaxed look before and after: sections are rare). */
+ * it runs again (a relaxed look before and after: sections are rare).
+ * It sees one view of each shard (kvd_reader_pin), so a batch's records
+ * all or none. */
 static int run_read(struct kvd_conn *c, const struct kvd_op_desc *d,
 		    struct kvd_req *r)
 {
@@ -802,8 +804,11 @@ static int run_read(struct kvd_conn *c, const struct kvd_op_desc *d,
 
 	for (;;) {
 		unsigned seq = kvd_excl_seq();
-		int rc = d->fn(c, r);
+		int rc;
 
+		kvd_reader_pin(c->io->reader);
+		rc = d->fn(c, r);
+		kvd_reader_unpin(c->io->reader);
 		if (!kvd_excl_moved(seq))
 			return rc;
 		c->out.len = mark;

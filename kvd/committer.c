@@ -263,12 +263,25 @@ static unsigned batch_bucket(uint64_t n)
 	return b;
 }
 
+/* Only deletes (DEL, GETDEL, FLUSHALL): they may go where other writes may
+ * not, on a full map or disk (shard.h, kvd_shard_begin_deletes). */
+static int deletes_only(const struct kvd_wreq *w)
+{
+	for (; w; w = w->next)
+		if (w->op.kind != KVD_W_DEL && w->op.kind != KVD_W_GETDEL &&
+		    w->op.kind != KVD_W_FLUSH)
+			return 0;
+	return 1;
+}
+
 /* Apply the requests of list first (NULL-terminated) as one batch, with a
  * round of reaping if reap, and commit it to the journal.  0, or the KV_*
  * code that failed the batch (it is gone either way).  *full: a write was
- * refused because only the map's room for deletes is left. */
+ * refused because only the map's room for deletes is left.  *begun: the
+ * batch began (a failure before is no request's doing). */
 static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
-		       uint64_t now, int reap, int *full, int nowait)
+		       uint64_t now, int reap, int *full, int nowait,
+		       int *begun)
 {
 	struct kvd_server *srv = c->srv;
 	struct kvd_wtxn *t;
@@ -276,9 +289,12 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 	int rc;
 
 	rc = nowait ? kvd_shard_begin_nowait(srv->store, c->shard, &t)
-		    : kvd_shard_begin(srv->store, c->shard, &t);
+	     : deletes_only(first)
+		 ? kvd_shard_begin_deletes(srv->store, c->shard, &t)
+		 : kvd_shard_begin(srv->store, c->shard, &t);
 	if (rc)
 		return rc;
+	*begun = 1;
 	for (struct kvd_wreq *w = first; w; w = w->next) {
 		if ((rc = kvd_shard_apply(t, &w->op, now,
 					  srv->cfg->max_value))) {
@@ -332,13 +348,13 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		     uint64_t n, uint64_t now, int reap, int nowait)
 {
 	struct kvd_wreq *w, *second;
-	int rc, full = 0;
+	int rc, full = 0, begun = 0;
 
 	if (atomic_load(&c->failed)) {
 		fail_all(first, NULL, KV_SHARD_FAILED);
 		return;
 	}
-	rc = commit_list(c, first, now, reap, &full, nowait);
+	rc = commit_list(c, first, now, reap, &full, nowait, &begun);
 	if (rc == -EAGAIN) {
 		requeue(c, first);
 		return;
@@ -366,7 +382,9 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		fail_all(first, NULL, rc);
 		return;
 	}
-	if (n > 1 && splittable(rc)) {
+	/* A batch refused before it began (a checkpoint failing for room)
+	 * is refused whole: its halves would only ask again, each. */
+	if (n > 1 && begun && splittable(rc)) {
 		w = first;
 		for (uint64_t i = 1; i < n / 2; i++)
 			w = w->next;

@@ -192,6 +192,10 @@ static const struct opt options[] = {
      "TLSv1.3 cipher suites (OpenSSL syntax; empty: OpenSSL's default)"},
     {"tls-prefer-server-ciphers", OPT_ENUM, F(tls_prefer_server_ciphers), 0, 0,
      "no", yes_no, "TLS: choose the cipher by the server's order"},
+    {"tls-max-handshakes", OPT_UINT, F(tls_max_handshakes), 1, 100000, "8",
+     NULL,
+     "TLS handshakes in flight per io thread; past it new TLS connections "
+     "wait in the accept backlog"},
     {"replicaof", OPT_STR, F(replicaof), 0, 0, "", NULL,
      "run as a read-only replica of the kvd at \"HOST PORT\" (its native "
      "port), or \"HOST PORT resp\" (its RESP port); empty: a primary"},

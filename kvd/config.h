@@ -86,6 +86,7 @@ struct kvd_config {
 	char tls_ciphers[512];
 	char tls_ciphersuites[512];
 	unsigned tls_prefer_server_ciphers;
+	unsigned tls_max_handshakes; /* in flight per io thread (loop.c) */
 	/* Replication (repl.c, replica.c): the primary to follow ("HOST
 	 * PORT", its native port; "": none), and how */
 	char replicaof[300];

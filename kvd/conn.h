@@ -39,9 +39,11 @@ enum {
 	CONN_DEAD = 1u << 6,	   /* socket shut down; free when idle */
 	CONN_CANCELING = 1u << 7,  /* loop: recv cancel submitted */
 	CONN_AUTHED = 1u << 8,
-	CONN_ABORT = 1u << 9,	 /* close now, unsent replies or not */
-	CONN_TALKED = 1u << 10,	 /* its first bytes were looked at */
-	CONN_REPLICA = 1u << 15, /* asked for the journal (repl.c) */
+	CONN_ABORT = 1u << 9,	   /* close now, unsent replies or not */
+	CONN_TALKED = 1u << 10,	   /* its first bytes were looked at */
+	CONN_HANDSHAKE = 1u << 11, /* loop: holds a TLS handshake slot */
+	CONN_HS_WAIT = 1u << 12,   /* loop: waits, unread, for a slot */
+	CONN_REPLICA = 1u << 15,   /* asked for the journal (repl.c) */
 };
 
 enum kvd_stall {
@@ -76,6 +78,7 @@ struct kvd_conn {
 	uint64_t witems;     /* keys (and FLUSHALL parts) in flight */
 	uint16_t wshard;     /* 1 + a shard over its bound we wrote to, or 0 */
 	struct kvd_conn *dirty_next;
+	struct kvd_conn *hs_next;     /* loop: the next waiting for a slot */
 	struct kvd_conn *prev, *next; /* the io thread's list of connections */
 	uint32_t resp_state;	      /* RESP: protocol-specific flags */
 	struct {		      /* RESP: a multibulk validated so far */
@@ -134,7 +137,10 @@ void kvd_conn_flush(struct kvd_conn *c);
  * below 2^32. */
 static inline void kvd_conn_track(struct kvd_conn *c, unsigned slot, int d)
 {
-	c->wkeys[slot] += (uint16_t)d;
+	/* d converted to the counter's own width: -1 becomes 2^32 - 1, whose
+	 * addition is a decrement.  (A narrower cast once added 65,535 per
+	 * finished write, so a count reached zero with writes in flight.) */
+	c->wkeys[slot] += (uint32_t)d;
 }
 /* Could an in-flight write of this connection touch key k? */
 static inline int kvd_conn_key_busy(const struct kvd_conn *c, const void *k,

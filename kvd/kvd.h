@@ -71,6 +71,9 @@ struct kvd_io_stats {
 	/* connections that stopped being read: writes in flight over their
 	 * bound (conn.c), and unauthenticated ones closed over their caps */
 	kvd_counter write_pauses, preauth_closed;
+	/* TLS handshakes in flight now and at most at once on this thread,
+	 * and how often its TLS accepts stopped at the bound (loop.c) */
+	kvd_counter tls_hs_now, tls_hs_peak, tls_hs_pauses;
 	/* requests answered at once in this loop turn, timed at its end */
 	uint32_t turn_ops[KV_OP_MAX];
 };

@@ -178,7 +178,8 @@ static void arm_accept_timer(struct kvd_io *io)
 static void resume_accepts(struct kvd_io *io)
 {
 	for (int i = 0; i < KVD_NLISTEN; i++)
-		if ((io->accept_paused & (1u << i)) && !io->stopping)
+		if ((io->accept_paused & (1u << i)) && !io->stopping &&
+		    !(io->hs_paused && slot_tls(io, i))) /* hs_resume's */
 			arm_accept(io, i);
 	io->accept_paused = 0;
 }
@@ -355,8 +356,14 @@ void kvd_io_mark(struct kvd_conn *c)
 	io->dirty = c;
 }
 
+static void hs_end(struct kvd_io *io, struct kvd_conn *c);
+static void hs_unwait(struct kvd_io *io, struct kvd_conn *c);
+
 static void conn_free(struct kvd_io *io, struct kvd_conn *c)
 {
+	if (c->flags & CONN_HS_WAIT)
+		hs_unwait(io, c);
+	hs_end(io, c); /* a handshake left unfinished gives its slot back */
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -437,7 +444,8 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 	if (c->flags & CONN_RECV_ARMED) {
 		if ((c->flags & CONN_PAUSED) && !(c->flags & CONN_CANCELING))
 			cancel_recv(io, c);
-	} else if (!(c->flags & (CONN_PAUSED | CONN_EOF)) && !io->stopping) {
+	} else if (!(c->flags & (CONN_PAUSED | CONN_EOF | CONN_HS_WAIT)) &&
+		   !io->stopping) {
 		arm_recv(io, c);
 	}
 }
@@ -491,9 +499,137 @@ static void accept_ended(struct kvd_io *io, int proto, int res)
 		io->accept_paused |= 1u << proto;
 		if (!io->accept_timer)
 			arm_accept_timer(io);
-	} else {
-		arm_accept(io, proto);
+	} else if (!(io->hs_paused && slot_tls(io, proto))) {
+		arm_accept(io, proto); /* (a TLS one stopped: hs_resume) */
 	}
+}
+
+/* ===================== TLS handshakes in flight ===================== */
+
+/* A TLS handshake's key exchange and signature are the dearest work an
+ * io thread does (a flood of them stretched every loop turn, and so every
+ * other client's latency on the thread).  So an io thread runs at most
+ * tls-max-handshakes at once, from accept to the handshake's end: at the
+ * bound its TLS listeners' accepts are cancelled, and new connections wait
+ * in the kernel's accept backlog (SO_REUSEPORT: this thread's); a
+ * connection accepted meanwhile (its completion was already queued) waits
+ * here, unread, for a slot.  Each slot freed goes to the first waiting
+ * connection; with none waiting, the accepts are armed again. */
+
+static int hs_full(const struct kvd_io *io)
+{
+	return io->hs_now >= io->srv->cfg->tls_max_handshakes;
+}
+
+static void hs_count(struct kvd_io *io)
+{
+	atomic_store_explicit(&io->stats.tls_hs_now, io->hs_now,
+			      memory_order_relaxed);
+	if (io->hs_now > kvd_read(&io->stats.tls_hs_peak))
+		atomic_store_explicit(&io->stats.tls_hs_peak, io->hs_now,
+				      memory_order_relaxed);
+}
+
+static void hs_pause(struct kvd_io *io)
+{
+	if (io->hs_paused)
+		return;
+	io->hs_paused = 1;
+	kvd_count(&io->stats.tls_hs_pauses, 1);
+	for (int i = 0; i < KVD_NLISTEN; i++) {
+		struct io_uring_sqe *sqe;
+
+		if (!slot_tls(io, i) || !(io->accept_armed & (1u << i)))
+			continue;
+		/* its end comes through on_accept: accept_ended */
+		sqe = sqe_get(io);
+		io_uring_prep_cancel64(sqe, accept_ud(io, i), 0);
+		io_uring_sqe_set_data64(sqe, TAG_NONE);
+	}
+}
+
+static void hs_resume(struct kvd_io *io)
+{
+	io->hs_paused = 0;
+	for (int i = 0; i < KVD_NLISTEN; i++)
+		if (slot_tls(io, i) && io->lfd[i] >= 0 && !io->stopping &&
+		    !(io->accept_armed & (1u << i)) &&
+		    !(io->accept_paused & (1u << i)))
+			arm_accept(io, i);
+}
+
+/* c's handshake begins: it takes a slot, and its bytes are read. */
+static void hs_start(struct kvd_io *io, struct kvd_conn *c)
+{
+	if (kvd_tls_open(c)) {
+		log_error("connection %llu: out of memory for TLS; closing",
+			  (unsigned long long)c->id);
+		c->flags |= CONN_CLOSING;
+		kvd_io_mark(c);
+		return;
+	}
+	c->flags |= CONN_HANDSHAKE;
+	io->hs_now++;
+	hs_count(io);
+	if (hs_full(io))
+		hs_pause(io);
+	arm_recv(io, c);
+}
+
+static void hs_unwait(struct kvd_io *io, struct kvd_conn *c)
+{
+	struct kvd_conn **p = &io->hs_wait, *prev = NULL;
+
+	while (*p && *p != c) {
+		prev = *p;
+		p = &(*p)->hs_next;
+	}
+	if (!*p)
+		return;
+	*p = c->hs_next;
+	if (io->hs_wait_tail == c)
+		io->hs_wait_tail = prev;
+	c->hs_next = NULL;
+	c->flags &= ~CONN_HS_WAIT;
+}
+
+/* A slot frees (the handshake ended, or its connection closed). */
+static void hs_end(struct kvd_io *io, struct kvd_conn *c)
+{
+	if (!(c->flags & CONN_HANDSHAKE))
+		return;
+	c->flags &= ~CONN_HANDSHAKE;
+	io->hs_now--;
+	while (io->hs_wait && !hs_full(io) && !io->stopping) {
+		struct kvd_conn *w = io->hs_wait;
+
+		hs_unwait(io, w);
+		hs_start(io, w);
+	}
+	if (io->hs_paused && !io->hs_wait && !hs_full(io))
+		hs_resume(io);
+	hs_count(io);
+}
+
+void kvd_io_handshake_done(struct kvd_conn *c)
+{
+	hs_end(c->io, c);
+}
+
+/* A TLS connection accepted: its handshake starts, or it waits. */
+static void hs_accepted(struct kvd_io *io, struct kvd_conn *c)
+{
+	if (!hs_full(io) && !io->hs_wait) {
+		hs_start(io, c);
+		return;
+	}
+	c->flags |= CONN_HS_WAIT;
+	if (io->hs_wait_tail)
+		io->hs_wait_tail->hs_next = c;
+	else
+		io->hs_wait = c;
+	io->hs_wait_tail = c;
+	hs_pause(io);
 }
 
 static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
@@ -546,14 +682,10 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
 	kvd_count(&io->stats.accepted, 1);
 	if (proto == KVD_PROTO_RESP)
 		kvd_resp_conn_open(c);
-	if (slot_tls(io, slot) && kvd_tls_open(c)) {
-		log_error("connection %llu: out of memory for TLS; closing",
-			  (unsigned long long)c->id);
-		c->flags |= CONN_CLOSING;
-		kvd_io_mark(c);
-		return;
-	}
-	arm_recv(io, c);
+	if (slot_tls(io, slot))
+		hs_accepted(io, c);
+	else
+		arm_recv(io, c);
 }
 
 static void on_recv(struct kvd_io *io, struct io_uring_cqe *cqe)

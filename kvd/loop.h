@@ -62,6 +62,12 @@ struct kvd_io {
 	int accept_timer;	/* the timer that resumes them is in the ring */
 	uint64_t next_id;
 	int stopping;
+	/* TLS handshakes in flight here (at most tls-max-handshakes), the
+	 * connections accepted past the bound, waiting for a slot, and
+	 * whether the TLS listeners' accepts are stopped for it (loop.c) */
+	unsigned hs_now;
+	struct kvd_conn *hs_wait, *hs_wait_tail;
+	int hs_paused;
 };
 
 /* Fit max-clients to the open-file limit (raised to its hard limit first),
@@ -81,6 +87,9 @@ void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w);
 
 /* The connection has new output or state for the loop to act on. */
 void kvd_io_mark(struct kvd_conn *c);
+/* c's TLS handshake is over (done or failed): its slot goes to the next
+ * connection (tls.c; the loop calls it itself when c closes first). */
+void kvd_io_handshake_done(struct kvd_conn *c);
 
 /* Write requests and pending slots: per-thread free lists, so the hot path
  * does not call malloc. */

@@ -342,6 +342,18 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 	     "Connections refused over max-clients.");
 	out(b, "kvd_connections_refused_total %llu\n",
 	    (unsigned long long)t.refused);
+	head(b, "kvd_tls_handshakes", "gauge",
+	     "TLS handshakes in flight (all io threads).");
+	out(b, "kvd_tls_handshakes %llu\n", (unsigned long long)t.tls_hs);
+	head(b, "kvd_tls_handshakes_peak", "gauge",
+	     "The most TLS handshakes one io thread had in flight at once.");
+	out(b, "kvd_tls_handshakes_peak %llu\n",
+	    (unsigned long long)t.tls_hs_peak);
+	head(b, "kvd_tls_handshake_pauses_total", "counter",
+	     "Times an io thread stopped accepting TLS connections at "
+	     "tls-max-handshakes.");
+	out(b, "kvd_tls_handshake_pauses_total %llu\n",
+	    (unsigned long long)t.tls_hs_pauses);
 	head(b, "kvd_auth_failures_total", "counter",
 	     "Failed AUTH attempts (both protocols).");
 	out(b, "kvd_auth_failures_total %llu\n",

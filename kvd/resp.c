@@ -793,7 +793,10 @@ static const char *run_read(struct kvd_conn *c, const struct resp_cmd *d,
 		return d->fn(c, r);
 	for (;;) {
 		seq = kvd_excl_seq();
+		/* one view of each shard: a batch's records all or none */
+		kvd_reader_pin(c->io->reader);
 		err = d->fn(c, r);
+		kvd_reader_unpin(c->io->reader);
 		if (!kvd_excl_moved(seq) || c->out.len < mark)
 			return err;
 		c->out.len = mark;

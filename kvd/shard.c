@@ -134,7 +134,10 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type,
 static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 			 char *err, size_t errlen)
 {
+	/* One spare segment is kept for batches of deletes: a full disk
+	 * refuses new segments to other writes (shard_write.c). */
 	struct kvj_opts jo = {.segment_size = o->segment_size,
+			      .reserve = 1,
 			      .shard_id = sh->idx,
 			      .flags =
 				  o->truncate_corrupt ? KVJ_OPEN_TRUNCATE : 0};
@@ -172,6 +175,7 @@ static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
 			 "offset %llu (a write a crash cut short)",
 			 rep.bad_file, (unsigned long long)rep.dropped,
 			 (unsigned long long)rep.bad_offset);
+	kvm_publish(rp.m); /* before any reader: replay is one batch */
 	atomic_store(&sh->active, rp.m);
 	atomic_store(&sh->ckpt_lsn, ckpt);
 	atomic_store(&sh->pub_lsn, kvj_next_lsn(sh->j) - 1);
@@ -212,6 +216,7 @@ static int store_shard_open(struct kvd_store *st, struct shard *sh,
 	sh->wt.idx = sh->idx;
 	pthread_mutex_init(&sh->mu, NULL);
 	pthread_cond_init(&sh->cv, NULL);
+	sh->fail_log = (struct kvd_log_limit)KVD_LOG_LIMIT_INIT(60000);
 	if (shard_open(sh, o, err, errlen))
 		return -1;
 	shard_log_open(sh, o->map_size);
@@ -438,12 +443,15 @@ struct kvd_reader *kvd_reader_new(struct kvd_store *st)
 	r->cur = calloc(st->n, sizeof(*r->cur));
 	r->active = calloc(st->n, 1);
 	r->heads = calloc(st->n, sizeof(*r->heads));
-	if (!r->txn || !r->cur || !r->active || !r->heads ||
+	r->views = calloc(st->n, sizeof(*r->views));
+	r->gen = 1; /* views start at 0: none is current */
+	if (!r->txn || !r->cur || !r->active || !r->heads || !r->views ||
 	    reader_register(st, r)) {
 		free(r->txn);
 		free(r->cur);
 		free(r->active);
 		free(r->heads);
+		free(r->views);
 		free(r);
 		return NULL;
 	}
@@ -465,11 +473,13 @@ void kvd_reader_free(struct kvd_reader *r)
 	free(r->cur);
 	free(r->active);
 	free(r->heads);
+	free(r->views);
 	free(r);
 }
 
 void kvd_reader_reset(struct kvd_reader *r)
 {
+	r->gen++; /* no view's memtable pointer outlives the quiescent point */
 	for (unsigned i = 0; r->nactive && i < r->st->n; i++) {
 		if (r->active[i]) {
 			mdb_txn_reset(r->txn[i]);
@@ -533,13 +543,45 @@ MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i)
 	return r->cur[i];
 }
 
+void kvd_reader_pin(struct kvd_reader *r)
+{
+	r->pinned = 1;
+	r->gen++;
+}
+
+void kvd_reader_unpin(struct kvd_reader *r)
+{
+	r->pinned = 0;
+	r->gen++;
+}
+
+/* The reader's view of shard i for this read: its memtables and what each
+ * had published, loaded once per read, or once per pinned request (a
+ * multi-key read then sees each shard at one batch boundary). */
+static const struct rview *rview(struct kvd_reader *r, unsigned i)
+{
+	struct rview *v = &r->views[i];
+
+	kvd_reader_enter(r);
+	if (!r->pinned)
+		r->gen++;
+	if (v->gen == r->gen)
+		return v;
+	shard_layers(&r->st->sh[i], &v->m[0], &v->m[1]);
+	for (int s = 0; s < 2; s++)
+		if (v->m[s])
+			kvm_snapshot(v->m[s], &v->s[s]);
+	v->gen = r->gen;
+	return v;
+}
+
 /* One memtable layer's say on a key: KV_OK, KV_NOT_FOUND, or -1 (look
  * below). */
-static int mget(struct kvm *m, const void *key, size_t klen, uint64_t now,
-		uint64_t *exp, struct kv_slice *val)
+static int mget(struct kvm *m, const struct kvm_snap *sn, const void *key,
+		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val)
 {
 	struct kvm_entry e;
-	int k = m ? kvm_get(m, key, klen, &e) : KVM_ABSENT;
+	int k = m ? kvm_get_at(m, sn, key, klen, &e) : KVM_ABSENT;
 
 	if (k == KVM_VALUE) {
 		if (e.expire_at && e.expire_at <= now)
@@ -556,17 +598,15 @@ static int rget(struct kvd_reader *r, unsigned shard, const void *key,
 		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val)
 {
 	struct shard *sh = &r->st->sh[shard];
-	struct kvm *a, *f;
 	MDB_txn *txn;
 	MDB_val k = {klen, (void *)key}, v;
 	int rc;
-
 	/* The memtables before the snapshot: a checkpoint in between can
 	 * only show a key twice (the memtable wins), never hide it. */
-	kvd_reader_enter(r);
-	shard_layers(sh, &a, &f);
-	if ((rc = mget(a, key, klen, now, exp, val)) >= 0 ||
-	    (rc = mget(f, key, klen, now, exp, val)) >= 0)
+	const struct rview *rv = rview(r, shard);
+
+	if ((rc = mget(rv->m[0], &rv->s[0], key, klen, now, exp, val)) >= 0 ||
+	    (rc = mget(rv->m[1], &rv->s[1], key, klen, now, exp, val)) >= 0)
 		return rc;
 	if (!(txn = kvd_shard_rtxn(r, shard)))
 		return KV_INTERNAL;

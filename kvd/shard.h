@@ -7,9 +7,10 @@
  * A committer's batch is computed against the layers (the batch itself,
  * the active memtable, the frozen one, LMDB), appended to the journal as
  * physical records, flushed, and only then inserted into the active
- * memtable, where readers see it.  A checkpointer thread per shard applies
- * a frozen memtable to LMDB in fully synced write transactions of bounded
- * size, the last of which stores the checkpoint LSN ("meta" database).
+ * memtable and published there whole (kvm_publish), where readers see it.
+ * A checkpointer thread per shard applies a frozen memtable to LMDB in
+ * fully synced write transactions of bounded size, the last of which
+ * stores the checkpoint LSN ("meta" database).
  *
  * Each shard directory holds the journal's segment files and one LMDB
  * environment with three databases: "meta" (the checkpoint LSN), "kv" maps
@@ -26,8 +27,10 @@
  *     | flags | expire_ms (opt.) | value ...       |
  *     +-------+------------------+-----------------+
  *
- * Readers (io threads) use kvd_reader: per read, the active and frozen
- * memtables (loaded before the LMDB snapshot), then one MDB_NOTLS read
+ * Readers (io threads) use kvd_reader: per read (per request between
+ * kvd_reader_pin and kvd_reader_unpin), the active and frozen memtables
+ * and the batches each had published (loaded before the LMDB snapshot: a
+ * committer's batch is seen all or none), then one MDB_NOTLS read
  * transaction per shard, renewed lazily and reset at the end of each loop
  * turn.  kvd_reader_reset is a reader's quiescent point: a retired
  * memtable is unpublished, then freed, only after every reader passed one.
@@ -100,6 +103,14 @@ struct kvd_reader *kvd_reader_new(struct kvd_store *st);
 void kvd_reader_free(struct kvd_reader *r);
 /* End of a loop turn, or after writes completed: drop all snapshots. */
 void kvd_reader_reset(struct kvd_reader *r);
+
+/* A request that reads several keys: between pin and unpin, each shard's
+ * memtables are looked at as they were at the request's first read of that
+ * shard (one view per shard), so the request sees each shard's batches
+ * whole.  Without a pin each read takes its own view.  A pinned request
+ * must not wait for its own writes (they would not show). */
+void kvd_reader_pin(struct kvd_reader *r);
+void kvd_reader_unpin(struct kvd_reader *r);
 
 /* KV_OK with *val pointing into the map (valid until kvd_reader_reset),
  * KV_NOT_FOUND, or KV_INTERNAL. */
@@ -182,6 +193,12 @@ struct kvd_wop {
  * being checkpointed and this one is full, waits (backpressure).  0 or a
  * KV_* code (KV_SHARD_FAILED: the shard takes no more writes). */
 int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out);
+/* The same, for a batch of deletes only (DEL, GETDEL, FLUSHALL, expiry),
+ * which frees room: while a checkpoint fails for room (a full map or
+ * disk) it goes into the active memtable though it is full, up to twice
+ * memtable-size, instead of waiting for that checkpoint. */
+int kvd_shard_begin_deletes(struct kvd_store *st, unsigned i,
+			    struct kvd_wtxn **out);
 /* The same, for a writer that must not wait (an io thread committing its
  * own writes, async mode): -EAGAIN, with nothing begun, where
  * kvd_shard_begin would freeze the memtable or checkpoint first. */

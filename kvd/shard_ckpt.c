@@ -46,9 +46,11 @@
 #include "kvd.h"
 #include "log.h"
 
-/* Room for a checkpoint (map or disk full): retried this often, and at
- * once when a writer needs it. */
+/* Room for a checkpoint (map or disk full): retried this often, and when
+ * a writer needs it, at most every KICK_MS (every writer's batch asked for
+ * one, and a full disk saw hundreds of attempts a second). */
 #define RETRY_MS 1000
+#define KICK_MS 100
 /* Room left below which an EIO from a commit counts as a full disk: LMDB
  * reports a short write of pages as EIO ("short write, filesystem
  * full?").  An aborted commit's pages are never referenced, so a failed
@@ -325,6 +327,50 @@ static int ckpt_status(struct shard *sh, int rc, const char *what, int panic)
 	return KV_SHARD_FAILED;
 }
 
+/* Why a checkpoint failed, as the log says it: a full disk by name (LMDB
+ * reports a write the full disk cut short as EIO). */
+static const char *ckpt_why(struct shard *sh, int rc, int status, char *buf,
+			    size_t len)
+{
+	if (status != KV_DISK_FULL)
+		return mdb_strerror(rc);
+	snprintf(buf, len, "disk full (%s; %llu MiB left on the filesystem)",
+		 rc == ENOSPC ? "no space left on the device"
+			      : "a write of LMDB's was cut short",
+		 (unsigned long long)(kvd_shard_fs_room(sh->path) >> 20));
+	return buf;
+}
+
+/* Log a failed checkpoint: one for room is retried (every second, and
+ * when a writer needs it), so its line goes through the shard's limiter;
+ * one that fails the shard is logged at once. */
+static void ckpt_failed(struct shard *sh, int rc, const char *what, int status,
+			int panic)
+{
+	char buf[160];
+	const char *why = ckpt_why(sh, rc, status, buf, sizeof(buf));
+
+	if (status != KV_SHARD_FAILED) {
+		sh->fails++;
+		kvd_log_ratelimited(&sh->fail_log, KVD_LOG_ERROR,
+				    "%s: checkpoint %s failed: %s; retried "
+				    "every second and when a writer needs it "
+				    "(this line at most once a minute); writes "
+				    "but deletes wait or are refused meanwhile",
+				    sh->path, what, why);
+		return;
+	}
+	log_error("%s: checkpoint %s failed: %s; %s", sh->path, what, why,
+		  panic ? "this shard accepts no more writes until "
+			  "restart, and LMDB refuses its store "
+			  "(MDB_PANIC): reads of keys not in a memtable "
+			  "fail until restart (the journal keeps every "
+			  "acknowledged write)"
+			: "this shard accepts no more writes until "
+			  "restart (reads go on; the journal keeps "
+			  "every acknowledged write)");
+}
+
 /* Apply, publish, retire one frozen memtable; 0 or a KV_* code.  pos
  * carries a failed attempt's progress to the next one. */
 static int checkpoint(struct shard *sh, struct kvd_reader *rd, struct kvm *m,
@@ -350,22 +396,14 @@ static int checkpoint(struct shard *sh, struct kvd_reader *rd, struct kvm *m,
 		int panic = env_panicked(sh, rc);
 		int status = ckpt_status(sh, rc, what, panic);
 
-		log_error("%s: checkpoint %s failed: %s; %s", sh->path, what,
-			  mdb_strerror(rc),
-			  status != KV_SHARD_FAILED
-			      ? "retried every second; writes wait or are "
-				"refused meanwhile"
-			  : panic
-			      ? "this shard accepts no more writes until "
-				"restart, and LMDB refuses its store "
-				"(MDB_PANIC): reads of keys not in a memtable "
-				"fail until restart (the journal keeps every "
-				"acknowledged write)"
-			      : "this shard accepts no more writes until "
-				"restart (reads go on; the journal keeps "
-				"every acknowledged write)");
+		ckpt_failed(sh, rc, what, status, panic);
 		return status;
 	}
+	if (sh->fails)
+		log_info("%s: checkpoint done after %llu attempt(s) that "
+			 "failed for room",
+			 sh->path, (unsigned long long)sh->fails);
+	sh->fails = 0;
 	ns = kvd_mono_ns() - t0;
 	log_debug("%s: checkpoint to LSN %llu in %.1f ms", sh->path,
 		  (unsigned long long)upto, (double)ns / 1e6);
@@ -442,6 +480,7 @@ static void *ckpt_main(void *arg)
 		rc = checkpoint(sh, rd, m, upto, bytes, &pos);
 		pthread_mutex_lock(&sh->mu);
 		sh->attempts++;
+		sh->tried_ns = kvd_mono_ns();
 		if (rc == 0) {
 			atomic_fetch_sub(&sh->pend_bytes, bytes - pos.released);
 			pos.m = NULL;
@@ -498,14 +537,31 @@ void kvd_ckpt_stop(struct shard *sh)
 	sh->ckpt_started = 0;
 }
 
+/* Under mu: wait until KICK_MS after the last checkpoint attempt ended,
+ * or until the job is gone. */
+static void rest_wait(struct shard *sh)
+{
+	uint64_t now = kvd_mono_ns(),
+		 until = sh->tried_ns + KICK_MS * 1000000ull;
+	struct timespec ts;
+
+	if (now >= until)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)(until - now);
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	while (sh->job && kvd_mono_ns() < until &&
+	       pthread_cond_timedwait(&sh->cv, &sh->mu, &ts) != ETIMEDOUT)
+		;
+}
+
 /* Wait, holding no snapshot (the checkpointer may be waiting for this
  * reader), until no memtable is being checkpointed.  *waited says whether
  * it had to. */
 static int wait_idle(struct shard *sh, struct kvd_reader *rd, int *waited)
 {
-	int rc = 0;
-
-	int kicked = 0;
+	int rc = 0, kicked = 0;
 
 	kvd_reader_reset(rd);
 	*waited = 0;
@@ -515,11 +571,16 @@ static int wait_idle(struct shard *sh, struct kvd_reader *rd, int *waited)
 
 		if ((rc = atomic_load(&sh->ckpt_err))) {
 			/* The checkpoint failed for room: have it tried once
-			 * more now (room may be back), and answer with what
-			 * that attempt says. */
+			 * more (room may be back), and answer with what that
+			 * attempt says; KICK_MS after the last one at the
+			 * earliest (every batch of a full store asks). */
 			if (kicked)
 				break;
 			kicked = 1;
+			rest_wait(sh);
+			tries = sh->attempts;
+			if (!sh->job || atomic_load(&sh->failed))
+				continue;
 			pthread_cond_broadcast(&sh->cv);
 			while (sh->job && sh->attempts == tries &&
 			       !atomic_load(&sh->failed))

@@ -18,6 +18,7 @@
 #include "datadir.h"
 #include "journal.h"
 #include "kv_buf.h"
+#include "log.h"
 #include "memtable.h"
 #include "shard.h"
 
@@ -92,9 +93,14 @@ struct shard {
 	pthread_t ckpt_thread;
 	int ckpt_started;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;    /* job set (checkpointer), or done (committer) */
-	struct kvm *job;      /* under mu: the frozen memtable to checkpoint */
-	uint64_t attempts;    /* under mu: checkpoints tried */
+	pthread_cond_t cv; /* job set (checkpointer), or done (committer) */
+	struct kvm *job;   /* under mu: the frozen memtable to checkpoint */
+	uint64_t attempts; /* under mu: checkpoints tried */
+	uint64_t tried_ns; /* under mu: when the last attempt ended */
+	uint64_t fails;	   /* checkpointer: failed for room in a row */
+	/* the checkpointer's lines on failures for room (retried): one a
+	 * minute while they last, with a count of the others */
+	struct kvd_log_limit fail_log;
 	atomic_int ckpt_busy; /* job is set: a checkpoint is under way */
 	int stop;	      /* under mu */
 	/* counters */
@@ -130,6 +136,15 @@ struct kvd_store {
 	unsigned nreaders, capreaders;
 };
 
+/* A reader's view of one shard for point reads (shard.c, rview): its
+ * memtables and what each had published, current while gen is the
+ * reader's. */
+struct rview {
+	uint64_t gen;
+	struct kvm *m[2];     /* active, frozen */
+	struct kvm_snap s[2]; /* their published LSNs when loaded */
+};
+
 struct kvd_reader {
 	struct kvd_store *st;
 	MDB_txn **txn;
@@ -137,6 +152,12 @@ struct kvd_reader {
 	uint8_t *active;
 	unsigned nactive;
 	struct scan_head *heads;
+	/* Point reads' views by shard: loaded per read, or once per request
+	 * between kvd_reader_pin and kvd_reader_unpin; kvd_reader_reset and
+	 * every pin or unpin move gen, which retires them all. */
+	struct rview *views;
+	uint64_t gen;
+	int pinned;
 	/* 1 from the first read of a turn to kvd_reader_reset, which counts
 	 * epoch: a checkpointer that saw busy == 0, or epoch move, knows this
 	 * reader holds nothing it loaded before. */

@@ -6,7 +6,8 @@
  * has recycled any) the committer had to make one itself: 64 MiB of zeros
  * and a flush, a 29-43 ms stall of every write on the shard.  Now the
  * committer, between batches, starts a helper whenever the journal holds no
- * spare; the helper writes the file under a temporary name
+ * spare but the one it keeps for deletes (kvj_opts.reserve: a full disk
+ * takes deletes still); the helper writes the file under a temporary name
  * (kvj_prepare_spare) and says it is done; the committer takes it into the
  * journal (kvj_adopt_spare) at its next look.  The committer's own path
  * stays as the fallback (a segment filled before the helper finished, or a
@@ -73,7 +74,8 @@ void kvd_shard_spare_tend(struct shard *sh, uint64_t now)
 		    sh->path, kvj_strerror(rc));
 	}
 	shard_publish_spares(sh);
-	if (state == SPARE_BUSY || kvj_spares(sh->j) > 0 ||
+	/* One ahead beyond the reserve (kept for deletes: shard_write.c) */
+	if (state == SPARE_BUSY || kvj_spares(sh->j) > kvj_reserve(sh->j) ||
 	    now < sh->spare_retry_ms || atomic_load(&sh->failed) ||
 	    kvj_error(sh->j))
 		return;

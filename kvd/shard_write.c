@@ -3,7 +3,8 @@
  * active memtable, the frozen one, LMDB), turned into physical journal
  * records (the resulting value or tombstone, absolute expiry: replay is
  * deterministic), appended with one write, flushed once (sync mode), and
- * only then inserted into the active memtable, where readers see them. */
+ * only then inserted into the active memtable and published there whole
+ * (kvm_publish), where readers see them all at once. */
 #include "shard_int.h"
 
 #include <errno.h>
@@ -825,8 +826,27 @@ static int would_wait(struct shard *sh, uint64_t now)
 	return room_short(sh);
 }
 
+/* begin()'s ways */
+enum { BEGIN_WAIT, BEGIN_NOWAIT, BEGIN_DELETES };
+
+/* A batch of deletes may skip a freeze or checkpoint that failed for room
+ * (the map or the disk is full): they free room once checkpointed, and
+ * refusing them would leave a full store no way to be emptied through
+ * kvd.  The active memtable may then grow to twice memtable-size. */
+static int deletes_fit(struct shard *sh)
+{
+	struct kvm *a = atomic_load_explicit(&sh->active, memory_order_relaxed);
+
+	return kvm_bytes(a) < 2 * sh->st->memtable_size;
+}
+
+static int deletes_go_on(struct shard *sh, int rc)
+{
+	return (rc == KV_DISK_FULL || rc == KV_MAP_FULL) && deletes_fit(sh);
+}
+
 static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
-		 int nowait)
+		 int how)
 {
 	struct shard *sh = &st->sh[i];
 	struct kvd_wtxn *t = &sh->wt;
@@ -839,11 +859,16 @@ static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
 		return rc;
 	/* would_wait false means maybe_freeze and room_checkpoint have
 	 * nothing to do at this now. */
-	if (nowait) {
+	if (how == BEGIN_NOWAIT) {
 		if (would_wait(sh, now))
 			return -EAGAIN;
-	} else if ((rc = maybe_freeze(sh, t->rd, now)) ||
-		   (rc = room_checkpoint(sh, t->rd)))
+	} else if (how == BEGIN_DELETES && atomic_load(&sh->ckpt_err) &&
+		   deletes_fit(sh)) {
+		/* the last checkpoint failed for room: no wait for another
+		 * try (writers' batches ask for those) */
+	} else if (((rc = maybe_freeze(sh, t->rd, now)) ||
+		    (rc = room_checkpoint(sh, t->rd))) &&
+		   !(how == BEGIN_DELETES && deletes_go_on(sh, rc)))
 		return rc;
 	t->begun_ms = now;
 	kvd_reader_enter(t->rd);
@@ -860,13 +885,19 @@ static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
 
 int kvd_shard_begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out)
 {
-	return begin(st, i, out, 0);
+	return begin(st, i, out, BEGIN_WAIT);
+}
+
+int kvd_shard_begin_deletes(struct kvd_store *st, unsigned i,
+			    struct kvd_wtxn **out)
+{
+	return begin(st, i, out, BEGIN_DELETES);
 }
 
 int kvd_shard_begin_nowait(struct kvd_store *st, unsigned i,
 			   struct kvd_wtxn **out)
 {
-	return begin(st, i, out, 1);
+	return begin(st, i, out, BEGIN_NOWAIT);
 }
 
 /* Keys ahead of the one being inserted whose hash slots are prefetched:
@@ -952,6 +983,15 @@ static int append_fail(struct shard *sh, int rc)
 	}
 }
 
+/* No record of the batch stores a value: tombstones and FLUSHALL only. */
+static int only_deletes(const struct kvd_wtxn *t)
+{
+	for (size_t i = 0; i < t->nents; i++)
+		if (t->ents[i].type == KVJ_PUT)
+			return 0;
+	return 1;
+}
+
 int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 {
 	struct shard *sh = &t->st->sh[t->idx];
@@ -964,7 +1004,13 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 		rc = KV_INTERNAL;
 		goto out;
 	}
-	if ((rc = kvj_append_recs(sh->j, t->recs, t->nents, &first))) {
+	/* A batch of deletes may take the journal's reserved spare: on a
+	 * full disk, no new segment can be made for it, and deletes are how
+	 * room is freed through kvd (docs/architecture.md, section 8). */
+	rc = only_deletes(t)
+		 ? kvj_append_recs_reserve(sh->j, t->recs, t->nents, &first)
+		 : kvj_append_recs(sh->j, t->recs, t->nents, &first);
+	if (rc) {
 		rc = append_fail(sh, rc);
 		goto out;
 	}
@@ -978,11 +1024,16 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 		atomic_fetch_add(&sh->fsyncs, 1);
 	}
 	if ((rc = insert_all(t, first))) {
-		/* In the journal, not in memory: a restart replays it. */
+		/* In the journal, not in memory: a restart replays it.  What
+		 * was inserted stays unpublished, so readers never see part
+		 * of the batch (a failed shard is never checkpointed). */
 		log_error("%s: memtable: %s", sh->path, kvm_strerror(rc));
 		rc = shard_fail(sh, "memtable insert", -ENOMEM);
 		goto out;
 	}
+	/* The whole batch at once (docs/architecture.md, section 7), before
+	 * any of its requests is answered. */
+	kvm_publish(t->act);
 	sh->act_bytes += bytes;
 	atomic_fetch_add(&sh->pend_bytes, bytes);
 	atomic_store(&sh->pub_lsn, first + t->nents - 1);

@@ -45,6 +45,10 @@ void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 		t->resp_errors += kvd_read(&s->resp_errors);
 		t->write_pauses += kvd_read(&s->write_pauses);
 		t->preauth_closed += kvd_read(&s->preauth_closed);
+		t->tls_hs += kvd_read(&s->tls_hs_now);
+		t->tls_hs_pauses += kvd_read(&s->tls_hs_pauses);
+		if (kvd_read(&s->tls_hs_peak) > t->tls_hs_peak)
+			t->tls_hs_peak = kvd_read(&s->tls_hs_peak);
 	}
 	t->conns = atomic_load(&srv->nconns);
 	for (unsigned i = 0; i < srv->nshards; i++) {
@@ -146,7 +150,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	struct kvd_totals t;
 
 	kvd_stats_sum(srv, &t);
-	kv_mp_map(b, 23);
+	kv_mp_map(b, 26);
 	kv_mp_cstr(b, "server"); /* first: kvcli stats prints it first */
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
@@ -171,6 +175,9 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "expired_reaped", t.reaped);
 	kv_u(b, "write_backpressure", t.write_pauses);
 	kv_u(b, "preauth_closed", t.preauth_closed);
+	kv_u(b, "tls_handshakes", t.tls_hs);
+	kv_u(b, "tls_handshakes_peak", t.tls_hs_peak);
+	kv_u(b, "tls_handshake_pauses", t.tls_hs_pauses);
 	encode_ops(b, &t);
 	encode_shards(io, b);
 	stats_repl(srv, b);
@@ -456,6 +463,12 @@ void kvd_stats_info(struct kvd_io *io, unsigned sections, struct kv_buf *b)
 			kvd_info_line(b, "maxclients:%u",
 				      KVD_LIVE(srv->cfg->max_clients));
 			kvd_info_line(b, "blocked_clients:0");
+			kvd_info_line(b, "kvd_tls_handshakes:%llu",
+				      (unsigned long long)t.tls_hs);
+			kvd_info_line(b, "kvd_tls_handshakes_peak:%llu",
+				      (unsigned long long)t.tls_hs_peak);
+			kvd_info_line(b, "kvd_tls_handshake_pauses:%llu",
+				      (unsigned long long)t.tls_hs_pauses);
 			break;
 		case KVD_INFO_PERSISTENCE: info_persistence(io, &t, b); break;
 		case KVD_INFO_STATS: info_stats(io, t, b); break;

@@ -20,6 +20,9 @@ struct kvd_totals {
 	uint64_t inline_commits;
 	uint64_t resp_calls, resp_errors;
 	uint64_t write_pauses, preauth_closed;
+	/* TLS handshakes in flight (all io threads), the most one io thread
+	 * had at once, and how often one's TLS accepts stopped at the bound */
+	uint64_t tls_hs, tls_hs_peak, tls_hs_pauses;
 };
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t);

@@ -333,6 +333,8 @@ static void tls_fail(struct kvd_conn *c, const char *stage)
 	char why[256];
 
 	c->tls->failed = 1;
+	if (!c->tls->ready) /* its handshake slot goes to the next one */
+		kvd_io_handshake_done(c);
 	ssl_reason(why, sizeof(why), "protocol error");
 	kvd_log_ratelimited(&fail_limit, KVD_LOG_WARN,
 			    "connection %llu: TLS %s failed: %s; closing",
@@ -350,6 +352,7 @@ static int handshake(struct kvd_conn *c)
 	if (rc == 1) {
 		t->ready = 1;
 		c->req_ms = 0; /* the handshake's timer stops */
+		kvd_io_handshake_done(c);
 		return 1;
 	}
 	rc = SSL_get_error(t->ssl, rc);

@@ -493,8 +493,16 @@ static int write_batch(struct kvj *j, const uint64_t *len, const uint64_t *ext,
 	return 0;
 }
 
+/* Spares an append may take: all of them, or those beyond the reserve. */
+static unsigned usable_spares(const struct kvj *j, int reserve)
+{
+	if (reserve)
+		return j->nspares;
+	return j->nspares > j->o.reserve ? j->nspares - j->o.reserve : 0;
+}
+
 static int append_common(struct kvj *j, size_t n, const void *src, size_fn size,
-			 fill_fn fill, uint64_t *first_lsn)
+			 fill_fn fill, uint64_t *first_lsn, int reserve)
 {
 	uint64_t *len, *ext, total;
 	int need, rc;
@@ -527,8 +535,9 @@ static int append_common(struct kvj *j, size_t n, const void *src, size_fn size,
 		j->bufcap = total;
 	}
 	/* Every segment the batch needs exists before a byte is written: a
-	 * full disk refuses the batch whole and the journal goes on. */
-	while (j->nspares < (unsigned)need) {
+	 * full disk refuses the batch whole and the journal goes on (taking
+	 * the reserved spares only when the caller may). */
+	while (usable_spares(j, reserve) < (unsigned)need) {
 		rc = create_spare(j);
 		if (rc < 0)
 			goto out;
@@ -557,7 +566,7 @@ static void entry_fill(const void *src, size_t i, unsigned char *dst,
 int kvj_append(struct kvj *j, const struct kvj_entry *e, size_t n,
 	       uint64_t *first_lsn)
 {
-	return append_common(j, n, e, entry_size, entry_fill, first_lsn);
+	return append_common(j, n, e, entry_size, entry_fill, first_lsn, 0);
 }
 
 /* ---- key-value records ------------------------------------------------- */
@@ -621,7 +630,13 @@ static void rec_fill(const void *src, size_t i, unsigned char *dst,
 int kvj_append_recs(struct kvj *j, const struct kvj_rec *r, size_t n,
 		    uint64_t *first_lsn)
 {
-	return append_common(j, n, r, rec_size, rec_fill, first_lsn);
+	return append_common(j, n, r, rec_size, rec_fill, first_lsn, 0);
+}
+
+int kvj_append_recs_reserve(struct kvj *j, const struct kvj_rec *r, size_t n,
+			    uint64_t *first_lsn)
+{
+	return append_common(j, n, r, rec_size, rec_fill, first_lsn, 1);
 }
 
 /* ---- flush, release, accessors ----------------------------------------- */
@@ -698,6 +713,11 @@ unsigned kvj_segments(const struct kvj *j)
 unsigned kvj_spares(const struct kvj *j)
 {
 	return j->nspares;
+}
+
+unsigned kvj_reserve(const struct kvj *j)
+{
+	return j->o.reserve;
 }
 
 uint64_t kvj_spares_made(const struct kvj *j)
@@ -1050,6 +1070,8 @@ static int check_opts(const struct kvj_opts *in, struct kvj_opts *o)
 		o->segment_size = KVJ_DEFAULT_SEGMENT_SIZE;
 	if (!o->max_spares)
 		o->max_spares = KVJ_DEFAULT_MAX_SPARES;
+	if (o->max_spares < o->reserve + 1)
+		o->max_spares = o->reserve + 1;
 	if (o->segment_size < KVJ_MIN_SEGMENT_SIZE || o->segment_size % 8 ||
 	    o->flags & ~KVJ_OPEN_TRUNCATE)
 		return -EINVAL;

@@ -43,8 +43,13 @@ struct kvj;
 struct kvj_opts {
 	uint64_t segment_size; /* bytes per new segment, 0 = default */
 	uint32_t max_spares;   /* recycled segments kept, 0 = default */
-	uint32_t shard_id;     /* written in every segment header, checked */
-	unsigned flags;	       /* KVJ_OPEN_* */
+	/* Of the spares, how many only kvj_append_recs_reserve may take
+	 * (0: none): a full disk refuses other appends that need a new
+	 * segment, but not those (kvd: batches of deletes).  max_spares is
+	 * raised to reserve + 1 if below. */
+	uint32_t reserve;
+	uint32_t shard_id; /* written in every segment header, checked */
+	unsigned flags;	   /* KVJ_OPEN_* */
 };
 
 /* What kvj_open found; filled on success and on failure. */
@@ -155,9 +160,11 @@ uint64_t kvj_next_lsn(const struct kvj *j);
 uint64_t kvj_synced_lsn(const struct kvj *j);
 /* 0, or the error that failed the journal. */
 int kvj_error(const struct kvj *j);
-/* Segment files in use and spares held. */
+/* Segment files in use and spares held (the reserved ones included). */
 unsigned kvj_segments(const struct kvj *j);
 unsigned kvj_spares(const struct kvj *j);
+/* kvj_opts.reserve: spares only kvj_append_recs_reserve may take. */
+unsigned kvj_reserve(const struct kvj *j);
 /* Spares the handle made itself since kvj_open returned (appends that
  * found none, kvj_reset): each one a stall kvj_prepare_spare can spare. */
 uint64_t kvj_spares_made(const struct kvj *j);
@@ -236,5 +243,9 @@ int kvj_rec_decode(uint8_t type, const void *payload, uint32_t len,
 /* kvj_append of kv records, encoded straight into the write buffer. */
 int kvj_append_recs(struct kvj *j, const struct kvj_rec *r, size_t n,
 		    uint64_t *first_lsn);
+/* The same, allowed to take the reserved spares (kvj_opts.reserve) when
+ * it needs a new segment and none other is there. */
+int kvj_append_recs_reserve(struct kvj *j, const struct kvj_rec *r, size_t n,
+			    uint64_t *first_lsn);
 
 #endif

@@ -4,9 +4,9 @@
  *
  * Why readers need no lock for the versions (the memory-ordering argument):
  *
- *  1. A node's contents (key, value, LSN, kind, expiry, counters) are
- *     written by the writer before the node is published anywhere, and
- *     never again.  Only its `newer` and `created_next` links change.
+ *  1. A node's contents (key, value, LSN, kind, expiry, counters, the
+ *     `older` link) are written by the writer before the node is published
+ *     anywhere, and never again.  Only its `newer` and `created_next` links change.
  *  2. The writer publishes with release stores (a hash slot, a `newer`
  *     link, a `created_next` link, m->tail, m->top); a reader loads each
  *     with acquire.  So a reader that reaches a node by any path has
@@ -62,6 +62,34 @@
  *     A slot holds a node pointer with a 16-bit tag of the key's hash in
  *     its top bits (user pointers fit in 48 bits here), so a probe that
  *     does not match costs no load of the node.
+ *
+ * Batches (kvm_publish): a reader sees the memtable as the last
+ * kvm_publish left it, never part of what the writer wrote after it, so
+ * that the records of one batch become visible together.
+ *
+ *  9. The writer links every version as above at once, and moves m->wtop
+ *     (its own) to the last node written.  kvm_publish stores m->top =
+ *     m->wtop (release), after every link of the batch.  A reader loads
+ *     m->top once per view (acquire; kvm_snapshot, kvm_get, kvm_iter_seek)
+ *     and takes its LSN as its bound and its flush LSN as the flush in
+ *     force; LSNs only grow and a write after kvm_publish must be above
+ *     the published LSN, so the versions at or below the bound are exactly
+ *     those published.  Every one of them is reachable: each link to it (a
+ *     slot, m->hash, `newer`, `created_next`, m->tail) was stored before
+ *     m->top, so a reader that acquired m->top loads that link or a later
+ *     one (coherence).  A later one may lead to versions above the bound,
+ *     written since: the reader walks from the node it reached forward
+ *     through `newer` while at or below the bound (rule 6), then back
+ *     through `older` while above it (visible_at: `older`, set before the
+ *     node was published, is the version the node replaced, which had been
+ *     linked before it).  A key whose first version is above the bound
+ *     is absent at that bound: the reader looks in the layers below, which
+ *     still hold its state before this memtable.  Counters and the flush
+ *     LSN come with m->top: one published moment (kvm_count).  Iterators
+ *     take the bound at the seek: keys whose first version is above it are
+ *     skipped (memtable_runs.c), each key's entry is its version at it.
+ *     Versions never go back (rule 6) across views: m->top only moves
+ *     forward, so a later view's bound is at or above an earlier one's.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -401,7 +429,7 @@ static void publish(struct kvm *m, struct kvm_node *x, struct kvm_node *s,
 		atomic_store_explicit(&m->tail, x, memory_order_release);
 		m->pend[m->npend++] = sent_of(x);
 	}
-	atomic_store_explicit(&m->top, x, memory_order_release);
+	m->wtop = x; /* visible at the next kvm_publish (rule 9) */
 }
 
 static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
@@ -409,14 +437,14 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 		  unsigned flags)
 {
 	struct kvm_node *s, *x;
-	const struct kvm_stats *st = cur_stats(m);
+	const struct kvm_stats *st = &m->wtop->st;
 	struct kvm_hash *t =
 	    atomic_load_explicit(&m->hash, memory_order_relaxed);
 	uint64_t h, idx;
 	int err = 0;
 
 	if (!klen || klen > KVM_MAX_KEY || vlen > KVM_MAX_VALUE ||
-	    lsn < m->last_lsn)
+	    lsn < m->last_lsn || lsn <= m->pub_lsn)
 		return -EINVAL;
 	h = hash_key(key, klen);
 	s = hash_find(t, key, klen, h, &idx);
@@ -443,6 +471,7 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 	x->unknown = !s && (flags & KVM_F_UNKNOWN) && !st->flush_lsn;
 	atomic_init(&x->newer, NULL);
 	atomic_init(&x->created_next, NULL);
+	x->older = s;
 	memcpy((uint8_t *)node_key(x), key, klen);
 	if (vlen)
 		memcpy((uint8_t *)node_val(x), val, vlen);
@@ -485,9 +514,16 @@ int kvm_flush(struct kvm *m, uint64_t lsn)
 	x->lsn = lsn;
 	x->kind = KIND_FLUSH;
 	x->st.flush_lsn = lsn;
-	atomic_store_explicit(&m->top, x, memory_order_release);
+	m->wtop = x;
 	m->last_lsn = lsn;
 	return 0;
+}
+
+void kvm_publish(struct kvm *m)
+{
+	/* After every link of the batch (rule 9). */
+	atomic_store_explicit(&m->top, m->wtop, memory_order_release);
+	m->pub_lsn = m->wtop->lsn;
 }
 
 /* ---- readers ---- */
@@ -500,12 +536,29 @@ void kvm_prefetch(const struct kvm *m, const void *key, size_t klen)
 	__builtin_prefetch(&t->slot[hash_key(key, klen) & t->mask]);
 }
 
+void kvm_snapshot(const struct kvm *m, struct kvm_snap *s)
+{
+	const struct kvm_node *top = cur_top(m);
+
+	s->lsn = top->lsn;
+	s->flush_lsn = top->st.flush_lsn;
+}
+
 int kvm_get(const struct kvm *m, const void *key, size_t klen,
 	    struct kvm_entry *e)
 {
-	/* The flush LSN first: a version found after it is at least as new
-	 * as the view it belongs to (rule 6). */
-	uint64_t flush = cur_stats(m)->flush_lsn, idx;
+	struct kvm_snap s;
+
+	kvm_snapshot(m, &s);
+	return kvm_get_at(m, &s, key, klen, e);
+}
+
+int kvm_get_at(const struct kvm *m, const struct kvm_snap *s, const void *key,
+	       size_t klen, struct kvm_entry *e)
+{
+	/* The bound was loaded first (s): the hash table and the slot loaded
+	 * after it are at least as new as the view (rule 9). */
+	uint64_t flush = s->flush_lsn, idx;
 	const struct kvm_node *x;
 
 	if (!klen || klen > KVM_MAX_KEY)
@@ -514,7 +567,7 @@ int kvm_get(const struct kvm *m, const void *key, size_t klen,
 					   memory_order_acquire),
 		      key, klen, hash_key(key, klen), &idx);
 	if (x)
-		x = newest(x);
+		x = visible_at(x, s->lsn);
 	if (x && x->lsn >= flush) {
 		fill_entry(x, e);
 		return x->kind;
@@ -650,10 +703,13 @@ int kvm_create(const struct kvm_opts *opts, struct kvm **out)
 	memset(head, 0, sizeof(*head));
 	atomic_init(&head->newer, NULL);
 	atomic_init(&head->created_next, NULL);
+	head->older = NULL;
 	m->head = head;
 	m->last_created = head;
 	atomic_init(&m->tail, head);
-	/* The head doubles as the first counters: all zero, no flush. */
+	/* The head doubles as the first counters: all zero, no flush, and
+	 * the first bound: LSN 0, nothing visible. */
+	m->wtop = head;
 	atomic_init(&m->top, head);
 	atomic_init(&m->hash, NULL);
 	err = hash_grow(m, index_slots(&o));

@@ -14,26 +14,32 @@
  * argument.
  *
  * Threading (the contract every caller keeps):
- *   - Exactly one writer thread at a time calls kvm_put, kvm_del and
- *     kvm_flush (the shard's committer, or recovery before readers start).
- *     Handing the writer role to another thread needs a happens-before
- *     edge between them (a mutex, a thread join, a queue).
- *   - Any number of reader threads call kvm_get, kvm_count, kvm_bytes,
+ *   - Exactly one writer thread at a time calls kvm_put, kvm_del,
+ *     kvm_flush and kvm_publish (the shard's committer, or recovery before
+ *     readers start).  Handing the writer role to another thread needs a
+ *     happens-before edge between them (a mutex, a thread join, a queue).
+ *   - Readers see the writes up to the last kvm_publish, all of them at
+ *     once: the writes of one batch (everything between two kvm_publish
+ *     calls) become visible together.  A reader's view is a bound (the
+ *     published LSN) taken once: kvm_snapshot for several kvm_get_at
+ *     calls that must agree, or once per kvm_get, or at kvm_iter_seek for
+ *     a whole pass.  kvm_count's counters are those of the last publish.
+ *   - Any number of reader threads call kvm_get, kvm_snapshot,
+ *     kvm_get_at, kvm_count, kvm_bytes,
  *     kvm_flush_lsn and the kvm_iter_* calls at the same time as the writer
  *     and each other.  No reader call allocates or waits for the writer's
  *     work; kvm_get and the iterator's steps take no lock.  kvm_iter_seek
  *     and kvm_iter_fini take a mutex for a count (the writer holds it only
  *     to swap in new runs, once per 64 new keys).  kvm_count_resolve takes
  *     a mutex that only other kvm_count_resolve calls hold.
- *   - While a write is in progress a reader sees the memtable either
- *     without that write or with it, never part of it: kvm_get returns the
- *     previous newest version or the new one; an iterator returns the
- *     keys created before its seek, never one created after it.  A key new
- *     to this memtable may reach kvm_get a moment before it reaches
- *     iterators (never the other way round).  Once the
- *     writer's call returned and the writer told a reader so (through any
- *     release/acquire pair, such as the completion queue that answers a
- *     client), that reader sees the write: own writes are read.
+ *   - While a batch is being written a reader sees the memtable as the
+ *     last kvm_publish left it: kvm_get returns the version published
+ *     then (KVM_ABSENT for a key first written since: look below); an
+ *     iterator returns the keys published before its seek, each at its
+ *     version then.  Once kvm_publish returned and the writer told a
+ *     reader so (through any release/acquire pair, such as the completion
+ *     queue that answers a client), that reader sees the batch: own
+ *     writes are read.
  *   - A reader never sees a version go back: a thread that saw LSN n for
  *     a key sees n or a later one afterwards.
  *   - kvm_destroy frees every pointer any call returned.  The caller calls
@@ -75,7 +81,7 @@
  * the base, F and LMDB are both left out.
  *
  * COUNT/DBSIZE, exact: kvm_count's counters are one consistent snapshot
- * (those of one moment between two writes).  Writes pass KVM_F_BELOW when
+ * (those of the last kvm_publish).  Writes pass KVM_F_BELOW when
  * the key holds a value (live or expired-but-unreaped) in the layers below
  * this memtable, as the committer saw them; the flag counts only at a
  * key's first write in this memtable (later writes' flags are ignored, and
@@ -99,7 +105,8 @@
  *
  * Errors: negative errno values; kvm_strerror() names them.
  *   -EINVAL  key empty or longer than KVM_MAX_KEY, value too long, an LSN
- *            lower than the last one written.
+ *            lower than the last one written, or not above the last one
+ *            published (LSNs start at 1).
  *   -ENOSPC  the write would take the arena past its limit: the memtable is
  *            full; freeze it and write into a new one.  Nothing was written.
  *   -ENOMEM  malloc failed.  Nothing was written.
@@ -187,6 +194,13 @@ struct kvm_sent {
 
 struct kvm_view;
 
+/* A reader's view of a memtable: what the last kvm_publish made visible
+ * (kvm_snapshot).  Versions above lsn are not seen. */
+struct kvm_snap {
+	uint64_t lsn;	    /* the last LSN published (0: nothing yet) */
+	uint64_t flush_lsn; /* the flush in force then, or 0 */
+};
+
 /* An iterator: a reader's position.  kvm_iter_fini releases what a seek
  * took; an iterator is valid as long as its memtable is. */
 struct kvm_iter {
@@ -194,6 +208,8 @@ struct kvm_iter {
 	struct kvm_view *v;	     /* the runs held since the seek */
 	const struct kvm_node *node; /* the current key, NULL at the end */
 	uint64_t flush_lsn;	     /* read once at seek: one view per scan */
+	uint64_t upto;		     /* the published LSN at seek: the bound */
+	int check;		     /* the runs hold keys above upto */
 	int cur;		     /* the source of node: a run, or npend */
 	unsigned npend;
 	size_t pos[KVM_ITER_RUNS + 1];	     /* per run, then the keys below */
@@ -232,10 +248,12 @@ size_t kvm_pool_bytes(struct kvm_pool *p);
  * it.  NULL is a no-op. */
 void kvm_pool_destroy(struct kvm_pool *p);
 
-/* kvm_put - write key = val (writer only).  expire_at is absolute Unix ms,
- * 0 for none.  lsn must be >= the last LSN written to m (equal LSNs are
- * allowed: of two writes of one key with one LSN the later one wins).
- * flags: KVM_F_BELOW, KVM_F_UNKNOWN or 0.  0, -EINVAL, -ENOSPC, -ENOMEM. */
+/* kvm_put - write key = val (writer only), visible to readers at the next
+ * kvm_publish.  expire_at is absolute Unix ms, 0 for none.  lsn must be >=
+ * the last LSN written to m (equal LSNs are allowed within a batch: of two
+ * writes of one key with one LSN the later one wins) and above the last
+ * LSN published.  flags: KVM_F_BELOW, KVM_F_UNKNOWN or 0.  0, -EINVAL,
+ * -ENOSPC, -ENOMEM. */
 int kvm_put(struct kvm *m, const void *key, size_t klen, const void *val,
 	    size_t vlen, uint64_t expire_at, uint64_t lsn, unsigned flags);
 
@@ -248,8 +266,14 @@ int kvm_del(struct kvm *m, const void *key, size_t klen, uint64_t lsn,
 /* kvm_flush - FLUSHALL at lsn (writer only): hides every version in m
  * older than lsn and every layer below; writes after it (LSN >= lsn) are
  * visible.  lsn must be above every LSN written before (and so not 0).
- * 0, -EINVAL, -ENOSPC, -ENOMEM. */
+ * Readers see it at the next kvm_publish.  0, -EINVAL, -ENOSPC, -ENOMEM. */
 int kvm_flush(struct kvm *m, uint64_t lsn);
+
+/* kvm_publish - make every write since the last kvm_publish visible to
+ * readers, all at once (writer only).  A writer calls it after each batch
+ * whose records must be seen together, and before it tells anyone that
+ * the batch is done. */
+void kvm_publish(struct kvm *m);
 
 /* kvm_prefetch - start loading the hash slot a kvm_put, kvm_del or kvm_get
  * of key will probe first (any thread; a hint, no effect on contents).  A
@@ -257,13 +281,21 @@ int kvm_flush(struct kvm *m, uint64_t lsn);
  * probe's cache miss overlaps the inserts before it. */
 void kvm_prefetch(const struct kvm *m, const void *key, size_t klen);
 
-/* kvm_get - the newest version of key.  Returns KVM_VALUE or KVM_TOMBSTONE
- * with *e filled, KVM_ABSENT (e untouched), or -EINVAL for a bad key.  For
- * a key a flush hides, e->lsn is the flush's LSN and e->key the caller's. */
+/* kvm_get - the newest published version of key.  Returns KVM_VALUE or
+ * KVM_TOMBSTONE with *e filled, KVM_ABSENT (e untouched), or -EINVAL for a
+ * bad key.  For a key a flush hides, e->lsn is the flush's LSN and e->key
+ * the caller's.  Each call takes its own view (kvm_snapshot). */
 int kvm_get(const struct kvm *m, const void *key, size_t klen,
 	    struct kvm_entry *e);
 
-/* kvm_count - the counters of one moment between two writes.  below
+/* kvm_snapshot - the view readers have now: the last publish.  Reads that
+ * must agree with each other (a multi-key read) take one and pass it to
+ * kvm_get_at, which answers as kvm_get did at that moment. */
+void kvm_snapshot(const struct kvm *m, struct kvm_snap *s);
+int kvm_get_at(const struct kvm *m, const struct kvm_snap *s, const void *key,
+	       size_t klen, struct kvm_entry *e);
+
+/* kvm_count - the counters of the last publish.  below
  * leaves out the c->unknown keys written with KVM_F_UNKNOWN.  c->lsn names
  * the moment: a reader that looks at the memtable again later (COUNT's
  * expired keys) sees it as it was then through kvm_iter_entry_at, and a key
@@ -290,7 +322,7 @@ int kvm_count_resolve(const struct kvm *m, struct kvm_count *c,
  * when to freeze.  The arena limit counts the arena only. */
 size_t kvm_bytes(const struct kvm *m);
 
-/* kvm_flush_lsn - 0, or the LSN of the newest flush marker. */
+/* kvm_flush_lsn - 0, or the LSN of the newest flush marker published. */
 uint64_t kvm_flush_lsn(const struct kvm *m);
 
 /* kvm_last_lsn - the highest LSN written, 0 when none (writer only, or a
@@ -304,8 +336,8 @@ void kvm_iter_init(struct kvm_iter *it, const struct kvm *m);
 /* Position at the first key >= key (klen 0: the first key).  Keys whose
  * newest version a flush hides are skipped; the flush LSN is read here, so
  * one pass (seek, then next until the end) has one view of the base.
- * The pass returns the keys created before the seek (each at its newest
- * version when read), never one created after it.  Tombstones are
+ * The pass returns the keys published before the seek, each at its
+ * version then, never one written after it.  Tombstones are
  * returned (a merge needs them).  A seek after a seek releases the first
  * one's runs.  Returns kvm_iter_valid(). */
 int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen);
@@ -320,8 +352,8 @@ int kvm_iter_valid(const struct kvm_iter *it);
 int kvm_iter_next(struct kvm_iter *it);
 /* The current key (requires valid). */
 const uint8_t *kvm_iter_key(const struct kvm_iter *it, uint32_t *klen);
-/* The current key's newest version as of this call (requires valid): its
- * kind is KVM_VALUE or KVM_TOMBSTONE. */
+/* The current key's version as of the seek (requires valid): its kind is
+ * KVM_VALUE or KVM_TOMBSTONE. */
 void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e);
 /* The current key as it was at moment upto (a kvm_count's lsn): 1 with *e
  * filled, 0 when the key was not in the memtable then (created later, or

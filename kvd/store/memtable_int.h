@@ -17,10 +17,10 @@
 #include "memtable.h"
 
 #define RUN_MIN 64   /* new keys sorted into one run */
-#define KIND_FLUSH 3 /* a flush marker: in no run, only m->top */
+#define KIND_FLUSH 3 /* a flush marker: in no run, only m->wtop/m->top */
 
 /* Counters after the write that allocated the node: one consistent moment,
- * published with the node through m->top. */
+ * published with the node through m->top (kvm_publish). */
 struct kvm_stats {
 	uint32_t keys;
 	uint32_t tombstones;
@@ -37,6 +37,10 @@ struct kvm_node {
 	struct kvm_stats st;
 	uint64_t expire_at;
 	_Atomic(struct kvm_node *) newer; /* the version that replaced this */
+	/* The version this one replaced (NULL for a key's first): a reader
+	 * whose bound is below this version's LSN steps back (rule 9).  Set
+	 * before the node is published, never changed. */
+	const struct kvm_node *older;
 	/* The key created after this one (first versions only): the order
 	 * runs are made in and kvm_count_resolve walks in. */
 	_Atomic(struct kvm_node *) created_next;
@@ -99,8 +103,14 @@ struct kvm {
 	struct kvm_pool *pool; /* standard chunks from and back to (or NULL) */
 	atomic_size_t bytes;
 
-	uint64_t last_lsn;		/* writer only */
-	_Atomic(struct kvm_node *) top; /* current counters and flush LSN */
+	uint64_t last_lsn; /* writer only */
+	uint64_t pub_lsn;  /* writer only: the LSN of the last kvm_publish */
+	/* The last node written (writer only): the counters the next write
+	 * starts from, and what kvm_publish makes visible. */
+	struct kvm_node *wtop;
+	/* The last node published (rule 9): the counters, flush LSN and LSN
+	 * bound of what readers see. */
+	_Atomic(struct kvm_node *) top;
 	_Atomic(struct kvm_hash *) hash;
 	uint64_t hkeys;	       /* slots in use (writer only) */
 	struct kvm_node *head; /* no key */
@@ -208,8 +218,8 @@ static inline int sent_cmp(const struct kvm_sent *a, const struct kvm_sent *b)
 	return sent_cmp_key(a, b->p0, b->p1, node_key(b->x), b->x->klen);
 }
 
-/* The last node published: its counters, and its LSN, are the newest
- * moment a reader can see. */
+/* The last node published (kvm_publish): its counters, flush LSN and LSN
+ * are the newest moment a reader can see (rule 9). */
 static inline const struct kvm_node *cur_top(const struct kvm *m)
 {
 	return atomic_load_explicit(&((struct kvm *)m)->top,
@@ -241,9 +251,17 @@ static inline const struct kvm_node *newest_upto(const struct kvm_node *x,
 	return x;
 }
 
-static inline const struct kvm_node *newest(const struct kvm_node *x)
+/* The version of x's key a reader bound to LSN upto sees, from x, a
+ * version reached through a hash slot or a run: forward through `newer`
+ * while those are at or below upto, then back through `older` while above
+ * it (rule 9); NULL when the key's first version here is above upto. */
+static inline const struct kvm_node *visible_at(const struct kvm_node *x,
+						uint64_t upto)
 {
-	return newest_upto(x, UINT64_MAX);
+	x = newest_upto(x, upto);
+	while (x && x->lsn > upto)
+		x = x->older;
+	return x;
 }
 
 static inline void fill_entry(const struct kvm_node *x, struct kvm_entry *e)

@@ -9,6 +9,13 @@
  * or after the view's last key) and reads the creation list from the
  * view's last key to it, with acquire loads.  A run a merge replaced is
  * freed when the last view holding it is released.
+ *
+ * Rule 9 (batches) holds here too: a seek loads m->top first, and the pass
+ * sees the memtable as published then.  A key whose first version is
+ * above that bound was written since: the keys after the view are checked
+ * as the seek gathers them, and the runs' keys only when the view is newer
+ * than the bound (the writer made a run in the middle of a batch), since
+ * the view's last key has the highest first LSN of its runs.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -256,13 +263,25 @@ static void advance(struct kvm_iter *it, unsigned s)
 	}
 }
 
-/* Skip keys whose newest version the flush hides. */
+/* 1 when the pass does not see the current key: its first version is
+ * above the pass's bound, or its version at the bound is older than the
+ * flush in force then. */
+static bool hidden(const struct kvm_iter *it)
+{
+	/* Without a flush, and with a view no newer than the bound, nothing
+	 * is hidden: the node is not touched here (a cache miss per key,
+	 * which a pass over keys alone need not pay).  The keys after the
+	 * view were checked at the seek. */
+	if (it->check && (unsigned)it->cur < it->v->nruns &&
+	    it->node->lsn > it->upto)
+		return true;
+	return it->flush_lsn &&
+	       newest_upto(it->node, it->upto)->lsn < it->flush_lsn;
+}
+
 static void skip_hidden(struct kvm_iter *it)
 {
-	/* Without a flush nothing is hidden: the node is not touched here
-	 * (a cache miss per key, which a pass over keys alone need not pay). */
-	while (it->flush_lsn && it->node &&
-	       newest(it->node)->lsn < it->flush_lsn) {
+	while (it->node && hidden(it)) {
 		advance(it, (unsigned)it->cur);
 		pick(it);
 	}
@@ -281,13 +300,17 @@ static int take_view(struct kvm_iter *it)
 	tail = atomic_load_explicit(&((struct kvm *)it->m)->tail,
 				    memory_order_acquire);
 	it->npend = 0;
-	for (x = it->v->upto; x != tail && (x = next_created(x));) {
+	/* Creation order is LSN order: the first key above the bound ends
+	 * the keys this pass sees. */
+	for (x = it->v->upto;
+	     x != tail && (x = next_created(x)) && x->lsn <= it->upto;) {
 		if (it->npend == KVM_ITER_PEND) {
 			kvm_iter_fini(it);
 			return 0;
 		}
 		it->pend[it->npend++] = sent_of(x);
 	}
+	it->check = it->v->upto->lsn > it->upto;
 	return 1;
 }
 
@@ -297,6 +320,8 @@ void kvm_iter_init(struct kvm_iter *it, const struct kvm *m)
 	it->v = NULL;
 	it->node = NULL;
 	it->flush_lsn = 0;
+	it->upto = 0;
+	it->check = 0;
 	it->cur = -1;
 	it->npend = 0;
 }
@@ -316,10 +341,14 @@ void kvm_iter_fini(struct kvm_iter *it)
 
 int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen)
 {
+	const struct kvm_node *top;
 	uint64_t p0 = 0, p1 = 0;
 
 	kvm_iter_fini(it);
-	it->flush_lsn = cur_stats(it->m)->flush_lsn;
+	/* The bound before the view and the creation list (rule 9). */
+	top = cur_top(it->m);
+	it->upto = top->lsn;
+	it->flush_lsn = top->st.flush_lsn;
 	while (!take_view(it))
 		;
 	sent_sort(it->pend, it->npend);
@@ -360,7 +389,7 @@ const uint8_t *kvm_iter_key(const struct kvm_iter *it, uint32_t *klen)
 
 void kvm_iter_entry(const struct kvm_iter *it, struct kvm_entry *e)
 {
-	fill_entry(newest(it->node), e);
+	fill_entry(newest_upto(it->node, it->upto), e);
 }
 
 int kvm_iter_entry_at(const struct kvm_iter *it, uint64_t upto,

@@ -156,15 +156,16 @@ class Server:
         return Client(self.port, **kw)
 
     def settled(self, timeout=30):
-        """Wait until every shard holds a spare journal segment: after a
-        start, a helper thread writes one (its files and descriptors come
+        """Wait until every shard holds its two spare journal segments (the
+        next one, and the one kept for deletes on a full disk): after a
+        start, a helper thread writes them (its files and descriptors come
         and go meanwhile), which tests that count a process's descriptors
         or the files it creates wait out."""
         c = self.client()
         try:
-            wait_for(lambda: all(s[b"journal_spares"] >= 1
+            wait_for(lambda: all(s[b"journal_spares"] >= 2
                                  for s in c.call(STATS)[1][b"shards"]),
-                     timeout, "a spare journal segment in every shard")
+                     timeout, "two spare journal segments in every shard")
         finally:
             c.close()
         return self

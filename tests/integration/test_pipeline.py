@@ -354,6 +354,19 @@ class OwnWrites(ServerCase):
             else:
                 self.assertEqual(g, w, (i, reqs[i - 1], reqs[i]))
 
+    def test_slot_count_survives_many_writes(self):
+        """A key's in-flight count (conn.h, one of 256 slots) goes back to
+        zero after each write, however many came before: 65,535 finished
+        writes of k, then 65,536 more in flight with GET k behind them in
+        the same send.  A count that kept a remainder per finished write
+        would wrap to zero there and let the GET read the old value."""
+        k = b"wrap:k"
+        old = [x for i in range(65535) for x in (k, b"old%05d" % i)]
+        self.assertEqual(self.c.call(MPUT, 0, *old), [OK])
+        new = [x for i in range(65536) for x in (k, b"new%05d" % i)]
+        got = self.c.pipeline([(MPUT, 0) + tuple(new), (GET, k)])
+        self.assertEqual(got, [[OK], [OK, b"new65535"]])
+
     def test_flushall_reaches_every_slot(self):
         """A read of any key right behind FLUSHALL waits for it, whichever
         of the connection's 256 in-flight key slots (conn.h) the key is

@@ -19,7 +19,8 @@ import time
 import unittest
 
 import kvdtest
-from kvdtest import GET, OK, PUT, Client, Server, frame, free_port
+from kvdtest import (GET, OK, PUT, STATS, Client, Server, frame, free_port,
+                     wait_for)
 import tlscerts
 
 CERTS = None
@@ -499,6 +500,69 @@ class Password(Base):
             c.buf = c.buf[c.buf.index(b"\r\n") + 2:]
             c.send_raw(resp_cmd("AUTH", "sesame") + resp_cmd("GET", "k"))
             self.assertEqual(c._read(12), b"+OK\r\n$1\r\nv\r\n")
+
+
+class Handshakes(unittest.TestCase):
+    """At most tls-max-handshakes TLS handshakes in flight per io thread
+    (kvd/loop.c): 32 connections that send no ClientHello each hold a
+    slot once accepted, so each io thread stops at the bound and leaves
+    the rest in its accept backlog; the plain ports answer meanwhile; STATS
+    and INFO count the handshakes in flight, never above the bound; once
+    the silent ones close, a real TLS client that waited is served."""
+
+    BOUND = 2
+
+    def test_handshakes_bounded(self):
+        srv = TLSServer(threads=2, tls_args=[
+            "--tls-max-handshakes", str(self.BOUND)]).start()
+        silent = []
+        try:
+            c = srv.client()
+            for port in (srv.tls_port, srv.tls_resp_port):
+                silent += [socket.create_connection(("127.0.0.1", port), 30)
+                           for _ in range(16)]
+
+            def stats():
+                return c.call(STATS)[1]
+            # both io threads at the bound (each took some of the 32)
+            wait_for(lambda: stats()[b"tls_handshakes"] == 2 * self.BOUND,
+                     what="both io threads at the handshake bound")
+            st = stats()
+            self.assertEqual(st[b"tls_handshakes_peak"], self.BOUND)
+            self.assertGreaterEqual(st[b"tls_handshake_pauses"], 2)
+            # the plain ports still answer
+            self.assertEqual(c.call(PUT, b"k", b"v"), [OK])
+            r = socket.create_connection(("127.0.0.1", srv.resp_port), 30)
+            r.sendall(resp_cmd("INFO", "clients"))
+            info = b""
+            while b"kvd_tls_handshake_pauses:" not in info:
+                info += r.recv(65536)
+            self.assertIn(b"kvd_tls_handshakes:%d\r\n" % (2 * self.BOUND),
+                          info)
+            self.assertIn(b"kvd_tls_handshakes_peak:%d\r\n" % self.BOUND,
+                          info)
+            r.close()
+            # a TLS client behind them is served once they close
+            done = []
+
+            def tls_get():
+                with TLSClient(srv.tls_port) as t:
+                    done.append(t.call(GET, b"k"))
+            th = threading.Thread(target=tls_get)
+            th.start()
+            for s in silent:
+                s.close()
+            th.join(60)
+            self.assertEqual(done, [[OK, b"v"]])
+            wait_for(lambda: stats()[b"tls_handshakes"] == 0,
+                     what="every handshake slot given back")
+            self.assertEqual(stats()[b"tls_handshakes_peak"], self.BOUND)
+            c.close()
+        finally:
+            for s in silent:
+                s.close()
+            srv.stop()
+            srv.cleanup()
 
 
 class Reload(unittest.TestCase):

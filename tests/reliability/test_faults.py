@@ -346,8 +346,8 @@ class Faults(unittest.TestCase):
             c.close()
             srv.stop()
             self.assertRegex(srv.log_text().decode(),
-                             r"shard-001: checkpoint commit failed: No space left on device; "
-                             r"retried")
+                             r"shard-001: checkpoint commit failed: disk full \(no space "
+                             r"left on the device; \d+ MiB left on the filesystem\); retried")
             self.check_after_restart(srv, st)
 
 

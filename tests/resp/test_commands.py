@@ -492,6 +492,18 @@ class Commands(ServerCase):
             else:
                 self.assertEqual(g, w, where)
 
+    def test_pipeline_slot_count_wraps_not(self):
+        """A key's in-flight count (conn.h) goes back to zero after each
+        write: 65,535 finished writes of k, then MSET of k 65,536 times
+        with GET k in the same send reads the MSET's last value."""
+        c = self.raw()
+        old = ["MSET"] + [x for i in range(65535) for x in ("wrap", "o%d" % i)]
+        self.assertEqual(c.call(*old), b"OK")
+        new = ["MSET"] + [x for i in range(65536) for x in ("wrap", "n%d" % i)]
+        c.send(encode(*new) + encode("GET", "wrap"))
+        self.assertEqual([c.reply(), c.reply()], [b"OK", b"n65535"])
+        c.close()
+
     def test_pipeline_flush_every_slot(self):
         """A read of any key right behind FLUSHALL or FLUSHDB waits for it,
         whichever of the connection's 256 in-flight key slots (conn.h) the

@@ -6,7 +6,8 @@
  * order, segment rollover and recycling, stale records in a recycled
  * segment, a missing segment, spares made ahead (kvj_prepare_spare), the
  * permanent failed state after a failed flush or write, and (argument
- * "enospc", its own ctest) a full disk.
+ * "enospc", its own ctest) a full disk, and a spare reserved for the
+ * appends that may take it (kvj_opts.reserve) on one.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -741,6 +742,51 @@ static int test_enospc(void)
 	return 0;
 }
 
+/* A reserved spare (kvj_opts.reserve): on a full disk, an append that
+ * needs a new segment is refused unless it may take the reserve (kvd's
+ * batches of deletes, kvj_append_recs_reserve). */
+static int test_enospc_reserve(void)
+{
+	struct kvj_opts o = opts(64u << 10, 0);
+	struct kvj_rec del = {.type = KVJ_DEL, .key = "k", .klen = 1};
+	char dir[300];
+	struct kvj *j;
+	unsigned segs;
+	int rc = 0;
+
+	o.reserve = 1;
+	snprintf(dir, sizeof(dir), "%s/reserve", root);
+	mkdir(dir, 0700);
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=256k") < 0) {
+		printf("skipped: cannot mount a small tmpfs (%s)\n",
+		       strerror(errno));
+		return 77;
+	}
+	CHECK(kvj_open(dir, &o, 0, NULL, NULL, NULL, &j) == 0, "create");
+	CHECK(kvj_reserve(j) == 1, "reserve");
+	CHECK(kvj_prepare_spare(dir, 64u << 10) == 0 && kvj_adopt_spare(j) == 1,
+	      "the reserved spare");
+	for (int i = 0; i < 1000 && rc == 0; i++) {
+		rc = append_n(j, 8, 0);
+		if (rc == 0)
+			CHECK(kvj_sync(j) == 0, "sync");
+	}
+	CHECK(rc == -ENOSPC, "a plain append on a full disk: %s",
+	      kvj_strerror(rc));
+	CHECK(kvj_spares(j) == 1, "the reserved spare left alone");
+	segs = kvj_segments(j);
+	rc = 0;
+	for (int i = 0; i < 100000 && rc == 0 && kvj_segments(j) == segs; i++)
+		rc = kvj_append_recs_reserve(j, &del, 1, NULL);
+	CHECK(rc == 0 && kvj_segments(j) == segs + 1 && kvj_spares(j) == 0,
+	      "deletes took the reserved spare: %s", kvj_strerror(rc));
+	CHECK(kvj_sync(j) == 0 && kvj_error(j) == 0, "sync after");
+	kvj_close(j);
+	umount(dir);
+	rmdir(dir);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc = 0;
@@ -749,6 +795,8 @@ int main(int argc, char **argv)
 		return 1;
 	if (argc > 1 && strcmp(argv[1], "enospc") == 0) {
 		rc = test_enospc();
+		if (rc == 0)
+			rc = test_enospc_reserve();
 	} else {
 		test_continuity();
 		test_kv_records();

@@ -29,6 +29,11 @@
  *    and answers exactly (its hash index grows by doubling into reused
  *    chunks, which are not zero), and nothing of the first one shows; a
  *    trimmed pool holds nothing; bad pool sizes are refused.
+ * (test_memtable_batches.c: batches seen whole under concurrent readers.)
+ *
+ * The model (1) publishes after most writes and leaves batches of several
+ * open now and then: every answer must be what was published, and a view
+ * kept across later batches must still answer as it did.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -77,23 +82,38 @@ static int key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 #define MKEYS 300
 #define MVAL 64
 
-struct mkey {
-	uint8_t key[KVM_MAX_KEY];
-	size_t klen;
+/* A key's state in the model: as written (w), and as published (v). */
+struct mval {
 	int state; /* KVM_ABSENT, KVM_VALUE, KVM_TOMBSTONE */
 	uint8_t val[MVAL];
 	size_t vlen;
 	uint64_t exp, lsn;
 	int below;
 	int unknown; /* first written with KVM_F_UNKNOWN */
-	int lower;   /* what the layers below say (the callback's answer) */
-	int asked;   /* times kvm_count_resolve asked about it */
+};
+
+struct mkey {
+	uint8_t key[KVM_MAX_KEY];
+	size_t klen;
+	struct mval w, v;
+	int lower; /* what the layers below say (the callback's answer) */
+	int asked; /* times kvm_count_resolve asked about it */
+};
+
+/* The flush in force: as written, as published. */
+struct mflush {
+	int base_hidden;
+	uint64_t lsn;
 };
 
 static struct mkey mk[MKEYS];
 static unsigned nmk;
-static int base_hidden;
-static uint64_t flush_lsn;
+static struct mflush wflush, vflush;
+/* A view kept across later batches, and the model's keys as it saw them. */
+static struct kvm_snap old_snap;
+static struct mval old_v[MKEYS];
+static struct mflush old_flush;
+static int have_old;
 
 static int mkey_order(const void *a, const void *b)
 {
@@ -135,30 +155,59 @@ static void model_keys(void)
 	qsort(mk, nmk, sizeof(mk[0]), mkey_order);
 	for (unsigned i = 0; i < nmk; i++) {
 		mk[i].lower = rnd() % 2;
-		mk[i].unknown = mk[i].asked = 0;
+		mk[i].asked = 0;
+	}
+}
+
+/* Key i's answer, by kvm_get, or by kvm_get_at on view sn when given,
+ * against what the model published (v) at that view (fl). */
+static void check_get_in(struct kvm *m, unsigned i, const struct kvm_snap *sn,
+			 const struct mval *v, const struct mflush *fl)
+{
+	struct kvm_entry e;
+	int r = sn ? kvm_get_at(m, sn, mk[i].key, mk[i].klen, &e)
+		   : kvm_get(m, mk[i].key, mk[i].klen, &e);
+	int want = v->state;
+
+	if (want == KVM_ABSENT && fl->base_hidden)
+		want = KVM_TOMBSTONE;
+	CHECK(r == want, "get key %u%s: %d, want %d", i,
+	      sn ? " (old view)" : "", r, want);
+	if (r != want || r == KVM_ABSENT)
+		return;
+	CHECK(e.lsn == (v->state ? v->lsn : fl->lsn), "get key %u lsn", i);
+	if (r == KVM_VALUE) {
+		CHECK(e.vlen == v->vlen && !memcmp(e.val, v->val, e.vlen),
+		      "get key %u value", i);
+		CHECK(e.expire_at == v->exp, "get key %u expiry", i);
+		CHECK(e.klen == mk[i].klen && !memcmp(e.key, mk[i].key, e.klen),
+		      "get key %u key", i);
 	}
 }
 
 static void check_get(struct kvm *m, unsigned i)
 {
-	struct kvm_entry e;
-	int r = kvm_get(m, mk[i].key, mk[i].klen, &e);
-	int want = mk[i].state;
+	check_get_in(m, i, NULL, &mk[i].v, &vflush);
+}
 
-	if (want == KVM_ABSENT && base_hidden)
-		want = KVM_TOMBSTONE;
-	CHECK(r == want, "get key %u: %d, want %d", i, r, want);
-	if (r != want || r == KVM_ABSENT)
-		return;
-	CHECK(e.lsn == (mk[i].state ? mk[i].lsn : flush_lsn), "get key %u lsn",
-	      i);
-	if (r == KVM_VALUE) {
-		CHECK(e.vlen == mk[i].vlen && !memcmp(e.val, mk[i].val, e.vlen),
-		      "get key %u value", i);
-		CHECK(e.expire_at == mk[i].exp, "get key %u expiry", i);
-		CHECK(e.klen == mk[i].klen && !memcmp(e.key, mk[i].key, e.klen),
-		      "get key %u key", i);
-	}
+/* Make the model's writes visible, as kvm_publish does the memtable's. */
+static void model_publish(struct kvm *m)
+{
+	kvm_publish(m);
+	for (unsigned i = 0; i < nmk; i++)
+		mk[i].v = mk[i].w;
+	vflush = wflush;
+}
+
+/* Keep the view readers have now, to ask it again after later batches:
+ * a view holds while the memtable lives. */
+static void keep_view(struct kvm *m)
+{
+	kvm_snapshot(m, &old_snap);
+	for (unsigned i = 0; i < nmk; i++)
+		old_v[i] = mk[i].v;
+	old_flush = vflush;
+	have_old = 1;
 }
 
 static int model_below(void *arg, const uint8_t *key, uint32_t klen)
@@ -183,7 +232,7 @@ static void check_resolve(struct kvm *m, const struct kvm_count *w)
 	uint64_t want = w->below;
 
 	for (unsigned i = 0; i < nmk; i++)
-		want += mk[i].state && mk[i].unknown && mk[i].lower;
+		want += mk[i].v.state && mk[i].v.unknown && mk[i].lower;
 	CHECK(!kvm_count_resolve(m, &c, model_below, NULL), "resolve");
 	CHECK(c.below == want && c.unknown == 0 && c.keys == w->keys,
 	      "resolve: below %llu unknown %llu, want %llu 0",
@@ -196,22 +245,23 @@ static void check_count(struct kvm *m)
 	struct kvm_count c, w = {0};
 
 	for (unsigned i = 0; i < nmk; i++) {
-		if (!mk[i].state)
+		const struct mval *v = &mk[i].v;
+
+		if (!v->state)
 			continue;
 		w.keys++;
-		w.tombstones += mk[i].state == KVM_TOMBSTONE;
-		w.below += mk[i].below;
-		w.expiring += mk[i].state == KVM_VALUE && mk[i].exp;
+		w.tombstones += v->state == KVM_TOMBSTONE;
+		w.below += v->below;
+		w.expiring += v->state == KVM_VALUE && v->exp;
+		w.unknown += v->unknown;
 	}
-	for (unsigned i = 0; i < nmk; i++)
-		w.unknown += mk[i].state && mk[i].unknown;
 	kvm_count(m, &c);
 	CHECK(c.unknown == w.unknown, "count: %llu unknown, want %llu",
 	      (unsigned long long)c.unknown, (unsigned long long)w.unknown);
 	check_resolve(m, &w);
 	CHECK(c.keys == w.keys && c.tombstones == w.tombstones &&
 		  c.below == w.below && c.expiring == w.expiring &&
-		  c.flush_lsn == flush_lsn,
+		  c.flush_lsn == vflush.lsn,
 	      "count %llu/%llu/%llu/%llu, want %llu/%llu/%llu/%llu",
 	      (unsigned long long)c.keys, (unsigned long long)c.tombstones,
 	      (unsigned long long)c.below, (unsigned long long)c.expiring,
@@ -231,13 +281,13 @@ static void check_iter(struct kvm *m, unsigned from)
 		ok = kvm_iter_seek(&it, NULL, 0);
 	else
 		ok = kvm_iter_seek(&it, mk[from].key, mk[from].klen);
-	CHECK(kvm_iter_base_hidden(&it) == base_hidden, "base hidden");
+	CHECK(kvm_iter_base_hidden(&it) == vflush.base_hidden, "base hidden");
 	for (; ok; ok = kvm_iter_next(&it), i++) {
 		struct kvm_entry e;
 		uint32_t klen;
 		const uint8_t *k = kvm_iter_key(&it, &klen);
 
-		while (i < nmk && !mk[i].state)
+		while (i < nmk && !mk[i].v.state)
 			i++;
 		CHECK(i < nmk, "iter: a key past the model's last");
 		if (i >= nmk)
@@ -245,82 +295,103 @@ static void check_iter(struct kvm *m, unsigned from)
 		kvm_iter_entry(&it, &e);
 		CHECK(!key_cmp(k, klen, mk[i].key, mk[i].klen),
 		      "iter: key %u out of place", i);
-		CHECK(e.kind == mk[i].state && e.lsn == mk[i].lsn,
+		CHECK(e.kind == mk[i].v.state && e.lsn == mk[i].v.lsn,
 		      "iter: key %u kind %d lsn %llu", i, e.kind,
 		      (unsigned long long)e.lsn);
 		CHECK(e.kind != KVM_VALUE ||
-			  (e.vlen == mk[i].vlen &&
-			   !memcmp(e.val, mk[i].val, e.vlen)),
+			  (e.vlen == mk[i].v.vlen &&
+			   !memcmp(e.val, mk[i].v.val, e.vlen)),
 		      "iter: key %u value", i);
 	}
-	while (i < nmk && !mk[i].state)
+	while (i < nmk && !mk[i].v.state)
 		i++;
 	CHECK(i == nmk, "iter: ended at model key %u of %u", i, nmk);
 	kvm_iter_fini(&it);
 }
 
-static void model_step(struct kvm *m, uint64_t *lsn)
+/* One write, published with it or left for a later batch (then readers
+ * must not see it yet).  *pub is the LSN last published: a write after a
+ * publish takes a higher one, within a batch equal LSNs come now and then
+ * (the later write wins). */
+static void model_step(struct kvm *m, uint64_t *lsn, uint64_t *pub)
 {
 	unsigned r = rnd() % 1000, i = rnd() % nmk;
 	unsigned pick = rnd() % 3;
 	unsigned flags = pick == 1   ? KVM_F_BELOW
 			 : pick == 2 ? KVM_F_UNKNOWN
 				     : 0;
-	struct mkey *k = &mk[i];
+	struct mval *k = &mk[i].w;
 
-	*lsn += rnd() % 4 != 0; /* equal LSNs now and then: later wins */
+	*lsn += rnd() % 4 != 0 || *lsn == *pub;
 	if (r < 600) {
 		k->vlen = rnd() % MVAL;
 		for (size_t j = 0; j < k->vlen; j++)
 			k->val[j] = (uint8_t)rnd();
 		k->exp = rnd() % 3 ? 0 : 1700000000000ull + rnd() % 1000;
-		CHECK(!kvm_put(m, k->key, k->klen, k->val, k->vlen, k->exp,
-			       *lsn, flags),
+		CHECK(!kvm_put(m, mk[i].key, mk[i].klen, k->val, k->vlen,
+			       k->exp, *lsn, flags),
 		      "put");
 	} else if (r < 990) {
-		CHECK(!kvm_del(m, k->key, k->klen, *lsn, flags), "del");
+		CHECK(!kvm_del(m, mk[i].key, mk[i].klen, *lsn, flags), "del");
 		k->exp = 0;
 	} else {
 		CHECK(!kvm_flush(m, ++*lsn), "flush");
 		for (unsigned j = 0; j < nmk; j++)
-			mk[j].state = KVM_ABSENT;
-		base_hidden = 1;
-		flush_lsn = *lsn;
-		return;
+			mk[j].w.state = KVM_ABSENT;
+		wflush.base_hidden = 1;
+		wflush.lsn = *lsn;
+		goto out;
 	}
 	if (!k->state) {
-		k->below = base_hidden ? 0 : !!(flags & KVM_F_BELOW);
-		k->unknown = base_hidden ? 0 : !!(flags & KVM_F_UNKNOWN);
+		k->below = wflush.base_hidden ? 0 : !!(flags & KVM_F_BELOW);
+		k->unknown = wflush.base_hidden ? 0 : !!(flags & KVM_F_UNKNOWN);
 	}
 	k->state = r < 600 ? KVM_VALUE : KVM_TOMBSTONE;
 	k->lsn = *lsn;
+out:
+	/* Batches of one write mostly, of up to a dozen now and then. */
+	if (rnd() % 3) {
+		model_publish(m);
+		*pub = *lsn;
+	}
 }
 
 static void test_model(uint64_t seed, size_t expect)
 {
 	struct kvm_opts o = {.chunk_size = 8192, .expect_bytes = expect};
 	struct kvm *m;
-	uint64_t lsn = 0;
+	uint64_t lsn = 0, pub = 0;
 
 	rng_state = seed;
 	model_keys();
-	base_hidden = 0;
-	flush_lsn = 0;
+	memset(&wflush, 0, sizeof(wflush));
+	vflush = wflush;
+	have_old = 0;
 	CHECK(!kvm_create(&o, &m), "create");
 	check_iter(m, nmk);
 	for (unsigned step = 0; step < 10000; step++) {
-		model_step(m, &lsn);
+		model_step(m, &lsn, &pub);
 		check_get(m, rnd() % nmk);
 		check_count(m);
+		if (step % 500 == 250)
+			keep_view(m);
 		if (step % 1000 == 999) {
-			for (unsigned i = 0; i < nmk; i++)
+			for (unsigned i = 0; i < nmk; i++) {
 				check_get(m, i);
+				check_get_in(m, i, &old_snap, &old_v[i],
+					     &old_flush);
+			}
 			check_iter(m, nmk);
 			for (int j = 0; j < 20; j++)
 				check_iter(m, rnd() % nmk);
 		}
 	}
+	CHECK(have_old, "an old view was checked");
 	CHECK(kvm_last_lsn(m) == lsn, "last lsn");
+	model_publish(m);
+	for (unsigned i = 0; i < nmk; i++)
+		check_get(m, i);
+	check_iter(m, nmk);
 	kvm_destroy(m);
 }
 
@@ -352,6 +423,16 @@ static void test_limits(void)
 	CHECK(kvm_put(m, "a", 1, val, 1, 0, lsn - 1, 0) == -EINVAL,
 	      "lsn going back");
 	CHECK(kvm_flush(m, lsn) == -EINVAL, "flush at the last lsn");
+	CHECK(kvm_get(m, big, KVM_MAX_KEY, &e) == KVM_ABSENT,
+	      "a write not published yet");
+	CHECK(!kvm_put(m, "a", 1, val, 1, 0, lsn, 0),
+	      "the same lsn, unpublished");
+	kvm_publish(m);
+	CHECK(kvm_get(m, big, KVM_MAX_KEY, &e) == KVM_VALUE &&
+		  kvm_get(m, "a", 1, &e) == KVM_VALUE,
+	      "published");
+	CHECK(kvm_put(m, "b", 1, val, 1, 0, lsn, 0) == -EINVAL,
+	      "an lsn not above the published one");
 	/* A seek past the longest key: nothing at or after it. */
 	kvm_iter_init(&it, m);
 	CHECK(!kvm_iter_seek(&it, big, sizeof(big)), "seek past every key");
@@ -359,6 +440,7 @@ static void test_limits(void)
 	kvm_iter_fini(&it);
 	/* A value over a quarter chunk takes a chunk of its own. */
 	CHECK(!kvm_put(m, "big", 3, big, sizeof(big) - 8, 0, ++lsn, 0), "big");
+	kvm_publish(m);
 	for (;;) {
 		char key[16];
 
@@ -367,6 +449,7 @@ static void test_limits(void)
 		r = kvm_put(m, key, strlen(key), val, sizeof(val), 0, ++lsn, 0);
 		if (r)
 			break;
+		kvm_publish(m);
 		n++;
 	}
 	CHECK(r == -ENOSPC, "full: %d (%s)", r, kvm_strerror(r));
@@ -374,7 +457,7 @@ static void test_limits(void)
 	      kvm_bytes(m));
 	CHECK(n > 200, "only %u writes fit in 64 KiB", n);
 	kvm_count(m, &c2);
-	CHECK(c1.keys == c2.keys && c2.keys == n + 2, "count after -ENOSPC");
+	CHECK(c1.keys == c2.keys && c2.keys == n + 3, "count after -ENOSPC");
 	CHECK(kvm_get(m, "k000000", 7, &e) == KVM_VALUE && e.vlen == 100,
 	      "first key still there");
 	CHECK(kvm_last_lsn(m) == lsn - 1, "the refused write left no LSN");
@@ -391,7 +474,7 @@ struct shared {
 	struct kvm *m;
 	atomic_int done;
 	atomic_uint rounds; /* reader passes, all readers (shows overlap) */
-	/* The last write, announced after kvm_put returned: lsn << 8 | key. */
+	/* The last write, announced after its kvm_publish: lsn << 8 | key. */
 	_Atomic uint64_t announced;
 	uint64_t final_lsn[CKEYS]; /* read after the join */
 };
@@ -453,9 +536,14 @@ static void *writer(void *arg)
 		else
 			CHECK(!kvm_del(s->m, key, 6, lsn, 0), "del");
 		s->final_lsn[k] = lsn;
-		atomic_store_explicit(&s->announced, lsn << 8 | k,
-				      memory_order_release);
+		/* batches of 1 to 4 writes */
+		if ((st >> 40) % 4 == 0) {
+			kvm_publish(s->m);
+			atomic_store_explicit(&s->announced, lsn << 8 | k,
+					      memory_order_release);
+		}
 	}
+	kvm_publish(s->m);
 	atomic_store_explicit(&s->done, 1, memory_order_release);
 	return NULL;
 }
@@ -639,6 +727,7 @@ static void test_order(void)
 			n++;
 		CHECK(!kvm_put(m, k->k, (size_t)k->n, "v", 1, 0, i + 1, 0),
 		      "put %u", i);
+		kvm_publish(m);
 	}
 	qsort(ks, n, sizeof(ks[0]), okey_order);
 	kvm_iter_init(&it, m);
@@ -689,6 +778,7 @@ static void *fresh_writer(void *arg)
 	for (unsigned i = 0; i < NKEYS; i++) {
 		nkey(k, i);
 		CHECK(!kvm_put(f->m, k, 9, "v", 1, 0, i + 1, 0), "put %u", i);
+		kvm_publish(f->m);
 		atomic_store_explicit(&f->made, i + 1, memory_order_release);
 	}
 	return NULL;
@@ -767,12 +857,17 @@ static void test_moment(void)
 	CHECK(!kvm_create(NULL, &m), "create");
 	CHECK(!kvm_put(m, "a", 1, "1", 1, 0, 1, 0), "put a");
 	CHECK(!kvm_put(m, "b", 1, "2", 1, 99, 2, 0), "put b");
+	kvm_publish(m);
 	kvm_count(m, &c);
 	CHECK(c.lsn == 2 && c.expiring == 1, "count: lsn %llu",
 	      (unsigned long long)c.lsn);
 	CHECK(!kvm_del(m, "b", 1, 3, 0), "del b");
 	CHECK(!kvm_put(m, "d", 1, "4", 1, 0, 4, 0), "put d");
 	CHECK(!kvm_put(m, "a", 1, "5", 1, 0, 5, 0), "put a again");
+	kvm_count(m, &c2);
+	CHECK(c2.lsn == 2 && c2.keys == 2 && c2.tombstones == 0,
+	      "count before the publish: the published moment");
+	kvm_publish(m);
 	kvm_iter_init(&it, m);
 	CHECK(at_key(&it, "a", c.lsn, c.flush_lsn, &e) == 1 && e.lsn == 1 &&
 		  e.val[0] == '1',
@@ -790,6 +885,9 @@ static void test_moment(void)
 	      "d: first_lsn after the moment");
 	CHECK(!kvm_flush(m, 6), "flush");
 	CHECK(!kvm_put(m, "a", 1, "7", 1, 0, 7, 0), "put a after the flush");
+	CHECK(kvm_flush_lsn(m) == 0 && kvm_get(m, "d", 1, &e) == KVM_VALUE,
+	      "a flush not published yet hides nothing");
+	kvm_publish(m);
 	kvm_count(m, &c2);
 	CHECK(c2.lsn == 7 && c2.flush_lsn == 6, "count after the flush");
 	CHECK(kvm_get(m, "a", 1, &e) == KVM_VALUE && e.first_lsn == 7,
@@ -804,6 +902,7 @@ static void test_moment(void)
 	kvm_iter_fini(&it);
 	/* a version hidden by the flush in force at the moment */
 	CHECK(!kvm_put(m, "e", 1, "8", 1, 0, 8, 0), "put e");
+	kvm_publish(m);
 	kvm_count(m, &c2);
 	kvm_iter_init(&it, m);
 	CHECK(at_key(&it, "e", c2.lsn, 9, &e) == 0,
@@ -844,9 +943,10 @@ static void test_sized(void)
 	      kvm_bytes(m));
 	CHECK(rss1 < rss0 + (8u << 20), "sized: %zu bytes touched at create",
 	      rss1 - rss0);
-	CHECK(!kvm_put(m, "k", 1, "v", 1, 0, 1, 0) &&
-		  kvm_get(m, "k", 1, &e) == KVM_VALUE && e.val[0] == 'v',
-	      "sized: put and get");
+	CHECK(!kvm_put(m, "k", 1, "v", 1, 0, 1, 0), "sized: put");
+	kvm_publish(m);
+	CHECK(kvm_get(m, "k", 1, &e) == KVM_VALUE && e.val[0] == 'v',
+	      "sized: get");
 	kvm_destroy(m);
 	/* 1 MiB: 8,192 slots, grown past when 4,097 keys are in. */
 	o.expect_bytes = 1u << 20;
@@ -858,6 +958,7 @@ static void test_sized(void)
 			       0),
 		      "put %u", i);
 	}
+	kvm_publish(m);
 	for (unsigned i = 0; i < n; i++) {
 		int len = snprintf(key, sizeof(key), "key:%u", i);
 
@@ -899,6 +1000,7 @@ static void pool_fill(struct kvm *m, char tag, unsigned n, uint64_t *lsn)
 			      "pool filler %u", i);
 		}
 	}
+	kvm_publish(m);
 }
 
 static void test_pool(void)
