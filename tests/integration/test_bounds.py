@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""test_bounds.py - the native protocol's reply builders and work buffers
+never hold more than the configured limits allow, measured on the kvd
+process (membound.py) while one small request asks for far more.
+
+Each test starts kvd with lowered limits (4 MiB values, an 8 MiB frame or
+max-output), makes a request whose unbounded cost would be hundreds of
+MiB, and asserts the peak against the sum of the limits in play.  The
+RESP door's builders, MULTI's queue and the subscription table are
+tests/resp/test_bounds.py.
+"""
+
+import socket
+import unittest
+
+import membound
+from kvdtest import (GET, GETRANGE, MGET, OK, PUT, REPLY_TOO_LARGE, SCAN, Server,
+                     frame, main)
+
+MiB = membound.MiB
+VALUE = 4 * MiB  # max-value-size
+FRAME = 8 * MiB  # max-frame-size, the native reply limit
+BIG = b"v" * (VALUE - 64)
+LIMITS = ["--max-value-size", "4m", "--max-frame-size", "8m",
+          "--memtable-size", "16m"]
+
+
+def read_exactly(s, n):
+    """n bytes from socket s, into one buffer (a reader that appends
+    chunks to bytes copies each 4 MiB reply many times over)."""
+    buf, got = bytearray(n), 0
+    view = memoryview(buf)
+    s.settimeout(60)
+    while got < n:
+        k = s.recv_into(view[got:], n - got)
+        if not k:
+            raise EOFError("kvd closed the connection")
+        got += k
+    return bytes(buf)
+
+
+def server(*args):
+    return Server(threads=1, args=LIMITS + list(args))
+
+
+class Replies(unittest.TestCase):
+    """The single reply builders, under the same measure."""
+
+    def test_mget_of_a_big_value_many_times(self):
+        with server() as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"v", BIG), [OK])
+            with membound.Peak(self, srv) as m:
+                self.assertEqual(c.call(MGET, *[b"v"] * 64)[0], REPLY_TOO_LARGE)
+            m.assert_within(FRAME + 2 * VALUE, "MGET of 64 big values")
+            c.close()
+
+    def test_scan_of_big_values(self):
+        with server() as srv:
+            c = srv.client()
+            for i in range(16):
+                self.assertEqual(c.call(PUT, b"k%02d" % i, BIG), [OK])
+            with membound.Peak(self, srv) as m:
+                r = c.call(SCAN, None, None, None, 1000)
+            self.assertEqual(r[0], OK)
+            self.assertTrue(0 < len(r[1]) < 32, len(r[1]))
+            m.assert_within(FRAME + 2 * VALUE, "SCAN of 16 big values")
+            c.close()
+
+    def test_getrange_of_a_big_value(self):
+        with server() as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"v", BIG), [OK])
+            with membound.Peak(self, srv) as m:
+                for _ in range(8):
+                    self.assertEqual(c.call(GETRANGE, b"v", 0, -1), [OK, BIG])
+            m.assert_within(VALUE, "GETRANGE of a big value")
+            c.close()
+
+    def test_pipelined_gets_of_a_big_value_unread(self):
+        with server("--max-output", "8m") as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"v", BIG), [OK])
+            s = socket.create_connection(("127.0.0.1", srv.port), 10)
+            n = 64  # 256 MiB of replies, never read while sending
+            with membound.Peak(self, srv) as m:
+                s.sendall(frame([GET, b"v"]) * n)
+                # kvd stops reading past max-output; the kernel's buffers
+                # take the rest of the 2 KB requests
+                c.call(PUT, b"x", b"1")
+            m.assert_within(8 * MiB + 2 * VALUE, "GETs not read")
+            # every GET is answered once the client reads
+            one = frame([OK, BIG])
+            self.assertEqual(read_exactly(s, n * len(one))[-len(one):], one)
+            s.close()
+            c.close()
+
+
+if __name__ == "__main__":
+    main()
