@@ -15,7 +15,7 @@ import unittest
 
 import membound
 from kvdtest import (BITOP, BITOP_OR, GET, GETRANGE, MGET, NOT_FOUND, OK, PUT,
-                     REPLY_TOO_LARGE, SCAN, VALUE_TOO_LARGE, Server,
+                     REPLY_TOO_LARGE, SCAN, TXN, VALUE_TOO_LARGE, Server,
                      frame, main)
 
 MiB = membound.MiB
@@ -59,6 +59,28 @@ class Work(unittest.TestCase):
                                  VALUE_TOO_LARGE)
             m.assert_within(VALUE, "BITOP past max-value-size")
             self.assertEqual(c.call(GET, b"d"), [NOT_FOUND])
+            c.close()
+
+
+class Txn(unittest.TestCase):
+    """TXN's reply is held to max-frame-size as it is built."""
+
+    def test_txn_of_many_gets_of_a_big_value(self):
+        with server() as srv:
+            c = srv.client()
+            self.assertEqual(c.call(PUT, b"v", BIG), [OK])
+            subs = [[GET, b"v"]] * 64 + [[PUT, b"after", b"1"]]
+            # A 600-byte request whose reply would be 256 MiB: every reply
+            # was kept (256 MiB), then copied into the frame (256 more).
+            with membound.Peak(self, srv) as m:
+                self.assertEqual(c.call(TXN, None, *subs)[0], REPLY_TOO_LARGE)
+            # the replies kept up to the frame, one more being built
+            m.assert_within(FRAME + 2 * VALUE, "TXN of 64 GETs")
+            # refused as a whole, it ran all the same (docs/protocol.md)
+            self.assertEqual(c.call(GET, b"after"), [OK, b"1"])
+            # one that fits is answered
+            r = c.call(TXN, None, [GET, b"v"], [GET, b"none"])
+            self.assertEqual(r, [OK, [[OK, BIG], [NOT_FOUND]]])
             c.close()
 
 
