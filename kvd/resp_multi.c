@@ -265,10 +265,16 @@ static int watch_broken(struct kvd_conn *c)
 	return 0;
 }
 
-/* Run the queued commands; their replies follow the array's header. */
+/* Run the queued commands; their replies follow the array's header.
+ * The replies are held to max-output together as they are made: one
+ * that would take them past it is dropped for an error, and the queue
+ * runs on (a transaction runs whole).  Replies waiting behind the
+ * transaction's writes (kvd_conn_defer) count the same. */
 static void run_queue(struct kvd_conn *c, struct kvd_excl *x, const uint8_t *p,
 		      uint32_t n)
 {
+	size_t cap = resp_reply_cap(c), used = 0;
+
 	for (uint32_t i = 0; i < n; i++) {
 		struct resp_req r;
 		uint16_t id;
@@ -291,12 +297,14 @@ static void run_queue(struct kvd_conn *c, struct kvd_excl *x, const uint8_t *p,
 		}
 		if (resp_cmds[id].flags & RC_WRITE) {
 			kvd_excl_capture(x);
-			kvd_resp_run(c, &r);
+			used +=
+			    kvd_resp_run(c, &r, used < cap ? cap - used : 0);
 			kvd_excl_apply(x);
 		} else {
 			/* reads see the transaction's writes before them */
 			kvd_excl_commit(x);
-			kvd_resp_run(c, &r);
+			used +=
+			    kvd_resp_run(c, &r, used < cap ? cap - used : 0);
 		}
 	}
 }

@@ -63,6 +63,53 @@ class Work(unittest.TestCase):
             c.close()
 
 
+class Exec(unittest.TestCase):
+    """EXEC's replies are held to max-output together as they are made."""
+
+    def exec_gets(self, first):
+        """MULTI, first, 64 GETs of a 4 MiB value, SET after 1, EXEC with
+        max-output 8m: the EXEC reply, and the peak's growth."""
+        with server("--max-output", "8m") as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            self.assertEqual(c.call("SET", "v", BIG), b"OK")
+            cmds = [first] if first else []
+            cmds += [("GET", "v")] * 64 + [("SET", "after", "1")]
+            with membound.Peak(self, srv) as m:
+                c.send(encode("MULTI") + b"".join(encode(*a) for a in cmds)
+                       + encode("EXEC"))
+                self.assertEqual(c.reply(), b"OK")
+                for _ in cmds:
+                    self.assertEqual(c.reply(), b"QUEUED")
+                r = c.reply()
+            # the replies kept (max-output), one being made, its copy
+            # waiting behind the transaction's writes
+            m.assert_within(8 * MiB + 2 * VALUE, "EXEC of 64 GETs")
+            self.assertEqual(len(r), len(cmds))
+            # it ran whole
+            self.assertEqual(r[-1], b"OK")
+            self.assertEqual(c.call("GET", "after"), b"1")
+            # an EXEC that fits is answered as before
+            c.send(encode("MULTI") + encode("GET", "v") + encode("EXEC"))
+            self.assertEqual([c.reply() for _ in range(3)],
+                             [b"OK", b"QUEUED", [BIG]])
+            c.close()
+            return r[1:-1] if first else r[:-1]
+
+    def check_gets(self, gets):
+        # 2 x 4 MiB fit in 8 MiB; every later reply is dropped for an error
+        self.assertEqual(gets[:2], [BIG, BIG])
+        for e in gets[2:]:
+            self.assertIsInstance(e, Error)
+            self.assertIn("EXEC reply would exceed max-output", str(e))
+
+    def test_exec_of_many_gets_of_a_big_value(self):
+        self.check_gets(self.exec_gets(None))
+
+    def test_exec_of_many_gets_after_a_write(self):
+        # after a write, each read's reply waits in a pend of its own
+        self.check_gets(self.exec_gets(("SET", "w", "1")))
+
+
 class Replies(unittest.TestCase):
     """The single reply builders, under the same measure."""
 
