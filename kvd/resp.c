@@ -822,8 +822,8 @@ static size_t multi_queue(struct kvd_conn *c, struct resp_req *r,
 	unsigned was = c->npend;
 	size_t mark = c->out.len;
 
-	if (!err && kvd_resp_multi_queue(c, r))
-		err = resp_err_internal;
+	if (!err)
+		err = kvd_resp_multi_queue(c, r);
 	if (err)
 		kvd_resp_multi_refuse(c);
 	else

@@ -352,7 +352,11 @@ const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
  * expiry (0: none).  KV_OK, KV_NOT_FOUND or another KV_*. */
 int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
 		      uint64_t *exp);
-int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
+/* After MULTI: queue r (already checked: arity, access); NULL, or the
+ * error that refuses it (multi-max-commands, multi-max-bytes). */
+const char *kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
+/* A command was refused while queueing: EXEC will answer EXECABORT, and
+ * the queue is released now. */
 void kvd_resp_multi_refuse(struct kvd_conn *c);
 void kvd_resp_multi_free(struct kvd_conn *c);
 

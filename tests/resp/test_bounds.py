@@ -110,6 +110,60 @@ class Exec(unittest.TestCase):
         self.check_gets(self.exec_gets(("SET", "w", "1")))
 
 
+class MultiQueue(unittest.TestCase):
+    """MULTI's queue is held to multi-max-commands and multi-max-bytes."""
+
+    def test_queue_past_its_bytes_is_discarded(self):
+        with server("--multi-max-bytes", "8m") as srv:
+            c = Raw(srv.resp_port, timeout=60)
+            val = b"q" * MiB
+            n = 128  # 128 MiB queued, were the queue not bounded
+            with membound.Peak(self, srv) as m:
+                c.send(encode("MULTI") + b"".join(
+                    encode("SET", "k%d" % i, val) for i in range(n)))
+                got = [c.reply() for _ in range(n + 1)]
+            # the queue's buffer (doubling as it grows), a request
+            # buffered whole
+            m.assert_within(2 * 8 * MiB + 2 * MiB, "MULTI of 128 x 1 MiB")
+            self.assertEqual(got[0], b"OK")
+            self.assertEqual(got[1:8], [b"QUEUED"] * 7)  # 7 x (1 MiB + 23)
+            self.assertIsInstance(got[8], Error)
+            self.assertEqual(str(got[8]), "ERR MULTI queue would exceed "
+                             "multi-max-bytes (8388608 bytes)")
+            # as Redis: what follows is answered QUEUED, and not kept
+            self.assertEqual(got[9:], [b"QUEUED"] * (n - 8))
+            r = c.call("EXEC")
+            self.assertIsInstance(r, Error)
+            self.assertEqual(str(r), "EXECABORT Transaction discarded "
+                             "because of previous errors.")
+            self.assertIsNone(c.call("GET", "k0"))
+            # the next transaction starts afresh
+            c.send(encode("MULTI") + encode("SET", "k0", val) + encode("EXEC"))
+            self.assertEqual([c.reply() for _ in range(3)],
+                             [b"OK", b"QUEUED", [b"OK"]])
+            c.close()
+
+    def test_queue_past_its_commands_is_discarded(self):
+        with Server(threads=1, resp=True,
+                    args=["--multi-max-commands", "100"]) as srv:
+            c = Raw(srv.resp_port)
+            c.send(encode("MULTI") + encode("INCR", "n") * 150)
+            got = [c.reply() for _ in range(151)]
+            self.assertEqual(got[:101], [b"OK"] + [b"QUEUED"] * 100)
+            self.assertEqual(str(got[101]), "ERR MULTI queue would exceed "
+                             "multi-max-commands (100 commands)")
+            self.assertEqual(got[102:], [b"QUEUED"] * 49)
+            self.assertIn("EXECABORT", str(c.call("EXEC")))
+            self.assertIsNone(c.call("GET", "n"))
+            # CONFIG SET raises it for the next transaction
+            self.assertEqual(c.call("CONFIG", "SET", "multi-max-commands",
+                                    "200"), b"OK")
+            c.send(encode("MULTI") + encode("INCR", "n") * 150 + encode("EXEC"))
+            got = [c.reply() for _ in range(152)]
+            self.assertEqual(got[-1], list(range(1, 151)))
+            c.close()
+
+
 class Replies(unittest.TestCase):
     """The single reply builders, under the same measure."""
 
