@@ -164,6 +164,88 @@ class MultiQueue(unittest.TestCase):
             c.close()
 
 
+def subscribe(c, kind, names, total):
+    """Send one (P)SUBSCRIBE of names; True once every confirmation came
+    (the last one counts total subscriptions), or the Error refusing it.
+    The confirmations are matched in bulk, not parsed one by one."""
+    c.send(encode(kind, *names))
+    last = b":%d\r\n" % total
+    while not c.buf.endswith(last):
+        if c.buf.startswith(b"-"):
+            return c.reply()
+        c._fill()
+    c.buf = b""
+    return True
+
+
+class Subscriptions(unittest.TestCase):
+    """Every connection's subscriptions together are held to
+    pubsub-max-subscriptions and pubsub-max-subscription-bytes."""
+
+    def test_server_wide_bytes(self):
+        with Server(threads=1, resp=True,
+                    args=["--pubsub-max-subscription-bytes", "16m"]) as srv:
+            conns, names = 8, 40000
+            cost = 100 + 160  # a 100-byte name plus 160 (docs/resp.md)
+            cs = [Raw(srv.resp_port, timeout=60) for _ in range(conns)]
+            refused = []
+            # 8 x 40,000 channels: 10 MB each (within max-output), 83 MB
+            # together, were the server not bounded
+            with membound.Peak(self, srv) as m:
+                for j, c in enumerate(cs):
+                    for b in range(0, names, 5000):
+                        batch = [("c%d-%06d" % (j, i)).ljust(100, "x")
+                                 for i in range(b, b + 5000)]
+                        r = subscribe(c, "SUBSCRIBE", batch, b + 5000)
+                        if r is not True:
+                            refused.append(r)
+                            break
+            # the table, and one batch's confirmations
+            m.assert_within(16 * MiB + MiB, "8 x 40,000 subscriptions")
+            self.assertEqual(len(refused), conns - 1)
+            self.assertIn("ERR subscriptions would exceed "
+                          "pubsub-max-subscription-bytes (16777216 bytes) "
+                          "on this server", str(refused[0]))
+            other = Raw(srv.resp_port)
+            subs = len(other.call("PUBSUB", "CHANNELS"))
+            self.assertLessEqual(subs * cost, 16 * MiB)
+            self.assertGreater(subs * cost, 16 * MiB - 5000 * cost)
+            # room comes back as subscriptions go
+            cs[0].send(encode("UNSUBSCRIBE"))
+            while not cs[0].buf.endswith(b":0\r\n"):
+                cs[0]._fill()
+            self.assertEqual(other.call("SUBSCRIBE", "back"),
+                             [b"subscribe", b"back", 1])
+            for c in cs + [other]:
+                c.close()
+
+    def test_server_wide_count(self):
+        with Server(threads=2, resp=True,
+                    args=["--pubsub-max-subscriptions", "1000"]) as srv:
+            a, b = Raw(srv.resp_port), Raw(srv.resp_port)
+            self.assertTrue(subscribe(a, "SUBSCRIBE",
+                                      ["a%d" % i for i in range(600)], 600))
+            self.assertTrue(subscribe(b, "PSUBSCRIBE",
+                                      ["p%d*" % i for i in range(300)], 300))
+            r = subscribe(b, "SUBSCRIBE", ["b%d" % i for i in range(200)], 500)
+            self.assertEqual(str(r), "ERR subscriptions would exceed "
+                             "pubsub-max-subscriptions (1000) on this server")
+            # none of the refused command's names was subscribed
+            self.assertTrue(subscribe(b, "SUBSCRIBE",
+                                      ["b%d" % i for i in range(100)], 400))
+            o = Raw(srv.resp_port)
+            self.assertEqual(o.call("PUBSUB", "NUMSUB", "b99", "b100"),
+                             [b"b99", 1, b"b100", 0])
+            self.assertEqual(o.call("PUBSUB", "NUMPAT"), 300)
+            r = subscribe(b, "PSUBSCRIBE", ["q*"], 401)
+            self.assertIn("pubsub-max-subscriptions", str(r))
+            a.send(encode("UNSUBSCRIBE", "a0"))
+            self.assertEqual(a.reply(), [b"unsubscribe", b"a0", 599])
+            self.assertTrue(subscribe(b, "PSUBSCRIBE", ["q*"], 401))
+            for c in (a, b, o):
+                c.close()
+
+
 class Replies(unittest.TestCase):
     """The single reply builders, under the same measure."""
 
