@@ -242,6 +242,12 @@ class Subscriptions(unittest.TestCase):
             a.send(encode("UNSUBSCRIBE", "a0"))
             self.assertEqual(a.reply(), [b"unsubscribe", b"a0", 599])
             self.assertTrue(subscribe(b, "PSUBSCRIBE", ["q*"], 401))
+            # CONFIG SET moves the bound at once
+            self.assertIn("pubsub-max-subscriptions",
+                          str(subscribe(b, "PSUBSCRIBE", ["r*"], 402)))
+            self.assertEqual(o.call("CONFIG", "SET",
+                                    "pubsub-max-subscriptions", "2000"), b"OK")
+            self.assertTrue(subscribe(b, "PSUBSCRIBE", ["r*"], 402))
             for c in (a, b, o):
                 c.close()
 
