@@ -514,38 +514,25 @@ int kvd_check_bitop(struct kvd_conn *c, struct kvd_req *r)
 	return KV_OK;
 }
 
-/* Fold the sources (arguments 2...) into out; KV_OK or a failure. */
+/* Fold the sources (arguments 2...) into out (kvd_bitop_sources). */
 static int bitop_fold_all(struct kvd_conn *c, struct kvd_req *r, int op,
 			  struct kv_buf *out)
 {
 	uint32_t n = r->argc - 2;
-	struct kv_buf *v = calloc(n, sizeof(*v));
+	struct kv_slice *src = malloc(n * sizeof(*src));
 	struct kv_mp_obj o;
 	struct kvd_argit it;
-	size_t len = 0;
-	uint64_t exp;
-	int rc = v ? KV_OK : KV_INTERNAL;
+	int rc;
 
+	if (!src)
+		return KV_INTERNAL;
 	kvd_argit_init(r, 2, &it);
-	for (uint32_t i = 0; i < n && rc == KV_OK; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		kvd_argit_next(&it, &o);
-		rc = resp_section_read(c, (struct kv_slice){o.p, o.len}, &v[i],
-				       &exp);
-		if (rc == KV_NOT_FOUND)
-			rc = KV_OK;
-		if (v[i].len > len)
-			len = v[i].len;
+		src[i] = (struct kv_slice){o.p, o.len};
 	}
-	if (rc == KV_OK && len && kv_buf_reserve(out, len))
-		rc = KV_INTERNAL;
-	if (rc == KV_OK) {
-		out->len = len;
-		for (uint32_t i = 0; i < n; i++)
-			kvd_bitop_fold(out->data, &v[i], len, op, i == 0);
-	}
-	for (uint32_t i = 0; v && i < n; i++)
-		kv_buf_free(&v[i]);
-	free(v);
+	rc = kvd_bitop_sources(c, op, src, n, out);
+	free(src);
 	return rc;
 }
 

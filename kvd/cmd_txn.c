@@ -24,7 +24,9 @@
  *
  * The reply is [0, [reply, ...]], one native reply per sub-request, each
  * as the operation alone would have given it (errors included: a failure
- * at run time, such as INCR on text, does not stop the others).
+ * at run time, such as INCR on text, does not stop the others).  It is
+ * held to max-frame-size while the batch runs, not once built: past it
+ * the batch still runs whole and answers REPLY_TOO_LARGE.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +54,7 @@ struct sub {
 struct txn {
 	struct sub *s;
 	uint32_t n;
+	int big;	   /* the reply outgrew max-frame-size */
 	struct kv_buf w;   /* struct kvd_wreq *, the writes' requests */
 	struct kv_buf out; /* replies of reads and sections */
 };
@@ -206,7 +209,11 @@ static void run_write(struct kvd_conn *c, struct kvd_excl *x, struct txn *t,
 	s->status = rc;
 }
 
-/* A read or a section: it answers now; its reply's body is kept. */
+/* A read or a section: it answers now; its reply's body is kept, until
+ * the bodies kept outgrow max-frame-size: the batch's reply is then
+ * REPLY_TOO_LARGE whatever follows, so they are dropped at once and no
+ * later one is kept (keeping them all first held 64 x 16 MiB for a TXN
+ * of 64 GETs).  The sub-request still runs: the batch runs whole. */
 static void run_now(struct kvd_conn *c, struct kvd_excl *x, struct txn *t,
 		    struct sub *s, struct kvd_req *sr)
 {
@@ -222,13 +229,18 @@ static void run_now(struct kvd_conn *c, struct kvd_excl *x, struct txn *t,
 	if (rc == KV_OK && c->out.len >= mark + KV_FRAME_HDR) {
 		s->off = t->out.len;
 		s->len = c->out.len - mark - KV_FRAME_HDR;
-		kv_buf_append(&t->out, c->out.data + mark + KV_FRAME_HDR,
-			      s->len);
+		if (!t->big)
+			kv_buf_append(
+			    &t->out, c->out.data + mark + KV_FRAME_HDR, s->len);
 	} else if (rc == KV_OK) {
 		rc = KV_INTERNAL;
 	}
 	c->out.len = mark;
 	s->status = rc;
+	if (!t->big && t->out.len > c->io->srv->cfg->max_frame) {
+		t->big = 1;
+		kv_buf_free(&t->out);
+	}
 }
 
 /* The frame just written at mark, without its length: one element of
@@ -262,9 +274,11 @@ static void reply_write(struct kvd_conn *c, struct txn *t, struct sub *s)
 	kvd_cmd_write_reply(c, s->op, st, result, val, vlen);
 }
 
-static void txn_reply(struct kvd_conn *c, struct txn *t)
+/* The batch's reply, held to max-frame-size as it grows (a write's
+ * reply may carry a value too); KV_OK or KV_REPLY_TOO_LARGE. */
+static int txn_reply(struct kvd_conn *c, struct txn *t)
 {
-	size_t off = kvd_reply_begin(c);
+	size_t off = kvd_reply_begin(c), max = c->io->srv->cfg->max_frame;
 
 	kv_mp_array(&c->out, 2);
 	kv_mp_uint(&c->out, KV_OK);
@@ -282,9 +296,13 @@ static void txn_reply(struct kvd_conn *c, struct txn *t)
 		} else {
 			kv_buf_append(&c->out, t->out.data + s->off, s->len);
 		}
+		if (c->out.len - off - KV_FRAME_HDR > max) {
+			c->out.len = off;
+			return KV_REPLY_TOO_LARGE;
+		}
 	}
-	/* Too large, it is refused as a whole, though it ran. */
 	kvd_reply_end(c, off);
+	return KV_OK;
 }
 
 static int txn_run(struct kvd_conn *c, struct kvd_req *r, struct txn *t)
@@ -308,8 +326,9 @@ static int txn_run(struct kvd_conn *c, struct kvd_req *r, struct txn *t)
 	}
 	kvd_excl_end(x);
 	free(x);
+	/* Too large, it is refused as a whole, though it ran. */
 	if (rc == KV_OK)
-		txn_reply(c, t);
+		rc = t->big ? KV_REPLY_TOO_LARGE : txn_reply(c, t);
 	return rc;
 }
 

@@ -166,6 +166,24 @@ static const struct opt options[] = {
      1ull << 40, "32m", NULL,
      "RESP pub/sub: a subscriber with more messages than this pending is "
      "closed (Redis's client-output-buffer-limit pubsub, hard limit)"},
+    {"pubsub-max-subscriptions", OPT_SIZE, F(pubsub_max_subs), 16, 1ull << 32,
+     "1000000", NULL,
+     "RESP pub/sub: channels and patterns subscribed on the whole server "
+     "(every connection's subscriptions), at most; past it SUBSCRIBE is "
+     "refused"},
+    {"pubsub-max-subscription-bytes", OPT_SIZE, F(pubsub_max_sub_bytes),
+     1ull << 16, 1ull << 40, "256m", NULL,
+     "RESP pub/sub: memory of the whole server's subscriptions (each name "
+     "plus 160 bytes), at most; past it SUBSCRIBE is refused"},
+    {"multi-max-commands", OPT_SIZE, F(multi_max_cmds), 1, 1ull << 24, "65536",
+     NULL,
+     "RESP MULTI: commands one transaction may queue; past it the command is "
+     "refused and EXEC answers EXECABORT"},
+    {"multi-max-bytes", OPT_SIZE, F(multi_max_bytes), 1ull << 16, 1ull << 40,
+     "64m", NULL,
+     "RESP MULTI: bytes one transaction may queue (its commands' arguments, "
+     "plus 4 bytes an argument and 6 a command); past it the command is "
+     "refused and EXEC answers EXECABORT"},
     {"tls-port", OPT_UINT, F(tls_port), 0, 65535, "0", NULL,
      "msgpack protocol over TLS on this port; 0 disables it"},
     {"tls-resp-port", OPT_UINT, F(tls_resp_port), 0, 65535, "0", NULL,
@@ -775,6 +793,10 @@ static const char *const reloadable[] = {"log-level",
 					 "slowlog-log-slower-than",
 					 "slowlog-max-len",
 					 "pubsub-max-output",
+					 "pubsub-max-subscriptions",
+					 "pubsub-max-subscription-bytes",
+					 "multi-max-commands",
+					 "multi-max-bytes",
 					 "tls-cert-file",
 					 "tls-key-file",
 					 "tls-ca-cert-file",
@@ -841,11 +863,20 @@ int kvd_config_reload(struct kvd_config *live, int argc, char **argv)
 static const struct {
 	const char *name, *alias;
 } settable[] = {
-    {"idle-timeout", "timeout"}, {"request-timeout", NULL},
-    {"output-timeout", NULL},	 {"max-clients", "maxclients"},
-    {"max-output", NULL},	 {"reaper-interval-ms", NULL},
-    {"flush-interval-ms", NULL}, {"slowlog-log-slower-than", NULL},
-    {"slowlog-max-len", NULL},	 {"pubsub-max-output", NULL},
+    {"idle-timeout", "timeout"},
+    {"request-timeout", NULL},
+    {"output-timeout", NULL},
+    {"max-clients", "maxclients"},
+    {"max-output", NULL},
+    {"reaper-interval-ms", NULL},
+    {"flush-interval-ms", NULL},
+    {"slowlog-log-slower-than", NULL},
+    {"slowlog-max-len", NULL},
+    {"pubsub-max-output", NULL},
+    {"pubsub-max-subscriptions", NULL},
+    {"pubsub-max-subscription-bytes", NULL},
+    {"multi-max-commands", NULL},
+    {"multi-max-bytes", NULL},
     {"log-level", "loglevel"},
 };
 #define NSETTABLE (sizeof(settable) / sizeof(settable[0]))

@@ -72,6 +72,13 @@ struct kvd_config {
 	unsigned slowlog_max_len;
 	/* RESP pub/sub: a subscriber's pending messages, at most */
 	uint64_t pubsub_max_output;
+	/* RESP pub/sub: the whole server's subscriptions, and their cost in
+	 * bytes (resp_pubsub.c), at most */
+	uint64_t pubsub_max_subs;
+	uint64_t pubsub_max_sub_bytes;
+	/* RESP MULTI: one transaction's queue, in commands and bytes */
+	uint64_t multi_max_cmds;
+	uint64_t multi_max_bytes;
 	/* TLS (tls.c): the native and RESP listeners over TLS (0: none),
 	 * and what every TLS listener presents and asks for */
 	unsigned tls_port;
@@ -115,7 +122,9 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv);
  * apply what can change at run time: log-level, log-file, idle-timeout,
  * request-timeout, output-timeout, max-clients, max-output,
  * reaper-interval-ms, flush-interval-ms, slowlog-log-slower-than,
- * slowlog-max-len, pubsub-max-output, and the TLS certificate options (tls-cert-file ...
+ * slowlog-max-len, pubsub-max-output, pubsub-max-subscriptions,
+ * pubsub-max-subscription-bytes, multi-max-commands, multi-max-bytes,
+ * and the TLS certificate options (tls-cert-file ...
  * tls-prefer-server-ciphers: main.c then builds a new TLS context).  Other changes are logged as
  * needing a restart.  A configuration that no longer parses changes
  * nothing.  0 or -1. */

@@ -765,16 +765,23 @@ static void answer(struct kvd_conn *c, const struct resp_cmd *d,
 		kvd_conn_defer(c, mark, r->cmd);
 }
 
-void kvd_resp_run(struct kvd_conn *c, struct resp_req *r)
+size_t kvd_resp_run(struct kvd_conn *c, struct resp_req *r, size_t room)
 {
 	const struct resp_cmd *d = &resp_cmds[r->cmd];
 	unsigned was = c->npend;
-	size_t mark = c->out.len;
+	size_t mark = c->out.len, n;
 	uint64_t t0 = kvd_resp_pre(c, r);
 	const char *err = d->fn(c, r);
 
+	if (!err && c->out.len > mark && c->out.len - mark > room) {
+		c->out.len = mark;
+		err = "ERR EXEC reply would exceed max-output: this command's "
+		      "reply is dropped (it ran)";
+	}
 	kvd_resp_post(c, r, t0, err ? KVD_RESP_FAILED : KVD_RESP_RAN);
+	n = err ? strlen(err) + 3 : c->out.len > mark ? c->out.len - mark : 0;
 	answer(c, d, r, err, was, mark);
+	return n;
 }
 
 /* A command that reads keys never sees an EXEC half applied across
@@ -818,8 +825,8 @@ static size_t multi_queue(struct kvd_conn *c, struct resp_req *r,
 	unsigned was = c->npend;
 	size_t mark = c->out.len;
 
-	if (!err && kvd_resp_multi_queue(c, r))
-		err = resp_err_internal;
+	if (!err)
+		err = kvd_resp_multi_queue(c, r);
 	if (err)
 		kvd_resp_multi_refuse(c);
 	else

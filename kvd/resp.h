@@ -325,8 +325,11 @@ RESP_COMMANDS(RESP_CMD_DECL)
 
 /* Fill r->a from r->body (resp.c). */
 void resp_req_fill(struct resp_req *r);
-/* Run r (r->cmd set, already checked) and answer it in order (resp.c). */
-void kvd_resp_run(struct kvd_conn *c, struct resp_req *r);
+/* Run r (r->cmd set, already checked) and answer it in order, as EXEC
+ * runs its queue (resp.c): a reply longer than room bytes is dropped for
+ * an error.  Returns the length of what it answered at once (a write's
+ * reply comes later, through its pend). */
+size_t kvd_resp_run(struct kvd_conn *c, struct resp_req *r, size_t room);
 int kvd_resp_in_multi(const struct kvd_conn *c);
 /* Does r run in an exclusive section (RC_EXCL, or EXPIRE with options)? It
  * waits for the connection's writes in flight, and may answer at once. */
@@ -349,7 +352,11 @@ const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
  * expiry (0: none).  KV_OK, KV_NOT_FOUND or another KV_*. */
 int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
 		      uint64_t *exp);
-int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
+/* After MULTI: queue r (already checked: arity, access); NULL, or the
+ * error that refuses it (multi-max-commands, multi-max-bytes). */
+const char *kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
+/* A command was refused while queueing: EXEC will answer EXECABORT, and
+ * the queue is released now. */
 void kvd_resp_multi_refuse(struct kvd_conn *c);
 void kvd_resp_multi_free(struct kvd_conn *c);
 

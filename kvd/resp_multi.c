@@ -10,6 +10,12 @@
  * transaction's own writes before it; a transaction with no read after a
  * write is therefore one journal batch per shard.
  *
+ * Bounds: the queue is held to multi-max-commands and multi-max-bytes; a
+ * command past either is refused, which makes EXEC answer EXECABORT, and
+ * the queue is released then and there (as Redis, later commands are
+ * answered +QUEUED and not kept).  EXEC's replies are held to max-output
+ * together (run_queue).
+ *
  * WATCH registers the key in a global table; a committer that stores a
  * watched key marks its watchers (kvd_watch_touch).  A key live at WATCH
  * and absent at EXEC (deleted, expired, flushed) counts as changed too,
@@ -18,6 +24,7 @@
  */
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,19 +128,60 @@ int kvd_resp_in_multi(const struct kvd_conn *c)
 	return c->txq && c->txq->on;
 }
 
+/* EXEC will discard the queue: it goes now (a client that pipelines a
+ * transaction past its limit may never read the refusal). */
 void kvd_resp_multi_refuse(struct kvd_conn *c)
 {
 	c->txq->aborted = 1;
+	c->txq->n = 0;
+	kv_buf_free(&c->txq->q);
 }
 
-/* Queue request r (already checked: arity, access); 0 or -1. */
-int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
+/* The queue's limits, checked before a byte is queued. */
+static const char *queue_full(struct kvd_conn *c, struct resp_req *r)
+{
+	const struct kvd_config *cfg = c->io->srv->cfg;
+	struct resp_txq *t = c->txq;
+	uint64_t bytes = sizeof(uint16_t) + sizeof(uint32_t);
+	struct resp_it it;
+	struct kv_slice a;
+
+	if (t->n >= KVD_LIVE(cfg->multi_max_cmds)) {
+		snprintf(r->err, sizeof(r->err),
+			 "ERR MULTI queue would exceed multi-max-commands "
+			 "(%llu commands)",
+			 (unsigned long long)KVD_LIVE(cfg->multi_max_cmds));
+		return r->err;
+	}
+	resp_it_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		bytes += sizeof(uint32_t) + a.n;
+	}
+	if (t->q.len + bytes > KVD_LIVE(cfg->multi_max_bytes)) {
+		snprintf(r->err, sizeof(r->err),
+			 "ERR MULTI queue would exceed multi-max-bytes (%llu "
+			 "bytes)",
+			 (unsigned long long)KVD_LIVE(cfg->multi_max_bytes));
+		return r->err;
+	}
+	return NULL;
+}
+
+const char *kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
 {
 	struct resp_txq *t = c->txq;
 	struct resp_it it;
 	struct kv_slice a;
 	uint16_t id = r->cmd;
+	const char *err;
 
+	/* As Redis: once EXEC is bound to answer EXECABORT, a command is
+	 * answered +QUEUED and not kept. */
+	if (t->aborted)
+		return NULL;
+	if ((err = queue_full(c, r)))
+		return err;
 	kv_buf_append(&t->q, &id, sizeof(id));
 	kv_buf_append(&t->q, &r->argc, sizeof(r->argc));
 	resp_it_init(r, 0, &it);
@@ -146,9 +194,9 @@ int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
 		kv_buf_append(&t->q, a.p, a.n);
 	}
 	if (t->q.err)
-		return -1;
+		return resp_err_internal;
 	t->n++;
-	return 0;
+	return NULL;
 }
 
 /* ===================== Commands ===================== */
@@ -265,10 +313,16 @@ static int watch_broken(struct kvd_conn *c)
 	return 0;
 }
 
-/* Run the queued commands; their replies follow the array's header. */
+/* Run the queued commands; their replies follow the array's header.
+ * The replies are held to max-output together as they are made: one
+ * that would take them past it is dropped for an error, and the queue
+ * runs on (a transaction runs whole).  Replies waiting behind the
+ * transaction's writes (kvd_conn_defer) count the same. */
 static void run_queue(struct kvd_conn *c, struct kvd_excl *x, const uint8_t *p,
 		      uint32_t n)
 {
+	size_t cap = resp_reply_cap(c), used = 0;
+
 	for (uint32_t i = 0; i < n; i++) {
 		struct resp_req r;
 		uint16_t id;
@@ -291,12 +345,14 @@ static void run_queue(struct kvd_conn *c, struct kvd_excl *x, const uint8_t *p,
 		}
 		if (resp_cmds[id].flags & RC_WRITE) {
 			kvd_excl_capture(x);
-			kvd_resp_run(c, &r);
+			used +=
+			    kvd_resp_run(c, &r, used < cap ? cap - used : 0);
 			kvd_excl_apply(x);
 		} else {
 			/* reads see the transaction's writes before them */
 			kvd_excl_commit(x);
-			kvd_resp_run(c, &r);
+			used +=
+			    kvd_resp_run(c, &r, used < cap ? cap - used : 0);
 		}
 	}
 }

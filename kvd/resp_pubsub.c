@@ -22,7 +22,9 @@
  * as Redis's client-output-buffer-limit pubsub does: a subscriber that
  * never reads costs at most about twice the limit.  A connection's
  * subscriptions (their names plus PS_SUB_COST bytes each) are held to
- * max-output.
+ * max-output, and every connection's together to pubsub-max-subscriptions
+ * and pubsub-max-subscription-bytes: without a bound over the server, 40
+ * connections each within its own limit held gigabytes.
  *
  * The tables: channels and patterns each in a hash table of topics (name,
  * subscriber list) with a list of all of them; a subscription is one
@@ -44,8 +46,13 @@
 #include "loop.h"
 #include "resp.h"
 
-#define PS_MAX_IO 256  /* the threads option's range */
-#define PS_SUB_COST 64 /* bytes a subscription costs beyond its name */
+#define PS_MAX_IO 256 /* the threads option's range */
+/* Bytes a subscription costs beyond its name, at most: its member (48
+ * bytes, a 64-byte chunk of malloc's), and when it is the first of its
+ * topic the topic (48 bytes and the name, in a chunk up to 71 larger than
+ * the name) and up to two bucket pointers (16): 151, rounded up.  A
+ * 100,000-channel SUBSCRIBE measured name + 151 for 8-byte names. */
+#define PS_SUB_COST 160
 #define PS_MIN_BUCKETS 64
 
 struct ps_topic;
@@ -89,6 +96,8 @@ struct resp_sub {
 
 static pthread_mutex_t ps_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ps_table chans, pats;
+/* Every connection's subscriptions, and their cost: the server's. */
+static uint64_t ps_nsubs, ps_bytes;
 static struct resp_sub *ready[PS_MAX_IO];
 static atomic_uint ps_work[PS_MAX_IO];
 /* Subscribers closed over pubsub-max-output, per io thread (its own
@@ -218,6 +227,8 @@ static int member_add(struct resp_sub *s, struct kv_slice name, int pat)
 	*tail = m;
 	*(pat ? &s->npat : &s->nchan) += 1;
 	s->mem += name.n + PS_SUB_COST;
+	ps_nsubs++;
+	ps_bytes += name.n + PS_SUB_COST;
 	atomic_store_explicit(&s->c->nsubs, sub_count(s), memory_order_relaxed);
 	atomic_store_explicit(&s->c->npsubs, s->npat, memory_order_relaxed);
 	return 0;
@@ -244,6 +255,8 @@ static void member_del(struct ps_member *m, int pat)
 		*(pat ? &s->pats_tail : &s->chans_tail) = m->sprev;
 	*(pat ? &s->npat : &s->nchan) -= 1;
 	s->mem -= t->n + PS_SUB_COST;
+	ps_nsubs--;
+	ps_bytes -= t->n + PS_SUB_COST;
 	atomic_store_explicit(&s->c->nsubs, sub_count(s), memory_order_relaxed);
 	atomic_store_explicit(&s->c->npsubs, s->npat, memory_order_relaxed);
 	if (!--t->nsubs)
@@ -427,6 +440,30 @@ static void add_confirm(struct kvd_conn *c, const char *kind,
 	resp_add_int(c, count);
 }
 
+/* Would r's names (add bytes) take the server's subscriptions past
+ * their bounds?  Counted as if each were new.  ps_lock held. */
+static int server_full(struct kvd_conn *c, struct resp_req *r, size_t add)
+{
+	const struct kvd_config *cfg = c->io->srv->cfg;
+	uint64_t max_n = KVD_LIVE(cfg->pubsub_max_subs),
+		 max_b = KVD_LIVE(cfg->pubsub_max_sub_bytes);
+
+	if (ps_nsubs + (r->argc - 1) > max_n)
+		snprintf(r->err, sizeof(r->err),
+			 "ERR subscriptions would exceed "
+			 "pubsub-max-subscriptions (%llu) on this server",
+			 (unsigned long long)max_n);
+	else if (ps_bytes + add > max_b)
+		snprintf(r->err, sizeof(r->err),
+			 "ERR subscriptions would exceed "
+			 "pubsub-max-subscription-bytes (%llu bytes) on this "
+			 "server",
+			 (unsigned long long)max_b);
+	else
+		return 0;
+	return 1;
+}
+
 static const char *subscribe(struct kvd_conn *c, struct resp_req *r, int pat)
 {
 	struct resp_sub *s = sub_of(c);
@@ -451,6 +488,10 @@ static const char *subscribe(struct kvd_conn *c, struct resp_req *r, int pat)
 	}
 	resp_it_init(r, 1, &it);
 	pthread_mutex_lock(&ps_lock);
+	if (server_full(c, r, add)) {
+		pthread_mutex_unlock(&ps_lock);
+		return r->err;
+	}
 	for (uint32_t i = 1; i < r->argc && rc >= 0; i++) {
 		resp_it_next(&it, &a);
 		rc = member_add(s, a, pat);

@@ -36,8 +36,15 @@ long long kvd_popcount(const uint8_t *p, size_t n);
 long long kvd_bitpos_range(const uint8_t *p, const struct bitrange *br, int bit,
 			   long long *bytes);
 /* dst[0..len) op= src (zero padded); first: dst = src (NOT: ~src). */
-void kvd_bitop_fold(uint8_t *dst, const struct kv_buf *src, size_t len, int op,
+void kvd_bitop_fold(uint8_t *dst, struct kv_slice src, size_t len, int op,
 		    int first);
+/* BITOP's work, in an exclusive section (both doors): out = op over the
+ * values of the keys src[0..n) (a missing or invalid key is empty), as
+ * long as the longest.  KV_OK; KV_VALUE_TOO_LARGE, before anything is
+ * allocated, when that is over max-value-size; KV_INTERNAL. */
+struct kvd_conn;
+int kvd_bitop_sources(struct kvd_conn *c, int op, const struct kv_slice *src,
+		      uint32_t n, struct kv_buf *out);
 /* Redis's string2ld: the whole string a float, no leading space, not NaN.
  * 0 or -1. */
 int kvd_parse_ld(struct kv_slice s, long double *out);

@@ -94,11 +94,11 @@ int kvd_resp_in_multi(const struct kvd_conn *c)
 	return 0;
 }
 
-int kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
+const char *kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r)
 {
 	(void)c;
 	(void)r;
-	return -1;
+	return "ERR not in this harness";
 }
 
 void kvd_resp_multi_refuse(struct kvd_conn *c)
