@@ -377,10 +377,13 @@ static void format_msg(struct kv_buf *b, const struct ps_topic *pat,
 const char *resp_publish(struct kvd_conn *c, struct resp_req *r)
 {
 	struct kv_slice ch = r->a[1], msg = r->a[2];
+	struct resp_glob *g = resp_glob_new();
 	struct kv_buf b = {0};
 	int64_t n = 0;
 	struct ps_topic *t;
 
+	if (!g)
+		return resp_err_nomem;
 	pthread_mutex_lock(&ps_lock);
 	t = topic_find(&chans, ch, XXH3_64bits(ch.p, ch.n));
 	if (t) {
@@ -391,13 +394,18 @@ const char *resp_publish(struct kvd_conn *c, struct resp_req *r)
 	for (t = pats.all; t && !b.err; t = t->next) {
 		struct kv_slice p = {t->name, t->n};
 
-		if (!resp_glob(p, ch))
+		if (resp_glob_set(g, p)) {
+			b.err = 1;
+			break;
+		}
+		if (!resp_glob_match(g, ch))
 			continue;
 		format_msg(&b, t, ch, msg);
 		for (struct ps_member *m = t->subs; m && !b.err; m = m->tnext)
 			deliver(m->s, &b), n++;
 	}
 	pthread_mutex_unlock(&ps_lock);
+	resp_glob_free(g);
 	kv_buf_free(&b);
 	if (b.err)
 		return resp_err_nomem;
@@ -528,15 +536,21 @@ const char *resp_punsubscribe(struct kvd_conn *c, struct resp_req *r)
 static const char *pubsub_channels(struct kvd_conn *c, struct resp_req *r)
 {
 	size_t off = c->out.len, cap = resp_reply_cap(c);
+	struct resp_glob *g = NULL;
 	uint64_t n = 0;
 	char hdr[24];
 	size_t h;
 
+	if (r->argc == 3 &&
+	    (!(g = resp_glob_new()) || resp_glob_set(g, r->a[2]))) {
+		resp_glob_free(g);
+		return resp_err_nomem;
+	}
 	pthread_mutex_lock(&ps_lock);
 	for (struct ps_topic *t = chans.all; t; t = t->next) {
 		struct kv_slice name = {t->name, t->n};
 
-		if (r->argc == 3 && !resp_glob(r->a[2], name))
+		if (g && !resp_glob_match(g, name))
 			continue;
 		resp_add_bulk(c, t->name, t->n);
 		n++;
@@ -544,6 +558,7 @@ static const char *pubsub_channels(struct kvd_conn *c, struct resp_req *r)
 			break;
 	}
 	pthread_mutex_unlock(&ps_lock);
+	resp_glob_free(g);
 	if (c->out.len - off > cap) {
 		c->out.len = off;
 		return "ERR reply would exceed max-output: give PUBSUB "

@@ -1,0 +1,113 @@
+"""test_stalls.py - small requests that once stalled kvd for seconds (an
+outside audit's findings), each raced against a client that keeps working
+meanwhile:
+
+  - PUBLISH to a 200,000-byte channel with one subscriber to a '*' and a
+    100,000-byte pattern (21.9 s, quadratic, under the pub/sub lock);
+  - SCAN MATCH and KEYS with a pattern of 1,000,000 '*' (per key examined).
+
+No assertion is timed.  Each test sends the request and, until its reply
+arrives, has another client on another io thread do cheap work of its own,
+one round trip at a time; the reply must come before that client has done
+a set number of rounds.  The number sits between what the fixed and the
+quadratic servers allow by a wide margin on either side, on a loaded
+2-core machine as on an idle one, because both sides slow down together:
+figures for each are in its docstring.
+"""
+
+import select
+import unittest
+
+from kvdtest import Server
+from resputil import Raw, encode, main, spread_conns
+
+
+def other_thread(port):
+    """Two connections on different io threads (the rest closed)."""
+    cs, ids = spread_conns(port, 4)
+    a = cs[0]
+    b = next(c for c, i in zip(cs, ids) if i >> 48 != ids[0] >> 48)
+    for c in cs:
+        if c is not a and c is not b:
+            c.close()
+    return a, b
+
+
+def arrived(conn):
+    return bool(conn.buf) or bool(select.select([conn.sock], [], [], 0)[0])
+
+
+def race(conn, request, other, work, rounds):
+    """Send request on conn, then do work(other) until its reply starts to
+    arrive, at most rounds times: the rounds done first."""
+    conn.send(request)
+    for done in range(rounds):
+        if arrived(conn):
+            return done
+        work(other)
+    return rounds
+
+
+class Stalls(unittest.TestCase):
+    def server(self, **kw):
+        srv = Server(threads=2, resp=True, durability="async", **kw).start()
+        self.addCleanup(srv.cleanup)  # SIGKILL: a stalled one may not stop
+        return srv
+
+    def ping(self, c):
+        self.assertEqual(c.call("PING"), b"PONG")
+
+    def test_publish_against_a_long_pattern(self):
+        """The audit's PUBLISH: a '*' and 100,000 'a' then 'b', against
+        200,000 'a' then 'c'.  Fixed: the last run must end the channel, one
+        comparison of 100,001 bytes (about 1 ms here); quadratic: 21.9 s in
+        the audit, 51.7 s on this test's loaded 2-core machine.  Meanwhile
+        a client on another io thread does up to 10,000 PINGs (0.5-1 s; the
+        fixed PUBLISH answers within 20)."""
+        srv = self.server()
+        sub = Raw(srv.resp_port)
+        pat = b"*" + b"a" * 100000 + b"b"
+        self.assertEqual(sub.call("PSUBSCRIBE", pat)[0], b"psubscribe")
+        pub, other = other_thread(srv.resp_port)
+        done = race(pub, encode("PUBLISH", b"a" * 200000 + b"c", "m"), other,
+                    self.ping, 10000)
+        self.assertLess(done, 10000, "PUBLISH still unanswered after "
+                        "10,000 PINGs on another io thread")
+        self.assertEqual(pub.reply(), 0)
+        # and one that matches is delivered
+        self.assertEqual(pub.call("PUBLISH", b"a" * 200000 + b"b", "m"), 1)
+        msg = sub.reply()
+        self.assertEqual((msg[0], msg[1], len(msg[2])),
+                         (b"pmessage", pat, 200001))
+
+    def scan_race(self, *cmd):
+        srv = self.server()
+        c, other = other_thread(srv.resp_port)
+        keys = [b"key%05d" % i for i in range(4000)] + [b"key-x"]
+        c.send(b"".join(encode("SET", k, "v") for k in keys))
+        for _ in keys:
+            self.assertEqual(c.reply(), b"OK")
+        done = race(c, encode(*cmd), other, self.ping, 10000)
+        self.assertLess(done, 10000, "%s still unanswered after 10,000 "
+                        "PINGs on another io thread" % cmd[0])
+        return c.reply()
+
+    def test_scan_match_star_run(self):
+        """SCAN MATCH of 1,000,000 '*' then 'x', COUNT 10000, over 4,001
+        keys: the run is one star, so a key costs one comparison (about 10
+        ms for the call here); before, 1,000,000 steps per key: 8.7 s over
+        10,000 keys in the audit, about 14 s here for 4,001.  Meanwhile up
+        to 10,000 PINGs (0.5-1 s; the fixed SCAN answers within 80 to 500)
+        on another io thread."""
+        got = self.scan_race("SCAN", 0, "MATCH", b"*" * 1000000 + b"x",
+                             "COUNT", 10000)
+        self.assertEqual(got, [b"0", [b"key-x"]])
+
+    def test_keys_star_run(self):
+        """KEYS with the same pattern, the same race."""
+        got = self.scan_race("KEYS", b"*" * 1000000 + b"x")
+        self.assertEqual(got, [b"key-x"])
+
+
+if __name__ == "__main__":
+    main()
