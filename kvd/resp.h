@@ -2,7 +2,8 @@
  *
  *   resp.c        framing: multibulk and inline parsing, replies, dispatch
  *   resp_cmd.c    key and string commands (GET, SET, INCR, EXPIRE, ...)
- *   resp_scan.c   SCAN, KEYS and the glob matcher
+ *   resp_scan.c   SCAN and KEYS
+ *   resp_glob.c   the glob patterns of SCAN, KEYS, PSUBSCRIBE, CONFIG GET
  *   resp_admin.c  connection and server commands (HELLO, INFO, COMMAND, ...)
  *   resp_str.c    GETRANGE, bit commands and LCS (and BITFIELD's parser)
  *   resp_key.c    EXPIRETIME, TOUCH, RANDOMKEY, OBJECT, WAIT, LATENCY
@@ -437,8 +438,15 @@ extern const char resp_err_internal[];
 extern const char resp_err_key[];
 extern const char resp_err_nomem[];
 
-/* Redis's glob (stringmatchlen): * ? [a-z] [^x] and \\ escapes. */
-int resp_glob(struct kv_slice pat, struct kv_slice s);
+/* Redis's glob patterns (stringmatchlen: * ? [a-z] [^x] and \\ escapes),
+ * compiled once and matched in bounded time (resp_glob.c).  A compiled
+ * pattern points into the pattern's bytes, which must outlive its use;
+ * resp_glob_set may be called again to reuse the allocation. */
+struct resp_glob;
+struct resp_glob *resp_glob_new(void); /* NULL: out of memory */
+int resp_glob_set(struct resp_glob *g, struct kv_slice pat); /* 0, -1 */
+int resp_glob_match(const struct resp_glob *g, struct kv_slice s);
+void resp_glob_free(struct resp_glob *g);
 
 /* Largest reply to a many-key read (MGET, KEYS): max-output. */
 size_t resp_reply_cap(const struct kvd_conn *c);

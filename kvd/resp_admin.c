@@ -534,13 +534,16 @@ static const char *config_name(size_t k)
 			   : kvd_config_settable((unsigned)(k - NCONFIG));
 }
 
-static void config_get(struct kvd_conn *c, struct resp_req *r)
+/* Which names CONFIG GET's patterns (compiled once each) match; -1 when
+ * out of memory. */
+static int config_want(struct resp_req *r, uint8_t *want, uint64_t *n)
 {
-	uint8_t want[NCONFIG_ALL] = {0};
+	struct resp_glob *g = resp_glob_new();
 	struct resp_it it;
 	struct kv_slice pat;
-	uint64_t n = 0;
 
+	if (!g)
+		return -1;
 	resp_it_init(r, 2, &it);
 	for (uint32_t i = 2; i < r->argc; i++) {
 		char low[128];
@@ -553,14 +556,29 @@ static void config_get(struct kvd_conn *c, struct resp_req *r)
 					    ? pat.p[j] + 32
 					    : pat.p[j]);
 		pat.p = (const uint8_t *)low;
+		if (resp_glob_set(g, pat)) {
+			resp_glob_free(g);
+			return -1;
+		}
 		for (size_t k = 0; k < NCONFIG_ALL && config_name(k); k++) {
 			struct kv_slice name = {(const uint8_t *)config_name(k),
 						strlen(config_name(k))};
 
-			if (!want[k] && resp_glob(pat, name))
-				want[k] = 1, n++;
+			if (!want[k] && resp_glob_match(g, name))
+				want[k] = 1, (*n)++;
 		}
 	}
+	resp_glob_free(g);
+	return 0;
+}
+
+static const char *config_get(struct kvd_conn *c, struct resp_req *r)
+{
+	uint8_t want[NCONFIG_ALL] = {0};
+	uint64_t n = 0;
+
+	if (config_want(r, want, &n))
+		return resp_err_nomem;
 	resp_add_array(c, 2 * n);
 	for (size_t k = 0; k < NCONFIG_ALL && config_name(k); k++) {
 		char v[64];
@@ -575,6 +593,7 @@ static void config_get(struct kvd_conn *c, struct resp_req *r)
 		resp_add_cstr(c, config_name(k));
 		resp_add_cstr(c, v);
 	}
+	return NULL;
 }
 
 /* CONFIG SET name value [name value ...]: all or nothing, as Redis 7. */
@@ -650,7 +669,7 @@ const char *resp_config(struct kvd_conn *c, struct resp_req *r)
 	if (resp_eq(r->a[1], "get")) {
 		if (r->argc < 3)
 			return resp_arity_error(r, "config|get");
-		config_get(c, r);
+		return config_get(c, r);
 	} else if (resp_eq(r->a[1], "help") && r->argc == 2) {
 		add_help(c, help);
 	} else if (resp_eq(r->a[1], "set")) {

@@ -19,8 +19,15 @@
  * WATCH registers the key in a global table; a committer that stores a
  * watched key marks its watchers (kvd_watch_touch).  A key live at WATCH
  * and absent at EXEC (deleted, expired, flushed) counts as changed too,
- * which is Redis 7.0's rule for expiry and FLUSHALL.  WATCH and EXEC look
- * inside exclusive sections, so no batch can straddle either look.
+ * which is Redis 7.0's rule for expiry and FLUSHALL.  EXEC looks inside an
+ * exclusive section, so no batch can straddle its look.  WATCH registers
+ * its keys inside one, so no batch can have marked a key before it was
+ * registered and store it after, and reads whether each is live after it:
+ * a store that batch reads miss comes after the registration and marks
+ * the key.  Everything else WATCH does (copying, hashing, finding the keys
+ * the connection already watches, in a hash set of its own) is done
+ * before the section, which holds only one insertion per new key: the
+ * work is linear in the keys, and writers wait for the least of it.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -37,11 +44,13 @@
 #include "router.h"
 #include "write.h"
 
-#define WATCH_BUCKETS 4096
+#define WATCH_MIN_BUCKETS 4096
 
 struct kvd_watch {
 	struct kvd_watch *next, **pprev; /* its bucket, under watch_mu */
 	struct kvd_watch *cnext;	 /* its connection's list */
+	struct kvd_watch *snext;	 /* its connection's set (wset) */
+	uint64_t h;
 	atomic_int dirty;
 	int live; /* the key was live at WATCH */
 	uint32_t klen;
@@ -54,28 +63,70 @@ struct resp_txq {
 	uint32_t n;
 	struct kv_buf q; /* per command: u16 id, u32 argc, u32 len, args */
 	struct kvd_watch *watches;
+	struct kvd_watch **wset; /* the same watches by hash, chained */
+	size_t nwatches, wsetcap;
 };
 
+/* Every connection's watches by key hash, doubled at one per bucket. */
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct kvd_watch *watch_ht[WATCH_BUCKETS];
+static struct kvd_watch *watch_ht0[WATCH_MIN_BUCKETS];
+static struct kvd_watch **watch_ht = watch_ht0;
+static size_t watch_nb = WATCH_MIN_BUCKETS, watch_n;
 static atomic_uint nwatch;
 
-static unsigned bucket(const void *k, size_t n)
+static int same_key(const struct kvd_watch *w, uint64_t h, const void *k,
+		    size_t n)
 {
-	return (unsigned)(XXH3_64bits(k, n) & (WATCH_BUCKETS - 1));
+	return w->h == h && w->klen == n && !memcmp(w->key, k, n);
 }
 
 void kvd_watch_touch(const void *key, size_t klen)
 {
 	struct kvd_watch *w;
+	uint64_t h;
 
 	if (!atomic_load_explicit(&nwatch, memory_order_relaxed))
 		return;
+	h = XXH3_64bits(key, klen);
 	pthread_mutex_lock(&watch_mu);
-	for (w = watch_ht[bucket(key, klen)]; w; w = w->next)
-		if (w->klen == klen && !memcmp(w->key, key, klen))
+	for (w = watch_ht[h & (watch_nb - 1)]; w; w = w->next)
+		if (same_key(w, h, key, klen))
 			atomic_store(&w->dirty, 1);
 	pthread_mutex_unlock(&watch_mu);
+}
+
+static void ht_link(struct kvd_watch **b, struct kvd_watch *w)
+{
+	w->next = *b;
+	if (w->next)
+		w->next->pprev = &w->next;
+	w->pprev = b;
+	*b = w;
+}
+
+/* Room for want watches at one per bucket; watch_mu held.  Out of memory
+ * the table keeps its size: longer chains, still correct. */
+static void ht_grow(size_t want)
+{
+	size_t nb = watch_nb;
+	struct kvd_watch **b;
+
+	while (nb < want)
+		nb *= 2;
+	if (nb == watch_nb || !(b = calloc(nb, sizeof(*b))))
+		return;
+	for (size_t i = 0; i < watch_nb; i++) {
+		struct kvd_watch *w, *next;
+
+		for (w = watch_ht[i]; w; w = next) {
+			next = w->next;
+			ht_link(&b[w->h & (nb - 1)], w);
+		}
+	}
+	if (watch_ht != watch_ht0)
+		free(watch_ht);
+	watch_ht = b;
+	watch_nb = nb;
 }
 
 static struct resp_txq *txq(struct kvd_conn *c)
@@ -98,10 +149,14 @@ static void unwatch_all(struct kvd_conn *c)
 		if (w->next)
 			w->next->pprev = w->pprev;
 		atomic_fetch_sub(&nwatch, 1);
+		watch_n--;
 		free(w);
 	}
 	pthread_mutex_unlock(&watch_mu);
 	c->txq->watches = NULL;
+	free(c->txq->wset);
+	c->txq->wset = NULL;
+	c->txq->nwatches = c->txq->wsetcap = 0;
 }
 
 static void reset_queue(struct resp_txq *t)
@@ -246,57 +301,90 @@ static int key_live(struct kvd_conn *c, struct kv_slice k)
 			      k.n, kvd_now_ms(), &v) == KV_OK;
 }
 
-static int watch_key(struct kvd_conn *c, struct kv_slice k)
+/* Double the connection's set of watches (from its list) at one per
+ * bucket; -1 when out of memory. */
+static int wset_grow(struct resp_txq *t)
 {
-	struct resp_txq *t = c->txq;
-	struct kvd_watch *w;
-	unsigned b;
+	size_t cap = t->wsetcap ? 2 * t->wsetcap : 64;
+	struct kvd_watch **b = calloc(cap, sizeof(*b));
 
-	for (w = t->watches; w; w = w->cnext)
-		if (w->klen == k.n && !memcmp(w->key, k.p, k.n))
-			return 0; /* as Redis: the first WATCH stands */
-	w = calloc(1, sizeof(*w) + k.n);
-	if (!w)
+	if (!b)
 		return -1;
+	for (struct kvd_watch *w = t->watches; w; w = w->cnext) {
+		w->snext = b[w->h & (cap - 1)];
+		b[w->h & (cap - 1)] = w;
+	}
+	free(t->wset);
+	t->wset = b;
+	t->wsetcap = cap;
+	return 0;
+}
+
+/* A new watch of k on the connection's list and set, not yet in the
+ * global table: 0, 1 when the connection watches k already (as Redis,
+ * the first WATCH stands), -1 when out of memory. */
+static int watch_new(struct resp_txq *t, struct kv_slice k)
+{
+	uint64_t h = XXH3_64bits(k.p, k.n);
+	struct kvd_watch *w, **b;
+
+	for (w = t->wsetcap ? t->wset[h & (t->wsetcap - 1)] : NULL; w;
+	     w = w->snext)
+		if (same_key(w, h, k.p, k.n))
+			return 1;
+	if (t->nwatches >= t->wsetcap && wset_grow(t))
+		return -1;
+	if (!(w = calloc(1, sizeof(*w) + k.n)))
+		return -1;
+	w->h = h;
 	w->klen = (uint32_t)k.n;
 	memcpy(w->key, k.p, k.n);
-	w->live = key_live(c, k);
-	b = bucket(k.p, k.n);
-	pthread_mutex_lock(&watch_mu);
-	w->next = watch_ht[b];
-	if (w->next)
-		w->next->pprev = &w->next;
-	w->pprev = &watch_ht[b];
-	watch_ht[b] = w;
-	atomic_fetch_add(&nwatch, 1);
-	pthread_mutex_unlock(&watch_mu);
 	w->cnext = t->watches;
 	t->watches = w;
+	b = &t->wset[h & (t->wsetcap - 1)];
+	w->snext = *b;
+	*b = w;
+	t->nwatches++;
 	return 0;
 }
 
 const char *resp_watch(struct kvd_conn *c, struct resp_req *r)
 {
+	struct resp_txq *t;
 	struct kvd_excl x;
+	struct kvd_watch *w;
 	struct resp_it it;
 	struct kv_slice k;
+	size_t n = 0, i;
 	int rc = 0;
 
 	if (kvd_resp_in_multi(c))
 		return "ERR WATCH inside MULTI is not allowed";
-	if (!txq(c))
+	if (!(t = txq(c)))
 		return resp_err_internal;
-	/* Exclusive: a batch under way would store after the key is read
-	 * but before it is registered, unseen by both. */
-	kvd_excl_begin(&x, c->io->srv);
 	resp_it_init(r, 1, &it);
-	for (uint32_t i = 1; i < r->argc && !rc; i++) {
+	for (uint32_t a = 1; a < r->argc && rc >= 0; a++) {
 		resp_it_next(&it, &k);
-		rc = watch_key(c, k);
+		rc = watch_new(t, k);
+		n += rc == 0;
 	}
-	kvd_excl_end(&x);
-	if (rc)
-		return resp_err_internal;
+	/* The n new watches head the list: registered in the section, read
+	 * after it (see the top of this file). */
+	if (n) {
+		kvd_excl_begin(&x, c->io->srv);
+		pthread_mutex_lock(&watch_mu);
+		ht_grow(watch_n + n);
+		for (w = t->watches, i = 0; i < n; w = w->cnext, i++)
+			ht_link(&watch_ht[w->h & (watch_nb - 1)], w);
+		watch_n += n;
+		atomic_fetch_add(&nwatch, (unsigned)n);
+		pthread_mutex_unlock(&watch_mu);
+		kvd_excl_end(&x);
+	}
+	for (w = t->watches, i = 0; i < n; w = w->cnext, i++)
+		w->live = key_live(c, (struct kv_slice){w->key, w->klen});
+	if (rc < 0)
+		return resp_err_nomem;
 	resp_add_ok(c);
 	return NULL;
 }

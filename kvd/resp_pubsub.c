@@ -8,7 +8,10 @@
  * to a subscriber's connection.  Under one mutex (ps_lock) it appends the
  * message to the subscriber's feed, and when the feed was empty it puts the
  * subscriber on its thread's ready list and wakes that thread (its
- * eventfd), as MONITOR does (resp_intro.c).  The woken thread moves each
+ * eventfd), as MONITOR does (resp_intro.c).  Matching the channel against
+ * the patterns is done with ps_lock released (the pattern topics taken,
+ * pinned, under it first), so that a long match (resp_glob.c bounds it)
+ * holds up only the publisher's own thread; PUBSUB CHANNELS likewise.  The woken thread moves each
  * ready feed into the connection's output (kvd_resp_pubsub_wake).  A
  * subscriber's own thread also moves its feed before answering any command
  * of it, so a message published before an UNSUBSCRIBE is delivered before
@@ -73,6 +76,8 @@ struct ps_topic {
 	uint64_t h;
 	uint32_t nsubs;
 	uint32_t n;
+	uint32_t pins; /* snapshots holding it (topics_take) */
+	int dead;      /* dropped while pinned: the last unpin frees it */
 	uint8_t name[];
 };
 
@@ -177,7 +182,42 @@ static void topic_drop(struct ps_table *tab, struct ps_topic *t)
 	if (t->next)
 		t->next->prev = t->prev;
 	tab->n--;
-	free(t);
+	if (t->pins)
+		t->dead = 1;
+	else
+		free(t);
+}
+
+/* Every topic of tab, each pinned so that it outlives ps_lock being
+ * released: the caller matches patterns against them unlocked (a match
+ * may be long: resp_glob.c) and gives them back with topics_give.  0, or
+ * -1 when out of memory; ps_lock held. */
+static int topics_take(struct ps_table *tab, struct ps_topic ***out, size_t *n)
+{
+	struct ps_topic **a;
+	size_t k = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!tab->n)
+		return 0;
+	if (!(a = malloc(tab->n * sizeof(*a))))
+		return -1;
+	for (struct ps_topic *t = tab->all; t; t = t->next) {
+		t->pins++;
+		a[k++] = t;
+	}
+	*out = a;
+	*n = k;
+	return 0;
+}
+
+/* Unpin what topics_take pinned; ps_lock held (the caller frees a). */
+static void topics_give(struct ps_topic **a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!--a[i]->pins && a[i]->dead)
+			free(a[i]);
 }
 
 static struct ps_member *member_of(struct ps_topic *t, struct resp_sub *s)
@@ -386,33 +426,84 @@ static void format_msg(struct kv_buf *b, const struct ps_topic *pat,
 	kv_buf_append(b, "\r\n", 2);
 }
 
-/* PUBLISH channel message: the number of subscriptions that got it. */
+/* Which pattern topics of a match ch (hit[i] for a[i]); the topics are
+ * pinned, ps_lock is not held.  0, or -1 when out of memory. */
+static int match_patterns(struct ps_topic **a, size_t n, struct kv_slice ch,
+			  uint8_t *hit)
+{
+	struct resp_glob *g = resp_glob_new();
+	int rc = g ? 0 : -1;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct kv_slice p = {a[i]->name, a[i]->n};
+
+		rc = resp_glob_set(g, p);
+		hit[i] = !rc && resp_glob_match(g, ch);
+	}
+	resp_glob_free(g);
+	return rc;
+}
+
+/* Send b to t's subscribers; ps_lock held.  A topic dropped since it was
+ * taken delivers to the topic of its name now, if it was subscribed
+ * again meanwhile. */
+static int64_t deliver_all(struct ps_table *tab, struct ps_topic *t,
+			   const struct kv_buf *b)
+{
+	int64_t n = 0;
+
+	if (t->dead) {
+		struct kv_slice name = {t->name, t->n};
+
+		if (!(t = topic_find(tab, name, t->h)))
+			return 0;
+	}
+	for (struct ps_member *m = t->subs; m; m = m->tnext)
+		deliver(m->s, b), n++;
+	return n;
+}
+
+/* PUBLISH channel message: the number of subscriptions that got it.  The
+ * patterns are matched against the channel with ps_lock released, which
+ * every subscriber's thread takes: the lock is held only to take the
+ * pattern topics and to deliver. */
 const char *resp_publish(struct kvd_conn *c, struct resp_req *r)
 {
 	struct kv_slice ch = r->a[1], msg = r->a[2];
 	struct kv_buf b = {0};
+	struct ps_topic **pt, *t;
+	uint8_t *hit = NULL;
 	int64_t n = 0;
-	struct ps_topic *t;
+	size_t np;
+	int rc;
 
 	pthread_mutex_lock(&ps_lock);
-	t = topic_find(&chans, ch, XXH3_64bits(ch.p, ch.n));
+	rc = topics_take(&pats, &pt, &np);
+	if (!rc && np) { /* without patterns, one hold of the lock */
+		pthread_mutex_unlock(&ps_lock);
+		if (!(hit = calloc(np, 1)) || match_patterns(pt, np, ch, hit))
+			rc = -1;
+		pthread_mutex_lock(&ps_lock);
+	}
+	t = rc ? NULL : topic_find(&chans, ch, XXH3_64bits(ch.p, ch.n));
 	if (t) {
 		format_msg(&b, NULL, ch, msg);
-		for (struct ps_member *m = t->subs; m && !b.err; m = m->tnext)
-			deliver(m->s, &b), n++;
+		if (!b.err)
+			n += deliver_all(&chans, t, &b);
 	}
-	for (t = pats.all; t && !b.err; t = t->next) {
-		struct kv_slice p = {t->name, t->n};
-
-		if (!resp_glob(p, ch))
+	for (size_t i = 0; !rc && i < np && !b.err; i++) {
+		if (!hit[i])
 			continue;
-		format_msg(&b, t, ch, msg);
-		for (struct ps_member *m = t->subs; m && !b.err; m = m->tnext)
-			deliver(m->s, &b), n++;
+		format_msg(&b, pt[i], ch, msg);
+		if (!b.err)
+			n += deliver_all(&pats, pt[i], &b);
 	}
+	topics_give(pt, np);
 	pthread_mutex_unlock(&ps_lock);
+	free(pt);
+	free(hit);
 	kv_buf_free(&b);
-	if (b.err)
+	if (rc || b.err)
 		return resp_err_nomem;
 	resp_add_int(c, n);
 	return NULL;
@@ -566,25 +657,39 @@ const char *resp_punsubscribe(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== PUBSUB ===================== */
 
+/* The channels are taken under ps_lock and matched with it released. */
 static const char *pubsub_channels(struct kvd_conn *c, struct resp_req *r)
 {
-	size_t off = c->out.len, cap = resp_reply_cap(c);
+	size_t off = c->out.len, cap = resp_reply_cap(c), nt = 0, h;
+	struct resp_glob *g = NULL;
+	struct ps_topic **ts = NULL;
 	uint64_t n = 0;
 	char hdr[24];
-	size_t h;
+	int rc = 0;
 
-	pthread_mutex_lock(&ps_lock);
-	for (struct ps_topic *t = chans.all; t; t = t->next) {
-		struct kv_slice name = {t->name, t->n};
-
-		if (r->argc == 3 && !resp_glob(r->a[2], name))
-			continue;
-		resp_add_bulk(c, t->name, t->n);
-		n++;
-		if (c->out.len - off > cap)
-			break;
+	if (r->argc == 3 &&
+	    (!(g = resp_glob_new()) || resp_glob_set(g, r->a[2])))
+		rc = -1;
+	if (!rc) {
+		pthread_mutex_lock(&ps_lock);
+		rc = topics_take(&chans, &ts, &nt);
+		pthread_mutex_unlock(&ps_lock);
 	}
+	for (size_t i = 0; i < nt && c->out.len - off <= cap; i++) {
+		struct kv_slice name = {ts[i]->name, ts[i]->n};
+
+		if (g && !resp_glob_match(g, name))
+			continue;
+		resp_add_bulk(c, name.p, name.n);
+		n++;
+	}
+	pthread_mutex_lock(&ps_lock);
+	topics_give(ts, nt);
 	pthread_mutex_unlock(&ps_lock);
+	free(ts);
+	resp_glob_free(g);
+	if (rc)
+		return resp_err_nomem;
 	if (c->out.len - off > cap) {
 		c->out.len = off;
 		return "ERR reply would exceed max-output: give PUBSUB "

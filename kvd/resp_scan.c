@@ -15,6 +15,8 @@
  * As in Redis, MATCH filters the keys a call examines (COUNT of them), so a
  * page may be empty while the cursor is not 0.  A pattern's literal prefix
  * is used to seek, so "user:*" only walks keys starting with "user:".
+ * The pattern is compiled once per call (resp_glob.c), so what it costs
+ * does not repeat for every key examined.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,81 +31,7 @@
 #define SCAN_MAX_BYTES (1u << 20)
 #define KEYS_CHUNK 10000
 
-/* ===================== Glob ===================== */
-
-/* One pattern element other than '*' at p[*i] against ch: Redis's
- * stringmatchlen rules for '?', '[...]' (with '^', ranges and '\'), and
- * '\x'.  Advances *i past the element. */
-static int glob_one(const uint8_t *p, size_t pn, size_t *i, uint8_t ch)
-{
-	size_t j = *i;
-	int neg, match = 0;
-
-	if (p[j] == '?') {
-		*i = j + 1;
-		return 1;
-	}
-	if (p[j] == '\\' && j + 1 < pn) {
-		*i = j + 2;
-		return p[j + 1] == ch;
-	}
-	if (p[j] != '[') {
-		*i = j + 1;
-		return p[j] == ch;
-	}
-	j++;
-	neg = j < pn && p[j] == '^';
-	j += neg;
-	while (j < pn && p[j] != ']') {
-		if (p[j] == '\\' && j + 1 < pn) {
-			j++;
-			match |= p[j] == ch;
-		} else if (j + 2 < pn && p[j + 1] == '-') {
-			uint8_t lo = p[j], hi = p[j + 2];
-
-			if (lo > hi) {
-				uint8_t t = lo;
-				lo = hi;
-				hi = t;
-			}
-			match |= ch >= lo && ch <= hi;
-			j += 2;
-		} else {
-			match |= p[j] == ch;
-		}
-		j++;
-	}
-	*i = j < pn ? j + 1 : j; /* an unterminated class ends the pattern */
-	return neg ? !match : match;
-}
-
-/* Every element but '*' matches one byte, so backtracking to the last '*'
- * is enough: O(pattern x string), never exponential. */
-int resp_glob(struct kv_slice pat, struct kv_slice s)
-{
-	const uint8_t *p = pat.p;
-	size_t pi = 0, si = 0, star = SIZE_MAX, star_si = 0;
-
-	while (si < s.n) {
-		size_t next = pi;
-
-		if (pi < pat.n && p[pi] == '*') {
-			star = ++pi;
-			star_si = si;
-		} else if (pi < pat.n && glob_one(p, pat.n, &next, s.p[si])) {
-			pi = next;
-			si++;
-		} else if (star != SIZE_MAX) {
-			pi = star;
-			si = ++star_si;
-		} else {
-			return 0;
-		}
-	}
-	while (pi < pat.n && p[pi] == '*')
-		pi++;
-	return pi == pat.n;
-}
+/* ===================== Patterns ===================== */
 
 /* The bytes every match must start with. */
 static struct kv_slice glob_prefix(struct kv_slice pat)
@@ -175,8 +103,9 @@ static int parse_cursor(struct kv_slice s, uint64_t *v)
 
 struct emit {
 	struct kvd_conn *c;
-	struct kv_slice pat; /* empty: every key */
-	int has_pat;
+	struct kv_slice pat;
+	int has_pat;		/* else every key */
+	struct resp_glob *glob; /* pat, compiled */
 	uint64_t n;
 	size_t off, cap; /* KEYS: the reply's start and its cap */
 };
@@ -186,7 +115,7 @@ static int emit_key(void *arg, struct kv_slice key, struct kv_slice val)
 	struct emit *e = arg;
 
 	(void)val;
-	if (e->has_pat && !resp_glob(e->pat, key))
+	if (e->has_pat && !resp_glob_match(e->glob, key))
 		return 0;
 	resp_add_bulk(e->c, key.p, key.n);
 	e->n++;
@@ -249,10 +178,21 @@ static void scan_header(struct kvd_conn *c, size_t off, uint64_t cursor,
 	resp_insert(c, off, hdr, h + 2);
 }
 
+/* Compile e's pattern and seek by its literal prefix; NULL or an error. */
+static const char *emit_pattern(struct emit *e, struct kvd_scan *sc)
+{
+	if (!e->has_pat)
+		return NULL;
+	if (!(e->glob = resp_glob_new()) || resp_glob_set(e->glob, e->pat))
+		return resp_err_nomem;
+	sc->prefix = glob_prefix(e->pat);
+	return NULL;
+}
+
 const char *resp_scan(struct kvd_conn *c, struct resp_req *r)
 {
 	struct kvd_io *io = c->io;
-	struct emit e = {c, {NULL, 0}, 0, 0, c->out.len, SIZE_MAX};
+	struct emit e = {c, {NULL, 0}, 0, NULL, 0, c->out.len, SIZE_MAX};
 	struct scan_args sa;
 	struct kvd_scan sc = {0};
 	struct kv_slice next;
@@ -271,8 +211,8 @@ const char *resp_scan(struct kvd_conn *c, struct resp_req *r)
 		scan_header(c, c->out.len, 0, 0);
 		return NULL;
 	}
-	if (e.has_pat)
-		sc.prefix = glob_prefix(e.pat);
+	if ((err = emit_pattern(&e, &sc)))
+		goto out;
 	sc.start.p = from;
 	sc.start.n = (size_t)n;
 	sc.limit = sa.count > KV_SCAN_MAX_LIMIT ? KV_SCAN_MAX_LIMIT
@@ -281,10 +221,13 @@ const char *resp_scan(struct kvd_conn *c, struct resp_req *r)
 	sc.keys_only = 1;
 	if (kvd_reader_scan(io->reader, &sc, io->now_ms, emit_key, &e, &next)) {
 		c->out.len = e.off;
-		return resp_err_internal;
+		err = resp_err_internal;
+		goto out;
 	}
 	scan_header(c, e.off, next.n ? cursor_save(next, io->now_ms) : 0, e.n);
-	return NULL;
+out:
+	resp_glob_free(e.glob);
+	return err;
 }
 
 /* KEYS walks everything in one call, in chunks, and refuses a reply larger
@@ -293,16 +236,17 @@ const char *resp_scan(struct kvd_conn *c, struct resp_req *r)
 const char *resp_keys(struct kvd_conn *c, struct resp_req *r)
 {
 	struct kvd_io *io = c->io;
-	struct emit e = {c, r->a[1], 0, 0, c->out.len, resp_reply_cap(c)};
+	struct emit e = {c, r->a[1], 0, NULL, 0, c->out.len, resp_reply_cap(c)};
 	struct kvd_scan sc = {0};
 	struct kv_slice next;
 	uint8_t from[KV_MAX_KEY_LIMIT];
+	const char *err;
 	char hdr[24];
 	size_t h;
 
 	e.has_pat = !(e.pat.n == 1 && e.pat.p[0] == '*');
-	if (e.has_pat)
-		sc.prefix = glob_prefix(e.pat);
+	if ((err = emit_pattern(&e, &sc)))
+		goto out;
 	sc.limit = KEYS_CHUNK;
 	sc.max_bytes = SIZE_MAX;
 	sc.keys_only = 1;
@@ -313,9 +257,10 @@ const char *resp_keys(struct kvd_conn *c, struct resp_req *r)
 			int big = c->out.len - e.off > e.cap;
 
 			c->out.len = e.off;
-			return big ? "ERR KEYS reply would exceed max-output: "
-				     "use SCAN"
-				   : resp_err_internal;
+			err = big ? "ERR KEYS reply would exceed max-output: "
+				    "use SCAN"
+				  : resp_err_internal;
+			goto out;
 		}
 		if (next.n) /* copied: the next chunk re-seeks every shard */
 			memcpy(from, next.p, next.n);
@@ -326,5 +271,7 @@ const char *resp_keys(struct kvd_conn *c, struct resp_req *r)
 	h = 1 + resp_u64(hdr + 1, e.n);
 	memcpy(hdr + h, "\r\n", 2);
 	resp_insert(c, e.off, hdr, h + 2);
-	return NULL;
+out:
+	resp_glob_free(e.glob);
+	return err;
 }

@@ -19,7 +19,12 @@
  *   bit 1     the connection is authenticated
  *   bit 2     no password configured (else requirepass is "pw")
  *   bits 3-5  chunk size in which the rest arrives (1 byte .. all at once)
- * The rest is fed to kvd_conn_input chunk by chunk; after each chunk every
+ *   bit 6     the rest holds expand.h's repeats, up to 4 x max-frame-size:
+ *             arguments as long as the limit allows (a glob pattern of
+ *             400,000 '*'), commands with 40,000 keys
+ * The store's limits are small (max-frame-size 512k, max-value-size 256k)
+ * so that inputs reach them.  The rest is fed to kvd_conn_input chunk by
+ * chunk; after each chunk every
  * write in flight is waited for (so replies, stalls and resumes run as in
  * the io loop) and the replies are checked to be well-formed frames or
  * RESP replies, then dropped as if sent.  After each input the store is
@@ -47,6 +52,7 @@
 #include "backup.h"
 #include "committer.h"
 #include "conn.h"
+#include "expand.h"
 #include "fuzz.h"
 #include "kv_mp.h"
 #include "kv_status.h"
@@ -58,6 +64,9 @@
 static struct kvd_config cfg;
 static struct kvd_server srv;
 static struct kvd_io *io;
+#define MAX_FRAME (512u << 10)
+#define EXPANDED_MAX (4 * MAX_FRAME) /* a few commands that large */
+
 static char tmpdir[256];
 static unsigned writes; /* dispatched since the store was last emptied */
 static int backups;	/* a backup directory may exist */
@@ -378,11 +387,24 @@ static void flush_store(void)
 
 static void setup(void)
 {
-	char *argv[] = {"fuzz_dispatch", "--data-dir", tmpdir,
-			"--threads",	 "2",	       "--durability",
-			"async",	 "--map-size", "256m",
-			"--max-output",	 "64k",	       "--log-level",
-			"error",	 NULL};
+	char *argv[] = {"fuzz_dispatch",
+			"--data-dir",
+			tmpdir,
+			"--threads",
+			"2",
+			"--durability",
+			"async",
+			"--map-size",
+			"256m",
+			"--max-output",
+			"64k",
+			"--log-level",
+			"error",
+			"--max-frame-size",
+			"512k",
+			"--max-value-size",
+			"256k",
+			NULL};
 	struct kvd_store_opts o = {0};
 	const char *base = getenv("TMPDIR");
 	char err[768];
@@ -394,7 +416,8 @@ static void setup(void)
 		 base, (long)getpid());
 	FUZZ_CHECK(mkdtemp(tmpdir) != NULL);
 	atexit(cleanup);
-	FUZZ_CHECK(kvd_config_load(&cfg, 13, argv) == 0);
+	FUZZ_CHECK(kvd_config_load(&cfg, 17, argv) == 0);
+	FUZZ_CHECK(cfg.max_frame == MAX_FRAME);
 	FUZZ_CHECK(kvd_auth_setup(&cfg, err, sizeof(err)) == 0);
 	FUZZ_CHECK(kvd_log_open("/dev/null", KVD_LOG_ERROR) == 0);
 	srv.cfg = &cfg;
@@ -436,10 +459,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const size_t chunks[8] = {1, 2, 3, 7, 64, 4096, 65536, 1 << 30};
 	struct kvd_conn c;
+	uint8_t *big = NULL;
 	size_t chunk, pos = 1;
 
 	if (size == 0)
 		return 0;
+	if (data[0] & 0x40) { /* repeats: the rest expanded */
+		FUZZ_CHECK(
+		    fuzz_expand(data, size, 1, EXPANDED_MAX, &big, &size) == 0);
+		data = big;
+	}
 	memset(&c, 0, sizeof(c));
 	c.io = io;
 	c.fd = -1;
@@ -476,5 +505,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rm_tree(bk);
 		backups = 0;
 	}
+	free(big);
 	return 0;
 }

@@ -8,8 +8,10 @@
  * a configuration, and every command handler replaced by one stub (linked
  * in place of each, see CMakeLists.txt) that walks the request's
  * arguments and checks each lies inside the input and matches r->a[].  The
- * second bit of the first byte makes the connection unauthenticated, so
- * the pre-auth caps are fuzzed too.
+ * fourth bit of the first byte makes the connection unauthenticated, so
+ * the pre-auth caps are fuzzed too, and its fifth bit expands the rest's
+ * repeats (expand.h), up to max-frame-size and a little over: a command
+ * with 100,000 arguments, or one as long as the limit.
  *
  * This harness knows what resp.c calls: when resp.c calls something new,
  * fake it here (default builds link it too, to replay the corpus).
@@ -19,11 +21,14 @@
 #include "auth.h"
 #include "committer.h"
 #include "conn.h"
+#include "expand.h"
 #include "fuzz.h"
 #include "kv_buf.h"
 #include "loop.h"
 #include "resp.h"
 #include "shard.h"
+
+#define MAX_FRAME (1u << 20)
 
 static struct kvd_config cfg;
 static struct kvd_server srv;
@@ -176,7 +181,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	cfg.max_frame = 1 << 20;
+	cfg.max_frame = MAX_FRAME;
 	cfg.max_key = 511;
 	cfg.max_value = 512 << 10;
 	cfg.max_output = 1 << 20;
@@ -214,10 +219,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const size_t chunks[8] = {1, 2, 3, 7, 64, 4096, 65536, 1 << 30};
 	struct kvd_conn c;
 	struct kv_buf in = {0};
+	uint8_t *big = NULL;
 	size_t chunk, pos = 1;
 
 	if (size == 0)
 		return 0;
+	if (data[0] & 16) { /* repeats: the rest expanded */
+		FUZZ_CHECK(fuzz_expand(data, size, 1, MAX_FRAME + (64u << 10),
+				       &big, &size) == 0);
+		data = big;
+	}
 	memset(&c, 0, sizeof(c));
 	c.io = &io;
 	c.proto = KVD_PROTO_RESP;
@@ -233,5 +244,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	kv_buf_free(&in);
 	kv_buf_free(&c.out);
+	free(big);
 	return 0;
 }

@@ -7,12 +7,17 @@
            single-frame cases of tests/reliability/corpus/native
   mp/      msgpack objects of every type and width, nested, truncated
   config/  0x00 + a config file, or 0x01 + NUL-separated flags
-  resp/    a flags byte (bits 0-2: chunk size, bit 3: not authenticated)
-           + RESP2 input: multibulk, inline, pipelines, protocol errors
+  resp/    a flags byte (bits 0-2: chunk size, bit 3: not authenticated,
+           bit 4: repeats) + RESP2 input: multibulk, inline, pipelines,
+           protocol errors, commands of 100,000 arguments
   dispatch/ a flags byte (see fuzz_dispatch.c) + every command of both
            protocols (from kvd/resp.h, common/kv_proto.h and cmd.c's ops[])
            with 0 .. arity+2 arguments, authenticated, not, and without a
-           password
+           password; and with repeats (bit 6): glob patterns as long as
+           max-frame-size allows, commands with tens of thousands of keys
+
+Repeats are expand.h's (gen_seeds_input.rep): a few bytes of seed stand
+for a megabyte of input.
 
 Deterministic; the files are checked in.  Inputs the fuzzers find worth
 keeping (crashes once fixed, new coverage) can be added to these
@@ -25,6 +30,8 @@ import struct
 import sys
 
 import msgpack
+
+from gen_seeds_input import rep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -156,6 +163,19 @@ def resp_seeds():
         out[name] = bytes([len(name) % 8]) + data
         if len(data) < 4096:
             out[name + "-noauth"] = bytes([8 | (len(name) % 8)]) + data
+    # Repeats (bit 4): 100,001 arguments, distinct keys, a bulk and an
+    # inline line each as long as the limits, and more arguments than the
+    # limit (1,048,576) announced.
+    out["expand-many-args"] = bytes([16 | 7]) + b"*100002\r\n$4\r\nMGET\r\n" \
+        + rep(b"$1\r\na\r\n", 100001) + mb(b"PING")
+    out["expand-distinct-keys"] = bytes([16 | 5]) + b"*20002\r\n$3\r\nDEL\r\n" \
+        + rep(b"$7\r\nk\xfe\r\n", 20001)
+    out["expand-long-bulk"] = bytes([16 | 6]) + b"*2\r\n$4\r\nECHO\r\n$1000001\r\n" \
+        + rep(b"x", 1000001) + b"\r\n"
+    out["expand-over-frame"] = bytes([16 | 7]) + b"*2\r\n$4\r\nECHO\r\n$1048577\r\n" \
+        + rep(b"x", 65537) * 16
+    out["expand-inline-long"] = bytes([16 | 4]) + b"ECHO " + rep(b"y", 65537) + b"\r\n"
+    out["expand-count-over"] = bytes([16 | 7]) + b"*1048577\r\n" + rep(b"$1\r\nb\r\n", 1009)
     return out
 
 
@@ -300,10 +320,70 @@ def dispatch_seeds():
         + mb(b"INFO", b"all") + mb(b"INFO", b"commandstats") + mb(b"MONITOR") + mb(b"SET", b"k", b"a\"\n") \
         + mb(b"GET", b"k") + mb(b"SLOWLOG", b"RESET") + mb(b"LATENCY", b"LATEST") \
         + mb(b"CLIENT", b"KILL", b"USER", b"default", b"SKIPME", b"no")
+    out.update(expand_seeds(mb, frame))
     out["resp-bad-expiry"] = bytes([3 | 7 << 3]) + mb(b"SET", b"k", b"v", b"EX", b"0") \
         + mb(b"SET", b"k", b"v", b"PX", b"99999999999999999") + mb(b"EXPIRE", b"k", b"x") \
         + mb(b"SETEX", b"k", b"-1", b"v") + mb(b"PEXPIREAT", b"k", b"9223372036854775807") \
         + mb(b"SET", b"k", b"v", b"NX", b"XX") + mb(b"SET", b"k", b"v", b"EX")
+    return out
+
+
+def expand_seeds(mb, frame):
+    """fuzz_dispatch with repeats (flags bit 6): the audit's three stalls
+    (PUBLISH against a long pattern, WATCH of many keys, SCAN MATCH and
+    KEYS with a run of '*'), each as long as max-frame-size (512k there)
+    allows, and commands with tens of thousands of keys on both protocols.
+    A PUBLISH reaches the connection's own pattern inside MULTI (one
+    connection per input, and a subscriber may not PUBLISH outside it); a
+    pattern is under the fuzzer's max-output (64k), which subscriptions
+    count against."""
+    resp, native = bytes([0x40 | 3 | 7 << 3]), bytes([0x40 | 2 | 7 << 3])
+
+    def keys(cmd, n, unit=b"$7\r\nk\xfe\r\n", per=1):
+        return b"*%d\r\n$%d\r\n%s\r\n" % (n * per + 1, len(cmd), cmd) + rep(unit, n)
+
+    def bulk(piece, times, tail=b""):
+        return b"$%d\r\n" % (len(piece) * times + len(tail)) + rep(piece, times) + tail + b"\r\n"
+
+    out = {}
+    out["expand-publish-pattern"] = resp + mb(b"MULTI") \
+        + b"*2\r\n$10\r\nPSUBSCRIBE\r\n" \
+        + b"$60003\r\n*" + rep(b"a", 60001) + b"b\r\n" \
+        + b"*3\r\n$7\r\nPUBLISH\r\n" + bulk(b"a", 120001, b"c") + b"$1\r\nm\r\n" \
+        + b"*3\r\n$7\r\nPUBLISH\r\n" + bulk(b"a", 120001, b"b") + b"$1\r\nm\r\n" \
+        + mb(b"EXEC")
+    out["expand-publish-wild"] = resp + mb(b"MULTI") \
+        + b"*2\r\n$10\r\nPSUBSCRIBE\r\n$8006\r\n*" + rep(b"a", 4001) + b"?" \
+        + rep(b"a", 4001) + b"b*\r\n" \
+        + b"*3\r\n$7\r\nPUBLISH\r\n" + bulk(b"a", 20001, b"c") + b"$1\r\nm\r\n" \
+        + b"*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\nc\r\n" \
+        + b"*3\r\n$6\r\nPUBSUB\r\n$8\r\nCHANNELS\r\n" + bulk(b"*", 400001, b"c") \
+        + mb(b"EXEC")
+    out["expand-scan-stars"] = resp + mb(b"MSET", b"ka", b"v", b"kx", b"v", b"x", b"v") \
+        + keys(b"MSET", 10001, b"$7\r\ns\xfe\r\n$1\r\nv\r\n", 2) \
+        + b"*6\r\n$4\r\nSCAN\r\n$1\r\n0\r\n$5\r\nMATCH\r\n" + bulk(b"*", 400001, b"x") \
+        + b"$5\r\nCOUNT\r\n$5\r\n10000\r\n" \
+        + b"*2\r\n$4\r\nKEYS\r\n" + bulk(b"*", 400001, b"[a-x]") \
+        + b"*2\r\n$4\r\nKEYS\r\n" + bulk(b"*a", 200001)
+    out["expand-watch"] = resp + keys(b"WATCH", 38401) + keys(b"WATCH", 20001) \
+        + mb(b"SET", b"k000007", b"v") + mb(b"MULTI") + mb(b"GET", b"k000000") + mb(b"EXEC") \
+        + keys(b"WATCH", 20001) + mb(b"MULTI") + mb(b"EXEC") + mb(b"UNWATCH")
+    out["expand-many-keys"] = resp + keys(b"MSET", 20001, b"$7\r\nk\xfe\r\n$1\r\nv\r\n", 2) \
+        + keys(b"MGET", 20001) + keys(b"EXISTS", 20001) + keys(b"TOUCH", 20001) \
+        + keys(b"DEL", 20001)
+    out["expand-config-get"] = resp + b"*10003\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n" \
+        + rep(b"$8\r\n*m\xfe\r\n", 10001)
+    n = 20001
+    arr = b"\xdc" + struct.pack(">H", n + 1)
+    for name, op, unit in (("mget", MGET, b"\xa7k\xfe"), ("exists", EXISTS, b"\xa7k\xfe"),
+                           ("mdel", MDEL, b"\xa7k\xfe")):
+        body = arr + pk(op) + rep(unit, n)
+        blen = 3 + len(pk(op)) + n * 8
+        out["expand-native-" + name] = native + frame([MPUT, 0, b"k000001", b"v"]) \
+            + struct.pack(">I", blen) + body + frame([PING])
+    body = b"\xdc" + struct.pack(">H", 2 * n + 2) + pk(MPUT) + pk(0) + rep(b"\xa7k\xfe\xa1v", n)
+    out["expand-native-mput"] = native \
+        + struct.pack(">I", 3 + len(pk(MPUT)) + 1 + n * 10) + body + frame([COUNT])
     return out
 
 

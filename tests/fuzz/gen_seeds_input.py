@@ -6,7 +6,8 @@ fuzz_json and fuzz_reply in tests/fuzz/corpus/.
 
   http/   a flags byte (bit 0: requirepass set, bit 1: the rest is the
           credentials of a request built by the fuzzer) + a request
-  glob/   the pattern's length + the pattern + the key
+  glob/   after expand.h's repeats: the pattern's length (3 bytes,
+          little-endian) + the pattern + the key
   json/   a mode byte (0 JSON, 1 msgpack, 2 JSON record, 3 TSV record;
           bit 2 --b64, bit 3 CRLF) + a document, or a key length, key
           and value
@@ -72,10 +73,21 @@ def http():
     write("http", "built-no-password", b"\2anything")
 
 
+def rep(unit, times):
+    """expand.h's repeat of unit, times = 16 * c + 1."""
+    assert times % 16 == 1 and 0 < len(unit) < 256
+    return b"\xff" + struct.pack("<H", times // 16) + bytes([len(unit)]) + unit
+
+
 def glob():
+    def case(name, pat, key, pat_len=None):
+        n = len(pat) if pat_len is None else pat_len
+        write("glob", name, struct.pack("<I", n)[:3] + pat + key)
+
     cases = [
         ("star", b"*", b"anything"),
         ("star-empty-key", b"*", b""),
+        ("empty-empty", b"", b""),
         ("question", b"h?llo", b"hello"),
         ("stars", b"h*l*o", b"heeellllo"),
         ("class", b"h[ae]llo", b"hallo"),
@@ -92,10 +104,27 @@ def glob():
         ("backtrack", b"*a*a*a*a*b", b"a" * 60),
         ("prefix", b"user:*:name", b"user:1000:name"),
         ("no-match", b"abc", b"abd"),
+        ("middle-class", b"*x[0-9]?y*z", b"aax1by--x22yz"),
+        ("long-class", b"*[" + b"a" * 100 + b"]*", b"xxayy"),
+        ("escaped-long-middle", b"*-" + b"\\a" * 100 + b"-*", b"--" + b"a" * 100 + b"-"),
+        ("wild-long-middle", b"*" + b"ab" * 40 + b"?" + b"ab" * 40 + b"*",
+         b"ab" * 100 + b"c" + b"ab" * 100),
     ]
     for name, pat, key in cases:
-        write("glob", name, bytes([len(pat)]) + pat + key)
-    write("glob", "long-key", b"\x03*a*" + b"b" * 600)
+        case(name, pat, key)
+    case("long-key", b"*a*", b"b" * 600)
+    # What the 255-byte patterns missed: a run of 60,001 '*' (one star for
+    # the matcher), PUBLISH's quadratic case (a '*' then a long literal
+    # tail), and a long middle run holding a '?' (the bit-parallel search).
+    case("star-run", rep(b"*", 60001) + b"x", b"a" * 500 + b"x", 60002)
+    case("publish-audit", b"*" + rep(b"a", 20001) + b"b",
+         rep(b"a", 40001) + b"c", 20003)
+    case("wild-middle-window", b"*" + rep(b"a", 4001) + b"?" + rep(b"a", 4001) + b"b*",
+         rep(b"a", 20001) + b"c", 8006)
+    # Redis's nesting limit: 1,000 runs of '*' followed by something match,
+    # 1,001 never do.
+    case("nest-1000", rep(b"*a", 993) + b"*a" * 7, b"a" * 2000, 2000)
+    case("nest-1001", rep(b"*a", 993) + b"*a" * 8, b"a" * 2000, 2002)
 
 
 def json_():
