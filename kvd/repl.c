@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "committer.h"
 #include "datadir.h"
 #include "journal.h"
@@ -950,23 +951,22 @@ int kvd_repl_start(struct kvd_server *srv, char *err, size_t errlen)
 	pthread_mutex_lock(&R.smu);
 	load_ids();
 	if (cfg->replicaof[0]) {
-		char host[256], kind[8] = "";
+		char host[256];
 		unsigned port;
-		int n =
-		    sscanf(cfg->replicaof, "%255s %u %7s", host, &port, kind);
+		int resp;
 
-		if (n < 2 || port == 0 || port > 65535 ||
-		    (n == 3 && strcmp(kind, "resp"))) {
+		/* checked by kvd_config_load already */
+		if (kvd_config_replicaof(cfg->replicaof, host, sizeof(host),
+					 &port, &resp)) {
 			pthread_mutex_unlock(&R.smu);
 			snprintf(err, errlen,
-				 "replicaof: \"%s\" is not \"HOST PORT\" or "
-				 "\"HOST PORT resp\"",
-				 cfg->replicaof);
+				 "replicaof: not \"HOST PORT\" or \"HOST PORT "
+				 "resp\"");
 			return -1;
 		}
 		snprintf(R.link.host, sizeof(R.link.host), "%s", host);
 		R.link.port = port;
-		R.link.resp = n == 3;
+		R.link.resp = resp;
 		R.link.native_port = R.link.resp ? 0 : port;
 		R.link.replica = 1;
 		atomic_store(&R.is_replica, 1);
@@ -1201,22 +1201,28 @@ static int native_replicaof(struct kvd_conn *c, struct kvd_req *r)
 {
 	char host[256], err[300];
 
+	int st;
+
 	if (r->a[0].type == KV_MP_NIL || (is_bytes(&r->a[0]) && !r->a[0].len)) {
-		if (kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err)))
-			return KV_INTERNAL;
+		st = kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err));
+	} else {
+		if (!is_bytes(&r->a[0]) || r->a[0].len >= sizeof(host) ||
+		    memchr(r->a[0].p, '\0', r->a[0].len) ||
+		    r->a[1].type != KV_MP_UINT || !r->a[1].v.u ||
+		    r->a[1].v.u > 65535)
+			return KV_BAD_ARGS;
+		memcpy(host, r->a[0].p, r->a[0].len);
+		host[r->a[0].len] = '\0';
+		st = kvd_repl_replicaof(host, (unsigned)r->a[1].v.u, 0, err,
+					sizeof(err));
+	}
+	if (st == KV_OK) {
 		kvd_reply_status(c, KV_OK, NULL);
 		return KV_OK;
 	}
-	if (!is_bytes(&r->a[0]) || r->a[0].len >= sizeof(host) ||
-	    r->a[1].type != KV_MP_UINT || !r->a[1].v.u || r->a[1].v.u > 65535)
-		return KV_BAD_ARGS;
-	memcpy(host, r->a[0].p, r->a[0].len);
-	host[r->a[0].len] = '\0';
-	if (kvd_repl_replicaof(host, (unsigned)r->a[1].v.u, 0, err,
-			       sizeof(err)))
-		return KV_INTERNAL;
-	kvd_reply_status(c, KV_OK, NULL);
-	return KV_OK;
+	kvd_count_now(&c->io->stats, r->op, st);
+	kvd_reply_status(c, st, err);
+	return KVD_ANSWERED;
 }
 
 static void wait_targets(struct kvd_server *srv, uint64_t *pos)
@@ -1319,12 +1325,28 @@ const char *kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n, uint64_t ms)
 
 /* ===================== Roles ===================== */
 
+/* REPLICAOF refused: a client may send it at will. */
+static struct kvd_log_limit refuse_limit = KVD_LOG_LIMIT_INIT(1000);
+
 int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 		       size_t errlen)
 {
 	struct kvd_server *srv = R.srv;
-	int rc = 0;
+	int rc = 0, same;
 
+	pthread_mutex_lock(&R.smu);
+	same = host && R.link.replica && R.link.port == port &&
+	       R.link.resp == resp && !strcmp(R.link.host, host);
+	pthread_mutex_unlock(&R.smu);
+	/* Following the primary it follows already changes nothing. */
+	if (host && !same &&
+	    (rc = kvd_repl_may_follow(srv->cfg, host, port, resp, err,
+				      errlen))) {
+		kvd_log_ratelimited(&refuse_limit, KVD_LOG_WARN,
+				    "replication: REPLICAOF %s %u refused: %s",
+				    host, port, err);
+		return rc;
+	}
 	pthread_mutex_lock(&R.smu);
 	if (!host && R.link.replica) {
 		/* Promotion: a new history starts here; the old one stays
@@ -1361,10 +1383,11 @@ int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 			 port, resp ? "RESP" : "native");
 	}
 	pthread_mutex_unlock(&R.smu);
-	if (rc)
-		snprintf(err, errlen, "cannot write the replication ids");
 	kvd_replica_kick();
-	return rc;
+	if (!rc)
+		return KV_OK;
+	snprintf(err, errlen, "cannot write the replication ids");
+	return KV_INTERNAL;
 }
 
 void kvd_repl_config_role(char *buf, size_t cap)
