@@ -74,8 +74,12 @@ struct rep {
 	char ip[56];
 	unsigned port;
 	uint64_t next[KVD_MAX_SHARDS]; /* acknowledged: its next LSNs */
-	uint64_t last_ms;	       /* its last request */
-	int online;		       /* past its full copy */
+	/* what it can have: its position at REPLSYNC (at most ours), or
+	 * the cut of its full copy, then past the records sent to it; an
+	 * acknowledgement claiming more is cut to this */
+	uint64_t sent[KVD_MAX_SHARDS];
+	uint64_t last_ms; /* its last request */
+	int online;	  /* past its full copy */
 	struct kvj_reader *rd[KVD_MAX_SHARDS];
 	struct kvd_snapshot *sn; /* a full copy under way */
 	uint64_t sid;
@@ -400,6 +404,7 @@ static struct rep *rep_add(const struct job *j)
 		rp->online = 0;
 		rp->last_ms = mono_ms();
 		memcpy(rp->next, j->pos, sizeof(rp->next));
+		memcpy(rp->sent, j->pos, sizeof(rp->sent));
 	}
 	pthread_mutex_unlock(&R.tmu);
 	return rp;
@@ -525,7 +530,7 @@ static int full_copy(struct rep *rp, uint64_t *cut)
 		return rc;
 	for (unsigned i = 0; i < srv->nshards; i++) {
 		cut[i] = kvd_snapshot_lsn(rp->sn, i);
-		rp->next[i] = cut[i] + 1;
+		rp->next[i] = rp->sent[i] = cut[i] + 1;
 	}
 	rp->sid = ++R.next_sid;
 	return 0;
@@ -646,6 +651,7 @@ static int pull_build(struct rep *rp, struct kv_buf *recs, unsigned *n)
 			kv_buf_append(recs, &type, 1);
 			kv_buf_append(recs, &len, 4);
 			kv_buf_append(recs, pl, len);
+			rp->sent[i] = lsn + 1;
 			(*n)++;
 		}
 		if (rc < 0)
@@ -714,9 +720,14 @@ static void do_pull(struct kvd_wreq *w, struct job *j)
 		return;
 	}
 	/* Its request is its acknowledgement: everything below its
-	 * positions is on its disk.  A full copy is over once it pulls. */
+	 * positions is on its disk, as far as it can have had it: a
+	 * position past what was sent to it is a lie (a fake replica would
+	 * make WAIT and min-replicas-to-ack count writes nobody has, and
+	 * look the best replica to promote).  A full copy is over once it
+	 * pulls. */
 	pthread_mutex_lock(&R.tmu);
-	memcpy(rp->next, j->pos, sizeof(rp->next));
+	for (unsigned i = 0; i < R.srv->nshards; i++)
+		rp->next[i] = j->pos[i] < rp->sent[i] ? j->pos[i] : rp->sent[i];
 	rp->last_ms = mono_ms();
 	rp->online = 1;
 	pthread_mutex_unlock(&R.tmu);

@@ -12,6 +12,7 @@ received.  Each test names what it checks:
 - REPLICAOF HOST PORT empties the store, so disable-commands FLUSHALL,
   read-only and allowed-primaries restrain it, and primary-password goes
   to trusted primaries only;
+- a replica's acknowledgement counts only what was sent to it.
 """
 
 import os
@@ -28,7 +29,7 @@ import unittest
 import msgpack
 
 from kvdtest import (BAD_ARGS, DISABLED, KVD_BIN, OK, READ_ONLY, REPLICAOF,
-                     Server, main)
+                     REPLPULL, REPLSYNC, Server, frame, main)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "resp"))
 from resputil import Error, Raw  # noqa: E402
@@ -283,6 +284,58 @@ def put_many_pw(srv, pw, n):
     for i in range(n):
         assert r.call("SET", "k%d" % i, "v") == b"OK"
     r.close()
+
+
+def le(*v):
+    return struct.pack("<%dQ" % len(v), *v)
+
+
+class FakeReplica(Base):
+    def sync(self, s, pos=(1, 1)):
+        """A native connection that says REPLSYNC as a new replica: its
+        client, the replication id and the session."""
+        c = s.client()
+        rep = c.call(REPLSYNC, b"", 2, le(*pos), 1234, 1234)
+        self.assertEqual(rep[0], OK, rep)
+        return c, rep
+
+    def test_claimed_positions_clamped(self):
+        """A connection that takes a full copy and then claims, in
+        REPLPULL, positions of 2^60 has received nothing past the cut:
+        WAIT does not count it, min-replicas-to-ack does not take it for
+        a replica that has the write, and INFO does not show it ahead."""
+        p = self.server("--min-replicas-to-ack", "1",
+                        "--min-replicas-max-lag", "2")
+        c, rep = self.sync(p)
+        self.assertEqual(rep[1], b"full")
+        replid = rep[2]
+        c.send_raw(frame([REPLPULL, replid, le(1 << 60, 1 << 60)]))
+        wait_until(lambda: "state=online" in info(p).get("slave0", ""), 10,
+                   "the fake to be online")
+        r = Raw(p.resp_port)
+        e = r.call("SET", "a", "1")
+        self.assertIsInstance(e, Error)
+        self.assertTrue(str(e).startswith("NOREPLICAS"), str(e))
+        ip = info(p)
+        off = int(ip["slave0"].split("offset=")[1].split(",")[0])
+        self.assertLessEqual(off, int(ip["master_repl_offset"]))
+        r.close()
+        c.close()
+        p.stop()
+
+    def test_wait_counts_only_what_was_sent(self):
+        q = self.server()
+        put_many(q, 0, 10)
+        c, rep = self.sync(q)
+        c.send_raw(frame([REPLPULL, rep[2], le(1 << 60, 1 << 60)]))
+        wait_until(lambda: "state=online" in info(q).get("slave0", ""), 10,
+                   "the fake to be online")
+        r = Raw(q.resp_port)
+        self.assertEqual(r.call("SET", "b", "2"), b"OK")
+        self.assertEqual(r.call("WAIT", "1", "300"), 0)
+        r.close()
+        c.close()
+        q.stop()
 
 
 if __name__ == "__main__":
