@@ -1492,27 +1492,24 @@ static void info_line(struct kv_buf *b, const char *fmt, ...)
 	kv_buf_append(b, "\r\n", 2);
 }
 
+/* Every connection that asked for the journal, as Redis lists its
+ * replicas: online once it streams, send_bulk while it takes a full copy
+ * (a client that pulls a copy of the whole store shows here too). */
 static void info_replicas(struct kvd_server *srv, struct kv_buf *b)
 {
 	uint64_t now = mono_ms();
-	unsigned shown = 0;
 
 	pthread_mutex_lock(&R.tmu);
-	for (unsigned k = 0; k < R.nreps; k++)
-		shown += R.reps[k].online;
-	info_line(b, "connected_slaves:%u", shown);
-	shown = 0;
+	info_line(b, "connected_slaves:%u", R.nreps);
 	for (unsigned k = 0; k < R.nreps; k++) {
 		const struct rep *rp = &R.reps[k];
 
-		if (!rp->online)
-			continue;
-		info_line(b,
-			  "slave%u:ip=%s,port=%u,state=online,offset=%" PRIu64
-			  ",lag=%" PRIu64,
-			  shown++, rp->ip, rp->port,
-			  rep_offset(rp, srv->nshards),
-			  (now - rp->last_ms) / 1000);
+		info_line(
+		    b,
+		    "slave%u:ip=%s,port=%u,state=%s,offset=%" PRIu64
+		    ",lag=%" PRIu64,
+		    k, rp->ip, rp->port, rp->online ? "online" : "send_bulk",
+		    rep_offset(rp, srv->nshards), (now - rp->last_ms) / 1000);
 	}
 	pthread_mutex_unlock(&R.tmu);
 }

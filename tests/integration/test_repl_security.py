@@ -12,7 +12,9 @@ received.  Each test names what it checks:
 - REPLICAOF HOST PORT empties the store, so disable-commands FLUSHALL,
   read-only and allowed-primaries restrain it, and primary-password goes
   to trusted primaries only;
-- a replica's acknowledgement counts only what was sent to it.
+- a replica's acknowledgement counts only what was sent to it;
+- whoever pulls the journal or a full copy is listed in INFO and CLIENT
+  LIST.
 """
 
 import os
@@ -29,7 +31,7 @@ import unittest
 import msgpack
 
 from kvdtest import (BAD_ARGS, DISABLED, KVD_BIN, OK, READ_ONLY, REPLICAOF,
-                     REPLPULL, REPLSYNC, Server, frame, main)
+                     REPLPULL, REPLSNAP, REPLSYNC, Server, frame, main)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "resp"))
 from resputil import Error, Raw  # noqa: E402
@@ -336,6 +338,34 @@ class FakeReplica(Base):
         r.close()
         c.close()
         q.stop()
+
+
+class Visibility(Base):
+    def test_full_copy_puller_listed(self):
+        """Whoever pulls a full copy (REPLSYNC, REPLSNAP; here with no
+        password, the loopback default) shows in INFO replication
+        (state=send_bulk, then online) and in CLIENT LIST (flags=S)."""
+        p = self.server()
+        put_many(p, 0, 100)
+        c, rep = self.sync(p)
+        self.assertEqual(rep[1], b"full")
+        got = c.call(REPLSNAP, rep[4], 0, b"")
+        self.assertEqual(got[0], OK)
+        ip = info(p)
+        self.assertEqual(ip["connected_slaves"], "1")
+        self.assertTrue(ip["slave0"].startswith(
+            "ip=127.0.0.1,port=1234,state=send_bulk,"), ip["slave0"])
+        r = Raw(p.resp_port)
+        lines = r.call("CLIENT", "LIST", "TYPE", "replica").splitlines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn(b" flags=S ", lines[0])
+        r.close()
+        c.close()
+        wait_until(lambda: info(p)["connected_slaves"] == "0", 10,
+                   "the puller gone from INFO")
+        p.stop()
+
+    sync = FakeReplica.sync
 
 
 if __name__ == "__main__":
