@@ -137,6 +137,12 @@ static const struct opt options[] = {
      "password clients must give (AUTH) before anything else"},
     {"requirepass-file", OPT_STR, F(requirepass_file), 0, 0, "", NULL,
      "read the password from the first line of this file instead"},
+    {"auth-fail-burst", OPT_UINT, F(auth_fail_burst), 1, 1000000, "20", NULL,
+     "failed AUTH attempts a source address may make at once before its "
+     "attempts are refused unchecked"},
+    {"auth-fail-rate", OPT_UINT, F(auth_fail_rate), 0, 1000000, "2", NULL,
+     "then failed AUTH attempts a second per source address (100 times "
+     "this from all addresses together); 0 turns the limit off"},
     {"protected-mode", OPT_ENUM, F(protected_mode), 0, 0, "yes", yes_no,
      "refuse to listen beyond loopback without a password"},
     {"read-only", OPT_ENUM, F(read_only), 0, 0, "no", yes_no,

@@ -58,6 +58,9 @@ struct kvd_config {
 	char requirepass[KVD_PASS_MAX + 1];
 	char requirepass_file[512];
 	unsigned protected_mode;
+	/* failed AUTH per source address: at once, then a second (0: off) */
+	unsigned auth_fail_burst;
+	unsigned auth_fail_rate;
 	unsigned read_only;
 	char disable_commands[512];
 	char backup_dir[512];	   /* BACKUP NAME writes backup_dir/NAME */
