@@ -982,6 +982,11 @@ int kvd_repl_start(struct kvd_server *srv, char *err, size_t errlen)
 		R.link.replica = 1;
 		atomic_store(&R.is_replica, 1);
 	}
+	/* before anything is published (repl_async.c) */
+	if (kvd_repl_async_begin(srv, !R.link.replica, err, errlen)) {
+		pthread_mutex_unlock(&R.smu);
+		return -1;
+	}
 	pthread_mutex_unlock(&R.smu);
 	if ((rc = pthread_create(&R.thread, NULL, sender_main, NULL))) {
 		snprintf(err, errlen, "cannot start the replication sender: %s",
@@ -999,7 +1004,6 @@ int kvd_repl_start(struct kvd_server *srv, char *err, size_t errlen)
 
 void kvd_repl_stop(struct kvd_server *srv)
 {
-	(void)srv;
 	kvd_replica_stop();
 	if (!R.started)
 		return;
@@ -1014,6 +1018,7 @@ void kvd_repl_stop(struct kvd_server *srv)
 	free(R.reps);
 	R.reps = NULL;
 	R.nreps = 0;
+	kvd_repl_async_end(srv); /* a clean stop: every journal flushed */
 }
 
 /* ===================== Committers' side ===================== */

@@ -159,6 +159,16 @@ int kvd_repl_mark_full(int on);
 /* A new random replication id into out (41 bytes). */
 void kvd_repl_new_id(char *out);
 
+/* repl_async.c: in durability async, published records may be lost by a
+ * power cut.  At start (under the lock, the store open, nothing published
+ * yet): a primary whose last run was async and did not stop cleanly takes
+ * a new replication id, the old one good up to the recovered positions;
+ * then an async run leaves its marker.  0, or -1 with err.  At a clean
+ * stop, once the journals are flushed: the marker goes. */
+int kvd_repl_async_begin(struct kvd_server *srv, int primary, char *err,
+			 size_t errlen);
+void kvd_repl_async_end(struct kvd_server *srv);
+
 /* replica.c: the thread that follows a primary. */
 int kvd_replica_start(struct kvd_server *srv);
 void kvd_replica_stop(void);
