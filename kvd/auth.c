@@ -5,11 +5,14 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 
 #include "conn.h"
 #include "kv_proto.h"
@@ -208,6 +211,182 @@ uint64_t kvd_auth_failures(void)
 	return atomic_load_explicit(&auth_failures, memory_order_relaxed);
 }
 
+/* ===================== Guessing: failures per source ===================== */
+
+/* Closing a connection after KVD_AUTH_MAX_FAILS failures costs a guesser a
+ * reconnection every few guesses: 81,000 guesses a second on loopback.  So
+ * failures are also limited per source address (IPv4, an IPv6 /64, or
+ * "a Unix socket"), with a generic cell rate algorithm: each failure moves
+ * the source's tat (theoretical arrival time) one interval on, and an
+ * attempt is refused, unchecked, while tat is more than burst - 1
+ * intervals ahead of now.  So a source may fail auth-fail-burst times at
+ * once, then auth-fail-rate times a second.  Globally, failures from every
+ * source together are allowed 100 times that rate (50 times the burst);
+ * past it (a flood from many addresses), a source that failed within the
+ * last FLOOD_QUIET_MS is refused until the flood is over, while one that
+ * did not keeps its allowance: a flood cannot lock out clients that know
+ * the password, only slow down those that guess.
+ *
+ * The table is small and open-addressed; a source that finds no slot in
+ * its probe window takes the one that failed longest ago.  One mutex:
+ * authentication is once per connection, and a limited guesser is closed
+ * after each refusal. */
+#define SRC_SLOTS 4096
+#define SRC_PROBE 8
+#define FLOOD_QUIET_MS 10000
+
+struct src {
+	uint8_t key[17]; /* family tag, then up to 16 bytes */
+	uint64_t tat_us;
+	uint64_t last_fail_ms;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct src slot[SRC_SLOTS];
+	uint64_t tat_us; /* all sources together */
+} lim = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static _Atomic uint64_t auth_limited;
+
+/* The peer's source key and its text for the log; a peer with no
+ * address (a Unix socket) has the key of zeros, shared by all such. */
+static void src_key(const struct kvd_conn *c, uint8_t key[17], char *text,
+		    size_t cap)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	memset(key, 0, 17);
+	snprintf(text, cap, "a Unix socket");
+	if (c->fd < 0 || getpeername(c->fd, (struct sockaddr *)&ss, &sl))
+		return;
+	if (ss.ss_family == AF_INET6) {
+		const struct in6_addr *a =
+		    &((const struct sockaddr_in6 *)&ss)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			key[0] = 4;
+			memcpy(key + 1, a->s6_addr + 12, 4);
+			inet_ntop(AF_INET, a->s6_addr + 12, text,
+				  (socklen_t)cap);
+		} else {
+			struct in6_addr net = *a;
+
+			key[0] = 6;
+			memcpy(key + 1, a->s6_addr, 8); /* its /64 */
+			memset(net.s6_addr + 8, 0, 8);
+			inet_ntop(AF_INET6, &net, text, (socklen_t)cap);
+			snprintf(text + strlen(text), cap - strlen(text),
+				 "/64");
+		}
+	} else if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+
+		key[0] = 4;
+		memcpy(key + 1, &a->sin_addr, 4);
+		inet_ntop(AF_INET, &a->sin_addr, text, (socklen_t)cap);
+	}
+}
+
+/* key's slot (under lim.mu): its own, a free one, or the one that failed
+ * longest ago in its probe window. */
+static struct src *src_slot(const uint8_t key[17])
+{
+	uint64_t h = 1469598103934665603ull;
+	struct src *oldest = NULL;
+
+	for (unsigned i = 0; i < 17; i++)
+		h = (h ^ key[i]) * 1099511628211ull;
+	for (unsigned k = 0; k < SRC_PROBE; k++) {
+		struct src *s = &lim.slot[(h + k) % SRC_SLOTS];
+
+		if (!memcmp(s->key, key, 17))
+			return s;
+		if (!oldest || s->last_fail_ms < oldest->last_fail_ms)
+			oldest = s;
+	}
+	memcpy(oldest->key, key, 17);
+	oldest->tat_us = 0;
+	oldest->last_fail_ms = 0;
+	return oldest;
+}
+
+/* The limits, from the configuration: interval (us) and burst, for one
+ * source and for all; 0 when the limiter is off. */
+static int limits(const struct kvd_conn *c, uint64_t *iv, uint64_t *burst,
+		  uint64_t *giv, uint64_t *gburst)
+{
+	const struct kvd_config *cfg = c->io->srv->cfg;
+
+	if (!cfg->auth_fail_rate)
+		return 0;
+	*iv = 1000000ull / cfg->auth_fail_rate;
+	*burst = cfg->auth_fail_burst;
+	*giv = *iv / 100 ? *iv / 100 : 1;
+	*gburst = 50ull * cfg->auth_fail_burst;
+	return 1;
+}
+
+int kvd_auth_gate(struct kvd_conn *c)
+{
+	static struct kvd_log_limit limit = KVD_LOG_LIMIT_INIT(1000);
+	uint64_t iv, burst, giv, gburst, now_us = kvd_mono_ns() / 1000;
+	uint8_t key[17];
+	char text[64];
+	struct src *s;
+	int refuse, flood;
+
+	if (!limits(c, &iv, &burst, &giv, &gburst))
+		return 0;
+	src_key(c, key, text, sizeof(text));
+	pthread_mutex_lock(&lim.mu);
+	s = src_slot(key);
+	flood = lim.tat_us > now_us + (gburst - 1) * giv;
+	refuse = s->tat_us > now_us + (burst - 1) * iv ||
+		 (flood && s->last_fail_ms &&
+		  now_us / 1000 - s->last_fail_ms < FLOOD_QUIET_MS);
+	pthread_mutex_unlock(&lim.mu);
+	if (!refuse)
+		return 0;
+	atomic_fetch_add_explicit(&auth_limited, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&auth_failures, 1, memory_order_relaxed);
+	c->flags |= CONN_CLOSING;
+	kvd_log_ratelimited(&limit, KVD_LOG_WARN,
+			    "AUTH from %s refused unchecked: %s; connection "
+			    "%llu closed",
+			    text,
+			    flood ? "failures from every address together "
+				    "exceed the global limit"
+				  : "too many failures from it "
+				    "(auth-fail-burst, auth-fail-rate)",
+			    (unsigned long long)c->id);
+	return -1;
+}
+
+void kvd_auth_note_failure(struct kvd_conn *c)
+{
+	uint64_t iv, burst, giv, gburst, now_us = kvd_mono_ns() / 1000;
+	uint8_t key[17];
+	char text[64];
+	struct src *s;
+
+	if (!limits(c, &iv, &burst, &giv, &gburst))
+		return;
+	src_key(c, key, text, sizeof(text));
+	pthread_mutex_lock(&lim.mu);
+	s = src_slot(key);
+	s->tat_us = (s->tat_us > now_us ? s->tat_us : now_us) + iv;
+	s->last_fail_ms = now_us / 1000;
+	lim.tat_us = (lim.tat_us > now_us ? lim.tat_us : now_us) + giv;
+	pthread_mutex_unlock(&lim.mu);
+}
+
+uint64_t kvd_auth_limited(void)
+{
+	return atomic_load_explicit(&auth_limited, memory_order_relaxed);
+}
+
 /* Count, log at most once a second per io thread, and close the
  * connection (after this reply) once it has used up its attempts.  No
  * sleep: an io thread never blocks, so a guesser is slowed by having to
@@ -238,11 +417,15 @@ int kvd_auth_try(struct kvd_conn *c, const void *pw, size_t n)
 	size_t len = strlen(want);
 	unsigned diff = n != len;
 
+	if (kvd_auth_gate(c))
+		return -1;
+
 	/* Walk the configured password whatever was sent: the time taken
 	 * tells nothing about how much of a guess was right. */
 	for (size_t i = 0; i < len; i++)
 		diff |= (unsigned char)want[i] ^ (i < n ? got[i] : 0);
 	if (diff) {
+		kvd_auth_note_failure(c);
 		auth_failed(c);
 		return 0;
 	}

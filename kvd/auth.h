@@ -9,6 +9,8 @@
  * fails AUTH KVD_AUTH_MAX_FAILS times is closed after the last answer, and
  * the failures are counted and logged at most once a second per io thread:
  * a guesser pays a connection every few guesses and cannot fill the disk.
+ * Failures are also limited per source address and globally
+ * (kvd_auth_gate), so reconnecting does not buy more guesses.
  *
  * disable-commands takes native operation names and RESP command names
  * (kvd_auth_setup turns them into bitmaps, so a request costs one bit
@@ -53,11 +55,30 @@ int kvd_auth_pending(const struct kvd_conn *c);
 /* Check a password in time that depends only on the configured one's
  * length; on success the connection is authenticated.  A failure is
  * counted and logged (rate-limited), and the connection marked to close
- * after its reply once it has failed KVD_AUTH_MAX_FAILS times.  1 or 0. */
+ * after its reply once it has failed KVD_AUTH_MAX_FAILS times.  1, 0, or
+ * -1 when kvd_auth_gate refused the attempt unchecked (closing). */
 int kvd_auth_try(struct kvd_conn *c, const void *pw, size_t n);
 
-/* Failed AUTH attempts since start, both protocols (STATS, INFO, metrics). */
+/* The limit on guessing, for every door that authenticates (native, RESP,
+ * metrics; whatever checks credentials its own way calls these two):
+ * before checking credentials, ask kvd_auth_gate whether the peer's
+ * source address may try now: 0, or -1 when it failed too often
+ * (auth-fail-burst at once, then auth-fail-rate a second; or, while
+ * failures from every address together pass 100 times that rate, when it
+ * failed in the last 10 s): answer a refusal without checking anything;
+ * the connection is marked to close, the refusal counted and logged
+ * (rate-limited).  After credentials that were wrong, call
+ * kvd_auth_note_failure. */
+int kvd_auth_gate(struct kvd_conn *c);
+void kvd_auth_note_failure(struct kvd_conn *c);
+/* What a refused attempt is told (RESP prefixes "ERR "). */
+#define KVD_AUTH_LIMITED_MSG                                                   \
+	"too many failed AUTH attempts from this address; try again later"
+
+/* Failed AUTH attempts since start, both protocols (STATS, INFO, metrics);
+ * of which refused unchecked by kvd_auth_gate. */
 uint64_t kvd_auth_failures(void);
+uint64_t kvd_auth_limited(void);
 
 /* Is the native operation op, or the RESP command id (enum resp_cmd_id),
  * disabled by disable-commands?  Set up by kvd_auth_setup. */

@@ -446,9 +446,13 @@ static int op_auth(struct kvd_conn *c, struct kvd_req *r)
 	if (!c->io->srv->cfg->requirepass[0]) {
 		st = KV_DISABLED;
 		kvd_reply_status(c, st, "no password is configured");
-	} else if (!kvd_auth_try(c, r->a[0].p, r->a[0].len)) {
+	} else if ((st = kvd_auth_try(c, r->a[0].p, r->a[0].len)) < 0) {
+		st = KV_AUTH_FAILED; /* refused unchecked: counted there */
+		kvd_reply_status(c, st, KVD_AUTH_LIMITED_MSG);
+	} else if (!st) {
 		return KV_AUTH_FAILED; /* counted and logged there */
 	} else {
+		st = KV_OK;
 		kvd_reply_status(c, st, NULL);
 	}
 	kvd_count_now(&c->io->stats, KV_OP_AUTH, st);

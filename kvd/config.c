@@ -137,6 +137,12 @@ static const struct opt options[] = {
      "password clients must give (AUTH) before anything else"},
     {"requirepass-file", OPT_STR, F(requirepass_file), 0, 0, "", NULL,
      "read the password from the first line of this file instead"},
+    {"auth-fail-burst", OPT_UINT, F(auth_fail_burst), 1, 1000000, "20", NULL,
+     "failed AUTH attempts a source address may make at once before its "
+     "attempts are refused unchecked"},
+    {"auth-fail-rate", OPT_UINT, F(auth_fail_rate), 0, 1000000, "2", NULL,
+     "then failed AUTH attempts a second per source address (100 times "
+     "this from all addresses together); 0 turns the limit off"},
     {"protected-mode", OPT_ENUM, F(protected_mode), 0, 0, "yes", yes_no,
      "refuse to listen beyond loopback without a password"},
     {"read-only", OPT_ENUM, F(read_only), 0, 0, "no", yes_no,
@@ -217,6 +223,10 @@ static const struct opt options[] = {
     {"replicaof", OPT_STR, F(replicaof), 0, 0, "", NULL,
      "run as a read-only replica of the kvd at \"HOST PORT\" (its native "
      "port), or \"HOST PORT resp\" (its RESP port); empty: a primary"},
+    {"allowed-primaries", OPT_STR, F(allowed_primaries), 0, 0, "", NULL,
+     "primaries REPLICAOF may name at run time, and that are given "
+     "primary-password: \"HOST[:PORT] ...\" (empty: the replicaof of the "
+     "start only gets the password)"},
     {"primary-password", OPT_STR, F(primary_password), 0, 0, "", NULL,
      "password a replica gives its primary (AUTH)"},
     {"primary-password-file", OPT_STR, F(primary_password_file), 0, 0, "", NULL,
@@ -657,6 +667,8 @@ static int check_tls(const struct kvd_config *c)
 /* Cross-option rules a single range cannot express. */
 static int check(struct kvd_config *c)
 {
+	char bad[256];
+
 	if (c->max_frame < c->max_value + c->max_key + 64) {
 		fprintf(stderr,
 			"kvd: max-frame-size (%llu) must exceed "
@@ -667,6 +679,29 @@ static int check(struct kvd_config *c)
 	}
 	if (check_ports(c) || check_tls(c) || check_unix(c))
 		return -1;
+	if (c->replicaof[0]) {
+		char host[256];
+		unsigned port;
+		int resp;
+
+		if (kvd_config_replicaof(c->replicaof, host, sizeof(host),
+					 &port, &resp)) {
+			fprintf(stderr,
+				"kvd: %sreplicaof: not \"HOST PORT\" or \"HOST "
+				"PORT resp\" (HOST an address or a host "
+				"name)\n",
+				where("replicaof"));
+			return -1;
+		}
+	}
+	if (kvd_config_primaries_check(c->allowed_primaries, bad,
+				       sizeof(bad))) {
+		fprintf(stderr,
+			"kvd: %sallowed-primaries: '%s' is not HOST or "
+			"HOST:PORT\n",
+			where("allowed-primaries"), bad);
+		return -1;
+	}
 	if (c->data_dir[0] == '\0') {
 		fprintf(stderr, "kvd: data-dir is empty\n");
 		return -1;
@@ -1088,24 +1123,52 @@ static void text_add(struct text *t, const char *s, size_t n)
 	t->len += n;
 }
 
+/* Add val as kvd_config_read will read it back: quoted when the reader
+ * would otherwise trim its blanks or take its own quotes off.  A control
+ * character cannot be written at all: a newline would end the line and
+ * begin another, an option of the writer's choosing.  0, or -1. */
+static int text_value(struct text *t, const char *val)
+{
+	size_t n = strlen(val);
+	int quote;
+
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)val[i] < 0x20 || val[i] == 0x7f)
+			return -1;
+	quote = n && (val[0] == ' ' || val[0] == '\t' || val[n - 1] == ' ' ||
+		      val[n - 1] == '\t' ||
+		      (n >= 2 && val[0] == '"' && val[n - 1] == '"'));
+	if (quote)
+		text_add(t, "\"", 1);
+	text_add(t, val, n);
+	if (quote)
+		text_add(t, "\"", 1);
+	return 0;
+}
+
 /* o's line; role, when not NULL, is replicaof's value (the live role:
- * an empty one writes no line). */
-static void text_opt(struct text *t, const struct kvd_config *live,
-		     const struct opt *o, const char *role)
+ * an empty one writes no line).  0, or -1 (with o's name in *bad) when
+ * the value cannot be written safely. */
+static int text_opt(struct text *t, const struct kvd_config *live,
+		    const struct opt *o, const char *role, const char **bad)
 {
 	char val[600];
 
 	if (role && !strcmp(o->name, "replicaof")) {
 		if (!*role)
-			return;
+			return 0;
 		snprintf(val, sizeof(val), "%s", role);
 	} else {
 		format_opt(live, o, val, sizeof(val));
 	}
 	text_add(t, o->name, strlen(o->name));
 	text_add(t, " ", 1);
-	text_add(t, val, strlen(val));
+	if (text_value(t, val)) {
+		*bad = o->name;
+		return -1;
+	}
 	text_add(t, "\n", 1);
+	return 0;
 }
 
 /* The file's lines, each option CONFIG SET changed written in place of its
@@ -1113,36 +1176,37 @@ static void text_opt(struct text *t, const struct kvd_config *live,
  * comments and every other line kept as they are. */
 static int rewrite_text(FILE *f, const struct kvd_config *live,
 			const unsigned char *want, const char *role,
-			struct text *t)
+			struct text *t, const char **bad)
 {
 	unsigned char seen[NOPTS] = {0};
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
+	int rc = 0;
 
-	while ((n = getline(&line, &cap, f)) > 0) {
+	while (!rc && (n = getline(&line, &cap, f)) > 0) {
 		const struct opt *o = line_opt(line);
 
 		if (!o || !want[o - options]) {
 			text_add(t, line, (size_t)n);
 		} else if (!seen[o - options]) {
 			seen[o - options] = 1;
-			text_opt(t, live, o, role);
+			rc = text_opt(t, live, o, role, bad);
 		}
 	}
 	free(line);
-	if (ferror(f))
+	if (rc || ferror(f))
 		return -1;
-	for (size_t i = 0; i < NOPTS; i++) {
+	for (size_t i = 0; !rc && i < NOPTS; i++) {
 		if (!want[i] || seen[i])
 			continue;
 		if (role && !*role && !strcmp(options[i].name, "replicaof"))
 			continue;
 		if (t->len && t->p[t->len - 1] != '\n')
 			text_add(t, "\n", 1);
-		text_opt(t, live, &options[i], role);
+		rc = text_opt(t, live, &options[i], role, bad);
 	}
-	return t->err ? -1 : 0;
+	return rc || t->err ? -1 : 0;
 }
 
 int kvd_config_rewrite(const struct kvd_config *live, const char *role,
@@ -1151,6 +1215,7 @@ int kvd_config_rewrite(const struct kvd_config *live, const char *role,
 	const struct opt *ro = find_opt("replicaof", strlen("replicaof"));
 	unsigned char want[NOPTS];
 	struct text t = {NULL, 0, 0, 0};
+	const char *bad = NULL;
 	struct stat st;
 	FILE *f;
 	int rc = -1;
@@ -1169,11 +1234,18 @@ int kvd_config_rewrite(const struct kvd_config *live, const char *role,
 		want[ro - options] = 1;
 	f = fopen(live->config_file, "r");
 	if (!f || fstat(fileno(f), &st) ||
-	    rewrite_text(f, live, want, role, &t) ||
+	    rewrite_text(f, live, want, role, &t, &bad) ||
 	    write_atomic(live->config_file, t.p ? t.p : "", t.len,
 			 st.st_mode & 07777)) {
-		snprintf(err, errlen, "ERR Rewriting config file: %s",
-			 t.err ? "out of memory" : strerror(errno));
+		if (bad)
+			snprintf(err, errlen,
+				 "ERR Rewriting config file: the value of %s "
+				 "holds a control character and cannot be "
+				 "written; the file is unchanged",
+				 bad);
+		else
+			snprintf(err, errlen, "ERR Rewriting config file: %s",
+				 t.err ? "out of memory" : strerror(errno));
 		goto out;
 	}
 	log_info("CONFIG REWRITE: %s rewritten", live->config_file);

@@ -1,5 +1,6 @@
 /* config.h - kvd's settings: one table of options read from flags and from a
- * config file of "key value" lines, each checked against its range. */
+ * config file of "key value" lines, each checked against its range
+ * (config.c; hosts and lists of primaries: hosts.c). */
 #ifndef KVD_CONFIG_H
 #define KVD_CONFIG_H
 
@@ -57,6 +58,9 @@ struct kvd_config {
 	char requirepass[KVD_PASS_MAX + 1];
 	char requirepass_file[512];
 	unsigned protected_mode;
+	/* failed AUTH per source address: at once, then a second (0: off) */
+	unsigned auth_fail_burst;
+	unsigned auth_fail_rate;
 	unsigned read_only;
 	char disable_commands[512];
 	char backup_dir[512];	   /* BACKUP NAME writes backup_dir/NAME */
@@ -97,6 +101,9 @@ struct kvd_config {
 	/* Replication (repl.c, replica.c): the primary to follow ("HOST
 	 * PORT", its native port; "": none), and how */
 	char replicaof[300];
+	/* the primaries REPLICAOF may name at run time, and that get
+	 * primary-password (repl_trust.c); "": any, without the password */
+	char allowed_primaries[1024];
 	char primary_password[KVD_PASS_MAX + 1];
 	char primary_password_file[512];
 	unsigned tls_replication;   /* connect to the primary over TLS */
@@ -159,6 +166,26 @@ int kvd_config_format(const struct kvd_config *live, const char *name,
  * reason in err. */
 int kvd_config_rewrite(const struct kvd_config *live, const char *role,
 		       char *err, size_t errlen);
+
+/* A host a replica may be pointed at (replicaof, REPLICAOF): an IPv4 or
+ * IPv6 address, or a host name of letters, digits, '-' and '_' in labels
+ * of 1-63 bytes between dots, 253 bytes at most.  Nothing else, so that
+ * no host can carry a newline into the config file (CONFIG REWRITE) or
+ * the log.  1 or 0. */
+int kvd_config_host_ok(const char *host);
+/* Parse replicaof's value "HOST PORT" or "HOST PORT resp" (HOST checked
+ * by kvd_config_host_ok, PORT 1-65535).  0, or -1 when it is neither. */
+int kvd_config_replicaof(const char *val, char *host, size_t hcap,
+			 unsigned *port, int *resp);
+
+/* allowed-primaries: entries "HOST", "HOST:PORT", "[V6]" or "[V6]:PORT"
+ * (no port: any), separated by commas or spaces.  Check every entry: 0,
+ * or -1 with the first bad one in bad. */
+int kvd_config_primaries_check(const char *list, char *bad, size_t cap);
+/* Does the list name host (compared as text, without case) and port?
+ * 1 or 0. */
+int kvd_config_primary_allowed(const char *list, const char *host,
+			       unsigned port);
 
 /* Print every option with its default to stdout (kvd --help). */
 void kvd_config_usage(void);

@@ -8,6 +8,9 @@
  * with the sd-daemon priority prefix ("<3>" error ... "<7>" debug) in place
  * of the timestamp and pid the journal records itself, so that
  * `journalctl -p warning` shows warnings and errors only.
+ *
+ * Control characters in a line are written escaped (\xNN): one line per
+ * event, whatever the values in it.
  */
 #include "log.h"
 
@@ -92,10 +95,34 @@ int kvd_log_reopen(void)
 	return 0;
 }
 
+/* Append msg to line (n bytes used of cap) with every control character
+ * written as \xNN: a value a peer chose (a host, a name, a primary's error
+ * text) can then never end the line and forge one of its own.  The new
+ * length. */
+static size_t put_escaped(char *line, size_t n, size_t cap, const char *msg)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (; *msg && n + 4 < cap; msg++) {
+		unsigned char ch = (unsigned char)*msg;
+
+		if (ch >= 0x20 && ch != 0x7f) {
+			line[n++] = (char)ch;
+			continue;
+		}
+		line[n++] = '\\';
+		line[n++] = 'x';
+		line[n++] = hex[ch >> 4];
+		line[n++] = hex[ch & 15];
+	}
+	line[n] = '\0';
+	return n;
+}
+
 /* Format and write one line, with an optional suffix. */
 static void vlog(int level, const char *suffix, const char *fmt, va_list ap)
 {
-	char line[1024];
+	char line[1024], msg[1024];
 	struct timespec ts;
 	struct tm tm;
 	size_t n;
@@ -112,8 +139,8 @@ static void vlog(int level, const char *suffix, const char *fmt, va_list ap)
 				      ".%03ldZ %d %c ", ts.tv_nsec / 1000000,
 				      (int)getpid(), level_tag[level]);
 	}
-	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-	n = strlen(line);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = put_escaped(line, n, sizeof(line), msg);
 	if (suffix)
 		n += (size_t)snprintf(line + n, sizeof(line) - n, "%s", suffix);
 	if (n > sizeof(line) - 2)

@@ -358,6 +358,11 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 	     "Failed AUTH attempts (both protocols).");
 	out(b, "kvd_auth_failures_total %llu\n",
 	    (unsigned long long)kvd_auth_failures());
+	head(b, "kvd_auth_limited_total", "counter",
+	     "Failed AUTH attempts refused unchecked: their source address "
+	     "failed too often (auth-fail-burst, auth-fail-rate).");
+	out(b, "kvd_auth_limited_total %llu\n",
+	    (unsigned long long)kvd_auth_limited());
 	head(b, "kvd_write_backpressure_total", "counter",
 	     "Times a connection stopped being read because its writes in "
 	     "flight, or its shard's, were over their bound.");
@@ -475,7 +480,7 @@ static int authorized(struct kvd_conn *c, const uint8_t *p, const uint8_t *end)
 		if (n < 0 || !(colon = memchr(cred, ':', (size_t)n)))
 			return 0;
 		colon++;
-		return kvd_auth_try(c, colon, (size_t)(cred + n - colon));
+		return kvd_auth_try(c, colon, (size_t)(cred + n - colon)) > 0;
 	}
 	return 0;
 }

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "committer.h"
 #include "datadir.h"
 #include "journal.h"
@@ -73,8 +74,12 @@ struct rep {
 	char ip[56];
 	unsigned port;
 	uint64_t next[KVD_MAX_SHARDS]; /* acknowledged: its next LSNs */
-	uint64_t last_ms;	       /* its last request */
-	int online;		       /* past its full copy */
+	/* what it can have: its position at REPLSYNC (at most ours), or
+	 * the cut of its full copy, then past the records sent to it; an
+	 * acknowledgement claiming more is cut to this */
+	uint64_t sent[KVD_MAX_SHARDS];
+	uint64_t last_ms; /* its last request */
+	int online;	  /* past its full copy */
 	struct kvj_reader *rd[KVD_MAX_SHARDS];
 	struct kvd_snapshot *sn; /* a full copy under way */
 	uint64_t sid;
@@ -399,6 +404,7 @@ static struct rep *rep_add(const struct job *j)
 		rp->online = 0;
 		rp->last_ms = mono_ms();
 		memcpy(rp->next, j->pos, sizeof(rp->next));
+		memcpy(rp->sent, j->pos, sizeof(rp->sent));
 	}
 	pthread_mutex_unlock(&R.tmu);
 	return rp;
@@ -524,7 +530,7 @@ static int full_copy(struct rep *rp, uint64_t *cut)
 		return rc;
 	for (unsigned i = 0; i < srv->nshards; i++) {
 		cut[i] = kvd_snapshot_lsn(rp->sn, i);
-		rp->next[i] = cut[i] + 1;
+		rp->next[i] = rp->sent[i] = cut[i] + 1;
 	}
 	rp->sid = ++R.next_sid;
 	return 0;
@@ -645,6 +651,7 @@ static int pull_build(struct rep *rp, struct kv_buf *recs, unsigned *n)
 			kv_buf_append(recs, &type, 1);
 			kv_buf_append(recs, &len, 4);
 			kv_buf_append(recs, pl, len);
+			rp->sent[i] = lsn + 1;
 			(*n)++;
 		}
 		if (rc < 0)
@@ -713,9 +720,14 @@ static void do_pull(struct kvd_wreq *w, struct job *j)
 		return;
 	}
 	/* Its request is its acknowledgement: everything below its
-	 * positions is on its disk.  A full copy is over once it pulls. */
+	 * positions is on its disk, as far as it can have had it: a
+	 * position past what was sent to it is a lie (a fake replica would
+	 * make WAIT and min-replicas-to-ack count writes nobody has, and
+	 * look the best replica to promote).  A full copy is over once it
+	 * pulls. */
 	pthread_mutex_lock(&R.tmu);
-	memcpy(rp->next, j->pos, sizeof(rp->next));
+	for (unsigned i = 0; i < R.srv->nshards; i++)
+		rp->next[i] = j->pos[i] < rp->sent[i] ? j->pos[i] : rp->sent[i];
 	rp->last_ms = mono_ms();
 	rp->online = 1;
 	pthread_mutex_unlock(&R.tmu);
@@ -950,26 +962,30 @@ int kvd_repl_start(struct kvd_server *srv, char *err, size_t errlen)
 	pthread_mutex_lock(&R.smu);
 	load_ids();
 	if (cfg->replicaof[0]) {
-		char host[256], kind[8] = "";
+		char host[256];
 		unsigned port;
-		int n =
-		    sscanf(cfg->replicaof, "%255s %u %7s", host, &port, kind);
+		int resp;
 
-		if (n < 2 || port == 0 || port > 65535 ||
-		    (n == 3 && strcmp(kind, "resp"))) {
+		/* checked by kvd_config_load already */
+		if (kvd_config_replicaof(cfg->replicaof, host, sizeof(host),
+					 &port, &resp)) {
 			pthread_mutex_unlock(&R.smu);
 			snprintf(err, errlen,
-				 "replicaof: \"%s\" is not \"HOST PORT\" or "
-				 "\"HOST PORT resp\"",
-				 cfg->replicaof);
+				 "replicaof: not \"HOST PORT\" or \"HOST PORT "
+				 "resp\"");
 			return -1;
 		}
 		snprintf(R.link.host, sizeof(R.link.host), "%s", host);
 		R.link.port = port;
-		R.link.resp = n == 3;
+		R.link.resp = resp;
 		R.link.native_port = R.link.resp ? 0 : port;
 		R.link.replica = 1;
 		atomic_store(&R.is_replica, 1);
+	}
+	/* before anything is published (repl_async.c) */
+	if (kvd_repl_async_begin(srv, !R.link.replica, err, errlen)) {
+		pthread_mutex_unlock(&R.smu);
+		return -1;
 	}
 	pthread_mutex_unlock(&R.smu);
 	if ((rc = pthread_create(&R.thread, NULL, sender_main, NULL))) {
@@ -988,7 +1004,6 @@ int kvd_repl_start(struct kvd_server *srv, char *err, size_t errlen)
 
 void kvd_repl_stop(struct kvd_server *srv)
 {
-	(void)srv;
 	kvd_replica_stop();
 	if (!R.started)
 		return;
@@ -1003,6 +1018,7 @@ void kvd_repl_stop(struct kvd_server *srv)
 	free(R.reps);
 	R.reps = NULL;
 	R.nreps = 0;
+	kvd_repl_async_end(srv); /* a clean stop: every journal flushed */
 }
 
 /* ===================== Committers' side ===================== */
@@ -1201,22 +1217,28 @@ static int native_replicaof(struct kvd_conn *c, struct kvd_req *r)
 {
 	char host[256], err[300];
 
+	int st;
+
 	if (r->a[0].type == KV_MP_NIL || (is_bytes(&r->a[0]) && !r->a[0].len)) {
-		if (kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err)))
-			return KV_INTERNAL;
+		st = kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err));
+	} else {
+		if (!is_bytes(&r->a[0]) || r->a[0].len >= sizeof(host) ||
+		    memchr(r->a[0].p, '\0', r->a[0].len) ||
+		    r->a[1].type != KV_MP_UINT || !r->a[1].v.u ||
+		    r->a[1].v.u > 65535)
+			return KV_BAD_ARGS;
+		memcpy(host, r->a[0].p, r->a[0].len);
+		host[r->a[0].len] = '\0';
+		st = kvd_repl_replicaof(host, (unsigned)r->a[1].v.u, 0, err,
+					sizeof(err));
+	}
+	if (st == KV_OK) {
 		kvd_reply_status(c, KV_OK, NULL);
 		return KV_OK;
 	}
-	if (!is_bytes(&r->a[0]) || r->a[0].len >= sizeof(host) ||
-	    r->a[1].type != KV_MP_UINT || !r->a[1].v.u || r->a[1].v.u > 65535)
-		return KV_BAD_ARGS;
-	memcpy(host, r->a[0].p, r->a[0].len);
-	host[r->a[0].len] = '\0';
-	if (kvd_repl_replicaof(host, (unsigned)r->a[1].v.u, 0, err,
-			       sizeof(err)))
-		return KV_INTERNAL;
-	kvd_reply_status(c, KV_OK, NULL);
-	return KV_OK;
+	kvd_count_now(&c->io->stats, r->op, st);
+	kvd_reply_status(c, st, err);
+	return KVD_ANSWERED;
 }
 
 static void wait_targets(struct kvd_server *srv, uint64_t *pos)
@@ -1319,12 +1341,28 @@ const char *kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n, uint64_t ms)
 
 /* ===================== Roles ===================== */
 
+/* REPLICAOF refused: a client may send it at will. */
+static struct kvd_log_limit refuse_limit = KVD_LOG_LIMIT_INIT(1000);
+
 int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 		       size_t errlen)
 {
 	struct kvd_server *srv = R.srv;
-	int rc = 0;
+	int rc = 0, same;
 
+	pthread_mutex_lock(&R.smu);
+	same = host && R.link.replica && R.link.port == port &&
+	       R.link.resp == resp && !strcmp(R.link.host, host);
+	pthread_mutex_unlock(&R.smu);
+	/* Following the primary it follows already changes nothing. */
+	if (host && !same &&
+	    (rc = kvd_repl_may_follow(srv->cfg, host, port, resp, err,
+				      errlen))) {
+		kvd_log_ratelimited(&refuse_limit, KVD_LOG_WARN,
+				    "replication: REPLICAOF %s %u refused: %s",
+				    host, port, err);
+		return rc;
+	}
 	pthread_mutex_lock(&R.smu);
 	if (!host && R.link.replica) {
 		/* Promotion: a new history starts here; the old one stays
@@ -1361,10 +1399,11 @@ int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 			 port, resp ? "RESP" : "native");
 	}
 	pthread_mutex_unlock(&R.smu);
-	if (rc)
-		snprintf(err, errlen, "cannot write the replication ids");
 	kvd_replica_kick();
-	return rc;
+	if (!rc)
+		return KV_OK;
+	snprintf(err, errlen, "cannot write the replication ids");
+	return KV_INTERNAL;
 }
 
 void kvd_repl_config_role(char *buf, size_t cap)
@@ -1458,27 +1497,24 @@ static void info_line(struct kv_buf *b, const char *fmt, ...)
 	kv_buf_append(b, "\r\n", 2);
 }
 
+/* Every connection that asked for the journal, as Redis lists its
+ * replicas: online once it streams, send_bulk while it takes a full copy
+ * (a client that pulls a copy of the whole store shows here too). */
 static void info_replicas(struct kvd_server *srv, struct kv_buf *b)
 {
 	uint64_t now = mono_ms();
-	unsigned shown = 0;
 
 	pthread_mutex_lock(&R.tmu);
-	for (unsigned k = 0; k < R.nreps; k++)
-		shown += R.reps[k].online;
-	info_line(b, "connected_slaves:%u", shown);
-	shown = 0;
+	info_line(b, "connected_slaves:%u", R.nreps);
 	for (unsigned k = 0; k < R.nreps; k++) {
 		const struct rep *rp = &R.reps[k];
 
-		if (!rp->online)
-			continue;
-		info_line(b,
-			  "slave%u:ip=%s,port=%u,state=online,offset=%" PRIu64
-			  ",lag=%" PRIu64,
-			  shown++, rp->ip, rp->port,
-			  rep_offset(rp, srv->nshards),
-			  (now - rp->last_ms) / 1000);
+		info_line(
+		    b,
+		    "slave%u:ip=%s,port=%u,state=%s,offset=%" PRIu64
+		    ",lag=%" PRIu64,
+		    k, rp->ip, rp->port, rp->online ? "online" : "send_bulk",
+		    rep_offset(rp, srv->nshards), (now - rp->last_ms) / 1000);
 	}
 	pthread_mutex_unlock(&R.tmu);
 }

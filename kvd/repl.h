@@ -59,9 +59,23 @@ const char *kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n, uint64_t ms);
 /* REPLICAOF host port, or host NULL for NO ONE.  port is the primary's
  * RESP port when resp is set (REPLICAOF on the RESP port, as Redis and
  * Sentinel give it; the replica asks the primary for its native port), its
- * native port otherwise.  0, or -1 with err. */
+ * native port otherwise.  KV_OK, or a status with a reason in err:
+ * BAD_ARGS (not a host), READ_ONLY or DISABLED (kvd_repl_may_follow),
+ * INTERNAL. */
 int kvd_repl_replicaof(const char *host, unsigned port, int resp, char *err,
 		       size_t errlen);
+
+/* repl_trust.c.  Is host:port (port as REPLICAOF names it, resp: a RESP
+ * port) a trusted primary: the replicaof of the start, or one in
+ * allowed-primaries?  Only those get primary-password.  1 or 0. */
+int kvd_repl_trusted(const struct kvd_config *cfg, const char *host,
+		     unsigned port, int resp);
+/* May REPLICAOF host port be obeyed now?  KV_OK, or BAD_ARGS (not a host
+ * name or address), READ_ONLY (read-only yes), DISABLED (not a trusted
+ * primary while allowed-primaries is set or FLUSHALL disabled), with a
+ * reason in err. */
+int kvd_repl_may_follow(const struct kvd_config *cfg, const char *host,
+			unsigned port, int resp, char *err, size_t errlen);
 /* The live role as the option replicaof writes it (CONFIG REWRITE):
  * "HOST PORT", "HOST PORT resp" (REPLICAOF on the RESP port), or "" for a
  * primary. */
@@ -144,6 +158,16 @@ int kvd_repl_save_ids(void);
 int kvd_repl_mark_full(int on);
 /* A new random replication id into out (41 bytes). */
 void kvd_repl_new_id(char *out);
+
+/* repl_async.c: in durability async, published records may be lost by a
+ * power cut.  At start (under the lock, the store open, nothing published
+ * yet): a primary whose last run was async and did not stop cleanly takes
+ * a new replication id, the old one good up to the recovered positions;
+ * then an async run leaves its marker.  0, or -1 with err.  At a clean
+ * stop, once the journals are flushed: the marker goes. */
+int kvd_repl_async_begin(struct kvd_server *srv, int primary, char *err,
+			 size_t errlen);
+void kvd_repl_async_end(struct kvd_server *srv);
 
 /* replica.c: the thread that follows a primary. */
 int kvd_replica_start(struct kvd_server *srv);

@@ -466,8 +466,9 @@ static int stream(kvc_conn *c, unsigned gen)
 }
 
 /* A connection to host:port, with TLS when tls-replication is set; native
- * ones send AUTH with primary-password (a RESP one sends its own). */
-static kvc_conn *connect_primary(const char *host, unsigned port, int native)
+ * ones send AUTH with pw when given (a RESP one sends its own). */
+static kvc_conn *connect_primary(const char *host, unsigned port, int native,
+				 const char *pw)
 {
 	const struct kvd_config *cfg = Q.srv->cfg;
 	kvc_conn *c = NULL;
@@ -476,8 +477,8 @@ static kvc_conn *connect_primary(const char *host, unsigned port, int native)
 		return NULL;
 	kvc_set_timeouts(c, 5000, 10000);
 	kvc_set_max_reply(c, (64u << 20) + cfg->max_frame);
-	if (Q.password[0] && native)
-		kvc_set_password(c, Q.password, strlen(Q.password));
+	if (pw && native)
+		kvc_set_password(c, pw, strlen(pw));
 	if (cfg->tls_replication) {
 		struct kvc_tls_opts o = {0};
 
@@ -586,28 +587,29 @@ static unsigned read_port(kvc_conn *c, int auth, const char *field)
 /* The primary's native port (its TLS one with tls-replication), asked over
  * its RESP port, where REPLICAOF and Sentinel name it: INFO server's
  * kvd_native_port (kvd_native_tls_port).  0 when it cannot be found. */
-static unsigned find_native_port(const char *host, unsigned resp_port)
+static unsigned find_native_port(const char *host, unsigned resp_port,
+				 const char *pw)
 {
 	const char *field = Q.srv->cfg->tls_replication
 				? "\r\nkvd_native_tls_port:"
 				: "\r\nkvd_native_port:";
-	kvc_conn *c = connect_primary(host, resp_port, 0);
+	kvc_conn *c = connect_primary(host, resp_port, 0, pw);
 	struct kv_buf *out;
 	unsigned port = 0;
 
 	if (!c)
 		return 0;
 	out = &c->out;
-	if (Q.password[0]) {
+	if (pw) {
 		kv_buf_append(out, "*2\r\n", 4);
 		resp_arg(out, "AUTH");
-		resp_arg(out, Q.password);
+		resp_arg(out, pw);
 	}
 	kv_buf_append(out, "*2\r\n", 4);
 	resp_arg(out, "INFO");
 	resp_arg(out, "server");
 	if (!kvc_flush(c))
-		port = read_port(c, Q.password[0] != '\0', field);
+		port = read_port(c, pw != NULL, field);
 	kvc_close(c);
 	if (!port)
 		kvd_log_ratelimited(&link_limit, KVD_LOG_WARN,
@@ -644,10 +646,31 @@ static void note_laddr(kvc_conn *c)
 	kvd_repl_unlock();
 }
 
+/* primary-password, for a trusted primary only (repl_trust.c): a client
+ * that may send REPLICAOF must not be able to send it to a host of its
+ * own.  NULL: none to give, or not to this one (logged). */
+static const char *password_for(const struct kvd_repl_link *l)
+{
+	static struct kvd_log_limit limit = KVD_LOG_LIMIT_INIT(60000);
+
+	if (!Q.password[0])
+		return NULL;
+	if (kvd_repl_trusted(Q.srv->cfg, l->host, l->port, l->resp))
+		return Q.password;
+	kvd_log_ratelimited(&limit, KVD_LOG_WARN,
+			    "replication: primary-password is not given to "
+			    "%s port %u: it is neither the replicaof of the "
+			    "start nor in allowed-primaries",
+			    l->host, l->port);
+	return NULL;
+}
+
 /* Follow host:port until the link breaks or the primary changes. */
 static void follow(const struct kvd_repl_link *l)
 {
-	unsigned port = l->resp ? find_native_port(l->host, l->port) : l->port;
+	const char *pw = password_for(l);
+	unsigned port =
+	    l->resp ? find_native_port(l->host, l->port, pw) : l->port;
 	kvc_conn *c;
 
 	if (!port || link_gen() != l->gen)
@@ -656,7 +679,7 @@ static void follow(const struct kvd_repl_link *l)
 	if (kvd_repl_link()->gen == l->gen)
 		kvd_repl_link()->native_port = port;
 	kvd_repl_unlock();
-	if (!(c = connect_primary(l->host, port, 1)))
+	if (!(c = connect_primary(l->host, port, 1, pw)))
 		return;
 	note_laddr(c);
 	if (!resync(c, l->gen))

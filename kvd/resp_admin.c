@@ -123,9 +123,11 @@ static const char *check_pass(struct kvd_conn *c, struct kv_slice user,
 			       "you sure your configuration is correct?";
 		return NULL; /* default user, no password: any is accepted */
 	}
-	if (!kvd_auth_try(c, pass.p, pass.n))
-		return wrongpass; /* counted and logged (rate-limited) there */
-	return NULL;
+	switch (kvd_auth_try(c, pass.p, pass.n)) {
+	case 1: return NULL;
+	case 0: return wrongpass; /* counted and logged (rate-limited) there */
+	default: return "ERR " KVD_AUTH_LIMITED_MSG;
+	}
 }
 
 const char *resp_auth(struct kvd_conn *c, struct resp_req *r)

@@ -283,24 +283,29 @@ const char *resp_replicaof(struct kvd_conn *c, struct resp_req *r)
 {
 	char host[256], err[300];
 	long long port;
+	int st;
 
 	if (resp_eq(r->a[1], "no") && resp_eq(r->a[2], "one")) {
-		if (kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err)))
-			return resp_err_internal;
+		st = kvd_repl_replicaof(NULL, 0, 0, err, sizeof(err));
+	} else {
+		if (resp_ll(r->a[2], &port) || port <= 0 || port > 65535)
+			return "ERR Invalid master port";
+		if (r->a[1].n == 0 || r->a[1].n >= sizeof(host) ||
+		    memchr(r->a[1].p, '\0', r->a[1].n))
+			return "ERR Invalid master host";
+		memcpy(host, r->a[1].p, r->a[1].n);
+		host[r->a[1].n] = '\0';
+		/* a host or an address, nothing else (repl_trust.c) */
+		st = kvd_repl_replicaof(host, (unsigned)port, 1, err,
+					sizeof(err));
+	}
+	if (st == KV_OK) {
 		resp_add_ok(c);
 		return NULL;
 	}
-	if (resp_ll(r->a[2], &port) || port <= 0 || port > 65535)
-		return "ERR Invalid master port";
-	if (r->a[1].n == 0 || r->a[1].n >= sizeof(host) ||
-	    memchr(r->a[1].p, '\0', r->a[1].n))
-		return "ERR Invalid master host";
-	memcpy(host, r->a[1].p, r->a[1].n);
-	host[r->a[1].n] = '\0';
-	if (kvd_repl_replicaof(host, (unsigned)port, 1, err, sizeof(err)))
-		return resp_err_internal;
-	resp_add_ok(c);
-	return NULL;
+	snprintf(r->err, sizeof(r->err), "%s %s",
+		 st == KV_READ_ONLY ? "READONLY" : "ERR", err);
+	return r->err;
 }
 
 const char *resp_role(struct kvd_conn *c, struct resp_req *r)

@@ -150,7 +150,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	struct kvd_totals t;
 
 	kvd_stats_sum(srv, &t);
-	kv_mp_map(b, 26);
+	kv_mp_map(b, 27);
 	kv_mp_cstr(b, "server"); /* first: kvcli stats prints it first */
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
@@ -161,6 +161,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "connections_total", t.accepted);
 	kv_u(b, "connections_refused", t.refused);
 	kv_u(b, "auth_failures", kvd_auth_failures());
+	kv_u(b, "auth_limited", kvd_auth_limited());
 	kv_u(b, "bytes_in", t.bytes_in);
 	kv_u(b, "bytes_out", t.bytes_out);
 	kv_u(b, "commits", t.commits);

@@ -230,7 +230,8 @@ class Replication(unittest.TestCase):
         self.assertEqual(str(e), "NOREPLICAS Not enough good replicas to "
                          "write.")
         r = self.replica(p)
-        wait_until(lambda: info(p)["connected_slaves"] == "1", 20,
+        # online: past its full copy (slaveN shows it from its REPLSYNC)
+        wait_until(lambda: "state=online" in info(p).get("slave0", ""), 20,
                    "the replica")
         time.sleep(0.3)  # heard from within the lag, by the sender too
         cr = Raw(r.resp_port)

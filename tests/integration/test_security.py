@@ -11,6 +11,7 @@ every few guesses and is counted, and its log lines are rate-limited.
 
 import base64
 import os
+import socket
 import struct
 import subprocess
 import tempfile
@@ -23,6 +24,9 @@ import redis
 from kvdtest import *  # noqa: F401,F403
 
 AUTH_FAIL_LIMIT = 10  # failed AUTHs a connection may make (auth.h)
+WRONG = [AUTH_FAILED, b"invalid password"]  # checked, and wrong
+LIMITED = [AUTH_FAILED, b"too many failed AUTH attempts from this address; "
+           b"try again later"]  # refused unchecked (auth.h)
 
 
 def kvd(args):
@@ -267,9 +271,12 @@ class Security(unittest.TestCase):
         return [l for l in srv.log_text().splitlines() if b"AUTH failed" in l]
 
     def test_auth_guessing(self):
+        """Per connection: ten failures, then closed; counted; the log
+        holds at most a line a second.  (The limit per source address is
+        off here: test_auth_limited_per_address checks it.)"""
         mport = free_port()
         with Server(threads=1, resp=True,
-                    args=["--requirepass", "right",
+                    args=["--requirepass", "right", "--auth-fail-rate", "0",
                           "--metrics-port", str(mport)]) as srv:
             # 100 guesses on one native connection: the first ten are
             # answered, then the connection is closed
@@ -313,6 +320,91 @@ class Security(unittest.TestCase):
             self.assertLessEqual(len(self.auth_lines(srv)), 3 + elapsed)
             self.assertEqual(c.call(STATS)[1][b"auth_failures"],
                              failures + 20 * AUTH_FAIL_LIMIT)
+
+    def guess(self, srv, pw, src="127.0.0.1"):
+        """AUTH pw on a new native connection from source address src
+        (any of 127/8 reaches a server bound to 127.0.0.1): its reply."""
+        sock = socket.socket()
+        sock.bind((src, 0))
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", srv.port))
+        c = Client.__new__(Client)
+        c.sock, c.buf = sock, b""
+        try:
+            return c.call(AUTH, pw)
+        finally:
+            c.close()
+
+    def test_auth_limited_per_address(self):
+        """Reconnecting buys no guesses: a source address that failed AUTH
+        auth-fail-burst times has its attempts refused unchecked (the
+        right password too) and its connection closed, on every port,
+        until auth-fail-rate lets it try again; another address is not
+        affected.  Counted (STATS auth_limited, metric), logged at most
+        once a second."""
+        mport = free_port()
+        with Server(threads=2, resp=True,
+                    args=["--requirepass", "right", "--auth-fail-burst", "5",
+                          "--auth-fail-rate", "1",
+                          "--metrics-port", str(mport)]) as srv:
+            t0 = time.monotonic()
+            replies = [self.guess(srv, b"guess%d" % i) for i in range(40)]
+            elapsed = time.monotonic() - t0
+            checked = [r for r in replies if r == WRONG]
+            limited = [r for r in replies if r == LIMITED]
+            self.assertEqual(len(checked) + len(limited), 40, replies)
+            # five at once, then one a second at most
+            self.assertGreaterEqual(len(checked), 5)
+            self.assertLessEqual(len(checked), 5 + int(elapsed) + 1)
+            # the right password is refused unchecked too, on RESP as well
+            # (a token comes back a second after the last failure: only
+            # when this runs within it)
+            t1 = time.monotonic()
+            right = self.guess(srv, b"right")
+            r = Stream(srv.resp_port, timeout=5)
+            r.send_raw(b"AUTH right\r\n")
+            self.assertTrue(r.closed_by_peer())
+            if time.monotonic() - t1 < 0.5:
+                self.assertEqual(right, LIMITED)
+                self.assertEqual(r.buf, b"-ERR too many failed AUTH attempts "
+                                 b"from this address; try again later\r\n")
+            r.close()
+            # another source address is not affected
+            self.assertEqual(self.guess(srv, b"right", "127.0.0.2"), [OK])
+            # the allowance comes back
+            wait_for(lambda: self.guess(srv, b"right") == [OK], 15,
+                     "an AUTH from 127.0.0.1 to be checked again")
+            c = srv.client()
+            self.assertEqual(c.call(AUTH, b"right"), [OK])
+            st = c.call(STATS)[1]
+            self.assertGreaterEqual(st[b"auth_limited"], len(limited))
+            self.assertGreaterEqual(st[b"auth_failures"], 40)
+            _, text = http_get(mport, b"/metrics",
+                               b"Basic " + base64.b64encode(b"kvd:right"))
+            self.assertIn("\nkvd_auth_limited_total %d\n" % st[b"auth_limited"],
+                          text)
+            lines = [l for l in srv.log_text().splitlines()
+                     if b"refused unchecked" in l]
+            self.assertGreaterEqual(len(lines), 1)
+            self.assertLessEqual(len(lines), 2 + time.monotonic() - t0)
+            self.assertIn(b"AUTH from 127.0.0.1 refused unchecked", lines[0])
+
+    def test_auth_limited_globally(self):
+        """Failures from many addresses together (here 1,500 addresses of
+        127/8, one guess each) past 100 times auth-fail-rate a second: an
+        address that failed in the last 10 s is refused unchecked, while
+        one that did not still authenticates."""
+        with Server(threads=2,
+                    args=["--requirepass", "right", "--auth-fail-burst", "5",
+                          "--auth-fail-rate", "1"]) as srv:
+            for i in range(1500):
+                src = "127.0.%d.%d" % (10 + i // 250, 1 + i % 250)
+                self.assertEqual(self.guess(srv, b"x", src), WRONG)
+            # 1,500 failures push the global limit 15 s ahead, 12.5 s past
+            # its burst: the flood lasts that long after the first guess
+            self.assertEqual(self.guess(srv, b"right", "127.0.10.1"), LIMITED)
+            self.assertEqual(self.guess(srv, b"right", "127.0.200.1"), [OK])
+            self.assertIn(b"exceed the global limit", srv.log_text())
 
 
 if __name__ == "__main__":
