@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "shard.h"
 
@@ -77,18 +78,19 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 
 /* X(ID, name, handler, native ops, arity, flags, first key, last key, step,
  * group, summary).  Arity as Redis: n exact, -n at least n (name included).
- * Native ops: the native operations (KVO bits) the command performs, so that
- * disable-commands refuses a native name on both protocols (auth.c); 0 for
- * a command that performs none.  Keep "X(ID, "name", resp_fn" at the start
- * of each row: tests/fuzz/CMakeLists.txt finds the handlers by it. */
-#define KVO(op) (1ull << KV_OP_##op)
+ * Native ops: the native operations (KVO bits) the command performs, its
+ * native twin where it has one (SETRANGE: KVO(SETRANGE), which performs GET
+ * and PUT in auth.c's table), so that disable-commands refuses a native
+ * name on both protocols (auth.c); 0 for a command that performs none.
+ * Keep "X(ID, "name", resp_fn" at the start of each row:
+ * tests/fuzz/CMakeLists.txt finds the handlers by it. */
 #define RESP_COMMANDS(X)                                                       \
 	X(APPEND, "append", resp_append, KVO(APPEND), 3, RC_WRITE, 1, 1, 1,    \
 	  "string", "Appends a string to the value of a key.")                 \
 	X(AUTH, "auth", resp_auth, KVO(AUTH), -2, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "connection", "Authenticates the connection.")                       \
-	X(BITCOUNT, "bitcount", resp_bitcount, KVO(GET), -2, RC_READ, 1, 1, 1, \
-	  "bitmap",                                                            \
+	X(BITCOUNT, "bitcount", resp_bitcount, KVO(BITCOUNT), -2, RC_READ, 1,  \
+	  1, 1, "bitmap",                                                      \
 	  "Counts the number of set bits (population counting) in a string.")  \
 	X(BITFIELD, "bitfield", resp_bitfield, KVO(GET) | KVO(PUT), -2,        \
 	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
@@ -97,11 +99,11 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  RC_READ | RC_FAST, 1, 1, 1, "bitmap",                                \
 	  "Performs arbitrary read-only bitfield integer operations on "       \
 	  "strings.")                                                          \
-	X(BITOP, "bitop", resp_bitop, KVO(GET) | KVO(PUT) | KVO(DEL), -4,      \
-	  RC_WRITE | RC_EXCL, 2, -1, 1, "bitmap",                              \
+	X(BITOP, "bitop", resp_bitop, KVO(BITOP), -4, RC_WRITE | RC_EXCL, 2,   \
+	  -1, 1, "bitmap",                                                     \
 	  "Performs bitwise operations on multiple strings, and stores the "   \
 	  "result.")                                                           \
-	X(BITPOS, "bitpos", resp_bitpos, KVO(GET), -3, RC_READ, 1, 1, 1,       \
+	X(BITPOS, "bitpos", resp_bitpos, KVO(BITPOS), -3, RC_READ, 1, 1, 1,    \
 	  "bitmap", "Finds the first set (1) or clear (0) bit in a string.")   \
 	X(CLIENT, "client", resp_client, 0, -2, RC_CONN, 0, 0, 0,              \
 	  "connection",                                                        \
@@ -111,8 +113,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Returns detailed information about commands.")                      \
 	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
 	  "The server's configuration: GET, SET, REWRITE, RESETSTAT.")         \
-	X(COPY, "copy", resp_copy, KVO(GET) | KVO(PUT), -3,                    \
-	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	X(COPY, "copy", resp_copy, KVO(COPY), -3, RC_WRITE | RC_EXCL, 1, 2, 1, \
+	  "generic",                                                           \
 	  "Copies the value of a key "                                         \
 	  "to a new key.")                                                     \
 	X(DBSIZE, "dbsize", resp_dbsize, KVO(COUNT), 1, RC_READ, 0, 0, 0,      \
@@ -147,17 +149,18 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Removes all keys (unless resp-flushall is no).")                    \
 	X(GET, "get", resp_get, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, 1,       \
 	  "string", "Returns the string value of a key.")                      \
-	X(GETBIT, "getbit", resp_getbit, KVO(GET), 3, RC_READ | RC_FAST, 1, 1, \
-	  1, "bitmap", "Returns a bit value by offset.")                       \
+	X(GETBIT, "getbit", resp_getbit, KVO(GETBIT), 3, RC_READ | RC_FAST, 1, \
+	  1, 1, "bitmap", "Returns a bit value by offset.")                    \
 	X(GETDEL, "getdel", resp_getdel, KVO(GETDEL), 2, RC_WRITE | RC_FAST,   \
 	  1, 1, 1, "string",                                                   \
 	  "Returns the string value of a key after deleting it.")              \
-	X(GETEX, "getex", resp_getex, KVO(GET) | KVO(EXPIRE) | KVO(DEL), -2,   \
+	X(GETEX, "getex", resp_getex, KVO(GETEX), -2,                          \
 	  RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                     \
 	  "Returns the string value of a key after setting its expiration "    \
 	  "time.")                                                             \
-	X(GETRANGE, "getrange", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,  \
-	  "string", "Returns a substring of the string stored at a key.")      \
+	X(GETRANGE, "getrange", resp_getrange, KVO(GETRANGE), 4, RC_READ, 1,   \
+	  1, 1, "string",                                                      \
+	  "Returns a substring of the string stored at a key.")                \
 	X(GETSET, "getset", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1,   \
 	  1, "string",                                                         \
 	  "Returns the old value of a key after setting a new one.")           \
@@ -167,8 +170,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string", "Increments the integer value of a key by one.")           \
 	X(INCRBY, "incrby", resp_incr, KVO(INCR), 3, RC_WRITE | RC_FAST, 1, 1, \
 	  1, "string", "Increments the integer value of a key by a number.")   \
-	X(INCRBYFLOAT, "incrbyfloat", resp_incrbyfloat, KVO(GET) | KVO(PUT),   \
-	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                  \
+	X(INCRBYFLOAT, "incrbyfloat", resp_incrbyfloat, KVO(INCRBYFLOAT), 3,   \
+	  RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                     \
 	  "Increment the floating point value of a key by a number.")          \
 	X(INFO, "info", resp_info, KVO(STATS), -1, RC_ADMIN, 0, 0, 0,          \
 	  "server", "Returns information and statistics about the server.")    \
@@ -231,12 +234,12 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "connection", "Closes the connection.")                              \
 	X(RANDOMKEY, "randomkey", resp_randomkey, KVO(SCAN), 1, RC_READ, 0, 0, \
 	  0, "generic", "Returns a random key name from the database.")        \
-	X(RENAME, "rename", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL), 3,    \
-	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	X(RENAME, "rename", resp_rename, KVO(RENAME), 3, RC_WRITE | RC_EXCL,   \
+	  1, 2, 1, "generic",                                                  \
 	  "Renames a key and "                                                 \
 	  "overwrites the destination.")                                       \
-	X(RENAMENX, "renamenx", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL),   \
-	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 2, 1, "generic",                 \
+	X(RENAMENX, "renamenx", resp_rename, KVO(RENAME), 3,                   \
+	  RC_WRITE | RC_EXCL | RC_FAST, 1, 2, 1, "generic",                    \
 	  "Renames a key only when the target key name doesn't exist.")        \
 	X(REPLICAOF, "replicaof", resp_replicaof, KVO(REPLICAOF), 3, RC_ADMIN, \
 	  0, 0, 0, "server",                                                   \
@@ -250,8 +253,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "connection", "Changes the selected database (only 0 exists).")      \
 	X(SET, "set", resp_set, KVO(PUT), -3, RC_WRITE, 1, 1, 1, "string",     \
 	  "Sets the string value of a key, ignoring its type.")                \
-	X(SETBIT, "setbit", resp_setbit, KVO(GET) | KVO(PUT), 4,               \
-	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
+	X(SETBIT, "setbit", resp_setbit, KVO(SETBIT), 4, RC_WRITE | RC_EXCL,   \
+	  1, 1, 1, "bitmap",                                                   \
 	  "Sets or clears the bit at offset of the string value.")             \
 	X(SETEX, "setex", resp_set, KVO(PUT), 4, RC_WRITE, 1, 1, 1, "string",  \
 	  "Sets the string value and expiration time of a key.")               \
@@ -259,7 +262,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string",                                                            \
 	  "Sets the string value of a key only when the key does not "         \
 	  "exist.")                                                            \
-	X(SETRANGE, "setrange", resp_setrange, KVO(GET) | KVO(PUT), 4,         \
+	X(SETRANGE, "setrange", resp_setrange, KVO(SETRANGE), 4,               \
 	  RC_WRITE | RC_EXCL, 1, 1, 1, "string",                               \
 	  "Overwrites a part of a string value with another by an offset.")    \
 	X(SLAVEOF, "slaveof", resp_replicaof, KVO(REPLICAOF), 3, RC_ADMIN, 0,  \
@@ -272,7 +275,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  1, "string", "Returns the length of a string value.")                \
 	X(SUBSCRIBE, "subscribe", resp_subscribe, 0, -2, RC_CONN, 0, 0, 0,     \
 	  "pubsub", "Listens for messages published to channels.")             \
-	X(SUBSTR, "substr", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,      \
+	X(SUBSTR, "substr", resp_getrange, KVO(GETRANGE), 4, RC_READ, 1, 1, 1, \
 	  "string", "Returns a substring from a string value.")                \
 	X(TIME, "time", resp_time, 0, 1, RC_FAST, 0, 0, 0, "server",           \
 	  "Returns the server time.")                                          \
@@ -294,7 +297,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "transactions",                                                      \
 	  "Monitors changes to keys to determine the execution of a "          \
 	  "transaction.")                                                      \
-	X(WAIT, "wait", resp_wait, 0, 3, 0, 0, 0, 0, "generic",                \
+	X(WAIT, "wait", resp_wait, KVO(WAIT), 3, 0, 0, 0, 0, "generic",        \
 	  "Waits for replicas to have the connection's writes on disk.")
 
 enum resp_cmd_id {
