@@ -335,7 +335,8 @@ int kvd_resp_in_multi(const struct kvd_conn *c);
  * waits for the connection's writes in flight, and may answer at once. */
 int resp_excl_req(const struct resp_cmd *d, const struct resp_req *r);
 /* An expiry argument (resp_cmd.c): unit ms per step, absolute or relative;
- * *at in ms, 0 when in the past (positive: refused then). */
+ * *at the absolute expiry in ms, up to INT64_MAX, possibly in the past (0:
+ * not after 1970); positive (SET, GETEX): a time of 0 or less is refused. */
 const char *resp_parse_expire(struct kvd_conn *c, struct resp_req *r,
 			      struct kv_slice arg, uint64_t unit, int absolute,
 			      int positive, uint64_t *at);

@@ -617,6 +617,52 @@ class Differential(unittest.TestCase):
                      "\n".join(short(x) for x in self.recent)))
         return None
 
+    # Redis 7.0's own expire tests (tests/unit/expire.tcl) and the edges of
+    # its bounds: a conversion to ms, or an addition of now, past INT64_MAX
+    # (or below INT64_MIN) is "invalid expire time"; SET and GETEX refuse a
+    # time of 0 or less; any expiry up to INT64_MAX ms is taken.
+    EXPIRE_EDGES = [b"-9223372036854775809", b"-9223372036854775808",
+                    b"-9223372036854776", b"-9223372036854775",
+                    b"-9999999999999999", b"-1", b"0", b"1", b"9223372036854",
+                    b"9223372036854775", b"9223372036854776",
+                    b"10000000000000000", b"18446744073709561",
+                    b"9223372036854770000", b"9223372036854775807",
+                    b"9223372036854775808"]
+
+    def expire_forms(self, n):
+        """Every command of the expire family, with n as its time."""
+        forms = [[c, b"ek", n] for c in (b"EXPIRE", b"PEXPIRE", b"EXPIREAT",
+                                         b"PEXPIREAT")]
+        forms += [[b"PEXPIREAT", b"ek", n, b"GT"], [b"EXPIRE", b"ek", n, b"NX"]]
+        for o in (b"EX", b"PX", b"EXAT", b"PXAT"):
+            forms += [[b"SET", b"ek", b"v", o, n], [b"GETEX", b"ek", o, n]]
+        forms += [[b"SETEX", b"ek", n, b"v"], [b"PSETEX", b"ek", n, b"v"]]
+        return forms
+
+    def test_expire_overflow(self):
+        """EXPIRE foo -9223372036854776 is an error, PEXPIREAT with a big
+        integer works: every command of the family with every edge
+        answers as redis-server 7.0 does and leaves the key as it does
+        (there, gone, or expiring at the same time)."""
+        kvd, redis = Raw(self.srv.resp_port), Raw(self.redis_port)
+        for n in self.EXPIRE_EDGES:
+            for cmd in self.expire_forms(n):
+                for c in (kvd, redis):
+                    c.call("SET", "ek", "v")
+                k, rd = kvd.call(*cmd), redis.call(*cmd)
+                self.assertEqual(repr(k), repr(rd), cmd)
+                kt, rt = (kvd.call("PEXPIRETIME", "ek"),
+                          redis.call("PEXPIRETIME", "ek"))
+                # a relative time ends where each server's clock put it;
+                # one a millisecond away may be over on one of them
+                soon = time.time() * 1000 + 5000
+                self.assertTrue(kt == rt or (kt > 0 and rt > 0 and
+                                             abs(kt - rt) < 60000)
+                                or (-2 in (kt, rt) and 0 < max(kt, rt) < soon),
+                                (cmd, kt, rt))
+        kvd.close()
+        redis.close()
+
     def test_random_sequences(self):
         for seed in seeds():
             with self.subTest(seed=seed):
