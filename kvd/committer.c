@@ -189,8 +189,11 @@ static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
 	    atomic_load(&pause_req) || atomic_load(&c->failed))
 		return 0;
 	/* A long list goes to the committer: it then runs beside this
-	 * thread, which goes back to its sockets (bench/RESULTS.md). */
+	 * thread, which goes back to its sockets (bench/RESULTS.md); so does
+	 * a SAVE's checkpoint, which waits for the disk. */
 	while (w && n <= INLINE_MAX) {
+		if (w->op.kind == KVD_W_CHECKPOINT)
+			return 0;
 		w = w->next;
 		n++;
 	}
@@ -379,8 +382,25 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 	fail_all(first, NULL, rc);
 }
 
-/* A replica's full copy: emptying the shard, or loading a chunk of the
- * primary's snapshot, alone and outside any batch. */
+/* A checkpoint a SAVE or BGSAVE asked for has ended with rc. */
+static void saved(struct kvd_committer *c, int rc)
+{
+	static struct kvd_log_limit limit = KVD_LOG_LIMIT_INIT(1000);
+
+	atomic_store(&c->save_failed, rc != 0);
+	if (!rc) {
+		atomic_store(&c->saved_ms, kvd_now_ms());
+		return;
+	}
+	kvd_log_ratelimited(&limit, KVD_LOG_ERROR,
+			    "shard %u: the checkpoint SAVE or BGSAVE asked for "
+			    "failed: %s",
+			    c->shard, kv_status_text(rc));
+}
+
+/* A replica's full copy (emptying the shard, or loading a chunk of the
+ * primary's snapshot), or SAVE's checkpoint: alone and outside any
+ * batch. */
 static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 {
 	struct kvd_wreq *next = w->next;
@@ -388,7 +408,10 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 
 	if (atomic_load(&c->failed))
 		w->op.status = KV_SHARD_FAILED;
-	else if (w->op.kind == KVD_W_RESET)
+	else if (w->op.kind == KVD_W_CHECKPOINT) {
+		w->op.status = kvd_shard_checkpoint(st, c->shard);
+		saved(c, w->op.status);
+	} else if (w->op.kind == KVD_W_RESET)
 		w->op.status = kvd_shard_repl_reset(st, c->shard, w->op.lsn);
 	else
 		w->op.status = kvd_shard_repl_load(st, c->shard, w->op.items,
@@ -401,7 +424,8 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 
 static int is_copy(const struct kvd_wreq *w)
 {
-	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD;
+	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD ||
+	       w->op.kind == KVD_W_CHECKPOINT;
 }
 
 /* When the next round of reaping is due: reaper-interval-ms after the
@@ -571,6 +595,61 @@ static void maybe_pause(struct kvd_committer *c)
 	pthread_mutex_unlock(&pause_mu);
 }
 
+/* BGSAVE asked for a checkpoint this shard has not made yet: make it
+ * now, between two batches. */
+static void maybe_save(struct kvd_committer *c)
+{
+	uint64_t want = atomic_load(&c->save_req);
+	int rc;
+
+	if (atomic_load(&c->save_done) == want)
+		return;
+	pthread_rwlock_rdlock(&txn_lock);
+	rc = atomic_load(&c->failed)
+		 ? KV_SHARD_FAILED
+		 : kvd_shard_checkpoint(c->srv->store, c->shard);
+	pthread_rwlock_unlock(&txn_lock);
+	saved(c, rc);
+	atomic_store(&c->save_done, want);
+}
+
+int kvd_committers_bgsave(struct kvd_server *srv, int again)
+{
+	int busy = kvd_committers_saving(srv);
+
+	if (busy && !again)
+		return 1;
+	for (unsigned i = 0; i < srv->nshards; i++) {
+		atomic_fetch_add(&srv->com[i].save_req, 1);
+		wake(&srv->com[i]);
+	}
+	return busy;
+}
+
+int kvd_committers_saving(struct kvd_server *srv)
+{
+	for (unsigned i = 0; i < srv->nshards; i++)
+		if (atomic_load(&srv->com[i].save_done) !=
+		    atomic_load(&srv->com[i].save_req))
+			return 1;
+	return 0;
+}
+
+uint64_t kvd_committers_lastsave(struct kvd_server *srv, int *failed)
+{
+	uint64_t t = UINT64_MAX;
+
+	*failed = 0;
+	for (unsigned i = 0; i < srv->nshards; i++) {
+		uint64_t s = atomic_load(&srv->com[i].saved_ms);
+
+		if (s < t)
+			t = s;
+		*failed |= atomic_load(&srv->com[i].save_failed);
+	}
+	return t == UINT64_MAX ? srv->start_ms : t;
+}
+
 /* One pauser at a time (a backup, a replica's full copy): each needs
  * its own cut. */
 static pthread_mutex_t pauser_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -614,6 +693,7 @@ static void *committer_main(void *arg)
 		/* Held whenever this thread works (try_inline). */
 		pthread_mutex_lock(&c->run_mu);
 		maybe_pause(c);
+		maybe_save(c);
 		w = take_all(c);
 		if (!w) {
 			if (atomic_load(&c->stop))
@@ -818,6 +898,7 @@ int kvd_committers_start(struct kvd_server *srv)
 
 		c->shard = i;
 		c->srv = srv;
+		atomic_store(&c->saved_ms, srv->start_ms);
 		pthread_mutex_init(&c->run_mu, NULL);
 		c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (c->efd < 0) {

@@ -18,6 +18,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1265,6 +1266,15 @@ void kvd_io_stop(struct kvd_server *srv)
 	}
 	for (unsigned i = 0; i < srv->nio; i++)
 		pthread_join(srv->io[i]->thread, NULL);
+}
+
+void kvd_io_request_stop(struct kvd_server *srv)
+{
+	(void)srv;
+	/* Every thread blocks SIGTERM; main's sigwait takes it. */
+	if (kill(getpid(), SIGTERM))
+		log_error("SHUTDOWN: cannot raise SIGTERM: %s",
+			  strerror(errno));
 }
 
 void kvd_io_destroy(struct kvd_server *srv)

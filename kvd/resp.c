@@ -710,7 +710,8 @@ static int reads_free(const struct kvd_conn *c, const struct resp_cmd *d,
 	struct kv_slice k;
 	uint32_t last;
 
-	if (r->cmd == RESP_CMD_QUIT || r->cmd == RESP_CMD_MONITOR)
+	if (r->cmd == RESP_CMD_QUIT || r->cmd == RESP_CMD_MONITOR ||
+	    r->cmd == RESP_CMD_SHUTDOWN)
 		return 0; /* MONITOR's feed must follow earlier replies */
 	if (r->cmd == RESP_CMD_WAIT)
 		return 0; /* counts what earlier writes reached replicas */
@@ -890,6 +891,8 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		else if (kvd_auth_resp_disabled((unsigned)id))
 			err = "ERR this command is disabled by the server's "
 			      "configuration (disable-commands)";
+		else if ((d->flags & RC_NOMULTI) && kvd_resp_in_multi(c))
+			err = "ERR Command not allowed inside a transaction";
 		else if ((d->flags & RC_WRITE) && c->io->srv->cfg->read_only)
 			err = "READONLY You can't write against a read only "
 			      "server.";

@@ -11,6 +11,7 @@
  *   resp_pubsub.c PUBLISH, SUBSCRIBE, PSUBSCRIBE, (P)UNSUBSCRIBE, PUBSUB
  *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP,
  *                 BITFIELD
+ *   resp_save.c   SAVE, BGSAVE, LASTSAVE, SHUTDOWN
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -72,6 +73,7 @@ enum {
 	/* reads and writes keys in an exclusive section (resp_multi.c): waits
 	 * for the connection's writes in flight, then may answer at once */
 	RC_EXCL = 1u << 5,
+	RC_NOMULTI = 1u << 6, /* refused inside MULTI, as Redis's no_multi */
 };
 
 typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
@@ -89,6 +91,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string", "Appends a string to the value of a key.")                 \
 	X(AUTH, "auth", resp_auth, KVO(AUTH), -2, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "connection", "Authenticates the connection.")                       \
+	X(BGSAVE, "bgsave", resp_bgsave, 0, -1, RC_ADMIN, 0, 0, 0, "server",   \
+	  "Checkpoints every shard in the background.")                        \
 	X(BITCOUNT, "bitcount", resp_bitcount, KVO(BITCOUNT), -2, RC_READ, 1,  \
 	  1, 1, "bitmap",                                                      \
 	  "Counts the number of set bits (population counting) in a string.")  \
@@ -177,6 +181,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "server", "Returns information and statistics about the server.")    \
 	X(KEYS, "keys", resp_keys, KVO(SCAN), 2, RC_READ, 0, 0, 0, "generic",  \
 	  "Returns all key names that match a pattern (blocks: use SCAN).")    \
+	X(LASTSAVE, "lastsave", resp_lastsave, 0, 1, RC_FAST, 0, 0, 0,         \
+	  "server",                                                            \
+	  "Returns the Unix time by which every shard finished the last "      \
+	  "checkpoint SAVE or BGSAVE asked for.")                              \
 	X(LATENCY, "latency", resp_latency, 0, -2, RC_ADMIN, 0, 0, 0,          \
 	  "server",                                                            \
 	  "Latency monitor stand-ins (kvd samples no latency events).")        \
@@ -247,6 +255,10 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "ONE).")                                                             \
 	X(ROLE, "role", resp_role, 0, 1, RC_FAST, 0, 0, 0, "server",           \
 	  "Returns the replication role.")                                     \
+	X(SAVE, "save", resp_save, 0, 1, RC_ADMIN | RC_NOMULTI, 0, 0, 0,       \
+	  "server",                                                            \
+	  "Checkpoints every shard: LMDB then holds every acknowledged "       \
+	  "write.")                                                            \
 	X(SCAN, "scan", resp_scan, KVO(SCAN), -2, RC_READ, 0, 0, 0, "generic", \
 	  "Iterates over the key names in key order.")                         \
 	X(SELECT, "select", resp_select, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,     \
@@ -265,6 +277,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	X(SETRANGE, "setrange", resp_setrange, KVO(SETRANGE), 4,               \
 	  RC_WRITE | RC_EXCL, 1, 1, 1, "string",                               \
 	  "Overwrites a part of a string value with another by an offset.")    \
+	X(SHUTDOWN, "shutdown", resp_shutdown, 0, -1, RC_ADMIN | RC_NOMULTI,   \
+	  0, 0, 0, "server", "Stops the server cleanly, as SIGTERM does.")     \
 	X(SLAVEOF, "slaveof", resp_replicaof, KVO(REPLICAOF), 3, RC_ADMIN, 0,  \
 	  0, 0, "server",                                                      \
 	  "Makes the server a replica of another kvd, or a primary (NO "       \

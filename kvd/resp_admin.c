@@ -58,6 +58,8 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_SETRANGE] = "2.2.0",    [RESP_CMD_BITOP] = "2.6.0",
     [RESP_CMD_REPLICAOF] = "5.0.0",   [RESP_CMD_SLAVEOF] = "1.0.0",
     [RESP_CMD_ROLE] = "2.8.12",	      [RESP_CMD_BITFIELD] = "3.2.0",
+    [RESP_CMD_SAVE] = "1.0.0",	      [RESP_CMD_BGSAVE] = "1.0.0",
+    [RESP_CMD_LASTSAVE] = "1.0.0",    [RESP_CMD_SHUTDOWN] = "1.0.0",
 };
 
 /* ===================== Connection ===================== */
@@ -297,7 +299,7 @@ const char *resp_client(struct kvd_conn *c, struct resp_req *r)
 
 static void add_flags(struct kvd_conn *c, const struct resp_cmd *d)
 {
-	const char *f[6];
+	const char *f[7];
 	size_t n = 0;
 
 	if (d->flags & RC_WRITE)
@@ -310,6 +312,8 @@ static void add_flags(struct kvd_conn *c, const struct resp_cmd *d)
 		f[n++] = "loading", f[n++] = "stale";
 	if (d->flags & RC_FAST)
 		f[n++] = "fast";
+	if (d->flags & RC_NOMULTI)
+		f[n++] = "no_multi";
 	resp_add_array(c, n);
 	for (size_t i = 0; i < n; i++)
 		resp_add_status(c, f[i]);

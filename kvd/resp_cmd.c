@@ -596,7 +596,8 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 	case RESP_CMD_PSETEX:
 	case RESP_CMD_MSET:
 	case RESP_CMD_FLUSHALL:
-	case RESP_CMD_FLUSHDB: resp_add_ok(c); break;
+	case RESP_CMD_FLUSHDB:
+	case RESP_CMD_SAVE: resp_add_ok(c); break;
 	default: /* DEL, UNLINK, INCR..., APPEND, EXPIRE..., PERSIST */
 		resp_add_int(c, pd->result);
 		break;

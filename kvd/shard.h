@@ -151,6 +151,9 @@ enum kvd_wkind {
 	 * (items). */
 	KVD_W_RESET,
 	KVD_W_LOAD,
+	/* SAVE: no items; the committer checkpoints its shard alone, outside
+	 * any batch (kvd_shard_checkpoint). */
+	KVD_W_CHECKPOINT,
 };
 
 /* One write, as the committer applies it.  items holds nitems entries of

@@ -38,6 +38,7 @@ from resputil import Error, Raw  # noqa: E402
 RESP = {
     "append": (["APPEND", "rk", "x"], {"APPEND"}),
     "auth": (["AUTH", "pw"], {"AUTH"}),
+    "bgsave": (["BGSAVE"], set()),
     "bitcount": (["BITCOUNT", "rk"], {"BITCOUNT", "GET"}),
     "bitfield": (["BITFIELD", "rk", "SET", "u8", "0", "1"], {"GET", "PUT"}),
     "bitfield_ro": (["BITFIELD_RO", "rk", "GET", "u8", "0"], {"GET"}),
@@ -72,6 +73,7 @@ RESP = {
     "incrbyfloat": (["INCRBYFLOAT", "rf", "1.5"], {"INCRBYFLOAT", "GET", "PUT"}),
     "info": (["INFO", "server"], {"STATS"}),
     "keys": (["KEYS", "r*"], {"SCAN"}),
+    "lastsave": (["LASTSAVE"], set()),
     "latency": (["LATENCY", "LATEST"], set()),
     "lcs": (["LCS", "rk", "rc"], {"GET"}),
     "mget": (["MGET", "rk"], {"MGET"}),
@@ -97,6 +99,7 @@ RESP = {
     "renamenx": (["RENAMENX", "rk", "rk"], {"RENAME", "GET", "PUT", "DEL"}),
     "replicaof": (["REPLICAOF", "NO", "ONE"], {"REPLICAOF"}),
     "role": (["ROLE"], set()),
+    "save": (["SAVE"], set()),
     "scan": (["SCAN", "0"], {"SCAN"}),
     "select": (["SELECT", "0"], set()),
     "set": (["SET", "rk", "v"], {"PUT"}),
@@ -104,6 +107,8 @@ RESP = {
     "setex": (["SETEX", "rk", "1000", "v"], {"PUT"}),
     "setnx": (["SETNX", "rk", "v"], {"PUT"}),
     "setrange": (["SETRANGE", "rk", "0", "v"], {"SETRANGE", "GET", "PUT"}),
+    # an argument SHUTDOWN refuses: it must not stop the server when on
+    "shutdown": (["SHUTDOWN", "BOGUS"], set()),
     "slaveof": (["SLAVEOF", "NO", "ONE"], {"REPLICAOF"}),
     "slowlog": (["SLOWLOG", "LEN"], set()),
     "strlen": (["STRLEN", "rk"], {"GET"}),
