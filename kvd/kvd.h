@@ -108,6 +108,7 @@ struct kvd_pend {
 	uint16_t op; /* the request's opcode (native or RESP command) */
 	uint8_t done;
 	uint8_t raw;	/* val holds the reply's bytes, ready to send */
+	uint8_t mute;	/* RESP CLIENT REPLY OFF|SKIP: counted, not sent */
 	uint32_t parts; /* wreqs still out */
 	int status;	/* first failure among the parts, else KV_OK */
 	uint32_t aux;	/* protocol-specific reply detail */

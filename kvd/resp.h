@@ -44,6 +44,14 @@
 /* A cursor stays valid for at least this many later SCAN calls. */
 #define RESP_SCAN_SLOTS 4096
 
+/* kvd_conn.resp_state bits: CLIENT REPLY's state, as Redis's client flags
+ * (resp.c mutes a command's reply, resp_admin.c sets them). */
+enum {
+	RESP_REPLY_OFF = 1u << 0,	/* no reply until CLIENT REPLY ON */
+	RESP_REPLY_SKIP = 1u << 1,	/* no reply to this command */
+	RESP_REPLY_SKIP_NEXT = 1u << 2, /* nor to the next one */
+};
+
 struct resp_req {
 	uint32_t argc;
 	struct kv_slice a[RESP_FIXED_ARGS]; /* a[0] is the command name */
@@ -401,6 +409,9 @@ int kvd_resp_subscribed(const struct kvd_conn *c);
  * move the messages waiting for it into its output, then refuse what the
  * subscribed context does not allow (Redis's error), or NULL. */
 const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r);
+/* Move the messages waiting for subscriber c into its output now (before
+ * a command whose own reply CLIENT REPLY mutes). */
+void kvd_resp_pubsub_drain(struct kvd_conn *c);
 /* The io thread io was woken: move its subscribers' messages. */
 void kvd_resp_pubsub_wake(struct kvd_io *io);
 /* c closes: drop its subscriptions. */

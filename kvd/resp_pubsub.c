@@ -652,6 +652,13 @@ static int has_subcommands(unsigned id)
 	       id == RESP_CMD_PUBSUB;
 }
 
+void kvd_resp_pubsub_drain(struct kvd_conn *c)
+{
+	pthread_mutex_lock(&ps_lock);
+	drain(c->psub);
+	pthread_mutex_unlock(&ps_lock);
+}
+
 const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r)
 {
 	char name[64];

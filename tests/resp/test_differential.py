@@ -663,6 +663,60 @@ class Differential(unittest.TestCase):
         kvd.close()
         redis.close()
 
+    # CLIENT REPLY sequences, each sent in one write (pipelined: writes'
+    # replies are still in flight when later commands are read) and ended
+    # by an END mark both servers answer.
+    REPLY_SEQS = [
+        ["CLIENT REPLY OFF", "SET x 1", "GET x", "CLIENT REPLY SKIP", "GET x",
+         "CLIENT REPLY ON", "GET x"],
+        ["CLIENT REPLY SKIP", "GET x", "GET x", "CLIENT REPLY SKIP",
+         "CLIENT REPLY ON", "GET x"],
+        ["CLIENT REPLY SKIP", "BOGUS", "GET x", "CLIENT REPLY bad",
+         "CLIENT REPLY", "CLIENT REPLY ON x"],
+        ["CLIENT REPLY SKIP", "MULTI", "SET y 1", "EXEC"],
+        ["CLIENT REPLY SKIP", "CLIENT REPLY SKIP", "GET x", "GET x"],
+        ["CLIENT REPLY OFF", "CLIENT REPLY SKIP", "CLIENT REPLY ON", "GET x"],
+        ["SET a 1", "CLIENT REPLY SKIP", "SET b 2", "GET a", "CLIENT REPLY OFF",
+         "INCR n", "SETRANGE a 0 zz", "GETRANGE a 0 -1", "MSET c 1 d 2",
+         "DEL c d e", "BOGUS", "EXPIRE a x", "CLIENT REPLY ON", "GET n",
+         "GET a", "CLIENT REPLY SKIP", "INCR n", "SET e 1", "GET n"],
+        ["CLIENT REPLY OFF", "SUBSCRIBE ch", "PING", "UNSUBSCRIBE ch",
+         "GET x", "CLIENT REPLY ON"],
+    ]
+
+    def reply_bytes(self, port, seq):
+        """What one connection receives for seq, up to the END mark."""
+        c = Raw(port)
+        c.call("FLUSHALL")
+        c.send(b"".join(x.encode() + b"\r\n"
+                        for x in seq + ["CLIENT REPLY ON", "ECHO END"]))
+        while b"$3\r\nEND\r\n" not in c.buf:
+            c._fill()
+        c.close()
+        return c.buf
+
+    def test_client_reply(self):
+        """CLIENT REPLY ON|OFF|SKIP: the bytes a client receives are
+        redis-server 7.0's, pipelined writes and errors included."""
+        for seq in self.REPLY_SEQS:
+            self.assertEqual(self.reply_bytes(self.srv.resp_port, seq),
+                             self.reply_bytes(self.redis_port, seq), seq)
+        # pushes are sent while replies are off (Redis 7.0): a message,
+        # and the subscribed connection's own confirmations
+        got = []
+        for port in (self.srv.resp_port, self.redis_port):
+            sub, pub = Raw(port), Raw(port)
+            sub.send(b"CLIENT REPLY OFF\r\nSUBSCRIBE rch\r\n")
+            got.append([sub.reply()])
+            self.assertEqual(pub.call("PUBLISH", "rch", "m"), 1)
+            sub.send(b"PING\r\nUNSUBSCRIBE rch\r\n")
+            got[-1] += [sub.reply(), sub.reply()]
+            sub.send(b"CLIENT REPLY ON\r\n")
+            got[-1].append(sub.reply())
+            sub.close()
+            pub.close()
+        self.assertEqual(got[0], got[1])
+
     def test_random_sequences(self):
         for seed in seeds():
             with self.subTest(seed=seed):
