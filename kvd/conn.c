@@ -364,6 +364,45 @@ void kvd_conn_wdone(struct kvd_wreq *w)
 		kvd_conn_flush(c);
 }
 
+/* ===================== Figures ===================== */
+
+static void bufs_now(const struct kvd_conn *c, struct kvd_conn_bufs *b)
+{
+	b->qbuf = c->in.len;
+	b->qbuf_free = c->in.cap - c->in.len;
+	b->multi_mem =
+	    c->proto == KVD_PROTO_RESP ? kvd_resp_multi_mem(c) : (size_t)0;
+	b->obl = c->out.len + (c->tx.len - c->tx_off);
+	b->oll = c->npend;
+	b->omem = c->out.cap + c->tx.cap + c->deferred;
+	b->tot_mem = c->in.cap + b->omem + b->multi_mem;
+}
+
+void kvd_conn_publish(struct kvd_conn *c)
+{
+	struct kvd_conn_bufs b;
+	const uint64_t *v = &b.qbuf;
+
+	bufs_now(c, &b);
+	for (unsigned i = 0; i < 7; i++)
+		atomic_store_explicit(&c->pub_bufs[i], v[i],
+				      memory_order_relaxed);
+}
+
+void kvd_conn_bufs(const struct kvd_conn *self, struct kvd_conn *c,
+		   struct kvd_conn_bufs *b)
+{
+	uint64_t *v = &b->qbuf;
+
+	if (c == self) {
+		bufs_now(c, b);
+		return;
+	}
+	for (unsigned i = 0; i < 7; i++)
+		v[i] =
+		    atomic_load_explicit(&c->pub_bufs[i], memory_order_relaxed);
+}
+
 void kvd_conn_release(struct kvd_conn *c)
 {
 	kv_buf_free(&c->in);

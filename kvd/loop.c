@@ -441,6 +441,7 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 	} else if (!(c->flags & (CONN_PAUSED | CONN_EOF)) && !io->stopping) {
 		arm_recv(io, c);
 	}
+	kvd_conn_publish(c); /* CLIENT LIST's figures */
 }
 
 static void flush_dirty(struct kvd_io *io)

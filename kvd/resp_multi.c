@@ -116,6 +116,11 @@ void kvd_resp_multi_free(struct kvd_conn *c)
 	c->txq = NULL;
 }
 
+size_t kvd_resp_multi_mem(const struct kvd_conn *c)
+{
+	return c->txq ? c->txq->q.cap : 0;
+}
+
 int kvd_resp_in_multi(const struct kvd_conn *c)
 {
 	return c->txq && c->txq->on;
