@@ -34,6 +34,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "keyspace.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
@@ -291,11 +292,14 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 		*full |= w->op.status == KV_MAP_FULL;
 	}
 	if (reap) {
+		size_t mark = kvd_shard_batch_len(t);
+
 		if ((rc = kvd_shard_reap(t, now, REAP_PER_TXN)) < 0) {
 			kvd_shard_abort(t);
 			return -rc;
 		}
 		kvd_count(&c->reaped, (uint64_t)rc);
+		kvd_keyspace_reaped(srv->cfg, c->shard, t, mark);
 	}
 	t0 = kvd_mono_ns();
 	/* A replica flushes what it took from its primary before asking
@@ -342,11 +346,18 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		return;
 	}
 	rc = commit_list(c, first, now, reap, &full, nowait);
+	if (rc)
+		kvd_keyspace_drop(); /* what it reaped is reaped again */
 	if (rc == -EAGAIN) {
 		requeue(c, first);
 		return;
 	}
 	if (rc == 0) {
+		/* Committed and visible: its keyspace events, before the
+		 * requests go back (and are freed). */
+		for (w = first; w; w = w->next)
+			kvd_keyspace_op(c->srv->cfg, c->shard, &w->op);
+		kvd_keyspace_publish(c->srv->cfg, NULL);
 		/* Writes refused for a full map count as a failed batch,
 		 * as when the whole transaction was refused: that is what
 		 * operators watch. */
@@ -416,6 +427,8 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 	else
 		w->op.status = kvd_shard_repl_load(st, c->shard, w->op.items,
 						   w->op.items_len);
+	if (w->op.kind != KVD_W_CHECKPOINT)
+		kvd_keyspace_forget(c->shard); /* a primary's copy: as SET's */
 	if (w->op.status == KV_SHARD_FAILED)
 		atomic_store(&c->failed, 1);
 	complete(w);
@@ -482,11 +495,16 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 		kvd_shard_abort(t); /* nothing to do: no write, no fsync */
 		return;
 	}
+	kvd_keyspace_reaped(c->srv->cfg, c->shard, t, 0);
 	rc = kvd_shard_commit(t, c->srv->cfg->durability == KVD_DUR_SYNC);
 	if (rc == 0) {
 		kvd_count(&c->reaped, (uint64_t)n);
+		kvd_keyspace_publish(c->srv->cfg, NULL);
 		kvd_repl_committed(c->srv, c->shard, NULL); /* new records */
-	} else if (rc == KV_SHARD_FAILED) /* not a full disk */
+		return;
+	}
+	kvd_keyspace_drop();
+	if (rc == KV_SHARD_FAILED) /* not a full disk */
 		atomic_store(&c->failed, 1);
 }
 
@@ -805,9 +823,11 @@ static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 		x->t[s] = NULL;
 		w->next = x->head[s];
 		x->head[s] = NULL;
+		x->failed[s] = 1; /* and their keyspace events */
 		excl_fail(w, rc);
 		return;
 	}
+	kvd_keyspace_op(srv->cfg, s, &w->op); /* published once committed */
 	*(x->head[s] ? &x->tail[s]->next : &x->head[s]) = w;
 	x->tail[s] = w;
 	x->open = 1;
@@ -829,14 +849,14 @@ void kvd_excl_apply(struct kvd_excl *x)
 }
 
 /* Commit every open batch (one per shard, in shard order) and hand its
- * requests back. */
+ * requests back; then publish the section's keyspace events so far, in
+ * the order they were made, but those of a shard that failed. */
 void kvd_excl_commit(struct kvd_excl *x)
 {
 	struct kvd_server *srv = x->srv;
 
-	if (!x->open)
-		return;
-	for (unsigned s = 0; s < srv->nshards && s < KVD_MAX_SHARDS; s++) {
+	for (unsigned s = 0; x->open && s < srv->nshards && s < KVD_MAX_SHARDS;
+	     s++) {
 		int rc;
 
 		if (!x->t[s])
@@ -846,13 +866,17 @@ void kvd_excl_commit(struct kvd_excl *x)
 		x->t[s] = NULL;
 		if (rc == KV_SHARD_FAILED)
 			atomic_store(&srv->com[s].failed, 1);
-		if (rc)
+		if (rc) {
+			x->failed[s] = 1;
 			excl_fail(x->head[s], rc);
-		else
+		} else {
 			kvd_repl_committed(srv, s, x->head[s]);
+		}
 		x->head[s] = x->tail[s] = NULL;
 	}
 	x->open = 0;
+	kvd_keyspace_publish(srv->cfg, x->failed);
+	memset(x->failed, 0, sizeof(x->failed));
 }
 
 void kvd_excl_end(struct kvd_excl *x)

@@ -83,6 +83,8 @@ struct kvd_excl {
 	int open;
 	struct kvd_wtxn *t[KVD_MAX_SHARDS];
 	struct kvd_wreq *head[KVD_MAX_SHARDS], *tail[KVD_MAX_SHARDS];
+	/* a batch of that shard failed: its keyspace events are dropped */
+	uint8_t failed[KVD_MAX_SHARDS];
 };
 
 void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv);

@@ -403,6 +403,10 @@ int resp_bf_write(uint8_t *p, const struct resp_bf_op *o, int64_t *reply);
 
 /* ---- pub/sub (resp_pubsub.c) ---- */
 
+/* Publish msg on channel ch, from any thread (PUBLISH, and keyspace.c's
+ * events): the number of subscriptions that got it, or -1 when out of
+ * memory. */
+int64_t kvd_resp_publish(struct kv_slice ch, struct kv_slice msg);
 /* Does c have a subscription (RESP2's subscribed context)? */
 int kvd_resp_subscribed(const struct kvd_conn *c);
 /* Before each command of a connection that has subscribed at some time:

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdio.h>
 
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
@@ -313,7 +314,11 @@ const char *resp_set(struct kvd_conn *c, struct resp_req *r)
 			  (sa.opts & SO_XX ? KV_PUT_XX : 0) |
 			  (sa.opts & SO_KEEPTTL ? KV_PUT_KEEPTTL : 0) |
 			  (sa.opts & SO_GET ? KVD_PUT_GETOLD : 0));
-	err = queued(kvd_write_one(c, r->cmd, KVD_W_PUT, k, v, at, flags, 0));
+	/* with an expiry, "set" then "expire" (keyspace.h) */
+	err = queued(kvd_write_tagged(
+	    c, r->cmd, KVD_W_PUT, k, v, at, flags, 0,
+	    sa.opts & (SO_EX | SO_PX | SO_EXAT | SO_PXAT) ? KVD_TAG_EXPIRE
+							  : 0));
 	if (!err)
 		set_aux(c, sa.opts & SO_GET ? AUX_GETOLD : 0);
 	return err;
@@ -509,7 +514,7 @@ static const char *multi_write(struct kvd_conn *c, struct resp_req *r, int put)
 			return err;
 	}
 	return queued(kvd_write_multi(c, r->cmd, put ? KVD_W_PUT : KVD_W_DEL, n,
-				      next_item, &its, 0));
+				      next_item, &its, 0, 0));
 }
 
 const char *resp_mset(struct kvd_conn *c, struct resp_req *r)

@@ -376,7 +376,16 @@ static void format_msg(struct kv_buf *b, const struct ps_topic *pat,
 /* PUBLISH channel message: the number of subscriptions that got it. */
 const char *resp_publish(struct kvd_conn *c, struct resp_req *r)
 {
-	struct kv_slice ch = r->a[1], msg = r->a[2];
+	int64_t n = kvd_resp_publish(r->a[1], r->a[2]);
+
+	if (n < 0)
+		return resp_err_nomem;
+	resp_add_int(c, n);
+	return NULL;
+}
+
+int64_t kvd_resp_publish(struct kv_slice ch, struct kv_slice msg)
+{
 	struct kv_buf b = {0};
 	int64_t n = 0;
 	struct ps_topic *t;
@@ -399,10 +408,7 @@ const char *resp_publish(struct kvd_conn *c, struct resp_req *r)
 	}
 	pthread_mutex_unlock(&ps_lock);
 	kv_buf_free(&b);
-	if (b.err)
-		return resp_err_nomem;
-	resp_add_int(c, n);
-	return NULL;
+	return b.err ? -1 : n;
 }
 
 /* ===================== Subscribing ===================== */
