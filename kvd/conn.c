@@ -263,9 +263,11 @@ void kvd_conn_flush(struct kvd_conn *c)
 			if (pd->aux == KVD_PEND_COUNT)
 				kvd_count_reply(&c->io->stats, pd->op,
 						pd->status);
-			if (!(c->flags & CONN_DEAD) && !pd->mute)
+			if (!(c->flags & CONN_DEAD) &&
+			    !(pd->aux & KVD_PEND_MUTE))
 				kvd_reply_append(c, pd->val, pd->vlen);
-		} else if (!(c->flags & CONN_DEAD) && !pd->mute) {
+		} else if (!(c->flags & CONN_DEAD) &&
+			   !(pd->aux & KVD_PEND_MUTE)) {
 			if (c->proto == KVD_PROTO_NATIVE)
 				kvd_cmd_native_wreply(c, pd);
 			else

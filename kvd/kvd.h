@@ -108,7 +108,6 @@ struct kvd_pend {
 	uint16_t op; /* the request's opcode (native or RESP command) */
 	uint8_t done;
 	uint8_t raw;	/* val holds the reply's bytes, ready to send */
-	uint8_t mute;	/* RESP CLIENT REPLY OFF|SKIP: counted, not sent */
 	uint32_t parts; /* wreqs still out */
 	int status;	/* first failure among the parts, else KV_OK */
 	uint32_t aux;	/* protocol-specific reply detail */
@@ -121,6 +120,9 @@ struct kvd_pend {
 /* kvd_pend.aux of a raw native reply made elsewhere (the replication
  * sender): counted under its op and status when it is sent. */
 #define KVD_PEND_COUNT 0x80000000u
+/* kvd_pend.aux of a reply counted but not sent (RESP CLIENT REPLY OFF or
+ * SKIP): a bit the protocols' own aux values leave free. */
+#define KVD_PEND_MUTE 0x40000000u
 
 struct kvd_wreq {
 	struct kvd_wreq *next;

@@ -943,7 +943,7 @@ static void mute(struct kvd_conn *c, size_t mark, struct kvd_pend *last)
 	c->out.len = mark;
 	for (struct kvd_pend *pd = last ? last->next : c->pend_head; pd;
 	     pd = pd->next)
-		pd->mute = 1;
+		pd->aux |= KVD_PEND_MUTE;
 }
 
 /* run_request, with CLIENT REPLY's rules, as Redis's: no reply while OFF,
