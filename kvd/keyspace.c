@@ -109,8 +109,7 @@ void kvd_keyspace_publish(const struct kvd_config *cfg, const uint8_t *failed)
 
 void kvd_keyspace_drop(void)
 {
-	kept.len = 0;
-	kv_buf_trim(&kept, 64u << 10);
+	kv_buf_free(&kept); /* (a thread's buffer must not outlive it) */
 }
 
 void kvd_keyspace_event(const struct kvd_config *cfg, unsigned ev,
