@@ -327,7 +327,8 @@ void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op)
 		c->out.err = 1; /* judged by parse(): the connection closes */
 		return;
 	}
-	memcpy(pd->val, c->out.data + mark, n);
+	if (n) /* (a command that answers nothing: CLIENT REPLY OFF) */
+		memcpy(pd->val, c->out.data + mark, n);
 	pd->vlen = n;
 	pd->raw = 1;
 	pd->done = 1;
