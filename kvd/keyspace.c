@@ -3,7 +3,6 @@
 #include "keyspace.h"
 
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,12 +93,16 @@ void kvd_keyspace_publish(const struct kvd_config *cfg, const uint8_t *failed)
 	const uint8_t *p = kept.data, *end = kept.data + kept.len;
 	unsigned fl = flags_of(cfg);
 
-	while (p && p < end) {
+	/* out of memory while keeping them: none (a partial one may be
+	 * cut), rather than wrong ones */
+	while (p && !kept.err && end - p >= 8) {
 		uint16_t s;
 		uint32_t n;
 
 		memcpy(&s, p + 2, 2);
 		memcpy(&n, p + 4, 4);
+		if ((size_t)(end - p - 8) < n)
+			break;
 		if (s == NO_SHARD || !failed || !failed[s])
 			publish_one(fl, p[0], (struct kv_slice){p + 8, n});
 		p += 8 + n;
