@@ -82,6 +82,30 @@ static int read_password(struct kvd_config *cfg, char *err, size_t errlen)
 
 /* ===================== Disabled commands ===================== */
 
+/* What each native operation performs besides itself, as KVO bits: the
+ * other native operations its effect is made of.  With resp.h's ops column
+ * (each RESP command's native operations) this is the one table that
+ * decides, on both protocols, what a name in disable-commands refuses: an
+ * operation is off when it, or anything it performs, is named.  So PUT
+ * refuses every operation that stores a whole value it read, computed or
+ * moved (RENAME, COPY, INCRBYFLOAT, SETRANGE, SETBIT, BITOP) and the RESP
+ * commands that perform those; INCR, APPEND, MPUT, MDEL and GETDEL are
+ * committer operations with names of their own, as before.  TXN performs
+ * what its sub-requests do: each is checked on its own (cmd_txn.c). */
+static const uint64_t op_performs[KV_OP_MAX] = {
+    [KV_OP_RENAME] = KVO(GET) | KVO(PUT) | KVO(DEL),
+    [KV_OP_COPY] = KVO(GET) | KVO(PUT),
+    [KV_OP_GETEX] = KVO(GET) | KVO(EXPIRE) | KVO(DEL),
+    [KV_OP_INCRBYFLOAT] = KVO(GET) | KVO(PUT),
+    [KV_OP_GETRANGE] = KVO(GET),
+    [KV_OP_SETRANGE] = KVO(GET) | KVO(PUT),
+    [KV_OP_SETBIT] = KVO(GET) | KVO(PUT),
+    [KV_OP_GETBIT] = KVO(GET),
+    [KV_OP_BITCOUNT] = KVO(GET),
+    [KV_OP_BITPOS] = KVO(GET),
+    [KV_OP_BITOP] = KVO(GET) | KVO(PUT) | KVO(DEL),
+};
+
 /* Bits of the native operations and of the RESP commands refused.  Written
  * once by kvd_auth_setup, before any io thread exists (disable-commands is
  * not reloadable), read-only after. */
@@ -89,23 +113,34 @@ static uint64_t op_off;
 #define RESP_OFF_WORDS ((RESP_NCMDS + 63) / 64)
 static uint64_t resp_off[RESP_OFF_WORDS];
 
-_Static_assert(KV_OP_MAX <= 64, "op_off and resp.h's KVO bits are 64 bits");
+_Static_assert(KV_OP_MAX <= 64, "op_off and the KVO bits are 64 bits");
+
+uint64_t kvd_auth_performs(uint64_t ops)
+{
+	uint64_t all = ops;
+
+	for (unsigned op = 1; op < KV_OP_MAX; op++)
+		if ((ops >> op) & 1)
+			all |= op_performs[op];
+	return all;
+}
 
 static int name_is(const char *name, const char *p, size_t n)
 {
 	return strlen(name) == n && !strncasecmp(name, p, n);
 }
 
-/* Mark the name at p (n bytes) off: a native operation, a RESP command,
- * or both (GET, DEL, ...).  -1 when kvd knows no command of that name. */
-static int disable_name(const char *p, size_t n, uint64_t *resp_named)
-
+/* Mark the name at p (n bytes) off: a native operation (in *ops_named), a
+ * RESP command (in resp_named), or both (GET, DEL, ...).  -1 when kvd
+ * knows no command of that name. */
+static int disable_name(const char *p, size_t n, uint64_t *ops_named,
+			uint64_t *resp_named)
 {
 	int known = 0;
 
 	for (unsigned op = 1; op < KV_OP_MAX; op++)
 		if (kv_op_name(op) && name_is(kv_op_name(op), p, n)) {
-			op_off |= 1ull << op;
+			*ops_named |= 1ull << op;
 			known = 1;
 		}
 	for (unsigned i = 0; i < RESP_NCMDS; i++)
@@ -122,13 +157,13 @@ static int setup_disabled(const struct kvd_config *cfg, char *err,
 			  size_t errlen)
 {
 	const char *p = cfg->disable_commands;
-	uint64_t named[RESP_OFF_WORDS] = {0};
+	uint64_t named[RESP_OFF_WORDS] = {0}, ops_named = 0;
 
 	op_off = 0;
 	while (*p) {
 		size_t n = strcspn(p, ", ");
 
-		if (n && disable_name(p, n, named)) {
+		if (n && disable_name(p, n, &ops_named, named)) {
 			snprintf(
 			    err, errlen,
 			    "disable-commands: unknown command '%.*s' "
@@ -139,11 +174,15 @@ static int setup_disabled(const struct kvd_config *cfg, char *err,
 		p += n;
 		p += strspn(p, ", ");
 	}
-	/* A RESP command is off when named, or when it performs a native
-	 * operation that is off. */
+	/* A native operation is off when it, or one it performs, is named;
+	 * a RESP command when named, or when a native operation it
+	 * performs, directly or through that one, is named. */
+	for (unsigned op = 1; op < KV_OP_MAX; op++)
+		if (kvd_auth_performs(1ull << op) & ops_named)
+			op_off |= 1ull << op;
 	memcpy(resp_off, named, sizeof(resp_off));
 	for (unsigned i = 0; i < RESP_NCMDS; i++)
-		if (resp_cmds[i].ops & op_off)
+		if (kvd_auth_performs(resp_cmds[i].ops) & ops_named)
 			resp_off[i / 64] |= 1ull << (i % 64);
 	return 0;
 }

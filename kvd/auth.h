@@ -14,10 +14,14 @@
  *
  * disable-commands takes native operation names and RESP command names
  * (kvd_auth_setup turns them into bitmaps, so a request costs one bit
- * test).  A native name refuses that operation and every RESP command that
- * performs it (the ops column of resp.h's table): FLUSHALL also refuses
- * RESP FLUSHDB, PUT refuses SET, SETNX, SETEX, PSETEX and GETSET.  A RESP
- * name refuses that RESP command.
+ * test).  A native name refuses that operation and every operation, native
+ * or RESP, that performs it: a RESP command performs the native operations
+ * of its ops column in resp.h's table, and a native operation what auth.c's
+ * op_performs says (RENAME performs GET, PUT and DEL).  So FLUSHALL also
+ * refuses RESP FLUSHDB, and PUT refuses SET, SETNX, SETEX, PSETEX, GETSET
+ * and every operation that stores a whole value (native and RESP RENAME,
+ * COPY, INCRBYFLOAT, SETRANGE, SETBIT, BITOP, and a TXN holding one).  A
+ * RESP name refuses that RESP command.
  *
  * Cross-protocol scripting: a web page can make a browser POST to a kvd
  * port, with a body of commands.  On the RESP port a request named POST or
@@ -32,8 +36,13 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "kv_proto.h"
 
 struct kvd_conn;
+
+/* A native operation as a bit: sets of them say what an operation or a
+ * RESP command performs (resp.h's ops column, auth.c's op_performs). */
+#define KVO(op) (1ull << KV_OP_##op)
 
 /* Largest request before authentication: native frame bytes, RESP
  * multibulk items and bulk bytes (Redis's own pre-auth limits). */
@@ -84,6 +93,9 @@ uint64_t kvd_auth_limited(void);
  * disabled by disable-commands?  Set up by kvd_auth_setup. */
 int kvd_auth_op_disabled(unsigned op);
 int kvd_auth_resp_disabled(unsigned id);
+/* ops (KVO bits) and every native operation they perform (auth.c's
+ * table): what naming any of them in disable-commands refuses. */
+uint64_t kvd_auth_performs(uint64_t ops);
 
 /* Native frame header: 1 (and the connection closing, logged) when the
  * bytes at p begin with an HTTP method, 0 when they cannot, -1 when more

@@ -14,6 +14,7 @@
 #include "backup.h"
 #include "cmd.h"
 #include "committer.h"
+#include "keyspace.h"
 #include "conn.h"
 #include "kv_mp.h"
 #include "kv_status.h"
@@ -509,8 +510,11 @@ static int op_put(struct kvd_conn *c, struct kvd_req *r)
 
 	if (rc)
 		return rc;
-	return kvd_write_one(c, r->op, KVD_W_PUT, a.k, a.v, expire_at(c, a.ttl),
-			     (uint8_t)a.flags, 0);
+	/* a TTL: "set" then "expire", as SET ... EX (keyspace.h) */
+	return kvd_write_tagged(
+	    c, r->op, KVD_W_PUT, a.k, a.v, expire_at(c, a.ttl),
+	    (uint8_t)a.flags, 0,
+	    a.ttl && !(a.flags & KV_PUT_KEEPTTL) ? KVD_TAG_EXPIRE : 0);
 }
 
 struct key_write {
@@ -650,7 +654,8 @@ static int op_multi_write(struct kvd_conn *c, struct kvd_req *r)
 	}
 	return kvd_write_multi(c, r->op, its.put ? KVD_W_PUT : KVD_W_DEL,
 			       (r->argc - its.first) / (its.put ? 2 : 1),
-			       next_item, &its, expire_at(c, ttl));
+			       next_item, &its, expire_at(c, ttl),
+			       ttl ? KVD_TAG_EXPIRE : 0);
 }
 
 static int op_flushall(struct kvd_conn *c, struct kvd_req *r)

@@ -17,6 +17,7 @@
 
 #include "cmd.h"
 #include "committer.h"
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
@@ -77,11 +78,13 @@ int kvd_cmd_in_section(struct kvd_conn *c, struct kvd_req *r, kvd_section_fn fn,
 	return rc;
 }
 
-/* Queue one silent write, committed when the section's fn returns. */
+/* Queue one silent write, committed when the section's fn returns; tag:
+ * what it does to its key (keyspace.h), 0 for what its kind says. */
 static int write_later(struct kvd_conn *c, enum kvd_wkind kind,
-		       struct kv_slice k, struct kv_slice v, uint64_t exp)
+		       struct kv_slice k, struct kv_slice v, uint64_t exp,
+		       uint16_t tag)
 {
-	return kvd_write_one(c, KVD_OP_SILENT, kind, k, v, exp, 0, 0);
+	return kvd_write_tagged(c, KVD_OP_SILENT, kind, k, v, exp, 0, 0, tag);
 }
 
 /* The value at k from the io thread's snapshot: KV_OK, KV_NOT_FOUND or a
@@ -148,6 +151,20 @@ int kvd_check_rename(struct kvd_conn *c, struct kvd_req *r)
 	return move_args(c, r, &m);
 }
 
+/* The tag of the PUT that moves or copies src: RENAME's events are its
+ * own (kvd_keyspace_renamed), COPY's "copy_to"; the value keeps its
+ * encoding, and COPY makes a private object of a shared one. */
+static uint16_t moved_tag(struct kv_slice src, int del, struct kvd_conn *c)
+{
+	unsigned enc = kvd_keyspace_encoding(
+	    kvd_shard_of(src.p, src.n, c->io->srv->nshards), src);
+
+	if (del)
+		return KVD_TAG(KVD_EV_QUIET, enc) | KVD_TAG_NEW;
+	return KVD_TAG(KVD_EV_COPY_TO, enc ? enc : KVD_ENC_PRIVATE) |
+	       KVD_TAG_NEW;
+}
+
 /* Copy src to dst with its expiry, then delete src for RENAME.  The new
  * key is committed (in sync mode flushed) before the old one is deleted:
  * a crash in between leaves both, never neither. */
@@ -174,14 +191,16 @@ static int move_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 		}
 	}
 	w = kvd_write_now(c, kvd_excl_current(), KVD_OP_SILENT, KVD_W_PUT,
-			  m->dst, sl(&v), exp);
+			  m->dst, sl(&v), exp, moved_tag(m->src, m->del, c));
 	rc = !w ? KV_INTERNAL : w->op.status;
 	if (rc != KV_OK || !m->del)
 		goto answer;
 	/* the new key is there: a failure now leaves both, and says so */
 	w = kvd_write_now(c, kvd_excl_current(), KVD_OP_SILENT, KVD_W_DEL,
-			  m->src, none, 0);
+			  m->src, none, 0, KVD_TAG(KVD_EV_QUIET, 0));
 	rc = !w ? KV_INTERNAL : w->op.status;
+	if (rc == KV_OK)
+		kvd_keyspace_renamed(c->io->srv->cfg, m->src, m->dst);
 answer:
 	if (rc == KV_OK)
 		kvd_reply_status(c, KV_OK, NULL);
@@ -256,10 +275,11 @@ static int getex_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 	if (g->set) {
 		at = g->abs ? g->when : now + g->when;
 		/* a time already past deletes the key, as Redis does */
-		rc = at <= now ? write_later(c, KVD_W_DEL, g->k, none, 0)
-			       : write_later(c, KVD_W_EXPIRE, g->k, none, at);
+		rc = at <= now
+			 ? write_later(c, KVD_W_DEL, g->k, none, 0, 0)
+			 : write_later(c, KVD_W_EXPIRE, g->k, none, at, 0);
 	} else if (g->persist && cur) {
-		rc = write_later(c, KVD_W_EXPIRE, g->k, none, 0);
+		rc = write_later(c, KVD_W_EXPIRE, g->k, none, 0, 0);
 	}
 out:
 	kv_buf_free(&v);
@@ -332,7 +352,8 @@ static int incrbyfloat_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 	}
 	kvd_reply_value(c, (struct kv_slice){(const uint8_t *)out, n});
 	rc = write_later(c, KVD_W_PUT, k,
-			 (struct kv_slice){(const uint8_t *)out, n}, exp);
+			 (struct kv_slice){(const uint8_t *)out, n}, exp,
+			 KVD_TAG(KVD_EV_INCRBYFLOAT, KVD_ENC_EMBSTR));
 out:
 	kv_buf_free(&v);
 	return rc;
@@ -358,10 +379,12 @@ struct patch {
 
 /* The value grown with zeros to at least len bytes; its old expiry. */
 static int load_grown(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
-		      uint64_t len, uint64_t *exp)
+		      uint64_t len, uint64_t *exp, int *dirty)
 {
 	int rc = resp_section_read(c, k, v, exp);
 
+	/* made or grown: Redis's "dirty" (lookupStringForBitCommand) */
+	*dirty = rc != KV_OK || v->len < len;
 	if (rc == KV_NOT_FOUND) {
 		*exp = 0;
 		rc = KV_OK;
@@ -406,7 +429,7 @@ static int setrange_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 	const struct patch *p = arg;
 	struct kv_buf v = {0};
 	uint64_t exp;
-	int rc;
+	int rc, dirty;
 
 	(void)r;
 	if (!p->data.n) { /* nothing to write: the length as it is */
@@ -417,12 +440,13 @@ static int setrange_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 		}
 		goto out;
 	}
-	rc = load_grown(c, p->k, &v, p->off + p->data.n, &exp);
+	rc = load_grown(c, p->k, &v, p->off + p->data.n, &exp, &dirty);
 	if (rc != KV_OK)
 		goto out;
 	memcpy(v.data + p->off, p->data.p, p->data.n);
 	kvd_reply_uint(c, v.len);
-	rc = write_later(c, KVD_W_PUT, p->k, sl(&v), exp);
+	rc = write_later(c, KVD_W_PUT, p->k, sl(&v), exp,
+			 KVD_TAG(KVD_EV_SETRANGE, KVD_ENC_RAW));
 out:
 	kv_buf_free(&v);
 	return rc;
@@ -466,17 +490,21 @@ static int setbit_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 	struct kv_buf v = {0};
 	uint64_t exp, byte = p->off >> 3;
 	uint8_t mask = (uint8_t)(0x80u >> (p->off & 7));
-	int rc = load_grown(c, p->k, &v, byte + 1, &exp);
+	int dirty, rc = load_grown(c, p->k, &v, byte + 1, &exp, &dirty), same;
 
 	(void)r;
 	if (rc != KV_OK)
 		goto out;
+	same = ((v.data[byte] & mask) != 0) == (p->bit != 0);
 	kvd_reply_uint(c, (v.data[byte] & mask) != 0);
 	if (p->bit)
 		v.data[byte] |= mask;
 	else
 		v.data[byte] &= (uint8_t)~mask;
-	rc = write_later(c, KVD_W_PUT, p->k, sl(&v), exp);
+	/* "setbit" only for a bit changed or a key made or grown (Redis) */
+	rc = write_later(c, KVD_W_PUT, p->k, sl(&v), exp,
+			 KVD_TAG(same && !dirty ? KVD_EV_QUIET : KVD_EV_SETBIT,
+				 KVD_ENC_RAW));
 out:
 	kv_buf_free(&v);
 	return rc;
@@ -546,8 +574,9 @@ static int bitop_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 	if (rc == KV_OK) {
 		kvd_reply_uint(c, out.len);
 		/* as Redis: an empty result deletes the destination */
-		rc = out.len ? write_later(c, KVD_W_PUT, dst, sl(&out), 0)
-			     : write_later(c, KVD_W_DEL, dst, none, 0);
+		rc = out.len ? write_later(c, KVD_W_PUT, dst, sl(&out), 0,
+					   KVD_TAG(KVD_EV_SET, KVD_ENC_RAW))
+			     : write_later(c, KVD_W_DEL, dst, none, 0, 0);
 	}
 	kv_buf_free(&out);
 	return rc;

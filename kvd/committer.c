@@ -34,6 +34,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "keyspace.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
@@ -189,8 +190,11 @@ static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
 	    atomic_load(&pause_req) || atomic_load(&c->failed))
 		return 0;
 	/* A long list goes to the committer: it then runs beside this
-	 * thread, which goes back to its sockets (bench/RESULTS.md). */
+	 * thread, which goes back to its sockets (bench/RESULTS.md); so does
+	 * a SAVE's checkpoint, which waits for the disk. */
 	while (w && n <= INLINE_MAX) {
+		if (w->op.kind == KVD_W_CHECKPOINT)
+			return 0;
 		w = w->next;
 		n++;
 	}
@@ -304,11 +308,14 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 		*full |= w->op.status == KV_MAP_FULL;
 	}
 	if (reap) {
+		size_t mark = kvd_shard_batch_len(t);
+
 		if ((rc = kvd_shard_reap(t, now, REAP_PER_TXN)) < 0) {
 			kvd_shard_abort(t);
 			return -rc;
 		}
 		kvd_count(&c->reaped, (uint64_t)rc);
+		kvd_keyspace_reaped(srv->cfg, c->shard, t, mark);
 	}
 	t0 = kvd_mono_ns();
 	/* A replica flushes what it took from its primary before asking
@@ -355,11 +362,18 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		return;
 	}
 	rc = commit_list(c, first, now, reap, &full, nowait, &begun);
+	if (rc)
+		kvd_keyspace_drop(); /* what it reaped is reaped again */
 	if (rc == -EAGAIN) {
 		requeue(c, first);
 		return;
 	}
 	if (rc == 0) {
+		/* Committed and visible: its keyspace events, before the
+		 * requests go back (and are freed). */
+		for (w = first; w; w = w->next)
+			kvd_keyspace_op(c->srv->cfg, c->shard, &w->op);
+		kvd_keyspace_publish(c->srv->cfg, NULL);
 		/* Writes refused for a full map count as a failed batch,
 		 * as when the whole transaction was refused: that is what
 		 * operators watch. */
@@ -397,8 +411,25 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 	fail_all(first, NULL, rc);
 }
 
-/* A replica's full copy: emptying the shard, or loading a chunk of the
- * primary's snapshot, alone and outside any batch. */
+/* A checkpoint a SAVE or BGSAVE asked for has ended with rc. */
+static void saved(struct kvd_committer *c, int rc)
+{
+	static struct kvd_log_limit limit = KVD_LOG_LIMIT_INIT(1000);
+
+	atomic_store(&c->save_failed, rc != 0);
+	if (!rc) {
+		atomic_store(&c->saved_ms, kvd_now_ms());
+		return;
+	}
+	kvd_log_ratelimited(&limit, KVD_LOG_ERROR,
+			    "shard %u: the checkpoint SAVE or BGSAVE asked for "
+			    "failed: %s",
+			    c->shard, kv_status_text(rc));
+}
+
+/* A replica's full copy (emptying the shard, or loading a chunk of the
+ * primary's snapshot), or SAVE's checkpoint: alone and outside any
+ * batch. */
 static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 {
 	struct kvd_wreq *next = w->next;
@@ -406,11 +437,16 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 
 	if (atomic_load(&c->failed))
 		w->op.status = KV_SHARD_FAILED;
-	else if (w->op.kind == KVD_W_RESET)
+	else if (w->op.kind == KVD_W_CHECKPOINT) {
+		w->op.status = kvd_shard_checkpoint(st, c->shard);
+		saved(c, w->op.status);
+	} else if (w->op.kind == KVD_W_RESET)
 		w->op.status = kvd_shard_repl_reset(st, c->shard, w->op.lsn);
 	else
 		w->op.status = kvd_shard_repl_load(st, c->shard, w->op.items,
 						   w->op.items_len);
+	if (w->op.kind != KVD_W_CHECKPOINT)
+		kvd_keyspace_forget(c->shard); /* a primary's copy: as SET's */
 	if (w->op.status == KV_SHARD_FAILED)
 		atomic_store(&c->failed, 1);
 	complete(w);
@@ -419,7 +455,8 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 
 static int is_copy(const struct kvd_wreq *w)
 {
-	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD;
+	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD ||
+	       w->op.kind == KVD_W_CHECKPOINT;
 }
 
 /* When the next round of reaping is due: reaper-interval-ms after the
@@ -476,11 +513,16 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 		kvd_shard_abort(t); /* nothing to do: no write, no fsync */
 		return;
 	}
+	kvd_keyspace_reaped(c->srv->cfg, c->shard, t, 0);
 	rc = kvd_shard_commit(t, c->srv->cfg->durability == KVD_DUR_SYNC);
 	if (rc == 0) {
 		kvd_count(&c->reaped, (uint64_t)n);
+		kvd_keyspace_publish(c->srv->cfg, NULL);
 		kvd_repl_committed(c->srv, c->shard, NULL); /* new records */
-	} else if (rc == KV_SHARD_FAILED) /* not a full disk */
+		return;
+	}
+	kvd_keyspace_drop();
+	if (rc == KV_SHARD_FAILED) /* not a full disk */
 		atomic_store(&c->failed, 1);
 }
 
@@ -589,6 +631,61 @@ static void maybe_pause(struct kvd_committer *c)
 	pthread_mutex_unlock(&pause_mu);
 }
 
+/* BGSAVE asked for a checkpoint this shard has not made yet: make it
+ * now, between two batches. */
+static void maybe_save(struct kvd_committer *c)
+{
+	uint64_t want = atomic_load(&c->save_req);
+	int rc;
+
+	if (atomic_load(&c->save_done) == want)
+		return;
+	pthread_rwlock_rdlock(&txn_lock);
+	rc = atomic_load(&c->failed)
+		 ? KV_SHARD_FAILED
+		 : kvd_shard_checkpoint(c->srv->store, c->shard);
+	pthread_rwlock_unlock(&txn_lock);
+	saved(c, rc);
+	atomic_store(&c->save_done, want);
+}
+
+int kvd_committers_bgsave(struct kvd_server *srv, int again)
+{
+	int busy = kvd_committers_saving(srv);
+
+	if (busy && !again)
+		return 1;
+	for (unsigned i = 0; i < srv->nshards; i++) {
+		atomic_fetch_add(&srv->com[i].save_req, 1);
+		wake(&srv->com[i]);
+	}
+	return busy;
+}
+
+int kvd_committers_saving(struct kvd_server *srv)
+{
+	for (unsigned i = 0; i < srv->nshards; i++)
+		if (atomic_load(&srv->com[i].save_done) !=
+		    atomic_load(&srv->com[i].save_req))
+			return 1;
+	return 0;
+}
+
+uint64_t kvd_committers_lastsave(struct kvd_server *srv, int *failed)
+{
+	uint64_t t = UINT64_MAX;
+
+	*failed = 0;
+	for (unsigned i = 0; i < srv->nshards; i++) {
+		uint64_t s = atomic_load(&srv->com[i].saved_ms);
+
+		if (s < t)
+			t = s;
+		*failed |= atomic_load(&srv->com[i].save_failed);
+	}
+	return t == UINT64_MAX ? srv->start_ms : t;
+}
+
 /* One pauser at a time (a backup, a replica's full copy): each needs
  * its own cut. */
 static pthread_mutex_t pauser_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -632,6 +729,7 @@ static void *committer_main(void *arg)
 		/* Held whenever this thread works (try_inline). */
 		pthread_mutex_lock(&c->run_mu);
 		maybe_pause(c);
+		maybe_save(c);
 		w = take_all(c);
 		if (!w) {
 			if (atomic_load(&c->stop))
@@ -743,9 +841,11 @@ static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 		x->t[s] = NULL;
 		w->next = x->head[s];
 		x->head[s] = NULL;
+		x->failed[s] = 1; /* and their keyspace events */
 		excl_fail(w, rc);
 		return;
 	}
+	kvd_keyspace_op(srv->cfg, s, &w->op); /* published once committed */
 	*(x->head[s] ? &x->tail[s]->next : &x->head[s]) = w;
 	x->tail[s] = w;
 	x->open = 1;
@@ -767,14 +867,14 @@ void kvd_excl_apply(struct kvd_excl *x)
 }
 
 /* Commit every open batch (one per shard, in shard order) and hand its
- * requests back. */
+ * requests back; then publish the section's keyspace events so far, in
+ * the order they were made, but those of a shard that failed. */
 void kvd_excl_commit(struct kvd_excl *x)
 {
 	struct kvd_server *srv = x->srv;
 
-	if (!x->open)
-		return;
-	for (unsigned s = 0; s < srv->nshards && s < KVD_MAX_SHARDS; s++) {
+	for (unsigned s = 0; x->open && s < srv->nshards && s < KVD_MAX_SHARDS;
+	     s++) {
 		int rc;
 
 		if (!x->t[s])
@@ -784,13 +884,17 @@ void kvd_excl_commit(struct kvd_excl *x)
 		x->t[s] = NULL;
 		if (rc == KV_SHARD_FAILED)
 			atomic_store(&srv->com[s].failed, 1);
-		if (rc)
+		if (rc) {
+			x->failed[s] = 1;
 			excl_fail(x->head[s], rc);
-		else
+		} else {
 			kvd_repl_committed(srv, s, x->head[s]);
+		}
 		x->head[s] = x->tail[s] = NULL;
 	}
 	x->open = 0;
+	kvd_keyspace_publish(srv->cfg, x->failed);
+	memset(x->failed, 0, sizeof(x->failed));
 }
 
 void kvd_excl_end(struct kvd_excl *x)
@@ -836,6 +940,7 @@ int kvd_committers_start(struct kvd_server *srv)
 
 		c->shard = i;
 		c->srv = srv;
+		atomic_store(&c->saved_ms, srv->start_ms);
 		pthread_mutex_init(&c->run_mu, NULL);
 		c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (c->efd < 0) {

@@ -43,6 +43,12 @@ struct kvd_committer {
 	/* counters, written under run_mu only (one writer at a time) */
 	kvd_counter commits, writes, max_batch, commit_ns, failures;
 	kvd_counter reaped;
+	/* BGSAVE: checkpoints asked for (save_req) and done (save_done), as
+	 * generations, so that one asked for while another runs is not lost;
+	 * saved_ms: when this shard last finished one of them (SAVE's too),
+	 * or kvd's start; save_failed: the last of them failed. */
+	_Atomic uint64_t save_req, save_done, saved_ms;
+	atomic_int save_failed;
 	kvd_counter inline_batches; /* committed by an io thread */
 	kvd_counter commit_hist[KVD_LAT_BUCKETS];  /* journal write + flush */
 	kvd_counter batch_hist[KVD_BATCH_BUCKETS]; /* writes per commit */
@@ -77,6 +83,8 @@ struct kvd_excl {
 	int open;
 	struct kvd_wtxn *t[KVD_MAX_SHARDS];
 	struct kvd_wreq *head[KVD_MAX_SHARDS], *tail[KVD_MAX_SHARDS];
+	/* a batch of that shard failed: its keyspace events are dropped */
+	uint8_t failed[KVD_MAX_SHARDS];
 };
 
 void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv);
@@ -90,6 +98,19 @@ struct kvd_excl *kvd_excl_current(void);
  * ends with kvd_excl_moved false saw no section's writes half made. */
 unsigned kvd_excl_seq(void);
 int kvd_excl_moved(unsigned seq);
+
+/* BGSAVE: every committer checkpoints its shard (kvd_shard_checkpoint)
+ * between two batches, on its own time.  1 when one was under way already
+ * (another is then asked for only if again: BGSAVE SCHEDULE), else 0.
+ * SAVE queues KVD_W_CHECKPOINT on every shard instead, and is answered
+ * once each is done. */
+int kvd_committers_bgsave(struct kvd_server *srv, int again);
+/* Is a BGSAVE's checkpoint still under way on some shard? */
+int kvd_committers_saving(struct kvd_server *srv);
+/* LASTSAVE: the time (Unix ms) by which every shard had finished a
+ * checkpoint a SAVE or BGSAVE asked for (kvd's start before any);
+ * *failed: the last of them failed on some shard. */
+uint64_t kvd_committers_lastsave(struct kvd_server *srv, int *failed);
 
 /* After the io threads have stopped: drain, commit, flush, checkpoint,
  * stop. */

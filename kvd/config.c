@@ -22,8 +22,9 @@
 #include "kv_proto.h"
 #include "log.h"
 
-/* OPT_OFF: a non-negative integer, or -1 (stored as UINT_MAX) for off. */
-enum opt_type { OPT_UINT, OPT_SIZE, OPT_STR, OPT_ENUM, OPT_OFF };
+/* OPT_OFF: a non-negative integer, or -1 (stored as UINT_MAX) for off.
+ * OPT_EVENTS: Redis's notify-keyspace-events letters, stored as bits. */
+enum opt_type { OPT_UINT, OPT_SIZE, OPT_STR, OPT_ENUM, OPT_OFF, OPT_EVENTS };
 
 struct opt {
 	const char *name;
@@ -249,6 +250,9 @@ static const struct opt options[] = {
     {"replica-priority", OPT_UINT, F(replica_priority), 0, 1000000, "100", NULL,
      "shown to Sentinel (INFO slave_priority): lower is promoted "
      "first, 0 never"},
+    {"notify-keyspace-events", OPT_EVENTS, F(notify_events), 0, 0, "", NULL,
+     "RESP keyspace notifications, Redis's classes (K and E where, g $ x n "
+     "or A what: KEA for all); empty: none"},
 };
 
 #define NOPTS (sizeof(options) / sizeof(options[0]))
@@ -337,6 +341,61 @@ static int is_auto(const struct opt *o)
 	return o->def && !strcmp(o->def, "auto");
 }
 
+/* notify-keyspace-events: each letter of Redis's, in its order for
+ * CONFIG GET (keyspaceEventsFlagsToString); A is handled apart. */
+static const struct {
+	char ch;
+	unsigned bit;
+} event_letters[] = {
+    {'g', KVD_NOTIFY_GENERIC},	{'$', KVD_NOTIFY_STRING},
+    {'l', KVD_NOTIFY_LIST},	{'s', KVD_NOTIFY_SET},
+    {'h', KVD_NOTIFY_HASH},	{'z', KVD_NOTIFY_ZSET},
+    {'x', KVD_NOTIFY_EXPIRED},	{'e', KVD_NOTIFY_EVICTED},
+    {'t', KVD_NOTIFY_STREAM},	{'d', KVD_NOTIFY_MODULE},
+    {'n', KVD_NOTIFY_NEW},	{'K', KVD_NOTIFY_KEYSPACE},
+    {'E', KVD_NOTIFY_KEYEVENT}, {'m', KVD_NOTIFY_KEY_MISS},
+};
+#define NEVENT_LETTERS (sizeof(event_letters) / sizeof(event_letters[0]))
+
+static int parse_events(const char *s, uint64_t *bits)
+{
+	*bits = 0;
+	for (; *s; s++) {
+		size_t i = 0;
+
+		while (i < NEVENT_LETTERS && event_letters[i].ch != *s)
+			i++;
+		if (*s == 'A')
+			*bits |= KVD_NOTIFY_ALL;
+		else if (i < NEVENT_LETTERS)
+			*bits |= event_letters[i].bit;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+/* As Redis 7.0 writes them back: A for all of its classes (and then, as
+ * there, no n), else the letters in order; then K, E and m. */
+static void format_events(uint64_t bits, char *buf, size_t cap)
+{
+	size_t n = 0;
+	int all = (bits & KVD_NOTIFY_ALL) == KVD_NOTIFY_ALL;
+
+	if (all && n + 1 < cap)
+		buf[n++] = 'A';
+	for (size_t i = 0; i < NEVENT_LETTERS && n + 1 < cap; i++) {
+		unsigned b = event_letters[i].bit;
+		int where = b & (KVD_NOTIFY_KEYSPACE | KVD_NOTIFY_KEYEVENT |
+				 KVD_NOTIFY_KEY_MISS);
+
+		if ((bits & b) && (where || !all))
+			buf[n++] = event_letters[i].ch;
+	}
+	if (cap)
+		buf[n < cap ? n : cap - 1] = '\0';
+}
+
 static int set_opt(struct kvd_config *c, const struct opt *o, const char *val,
 		   char *err, size_t errlen)
 {
@@ -363,6 +422,14 @@ static int set_opt(struct kvd_config *c, const struct opt *o, const char *val,
 				snprintf(err + l, errlen - l, "%s %s",
 					 i ? "," : "", o->names[i]);
 			}
+			return -1;
+		}
+		break;
+	case OPT_EVENTS:
+		if (parse_events(val, &v)) {
+			snprintf(err, errlen,
+				 "Invalid event class character. Use "
+				 "'Ag$lshzxeKEtmdn'.");
 			return -1;
 		}
 		break;
@@ -472,7 +539,7 @@ int kvd_config_read(struct kvd_config *c, FILE *f, const char *path)
 			rc = -1;
 			break;
 		}
-		if (*val == '\0') {
+		if (*val == '\0' && o->type != OPT_EVENTS) { /* "": none */
 			fprintf(stderr, "kvd: %s:%u: %s: missing value\n", path,
 				lineno, key);
 			rc = -1;
@@ -832,6 +899,7 @@ static const char *const reloadable[] = {"log-level",
 					 "pubsub-max-subscription-bytes",
 					 "multi-max-commands",
 					 "multi-max-bytes",
+					 "notify-keyspace-events",
 					 "tls-cert-file",
 					 "tls-key-file",
 					 "tls-ca-cert-file",
@@ -892,9 +960,9 @@ int kvd_config_reload(struct kvd_config *live, int argc, char **argv)
 /* ===================== CONFIG SET, CONFIG REWRITE ===================== */
 
 /* What CONFIG SET may change: the options SIGHUP reloads that are plain
- * numbers or a level (strings and TLS files are read by other threads
- * without a lock, or need a new TLS context: SIGHUP only), under kvd's
- * names and Redis's. */
+ * numbers, a level or event classes (stored as bits; strings and TLS
+ * files are read by other threads without a lock, or need a new TLS
+ * context: SIGHUP only), under kvd's names and Redis's. */
 static const struct {
 	const char *name, *alias;
 } settable[] = {
@@ -913,6 +981,7 @@ static const struct {
     {"multi-max-commands", NULL},
     {"multi-max-bytes", NULL},
     {"log-level", "loglevel"},
+    {"notify-keyspace-events", NULL},
 };
 #define NSETTABLE (sizeof(settable) / sizeof(settable[0]))
 
@@ -958,6 +1027,8 @@ static void format_opt(const struct kvd_config *c, const struct opt *o,
 		v = __atomic_load_n((const unsigned *)field, __ATOMIC_RELAXED);
 	if (o->type == OPT_ENUM)
 		snprintf(buf, cap, "%s", o->names[v]);
+	else if (o->type == OPT_EVENTS)
+		format_events(v, buf, cap);
 	else if (o->type == OPT_OFF && v == UINT_MAX)
 		snprintf(buf, cap, "-1");
 	else if (is_auto(o) && v == 0)
@@ -1135,9 +1206,11 @@ static int text_value(struct text *t, const char *val)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)val[i] < 0x20 || val[i] == 0x7f)
 			return -1;
-	quote = n && (val[0] == ' ' || val[0] == '\t' || val[n - 1] == ' ' ||
-		      val[n - 1] == '\t' ||
-		      (n >= 2 && val[0] == '"' && val[n - 1] == '"'));
+	/* an empty value is written "" (notify-keyspace-events ""): a bare
+	 * name would read back as a missing value */
+	quote = !n || val[0] == ' ' || val[0] == '\t' || val[n - 1] == ' ' ||
+		val[n - 1] == '\t' ||
+		(n >= 2 && val[0] == '"' && val[n - 1] == '"');
 	if (quote)
 		text_add(t, "\"", 1);
 	text_add(t, val, n);

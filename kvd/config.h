@@ -111,6 +111,30 @@ struct kvd_config {
 	unsigned min_replicas_to_ack;
 	unsigned min_replicas_max_lag; /* seconds; 0: never refuse */
 	unsigned replica_priority;
+	/* notify-keyspace-events: KVD_NOTIFY_* bits (keyspace.c), changed at
+	 * run time by CONFIG SET and SIGHUP: read it with KVD_LIVE */
+	unsigned notify_events;
+};
+
+/* notify-keyspace-events, Redis's classes as bits: K and E say where an
+ * event is published (__keyspace@0__:<key>, __keyevent@0__:<event>), the
+ * others which events (A: all of g $ l s h z x e t d). */
+enum {
+	KVD_NOTIFY_KEYSPACE = 1u << 0, /* K */
+	KVD_NOTIFY_KEYEVENT = 1u << 1, /* E */
+	KVD_NOTIFY_GENERIC = 1u << 2,  /* g: del, expire, rename_*, ... */
+	KVD_NOTIFY_STRING = 1u << 3,   /* $: set, incrby, append, ... */
+	KVD_NOTIFY_LIST = 1u << 4,     /* l, s, h, z: kinds kvd has not */
+	KVD_NOTIFY_SET = 1u << 5,
+	KVD_NOTIFY_HASH = 1u << 6,
+	KVD_NOTIFY_ZSET = 1u << 7,
+	KVD_NOTIFY_EXPIRED = 1u << 8,	/* x */
+	KVD_NOTIFY_EVICTED = 1u << 9,	/* e: kvd evicts nothing */
+	KVD_NOTIFY_STREAM = 1u << 10,	/* t */
+	KVD_NOTIFY_MODULE = 1u << 11,	/* d */
+	KVD_NOTIFY_KEY_MISS = 1u << 12, /* m: not published by kvd */
+	KVD_NOTIFY_NEW = 1u << 13,	/* n: a key created */
+	KVD_NOTIFY_ALL = 0xffcu,	/* A: g $ l s h z x e t d */
 };
 
 /* tls-auth-clients: client certificates refused, required, or checked
@@ -131,7 +155,7 @@ int kvd_config_load(struct kvd_config *c, int argc, char **argv);
  * reaper-interval-ms, flush-interval-ms, slowlog-log-slower-than,
  * slowlog-max-len, pubsub-max-output, pubsub-max-subscriptions,
  * pubsub-max-subscription-bytes, multi-max-commands, multi-max-bytes,
- * and the TLS certificate options (tls-cert-file ...
+ * notify-keyspace-events, and the TLS certificate options (tls-cert-file ...
  * tls-prefer-server-ciphers: main.c then builds a new TLS context).  Other changes are logged as
  * needing a restart.  A configuration that no longer parses changes
  * nothing.  0 or -1. */
@@ -148,7 +172,8 @@ int kvd_config_read(struct kvd_config *c, FILE *f, const char *path);
 
 /* CONFIG SET (RESP): set option name (kvd's, or Redis's alias: maxclients,
  * timeout, loglevel) to val at run time; apply 0 only checks.  Only the
- * numeric options SIGHUP reloads, and log-level, can be set.  0, or -1 with
+ * numeric options SIGHUP reloads, log-level and notify-keyspace-events can
+ * be set.  0, or -1 with
  * Redis's kind of error text in err.  Any thread. */
 int kvd_config_set(struct kvd_config *live, const char *name, const char *val,
 		   int apply, char *err, size_t errlen);

@@ -263,9 +263,11 @@ void kvd_conn_flush(struct kvd_conn *c)
 			if (pd->aux == KVD_PEND_COUNT)
 				kvd_count_reply(&c->io->stats, pd->op,
 						pd->status);
-			if (!(c->flags & CONN_DEAD))
+			if (!(c->flags & CONN_DEAD) &&
+			    !(pd->aux & KVD_PEND_MUTE))
 				kvd_reply_append(c, pd->val, pd->vlen);
-		} else if (!(c->flags & CONN_DEAD)) {
+		} else if (!(c->flags & CONN_DEAD) &&
+			   !(pd->aux & KVD_PEND_MUTE)) {
 			if (c->proto == KVD_PROTO_NATIVE)
 				kvd_cmd_native_wreply(c, pd);
 			else
@@ -325,7 +327,8 @@ void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op)
 		c->out.err = 1; /* judged by parse(): the connection closes */
 		return;
 	}
-	memcpy(pd->val, c->out.data + mark, n);
+	if (n) /* (a command that answers nothing: CLIENT REPLY OFF) */
+		memcpy(pd->val, c->out.data + mark, n);
 	pd->vlen = n;
 	pd->raw = 1;
 	pd->done = 1;
@@ -362,6 +365,45 @@ void kvd_conn_wdone(struct kvd_wreq *w)
 	/* Flush also resumes a connection whose writes drained. */
 	if (pd->done || c->stall == STALL_INFLIGHT)
 		kvd_conn_flush(c);
+}
+
+/* ===================== Figures ===================== */
+
+static void bufs_now(const struct kvd_conn *c, struct kvd_conn_bufs *b)
+{
+	b->qbuf = c->in.len;
+	b->qbuf_free = c->in.cap - c->in.len;
+	b->multi_mem =
+	    c->proto == KVD_PROTO_RESP ? kvd_resp_multi_mem(c) : (size_t)0;
+	b->obl = c->out.len + (c->tx.len - c->tx_off);
+	b->oll = c->npend;
+	b->omem = c->out.cap + c->tx.cap + c->deferred;
+	b->tot_mem = c->in.cap + b->omem + b->multi_mem;
+}
+
+void kvd_conn_publish(struct kvd_conn *c)
+{
+	struct kvd_conn_bufs b;
+	const uint64_t *v = &b.qbuf;
+
+	bufs_now(c, &b);
+	for (unsigned i = 0; i < 7; i++)
+		atomic_store_explicit(&c->pub_bufs[i], v[i],
+				      memory_order_relaxed);
+}
+
+void kvd_conn_bufs(const struct kvd_conn *self, struct kvd_conn *c,
+		   struct kvd_conn_bufs *b)
+{
+	uint64_t *v = &b->qbuf;
+
+	if (c == self) {
+		bufs_now(c, b);
+		return;
+	}
+	for (unsigned i = 0; i < 7; i++)
+		v[i] =
+		    atomic_load_explicit(&c->pub_bufs[i], memory_order_relaxed);
 }
 
 void kvd_conn_release(struct kvd_conn *c)

@@ -98,9 +98,31 @@ struct kvd_conn {
 	_Atomic uint64_t act_ms;  /* when the last command ran */
 	_Atomic uint16_t act_cmd; /* and its command id + 1 */
 	atomic_int kill;	  /* CLIENT KILL: its own thread closes it */
+	/* Its buffer figures (struct kvd_conn_bufs), as its own thread last
+	 * published them (kvd_conn_publish), for CLIENT LIST elsewhere. */
+	_Atomic uint64_t pub_bufs[7];
 	/* "ip:port", or "path:0" on a Unix socket (sun_path: 108 bytes) */
 	char addr[112], laddr[112];
 };
+
+/* A connection's buffers as CLIENT LIST shows them, in Redis's names:
+ * qbuf the input not yet run (a partial request, or requests waiting for
+ * earlier writes), qbuf_free the room left in its buffer, multi_mem what
+ * MULTI's queue holds, obl the replies built and not yet sent, oll the
+ * replies still waiting for their turn (writes in flight, and replies held
+ * behind them), omem the memory the output holds (buffers and held
+ * replies), tot_mem all of these buffers. */
+struct kvd_conn_bufs {
+	uint64_t qbuf, qbuf_free, multi_mem, obl, oll, omem, tot_mem;
+};
+
+/* Its own thread, after c changed (loop.c): publish c's figures for
+ * other threads (relaxed stores, no lock). */
+void kvd_conn_publish(struct kvd_conn *c);
+/* c's figures: computed now when c is the caller's own connection self,
+ * else as c's thread last published them. */
+void kvd_conn_bufs(const struct kvd_conn *self, struct kvd_conn *c,
+		   struct kvd_conn_bufs *b);
 
 /* The loop calls these. */
 void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len);
@@ -165,6 +187,8 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd);
 void kvd_resp_conn_open(struct kvd_conn *c);
 void kvd_resp_conn_close(struct kvd_conn *c);
 void kvd_resp_io_wake(struct kvd_io *io);
+/* Bytes MULTI's queue of a RESP connection holds (resp_multi.c). */
+size_t kvd_resp_multi_mem(const struct kvd_conn *c);
 
 /* The shortest input worth keeping without a complete request in sight;
  * more than this with no progress pauses reading. */

@@ -123,6 +123,9 @@ struct kvd_pend {
 /* kvd_pend.aux of a raw native reply made elsewhere (the replication
  * sender): counted under its op and status when it is sent. */
 #define KVD_PEND_COUNT 0x80000000u
+/* kvd_pend.aux of a reply counted but not sent (RESP CLIENT REPLY OFF or
+ * SKIP): a bit the protocols' own aux values leave free. */
+#define KVD_PEND_MUTE 0x40000000u
 
 struct kvd_wreq {
 	struct kvd_wreq *next;

@@ -18,6 +18,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +449,7 @@ static void conn_update(struct kvd_io *io, struct kvd_conn *c)
 		   !io->stopping) {
 		arm_recv(io, c);
 	}
+	kvd_conn_publish(c); /* CLIENT LIST's figures */
 }
 
 static void flush_dirty(struct kvd_io *io)
@@ -1397,6 +1399,15 @@ void kvd_io_stop(struct kvd_server *srv)
 	}
 	for (unsigned i = 0; i < srv->nio; i++)
 		pthread_join(srv->io[i]->thread, NULL);
+}
+
+void kvd_io_request_stop(struct kvd_server *srv)
+{
+	(void)srv;
+	/* Every thread blocks SIGTERM; main's sigwait takes it. */
+	if (kill(getpid(), SIGTERM))
+		log_error("SHUTDOWN: cannot raise SIGTERM: %s",
+			  strerror(errno));
 }
 
 void kvd_io_destroy(struct kvd_server *srv)

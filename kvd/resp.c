@@ -271,20 +271,21 @@ static const struct {
     {RESP_CMD_CLIENT, -2, "list"},     {RESP_CMD_CLIENT, 2, "info"},
     {RESP_CMD_CLIENT, -3, "kill"},     {RESP_CMD_CLIENT, 3, "no-evict"},
     {RESP_CMD_CLIENT, 3, "no-touch"},  {RESP_CMD_CLIENT, 2, "help"},
-    {RESP_CMD_COMMAND, 2, "count"},    {RESP_CMD_COMMAND, -2, "list"},
-    {RESP_CMD_COMMAND, -2, "info"},    {RESP_CMD_COMMAND, -2, "docs"},
-    {RESP_CMD_COMMAND, 2, "help"},     {RESP_CMD_CONFIG, -3, "get"},
-    {RESP_CMD_CONFIG, -4, "set"},      {RESP_CMD_CONFIG, 2, "resetstat"},
-    {RESP_CMD_CONFIG, 2, "rewrite"},   {RESP_CMD_CONFIG, 2, "help"},
-    {RESP_CMD_LATENCY, 2, "doctor"},   {RESP_CMD_LATENCY, 2, "latest"},
-    {RESP_CMD_LATENCY, 3, "history"},  {RESP_CMD_LATENCY, -2, "reset"},
-    {RESP_CMD_LATENCY, 2, "help"},     {RESP_CMD_OBJECT, 3, "encoding"},
-    {RESP_CMD_OBJECT, 3, "freq"},      {RESP_CMD_OBJECT, 3, "idletime"},
-    {RESP_CMD_OBJECT, 3, "refcount"},  {RESP_CMD_OBJECT, 2, "help"},
-    {RESP_CMD_PUBSUB, -2, "channels"}, {RESP_CMD_PUBSUB, -2, "numsub"},
-    {RESP_CMD_PUBSUB, 2, "numpat"},    {RESP_CMD_PUBSUB, 2, "help"},
-    {RESP_CMD_SLOWLOG, -2, "get"},     {RESP_CMD_SLOWLOG, 2, "len"},
-    {RESP_CMD_SLOWLOG, 2, "reset"},    {RESP_CMD_SLOWLOG, 2, "help"},
+    {RESP_CMD_CLIENT, 3, "reply"},     {RESP_CMD_COMMAND, 2, "count"},
+    {RESP_CMD_COMMAND, -2, "list"},    {RESP_CMD_COMMAND, -2, "info"},
+    {RESP_CMD_COMMAND, -2, "docs"},    {RESP_CMD_COMMAND, 2, "help"},
+    {RESP_CMD_CONFIG, -3, "get"},      {RESP_CMD_CONFIG, -4, "set"},
+    {RESP_CMD_CONFIG, 2, "resetstat"}, {RESP_CMD_CONFIG, 2, "rewrite"},
+    {RESP_CMD_CONFIG, 2, "help"},      {RESP_CMD_LATENCY, 2, "doctor"},
+    {RESP_CMD_LATENCY, 2, "latest"},   {RESP_CMD_LATENCY, 3, "history"},
+    {RESP_CMD_LATENCY, -2, "reset"},   {RESP_CMD_LATENCY, 2, "help"},
+    {RESP_CMD_OBJECT, 3, "encoding"},  {RESP_CMD_OBJECT, 3, "freq"},
+    {RESP_CMD_OBJECT, 3, "idletime"},  {RESP_CMD_OBJECT, 3, "refcount"},
+    {RESP_CMD_OBJECT, 2, "help"},      {RESP_CMD_PUBSUB, -2, "channels"},
+    {RESP_CMD_PUBSUB, -2, "numsub"},   {RESP_CMD_PUBSUB, 2, "numpat"},
+    {RESP_CMD_PUBSUB, 2, "help"},      {RESP_CMD_SLOWLOG, -2, "get"},
+    {RESP_CMD_SLOWLOG, 2, "len"},      {RESP_CMD_SLOWLOG, 2, "reset"},
+    {RESP_CMD_SLOWLOG, 2, "help"},
 };
 
 /* Redis 7.0 looks a subcommand up as it looks a command up: an unknown one,
@@ -710,7 +711,8 @@ static int reads_free(const struct kvd_conn *c, const struct resp_cmd *d,
 	struct kv_slice k;
 	uint32_t last;
 
-	if (r->cmd == RESP_CMD_QUIT || r->cmd == RESP_CMD_MONITOR)
+	if (r->cmd == RESP_CMD_QUIT || r->cmd == RESP_CMD_MONITOR ||
+	    r->cmd == RESP_CMD_SHUTDOWN)
 		return 0; /* MONITOR's feed must follow earlier replies */
 	if (r->cmd == RESP_CMD_WAIT)
 		return 0; /* counts what earlier writes reached replicas */
@@ -866,7 +868,7 @@ static const char *write_refusal(void)
 
 /* Run one parsed request of len bytes: len once answered or queued, 0 when
  * it has to wait. */
-static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
+static size_t run_request(struct kvd_conn *c, struct resp_req *r, size_t len)
 {
 	const struct resp_cmd *d = NULL;
 	const char *err = NULL;
@@ -900,6 +902,8 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 		else if (kvd_auth_resp_disabled((unsigned)id))
 			err = "ERR this command is disabled by the server's "
 			      "configuration (disable-commands)";
+		else if ((d->flags & RC_NOMULTI) && kvd_resp_in_multi(c))
+			err = "ERR Command not allowed inside a transaction";
 		else if ((d->flags & RC_WRITE) && c->io->srv->cfg->read_only)
 			err = "READONLY You can't write against a read only "
 			      "server.";
@@ -929,6 +933,63 @@ static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
 	answer(c, d, r, err, was, mark);
 	kvd_count(&c->io->stats.resp_calls, 1);
 	return consumed(c, len);
+}
+
+/* Pub/sub confirmations are pushes, which Redis 7.0 sends whatever
+ * CLIENT REPLY says. */
+static int is_push(const struct resp_req *r)
+{
+	return r->argc && (resp_eq(r->a[0], "subscribe") ||
+			   resp_eq(r->a[0], "psubscribe") ||
+			   resp_eq(r->a[0], "unsubscribe") ||
+			   resp_eq(r->a[0], "punsubscribe"));
+}
+
+/* Take back the reply of the request just run: its bytes still in the
+ * output, and its pends (a write's, or bytes held behind earlier
+ * writes), which are then counted but not sent. */
+static void mute(struct kvd_conn *c, size_t mark, struct kvd_pend *last)
+{
+	c->out.len = mark;
+	for (struct kvd_pend *pd = last ? last->next : c->pend_head; pd;
+	     pd = pd->next)
+		pd->aux |= KVD_PEND_MUTE;
+}
+
+/* run_request, with CLIENT REPLY's rules, as Redis's: no reply while OFF,
+ * none to a request made after SKIP; the state moves on once a request
+ * is done, whatever its outcome (resetClient). */
+static void reply_next(struct kvd_conn *c)
+{
+	uint32_t st = c->resp_state & ~(uint32_t)RESP_REPLY_SKIP;
+
+	if (st & RESP_REPLY_SKIP_NEXT)
+		st = (st & ~(uint32_t)RESP_REPLY_SKIP_NEXT) | RESP_REPLY_SKIP;
+	c->resp_state = st;
+}
+
+static size_t exec(struct kvd_conn *c, struct resp_req *r, size_t len)
+{
+	struct kvd_pend *last;
+	size_t mark, n;
+
+	if (!c->resp_state) {
+		n = run_request(c, r, len);
+		if (n && c->resp_state) /* CLIENT REPLY OFF or SKIP ran */
+			reply_next(c);
+		return n;
+	}
+	if (c->psub) /* messages published before it are not its reply */
+		kvd_resp_pubsub_drain(c);
+	mark = c->out.len;
+	last = c->pend_tail;
+	n = run_request(c, r, len);
+	if (!n)
+		return 0; /* it runs again once earlier writes are in */
+	if ((c->resp_state & (RESP_REPLY_OFF | RESP_REPLY_SKIP)) && !is_push(r))
+		mute(c, mark, last);
+	reply_next(c);
+	return n;
 }
 
 static size_t protocol_error(struct kvd_conn *c, const char *msg, size_t n)

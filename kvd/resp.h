@@ -12,6 +12,7 @@
  *   resp_pubsub.c PUBLISH, SUBSCRIBE, PSUBSCRIBE, (P)UNSUBSCRIBE, PUBSUB
  *   resp_rmw.c    GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP,
  *                 BITFIELD
+ *   resp_save.c   SAVE, BGSAVE, LASTSAVE, SHUTDOWN
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -31,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "shard.h"
 
@@ -42,6 +44,14 @@
 #define RESP_INLINE_MAX (64u << 10)
 /* A cursor stays valid for at least this many later SCAN calls. */
 #define RESP_SCAN_SLOTS 4096
+
+/* kvd_conn.resp_state bits: CLIENT REPLY's state, as Redis's client flags
+ * (resp.c mutes a command's reply, resp_admin.c sets them). */
+enum {
+	RESP_REPLY_OFF = 1u << 0,	/* no reply until CLIENT REPLY ON */
+	RESP_REPLY_SKIP = 1u << 1,	/* no reply to this command */
+	RESP_REPLY_SKIP_NEXT = 1u << 2, /* nor to the next one */
+};
 
 struct resp_req {
 	uint32_t argc;
@@ -72,24 +82,28 @@ enum {
 	/* reads and writes keys in an exclusive section (resp_multi.c): waits
 	 * for the connection's writes in flight, then may answer at once */
 	RC_EXCL = 1u << 5,
+	RC_NOMULTI = 1u << 6, /* refused inside MULTI, as Redis's no_multi */
 };
 
 typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 
 /* X(ID, name, handler, native ops, arity, flags, first key, last key, step,
  * group, summary).  Arity as Redis: n exact, -n at least n (name included).
- * Native ops: the native operations (KVO bits) the command performs, so that
- * disable-commands refuses a native name on both protocols (auth.c); 0 for
- * a command that performs none.  Keep "X(ID, "name", resp_fn" at the start
- * of each row: tests/fuzz/CMakeLists.txt finds the handlers by it. */
-#define KVO(op) (1ull << KV_OP_##op)
+ * Native ops: the native operations (KVO bits) the command performs, its
+ * native twin where it has one (SETRANGE: KVO(SETRANGE), which performs GET
+ * and PUT in auth.c's table), so that disable-commands refuses a native
+ * name on both protocols (auth.c); 0 for a command that performs none.
+ * Keep "X(ID, "name", resp_fn" at the start of each row:
+ * tests/fuzz/CMakeLists.txt finds the handlers by it. */
 #define RESP_COMMANDS(X)                                                       \
 	X(APPEND, "append", resp_append, KVO(APPEND), 3, RC_WRITE, 1, 1, 1,    \
 	  "string", "Appends a string to the value of a key.")                 \
 	X(AUTH, "auth", resp_auth, KVO(AUTH), -2, RC_CONN | RC_FAST, 0, 0, 0,  \
 	  "connection", "Authenticates the connection.")                       \
-	X(BITCOUNT, "bitcount", resp_bitcount, KVO(GET), -2, RC_READ, 1, 1, 1, \
-	  "bitmap",                                                            \
+	X(BGSAVE, "bgsave", resp_bgsave, 0, -1, RC_ADMIN, 0, 0, 0, "server",   \
+	  "Checkpoints every shard in the background.")                        \
+	X(BITCOUNT, "bitcount", resp_bitcount, KVO(BITCOUNT), -2, RC_READ, 1,  \
+	  1, 1, "bitmap",                                                      \
 	  "Counts the number of set bits (population counting) in a string.")  \
 	X(BITFIELD, "bitfield", resp_bitfield, KVO(GET) | KVO(PUT), -2,        \
 	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
@@ -98,11 +112,11 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  RC_READ | RC_FAST, 1, 1, 1, "bitmap",                                \
 	  "Performs arbitrary read-only bitfield integer operations on "       \
 	  "strings.")                                                          \
-	X(BITOP, "bitop", resp_bitop, KVO(GET) | KVO(PUT) | KVO(DEL), -4,      \
-	  RC_WRITE | RC_EXCL, 2, -1, 1, "bitmap",                              \
+	X(BITOP, "bitop", resp_bitop, KVO(BITOP), -4, RC_WRITE | RC_EXCL, 2,   \
+	  -1, 1, "bitmap",                                                     \
 	  "Performs bitwise operations on multiple strings, and stores the "   \
 	  "result.")                                                           \
-	X(BITPOS, "bitpos", resp_bitpos, KVO(GET), -3, RC_READ, 1, 1, 1,       \
+	X(BITPOS, "bitpos", resp_bitpos, KVO(BITPOS), -3, RC_READ, 1, 1, 1,    \
 	  "bitmap", "Finds the first set (1) or clear (0) bit in a string.")   \
 	X(CLIENT, "client", resp_client, 0, -2, RC_CONN, 0, 0, 0,              \
 	  "connection",                                                        \
@@ -112,8 +126,8 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Returns detailed information about commands.")                      \
 	X(CONFIG, "config", resp_config, 0, -2, RC_ADMIN, 0, 0, 0, "server",   \
 	  "The server's configuration: GET, SET, REWRITE, RESETSTAT.")         \
-	X(COPY, "copy", resp_copy, KVO(GET) | KVO(PUT), -3,                    \
-	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	X(COPY, "copy", resp_copy, KVO(COPY), -3, RC_WRITE | RC_EXCL, 1, 2, 1, \
+	  "generic",                                                           \
 	  "Copies the value of a key "                                         \
 	  "to a new key.")                                                     \
 	X(DBSIZE, "dbsize", resp_dbsize, KVO(COUNT), 1, RC_READ, 0, 0, 0,      \
@@ -148,17 +162,18 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "Removes all keys (unless resp-flushall is no).")                    \
 	X(GET, "get", resp_get, KVO(GET), 2, RC_READ | RC_FAST, 1, 1, 1,       \
 	  "string", "Returns the string value of a key.")                      \
-	X(GETBIT, "getbit", resp_getbit, KVO(GET), 3, RC_READ | RC_FAST, 1, 1, \
-	  1, "bitmap", "Returns a bit value by offset.")                       \
+	X(GETBIT, "getbit", resp_getbit, KVO(GETBIT), 3, RC_READ | RC_FAST, 1, \
+	  1, 1, "bitmap", "Returns a bit value by offset.")                    \
 	X(GETDEL, "getdel", resp_getdel, KVO(GETDEL), 2, RC_WRITE | RC_FAST,   \
 	  1, 1, 1, "string",                                                   \
 	  "Returns the string value of a key after deleting it.")              \
-	X(GETEX, "getex", resp_getex, KVO(GET) | KVO(EXPIRE) | KVO(DEL), -2,   \
+	X(GETEX, "getex", resp_getex, KVO(GETEX), -2,                          \
 	  RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                     \
 	  "Returns the string value of a key after setting its expiration "    \
 	  "time.")                                                             \
-	X(GETRANGE, "getrange", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,  \
-	  "string", "Returns a substring of the string stored at a key.")      \
+	X(GETRANGE, "getrange", resp_getrange, KVO(GETRANGE), 4, RC_READ, 1,   \
+	  1, 1, "string",                                                      \
+	  "Returns a substring of the string stored at a key.")                \
 	X(GETSET, "getset", resp_set, KVO(PUT), 3, RC_WRITE | RC_FAST, 1, 1,   \
 	  1, "string",                                                         \
 	  "Returns the old value of a key after setting a new one.")           \
@@ -168,13 +183,17 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string", "Increments the integer value of a key by one.")           \
 	X(INCRBY, "incrby", resp_incr, KVO(INCR), 3, RC_WRITE | RC_FAST, 1, 1, \
 	  1, "string", "Increments the integer value of a key by a number.")   \
-	X(INCRBYFLOAT, "incrbyfloat", resp_incrbyfloat, KVO(GET) | KVO(PUT),   \
-	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                  \
+	X(INCRBYFLOAT, "incrbyfloat", resp_incrbyfloat, KVO(INCRBYFLOAT), 3,   \
+	  RC_WRITE | RC_EXCL | RC_FAST, 1, 1, 1, "string",                     \
 	  "Increment the floating point value of a key by a number.")          \
 	X(INFO, "info", resp_info, KVO(STATS), -1, RC_ADMIN, 0, 0, 0,          \
 	  "server", "Returns information and statistics about the server.")    \
 	X(KEYS, "keys", resp_keys, KVO(SCAN), 2, RC_READ, 0, 0, 0, "generic",  \
 	  "Returns all key names that match a pattern (blocks: use SCAN).")    \
+	X(LASTSAVE, "lastsave", resp_lastsave, 0, 1, RC_FAST, 0, 0, 0,         \
+	  "server",                                                            \
+	  "Returns the Unix time by which every shard finished the last "      \
+	  "checkpoint SAVE or BGSAVE asked for.")                              \
 	X(LATENCY, "latency", resp_latency, 0, -2, RC_ADMIN, 0, 0, 0,          \
 	  "server",                                                            \
 	  "Latency monitor stand-ins (kvd samples no latency events).")        \
@@ -232,12 +251,12 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "connection", "Closes the connection.")                              \
 	X(RANDOMKEY, "randomkey", resp_randomkey, KVO(SCAN), 1, RC_READ, 0, 0, \
 	  0, "generic", "Returns a random key name from the database.")        \
-	X(RENAME, "rename", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL), 3,    \
-	  RC_WRITE | RC_EXCL, 1, 2, 1, "generic",                              \
+	X(RENAME, "rename", resp_rename, KVO(RENAME), 3, RC_WRITE | RC_EXCL,   \
+	  1, 2, 1, "generic",                                                  \
 	  "Renames a key and "                                                 \
 	  "overwrites the destination.")                                       \
-	X(RENAMENX, "renamenx", resp_rename, KVO(GET) | KVO(PUT) | KVO(DEL),   \
-	  3, RC_WRITE | RC_EXCL | RC_FAST, 1, 2, 1, "generic",                 \
+	X(RENAMENX, "renamenx", resp_rename, KVO(RENAME), 3,                   \
+	  RC_WRITE | RC_EXCL | RC_FAST, 1, 2, 1, "generic",                    \
 	  "Renames a key only when the target key name doesn't exist.")        \
 	X(REPLICAOF, "replicaof", resp_replicaof, KVO(REPLICAOF), 3, RC_ADMIN, \
 	  0, 0, 0, "server",                                                   \
@@ -245,14 +264,18 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "ONE).")                                                             \
 	X(ROLE, "role", resp_role, 0, 1, RC_FAST, 0, 0, 0, "server",           \
 	  "Returns the replication role.")                                     \
+	X(SAVE, "save", resp_save, 0, 1, RC_ADMIN | RC_NOMULTI, 0, 0, 0,       \
+	  "server",                                                            \
+	  "Checkpoints every shard: LMDB then holds every acknowledged "       \
+	  "write.")                                                            \
 	X(SCAN, "scan", resp_scan, KVO(SCAN), -2, RC_READ, 0, 0, 0, "generic", \
 	  "Iterates over the key names in key order.")                         \
 	X(SELECT, "select", resp_select, 0, 2, RC_CONN | RC_FAST, 0, 0, 0,     \
 	  "connection", "Changes the selected database (only 0 exists).")      \
 	X(SET, "set", resp_set, KVO(PUT), -3, RC_WRITE, 1, 1, 1, "string",     \
 	  "Sets the string value of a key, ignoring its type.")                \
-	X(SETBIT, "setbit", resp_setbit, KVO(GET) | KVO(PUT), 4,               \
-	  RC_WRITE | RC_EXCL, 1, 1, 1, "bitmap",                               \
+	X(SETBIT, "setbit", resp_setbit, KVO(SETBIT), 4, RC_WRITE | RC_EXCL,   \
+	  1, 1, 1, "bitmap",                                                   \
 	  "Sets or clears the bit at offset of the string value.")             \
 	X(SETEX, "setex", resp_set, KVO(PUT), 4, RC_WRITE, 1, 1, 1, "string",  \
 	  "Sets the string value and expiration time of a key.")               \
@@ -260,9 +283,11 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "string",                                                            \
 	  "Sets the string value of a key only when the key does not "         \
 	  "exist.")                                                            \
-	X(SETRANGE, "setrange", resp_setrange, KVO(GET) | KVO(PUT), 4,         \
+	X(SETRANGE, "setrange", resp_setrange, KVO(SETRANGE), 4,               \
 	  RC_WRITE | RC_EXCL, 1, 1, 1, "string",                               \
 	  "Overwrites a part of a string value with another by an offset.")    \
+	X(SHUTDOWN, "shutdown", resp_shutdown, 0, -1, RC_ADMIN | RC_NOMULTI,   \
+	  0, 0, 0, "server", "Stops the server cleanly, as SIGTERM does.")     \
 	X(SLAVEOF, "slaveof", resp_replicaof, KVO(REPLICAOF), 3, RC_ADMIN, 0,  \
 	  0, 0, "server",                                                      \
 	  "Makes the server a replica of another kvd, or a primary (NO "       \
@@ -273,7 +298,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  1, "string", "Returns the length of a string value.")                \
 	X(SUBSCRIBE, "subscribe", resp_subscribe, 0, -2, RC_CONN, 0, 0, 0,     \
 	  "pubsub", "Listens for messages published to channels.")             \
-	X(SUBSTR, "substr", resp_getrange, KVO(GET), 4, RC_READ, 1, 1, 1,      \
+	X(SUBSTR, "substr", resp_getrange, KVO(GETRANGE), 4, RC_READ, 1, 1, 1, \
 	  "string", "Returns a substring from a string value.")                \
 	X(TIME, "time", resp_time, 0, 1, RC_FAST, 0, 0, 0, "server",           \
 	  "Returns the server time.")                                          \
@@ -295,7 +320,7 @@ typedef const char *(*resp_fn)(struct kvd_conn *c, struct resp_req *r);
 	  "transactions",                                                      \
 	  "Monitors changes to keys to determine the execution of a "          \
 	  "transaction.")                                                      \
-	X(WAIT, "wait", resp_wait, 0, 3, 0, 0, 0, 0, "generic",                \
+	X(WAIT, "wait", resp_wait, KVO(WAIT), 3, 0, 0, 0, 0, "generic",        \
 	  "Waits for replicas to have the connection's writes on disk.")
 
 enum resp_cmd_id {
@@ -336,7 +361,8 @@ int kvd_resp_in_multi(const struct kvd_conn *c);
  * waits for the connection's writes in flight, and may answer at once. */
 int resp_excl_req(const struct resp_cmd *d, const struct resp_req *r);
 /* An expiry argument (resp_cmd.c): unit ms per step, absolute or relative;
- * *at in ms, 0 when in the past (positive: refused then). */
+ * *at the absolute expiry in ms, up to INT64_MAX, possibly in the past (0:
+ * not after 1970); positive (SET, GETEX): a time of 0 or less is refused. */
 const char *resp_parse_expire(struct kvd_conn *c, struct resp_req *r,
 			      struct kv_slice arg, uint64_t unit, int absolute,
 			      int positive, uint64_t *at);
@@ -385,12 +411,19 @@ int resp_bf_write(uint8_t *p, const struct resp_bf_op *o, int64_t *reply);
 
 /* ---- pub/sub (resp_pubsub.c) ---- */
 
+/* Publish msg on channel ch, from any thread (PUBLISH, and keyspace.c's
+ * events): the number of subscriptions that got it, or -1 when out of
+ * memory. */
+int64_t kvd_resp_publish(struct kv_slice ch, struct kv_slice msg);
 /* Does c have a subscription (RESP2's subscribed context)? */
 int kvd_resp_subscribed(const struct kvd_conn *c);
 /* Before each command of a connection that has subscribed at some time:
  * move the messages waiting for it into its output, then refuse what the
  * subscribed context does not allow (Redis's error), or NULL. */
 const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r);
+/* Move the messages waiting for subscriber c into its output now (before
+ * a command whose own reply CLIENT REPLY mutes). */
+void kvd_resp_pubsub_drain(struct kvd_conn *c);
 /* The io thread io was woken: move its subscribers' messages. */
 void kvd_resp_pubsub_wake(struct kvd_io *io);
 /* c closes: drop its subscriptions. */

@@ -58,6 +58,8 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_SETRANGE] = "2.2.0",    [RESP_CMD_BITOP] = "2.6.0",
     [RESP_CMD_REPLICAOF] = "5.0.0",   [RESP_CMD_SLAVEOF] = "1.0.0",
     [RESP_CMD_ROLE] = "2.8.12",	      [RESP_CMD_BITFIELD] = "3.2.0",
+    [RESP_CMD_SAVE] = "1.0.0",	      [RESP_CMD_BGSAVE] = "1.0.0",
+    [RESP_CMD_LASTSAVE] = "1.0.0",    [RESP_CMD_SHUTDOWN] = "1.0.0",
 };
 
 /* ===================== Connection ===================== */
@@ -232,6 +234,24 @@ static void add_help(struct kvd_conn *c, const char *const *lines)
 		resp_add_status(c, lines[i]);
 }
 
+/* CLIENT REPLY ON|OFF|SKIP, as Redis: OFF and SKIP answer nothing, and
+ * SKIP does nothing while OFF; resp.c mutes the replies. */
+static const char *client_reply(struct kvd_conn *c, struct kv_slice mode)
+{
+	if (resp_eq(mode, "on")) {
+		c->resp_state &= ~(uint32_t)(RESP_REPLY_OFF | RESP_REPLY_SKIP);
+		resp_add_ok(c);
+	} else if (resp_eq(mode, "off")) {
+		c->resp_state |= RESP_REPLY_OFF;
+	} else if (resp_eq(mode, "skip")) {
+		if (!(c->resp_state & RESP_REPLY_OFF))
+			c->resp_state |= RESP_REPLY_SKIP_NEXT;
+	} else {
+		return resp_err_syntax;
+	}
+	return NULL;
+}
+
 const char *resp_client(struct kvd_conn *c, struct resp_req *r)
 {
 	static const char *const help[] = {
@@ -256,6 +276,8 @@ const char *resp_client(struct kvd_conn *c, struct resp_req *r)
 	    "yes|no.",
 	    "NO-EVICT (ON|OFF), NO-TOUCH (ON|OFF)",
 	    "    Accepted (kvd evicts nothing and tracks no access).",
+	    "REPLY (ON|OFF|SKIP)",
+	    "    Control the replies sent to the current connection.",
 	    "HELP",
 	    "    Print this help.",
 	    NULL};
@@ -277,11 +299,13 @@ const char *resp_client(struct kvd_conn *c, struct resp_req *r)
 		resp_add_ok(c);
 	} else if (resp_eq(sub, "setinfo") && r->argc == 4) {
 		resp_add_ok(c);
+	} else if (resp_eq(sub, "reply") && r->argc == 3) {
+		return client_reply(c, r->a[2]);
 	} else if (resp_eq(sub, "help") && r->argc == 2) {
 		add_help(c, help);
 	} else if (resp_eq(sub, "id") || resp_eq(sub, "getname") ||
 		   resp_eq(sub, "setname") || resp_eq(sub, "setinfo") ||
-		   resp_eq(sub, "help")) {
+		   resp_eq(sub, "reply") || resp_eq(sub, "help")) {
 		char name[24];
 
 		snprintf(name, sizeof(name), "client|%.*s", (int)sub.n,
@@ -299,7 +323,7 @@ const char *resp_client(struct kvd_conn *c, struct resp_req *r)
 
 static void add_flags(struct kvd_conn *c, const struct resp_cmd *d)
 {
-	const char *f[6];
+	const char *f[7];
 	size_t n = 0;
 
 	if (d->flags & RC_WRITE)
@@ -312,6 +336,8 @@ static void add_flags(struct kvd_conn *c, const struct resp_cmd *d)
 		f[n++] = "loading", f[n++] = "stale";
 	if (d->flags & RC_FAST)
 		f[n++] = "fast";
+	if (d->flags & RC_NOMULTI)
+		f[n++] = "no_multi";
 	resp_add_array(c, n);
 	for (size_t i = 0; i < n; i++)
 		resp_add_status(c, f[i]);

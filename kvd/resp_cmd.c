@@ -8,16 +8,15 @@
  * (INCR, APPEND, GETDEL, SET ... GET, PERSIST) run inside the committer's
  * transaction, so they are atomic like Redis's.
  */
+#include <limits.h>
 #include <stdio.h>
 
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
 #include "write.h"
-
-/* 2^50 ms is 35,000 years: far enough, and now + ttl cannot overflow. */
-#define TTL_MAX (1ull << 50)
 
 /* kvd_pend.aux bits */
 #define AUX_GETOLD 1u /* reply with the old value (SET ... GET, GETSET) */
@@ -71,25 +70,31 @@ static const char *invalid_expire(struct resp_req *r)
 }
 
 /* An expiry argument: unit ms per step, absolute (a Unix time) or relative
- * to now.  *at is the absolute expiry in ms, possibly in the past. */
+ * to now.  *at is the absolute expiry in ms, possibly in the past (0: at or
+ * before 1970).  Redis 7.0's bounds, as its own tests check them: an expiry
+ * is any time up to INT64_MAX ms; a conversion to ms or an addition of now
+ * past that, or below INT64_MIN, is "invalid expire time".  SET and GETEX
+ * (positive) also refuse a time of 0 or less (getExpireMillisecondsOrReply);
+ * the EXPIRE family takes one, and the key goes (expireGenericCommand). */
 const char *resp_parse_expire(struct kvd_conn *c, struct resp_req *r,
 			      struct kv_slice arg, uint64_t unit, int absolute,
 			      int positive, uint64_t *at)
 {
-	uint64_t now = c->io->now_ms;
-	long long v;
+	long long now = (long long)c->io->now_ms, v;
 
 	if (resp_ll(arg, &v))
 		return resp_err_int;
-	if (v <= 0) {
-		if (positive)
-			return invalid_expire(r);
-		*at = 0; /* in the past: the key goes */
-		return NULL;
-	}
-	if ((uint64_t)v > (absolute ? now + TTL_MAX : TTL_MAX) / unit)
+	if (positive && v <= 0)
 		return invalid_expire(r);
-	*at = (uint64_t)v * unit + (absolute ? 0 : now);
+	if (unit == 1000 && (v > LLONG_MAX / 1000 || v < LLONG_MIN / 1000))
+		return invalid_expire(r);
+	v *= (long long)unit;
+	if (!absolute) {
+		if (v > LLONG_MAX - now)
+			return invalid_expire(r);
+		v += now;
+	}
+	*at = v > 0 ? (uint64_t)v : 0;
 	return NULL;
 }
 
@@ -309,7 +314,11 @@ const char *resp_set(struct kvd_conn *c, struct resp_req *r)
 			  (sa.opts & SO_XX ? KV_PUT_XX : 0) |
 			  (sa.opts & SO_KEEPTTL ? KV_PUT_KEEPTTL : 0) |
 			  (sa.opts & SO_GET ? KVD_PUT_GETOLD : 0));
-	err = queued(kvd_write_one(c, r->cmd, KVD_W_PUT, k, v, at, flags, 0));
+	/* with an expiry, "set" then "expire" (keyspace.h) */
+	err = queued(kvd_write_tagged(
+	    c, r->cmd, KVD_W_PUT, k, v, at, flags, 0,
+	    sa.opts & (SO_EX | SO_PX | SO_EXAT | SO_PXAT) ? KVD_TAG_EXPIRE
+							  : 0));
 	if (!err)
 		set_aux(c, sa.opts & SO_GET ? AUX_GETOLD : 0);
 	return err;
@@ -505,7 +514,7 @@ static const char *multi_write(struct kvd_conn *c, struct resp_req *r, int put)
 			return err;
 	}
 	return queued(kvd_write_multi(c, r->cmd, put ? KVD_W_PUT : KVD_W_DEL, n,
-				      next_item, &its, 0));
+				      next_item, &its, 0, 0));
 }
 
 const char *resp_mset(struct kvd_conn *c, struct resp_req *r)
@@ -592,7 +601,8 @@ void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 	case RESP_CMD_PSETEX:
 	case RESP_CMD_MSET:
 	case RESP_CMD_FLUSHALL:
-	case RESP_CMD_FLUSHDB: resp_add_ok(c); break;
+	case RESP_CMD_FLUSHDB:
+	case RESP_CMD_SAVE: resp_add_ok(c); break;
 	default: /* DEL, UNLINK, INCR..., APPEND, EXPIRE..., PERSIST */
 		resp_add_int(c, pd->result);
 		break;

@@ -72,6 +72,9 @@ struct cmdstat {
 static struct cmdstat cstats[MAX_IO][RESP_NCMDS];
 /* The CLIENT subcommand being answered, for its own CLIENT LIST line. */
 static _Thread_local const char *cur_sub;
+/* The caller's own request's argument bytes, for its CLIENT LIST line
+ * (Redis's argv-mem). */
+static _Thread_local size_t cur_argv;
 
 /* ===================== Registry ===================== */
 
@@ -598,6 +601,7 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	char line[512 + 2 * sizeof(c->addr)], cmdname[40], flags[4];
 	unsigned subs = atomic_load_explicit(&c->nsubs, memory_order_relaxed);
 	unsigned psubs = atomic_load_explicit(&c->npsubs, memory_order_relaxed);
+	struct kvd_conn_bufs bf;
 	int n, f = 0;
 
 	if (c == self && cur_sub)
@@ -616,18 +620,24 @@ static void client_line(struct kvd_conn *self, struct kvd_conn *c,
 	if (!f)
 		flags[f++] = 'N';
 	flags[f] = '\0';
+	kvd_conn_bufs(self, c, &bf);
 	n = snprintf(
 	    line, sizeof(line),
 	    "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu "
-	    "flags=%s db=0 sub=%u psub=%u ssub=0 multi=-1 qbuf=%zu qbuf-free=0 "
-	    "argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=%zu "
-	    "tot-mem=0 events=r cmd=%s user=default redir=-1 resp=2\n",
+	    "flags=%s db=0 sub=%u psub=%u ssub=0 multi=-1 qbuf=%llu "
+	    "qbuf-free=%llu argv-mem=%zu multi-mem=%llu rbs=0 rbp=0 obl=%llu "
+	    "oll=%llu omem=%llu tot-mem=%llu events=r cmd=%s user=default "
+	    "redir=-1 resp=2\n",
 	    (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name,
 	    (unsigned long long)(now > c->born_ms ? now - c->born_ms : 0) /
 		1000,
 	    (unsigned long long)(now > act ? now - act : 0) / 1000, flags,
-	    subs - psubs, psubs, c == self ? self->in.len : (size_t)0,
-	    c == self ? self->out.len : (size_t)0, cmdname);
+	    subs - psubs, psubs, (unsigned long long)bf.qbuf,
+	    (unsigned long long)bf.qbuf_free, c == self ? cur_argv : (size_t)0,
+	    (unsigned long long)bf.multi_mem, (unsigned long long)bf.obl,
+	    (unsigned long long)bf.oll, (unsigned long long)bf.omem,
+	    (unsigned long long)(bf.tot_mem + (c == self ? cur_argv : 0)),
+	    cmdname);
 	kv_buf_append(b, line,
 		      n > 0 && (size_t)n < sizeof(line) ? (size_t)n
 							: strlen(line));
@@ -840,6 +850,20 @@ static const char *client_kill(struct kvd_conn *c, struct resp_req *r)
 
 /* CLIENT LIST, INFO, KILL, NO-EVICT, NO-TOUCH; NULL for another
  * subcommand (resp_admin.c answers those). */
+static size_t argv_bytes(struct resp_req *r)
+{
+	struct resp_it it;
+	struct kv_slice a;
+	size_t n = 0;
+
+	resp_it_init(r, 0, &it);
+	for (uint32_t i = 0; i < r->argc; i++) {
+		resp_it_next(&it, &a);
+		n += a.n;
+	}
+	return n;
+}
+
 int kvd_resp_client_intro(struct kvd_conn *c, struct resp_req *r,
 			  const char **err)
 {
@@ -847,6 +871,7 @@ int kvd_resp_client_intro(struct kvd_conn *c, struct resp_req *r,
 	struct kv_buf b = {0};
 
 	*err = NULL;
+	cur_argv = argv_bytes(r);
 	if (resp_eq(sub, "list")) {
 		cur_sub = "list";
 		*err = client_list(c, r);

@@ -5,13 +5,16 @@
  * OBJECT answers what Redis 7.0 would with its default configuration:
  * ENCODING by Redis's rules for a value written by SET (tryObjectEncoding:
  * "int" for a decimal that fits a long, "embstr" up to 44 bytes, "raw"
- * beyond), REFCOUNT as Redis's shared integers 0..9999 have it, IDLETIME 0
- * (kvd does not track access times), FREQ Redis's error for a server
- * without an LFU policy.
+ * beyond), or as the command that made it left it (keyspace.h: APPEND,
+ * SETRANGE, SETBIT, BITFIELD and BITOP make "raw", INCRBYFLOAT "embstr",
+ * COPY a private object), REFCOUNT as Redis's shared integers 0..9999 have
+ * it, IDLETIME 0 (kvd does not track access times), FREQ Redis's error for
+ * a server without an LFU policy.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "repl.h"
@@ -146,7 +149,9 @@ static const char *object_key(struct kvd_conn *c, struct resp_req *r,
 {
 	struct kvd_io *io = c->io;
 	struct kv_slice k = r->a[2], v;
+	const char *enc;
 	long long n;
+	unsigned cls;
 	int rc = KV_NOT_FOUND;
 
 	if (resp_key_ok(c, k))
@@ -159,12 +164,21 @@ static const char *object_key(struct kvd_conn *c, struct resp_req *r,
 	}
 	if (rc != KV_OK)
 		return resp_err_internal;
+	cls =
+	    kvd_keyspace_encoding(kvd_shard_of(k.p, k.n, io->srv->nshards), k);
+	if (cls == KVD_ENC_RAW || (cls == KVD_ENC_EMBSTR && v.n > EMBSTR_MAX))
+		enc = "raw";
+	else if (cls == KVD_ENC_EMBSTR)
+		enc = "embstr";
+	else
+		enc = is_long(v, &n)	  ? "int"
+		      : v.n <= EMBSTR_MAX ? "embstr"
+					  : "raw";
 	if (!strcmp(sub, "encoding"))
-		resp_add_cstr(c, is_long(v, &n)	     ? "int"
-				 : v.n <= EMBSTR_MAX ? "embstr"
-						     : "raw");
-	else if (!strcmp(sub, "refcount"))
-		resp_add_int(c, is_long(v, &n) && n >= 0 && n < SHARED_INTEGERS
+		resp_add_cstr(c, enc);
+	else if (!strcmp(sub, "refcount")) /* Redis's shared integers */
+		resp_add_int(c, cls == KVD_ENC_AUTO && is_long(v, &n) &&
+					n >= 0 && n < SHARED_INTEGERS
 				    ? SHARED_REFCOUNT
 				    : 1);
 	else if (!strcmp(sub, "idletime"))

@@ -38,6 +38,7 @@
 #include <xxhash.h>
 
 #include "committer.h"
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
@@ -176,6 +177,11 @@ void kvd_resp_multi_free(struct kvd_conn *c)
 	kv_buf_free(&c->txq->q);
 	free(c->txq);
 	c->txq = NULL;
+}
+
+size_t kvd_resp_multi_mem(const struct kvd_conn *c)
+{
+	return c->txq ? c->txq->q.cap : 0;
 }
 
 int kvd_resp_in_multi(const struct kvd_conn *c)
@@ -513,6 +519,20 @@ int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
 	return KV_OK;
 }
 
+/* The tag of the PUT that moves or copies src: RENAME's events are its
+ * own (kvd_keyspace_renamed), COPY's "copy_to"; the value keeps its
+ * encoding, and COPY makes a private object of a shared one. */
+static uint16_t moved_tag(struct kvd_conn *c, struct kv_slice src, int del)
+{
+	unsigned enc = kvd_keyspace_encoding(
+	    kvd_shard_of(src.p, src.n, c->io->srv->nshards), src);
+
+	if (del)
+		return KVD_TAG(KVD_EV_QUIET, enc) | KVD_TAG_NEW;
+	return KVD_TAG(KVD_EV_COPY_TO, enc ? enc : KVD_ENC_PRIVATE) |
+	       KVD_TAG_NEW;
+}
+
 /* Copy src to dst (its expiry with it), then delete src when del.  The
  * new key is committed (in sync mode flushed) before the old one is
  * deleted: a crash in between leaves both, never neither. */
@@ -551,7 +571,8 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 		goto out;
 	}
 	w = kvd_write_now(c, x, del ? RESP_CMD_EXEC : r->cmd, KVD_W_PUT, dst,
-			  (struct kv_slice){.p = v.data, .n = v.len}, exp);
+			  (struct kv_slice){.p = v.data, .n = v.len}, exp,
+			  moved_tag(c, src, del));
 	if (!w || !del)
 		goto out; /* COPY: the PUT's own reply says what happened */
 	if (w->op.status != KV_OK) { /* the source stays */
@@ -560,7 +581,10 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 		err = r->err;
 		goto out;
 	}
-	kvd_write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0);
+	w = kvd_write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0,
+			  KVD_TAG(KVD_EV_QUIET, 0));
+	if (w && w->op.status == KV_OK)
+		kvd_keyspace_renamed(c->io->srv->cfg, src, dst);
 out:
 	kv_buf_free(&v);
 	return err;

@@ -466,10 +466,20 @@ static int64_t deliver_all(struct ps_table *tab, struct ps_topic *t,
 /* PUBLISH channel message: the number of subscriptions that got it.  The
  * patterns are matched against the channel with ps_lock released, which
  * every subscriber's thread takes: the lock is held only to take the
- * pattern topics and to deliver. */
+ * pattern topics and to deliver (kvd_resp_publish, which keyspace
+ * notifications call too). */
 const char *resp_publish(struct kvd_conn *c, struct resp_req *r)
 {
-	struct kv_slice ch = r->a[1], msg = r->a[2];
+	int64_t n = kvd_resp_publish(r->a[1], r->a[2]);
+
+	if (n < 0)
+		return resp_err_nomem;
+	resp_add_int(c, n);
+	return NULL;
+}
+
+int64_t kvd_resp_publish(struct kv_slice ch, struct kv_slice msg)
+{
 	struct kv_buf b = {0};
 	struct ps_topic **pt, *t;
 	uint8_t *hit = NULL;
@@ -503,10 +513,7 @@ const char *resp_publish(struct kvd_conn *c, struct resp_req *r)
 	free(pt);
 	free(hit);
 	kv_buf_free(&b);
-	if (rc || b.err)
-		return resp_err_nomem;
-	resp_add_int(c, n);
-	return NULL;
+	return rc || b.err ? -1 : n;
 }
 
 /* ===================== Subscribing ===================== */
@@ -796,6 +803,13 @@ static int has_subcommands(unsigned id)
 	       id == RESP_CMD_COMMAND || id == RESP_CMD_SLOWLOG ||
 	       id == RESP_CMD_OBJECT || id == RESP_CMD_LATENCY ||
 	       id == RESP_CMD_PUBSUB;
+}
+
+void kvd_resp_pubsub_drain(struct kvd_conn *c)
+{
+	pthread_mutex_lock(&ps_lock);
+	drain(c->psub);
+	pthread_mutex_unlock(&ps_lock);
 }
 
 const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r)

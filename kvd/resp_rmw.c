@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
@@ -147,7 +148,7 @@ static const char *msetnx_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 	}
 	resp_add_int(c, 1);
 	return queued(kvd_write_multi(c, SILENT, KVD_W_PUT, (r->argc - 1) / 2,
-				      next_pair, &p, 0));
+				      next_pair, &p, 0, 0));
 }
 
 /* MSETNX key value...: all set, or none when one exists. */
@@ -181,11 +182,12 @@ struct patch {
 
 /* The value grown with zeros to at least len bytes; its old expiry. */
 static int load_grown(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
-		      uint64_t len, uint64_t *exp, int *found)
+		      uint64_t len, uint64_t *exp, int *dirty)
 {
 	int rc = resp_section_read(c, k, v, exp);
 
-	*found = rc == KV_OK;
+	/* made or grown: Redis's "dirty" (lookupStringForBitCommand) */
+	*dirty = rc != KV_OK || v->len < len;
 	if (rc == KV_NOT_FOUND) {
 		*exp = 0;
 		rc = KV_OK;
@@ -219,7 +221,7 @@ static const char *setrange_fn(struct kvd_conn *c, struct resp_req *r,
 	struct kv_buf v = {0};
 	uint64_t exp;
 	const char *err = NULL;
-	int found;
+	int dirty;
 
 	if (!p->data.n) { /* nothing to write: the length as it is */
 		int rc = resp_section_read(c, r->a[1], &v, &exp);
@@ -230,7 +232,7 @@ static const char *setrange_fn(struct kvd_conn *c, struct resp_req *r,
 			resp_add_int(c, (int64_t)v.len);
 		goto out;
 	}
-	if (load_grown(c, r->a[1], &v, p->off + p->data.n, &exp, &found)) {
+	if (load_grown(c, r->a[1], &v, p->off + p->data.n, &exp, &dirty)) {
 		err = resp_err_internal;
 		goto out;
 	}
@@ -238,8 +240,9 @@ static const char *setrange_fn(struct kvd_conn *c, struct resp_req *r,
 		goto out;
 	memcpy(v.data + p->off, p->data.p, p->data.n);
 	resp_add_int(c, (int64_t)v.len);
-	err = queued(
-	    kvd_write_one(c, SILENT, KVD_W_PUT, r->a[1], sl(&v), exp, 0, 0));
+	err = queued(kvd_write_tagged(c, SILENT, KVD_W_PUT, r->a[1], sl(&v),
+				      exp, 0, 0,
+				      KVD_TAG(KVD_EV_SETRANGE, KVD_ENC_RAW)));
 out:
 	kv_buf_free(&v);
 	return err;
@@ -271,19 +274,24 @@ static const char *setbit_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 	uint64_t exp, byte = p->off >> 3;
 	uint8_t mask = (uint8_t)(0x80u >> (p->off & 7));
 	const char *err = NULL;
-	int found;
+	int dirty, same;
 
-	if (load_grown(c, r->a[1], &v, byte + 1, &exp, &found)) {
+	if (load_grown(c, r->a[1], &v, byte + 1, &exp, &dirty)) {
 		err = resp_err_internal;
 		goto out;
 	}
+	same = ((v.data[byte] & mask) != 0) == (p->bit != 0);
 	resp_add_int(c, (v.data[byte] & mask) != 0);
 	if (p->bit)
 		v.data[byte] |= mask;
 	else
 		v.data[byte] &= (uint8_t)~mask;
-	err = queued(
-	    kvd_write_one(c, SILENT, KVD_W_PUT, r->a[1], sl(&v), exp, 0, 0));
+	/* as Redis 7.0: "setbit" only for a bit changed or a key made or
+	 * grown; the value is raw either way */
+	err = queued(kvd_write_tagged(
+	    c, SILENT, KVD_W_PUT, r->a[1], sl(&v), exp, 0, 0,
+	    KVD_TAG(same && !dirty ? KVD_EV_QUIET : KVD_EV_SETBIT,
+		    KVD_ENC_RAW)));
 out:
 	kv_buf_free(&v);
 	return err;
@@ -383,9 +391,10 @@ static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
 		goto out;
 	}
 	resp_add_bulk(c, out, n);
-	err = queued(kvd_write_one(
+	err = queued(kvd_write_tagged(
 	    c, SILENT, KVD_W_PUT, r->a[1],
-	    (struct kv_slice){.p = (uint8_t *)out, .n = n}, exp, 0, 0));
+	    (struct kv_slice){.p = (uint8_t *)out, .n = n}, exp, 0, 0,
+	    KVD_TAG(KVD_EV_INCRBYFLOAT, KVD_ENC_EMBSTR)));
 out:
 	kv_buf_free(&v);
 	return err;
@@ -496,10 +505,11 @@ static const char *bitop_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 		goto out;
 	}
 	resp_add_int(c, (int64_t)out.len);
-	err = queued(out.len ? kvd_write_one(c, SILENT, KVD_W_PUT, r->a[2],
-					     sl(&out), 0, 0, 0)
-			     : kvd_write_one(c, SILENT, KVD_W_DEL, r->a[2],
-					     none, 0, 0, 0));
+	err = queued(
+	    out.len
+		? kvd_write_tagged(c, SILENT, KVD_W_PUT, r->a[2], sl(&out), 0,
+				   0, 0, KVD_TAG(KVD_EV_SET, KVD_ENC_RAW))
+		: kvd_write_one(c, SILENT, KVD_W_DEL, r->a[2], none, 0, 0, 0));
 out:
 	free(src);
 	kv_buf_free(&out);
@@ -547,7 +557,7 @@ static const char *bitfield_fn(struct kvd_conn *c, struct resp_req *r,
 	struct kv_buf v = {0};
 	uint64_t exp;
 	const char *err = NULL;
-	int found, rc;
+	int dirty, rc, changes = 0;
 
 	if (!b->maxbit) {
 		rc = resp_section_read(c, r->a[1], &v, &exp);
@@ -556,7 +566,7 @@ static const char *bitfield_fn(struct kvd_conn *c, struct resp_req *r,
 			goto out;
 		}
 	} else if (load_grown(c, r->a[1], &v, (b->maxbit + 7) >> 3, &exp,
-			      &found)) {
+			      &dirty)) {
 		err = resp_err_internal;
 		goto out;
 	}
@@ -570,11 +580,15 @@ static const char *bitfield_fn(struct kvd_conn *c, struct resp_req *r,
 		else if (resp_bf_write(v.data, o, &x))
 			resp_add_nil(c);
 		else
-			resp_add_int(c, x);
+			resp_add_int(c, x), changes++;
 	}
 	if (b->maxbit)
-		err = queued(kvd_write_one(c, SILENT, KVD_W_PUT, r->a[1],
-					   sl(&v), exp, 0, 0));
+		err = queued(kvd_write_tagged(/* "setbit" if one changed */
+					      c, SILENT, KVD_W_PUT, r->a[1],
+					      sl(&v), exp, 0, 0,
+					      KVD_TAG(changes ? KVD_EV_SETBIT
+							      : KVD_EV_QUIET,
+						      KVD_ENC_RAW)));
 out:
 	kv_buf_free(&v);
 	return err;

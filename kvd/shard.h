@@ -162,6 +162,9 @@ enum kvd_wkind {
 	 * (items). */
 	KVD_W_RESET,
 	KVD_W_LOAD,
+	/* SAVE: no items; the committer checkpoints its shard alone, outside
+	 * any batch (kvd_shard_checkpoint). */
+	KVD_W_CHECKPOINT,
 };
 
 /* One write, as the committer applies it.  items holds nitems entries of
@@ -179,6 +182,12 @@ struct kvd_wop {
 	uint64_t lsn; /* KVD_W_REPL: the first record's LSN */
 	const uint8_t *items;
 	size_t items_len;
+	/* Not the store's: what the write's keys become for keyspace.h's
+	 * observers (a keyspace event, an encoding), read after apply. */
+	uint16_t tag;
+	/* NULL, or one byte per item that kvd_shard_apply fills with
+	 * KVD_SEEN_* (a PUT then looks its keys up: a plain PUT does not). */
+	uint8_t *seen;
 	/* results */
 	int status; /* KV_OK, KV_NOT_FOUND, KV_EXISTS, KV_NOT_INTEGER, ... */
 	int64_t result; /* INCR refused with KV_NOT_INTEGER: 1 on overflow */
@@ -187,6 +196,11 @@ struct kvd_wop {
 };
 
 #define KVD_ITEM_HDR 6
+
+/* kvd_wop.seen: what the apply found and did, per item. */
+#define KVD_SEEN_DONE 1u    /* the key was stored or deleted */
+#define KVD_SEEN_LIVE 2u    /* it held a live value before */
+#define KVD_SEEN_EXPIRED 4u /* it held an expired value before */
 
 /* Begin a batch on shard i (its committer thread only).  Freezes the active
  * memtable first when it is full or old; when the previous one is still
@@ -211,6 +225,13 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		    uint64_t max_value);
 /* Tombstone up to limit expired keys; returns how many, or a negative KV_*. */
 int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit);
+/* The records the batch holds so far, and fn on the key of each from
+ * record from on (valid during the call; a FLUSHALL has none): after
+ * kvd_shard_reap, from the count before it, the keys it reaped. */
+size_t kvd_shard_batch_len(const struct kvd_wtxn *t);
+void kvd_shard_batch_keys(const struct kvd_wtxn *t, size_t from,
+			  void (*fn)(void *arg, struct kv_slice key),
+			  void *arg);
 /* Append the batch to the journal, flush it when sync, then make it
  * visible in the memtable.  0, or a KV_* code (the batch is gone either
  * way; KV_SHARD_FAILED: the shard takes no more writes). */

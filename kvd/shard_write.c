@@ -429,10 +429,17 @@ static void wlookup_plain(struct kvd_wtxn *t, MDB_val *k, struct wval *o)
 	o->below = OV_BELOW_UNKNOWN;
 }
 
+/* What the layers held under a key, as kvd_wop.seen says it. */
+static uint8_t seen_of(const struct wval *o)
+{
+	return o->live > 0 ? KVD_SEEN_LIVE : o->live < 0 ? KVD_SEEN_EXPIRED : 0;
+}
+
 static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 {
 	const uint8_t *p = op->items;
-	unsigned plain = !(op->flags & (KV_PUT_NX | KV_PUT_XX | KV_PUT_KEEPTTL |
+	unsigned plain =
+	    !op->seen && !(op->flags & (KV_PUT_NX | KV_PUT_XX | KV_PUT_KEEPTTL |
 					KVD_PUT_GETOLD));
 	struct item it;
 
@@ -450,6 +457,8 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		}
 		if ((rc = wlookup(t, &it.k, now, &o)))
 			return rc;
+		if (op->seen)
+			op->seen[i] = seen_of(&o);
 		if ((op->flags & KVD_PUT_GETOLD) && o.live > 0 &&
 		    (rc = copy_out(op, o.data)))
 			return rc;
@@ -465,6 +474,8 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 			exp = o.exp;
 		if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o)))
 			return rc;
+		if (op->seen)
+			op->seen[i] |= KVD_SEEN_DONE;
 	}
 	return 0;
 }
@@ -488,6 +499,10 @@ static int apply_del(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		if (o.live && (rc = wdelete(t, &it.k, &o)))
 			return rc;
 		op->result += o.live > 0;
+		if (op->seen)
+			op->seen[i] =
+			    (uint8_t)(seen_of(&o) |
+				      (o.live > 0 ? KVD_SEEN_DONE : 0));
 	}
 	if (op->result == 0 && getdel)
 		op->status = KV_NOT_FOUND;
@@ -532,6 +547,8 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	item_next(op->items, &it);
 	if ((rc = wlookup(t, &it.k, now, &o)))
 		return rc;
+	if (op->seen) /* DONE below: set by apply_rmw's caller */
+		op->seen[0] = seen_of(&o);
 	old = o.data;
 	exp = o.exp;
 	if (o.live <= 0) {
@@ -652,6 +669,7 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		    uint64_t max_value)
 {
 	struct shard *sh = &t->st->sh[t->idx];
+	size_t n;
 	int rc;
 
 	op->status = KV_OK;
@@ -676,9 +694,28 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0);
 		break;
 	case KVD_W_REPL: rc = apply_repl(t, op); break;
-	default: rc = apply_rmw(t, op, now, max_value); break;
+	default:
+		n = t->nents;
+		rc = apply_rmw(t, op, now, max_value);
+		if (!rc && op->seen && t->nents > n) /* it stored the key */
+			op->seen[0] |= KVD_SEEN_DONE;
+		break;
 	}
 	return rc ? wfail(t, rc) : 0;
+}
+
+size_t kvd_shard_batch_len(const struct kvd_wtxn *t)
+{
+	return t->nents;
+}
+
+void kvd_shard_batch_keys(const struct kvd_wtxn *t, size_t from,
+			  void (*fn)(void *arg, struct kv_slice key), void *arg)
+{
+	for (size_t i = from; i < t->nents; i++)
+		if (t->ents[i].type != KVJ_FLUSHALL)
+			fn(arg, (struct kv_slice){ov_key(t, &t->ents[i]),
+						  t->ents[i].klen});
 }
 
 /* Expired values still in a memtable: found by a walk over it, so at

@@ -324,6 +324,21 @@ static void info_server(struct kvd_io *io, struct kv_buf *b)
 	kvd_info_line(b, "config_file:%s", srv->cfg->config_file);
 }
 
+/* Redis's save fields, for tools that wait on a BGSAVE: kvd's "save" is
+ * a checkpoint of every shard (resp_save.c). */
+static void info_saves(struct kvd_server *srv, struct kv_buf *b)
+{
+	int failed = 0;
+	uint64_t last =
+	    srv->com ? kvd_committers_lastsave(srv, &failed) : srv->start_ms;
+
+	kvd_info_line(b, "rdb_bgsave_in_progress:%d",
+		      srv->com ? kvd_committers_saving(srv) : 0);
+	kvd_info_line(b, "rdb_last_save_time:%llu",
+		      (unsigned long long)(last / 1000));
+	kvd_info_line(b, "rdb_last_bgsave_status:%s", failed ? "err" : "ok");
+}
+
 static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 			     struct kv_buf *b)
 {
@@ -346,7 +361,7 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 	}
 	kvd_info_line(b, "# Persistence");
 	kvd_info_line(b, "loading:0");
-	kvd_info_line(b, "rdb_bgsave_in_progress:0");
+	info_saves(srv, b);
 	kvd_info_line(b, "aof_enabled:0");
 	kvd_info_line(b, "aof_rewrite_in_progress:0");
 	kvd_info_line(b, "kvd_durability:%s",

@@ -5,6 +5,7 @@
 
 #include "committer.h"
 #include "datadir.h"
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "router.h"
@@ -80,17 +81,23 @@ static void put_item(struct kvd_wreq *w, struct kv_slice k, struct kv_slice v)
 	w->op.nitems++;
 }
 
+/* A request for payload bytes of items; with nseen, room after them for
+ * what kvd_shard_apply finds of each of nseen items (keyspace.h asks). */
 static struct kvd_wreq *new_wreq(struct kvd_io *io, size_t payload,
-				 unsigned shard, enum kvd_wkind kind,
-				 struct kvd_pend *pd)
+				 uint32_t nseen, unsigned shard,
+				 enum kvd_wkind kind, struct kvd_pend *pd)
 {
-	struct kvd_wreq *w = kvd_wreq_new(io, payload);
+	struct kvd_wreq *w = kvd_wreq_new(io, payload + nseen);
 
 	if (!w)
 		return NULL;
 	memset(&w->op, 0, sizeof(w->op));
 	w->op.kind = (uint8_t)kind;
 	w->op.items = w->data;
+	if (nseen) {
+		w->op.seen = w->data + payload;
+		memset(w->op.seen, 0, nseen);
+	}
 	w->shard = (uint16_t)shard;
 	w->pend = pd;
 	w->tracked = 1;
@@ -101,6 +108,13 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		  struct kv_slice k, struct kv_slice v, uint64_t expire_at,
 		  uint8_t flags, int64_t delta)
 {
+	return kvd_write_tagged(c, op, kind, k, v, expire_at, flags, delta, 0);
+}
+
+int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
+		     struct kv_slice k, struct kv_slice v, uint64_t expire_at,
+		     uint8_t flags, int64_t delta, uint16_t tag)
+{
 	struct kvd_io *io = c->io;
 	struct kvd_pend *pd = kvd_conn_pend(c, op);
 	uint64_t h = kvd_key_hash(k.p, k.n);
@@ -109,6 +123,7 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 	if (!pd)
 		return KV_INTERNAL;
 	w = new_wreq(io, KVD_ITEM_HDR + k.n + v.n,
+		     kvd_keyspace_seen(io->srv->cfg, kind),
 		     kvd_hash_shard(h, io->srv->nshards), kind, pd);
 	if (!w) {
 		/* The pend is queued: answer through it, in order. */
@@ -122,6 +137,7 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 	w->op.expire_at = expire_at;
 	w->op.flags = flags;
 	w->op.delta = delta;
+	w->op.tag = tag;
 	pd->parts = 1;
 	dispatch(c, w);
 	return KV_OK;
@@ -130,12 +146,13 @@ int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
 			       unsigned op, enum kvd_wkind kind,
 			       struct kv_slice k, struct kv_slice v,
-			       uint64_t expire_at)
+			       uint64_t expire_at, uint16_t tag)
 {
 	struct kvd_wreq *w;
 
 	kvd_excl_capture(x);
-	if (kvd_write_one(c, op, kind, k, v, expire_at, 0, 0) != KV_OK) {
+	if (kvd_write_tagged(c, op, kind, k, v, expire_at, 0, 0, tag) !=
+	    KV_OK) {
 		kvd_excl_apply(x);
 		return NULL;
 	}
@@ -149,6 +166,7 @@ struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
 struct split {
 	struct kvd_wreq *w[KVD_MAX_SHARDS];
 	size_t size[KVD_MAX_SHARDS];
+	uint32_t n[KVD_MAX_SHARDS]; /* items, when keyspace.h asks */
 };
 
 static int split_alloc(struct kvd_conn *c, struct split *sp,
@@ -157,7 +175,7 @@ static int split_alloc(struct kvd_conn *c, struct split *sp,
 	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
 		if (!sp->size[s])
 			continue;
-		sp->w[s] = new_wreq(c->io, sp->size[s], s, kind, pd);
+		sp->w[s] = new_wreq(c->io, sp->size[s], sp->n[s], s, kind, pd);
 		if (!sp->w[s])
 			return -1;
 		pd->parts++;
@@ -186,10 +204,12 @@ static void split_finish(struct kvd_conn *c, struct split *sp,
 }
 
 int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
-		    uint32_t n, kvd_item_fn item, void *arg, uint64_t expire_at)
+		    uint32_t n, kvd_item_fn item, void *arg, uint64_t expire_at,
+		    uint16_t tag)
 {
 	unsigned S = c->io->srv->nshards;
 	struct kvd_pend *pd = kvd_conn_pend(c, op);
+	uint32_t seen = kvd_keyspace_seen(c->io->srv->cfg, kind);
 	struct kv_slice k, v;
 	struct split sp;
 
@@ -197,9 +217,14 @@ int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		return KV_INTERNAL;
 	memset(sp.w, 0, S * sizeof(sp.w[0]));
 	memset(sp.size, 0, S * sizeof(sp.size[0]));
+	memset(sp.n, 0, S * sizeof(sp.n[0]));
 	for (uint32_t i = 0; i < n; i++) {
+		unsigned s;
+
 		item(arg, i, &k, &v);
-		sp.size[kvd_shard_of(k.p, k.n, S)] += KVD_ITEM_HDR + k.n + v.n;
+		s = kvd_shard_of(k.p, k.n, S);
+		sp.size[s] += KVD_ITEM_HDR + k.n + v.n;
+		sp.n[s] += seen;
 	}
 	if (split_alloc(c, &sp, kind, pd)) {
 		split_finish(c, &sp, pd, 0);
@@ -215,6 +240,7 @@ int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		put_item(w, k, v);
 		kvd_conn_track(c, kvd_hash_slot(h), 1);
 		w->op.expire_at = expire_at;
+		w->op.tag = tag;
 	}
 	split_finish(c, &sp, pd, 1);
 	return KV_OK;
@@ -230,6 +256,7 @@ int kvd_write_all(struct kvd_conn *c, unsigned op, enum kvd_wkind kind)
 	for (unsigned s = 0; s < c->io->srv->nshards; s++) {
 		sp.w[s] = NULL;
 		sp.size[s] = 1;
+		sp.n[s] = 0;
 	}
 	if (split_alloc(c, &sp, kind, pd) == 0) {
 		c->wall +=

@@ -17,6 +17,13 @@
 int kvd_write_one(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		  struct kv_slice key, struct kv_slice val, uint64_t expire_at,
 		  uint8_t flags, int64_t delta);
+/* The same, tagged with what it does to its key beyond what its kind says
+ * (keyspace.h's KVD_TAG: the keyspace event it is, the encoding of what it
+ * stores); kvd_write_one's tag is 0, what its kind says. */
+int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
+		     struct kv_slice key, struct kv_slice val,
+		     uint64_t expire_at, uint8_t flags, int64_t delta,
+		     uint16_t tag);
 
 struct kvd_excl;
 /* Inside exclusive section x (committer.h): queue a one-key write and
@@ -26,7 +33,7 @@ struct kvd_excl;
 struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
 			       unsigned op, enum kvd_wkind kind,
 			       struct kv_slice key, struct kv_slice val,
-			       uint64_t expire_at);
+			       uint64_t expire_at, uint16_t tag);
 
 /* Item i of a multi-key write: its key, and its value for puts.  Called
  * for i = 0 .. n-1 in order, twice (sizes first, then copies). */
@@ -37,8 +44,8 @@ typedef void (*kvd_item_fn)(void *arg, uint32_t i, struct kv_slice *key,
  * items must already be valid.  KV_OK: queued, or answered in order with
  * KV_INTERNAL if memory ran out before anything was queued. */
 int kvd_write_multi(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
-		    uint32_t n, kvd_item_fn item, void *arg,
-		    uint64_t expire_at);
+		    uint32_t n, kvd_item_fn item, void *arg, uint64_t expire_at,
+		    uint16_t tag);
 
 /* Queue kind (KVD_W_FLUSH) on every shard. */
 int kvd_write_all(struct kvd_conn *c, unsigned op, enum kvd_wkind kind);

@@ -125,6 +125,11 @@ const char *kvd_resp_pubsub_gate(struct kvd_conn *c, struct resp_req *r)
 	return NULL;
 }
 
+void kvd_resp_pubsub_drain(struct kvd_conn *c)
+{
+	(void)c;
+}
+
 /* committer.c's exclusive sections: none here. */
 /* resp.c asks replication whether writes are taken (repl.c). */
 int kvd_repl_write_ok(void);

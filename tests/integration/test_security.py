@@ -207,15 +207,17 @@ class Security(unittest.TestCase):
 
     def test_disable_documented_example(self):
         """docs/security.md's example list leaves no command that empties
-        the store: FLUSHALL covers RESP FLUSHDB."""
+        the store (FLUSHALL covers RESP FLUSHDB) or stops the server."""
         with Server(threads=1, resp=True,
-                    args=["--disable-commands", "FLUSHALL,KEYS,BACKUP"]) as srv:
+                    args=["--disable-commands",
+                          "FLUSHALL,KEYS,BACKUP,SHUTDOWN"]) as srv:
             c = srv.client()
             self.assertEqual(c.call(PUT, b"k", b"v"), [OK])
             self.assertEqual(c.call(FLUSHALL)[0], DISABLED)
             r = redis.Redis(port=srv.resp_port)
             for cmd in (("FLUSHALL",), ("FLUSHDB",), ("FLUSHALL", "ASYNC"),
-                        ("FLUSHDB", "SYNC")):
+                        ("FLUSHDB", "SYNC"), ("SHUTDOWN",),
+                        ("SHUTDOWN", "NOSAVE")):
                 with self.assertRaises(redis.exceptions.ResponseError,
                                        msg=cmd) as e:
                     r.execute_command(*cmd)

@@ -91,6 +91,43 @@ class Intro(unittest.TestCase):
         for o in others:
             o.close()
 
+    def test_client_list_buffers(self):
+        """CLIENT LIST's buffer fields are a connection's real figures,
+        read from another io thread: a partial request is its qbuf, a
+        MULTI queue its multi-mem, replies it does not read its obl and
+        omem; the caller's own argv-mem is its request's bytes, as in
+        Redis (CLIENT LIST: 10)."""
+        others, ids = spread_conns(self.port, 4)
+        partial = b"*3\r\n$3\r\nSET\r\n$2\r\nqb\r\n$10\r\nhel"
+        others[0].send(partial)
+        others[1].call("MULTI")
+        others[1].call("SET", "mm", "x" * 1000)
+        self.c.call("SET", "big", "v" * (1 << 20))
+        others[2].send(b"GET big\r\n" * 64)  # and never read
+
+        def row(i):
+            return {int(r["id"]): r for r in client_list(self.c)}[ids[i]]
+        r = wait_for(lambda: row(0) if row(0)["qbuf"] != "0" else None,
+                     what="qbuf of a partial request")
+        self.assertEqual(int(r["qbuf"]), len(partial))
+        self.assertGreater(int(r["qbuf-free"]), 0)
+        self.assertGreaterEqual(int(r["tot-mem"]),
+                                int(r["qbuf"]) + int(r["qbuf-free"]))
+        r = row(1)
+        self.assertGreater(int(r["multi-mem"]), 1000)
+        self.assertGreaterEqual(int(r["tot-mem"]), int(r["multi-mem"]))
+        r = wait_for(lambda: row(2) if int(row(2)["obl"]) > 0 else None,
+                     what="obl of a client that does not read")
+        self.assertGreaterEqual(int(r["omem"]), int(r["obl"]))
+        self.assertEqual(row(3)["qbuf"], "0")  # idle
+        self.assertEqual(row(3)["obl"], "0")
+        mine = [r for r in client_list(self.c)
+                if int(r["id"]) == self.c.call("CLIENT", "ID")][0]
+        self.assertEqual(mine["argv-mem"], "10")
+        others[1].call("DISCARD")
+        for o in others:
+            o.close()
+
     def test_client_kill(self):
         others, ids = spread_conns(self.port, 6)
         me = self.c.call("CLIENT", "ID")
