@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "config.h"
 #include "kv_proto.h"
 #include "shard.h"
@@ -52,12 +53,6 @@ static inline uint64_t kvd_read(kvd_counter *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-/* Latency buckets, upper bounds in microseconds (Prometheus-style, with a
- * last +Inf bucket); kept per bucket and made cumulative on export. */
-#define KVD_LAT_BOUNDS_US                                                      \
-	100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,  \
-	    500000, 1000000, 2500000
-#define KVD_LAT_BUCKETS 15
 /* Replies are counted by status; statuses above this share the last slot. */
 #define KVD_NSTATUS 32
 
@@ -77,9 +72,6 @@ struct kvd_io_stats {
 	/* requests answered at once in this loop turn, timed at its end */
 	uint32_t turn_ops[KV_OP_MAX];
 };
-
-/* Index of the bucket for a duration. */
-unsigned kvd_lat_bucket(uint64_t ns);
 
 static inline void kvd_count_reply(struct kvd_io_stats *s, unsigned op,
 				   int status)
@@ -137,9 +129,5 @@ struct kvd_wreq {
 	struct kvd_wop op;
 	uint8_t data[];
 };
-
-/* Unix time in milliseconds (wall clock: expiry must survive restarts). */
-uint64_t kvd_now_ms(void);
-uint64_t kvd_mono_ns(void);
 
 #endif

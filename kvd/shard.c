@@ -15,8 +15,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kv_proto.h"
-#include "kvd.h"
 #include "kv_status.h"
 #include "log.h"
 

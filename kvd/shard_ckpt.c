@@ -42,8 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kv_status.h"
-#include "kvd.h"
 #include "log.h"
 
 /* Room for a checkpoint (map or disk full): retried this often, and when

@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "kv_proto.h"
 #include "kv_status.h"
-#include "kvd.h"
 #include "log.h"
 
 /* A full map or disk refuses every batch until room is made, and a
