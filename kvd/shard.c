@@ -18,7 +18,7 @@
 #include "clock.h"
 #include "kv_proto.h"
 #include "kv_status.h"
-#include "log.h"
+#include "store_log.h"
 
 /* ===================== Store ===================== */
 

@@ -18,9 +18,9 @@
 #include "datadir.h"
 #include "journal.h"
 #include "kv_buf.h"
-#include "log.h"
 #include "memtable.h"
 #include "shard.h"
+#include "store_log.h"
 
 #define VF_EXPIRE 1u
 

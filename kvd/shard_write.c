@@ -19,7 +19,7 @@
 #include "clock.h"
 #include "kv_proto.h"
 #include "kv_status.h"
-#include "log.h"
+#include "store_log.h"
 
 /* A full map or disk refuses every batch until room is made, and a
  * committer retries a failed batch in parts: one line a second, with a
