@@ -14,6 +14,7 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
+#include "resp.h"
 #include "shard.h"
 #include "tls.h"
 
@@ -38,6 +39,7 @@ static int open_store(struct kvd_server *srv, char *err, size_t errlen)
 	    .checkpoint_interval_ms = cfg->checkpoint_interval_ms,
 	    .segment_size = cfg->journal_segment_size,
 	    .truncate_corrupt = cfg->journal_truncate_corrupt,
+	    .stored = kvd_watch_touch,
 	};
 
 	if (kvd_store_open(&srv->store, &o, err, errlen))

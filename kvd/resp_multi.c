@@ -81,11 +81,12 @@ static int same_key(const struct kvd_watch *w, uint64_t h, const void *k,
 	return w->h == h && w->klen == n && !memcmp(w->key, k, n);
 }
 
-void kvd_watch_touch(const void *key, size_t klen)
+void kvd_watch_touch(void *arg, const void *key, size_t klen)
 {
 	struct kvd_watch *w;
 	uint64_t h;
 
+	(void)arg;
 	if (!atomic_load_explicit(&nwatch, memory_order_relaxed))
 		return;
 	h = XXH3_64bits(key, klen);

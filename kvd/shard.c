@@ -271,6 +271,8 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	pthread_mutex_init(&st->rmu, NULL);
 	st->map_size = o->map_size;
 	st->segment_size = o->segment_size;
+	st->stored = o->stored;
+	st->hook_arg = o->hook_arg;
 	st->ckpt_interval_ms =
 	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 60000;
 	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, err, errlen)) {

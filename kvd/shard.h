@@ -61,6 +61,12 @@ struct kvd_store_opts {
 	unsigned checkpoint_interval_ms; /* or when it is this old */
 	uint64_t segment_size;		 /* journal segment bytes */
 	int truncate_corrupt; /* cut a corrupt journal instead of refusing */
+	/* Called for every key a batch stores (a PUT record, not a delete),
+	 * by the shard's writer while it builds the batch, before its commit;
+	 * NULL: nobody asks.  It must be quick and must not call the store.
+	 * (kvd: WATCH marks the key's watchers, resp_multi.c.) */
+	void (*stored)(void *arg, const void *key, size_t klen);
+	void *hook_arg;
 };
 
 struct kvd_shard_stat {
@@ -246,11 +252,6 @@ int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
 /* 1 when shard i takes no more writes (a failed journal write or flush, or
  * a failed checkpoint). */
 int kvd_shard_failed(struct kvd_store *st, unsigned i);
-
-/* WATCH (resp_multi.c): a batch stores key; watchers of it see a change.
- * Called by the committer of the key's shard, or by an exclusive
- * section (committer.h).  Nearly free when nothing is watched. */
-void kvd_watch_touch(const void *key, size_t klen);
 
 /* ---- replication (repl.c, replica.c) ---- */
 

@@ -59,6 +59,7 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
+#include "resp.h"
 #include "write.h"
 
 static struct kvd_config cfg;
@@ -434,6 +435,7 @@ static void setup(void)
 	o.max_readers = cfg.threads + 126;
 	o.memtable_size = 1u << 20;
 	o.segment_size = 1u << 20;
+	o.stored = kvd_watch_touch;
 	if (kvd_store_open(&srv.store, &o, err, sizeof(err))) {
 		fprintf(stderr, "fuzz_dispatch: %s\n", err);
 		abort();
