@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "committer.h"
 #include "datadir.h"
 #include "journal.h"
 #include "kv_mp.h"
@@ -39,6 +38,7 @@
 #include "log.h"
 #include "loop.h"
 #include "resp.h"
+#include "shard.h"
 
 /* A pull with nothing to send waits this long for records, then answers
  * empty: the replica hears from its primary at least this often. */
@@ -521,11 +521,11 @@ refuse:
 static int full_copy(struct rep *rp, uint64_t *cut)
 {
 	struct kvd_server *srv = R.srv;
-	int rc = kvd_committers_pause(srv);
+	int rc = kvd_committers_pause(srv->com);
 
 	if (rc == 0)
 		rc = kvd_snapshot_begin(srv->store, &rp->sn);
-	kvd_committers_resume(srv);
+	kvd_committers_resume(srv->com);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < srv->nshards; i++) {

@@ -40,12 +40,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "committer.h"
 #include "kv_buf.h"
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
+#include "shard.h"
 #include "stats.h"
 
 #define MAX_IO 256		/* the threads option's range */

@@ -36,12 +36,21 @@
  * memtable is unpublished, then freed, only after every reader passed one.
  * Writers (one committer per shard) use the kvd_shard_* calls, one batch at
  * a time, from that shard's committer thread only.
+ *
+ * The committers (committer.c, at the end of this header) are those
+ * writers: one thread per shard that takes the write requests queued for
+ * its shard, commits them as one batch (group commit) and hands each back
+ * through the hooks given at start.
  */
 #ifndef KVD_SHARD_H
 #define KVD_SHARD_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "clock.h"
+#include "datadir.h"
 
 struct kvd_store;
 struct kvd_reader;
@@ -296,5 +305,170 @@ struct kv_buf;
 int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
 		       struct kv_slice start, size_t max, struct kv_buf *out,
 		       struct kv_buf *next);
+
+/* ---- write requests and the committers (committer.c) ---- */
+
+/* Single-writer counters: only the owning thread writes, any thread may
+ * read.  Relaxed load+store, not fetch_add: no lock prefix on the hot path,
+ * and still a data race free program for TSan. */
+typedef _Atomic uint64_t kvd_counter;
+
+static inline void kvd_count(kvd_counter *c, uint64_t n)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+static inline uint64_t kvd_read(kvd_counter *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* A write request on its way to its shard's committer and back.  The
+ * submitter allocates it, fills shard and op (op.items usually points at
+ * data), and owns it again once a hook hands it back with op's results
+ * set.  The store reads and writes next, shard and op only; the rest is the
+ * submitter's (kvd: io is the io thread that gets it back, pend the reply
+ * it answers, struct kvd_pend; loop.c). */
+struct kvd_wreq {
+	struct kvd_wreq *next; /* the committer's queue while it is out */
+	void *pend;
+	void *io;
+	uint16_t shard;
+	uint8_t tracked; /* the submitter's: counted in its connection */
+	uint32_t cap;	 /* the submitter's: bytes data[] holds */
+	struct kvd_wop op;
+	uint8_t data[];
+};
+
+/* Batch sizes are counted in powers of two: <= 1, 2, 4, ... 4096. */
+#define KVD_BATCH_BUCKETS 13
+
+/* One shard's committer's counters (kvd_commit_stats; read with
+ * kvd_read from any thread). */
+struct kvd_commit_stats {
+	kvd_counter commits, writes, max_batch, commit_ns, failures;
+	kvd_counter reaped;
+	kvd_counter inline_batches; /* committed by an io thread */
+	kvd_counter commit_hist[KVD_LAT_BUCKETS];  /* journal write + flush */
+	kvd_counter batch_hist[KVD_BATCH_BUCKETS]; /* writes per commit */
+};
+
+struct kvd_commit;
+
+/* What the committers call back.  complete is required, the others may be
+ * NULL.  Each runs on the thread that wrote the batch: a committer, an io
+ * thread committing its own writes (async mode, kvd_committer_flush), or
+ * one in an exclusive section; none may call back into the committers. */
+struct kvd_commit_hooks {
+	void *arg; /* passed to every hook */
+	/* Hand a request back, its op's status and results set. */
+	void (*complete)(void *arg, struct kvd_wreq *w);
+	/* A batch of shard committed: its requests (linked by next; NULL
+	 * for a batch of the reaper's alone) go back now or later, each
+	 * through complete.  NULL: at once. */
+	void (*committed)(void *arg, unsigned shard, struct kvd_wreq *list);
+	/* 1 while the store only follows another's writes (a replica):
+	 * nothing is reaped here and no io thread commits. */
+	int (*follower)(void *arg);
+	/* Observers of what a write did, in the order the writes were
+	 * made: applied after each request joins a batch, reaped after the
+	 * reaper deleted the keys of batch t from record from on; what they
+	 * keep is published once the batch committed (publish: failed, if
+	 * not NULL, flags the shards whose batch failed) or dropped (drop:
+	 * the batch failed and will be made again); forget: a shard was
+	 * emptied or loaded whole. */
+	void (*applied)(void *arg, unsigned shard, const struct kvd_wop *op);
+	void (*reaped)(void *arg, unsigned shard, const struct kvd_wtxn *t,
+		       size_t from);
+	void (*publish)(void *arg, const uint8_t *failed);
+	void (*drop)(void *arg);
+	void (*forget)(void *arg, unsigned shard);
+};
+
+struct kvd_commit_opts {
+	struct kvd_store *store;
+	/* 0: durability sync, a batch is flushed before it is answered;
+	 * 1: async, answered once in the OS, flushed every flush interval */
+	int async;
+	uint64_t max_value; /* kvd_shard_apply's */
+	/* Read live (a relaxed load at each use), so whoever owns them may
+	 * store new values at any time (kvd: SIGHUP, CONFIG SET): how often
+	 * expired keys are reaped, and async mode's flush. */
+	const unsigned *reap_interval_ms;
+	const unsigned *flush_interval_ms;
+	uint64_t start_ms; /* kvd_committers_lastsave before any save */
+	struct kvd_commit_hooks hooks;
+};
+
+/* Start one committer per shard of o->store; 0 or -1 (logged; *out is
+ * then still to be stopped).  One set of committers per process. */
+int kvd_committers_start(struct kvd_commit **out,
+			 const struct kvd_commit_opts *o);
+/* Queue a request (an io thread, or a thread that then calls
+ * kvd_committer_flush).  It comes back through the hooks. */
+void kvd_committer_submit(struct kvd_commit *com, struct kvd_wreq *w);
+/* Push the calling thread's submitted requests to their committers:
+ * kvd_committer_submit holds them until the end of the thread's loop turn,
+ * which calls this (so does kvd_excl_begin, before it locks). */
+void kvd_committer_flush(struct kvd_commit *com);
+/* Stop every committer between two batches, each once its shard's LMDB
+ * holds everything it acknowledged (a checkpoint), and wait until all
+ * have; a backup opens its snapshots meanwhile.  0, or the KV_* code of a
+ * checkpoint that failed (the committers are paused either way).  Resume
+ * lets them go on. */
+int kvd_committers_pause(struct kvd_commit *com);
+void kvd_committers_resume(struct kvd_commit *com);
+/* An exclusive section (EXEC, WATCH; an io thread): no committer runs a
+ * batch, housekeeping or a checkpoint meanwhile.  Writes queued between
+ * kvd_excl_capture and kvd_excl_apply (kvd_write_*) are not handed to
+ * the committers but applied here, to one open batch per shard; commit
+ * journals each shard's batch as one (sync mode: flushed) and hands its
+ * requests back as a committer would.  End commits what is still open.
+ * Sections are not nested. */
+struct kvd_excl {
+	struct kvd_commit *com;
+	struct kvd_wreq *cap;
+	int open;
+	struct kvd_wtxn *t[KVD_MAX_SHARDS];
+	struct kvd_wreq *head[KVD_MAX_SHARDS], *tail[KVD_MAX_SHARDS];
+	/* a batch of that shard failed: its keyspace events are dropped */
+	uint8_t failed[KVD_MAX_SHARDS];
+};
+
+void kvd_excl_begin(struct kvd_excl *x, struct kvd_commit *com);
+void kvd_excl_capture(struct kvd_excl *x);
+void kvd_excl_apply(struct kvd_excl *x);
+void kvd_excl_commit(struct kvd_excl *x);
+void kvd_excl_end(struct kvd_excl *x);
+/* The section this thread is in, or NULL. */
+struct kvd_excl *kvd_excl_current(void);
+/* Readers: a read that began at seq (waited for a section under way) and
+ * ends with kvd_excl_moved false saw no section's writes half made. */
+unsigned kvd_excl_seq(void);
+int kvd_excl_moved(unsigned seq);
+
+/* BGSAVE: every committer checkpoints its shard (kvd_shard_checkpoint)
+ * between two batches, on its own time.  1 when one was under way already
+ * (another is then asked for only if again: BGSAVE SCHEDULE), else 0.
+ * SAVE queues KVD_W_CHECKPOINT on every shard instead, and is answered
+ * once each is done. */
+int kvd_committers_bgsave(struct kvd_commit *com, int again);
+/* Is a BGSAVE's checkpoint still under way on some shard? */
+int kvd_committers_saving(struct kvd_commit *com);
+/* LASTSAVE: the time (Unix ms) by which every shard had finished a
+ * checkpoint a SAVE or BGSAVE asked for (the start before any);
+ * *failed: the last of them failed on some shard. */
+uint64_t kvd_committers_lastsave(struct kvd_commit *com, int *failed);
+/* Shard shard's committer: its counters, and 1 when a journal write or
+ * flush, or a checkpoint, failed (it refuses writes until a restart). */
+struct kvd_commit_stats *kvd_commit_stats(struct kvd_commit *com,
+					  unsigned shard);
+int kvd_commit_failed(struct kvd_commit *com, unsigned shard);
+
+/* After every submitter has stopped: drain, commit, flush, checkpoint,
+ * stop, free.  NULL is a no-op. */
+void kvd_committers_stop(struct kvd_commit *com);
 
 #endif

@@ -16,11 +16,11 @@
 #include <xxhash.h>
 
 #include "auth.h"
-#include "committer.h"
 #include "kv_mp.h"
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
+#include "shard.h"
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 {
@@ -52,7 +52,7 @@ void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 	}
 	t->conns = atomic_load(&srv->nconns);
 	for (unsigned i = 0; i < srv->nshards; i++) {
-		struct kvd_committer *c = &srv->com[i];
+		struct kvd_commit_stats *c = kvd_commit_stats(srv->com, i);
 		uint64_t mb = kvd_read(&c->max_batch);
 
 		t->commits += kvd_read(&c->commits);
@@ -120,7 +120,8 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		kv_u(b, "checkpoint_lsn", s.checkpoint_lsn);
 		kv_u(b, "checkpoint_waits", s.backpressure);
 		kv_mp_cstr(b, "failed");
-		kv_mp_bool(b, srv->com[i].failed || s.checkpoint_failed);
+		kv_mp_bool(b, kvd_commit_failed(srv->com, i) ||
+				  s.checkpoint_failed);
 	}
 }
 
@@ -329,11 +330,11 @@ static void info_server(struct kvd_io *io, struct kv_buf *b)
 static void info_saves(struct kvd_server *srv, struct kv_buf *b)
 {
 	int failed = 0;
-	uint64_t last =
-	    srv->com ? kvd_committers_lastsave(srv, &failed) : srv->start_ms;
+	uint64_t last = srv->com ? kvd_committers_lastsave(srv->com, &failed)
+				 : srv->start_ms;
 
 	kvd_info_line(b, "rdb_bgsave_in_progress:%d",
-		      srv->com ? kvd_committers_saving(srv) : 0);
+		      srv->com ? kvd_committers_saving(srv->com) : 0);
 	kvd_info_line(b, "rdb_last_save_time:%llu",
 		      (unsigned long long)(last / 1000));
 	kvd_info_line(b, "rdb_last_bgsave_status:%s", failed ? "err" : "ok");

@@ -26,7 +26,7 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		     uint16_t tag);
 
 struct kvd_excl;
-/* Inside exclusive section x (committer.h): queue a one-key write and
+/* Inside exclusive section x (shard.h): queue a one-key write and
  * commit it at once, so that what follows sees it journaled (in sync mode
  * flushed).  Its request, for its status, or NULL when it could not be
  * queued. */

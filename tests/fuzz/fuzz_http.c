@@ -50,6 +50,21 @@ int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s)
 	abort();
 }
 
+struct kvd_commit_stats *kvd_commit_stats(struct kvd_commit *com,
+					  unsigned shard)
+{
+	(void)com;
+	(void)shard;
+	abort();
+}
+
+int kvd_commit_failed(struct kvd_commit *com, unsigned shard)
+{
+	(void)com;
+	(void)shard;
+	abort();
+}
+
 /* repl.c's, for /metrics and STATS: a primary with no replica. */
 void kvd_repl_stat(struct kvd_server *s, struct kvd_repl_stat *rs)
 {

@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "auth.h"
-#include "committer.h"
 #include "conn.h"
 #include "expand.h"
 #include "fuzz.h"
