@@ -346,10 +346,10 @@ static struct kvd_wreq *take_all(struct kvd_committer *c)
 	    atomic_exchange_explicit(&c->queue, NULL, memory_order_acquire));
 }
 
-static void fail_all(struct kvd_commit *com, struct kvd_wreq *w,
-		     struct kvd_wreq *stop, int status)
+/* Hand back every request of list w, failed with status. */
+static void fail_all(struct kvd_commit *com, struct kvd_wreq *w, int status)
 {
-	while (w != stop) {
+	while (w) {
 		struct kvd_wreq *next = w->next;
 
 		free(w->op.val);
@@ -459,7 +459,7 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 	int rc, full = 0, begun = 0;
 
 	if (atomic_load(&c->failed)) {
-		fail_all(c->com, first, NULL, KV_SHARD_FAILED);
+		fail_all(c->com, first, KV_SHARD_FAILED);
 		return;
 	}
 	rc = commit_list(c, first, now, reap, &full, nowait, &begun);
@@ -494,7 +494,7 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 	kvd_count(&c->st.failures, 1);
 	if (rc == KV_SHARD_FAILED) {
 		atomic_store(&c->failed, 1);
-		fail_all(c->com, first, NULL, rc);
+		fail_all(c->com, first, rc);
 		return;
 	}
 	/* A batch refused before it began (a checkpoint failing for room)
@@ -509,7 +509,7 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		run_list(c, second, n - n / 2, now, 0, nowait);
 		return;
 	}
-	fail_all(c->com, first, NULL, rc);
+	fail_all(c->com, first, rc);
 }
 
 /* A checkpoint a SAVE or BGSAVE asked for has ended with rc. */
@@ -914,20 +914,6 @@ void kvd_excl_capture(struct kvd_excl *x)
 	cap_tail = &x->cap;
 }
 
-static void excl_fail(struct kvd_commit *com, struct kvd_wreq *w, int rc)
-{
-	while (w) {
-		struct kvd_wreq *next = w->next;
-
-		free(w->op.val);
-		w->op.val = NULL;
-		w->op.status = rc;
-		w->op.result = 0;
-		complete(com, w);
-		w = next;
-	}
-}
-
 /* Apply one captured request to its shard's open batch. */
 static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 {
@@ -937,12 +923,12 @@ static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 
 	w->next = NULL;
 	if (atomic_load(&com->c[s].failed)) {
-		excl_fail(com, w, KV_SHARD_FAILED);
+		fail_all(com, w, KV_SHARD_FAILED);
 		return;
 	}
 	if (!x->t[s] && (rc = kvd_shard_begin(com->o.store, s, &x->t[s]))) {
 		x->t[s] = NULL;
-		excl_fail(com, w, rc);
+		fail_all(com, w, rc);
 		return;
 	}
 	rc = kvd_shard_apply(x->t[s], &w->op, kvd_now_ms(), com->o.max_value);
@@ -953,7 +939,7 @@ static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 		w->next = x->head[s];
 		x->head[s] = NULL;
 		x->failed[s] = 1; /* and their keyspace events */
-		excl_fail(com, w, rc);
+		fail_all(com, w, rc);
 		return;
 	}
 	ev_applied(com, s, &w->op); /* published once committed */
@@ -995,7 +981,7 @@ void kvd_excl_commit(struct kvd_excl *x)
 			atomic_store(&com->c[s].failed, 1);
 		if (rc) {
 			x->failed[s] = 1;
-			excl_fail(com, x->head[s], rc);
+			fail_all(com, x->head[s], rc);
 		} else {
 			committed(com, s, x->head[s]);
 		}
