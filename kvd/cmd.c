@@ -385,7 +385,7 @@ static int op_hello(struct kvd_conn *c, struct kvd_req *r)
 	kv_mp_cstr(&c->out, "threads");
 	kv_mp_uint(&c->out, c->io->srv->nio);
 	kv_mp_cstr(&c->out, "durability");
-	kv_mp_cstr(&c->out, cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	kv_mp_cstr(&c->out, kvd_durability_name(cfg->durability));
 	kv_mp_cstr(&c->out, "max_key");
 	kv_mp_uint(&c->out, cfg->max_key);
 	kv_mp_cstr(&c->out, "max_value");

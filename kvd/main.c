@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 						     : "",
 	    cfg.resp_port ? cfg.resp_unix_socket : "", srv.nio,
 	    srv.nio == 1 ? "" : "s", srv.nshards, srv.nshards == 1 ? "" : "s",
-	    cfg.durability == KVD_DUR_SYNC ? "sync" : "async", cfg.data_dir);
+	    kvd_durability_name(cfg.durability), cfg.data_dir);
 	kvd_tls_log(&cfg);
 	sd_notify(0, "READY=1");
 	wait_for_stop(&set, &cfg, argc, argv);

@@ -328,7 +328,7 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 	kvd_stats_sum(srv, &t);
 	head(b, "kvd_info", "gauge", "Version and durability mode.");
 	out(b, "kvd_info{version=\"%s\",durability=\"%s\"} 1\n", KVD_VERSION,
-	    srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	    kvd_durability_name(srv->cfg->durability));
 	repl_metrics(srv, b);
 	head(b, "kvd_uptime_seconds", "gauge", "Seconds since start.");
 	out(b, "kvd_uptime_seconds %.3f\n",

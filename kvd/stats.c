@@ -157,7 +157,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
 	kv_u(b, "threads", srv->nio);
 	kv_mp_cstr(b, "durability");
-	kv_mp_cstr(b, srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	kv_mp_cstr(b, kvd_durability_name(srv->cfg->durability));
 	kv_u(b, "connections", t.conns);
 	kv_u(b, "connections_total", t.accepted);
 	kv_u(b, "connections_refused", t.refused);
@@ -366,7 +366,7 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 	kvd_info_line(b, "aof_enabled:0");
 	kvd_info_line(b, "aof_rewrite_in_progress:0");
 	kvd_info_line(b, "kvd_durability:%s",
-		      srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+		      kvd_durability_name(srv->cfg->durability));
 	kvd_info_line(b, "kvd_commits:%llu", (unsigned long long)t->commits);
 	kvd_info_line(b, "kvd_writes:%llu", (unsigned long long)t->writes);
 	kvd_info_line(b, "kvd_avg_batch:%.2f",
