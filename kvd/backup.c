@@ -18,7 +18,7 @@
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
-#include "shard.h"
+#include "store.h"
 
 struct job {
 	struct kvd_server *srv;

@@ -21,8 +21,8 @@
 #include "loop.h"
 #include "repl.h"
 #include "router.h"
-#include "shard.h"
 #include "stats.h"
+#include "store.h"
 #include "write.h"
 
 #define SCAN_DEFAULT_LIMIT 100

@@ -21,7 +21,7 @@
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
-#include "shard.h"
+#include "store.h"
 #include "strops.h"
 #include "write.h"
 

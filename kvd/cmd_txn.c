@@ -38,7 +38,7 @@
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
-#include "shard.h"
+#include "store.h"
 
 /* Sub-requests per TXN: each costs a few words until the batch ends. */
 #define TXN_MAX_OPS 65536

@@ -15,7 +15,7 @@
 #include "clock.h"
 #include "config.h"
 #include "kv_proto.h"
-#include "shard.h"
+#include "store.h"
 
 struct kvd_io;
 struct kvd_conn;

@@ -33,7 +33,7 @@
 #include "kv_status.h"
 #include "log.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 #include "tls.h"
 
 #define RING_ENTRIES 1024

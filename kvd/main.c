@@ -13,7 +13,7 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 #include "tls.h"
 
 /* One line on stderr; the log file (when there is one) gets it too. */

@@ -19,8 +19,8 @@
 #include "kv_status.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
 #include "stats.h"
+#include "store.h"
 
 #define HTTP_MAX_REQUEST 8192
 

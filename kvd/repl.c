@@ -38,7 +38,7 @@
 #include "log.h"
 #include "loop.h"
 #include "resp.h"
-#include "shard.h"
+#include "store.h"
 
 /* A pull with nothing to send waits this long for records, then answers
  * empty: the replica hears from its primary at least this often. */

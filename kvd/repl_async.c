@@ -37,7 +37,7 @@
 #include "datadir.h"
 #include "log.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 
 #define MARKER "replication-unflushed"
 

@@ -32,7 +32,7 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 
 static struct {
 	struct kvd_server *srv;

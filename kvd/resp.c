@@ -26,7 +26,7 @@
 #include "kv_status.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 
 #define NUM_LINE_MAX 24 /* "$" + sign + 20 digits, generously */
 /* Longest inline line before AUTH: room for HELLO 2 AUTH default and a

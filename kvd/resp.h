@@ -34,7 +34,7 @@
 
 #include "auth.h"
 #include "conn.h"
-#include "shard.h"
+#include "store.h"
 
 #define RESP_FIXED_ARGS 8
 /* Largest multibulk count accepted (Redis allows up to INT_MAX, but never

@@ -45,8 +45,8 @@
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
-#include "shard.h"
 #include "stats.h"
+#include "store.h"
 
 #define MAX_IO 256		/* the threads option's range */
 #define MON_FEED_MAX (1u << 20) /* unsent feed per monitor */

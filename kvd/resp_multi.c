@@ -42,7 +42,7 @@
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
-#include "shard.h"
+#include "store.h"
 #include "write.h"
 
 #define WATCH_MIN_BUCKETS 4096

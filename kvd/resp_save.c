@@ -17,7 +17,7 @@
 #include "log.h"
 #include "loop.h"
 #include "resp.h"
-#include "shard.h"
+#include "store.h"
 #include "write.h"
 
 static const char err_busy[] = "ERR Background save already in progress";

@@ -20,7 +20,7 @@
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
-#include "shard.h"
+#include "store.h"
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 {

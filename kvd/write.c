@@ -8,7 +8,7 @@
 #include "kv_status.h"
 #include "loop.h"
 #include "router.h"
-#include "shard.h"
+#include "store.h"
 
 /* ===================== In-flight bounds ===================== */
 

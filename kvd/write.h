@@ -10,7 +10,7 @@
 #define KVD_WRITE_H
 
 #include "conn.h"
-#include "shard.h"
+#include "store.h"
 
 /* Queue a one-key write (PUT, DEL, INCR, APPEND, EXPIRE, GETDEL).
  * KV_OK once queued; KV_INTERNAL (out of memory) when nothing was. */

@@ -58,7 +58,7 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 #include "write.h"
 
 static struct kvd_config cfg;

@@ -27,7 +27,7 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 
 #define PASSWORD "pa:ss w\xc3\xa9rd"
 #define HTTP_MAX_REQUEST 8192 /* metrics.c's */

@@ -25,7 +25,7 @@
 #include "kv_buf.h"
 #include "loop.h"
 #include "resp.h"
-#include "shard.h"
+#include "store.h"
 
 #define MAX_FRAME (1u << 20)
 

@@ -1,4 +1,4 @@
-/* shard.h - the storage layer: S shards, each a journal, a memtable and an
+/* store.h - the storage layer: S shards, each a journal, a memtable and an
  * LMDB environment written by checkpoints (docs/architecture.md, "The
  * journal and checkpoints").
  *
@@ -42,8 +42,8 @@
  * its shard, commits them as one batch (group commit) and hands each back
  * through the hooks given at start.
  */
-#ifndef KVD_SHARD_H
-#define KVD_SHARD_H
+#ifndef KVD_STORE_H
+#define KVD_STORE_H
 
 #include <stdatomic.h>
 #include <stddef.h>

@@ -19,7 +19,7 @@
 #include "journal.h"
 #include "kv_buf.h"
 #include "memtable.h"
-#include "shard.h"
+#include "store.h"
 #include "store_log.h"
 
 #define VF_EXPIRE 1u

@@ -29,7 +29,7 @@
  * process.
  */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
-#include "shard.h"
+#include "store.h"
 
 #include <errno.h>
 #include <poll.h>
