@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "datadir.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"

@@ -15,7 +15,6 @@
 
 #include "auth.h"
 #include "conn.h"
-#include "datadir.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "repl.h"

@@ -34,7 +34,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "datadir.h"
 #include "log.h"
 #include "repl.h"
 #include "store.h"

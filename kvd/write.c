@@ -3,7 +3,6 @@
 
 #include <string.h>
 
-#include "datadir.h"
 #include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"

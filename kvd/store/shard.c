@@ -352,9 +352,31 @@ uint64_t kvd_shard_pub_lsn(struct kvd_store *st, unsigned i)
 	return atomic_load(&st->sh[i].pub_lsn);
 }
 
-const char *kvd_shard_dir(struct kvd_store *st, unsigned i)
+int kvd_journal_open(struct kvd_store *st, unsigned i, uint64_t from,
+		     struct kvj_reader **out)
 {
-	return st->sh[i].path;
+	return kvj_reader_open(st->sh[i].path, i, from, out);
+}
+
+int kvd_journal_next(struct kvj_reader *r, uint64_t upto, uint64_t *lsn,
+		     uint8_t *type, const void **payload, uint32_t *len)
+{
+	return kvj_reader_next(r, upto, lsn, type, payload, len);
+}
+
+uint64_t kvd_journal_lsn(const struct kvj_reader *r)
+{
+	return kvj_reader_lsn(r);
+}
+
+void kvd_journal_close(struct kvj_reader *r)
+{
+	kvj_reader_close(r);
+}
+
+const char *kvd_journal_strerror(int err)
+{
+	return kvj_strerror(err);
 }
 
 void kvd_shard_hold(struct kvd_store *st, unsigned i, uint64_t lsn)

@@ -15,7 +15,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "datadir.h"
 #include "journal.h"
 #include "kv_buf.h"
 #include "memtable.h"

@@ -1,11 +1,14 @@
-/* store.h - the storage layer: S shards, each a journal, a memtable and an
- * LMDB environment written by checkpoints (docs/architecture.md, "The
- * journal and checkpoints").
+/* store.h - the storage engine: S shards, each a journal, a memtable and an
+ * LMDB environment written by checkpoints, and one committer thread per
+ * shard that writes it (docs/architecture.md, "The journal and
+ * checkpoints").  The one header the rest of kvd includes; the engine
+ * includes nothing of the server (kvd/store/ is a leaf: a test of the
+ * build checks it).
  *
  * This module (shard*.c, sharing shard_int.h) is the only code that calls
- * LMDB, the journal (store/journal.h) and the memtable (store/memtable.h).
- * A committer's batch is computed against the layers (the batch itself,
- * the active memtable, the frozen one, LMDB), appended to the journal as
+ * LMDB, the journal (journal.h) and the memtable (memtable.h).  A
+ * committer's batch is computed against the layers (the batch itself, the
+ * active memtable, the frozen one, LMDB), appended to the journal as
  * physical records, flushed, and only then inserted into the active
  * memtable and published there whole (kvm_publish), where readers see it.
  * A checkpointer thread per shard applies a frozen memtable to LMDB in
@@ -14,11 +17,11 @@
  *
  * Each shard directory holds the journal's segment files and one LMDB
  * environment with three databases: "meta" (the checkpoint LSN), "kv" maps
- * a key to its stored value, and
- * "exp" (MDB_DUPSORT) maps big-endian(expire_ms) to the keys expiring then,
- * so expired keys are found in time order without scanning.  Checkpoints keep
- * it exact; entries a store written before them left behind are only hints:
- * the value's own header decides.
+ * a key to its stored value, and "exp" (MDB_DUPSORT) maps
+ * big-endian(expire_ms) to the keys expiring then, so expired keys are
+ * found in time order without scanning.  Checkpoints keep it exact;
+ * entries a store written before them left behind are only hints: the
+ * value's own header decides.
  *
  * A stored value is one flag byte, then (if bit 0 is set) the expiry as a
  * little-endian u64 of Unix milliseconds, then the user's bytes:
@@ -35,12 +38,44 @@
  * turn.  kvd_reader_reset is a reader's quiescent point: a retired
  * memtable is unpublished, then freed, only after every reader passed one.
  * Writers (one committer per shard) use the kvd_shard_* calls, one batch at
- * a time, from that shard's committer thread only.
+ * a time.
  *
  * The committers (committer.c, at the end of this header) are those
  * writers: one thread per shard that takes the write requests queued for
  * its shard, commits them as one batch (group commit) and hands each back
  * through the hooks given at start.
+ *
+ * Errors.  A call returns 0 (KV_OK) or a KV_* status (common/kv_status.h;
+ * kv_status_text names each): KV_NOT_FOUND and its kind are answers,
+ * KV_INTERNAL an LMDB or allocation failure (logged here), KV_MAP_FULL and
+ * KV_DISK_FULL a lack of room (the batch is refused, the shard goes on),
+ * KV_SHARD_FAILED a shard whose journal write or flush, or checkpoint,
+ * failed: it refuses writes until a restart, never retrying a flush
+ * (PostgreSQL's fsync lesson), while reads go on.  Calls that open, copy
+ * or name files return -1 with a one-line reason in err instead; a few
+ * say otherwise where they are declared.
+ *
+ * Threading.  One thread opens and closes the store, with no other call
+ * under way.  A shard has one writer at a time, the holder of its
+ * committer's role: its committer thread, an io thread committing its own
+ * writes (async mode), or an exclusive section; the kvd_shard_* write and
+ * replication calls are that writer's only ("the writer" below).  A
+ * kvd_reader belongs to one thread at a time and never waits for a
+ * writer.  Calls marked "any thread" may be made from anywhere, at any
+ * time while the store is open.  Nothing here is async-signal-safe.
+ *
+ * Ownership.  The store owns every slice it returns: a reader's point into
+ * LMDB's map or a memtable and stay valid until that reader's
+ * kvd_reader_reset, which its thread calls at least once a loop turn.
+ * Keys and values handed in are read during the call (a batch's until its
+ * commit, which is the caller's: kvd_wop.items).  A write request
+ * (kvd_wreq) is the submitter's but while it is out, from
+ * kvd_committer_submit to the hook that hands it back; the old value a
+ * write copies out (kvd_wop.val) is malloc'd and then the submitter's to
+ * free.
+ *
+ * Log lines go through store_log.h, which the program implements; the
+ * clocks are clock.h's.
  */
 #ifndef KVD_STORE_H
 #define KVD_STORE_H
@@ -50,11 +85,15 @@
 #include <stdint.h>
 
 #include "clock.h"
-#include "datadir.h"
+
+/* A store has 1 to KVD_MAX_SHARDS shards. */
+#define KVD_MAX_SHARDS 256
 
 struct kvd_store;
 struct kvd_reader;
 struct kvd_wtxn;
+
+/* ---- opening ---- */
 
 struct kv_slice {
 	const uint8_t *p;
@@ -100,23 +139,35 @@ struct kvd_shard_stat {
 	uint64_t checkpoint_failed; /* 1 when checkpoints stopped this shard */
 };
 
-/* Open (or create) the data directory and every shard; logs each shard.
- * 0, or -1 with a one-line reason in err. */
+/* Open (or create) the data directory and every shard: take the
+ * directory's lock, replay each journal above its checkpoint (a torn tail
+ * is cut; corruption refuses the open unless o->truncate_corrupt), start
+ * each shard's checkpointer; logs a line per shard.  0 with *out set, or
+ * -1 with a one-line reason in err (nothing left open). */
 int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 		   char *err, size_t errlen);
+/* Stop the checkpointers, close every shard and the journals (without a
+ * flush: kvd_committers_stop flushes and checkpoints first), release the
+ * lock, free.  Every reader must have been freed.  NULL is a no-op. */
 void kvd_store_close(struct kvd_store *st);
+/* S, from the manifest (any thread). */
 unsigned kvd_store_nshards(const struct kvd_store *st);
-/* Flush shard i's journal (async mode's timer; shard i's committer only):
- * 0 or a KV_* code (KV_SHARD_FAILED: never retried). */
+/* Flush shard i's journal (async mode's timer; the writer): 0 or a KV_*
+ * code (KV_SHARD_FAILED: never retried). */
 int kvd_store_sync(struct kvd_store *st, unsigned i);
-/* Clear reader slots left by dead processes; returns how many. */
+/* Clear shard i's reader slots left by dead processes (LMDB's
+ * mdb_reader_check; the writer, now and then); how many (0 also when
+ * LMDB could not tell). */
 int kvd_store_reader_check(struct kvd_store *st, unsigned i);
 
 /* ---- read side (io threads) ---- */
 
+/* A reader of every shard, for one thread at a time (any thread may make
+ * or free one); NULL when out of memory.  Free it before the store. */
 struct kvd_reader *kvd_reader_new(struct kvd_store *st);
 void kvd_reader_free(struct kvd_reader *r);
-/* End of a loop turn, or after writes completed: drop all snapshots. */
+/* End of a loop turn, or after writes completed: drop all snapshots.  The
+ * reader's quiescent point: what it returned before is invalid after. */
 void kvd_reader_reset(struct kvd_reader *r);
 
 /* A request that reads several keys: between pin and unpin, each shard's
@@ -127,7 +178,8 @@ void kvd_reader_reset(struct kvd_reader *r);
 void kvd_reader_pin(struct kvd_reader *r);
 void kvd_reader_unpin(struct kvd_reader *r);
 
-/* KV_OK with *val pointing into the map (valid until kvd_reader_reset),
+/* Reads at time now (Unix ms: a value expired by then is absent).
+ * KV_OK with *val pointing into the map (valid until kvd_reader_reset),
  * KV_NOT_FOUND, or KV_INTERNAL. */
 int kvd_reader_get(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, struct kv_slice *val);
@@ -153,14 +205,20 @@ typedef int (*kvd_scan_fn)(void *arg, struct kv_slice key, struct kv_slice val);
 int kvd_reader_scan(struct kvd_reader *r, const struct kvd_scan *sc,
 		    uint64_t now, kvd_scan_fn fn, void *arg,
 		    struct kv_slice *next);
-/* Sizes of shard i, read through this reader's snapshot. */
+/* Sizes of shard i, read through this reader's snapshot: KV_OK, or
+ * KV_INTERNAL with what could be read. */
 int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s);
-/* Live keys (optionally with a prefix) across all shards. */
+/* Live keys (optionally with a prefix) across all shards: KV_OK or
+ * KV_INTERNAL. */
 int kvd_reader_count(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
 		     uint64_t *count);
 
-/* ---- write side (committers) ---- */
+/* ---- write side (the writer of a shard) ---- */
 
+/* What a write does.  Records stay physical whatever the kind: a kind is
+ * computed against the layers into the key's resulting value (a PUT
+ * record) or a tombstone, so replay and replicas never run it again.  A
+ * new kind is added here and applied in shard_write.c (kvd_shard_apply). */
 enum kvd_wkind {
 	KVD_W_PUT,    /* items: key + value pairs */
 	KVD_W_DEL,    /* items: keys; result: keys deleted */
@@ -217,7 +275,7 @@ struct kvd_wop {
 #define KVD_SEEN_LIVE 2u    /* it held a live value before */
 #define KVD_SEEN_EXPIRED 4u /* it held an expired value before */
 
-/* Begin a batch on shard i (its committer thread only).  Freezes the active
+/* Begin a batch on shard i (the writer; one batch at a time).  Freezes the active
  * memtable first when it is full or old; when the previous one is still
  * being checkpointed and this one is full, waits (backpressure).  0 or a
  * KV_* code (KV_SHARD_FAILED: the shard takes no more writes). */
@@ -233,9 +291,11 @@ int kvd_shard_begin_deletes(struct kvd_store *st, unsigned i,
  * kvd_shard_begin would freeze the memtable or checkpoint first. */
 int kvd_shard_begin_nowait(struct kvd_store *st, unsigned i,
 			   struct kvd_wtxn **out);
-/* Compute one op against the batch so far and the layers below; its
- * records join the batch.  0 after setting op->status; a KV_* code when
- * the batch itself failed and must be aborted. */
+/* Compute one op against the batch so far and the layers below, at time
+ * now; its records join the batch.  0 after setting op->status (and
+ * op->result, op->val, op->seen); a KV_* code when the batch itself
+ * failed and must be aborted.  Values over max_value bytes are refused
+ * (KV_VALUE_TOO_LARGE in op->status). */
 int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		    uint64_t max_value);
 /* Tombstone up to limit expired keys; returns how many, or a negative KV_*. */
@@ -249,31 +309,46 @@ void kvd_shard_batch_keys(const struct kvd_wtxn *t, size_t from,
 			  void *arg);
 /* Append the batch to the journal, flush it when sync, then make it
  * visible in the memtable.  0, or a KV_* code (the batch is gone either
- * way; KV_SHARD_FAILED: the shard takes no more writes). */
+ * way; KV_SHARD_FAILED: the shard takes no more writes).  Abort drops it
+ * unwritten. */
 int kvd_shard_commit(struct kvd_wtxn *t, int sync);
 void kvd_shard_abort(struct kvd_wtxn *t);
 /* Committer housekeeping between batches: recycle checkpointed journal
  * segments, freeze an old memtable, drop the committer's snapshot. */
 void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now);
 /* Checkpoint everything shard i acknowledged and wait until LMDB holds it
- * (backups, clean shutdown; its committer thread only).  0 or a KV_*. */
+ * (backups, SAVE, clean shutdown; the writer).  0 or a KV_*. */
 int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
 /* 1 when shard i takes no more writes (a failed journal write or flush, or
- * a failed checkpoint). */
+ * a failed checkpoint); any thread. */
 int kvd_shard_failed(struct kvd_store *st, unsigned i);
 
-/* ---- replication (repl.c, replica.c) ---- */
+/* ---- replication (kvd: repl/) ---- */
 
 /* The last LSN of shard i that may be sent to replicas: written to the
  * journal, and flushed in sync mode (any thread). */
 uint64_t kvd_shard_pub_lsn(struct kvd_store *st, unsigned i);
-/* Shard i's directory, where its journal segments are (kvj_reader). */
-const char *kvd_shard_dir(struct kvd_store *st, unsigned i);
+/* A cursor over shard i's journal from LSN from on, for one thread at a
+ * time while the writer appends and recycles (a primary's sender): 0,
+ * -ENOENT (no segment holds from any more), -ENOMEM, or an errno from
+ * opening a file.  next gives the record at the cursor if its LSN is at
+ * most upto: 1 with *lsn, *type (a journal record type), its payload
+ * (valid until the next call) and length; 0 at upto + 1; -ENOENT when the
+ * record was recycled meanwhile; -EBADMSG.  lsn is the LSN next returns
+ * next.  kvd_journal_strerror names those errors. */
+struct kvj_reader;
+int kvd_journal_open(struct kvd_store *st, unsigned i, uint64_t from,
+		     struct kvj_reader **out);
+int kvd_journal_next(struct kvj_reader *r, uint64_t upto, uint64_t *lsn,
+		     uint8_t *type, const void **payload, uint32_t *len);
+uint64_t kvd_journal_lsn(const struct kvj_reader *r);
+void kvd_journal_close(struct kvj_reader *r);
+const char *kvd_journal_strerror(int err);
 /* Keep shard i's journal from LSN lsn on for replicas (0: nothing), as
  * long as what is kept stays within backlog bytes a shard (any thread). */
 void kvd_shard_hold(struct kvd_store *st, unsigned i, uint64_t lsn);
 void kvd_store_set_backlog(struct kvd_store *st, uint64_t bytes);
-/* A replica's full copy, on shard i's committer: wipe the shard, make its
+/* A replica's full copy, by shard i's writer: wipe the shard, make its
  * checkpoint LSN cut and start its journal at cut + 1 (reset); then load
  * chunks of [u32 klen][u32 vlen][key][stored value] pairs into LMDB.
  * 0 or a KV_* code. */
@@ -281,12 +356,13 @@ int kvd_shard_repl_reset(struct kvd_store *st, unsigned i, uint64_t cut);
 int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 			size_t n);
 
-/* ---- backups ---- */
+/* ---- backups (any one thread at a time) ---- */
 
 struct kvd_snapshot;
 
 /* One read transaction per shard, opened now (while writers are paused, they
- * form one cut).  0 or a KV_* code. */
+ * form one cut: kvd_committers_pause).  0 or a KV_* code.  End it before
+ * the store closes; it pins the pages it reads meanwhile. */
 int kvd_snapshot_begin(struct kvd_store *st, struct kvd_snapshot **out);
 /* Write shard i of the snapshot as a fresh, compact environment in dir
  * (created), flushed to disk.  Adds to *keys and *bytes.  0, or -1 with a
@@ -305,6 +381,72 @@ struct kv_buf;
 int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
 		       struct kv_slice start, size_t max, struct kv_buf *out,
 		       struct kv_buf *next);
+
+/* ---- the data directory (datadir.c) ----
+ *
+ * The directory's lock file and its manifest.  The manifest records the
+ * shard count S fixed when the directory was made; keys are routed by
+ * XXH3_64bits(key) % S, so S can never change without moving every key.
+ * Starting kvd with another --threads keeps S.  A manifest that disagrees
+ * with the shard directories present is refused, because serving it would
+ * make keys silently vanish.  These calls may be made from any thread
+ * (kvd_store_open makes the first two); none keeps state but the lock. */
+
+struct kvd_datadir {
+	int lock_fd;
+	unsigned nshards;
+	int created; /* the manifest says its shards are still being made */
+};
+
+/* Create the directory if missing, take its lock (refusing one held by
+ * another kvd), then read the manifest or write one for want_shards.
+ * 0, or -1 with a one-line reason in err. */
+int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
+		     unsigned want_shards, char *err, size_t errlen);
+
+/* Every shard of a directory being created now exists: rewrite the
+ * manifest without its "creating" mark.  No-op otherwise.  0, or -1 with a
+ * reason in err. */
+int kvd_datadir_created(struct kvd_datadir *d, const char *dir, char *err,
+			size_t errlen);
+
+/* The directory of shard i: "DIR/shard-003". */
+void kvd_datadir_shard_path(char *buf, size_t len, const char *dir, unsigned i);
+
+void kvd_datadir_close(struct kvd_datadir *d);
+
+/* fsync a directory, so that the renames and creations in it last.  0, or
+ * -1 with errno set. */
+int kvd_fsync_dir(const char *dir);
+
+/* Check that dir is a complete data directory (a valid manifest, every
+ * shard's data file present, no extra shard); *nshards from the manifest.
+ * Takes no lock.  0, or -1 with a reason in err. */
+int kvd_datadir_inspect(const char *dir, unsigned *nshards, char *err,
+			size_t errlen);
+
+/* Write DIR/MANIFEST for n shards atomically (temp file, fsync, rename,
+ * fsync of the directory).  0, or -1 with a reason in err. */
+int kvd_datadir_write_manifest(const char *dir, unsigned n, char *err,
+			       size_t errlen);
+
+/* ---- paths given by others (a BACKUP's target, --restore) ---- */
+
+/* 1 if path holds a control character (a byte below 0x20, or 0x7f): such
+ * a path could forge log lines, and no sane directory is named so. */
+int kvd_path_has_ctl(const char *path, size_t n);
+
+/* The absolute path with every symbolic link, "." and ".." resolved:
+ * realpath(3) when path exists, else realpath of its parent plus its last
+ * name (which must not be "." or "..").  0, or -1 with errno set. */
+int kvd_path_resolve(const char *path, char *out, size_t len);
+
+/* 1 if the resolved path is dir itself or lies under it. */
+int kvd_path_within(const char *path, const char *dir);
+
+/* path in double quotes for a log line, with '"', '\\' and control
+ * characters escaped (\n, \xNN), cut to fit buf.  Returns buf. */
+const char *kvd_path_quote(char *buf, size_t len, const char *path);
 
 /* ---- write requests and the committers (committer.c) ---- */
 
