@@ -2,7 +2,7 @@
  * includes: the on-disk format's constants and byte helpers, the handle,
  * and the few calls one file makes into another.  The files split the
  * journal as LevelDB splits its log: journal_format.c (segment headers,
- * record framing and checking, the key-value payload), journal.c (the
+ * record framing and checking, the key-value payload), journal_write.c (the
  * writer: segment files, spares, appends, flushes, recycling),
  * journal_recover.c (kvj_open's scan and recovery) and journal_read.c (a
  * reader on another thread).  docs/journal-format.md is the format. */
@@ -139,7 +139,7 @@ void jn_frame(unsigned char *p, uint64_t ext, uint32_t len, uint64_t lsn,
 int jn_rec_ok(const unsigned char *m, uint64_t size, uint64_t off,
 	      uint64_t seed, struct view *v);
 
-/* ---- journal.c (the writer) ---- */
+/* ---- journal_write.c (the writer) ---- */
 
 int jn_zero_range(int fd, uint64_t off, uint64_t end);
 int jn_push_seg(struct kvj *j, uint64_t first);

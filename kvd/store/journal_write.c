@@ -1,4 +1,4 @@
-/* journal.c - the journal's writer: segment files and spares, the group
+/* journal_write.c - the journal's writer: segment files and spares, the group
  * append (one write per batch, framed records), the flush, recycling
  * below a checkpoint, and kvj_reset (journal.h says what each call
  * promises; journal_int.h lists the other files of the journal).
