@@ -115,9 +115,24 @@ static bool in_seqs(const struct mdoor_req *r, const char *name)
 	return false;
 }
 
+/* An absent argument: an iterator whose type byte is the terminating 0
+ * of an empty document, so that bson_iter_type (and BSON_ITER_HOLDS_*)
+ * answer EOD instead of failing libbson's precondition on a zeroed
+ * iterator. */
+static const uint8_t empty_doc[5] = {5, 0, 0, 0, 0};
+
+void mdoor_absent(bson_iter_t *it)
+{
+	memset(it, 0, sizeof(*it));
+	it->raw = empty_doc;
+	it->len = 5;
+	it->type = 4;
+	it->key = 4;
+}
+
 bool mdoor_has(const bson_iter_t *it)
 {
-	return bson_iter_type(it) != BSON_TYPE_EOD;
+	return it->raw && bson_iter_type(it) != BSON_TYPE_EOD;
 }
 
 static int one_field(const struct mdoor_req *r, const bson_iter_t *it,
@@ -152,7 +167,8 @@ int mdoor_args(const struct mdoor_req *r, const struct mdoor_arg *spec,
 {
 	bson_iter_t it;
 
-	memset(out, 0, sizeof(*out) * n); /* type EOD: absent */
+	for (size_t i = 0; i < n; i++)
+		mdoor_absent(&out[i].it);
 	bson_iter_init_from_data(&it, r->body, r->body_len);
 	bson_iter_next(&it); /* the command itself */
 	while (bson_iter_next(&it))

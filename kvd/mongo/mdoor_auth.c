@@ -190,8 +190,7 @@ static bool skip_empty_opt(const bson_iter_t *opts)
 {
 	bson_iter_t it;
 
-	return opts && BSON_ITER_HOLDS_DOCUMENT(opts) &&
-	       bson_iter_recurse(opts, &it) &&
+	return BSON_ITER_HOLDS_DOCUMENT(opts) && bson_iter_recurse(opts, &it) &&
 	       bson_iter_find(&it, "skipEmptyExchange") &&
 	       bson_iter_as_bool(&it);
 }
@@ -202,9 +201,10 @@ static int do_start(struct mdoor_conn *mc, bson_iter_t *it, const char *db,
 {
 	const char *mech = NULL, *p = NULL;
 	uint32_t n = 0;
-	bson_iter_t opts = {0};
+	bson_iter_t opts;
 	struct mdoor_scram *s = NULL;
 
+	mdoor_absent(&opts);
 	while (bson_iter_next(it)) {
 		const char *k = bson_iter_key(it);
 

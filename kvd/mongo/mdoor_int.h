@@ -298,6 +298,7 @@ struct mdoor_arg {
 int mdoor_args(const struct mdoor_req *r, const struct mdoor_arg *spec,
 	       size_t n, mdoor_av *out, struct mql_error *err);
 bool mdoor_has(const bson_iter_t *it);
+void mdoor_absent(bson_iter_t *it);
 
 /* mdoor_arg_int64 - a number argument as an integer (doubles and
  * decimals must be whole): 0, or -1 with err (2 BadValue). */

@@ -22,7 +22,8 @@ static int stmt_fields(const char *cmd, const char *arr, const uint8_t *doc,
 {
 	bson_iter_t it;
 
-	memset(out, 0, sizeof(*out) * n);
+	for (size_t i = 0; i < n; i++)
+		mdoor_absent(&out[i].it);
 	bson_iter_init_from_data(&it, doc, len);
 	while (bson_iter_next(&it)) {
 		size_t i;
@@ -172,7 +173,7 @@ static int update_done(struct mdoor_req *r, struct mdoor_wbatch *b,
 	struct mdoor_wstate *w = (struct mdoor_wstate *)b;
 	int64_t n = 0, nmod = 0;
 	uint32_t nu = 0;
-	bson_t arr;
+	bson_t arr = BSON_INITIALIZER;
 
 	if (b->err.code) {
 		*err = b->err;
@@ -191,9 +192,6 @@ static int update_done(struct mdoor_req *r, struct mdoor_wbatch *b,
 			bson_t one;
 			bson_iter_t it;
 
-			if (!nu)
-				BSON_APPEND_ARRAY_BEGIN(&r->reply, "upserted",
-							&arr);
 			bson_uint32_to_string(nu++, &k, key, sizeof(key));
 			bson_append_document_begin(&arr, k, -1, &one);
 			BSON_APPEND_INT32(&one, "index", (int32_t)w->stmt[i]);
@@ -206,7 +204,8 @@ static int update_done(struct mdoor_req *r, struct mdoor_wbatch *b,
 	/* mongod's order: n, (upserted), nModified, (writeErrors) */
 	BSON_APPEND_INT32(&r->reply, "n", (int32_t)n);
 	if (nu)
-		bson_append_array_end(&r->reply, &arr);
+		BSON_APPEND_ARRAY(&r->reply, "upserted", &arr);
+	bson_destroy(&arr);
 	BSON_APPEND_INT32(&r->reply, "nModified", (int32_t)nmod);
 	mdoor_write_errors(w, &r->reply);
 	return 0;
