@@ -483,7 +483,7 @@ static int cmd_getmore(struct mdoor_req *r, struct mql_error *err)
 	if (mdoor_args(r, spec, 4, a, err))
 		return -1;
 	mdoor_cmd_value(r, &it);
-	if (!BSON_ITER_HOLDS_INT64(&it) && !BSON_ITER_HOLDS_INT32(&it))
+	if (!BSON_ITER_HOLDS_INT64(&it))
 		return mdoor_err(err, MQL_TypeMismatch,
 				 "BSON field 'getMore.getMore' is the wrong "
 				 "type '%s', expected type 'long'",
@@ -536,7 +536,7 @@ static int cmd_killcursors(struct mdoor_req *r, struct mql_error *err)
 	snprintf(ns, sizeof(ns), "%s.%s", r->db, coll);
 	bson_iter_recurse(&a[0].it, &it);
 	while (bson_iter_next(&it))
-		if (!BSON_ITER_HOLDS_INT64(&it) && !BSON_ITER_HOLDS_INT32(&it))
+		if (!BSON_ITER_HOLDS_INT64(&it))
 			return mdoor_err(err, MQL_TypeMismatch,
 					 "BSON field 'killCursors.cursors.%s' "
 					 "is the wrong type '%s', expected "
