@@ -552,18 +552,14 @@ static void store_write(void *ctx, struct mdoor_wbatch *b)
 
 size_t memstore_complete(struct memstore *ms)
 {
-	size_t n = 0;
+	size_t n, k = ms->nq;
 
 	/* done may queue more (a resumed connection's next write): those
 	 * wait for the next call */
-	while (n < ms->nq) {
-		size_t k = ms->nq;
-
-		for (; n < k; n++)
-			execute(ms, ms->q[n]);
-		break;
-	}
-	memmove(ms->q, ms->q + n, sizeof(*ms->q) * (ms->nq - n));
+	for (n = 0; n < k; n++)
+		execute(ms, ms->q[n]);
+	if (n)
+		memmove(ms->q, ms->q + n, sizeof(*ms->q) * (ms->nq - n));
 	ms->nq -= n;
 	return n;
 }
