@@ -1,6 +1,7 @@
 /* memstore.c - the in-memory document store of the door's tests (see
  * memstore.h). */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,11 @@ struct memstore {
 	struct mdoor_wbatch **q;
 	size_t nq, capq;
 	size_t nscans;
+	/* memstore_block_scans: scan_next waits while blocked */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool blocked;
+	unsigned waiting;
 };
 
 struct mscan {
@@ -305,8 +311,18 @@ static int scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 		     struct mql_error *err)
 {
 	struct mscan *s = scan;
+	struct memstore *ms = s->ms;
 
 	(void)err;
+	pthread_mutex_lock(&ms->lock);
+	if (ms->blocked) {
+		ms->waiting++;
+		pthread_cond_broadcast(&ms->cond);
+		while (ms->blocked)
+			pthread_cond_wait(&ms->cond, &ms->lock);
+		ms->waiting--;
+	}
+	pthread_mutex_unlock(&ms->lock);
 	if (s->pos == s->n)
 		return 0;
 	*doc = s->docs[s->pos].p;
@@ -578,7 +594,27 @@ size_t memstore_open_scans(const struct memstore *ms)
 
 struct memstore *memstore_new(void)
 {
-	return calloc(1, sizeof(struct memstore));
+	struct memstore *ms = calloc(1, sizeof(struct memstore));
+
+	pthread_mutex_init(&ms->lock, NULL);
+	pthread_cond_init(&ms->cond, NULL);
+	return ms;
+}
+
+void memstore_block_scans(struct memstore *ms, bool on)
+{
+	pthread_mutex_lock(&ms->lock);
+	ms->blocked = on;
+	pthread_cond_broadcast(&ms->cond);
+	pthread_mutex_unlock(&ms->lock);
+}
+
+void memstore_wait_blocked(struct memstore *ms)
+{
+	pthread_mutex_lock(&ms->lock);
+	while (!ms->waiting)
+		pthread_cond_wait(&ms->cond, &ms->lock);
+	pthread_mutex_unlock(&ms->lock);
 }
 
 void memstore_free(struct memstore *ms)
@@ -587,6 +623,8 @@ void memstore_free(struct memstore *ms)
 		free_coll(ms->colls[i]);
 	free(ms->colls);
 	free(ms->q);
+	pthread_mutex_destroy(&ms->lock);
+	pthread_cond_destroy(&ms->cond);
 	free(ms);
 }
 

@@ -30,6 +30,10 @@ void memstore_sorting(struct memstore *ms, bool on);
 /* Complete the writes waiting (in order); returns how many. */
 size_t memstore_complete(struct memstore *ms);
 size_t memstore_pending(const struct memstore *ms);
+/* Make scan_next wait (another thread's getMore stays inside it) until
+ * blocking ends; memstore_wait_blocked returns once one waits. */
+void memstore_block_scans(struct memstore *ms, bool on);
+void memstore_wait_blocked(struct memstore *ms);
 /* Scans open now (a cursor's scan stays open until the cursor ends). */
 size_t memstore_open_scans(const struct memstore *ms);
 

@@ -33,6 +33,45 @@ static void load(struct tconn *c)
 	       "n", "{ 'v' : 4 }");
 }
 
+/* 100,001 statements; a document nested 101 levels. */
+static void test_insert_bounds(struct tconn *c)
+{
+	bson_t *b = J("{'insert': 'o', '$db': 'test'}"), *e = J("{}");
+	bson_t **many = malloc(sizeof(*many) * 100001), *r, lv[101];
+	struct tseq s = {"documents", many, 100001};
+	bson_t *deep = bson_new();
+	size_t n;
+	uint8_t *m;
+
+	for (int i = 0; i < 100001; i++)
+		many[i] = e;
+	m = msg(b, 0, &s, 1, &n);
+	feed(c, m, n);
+	free(m);
+	r = take(c, NULL, NULL);
+	CHECK_ERR(r, 16, "Got 100001 operations");
+	bson_destroy(r);
+	bson_append_document_begin(deep, "x", 1, &lv[0]);
+	for (int i = 1; i < 100; i++)
+		bson_append_document_begin(&lv[i - 1], "x", 1, &lv[i]);
+	for (int i = 99; i > 0; i--)
+		bson_append_document_end(&lv[i - 1], &lv[i]);
+	bson_append_document_end(deep, &lv[0]);
+	many[0] = deep;
+	s.n = 1;
+	m = msg(b, 0, &s, 1, &n);
+	feed(c, m, n);
+	free(m);
+	r = take(c, NULL, NULL);
+	CHECK(int_at(r, "n") == 0 && int_at(r, "writeErrors.0.code") == 15,
+	      "101 levels refused: %s", str_at(r, "writeErrors.0.errmsg"));
+	bson_destroy(r);
+	free(many);
+	bson_destroy(deep);
+	bson_destroy(e);
+	bson_destroy(b);
+}
+
 static void test_insert(struct tconn *c)
 {
 	bson_t *b = J("{'insert': 'i', '$db': 'test', 'ordered': false}"), *r;
@@ -84,6 +123,7 @@ static void test_insert(struct tconn *c)
 	       "{ 'v' : [ { 'index' : 1, 'code' : 2, 'errmsg' : 'can't use "
 	       "an array for _id' } ] }");
 	EXPECT(c, "{'count': 'o'}", "n", "{ 'v' : 2 }");
+	test_insert_bounds(c);
 	EXPECT_ERR(c, "{'insert': 'o', 'documents': []}", 16,
 		   "Write batch sizes must be between 1 and 100000. Got 0");
 	EXPECT_ERR(c, "{'insert': 'o'}", 40414,

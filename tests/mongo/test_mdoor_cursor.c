@@ -4,6 +4,8 @@
  * connection and server-wide, the idle timeout (a settable clock, no
  * sleeping), the bytes cursors hold, 16 MiB batches; and every scan the
  * store opened closed again. */
+#include <pthread.h>
+
 #include "mdoortest.h"
 
 static int64_t cursor_id(const bson_t *r)
@@ -208,6 +210,89 @@ static void test_big_batches(struct mdoor *d)
 	th_close_conn(a);
 }
 
+struct gm_arg {
+	struct tconn *c;
+	int64_t id;
+	bson_t *reply;
+};
+
+static void *gm_thread(void *p)
+{
+	struct gm_arg *a = p;
+
+	a->reply = getmore(a->c, a->id, "c", 1);
+	return NULL;
+}
+
+/* A getMore in progress on one thread: another's getMore of the cursor
+ * answers 143 CursorInUse; killCursors kills it, and the getMore in
+ * progress answers 237 CursorKilled. */
+static void test_in_use(struct mdoor *d, struct memstore *ms)
+{
+	struct tconn *a = th_open(d, 1), *b = th_open(d, 2);
+	struct gm_arg g = {.c = th_open(d, 3)};
+	bson_t *r = run(a, "{'find': 'c', 'batchSize': 1}"), *k;
+	bson_t arr;
+	pthread_t t;
+
+	g.id = cursor_id(r);
+	bson_destroy(r);
+	memstore_block_scans(ms, true);
+	pthread_create(&t, NULL, gm_thread, &g);
+	memstore_wait_blocked(ms);
+	r = getmore(b, g.id, "c", 1);
+	CHECK_ERR(r, 143, "is already in use");
+	bson_destroy(r);
+	k = bson_new();
+	BSON_APPEND_UTF8(k, "killCursors", "c");
+	BSON_APPEND_ARRAY_BEGIN(k, "cursors", &arr);
+	BSON_APPEND_INT64(&arr, "0", g.id);
+	bson_append_array_end(k, &arr);
+	r = run_on(b, "test", k);
+	CHECK(int_at(r, "cursorsKilled.0") == g.id, "killed while in use");
+	bson_destroy(r);
+	memstore_block_scans(ms, false);
+	pthread_join(t, NULL);
+	CHECK_ERR(g.reply, 237, "was killed");
+	bson_destroy(g.reply);
+	r = getmore(b, g.id, "c", 1);
+	CHECK_ERR(r, 43, NULL);
+	bson_destroy(r);
+	th_close_conn(a);
+	th_close_conn(b);
+	th_close_conn(g.c);
+	CHECK(memstore_open_scans(ms) == 0, "the killed cursor's scan closed");
+}
+
+/* distinct's values: at most 16 MiB. */
+static void test_distinct_cap(struct mdoor *d)
+{
+	struct tconn *a = th_open(d, 1);
+	size_t big = 1u << 20;
+	char *s = malloc(big);
+	bson_t *r;
+
+	memset(s, 'y', big - 1);
+	s[big - 1] = '\0';
+	for (int i = 0; i < 17; i++) {
+		bson_t *b = bson_new(), arr, doc;
+
+		s[0] = (char)('a' + i);
+		BSON_APPEND_UTF8(b, "insert", "dist");
+		BSON_APPEND_ARRAY_BEGIN(b, "documents", &arr);
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &doc);
+		BSON_APPEND_UTF8(&doc, "s", s);
+		bson_append_document_end(&arr, &doc);
+		bson_append_array_end(b, &arr);
+		bson_destroy(run_on(a, "test", b));
+	}
+	r = run(a, "{'distinct': 'dist', 'key': 's'}");
+	CHECK_ERR(r, 17217, "distinct too big, 16mb cap");
+	bson_destroy(r);
+	free(s);
+	th_close_conn(a);
+}
+
 int main(void)
 {
 	struct memstore *ms = memstore_new();
@@ -215,6 +300,8 @@ int main(void)
 
 	test_getmore(d, ms);
 	test_timeout(d, ms);
+	test_in_use(d, ms);
+	test_distinct_cap(d);
 	test_bounds(ms);
 	test_big_batches(d);
 	mdoor_free(d);

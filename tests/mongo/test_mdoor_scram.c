@@ -336,6 +336,18 @@ int main(void)
 	test_start_errors(d);
 	test_speculative(d);
 	mdoor_free(d);
+	{ /* no user configured: any name */
+		struct mdoor_config any = cfg;
+		struct tconn *c;
+
+		any.user = NULL;
+		d = th_door(ms, &any);
+		c = th_open(d, 1);
+		CHECK(converse(c, "alice", "pencil", true) == 1,
+		      "any user name when none is configured");
+		th_close_conn(c);
+		mdoor_free(d);
+	}
 	bad.password = "a\001b";
 	bad.password_len = 3;
 	memstore_ops(ms, &st);

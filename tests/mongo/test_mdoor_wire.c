@@ -63,6 +63,32 @@ static void test_hello(struct mdoor *d)
 	r = run(c, "{'whatsmyuri': 1}");
 	CHECK(!strcmp(str_at(r, "you"), "127.0.0.1:50000"), "whatsmyuri");
 	bson_destroy(r);
+	r = run(c, "{'getParameter': '*'}");
+	CHECK(count_at(r, "authenticationMechanisms") == 1 &&
+		  int_at(r, "cursorTimeoutMillis") == 600000,
+	      "getParameter '*'");
+	bson_destroy(r);
+	r = run(c, "{'getParameter': 1, 'noSuchThing': 1}");
+	CHECK_ERR(r, 72, "no option found to get");
+	bson_destroy(r);
+	r = run(c, "{'hostInfo': 1}");
+	CHECK(int_at(r, "system.numCores") >= 1 &&
+		  int_at(r, "system.memSizeMB") > 0 &&
+		  !strcmp(str_at(r, "os.type"), "Linux"),
+	      "hostInfo");
+	bson_destroy(r);
+	r = run(c, "{'getLog': 'startupWarnings'}");
+	CHECK_JSON(r, "log", "{ 'v' : [  ] }");
+	bson_destroy(r);
+	r = run(c, "{'getLog': '*'}");
+	CHECK_JSON(r, "names", "{ 'v' : [ 'global', 'startupWarnings' ] }");
+	bson_destroy(r);
+	r = run(c, "{'getCmdLineOpts': 1}");
+	CHECK(count_at(r, "argv") == 0 && ok_of(r) == 1, "getCmdLineOpts");
+	bson_destroy(r);
+	r = run(c, "{'endSessions': [{'id': 1}]}");
+	CHECK(ok_of(r) == 1, "endSessions");
+	bson_destroy(r);
 	r = run(c, "{'serverStatus': 1}");
 	CHECK(int_at(r, "uptimeMillis") == 5000, "uptime");
 	CHECK(int_at(r, "connections.current") == 3, "connections");
@@ -94,7 +120,8 @@ static void test_errors(struct mdoor *d)
 	bson_destroy(r);
 	r = run(c, "{'ping': 1, 'apiVersion': '1', 'apiStrict': false, 'lsid': "
 		   "{'id': 1}, '$readPreference': {'mode': 'primary'}, "
-		   "'$clusterTime': {}}");
+		   "'$clusterTime': {}, 'maxTimeMS': 5, 'comment': 'x', "
+		   "'readConcern': {'level': 'local'}}");
 	CHECK(ok_of(r) == 1, "generic arguments accepted");
 	bson_destroy(r);
 	r = run_on(c, "a.b", J("{'ping': 1}"));
@@ -146,6 +173,12 @@ static void test_msg(struct mdoor *d)
 	free(m);
 	r = take(c, NULL, NULL);
 	CHECK(ok_of(r) == 1, "optional flag ignored");
+	bson_destroy(r);
+	m = msg(b, 1u << 16, NULL, 0, &n); /* exhaustAllowed: one reply */
+	feed(c, m, n);
+	free(m);
+	r = take(c, NULL, NULL);
+	CHECK(ok_of(r) == 1 && c->len == 0, "exhaustAllowed: one reply");
 	bson_destroy(r);
 	m = msg(b, 2, NULL, 0, &n); /* moreToCome: no reply */
 	feed(c, m, n);
@@ -205,6 +238,20 @@ static void test_sections(struct mdoor *d)
 		free(m);
 		r = take(c, NULL, NULL);
 		CHECK_ERR(r, 40431, "Duplicate document sequence");
+		bson_destroy(r);
+	}
+	{
+		struct tseq five[5] = {{"a", &doc, 1},
+				       {"b", &doc, 1},
+				       {"c", &doc, 1},
+				       {"d", &doc, 1},
+				       {"e", &doc, 1}};
+
+		m = msg(b, 0, five, 5, &n);
+		feed(c, m, n);
+		free(m);
+		r = take(c, NULL, NULL);
+		CHECK_ERR(r, 17, "too many document sequences");
 		bson_destroy(r);
 	}
 	{ /* a sequence's size past the message */
