@@ -15,12 +15,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "datadir.h"
 #include "journal.h"
 #include "kv_buf.h"
-#include "log.h"
 #include "memtable.h"
-#include "shard.h"
+#include "store.h"
+#include "store_log.h"
 
 #define VF_EXPIRE 1u
 
@@ -130,6 +129,9 @@ struct kvd_store {
 	uint64_t ckpt_interval_ms;
 	uint64_t segment_size;	  /* journal segments (0: the default) */
 	_Atomic uint64_t backlog; /* journal bytes a shard keeps for replicas */
+	/* kvd_store_opts.stored, and its argument */
+	void (*stored)(void *arg, const void *key, size_t klen);
+	void *hook_arg;
 	/* every kvd_reader, for the quiescent-point waits (shard_ckpt.c) */
 	pthread_mutex_t rmu;
 	struct kvd_reader **readers;
