@@ -1,9 +1,10 @@
 """test_drivers.py - the Node.js driver (npm mongodb) and mongosh against
 the MongoDB door through tests/mongo/mdoor_host (writes completed on the
-host's next loop turn).  Neither is a Debian package: the test runs each
-when it is found (node with the mongodb module on NODE_PATH or in a
-node_modules the test can see; mongosh on PATH or MONGOSH) and skips (77)
-when neither is, saying so.
+host's next loop turn).  Neither is a Debian package: package.json and
+package-lock.json beside this file pin both, and `scripts/deps.sh test`
+(run by make test) installs them with npm ci into tests/mongo/node_modules.
+Elsewhere the test takes node's mongodb module from NODE_PATH and mongosh
+from MONGOSH or PATH, and skips (77) when neither is found, saying so.
 """
 
 import os
@@ -27,6 +28,9 @@ def node_has_driver():
 
 
 def mongosh():
+    local = os.path.join(HERE, "node_modules", ".bin", "mongosh")
+    if os.path.exists(local):
+        return local
     return os.environ.get("MONGOSH") or shutil.which("mongosh")
 
 
@@ -66,6 +70,6 @@ class DriversTest(unittest.TestCase):
 if __name__ == "__main__":
     if not node_has_driver() and not mongosh():
         print("skipped: neither node with the mongodb module nor mongosh "
-              "was found (npm install mongodb mongosh; NODE_PATH, MONGOSH)")
+              "was found (scripts/deps.sh test installs both; NODE_PATH, MONGOSH)")
         sys.exit(77)
     unittest.main()
