@@ -145,7 +145,7 @@ static int start(struct mdoor_conn *mc, const char *mech, const char *p,
 	struct mdoor *d = mc->d;
 	struct mdoor_scram *s;
 	uint8_t rnd[24];
-	char snonce[40], salt[32];
+	char snonce[40], salt[44];
 
 	if (strcmp(mech, "SCRAM-SHA-256"))
 		return mdoor_err(err, MDOOR_MechanismUnavailable,

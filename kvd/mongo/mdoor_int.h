@@ -98,7 +98,8 @@ struct mdoor {
 	char *user; /* NULL: any name */
 	bool auth;  /* a password is configured */
 	unsigned iters;
-	uint8_t salt[16];
+	uint8_t salt[28]; /* mongod's: SHA-256's 32 bytes less 4 (libmongoc
+			   * refuses another length) */
 	uint8_t stored_key[32], server_key[32];
 	size_t max_cursors, max_conn_cursors, cursor_mem, preauth_max;
 	uint64_t cursor_timeout_ms;

@@ -129,6 +129,9 @@ static bson_t *continue_doc(struct client *cl, const char *server_first,
 	snprintf(nonce, sizeof(nonce), "%.*s", (int)(s - server_first - 2),
 		 server_first + 2);
 	sl = mdoor_b64_decode(s + 3, (size_t)(i - s - 3), salt, sizeof(salt));
+	/* mongod's SCRAM-SHA-256 salt: the hash's size less 4, which
+	 * libmongoc insists on ("invalid salt length") */
+	CHECK(sl == 28, "the salt is %ld bytes, not 28", sl);
 	PKCS5_PBKDF2_HMAC(pw, (int)strlen(pw), salt, (int)sl, atoi(i + 3),
 			  EVP_sha256(), 32, cl->salted);
 	hmac(cl->salted, 32, "Client Key", 10, ck);
