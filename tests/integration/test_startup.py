@@ -292,8 +292,13 @@ class Startup(unittest.TestCase):
             while True:
                 names = []
                 for t in os.listdir(task):
-                    with open(os.path.join(task, t, "comm")) as f:
-                        names.append(f.read().strip())
+                    # A short-lived thread (kvd-spare/N, a journal segment made
+                    # ahead) may end between the listing and the read.
+                    try:
+                        with open(os.path.join(task, t, "comm")) as f:
+                            names.append(f.read().strip())
+                    except FileNotFoundError:
+                        continue
                 # ThreadSanitizer runs a background thread of its own,
                 # which keeps the process's name.
                 if build_sanitizer() == "thread" and names.count("kvd") > 1:
