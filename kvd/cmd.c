@@ -230,8 +230,8 @@ static int op_mget(struct kvd_conn *c, struct kvd_req *r)
 				    o.p, o.len, io->now_ms, &v);
 		if (rc == KV_OK)
 			kv_mp_bin(&c->out, v.p, v.n);
-		else if (rc == KV_NOT_FOUND)
-			kv_mp_nil(&c->out);
+		else if (rc == KV_NOT_FOUND || rc == KV_WRONG_TYPE)
+			kv_mp_nil(&c->out); /* a hash: nil, as RESP's MGET */
 		else {
 			c->out.len = off;
 			return rc;
@@ -263,7 +263,7 @@ static int op_exists(struct kvd_conn *c, struct kvd_req *r)
 		rc = kvd_reader_get(io->reader,
 				    kvd_shard_of(o.p, o.len, io->srv->nshards),
 				    o.p, o.len, io->now_ms, &v);
-		if (rc == KV_OK)
+		if (rc == KV_OK || rc == KV_WRONG_TYPE) /* a hash exists */
 			n++;
 		else if (rc != KV_NOT_FOUND)
 			return rc;
@@ -280,12 +280,17 @@ struct scan_out {
 	int big;
 };
 
-static int scan_emit(void *arg, struct kv_slice key, struct kv_slice val)
+static int scan_emit(void *arg, struct kv_slice key, struct kv_slice val,
+		     unsigned type)
 {
 	struct scan_out *so = arg;
 
 	kv_mp_bin(&so->c->out, key.p, key.n);
-	if (!so->keys_only)
+	/* a value that is not a plain one (a hash) is nil: its fields are
+	 * not bytes a client could take for the value (protocol.md, SCAN) */
+	if (!so->keys_only && type != KVD_VT_PLAIN)
+		kv_mp_nil(&so->c->out);
+	else if (!so->keys_only)
 		kv_mp_bin(&so->c->out, val.p, val.n);
 	so->n += so->keys_only ? 1 : 2;
 	/* A page stops at max_bytes, but its last value may be large. */

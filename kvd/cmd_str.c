@@ -174,7 +174,8 @@ static int move_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 	struct kv_buf v = {0};
 	uint64_t exp, dexp;
 	struct kvd_wreq *w;
-	int rc = resp_section_read(c, m->src, &v, &exp);
+	unsigned type = KVD_VT_PLAIN, dtype;
+	int rc = resp_section_readv(c, m->src, &v, &exp, &type);
 
 	(void)r;
 	if (rc != KV_OK)
@@ -184,20 +185,22 @@ static int move_fn(struct kvd_conn *c, struct kvd_req *r, void *arg)
 		goto answer;
 	}
 	if (m->nx) {
-		rc = resp_section_read(c, m->dst, NULL, &dexp);
+		rc = resp_section_readv(c, m->dst, NULL, &dexp, &dtype);
 		if (rc != KV_NOT_FOUND) {
 			rc = rc == KV_OK ? KV_EXISTS : rc;
 			goto out;
 		}
 	}
 	w = kvd_write_now(c, kvd_excl_current(), KVD_OP_SILENT, KVD_W_PUT,
-			  m->dst, sl(&v), exp, moved_tag(m->src, m->del, c));
+			  m->dst, sl(&v), exp, moved_tag(m->src, m->del, c),
+			  type);
 	rc = !w ? KV_INTERNAL : w->op.status;
 	if (rc != KV_OK || !m->del)
 		goto answer;
 	/* the new key is there: a failure now leaves both, and says so */
 	w = kvd_write_now(c, kvd_excl_current(), KVD_OP_SILENT, KVD_W_DEL,
-			  m->src, none, 0, KVD_TAG(KVD_EV_QUIET, 0));
+			  m->src, none, 0, KVD_TAG(KVD_EV_QUIET, 0),
+			  KVD_VT_PLAIN);
 	rc = !w ? KV_INTERNAL : w->op.status;
 	if (rc == KV_OK)
 		kvd_keyspace_renamed(c->io->srv->cfg, m->src, m->dst);

@@ -173,6 +173,8 @@ static int checks_hold(struct kvd_conn *c, const struct kvd_req *r)
 				       &exp);
 		if (rc == KV_NOT_FOUND)
 			rc = e.type == KV_MP_NIL ? KV_OK : KV_CHECK_FAILED;
+		else if (rc == KV_WRONG_TYPE) /* a hash equals no bytes */
+			rc = KV_CHECK_FAILED;
 		else if (rc == KV_OK &&
 			 (e.type == KV_MP_NIL || e.len != v.len ||
 			  (v.len && memcmp(e.p, v.data, v.len))))

@@ -40,6 +40,13 @@ const char resp_err_internal[] =
 const char resp_err_key[] =
     "ERR invalid key: kvd keys are 1 to max-key-size bytes long";
 const char resp_err_nomem[] = "ERR out of memory";
+const char resp_err_wrongtype[] =
+    "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+const char *resp_read_err(int rc)
+{
+	return rc == KV_WRONG_TYPE ? resp_err_wrongtype : resp_err_internal;
+}
 
 const struct resp_cmd resp_cmds[RESP_NCMDS] = {
 #define RESP_CMD_ROW(id, name, fn, ops, arity, flags, first, last, step,       \

@@ -299,12 +299,14 @@ static int key_live(struct kvd_conn *c, struct kv_slice k)
 {
 	struct kvd_io *io = c->io;
 	struct kv_slice v;
+	unsigned type;
+	uint64_t exp;
 
 	if (!resp_key_ok(c, k))
 		return 0;
-	return kvd_reader_get(io->reader,
-			      kvd_shard_of(k.p, k.n, io->srv->nshards), k.p,
-			      k.n, kvd_now_ms(), &v) == KV_OK;
+	return kvd_reader_getv(io->reader,
+			       kvd_shard_of(k.p, k.n, io->srv->nshards), k.p,
+			       k.n, kvd_now_ms(), &v, &type, &exp) == KV_OK;
 }
 
 /* Double the connection's set of watches (from its list) at one per
@@ -495,28 +497,40 @@ const char *resp_exec(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== RENAME, RENAMENX, COPY ===================== */
 
-/* A key's value (copied) and absolute expiry (0: none), read in an
- * exclusive section; KV_OK, KV_NOT_FOUND or a KV_* failure. */
-int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
-		      uint64_t *exp)
+/* A key's value of any type (copied), its type and absolute expiry (0:
+ * none), read in an exclusive section; KV_OK, KV_NOT_FOUND or a KV_*
+ * failure. */
+int resp_section_readv(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		       uint64_t *exp, unsigned *type)
 {
 	struct kvd_io *io = c->io;
 	unsigned s = kvd_shard_of(k.p, k.n, io->srv->nshards);
 	struct kv_slice val;
-	int64_t ttl;
 	int rc;
 
 	io->now_ms = kvd_now_ms();
-	rc = kvd_reader_get(io->reader, s, k.p, k.n, io->now_ms, &val);
+	rc = kvd_reader_getv(io->reader, s, k.p, k.n, io->now_ms, &val, type,
+			     exp);
 	if (rc != KV_OK)
 		return rc;
 	if (v && kv_buf_append(v, val.p, val.n))
 		return KV_INTERNAL;
-	rc = kvd_reader_ttl(io->reader, s, k.p, k.n, io->now_ms, &ttl);
-	if (rc != KV_OK)
-		return rc;
-	*exp = ttl < 0 ? 0 : io->now_ms + (uint64_t)ttl;
 	return KV_OK;
+}
+
+int resp_section_read(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
+		      uint64_t *exp)
+{
+	unsigned type;
+	size_t len = v ? v->len : 0;
+	int rc = resp_section_readv(c, k, v, exp, &type);
+
+	if (rc == KV_OK && type != KVD_VT_PLAIN) {
+		if (v) /* a string command meeting a hash gets none of it */
+			v->len = len;
+		return KV_WRONG_TYPE;
+	}
+	return rc;
 }
 
 /* The tag of the PUT that moves or copies src: RENAME's events are its
@@ -544,10 +558,11 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 	uint64_t exp = 0, dexp;
 	const char *err = NULL;
 	struct kvd_wreq *w;
+	unsigned type = KVD_VT_PLAIN, dtype;
 	int rc, same = src.n == dst.n && !memcmp(src.p, dst.p, src.n);
 	int nx = r->cmd == RESP_CMD_RENAMENX || !replace;
 
-	rc = resp_section_read(c, src, &v, &exp);
+	rc = resp_section_readv(c, src, &v, &exp, &type);
 	if (rc == KV_NOT_FOUND) {
 		if (r->cmd == RESP_CMD_COPY)
 			resp_add_int(c, 0);
@@ -566,13 +581,14 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 			resp_add_int(c, 0);
 		goto out;
 	}
-	if (nx && resp_section_read(c, dst, NULL, &dexp) != KV_NOT_FOUND) {
+	if (nx &&
+	    resp_section_readv(c, dst, NULL, &dexp, &dtype) != KV_NOT_FOUND) {
 		resp_add_int(c, 0);
 		goto out;
 	}
 	w = kvd_write_now(c, x, del ? RESP_CMD_EXEC : r->cmd, KVD_W_PUT, dst,
 			  (struct kv_slice){.p = v.data, .n = v.len}, exp,
-			  moved_tag(c, src, del));
+			  moved_tag(c, src, del), type);
 	if (!w || !del)
 		goto out; /* COPY: the PUT's own reply says what happened */
 	if (w->op.status != KV_OK) { /* the source stays */
@@ -582,7 +598,7 @@ static const char *move_key(struct kvd_conn *c, struct kvd_excl *x,
 		goto out;
 	}
 	w = kvd_write_now(c, x, r->cmd, KVD_W_DEL, src, (struct kv_slice){0}, 0,
-			  KVD_TAG(KVD_EV_QUIET, 0));
+			  KVD_TAG(KVD_EV_QUIET, 0), KVD_VT_PLAIN);
 	if (w && w->op.status == KV_OK)
 		kvd_keyspace_renamed(c->io->srv->cfg, src, dst);
 out:

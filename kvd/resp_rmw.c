@@ -57,7 +57,7 @@ static const char *getex_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 		goto out;
 	}
 	if (rc != KV_OK) {
-		err = resp_err_internal;
+		err = resp_read_err(rc);
 		goto out;
 	}
 	/* as Redis: the expiry is checked once the key is found */
@@ -180,9 +180,11 @@ struct patch {
 	int bit;
 };
 
-/* The value grown with zeros to at least len bytes; its old expiry. */
-static int load_grown(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
-		      uint64_t len, uint64_t *exp, int *dirty)
+/* The value grown with zeros to at least len bytes; its old expiry.  0,
+ * or the error to answer. */
+static const char *load_grown(struct kvd_conn *c, struct kv_slice k,
+			      struct kv_buf *v, uint64_t len, uint64_t *exp,
+			      int *dirty)
 {
 	int rc = resp_section_read(c, k, v, exp);
 
@@ -193,14 +195,14 @@ static int load_grown(struct kvd_conn *c, struct kv_slice k, struct kv_buf *v,
 		rc = KV_OK;
 	}
 	if (rc != KV_OK)
-		return -1;
+		return resp_read_err(rc);
 	if (v->len < len) {
 		if (kv_buf_reserve(v, len - v->len))
-			return -1;
+			return resp_err_internal;
 		memset(v->data + v->len, 0, len - v->len);
 		v->len = len;
 	}
-	return 0;
+	return NULL;
 }
 
 static const char *too_large(struct kvd_conn *c, uint64_t len)
@@ -227,15 +229,14 @@ static const char *setrange_fn(struct kvd_conn *c, struct resp_req *r,
 		int rc = resp_section_read(c, r->a[1], &v, &exp);
 
 		if (rc != KV_OK && rc != KV_NOT_FOUND)
-			err = resp_err_internal;
+			err = resp_read_err(rc);
 		else
 			resp_add_int(c, (int64_t)v.len);
 		goto out;
 	}
-	if (load_grown(c, r->a[1], &v, p->off + p->data.n, &exp, &dirty)) {
-		err = resp_err_internal;
+	if ((err =
+		 load_grown(c, r->a[1], &v, p->off + p->data.n, &exp, &dirty)))
 		goto out;
-	}
 	if ((err = too_large(c, v.len)))
 		goto out;
 	memcpy(v.data + p->off, p->data.p, p->data.n);
@@ -276,10 +277,8 @@ static const char *setbit_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 	const char *err = NULL;
 	int dirty, same;
 
-	if (load_grown(c, r->a[1], &v, byte + 1, &exp, &dirty)) {
-		err = resp_err_internal;
+	if ((err = load_grown(c, r->a[1], &v, byte + 1, &exp, &dirty)))
 		goto out;
-	}
 	same = ((v.data[byte] & mask) != 0) == (p->bit != 0);
 	resp_add_int(c, (v.data[byte] & mask) != 0);
 	if (p->bit)
@@ -375,7 +374,7 @@ static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
 	if (rc == KV_NOT_FOUND)
 		exp = 0;
 	else if (rc != KV_OK)
-		err = resp_err_internal;
+		err = resp_read_err(rc);
 	else if (kvd_parse_ld(sl(&v), &cur))
 		err = "ERR value is not a valid float";
 	if (err)
@@ -462,8 +461,10 @@ int kvd_bitop_sources(struct kvd_conn *c, int op, const struct kv_slice *src,
 
 	c->io->now_ms = kvd_now_ms();
 	for (uint32_t i = 0; i < n; i++) {
-		if (bitop_src(c, src[i], &v))
-			return KV_INTERNAL;
+		int rc = bitop_src(c, src[i], &v);
+
+		if (rc) /* KV_WRONG_TYPE: a source holds a hash */
+			return rc;
 		if (v.n > len)
 			len = v.n;
 	}
@@ -501,7 +502,7 @@ static const char *bitop_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 		goto out;
 	}
 	if (rc) {
-		err = resp_err_internal;
+		err = resp_read_err(rc);
 		goto out;
 	}
 	resp_add_int(c, (int64_t)out.len);
@@ -562,12 +563,11 @@ static const char *bitfield_fn(struct kvd_conn *c, struct resp_req *r,
 	if (!b->maxbit) {
 		rc = resp_section_read(c, r->a[1], &v, &exp);
 		if (rc != KV_OK && rc != KV_NOT_FOUND) {
-			err = resp_err_internal;
+			err = resp_read_err(rc);
 			goto out;
 		}
-	} else if (load_grown(c, r->a[1], &v, (b->maxbit + 7) >> 3, &exp,
-			      &dirty)) {
-		err = resp_err_internal;
+	} else if ((err = load_grown(c, r->a[1], &v, (b->maxbit + 7) >> 3, &exp,
+				     &dirty))) {
 		goto out;
 	}
 	resp_add_array(c, b->n);

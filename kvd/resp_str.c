@@ -34,7 +34,8 @@ static const char err_bftype[] =
     "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is "
     "not supported but i64 is.";
 
-/* The value at k: 1 with *v, 0 when missing, -1 on a read failure. */
+/* The value at k: 1 with *v, 0 when missing, -1 on a read failure, -2
+ * when k holds a hash. */
 static int value_of(struct kvd_conn *c, struct kv_slice k, struct kv_slice *v)
 {
 	struct kvd_io *io = c->io;
@@ -47,7 +48,13 @@ static int value_of(struct kvd_conn *c, struct kv_slice k, struct kv_slice *v)
 			   k.p, k.n, io->now_ms, v);
 	if (rc == KV_OK)
 		return 1;
-	return rc == KV_NOT_FOUND ? 0 : -1;
+	return rc == KV_NOT_FOUND ? 0 : rc == KV_WRONG_TYPE ? -2 : -1;
+}
+
+/* value_of's failure as an error reply. */
+static const char *value_err(int rc)
+{
+	return rc == -2 ? resp_err_wrongtype : resp_err_internal;
 }
 
 /* Clamp [*start, *end] to a string of len units as Redis does; 0 when the
@@ -78,7 +85,7 @@ const char *resp_getrange(struct kvd_conn *c, struct resp_req *r)
 		return resp_err_int;
 	rc = value_of(c, r->a[1], &v);
 	if (rc < 0)
-		return resp_err_internal;
+		return value_err(rc);
 	if (rc == 0 || (start < 0 && end < 0 && start > end) ||
 	    !kvd_clamp_range(&start, &end, (long long)v.n))
 		resp_add_bulk(c, "", 0);
@@ -118,7 +125,7 @@ const char *resp_getbit(struct kvd_conn *c, struct resp_req *r)
 		return err_bitoff;
 	rc = value_of(c, r->a[1], &v);
 	if (rc < 0)
-		return resp_err_internal;
+		return value_err(rc);
 	if (rc && (off >> 3) < v.n)
 		bit = (v.p[off >> 3] >> (7 - (off & 7))) & 1;
 	resp_add_int(c, bit);
@@ -167,7 +174,7 @@ const char *resp_bitcount(struct kvd_conn *c, struct resp_req *r)
 	int isbit = 0, rc = value_of(c, r->a[1], &v);
 
 	if (rc < 0)
-		return resp_err_internal;
+		return value_err(rc);
 	if (rc == 0) { /* 7.0 answers before looking at the arguments */
 		resp_add_int(c, 0);
 		return NULL;
@@ -253,7 +260,7 @@ const char *resp_bitpos(struct kvd_conn *c, struct resp_req *r)
 		return "ERR The bit argument must be 1 or 0.";
 	rc = value_of(c, r->a[1], &v);
 	if (rc < 0)
-		return resp_err_internal;
+		return value_err(rc);
 	if (rc == 0) { /* an endless run of zeros */
 		resp_add_int(c, bit ? -1 : 0);
 		return NULL;
@@ -510,7 +517,7 @@ const char *resp_bitfield_ro(struct kvd_conn *c, struct resp_req *r)
 	rc = value_of(c, r->a[1], &v);
 	if (rc < 0) {
 		free(ops);
-		return resp_err_internal;
+		return value_err(rc);
 	}
 	if (rc == 0)
 		v.n = 0;
@@ -670,6 +677,8 @@ const char *resp_lcs(struct kvd_conn *c, struct resp_req *r)
 	char hdr[32];
 	int ra = value_of(c, r->a[1], &a), rb = value_of(c, r->a[2], &b);
 
+	if (ra == -2 || rb == -2) /* Redis 7.0's words for LCS */
+		return "ERR The specified keys must contain string values";
 	if (ra < 0 || rb < 0)
 		return resp_err_internal;
 	if ((err = lcs_options(r, &o)))

@@ -127,7 +127,7 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type,
 		return kvm_flush(rp->m, lsn);
 	if (r.type == KVJ_PUT)
 		return kvm_put(rp->m, r.key, r.klen, r.val, r.vlen, r.expiry_ms,
-			       lsn, below);
+			       lsn, below | KVM_F_TYPE(r.vtype));
 	return kvm_del(rp->m, r.key, r.klen, lsn, below);
 }
 
@@ -271,6 +271,8 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	pthread_mutex_init(&st->rmu, NULL);
 	st->map_size = o->map_size;
 	st->segment_size = o->segment_size;
+	for (unsigned i = 0; i < o->nmerge && i < KVD_MERGE_MAX; i++)
+		st->merge[i] = o->merge[i];
 	st->ckpt_interval_ms =
 	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 60000;
 	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, err, errlen)) {
@@ -322,6 +324,8 @@ void kvd_store_close(struct kvd_store *st)
 		kvd_ckpt_stop(sh);
 		kvd_shard_spare_stop(sh);
 		kv_buf_free(&sh->wt.tmp);
+		kv_buf_free(&sh->wt.mimg);
+		kv_buf_free(&sh->wt.mreply);
 		kv_buf_free(&sh->wt.data);
 		free(sh->wt.ents);
 		free(sh->wt.ht);
@@ -578,7 +582,8 @@ static const struct rview *rview(struct kvd_reader *r, unsigned i)
 /* One memtable layer's say on a key: KV_OK, KV_NOT_FOUND, or -1 (look
  * below). */
 static int mget(struct kvm *m, const struct kvm_snap *sn, const void *key,
-		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val)
+		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val,
+		unsigned *type)
 {
 	struct kvm_entry e;
 	int k = m ? kvm_get_at(m, sn, key, klen, &e) : KVM_ABSENT;
@@ -587,6 +592,7 @@ static int mget(struct kvm *m, const struct kvm_snap *sn, const void *key,
 		if (e.expire_at && e.expire_at <= now)
 			return KV_NOT_FOUND;
 		*exp = e.expire_at;
+		*type = e.type;
 		val->p = e.val;
 		val->n = e.vlen;
 		return KV_OK;
@@ -595,7 +601,8 @@ static int mget(struct kvm *m, const struct kvm_snap *sn, const void *key,
 }
 
 static int rget(struct kvd_reader *r, unsigned shard, const void *key,
-		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val)
+		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val,
+		unsigned *type)
 {
 	struct shard *sh = &r->st->sh[shard];
 	MDB_txn *txn;
@@ -605,8 +612,10 @@ static int rget(struct kvd_reader *r, unsigned shard, const void *key,
 	 * only show a key twice (the memtable wins), never hide it. */
 	const struct rview *rv = rview(r, shard);
 
-	if ((rc = mget(rv->m[0], &rv->s[0], key, klen, now, exp, val)) >= 0 ||
-	    (rc = mget(rv->m[1], &rv->s[1], key, klen, now, exp, val)) >= 0)
+	if ((rc = mget(rv->m[0], &rv->s[0], key, klen, now, exp, val, type)) >=
+		0 ||
+	    (rc = mget(rv->m[1], &rv->s[1], key, klen, now, exp, val, type)) >=
+		0)
 		return rc;
 	if (!(txn = kvd_shard_rtxn(r, shard)))
 		return KV_INTERNAL;
@@ -619,15 +628,27 @@ static int rget(struct kvd_reader *r, unsigned shard, const void *key,
 				    mdb_strerror(rc));
 		return KV_INTERNAL;
 	}
-	return val_live(&v, now, exp, val) ? KV_OK : KV_NOT_FOUND;
+	if (!val_live(&v, now, exp, val))
+		return KV_NOT_FOUND;
+	*type = val_type(&v);
+	return KV_OK;
 }
 
 int kvd_reader_get(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, struct kv_slice *val)
 {
 	uint64_t exp;
+	unsigned type;
+	int rc = rget(r, shard, key, klen, now, &exp, val, &type);
 
-	return rget(r, shard, key, klen, now, &exp, val);
+	return rc == KV_OK && type != KVD_VT_PLAIN ? KV_WRONG_TYPE : rc;
+}
+
+int kvd_reader_getv(struct kvd_reader *r, unsigned shard, const void *key,
+		    size_t klen, uint64_t now, struct kv_slice *val,
+		    unsigned *type, uint64_t *exp)
+{
+	return rget(r, shard, key, klen, now, exp, val, type);
 }
 
 int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
@@ -635,7 +656,8 @@ int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
 {
 	struct kv_slice val;
 	uint64_t exp;
-	int rc = rget(r, shard, key, klen, now, &exp, &val);
+	unsigned type;
+	int rc = rget(r, shard, key, klen, now, &exp, &val, &type);
 
 	if (rc == KV_OK)
 		*ttl_ms = exp ? (int64_t)(exp - now) : -1;

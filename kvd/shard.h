@@ -20,7 +20,8 @@
  * it exact; entries a store written before them left behind are only hints:
  * the value's own header decides.
  *
- * A stored value is one flag byte, then (if bit 0 is set) the expiry as a
+ * A stored value is one flag byte (bit 0: an expiry follows; bits 1-3: the
+ * value's type), then (if bit 0 is set) the expiry as a
  * little-endian u64 of Unix milliseconds, then the user's bytes:
  *
  *     +-------+------------------+-----------------+
@@ -52,6 +53,49 @@ struct kv_slice {
 	size_t n;
 };
 
+/* Value types.  Every value carries one, through every layer (journal
+ * records, memtable versions, LMDB's flag byte, so replication, backups
+ * and recovery too).  The store gives them no meaning beyond this: a
+ * plain value (a string: every value stored before types were) is 0, and
+ * kvd_reader_get and the string writes answer KV_WRONG_TYPE for any
+ * other; the others are the server's (kvd/doc/: hashes), made and changed
+ * by merge operations (KVD_W_MERGE). */
+#define KVD_VT_PLAIN 0u
+#define KVD_VT_MAX 7u
+
+/* A merge operation (KVD_W_MERGE; RocksDB's merge operator is the model):
+ * the server registers them at open, by id, and a committer calls one to
+ * compute a key's new value from its old one and an operand, inside the
+ * batch, against the layers: no round trip, no lock, no lost update; the
+ * journal gets the resulting value (or a tombstone), as for any write. */
+struct kv_buf;
+struct kvd_merge {
+	/* in */
+	struct kv_slice key;
+	struct kv_slice old; /* the key's value, when live */
+	int live;	     /* 1: old, type and exp are the key's value */
+	unsigned type;	     /* its KVD_VT_* */
+	uint64_t exp;	     /* its expiry (0: none); a new value keeps it */
+	struct kv_slice operand;
+	uint64_t now;
+	/* out: action, and status KV_OK, or a refusal (KV_WRONG_TYPE,
+	 * KV_NOT_INTEGER, ...) with action KVD_MERGE_KEEP */
+	int action;
+	unsigned new_type;    /* KVD_MERGE_STORE: the new value's type */
+	struct kv_buf *image; /* KVD_MERGE_STORE: the new value, appended */
+	int status;
+	int64_t result;	      /* kvd_wop.result */
+	struct kv_buf *reply; /* bytes for kvd_wop.val (empty: none) */
+};
+enum { KVD_MERGE_KEEP, KVD_MERGE_STORE, KVD_MERGE_DELETE };
+/* 0, or ENOMEM (the batch fails). image and reply are empty at the call. */
+typedef int (*kvd_merge_fn)(void *ctx, struct kvd_merge *m);
+#define KVD_MERGE_MAX 16
+struct kvd_merge_op {
+	kvd_merge_fn fn; /* NULL: no operation of that id */
+	void *ctx;
+};
+
 struct kvd_store_opts {
 	const char *dir;
 	unsigned want_shards; /* used only when the directory is new */
@@ -61,6 +105,9 @@ struct kvd_store_opts {
 	unsigned checkpoint_interval_ms; /* or when it is this old */
 	uint64_t segment_size;		 /* journal segment bytes */
 	int truncate_corrupt; /* cut a corrupt journal instead of refusing */
+	/* merge operations by id (KVD_W_MERGE's flags), copied at open */
+	const struct kvd_merge_op *merge;
+	unsigned nmerge; /* at most KVD_MERGE_MAX */
 };
 
 struct kvd_shard_stat {
@@ -113,9 +160,15 @@ void kvd_reader_pin(struct kvd_reader *r);
 void kvd_reader_unpin(struct kvd_reader *r);
 
 /* KV_OK with *val pointing into the map (valid until kvd_reader_reset),
- * KV_NOT_FOUND, or KV_INTERNAL. */
+ * KV_NOT_FOUND, KV_WRONG_TYPE (a value of a type other than
+ * KVD_VT_PLAIN; *val is set all the same), or KV_INTERNAL. */
 int kvd_reader_get(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, struct kv_slice *val);
+/* A value of any type: KV_OK with *val, *type (KVD_VT_*) and *exp (its
+ * absolute expiry, 0 for none), KV_NOT_FOUND or KV_INTERNAL. */
+int kvd_reader_getv(struct kvd_reader *r, unsigned shard, const void *key,
+		    size_t klen, uint64_t now, struct kv_slice *val,
+		    unsigned *type, uint64_t *exp);
 /* KV_OK with *ttl_ms the time left, or -1 for no expiry; KV_NOT_FOUND. */
 int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, int64_t *ttl_ms);
@@ -129,8 +182,10 @@ struct kvd_scan {
 	int keys_only;
 };
 
-/* Called per key in order; return nonzero to stop. */
-typedef int (*kvd_scan_fn)(void *arg, struct kv_slice key, struct kv_slice val);
+/* Called per key in order, with its value's type (KVD_VT_*); return
+ * nonzero to stop. */
+typedef int (*kvd_scan_fn)(void *arg, struct kv_slice key, struct kv_slice val,
+			   unsigned type);
 
 /* Merge every shard in key order.  *next is set to the key the next call
  * should start from when more may follow, else to an empty slice; it points
@@ -147,7 +202,7 @@ int kvd_reader_count(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
 /* ---- write side (committers) ---- */
 
 enum kvd_wkind {
-	KVD_W_PUT,    /* items: key + value pairs */
+	KVD_W_PUT,    /* items: key + value pairs, of type vtype */
 	KVD_W_DEL,    /* items: keys; result: keys deleted */
 	KVD_W_INCR,   /* one key; delta; result: new value */
 	KVD_W_APPEND, /* one key + value; result: new length */
@@ -155,7 +210,11 @@ enum kvd_wkind {
 			 when persisting a key that has no expiry */
 	KVD_W_GETDEL, /* one key; the old value is copied out */
 	KVD_W_FLUSH,  /* no items: empty the shard */
-	KVD_W_REPL,   /* a replica: a primary's records, from LSN lsn on;
+	/* one key + operand: the merge operation flags names (registered at
+	 * open, kvd_store_opts.merge) computes the key's new value from its
+	 * old one (kvd_merge_fn); result and val as the operation says */
+	KVD_W_MERGE,
+	KVD_W_REPL, /* a replica: a primary's records, from LSN lsn on;
 			 items: [u8 type][u32 len][journal payload]... */
 	/* A replica's full copy; run by the committer alone, not through
 	 * kvd_shard_apply: kvd_shard_repl_reset(lsn), kvd_shard_repl_load
@@ -170,12 +229,14 @@ enum kvd_wkind {
 /* One write, as the committer applies it.  items holds nitems entries of
  * [u16 klen][u32 vlen][key][value], native-endian, built by the io thread. */
 /* A PUT flag of the server's own (not on the native wire): copy the old
- * value out, as GETDEL does (RESP's SET ... GET and GETSET). */
+ * value out, as GETDEL does (RESP's SET ... GET and GETSET); an old value
+ * of a type other than KVD_VT_PLAIN fails it with KV_WRONG_TYPE. */
 #define KVD_PUT_GETOLD 0x80u
 
 struct kvd_wop {
 	uint8_t kind;
-	uint8_t flags; /* KV_PUT_*, KVD_PUT_GETOLD */
+	uint8_t flags; /* KV_PUT_*, KVD_PUT_GETOLD; KVD_W_MERGE: its id */
+	uint8_t vtype; /* KVD_W_PUT: the type of the values it stores */
 	uint32_t nitems;
 	uint64_t expire_at; /* Unix ms, 0 for none */
 	int64_t delta;

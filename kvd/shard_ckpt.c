@@ -112,7 +112,7 @@ static int apply_one(struct shard *sh, MDB_txn *txn, MDB_cursor *cur,
 	v.mv_size = val_hdr_len(e->expire_at) + e->vlen;
 	if ((rc = mdb_cursor_put(cur, &k, &v, MDB_RESERVE)))
 		return rc;
-	val_hdr_put(v.mv_data, e->expire_at);
+	val_hdr_put(v.mv_data, e->expire_at, e->type);
 	memcpy((uint8_t *)v.mv_data + val_hdr_len(e->expire_at), e->val,
 	       e->vlen);
 	if (e->expire_at && (!found || oexp != e->expire_at)) {

@@ -23,6 +23,10 @@
 #include "shard.h"
 
 #define VF_EXPIRE 1u
+/* Bits 1-3 of the flag byte: the value's type (shard.h, KVD_VT_*); 0, a
+ * plain value, is what every value stored before types were had. */
+#define VF_TYPE_SHIFT 1
+#define VF_TYPE_MASK 0x0eu
 
 /* ov_ent.below when it was not looked up (a plain PUT: memtable.h, COUNT). */
 #define OV_BELOW_UNKNOWN 2
@@ -34,7 +38,8 @@ struct ov_ent {
 	 * batch is committed); a computed value is in kvd_wtxn.data at voff. */
 	const uint8_t *key, *val;
 	uint32_t klen, vlen, voff;
-	uint8_t vbuf; /* the value is in data */
+	uint8_t vbuf;  /* the value is in data */
+	uint8_t vtype; /* a PUT's value type (KVD_VT_*) */
 	uint64_t exp;
 	uint8_t type;  /* KVJ_PUT, KVJ_DEL, KVJ_FLUSHALL */
 	uint8_t below; /* the key holds a value under the active memtable:
@@ -49,6 +54,7 @@ struct kvd_wtxn {
 	struct kv_buf data;    /* the batch's computed values */
 	size_t bytes;	       /* keys and values in the batch */
 	struct kv_buf tmp; /* old values copied out before they are rewritten */
+	struct kv_buf mimg, mreply; /* a merge's new value and reply bytes */
 	struct ov_ent *ents;
 	size_t nents, cap;
 	uint32_t *ht; /* open addressing: newest entry of a key, index + 1 */
@@ -130,6 +136,7 @@ struct kvd_store {
 	uint64_t ckpt_interval_ms;
 	uint64_t segment_size;	  /* journal segments (0: the default) */
 	_Atomic uint64_t backlog; /* journal bytes a shard keeps for replicas */
+	struct kvd_merge_op merge[KVD_MERGE_MAX]; /* by id (KVD_W_MERGE) */
 	/* every kvd_reader, for the quiescent-point waits (shard_ckpt.c) */
 	pthread_mutex_t rmu;
 	struct kvd_reader **readers;
@@ -177,6 +184,7 @@ struct scan_head {
 	struct kv_slice k; /* the shard's current key */
 	struct kv_slice v; /* its value (the stored bytes, no header) */
 	uint64_t exp;
+	uint8_t type; /* its value's KVD_VT_* */
 	int valid;
 };
 
@@ -187,9 +195,10 @@ static inline size_t val_hdr_len(uint64_t exp)
 	return exp ? 9 : 1;
 }
 
-static inline void val_hdr_put(uint8_t *p, uint64_t exp)
+static inline void val_hdr_put(uint8_t *p, uint64_t exp, unsigned type)
 {
-	p[0] = exp ? VF_EXPIRE : 0;
+	p[0] = (uint8_t)((exp ? VF_EXPIRE : 0) |
+			 ((type << VF_TYPE_SHIFT) & VF_TYPE_MASK));
 	for (unsigned i = 0; exp && i < 8; i++)
 		p[1 + i] = (uint8_t)(exp >> (8 * i));
 }
@@ -214,6 +223,13 @@ static inline int val_parse(const MDB_val *v, uint64_t *exp,
 	data->p = p + h;
 	data->n = v->mv_size - h;
 	return 0;
+}
+
+/* The type of a stored value (val_parse must have accepted it). */
+static inline uint8_t val_type(const MDB_val *v)
+{
+	return (uint8_t)((((const uint8_t *)v->mv_data)[0] & VF_TYPE_MASK) >>
+			 VF_TYPE_SHIFT);
 }
 
 /* 1 when v holds a value that has not expired at now. */

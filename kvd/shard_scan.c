@@ -91,6 +91,7 @@ static int head_take(struct kvd_reader *r, unsigned i, struct kv_slice min,
 			h->v.p = e.val;
 			h->v.n = e.vlen;
 			h->exp = e.expire_at;
+			h->type = e.type;
 		}
 		h->ivalid[s] = kvm_iter_next(&h->it[s]);
 	}
@@ -99,6 +100,7 @@ static int head_take(struct kvd_reader *r, unsigned i, struct kv_slice min,
 			h->k.p = h->ck.mv_data;
 			h->k.n = h->ck.mv_size;
 			live = val_live(&h->cv, now, &h->exp, &h->v);
+			h->type = live ? val_type(&h->cv) : 0;
 		}
 		if (cursor_step(r, i, MDB_NEXT))
 			*err = 1;
@@ -225,7 +227,7 @@ static int scan_run(struct kvd_reader *r, const struct kvd_scan *sc,
 		}
 		if (sc->keys_only)
 			val.n = 0;
-		if (fn(arg, h->k, val))
+		if (fn(arg, h->k, val, h->type))
 			return KV_INTERNAL;
 		emitted++;
 		bytes += h->k.n + val.n + 10;

@@ -211,12 +211,12 @@ static int ov_grow(struct kvd_wtxn *t)
 	return 0;
 }
 
-/* Add a record: key = a + b (a PUT), a tombstone, or a FLUSHALL.  k's
- * bytes must stay valid until the batch is committed; so must a's when
- * ext (and b is empty), else a + b are copied. */
+/* Add a record: key = a + b (a PUT, of value type vtype), a tombstone,
+ * or a FLUSHALL.  k's bytes must stay valid until the batch is committed;
+ * so must a's when ext (and b is empty), else a + b are copied. */
 static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 		  uint64_t exp, const void *a, size_t an, const void *b,
-		  size_t bn, int below, int ext)
+		  size_t bn, int below, int ext, unsigned vtype)
 {
 	struct ov_ent *e;
 
@@ -234,6 +234,7 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 	e = &t->ents[t->nents];
 	memset(e, 0, sizeof(*e));
 	e->type = type;
+	e->vtype = type == KVJ_PUT ? (uint8_t)vtype : 0;
 	e->below = (uint8_t)below;
 	e->exp = exp;
 	if (k) {
@@ -273,8 +274,9 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 struct wval {
 	struct kv_slice data;
 	uint64_t exp;
-	int live;  /* 1 live, -1 present but expired, 0 absent */
-	int below; /* a value under the active memtable (COUNT's flag) */
+	unsigned type; /* the value's KVD_VT_* */
+	int live;      /* 1 live, -1 present but expired, 0 absent */
+	int below;     /* a value under the active memtable (COUNT's flag) */
 };
 
 static void wval_entry(struct wval *o, const struct kvm_entry *e, uint64_t now)
@@ -284,6 +286,7 @@ static void wval_entry(struct wval *o, const struct kvm_entry *e, uint64_t now)
 	o->data.p = e->val;
 	o->data.n = e->vlen;
 	o->exp = e->expire_at;
+	o->type = e->type;
 	o->live = e->expire_at == 0 || e->expire_at > now ? 1 : -1;
 }
 
@@ -314,6 +317,7 @@ static int wlookup_lower(struct kvd_wtxn *t, MDB_val *k, uint64_t now,
 		return rc;
 	o->below = 1;
 	o->live = val_live(&v, now, &o->exp, &o->data) ? 1 : -1;
+	o->type = val_type(&v);
 	return 0;
 }
 
@@ -332,6 +336,7 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 			o->data.p = ov_val(t, oe);
 			o->data.n = oe->vlen;
 			o->exp = oe->exp;
+			o->type = oe->vtype;
 			o->live = oe->exp == 0 || oe->exp > now ? 1 : -1;
 		}
 		return 0;
@@ -345,23 +350,26 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 	return wlookup_lower(t, k, now, o);
 }
 
-/* Store value a + b (b may be empty) as key's new state; copied. */
+/* Store plain value a + b (b may be empty) as key's new state; copied. */
 static int wstore(struct kvd_wtxn *t, MDB_val *k, uint64_t exp, const void *a,
 		  size_t an, const void *b, size_t bn, const struct wval *o)
 {
-	return ov_add(t, KVJ_PUT, k, exp, a, an, b, bn, o->below, 0);
+	return ov_add(t, KVJ_PUT, k, exp, a, an, b, bn, o->below, 0,
+		      KVD_VT_PLAIN);
 }
 
-/* Store the request's own value v (not copied: it outlives the batch). */
+/* Store the request's own value v, of type vtype (not copied: it
+ * outlives the batch). */
 static int wstore_req(struct kvd_wtxn *t, MDB_val *k, uint64_t exp,
-		      const void *v, size_t vn, const struct wval *o)
+		      const void *v, size_t vn, const struct wval *o,
+		      unsigned vtype)
 {
-	return ov_add(t, KVJ_PUT, k, exp, v, vn, NULL, 0, o->below, 1);
+	return ov_add(t, KVJ_PUT, k, exp, v, vn, NULL, 0, o->below, 1, vtype);
 }
 
 static int wdelete(struct kvd_wtxn *t, MDB_val *k, const struct wval *o)
 {
-	return ov_add(t, KVJ_DEL, k, 0, NULL, 0, NULL, 0, o->below, 0);
+	return ov_add(t, KVJ_DEL, k, 0, NULL, 0, NULL, 0, o->below, 0, 0);
 }
 
 /* Copy a value out before a store may move it. */
@@ -451,7 +459,8 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		p = item_next(p, &it);
 		if (plain) {
 			wlookup_plain(t, &it.k, &o);
-			if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o)))
+			if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o,
+					     op->vtype)))
 				return rc;
 			continue;
 		}
@@ -459,6 +468,12 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 			return rc;
 		if (op->seen)
 			op->seen[i] = seen_of(&o);
+		/* SET ... GET of a hash: WRONGTYPE, and nothing stored */
+		if ((op->flags & KVD_PUT_GETOLD) && o.live > 0 &&
+		    o.type != KVD_VT_PLAIN) {
+			op->status = KV_WRONG_TYPE;
+			continue;
+		}
 		if ((op->flags & KVD_PUT_GETOLD) && o.live > 0 &&
 		    (rc = copy_out(op, o.data)))
 			return rc;
@@ -472,7 +487,8 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		}
 		if ((op->flags & KV_PUT_KEEPTTL) && o.live > 0)
 			exp = o.exp;
-		if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o)))
+		if ((rc =
+			 wstore_req(t, &it.k, exp, it.v, it.vn, &o, op->vtype)))
 			return rc;
 		if (op->seen)
 			op->seen[i] |= KVD_SEEN_DONE;
@@ -493,6 +509,10 @@ static int apply_del(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		p = item_next(p, &it);
 		if ((rc = wlookup(t, &it.k, now, &o)))
 			return rc;
+		if (o.live > 0 && getdel && o.type != KVD_VT_PLAIN) {
+			op->status = KV_WRONG_TYPE; /* GETDEL of a hash */
+			return 0;
+		}
 		if (o.live > 0 && getdel && (rc = copy_out(op, o.data)))
 			return rc;
 		/* An expired value is deleted too: it still takes room. */
@@ -555,6 +575,10 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		old.n = 0;
 		exp = 0;
 	}
+	if (o.live > 0 && o.type != KVD_VT_PLAIN && op->kind != KVD_W_EXPIRE) {
+		op->status = KV_WRONG_TYPE; /* INCR or APPEND of a hash */
+		return 0;
+	}
 	switch (op->kind) {
 	case KVD_W_INCR: {
 		int64_t v = 0;
@@ -593,9 +617,69 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 			return 0;
 		if (old.n && (rc = wkeep(t, &old)))
 			return rc;
-		return wstore(t, &it.k, op->expire_at, old.p, old.n, NULL, 0,
-			      &o);
+		/* the value keeps its type */
+		return ov_add(t, KVJ_PUT, &it.k, op->expire_at, old.p, old.n,
+			      NULL, 0, o.below, 0, o.type);
 	}
+}
+
+/* A merge operation (shard.h, KVD_W_MERGE): the registered function
+ * computes the key's new value from the one the layers hold, here in the
+ * batch, so that two writers changing one value never lose an update; the
+ * journal gets its outcome, a value (with the old expiry) or a
+ * tombstone. */
+static int apply_merge(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
+{
+	const struct kvd_merge_op *mo =
+	    op->flags < KVD_MERGE_MAX ? &t->st->merge[op->flags] : NULL;
+	struct kvd_merge m = {0};
+	struct item it;
+	struct wval o;
+	int rc;
+
+	if (!mo || !mo->fn) {
+		op->status = KV_UNKNOWN_OP;
+		return 0;
+	}
+	item_next(op->items, &it);
+	if ((rc = wlookup(t, &it.k, now, &o)))
+		return rc;
+	if (op->seen)
+		op->seen[0] = seen_of(&o);
+	t->mimg.len = 0;
+	t->mreply.len = 0;
+	m.key = (struct kv_slice){it.k.mv_data, it.k.mv_size};
+	m.live = o.live > 0;
+	if (m.live) {
+		m.old = o.data;
+		m.type = o.type;
+		m.exp = o.exp;
+	}
+	m.operand = (struct kv_slice){it.v, it.vn};
+	m.now = now;
+	m.image = &t->mimg;
+	m.reply = &t->mreply;
+	if ((rc = mo->fn(mo->ctx, &m)) || t->mimg.err || t->mreply.err)
+		return ENOMEM;
+	op->status = m.status;
+	op->result = m.result;
+	if (m.status == KV_OK && m.action == KVD_MERGE_STORE &&
+	    !has_room(t, t->mimg.len + it.k.mv_size)) {
+		op->status = KV_MAP_FULL;
+		return 0;
+	}
+	if (t->mreply.len &&
+	    (rc = copy_out(op,
+			   (struct kv_slice){t->mreply.data, t->mreply.len})))
+		return rc;
+	if (m.status != KV_OK || m.action == KVD_MERGE_KEEP)
+		return 0;
+	if (op->seen)
+		op->seen[0] |= KVD_SEEN_DONE;
+	if (m.action == KVD_MERGE_DELETE)
+		return o.live ? wdelete(t, &it.k, &o) : 0;
+	return ov_add(t, KVJ_PUT, &it.k, m.live ? m.exp : 0, t->mimg.data,
+		      t->mimg.len, NULL, 0, o.below, 0, m.new_type);
 }
 
 /* A replica: the primary's records, as they are, to be given the LSNs
@@ -630,7 +714,7 @@ static int apply_repl(struct kvd_wtxn *t, struct kvd_wop *op)
 		p += 5 + len;
 		if (r.type == KVJ_FLUSHALL) {
 			rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0,
-				    0, 0);
+				    0, 0, 0);
 		} else {
 			k.mv_size = r.klen;
 			k.mv_data = (void *)r.key;
@@ -638,7 +722,7 @@ static int apply_repl(struct kvd_wtxn *t, struct kvd_wop *op)
 				return rc;
 			rc = ov_add(t, r.type, &k, r.expiry_ms, r.val,
 				    r.type == KVJ_PUT ? r.vlen : 0, NULL, 0,
-				    o.below, 1);
+				    o.below, 1, r.vtype);
 		}
 		if (rc)
 			return rc;
@@ -691,9 +775,11 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		rc = apply_del(t, op, now, op->kind == KVD_W_GETDEL);
 		break;
 	case KVD_W_FLUSH:
-		rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0);
+		rc =
+		    ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0, 0);
 		break;
 	case KVD_W_REPL: rc = apply_repl(t, op); break;
+	case KVD_W_MERGE: rc = apply_merge(t, op, now); break;
 	default:
 		n = t->nents;
 		rc = apply_rmw(t, op, now, max_value);
@@ -964,7 +1050,8 @@ static int insert_all(struct kvd_wtxn *t, uint64_t first)
 		prefetch_ent(t, i + PREFETCH_AHEAD);
 		if (e->type == KVJ_PUT)
 			rc = kvm_put(t->act, k, e->klen, ov_val(t, e), e->vlen,
-				     e->exp, first + i, fl);
+				     e->exp, first + i,
+				     fl | KVM_F_TYPE(e->vtype));
 		else if (e->type == KVJ_DEL)
 			rc = kvm_del(t->act, k, e->klen, first + i, fl);
 		else
@@ -987,6 +1074,7 @@ static int build_recs(struct kvd_wtxn *t, uint64_t *bytes)
 		const struct ov_ent *e = &t->ents[i];
 
 		r[i] = (struct kvj_rec){.type = e->type,
+					.vtype = e->vtype,
 					.key = e->key,
 					.klen = e->klen,
 					.val = ov_val(t, e),

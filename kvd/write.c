@@ -146,7 +146,7 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
 			       unsigned op, enum kvd_wkind kind,
 			       struct kv_slice k, struct kv_slice v,
-			       uint64_t expire_at, uint16_t tag)
+			       uint64_t expire_at, uint16_t tag, unsigned vtype)
 {
 	struct kvd_wreq *w;
 
@@ -156,7 +156,9 @@ struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
 		kvd_excl_apply(x);
 		return NULL;
 	}
-	w = x->cap;
+	w = x->cap; /* captured, not applied yet */
+	if (w)
+		w->op.vtype = (uint8_t)vtype;
 	kvd_excl_apply(x);
 	kvd_excl_commit(x);
 	return w;

@@ -28,12 +28,14 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 struct kvd_excl;
 /* Inside exclusive section x (committer.h): queue a one-key write and
  * commit it at once, so that what follows sees it journaled (in sync mode
- * flushed).  Its request, for its status, or NULL when it could not be
+ * flushed).  A PUT stores a value of type vtype (RENAME and COPY move any
+ * value).  Its request, for its status, or NULL when it could not be
  * queued. */
 struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
 			       unsigned op, enum kvd_wkind kind,
 			       struct kv_slice key, struct kv_slice val,
-			       uint64_t expire_at, uint16_t tag);
+			       uint64_t expire_at, uint16_t tag,
+			       unsigned vtype);
 
 /* Item i of a multi-key write: its key, and its value for puts.  Called
  * for i = 0 .. n-1 in order, twice (sizes first, then copies). */

@@ -571,25 +571,39 @@ int kvj_append(struct kvj *j, const struct kvj_entry *e, size_t n,
 
 /* ---- key-value records ------------------------------------------------- */
 
+/* A value of a type other than 0 takes the typed record, whose header
+ * holds one byte more: a journal of plain values is what it always was. */
+static size_t rec_hdr(const struct kvj_rec *r)
+{
+	return r->type == KVJ_PUT && r->vtype ? KVJ_REC_HDR + 1 : KVJ_REC_HDR;
+}
+
+static uint8_t rec_type(const struct kvj_rec *r)
+{
+	return r->type == KVJ_PUT && r->vtype ? KVJ_PUT_TYPED : r->type;
+}
+
 size_t kvj_rec_size(const struct kvj_rec *r)
 {
-	return KVJ_REC_HDR + (size_t)r->klen + r->vlen;
+	return rec_hdr(r) + (size_t)r->klen + r->vlen;
 }
 
 int kvj_rec_encode(const struct kvj_rec *r, void *buf, size_t cap)
 {
 	unsigned char *p = buf;
-	size_t n = kvj_rec_size(r);
+	size_t n = kvj_rec_size(r), h = rec_hdr(r);
 
 	if (n > cap || n > INT32_MAX)
 		return -ENOBUFS;
 	put32(p, r->klen);
 	put32(p + 4, r->vlen);
 	put64(p + 8, r->expiry_ms);
+	if (h > KVJ_REC_HDR)
+		p[KVJ_REC_HDR] = r->vtype;
 	if (r->klen)
-		memcpy(p + KVJ_REC_HDR, r->key, r->klen);
+		memcpy(p + h, r->key, r->klen);
 	if (r->vlen)
-		memcpy(p + KVJ_REC_HDR + r->klen, r->val, r->vlen);
+		memcpy(p + h + r->klen, r->val, r->vlen);
 	return (int)n;
 }
 
@@ -597,19 +611,24 @@ int kvj_rec_decode(uint8_t type, const void *payload, uint32_t len,
 		   struct kvj_rec *r)
 {
 	const unsigned char *p = payload;
+	size_t h = type == KVJ_PUT_TYPED ? KVJ_REC_HDR + 1 : KVJ_REC_HDR;
 
-	if (type < KVJ_PUT || type > KVJ_FLUSHALL || len < KVJ_REC_HDR)
+	if (type < KVJ_PUT || type > KVJ_PUT_TYPED || len < h)
 		return -EBADMSG;
-	r->type = type;
+	r->type = type == KVJ_PUT_TYPED ? KVJ_PUT : type;
+	r->vtype = type == KVJ_PUT_TYPED ? p[KVJ_REC_HDR] : 0;
 	r->klen = get32(p);
 	r->vlen = get32(p + 4);
 	r->expiry_ms = get64(p + 8);
-	if ((uint64_t)KVJ_REC_HDR + r->klen + r->vlen != len)
+	if ((uint64_t)h + r->klen + r->vlen != len)
 		return -EBADMSG;
-	if (type != KVJ_PUT && r->vlen != 0)
+	if (r->type != KVJ_PUT && r->vlen != 0)
 		return -EBADMSG;
-	r->key = p + KVJ_REC_HDR;
-	r->val = p + KVJ_REC_HDR + r->klen;
+	/* type 0 is the plain record's: a typed one never holds it */
+	if (type == KVJ_PUT_TYPED && !r->vtype)
+		return -EBADMSG;
+	r->key = p + h;
+	r->val = p + h + r->klen;
 	return 0;
 }
 
@@ -624,7 +643,7 @@ static void rec_fill(const void *src, size_t i, unsigned char *dst,
 	const struct kvj_rec *r = (const struct kvj_rec *)src + i;
 
 	kvj_rec_encode(r, dst, kvj_rec_size(r));
-	*type = r->type;
+	*type = rec_type(r);
 }
 
 int kvj_append_recs(struct kvj *j, const struct kvj_rec *r, size_t n,

@@ -214,15 +214,22 @@ const char *kvj_strerror(int err);
  * Payload layout (little-endian), the type in the record header:
  *   u32 key length | u32 value length | u64 expiry (ms since the epoch,
  *   0 = none) | key | value
+ * A PUT of a value whose type (kvj_rec.vtype) is not 0 is written as a
+ * KVJ_PUT_TYPED record, whose payload has the type byte after the expiry:
+ *   u32 key length | u32 value length | u64 expiry | u8 type | key | value
+ * kvj_rec_decode gives it back as a KVJ_PUT with its vtype, so callers see
+ * PUT, DEL and FLUSHALL only; journals of plain values are unchanged.
  */
 enum kvj_type {
 	KVJ_PUT = 1,
 	KVJ_DEL = 2,
 	KVJ_FLUSHALL = 3,
+	KVJ_PUT_TYPED = 4, /* on disk only: a PUT with a vtype */
 };
 
 struct kvj_rec {
-	uint8_t type; /* enum kvj_type */
+	uint8_t type;  /* enum kvj_type: KVJ_PUT, KVJ_DEL or KVJ_FLUSHALL */
+	uint8_t vtype; /* PUT: the value's type (0: plain) */
 	const void *key;
 	uint32_t klen;
 	const void *val; /* PUT only */

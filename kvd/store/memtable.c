@@ -469,6 +469,7 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 	x->kind = (uint8_t)kind;
 	x->st = *st;
 	x->unknown = !s && (flags & KVM_F_UNKNOWN) && !st->flush_lsn;
+	x->vtype = kind == KVM_VALUE ? KVM_F_TYPE_OF(flags) : 0;
 	atomic_init(&x->newer, NULL);
 	atomic_init(&x->created_next, NULL);
 	x->older = s;
