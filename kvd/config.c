@@ -102,6 +102,14 @@ static const struct opt options[] = {
      "largest value in bytes"},
     {"max-frame-size", OPT_SIZE, F(max_frame), 1024, 2ull << 30, "32m", NULL,
      "largest request frame in bytes"},
+    {"max-hash-fields", OPT_SIZE, F(max_hash_fields), 1, 1ull << 32, "100000",
+     NULL,
+     "fields one hash may hold; a write that would take it past this is "
+     "refused"},
+    {"max-hash-bytes", OPT_SIZE, F(max_hash_bytes), 1024, 1ull << 30, "16m",
+     NULL,
+     "bytes one hash may take (its fields and values, 2-10 bytes of "
+     "overhead each); a write that would take it past this is refused"},
     {"max-clients", OPT_UINT, F(max_clients), 1, 1000000, "10000", NULL,
      "connections accepted at once; more are refused with TOO_MANY_CONNS"},
     {"map-size", OPT_SIZE, F(map_size), 1ull << 20, 1ull << 44, "64g", NULL,

@@ -41,6 +41,8 @@ struct kvd_config {
 	uint64_t max_key;
 	uint64_t max_value;
 	uint64_t max_frame;
+	uint64_t max_hash_fields; /* fields of one hash, at most */
+	uint64_t max_hash_bytes;  /* bytes of one hash's image, at most */
 	unsigned max_clients;
 	uint64_t map_size;
 	unsigned log_level;

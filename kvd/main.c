@@ -10,6 +10,7 @@
 #include "backup.h"
 #include "committer.h"
 #include "config.h"
+#include "doc/hash.h"
 #include "kvd.h"
 #include "log.h"
 #include "loop.h"
@@ -26,6 +27,10 @@ static int fail(const char *msg)
 	return 1;
 }
 
+/* The merge operations the store's committers run (shard.h): hashes'. */
+static struct kvh_limits hash_limits;
+static struct kvd_merge_op merge_ops[KVH_NOPS];
+
 static int open_store(struct kvd_server *srv, char *err, size_t errlen)
 {
 	struct kvd_config *cfg = srv->cfg;
@@ -38,8 +43,13 @@ static int open_store(struct kvd_server *srv, char *err, size_t errlen)
 	    .checkpoint_interval_ms = cfg->checkpoint_interval_ms,
 	    .segment_size = cfg->journal_segment_size,
 	    .truncate_corrupt = cfg->journal_truncate_corrupt,
+	    .merge = merge_ops,
+	    .nmerge = KVH_NOPS,
 	};
 
+	hash_limits.max_fields = cfg->max_hash_fields;
+	hash_limits.max_bytes = cfg->max_hash_bytes;
+	kvh_register(merge_ops, &hash_limits);
 	if (kvd_store_open(&srv->store, &o, err, errlen))
 		return -1;
 	srv->nshards = kvd_store_nshards(srv->store);

@@ -60,6 +60,14 @@ static const char *const since[RESP_NCMDS] = {
     [RESP_CMD_ROLE] = "2.8.12",	      [RESP_CMD_BITFIELD] = "3.2.0",
     [RESP_CMD_SAVE] = "1.0.0",	      [RESP_CMD_BGSAVE] = "1.0.0",
     [RESP_CMD_LASTSAVE] = "1.0.0",    [RESP_CMD_SHUTDOWN] = "1.0.0",
+    [RESP_CMD_HDEL] = "2.0.0",	      [RESP_CMD_HEXISTS] = "2.0.0",
+    [RESP_CMD_HGET] = "2.0.0",	      [RESP_CMD_HGETALL] = "2.0.0",
+    [RESP_CMD_HINCRBY] = "2.0.0",     [RESP_CMD_HINCRBYFLOAT] = "2.6.0",
+    [RESP_CMD_HKEYS] = "2.0.0",	      [RESP_CMD_HLEN] = "2.0.0",
+    [RESP_CMD_HMGET] = "2.0.0",	      [RESP_CMD_HMSET] = "2.0.0",
+    [RESP_CMD_HRANDFIELD] = "6.2.0",  [RESP_CMD_HSCAN] = "2.8.0",
+    [RESP_CMD_HSET] = "2.0.0",	      [RESP_CMD_HSETNX] = "2.0.0",
+    [RESP_CMD_HSTRLEN] = "3.2.0",     [RESP_CMD_HVALS] = "2.0.0",
 };
 
 /* ===================== Connection ===================== */

@@ -52,6 +52,7 @@
 #include "backup.h"
 #include "committer.h"
 #include "conn.h"
+#include "doc/hash.h"
 #include "expand.h"
 #include "fuzz.h"
 #include "kv_mp.h"
@@ -63,6 +64,8 @@
 
 static struct kvd_config cfg;
 static struct kvd_server srv;
+static struct kvh_limits hash_limits;
+static struct kvd_merge_op merge_ops[KVH_NOPS];
 static struct kvd_io *io;
 #define MAX_FRAME (512u << 10)
 #define EXPANDED_MAX (4 * MAX_FRAME) /* a few commands that large */
@@ -434,6 +437,12 @@ static void setup(void)
 	o.max_readers = cfg.threads + 126;
 	o.memtable_size = 1u << 20;
 	o.segment_size = 1u << 20;
+	/* the hash operations, as main.c registers them */
+	hash_limits.max_fields = cfg.max_hash_fields;
+	hash_limits.max_bytes = cfg.max_hash_bytes;
+	kvh_register(merge_ops, &hash_limits);
+	o.merge = merge_ops;
+	o.nmerge = KVH_NOPS;
 	if (kvd_store_open(&srv.store, &o, err, sizeof(err))) {
 		fprintf(stderr, "fuzz_dispatch: %s\n", err);
 		abort();
