@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "doc/hash.h"
+#include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
@@ -208,6 +209,17 @@ struct operand {
 	struct kv_slice s;
 };
 
+/* The keyspace event of hash operation op, as Redis names it. */
+static unsigned kvh_event(unsigned op)
+{
+	switch (op) {
+	case KVH_OP_DEL: return KVD_EV_HDEL;
+	case KVH_OP_INCRBY: return KVD_EV_HINCRBY;
+	case KVH_OP_INCRBYFLOAT: return KVD_EV_HINCRBYFLOAT;
+	default: return KVD_EV_HSET; /* HSET, HMSET, HSETNX */
+	}
+}
+
 /* need bytes for o; NULL when out of memory. */
 static uint8_t *operand_room(struct operand *o, size_t need)
 {
@@ -234,7 +246,7 @@ static const char *merge(struct kvd_conn *c, struct resp_req *r, unsigned op,
 		return resp_err_key;
 	}
 	rc = kvd_write_tagged(c, r->cmd, KVD_W_MERGE, r->a[1], o->s, 0,
-			      (uint8_t)op, 0, 0);
+			      (uint8_t)op, 0, KVD_TAG(kvh_event(op), 0));
 	kv_buf_free(&o->heap);
 	return rc == KV_OK ? NULL : resp_err_nomem;
 }

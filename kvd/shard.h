@@ -262,6 +262,7 @@ struct kvd_wop {
 #define KVD_SEEN_DONE 1u    /* the key was stored or deleted */
 #define KVD_SEEN_LIVE 2u    /* it held a live value before */
 #define KVD_SEEN_EXPIRED 4u /* it held an expired value before */
+#define KVD_SEEN_GONE 8u    /* a merge deleted it (with DONE) */
 
 /* Begin a batch on shard i (its committer thread only).  Freezes the active
  * memtable first when it is full or old; when the previous one is still

@@ -672,10 +672,16 @@ static int apply_merge(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 	    (rc = copy_out(op,
 			   (struct kv_slice){t->mreply.data, t->mreply.len})))
 		return rc;
+	/* an expired value it left goes, as a DEL's would (its "expired"
+	 * event is this write's, not the reaper's) */
+	if (m.status == KV_OK && m.action == KVD_MERGE_KEEP && o.live < 0)
+		return wdelete(t, &it.k, &o);
 	if (m.status != KV_OK || m.action == KVD_MERGE_KEEP)
 		return 0;
 	if (op->seen)
-		op->seen[0] |= KVD_SEEN_DONE;
+		op->seen[0] |=
+		    KVD_SEEN_DONE |
+		    (m.action == KVD_MERGE_DELETE ? KVD_SEEN_GONE : 0);
 	if (m.action == KVD_MERGE_DELETE)
 		return o.live ? wdelete(t, &it.k, &o) : 0;
 	return ov_add(t, KVJ_PUT, &it.k, m.live ? m.exp : 0, t->mimg.data,

@@ -203,7 +203,9 @@ class HashDifferential(unittest.TestCase):
 
     def same(self, *cmd):
         k, rd = self.both(*cmd)
-        if (cmd[0].upper() in ("HGETALL", "HKEYS", "HVALS") and isinstance(rd, list)
+        if cmd[0].upper() == "SCAN" and isinstance(rd, list):  # kvd: key order
+            self.assertEqual((k[0], sorted(k[1])), (rd[0], sorted(rd[1])), cmd)
+        elif (cmd[0].upper() in ("HGETALL", "HKEYS", "HVALS") and isinstance(rd, list)
                 and hash_table(self.redis, cmd[1])):
             pair = cmd[0].upper() == "HGETALL"
             self.assertEqual(as_pairs(k) if pair else sorted(k),
@@ -387,6 +389,50 @@ class HashDifferential(unittest.TestCase):
                     ["COPY", "h4", "h5"], ["HGETALL", "h5"], ["RENAME", "h4", "h6"],
                     ["HGETALL", "h6"], ["EXISTS", "h4"], ["DEL", "h5", "h6"], ["DBSIZE"]):
             self.same(*cmd)
+
+    def test_keys_of_hash_type(self):
+        """A hash as a key: MULTI/EXEC, WATCH (a change by another client,
+        HDEL of its last field, EXPIRE, a write that changes nothing),
+        DBSIZE, SCAN TYPE, FLUSHALL, as redis-server 7.0."""
+        other = (Raw(self.srv.resp_port), Raw(self.redis_port))
+
+        def both_other(*cmd):
+            k, rd = other[0].call(*cmd), other[1].call(*cmd)
+            self.assertEqual(repr(k), repr(rd), cmd)
+
+        seqs = [
+            # (commands of this client, commands of the other one
+            # between WATCH and EXEC)
+            ([["HSET", "h", "a", "1"]], [["HSET", "h", "b", "2"]]),
+            ([["HSET", "h", "a", "1"]], [["HDEL", "h", "a"]]),
+            ([["HSET", "h", "a", "1"]], [["HDEL", "h", "nosuch"]]),
+            ([["HSET", "h", "a", "1"]], [["HSETNX", "h", "a", "x"]]),
+            ([["HSET", "h", "a", "1"]], [["HINCRBY", "h", "n", "1"]]),
+            ([["HSET", "h", "a", "1"]], [["EXPIRE", "h", "100"]]),
+            ([["HSET", "h", "a", "1"]], [["HGET", "h", "a"]]),
+            ([["DEL", "h"]], [["HSET", "h", "a", "1"]]),
+            ([["SET", "h", "v"]], [["HSET", "h", "a", "1"]]),
+        ]
+        for mine, theirs in seqs:
+            for cmd in [["DEL", "h", "s"]] + mine:
+                self.same(*cmd)
+            self.same("WATCH", "h")
+            for cmd in theirs:
+                both_other(*cmd)
+            self.same("MULTI")
+            self.same("HSET", "h", "w", "1")
+            self.same("HGETALL", "h")
+            self.same("EXEC")
+            self.same("TYPE", "h")
+            self.same("HGETALL", "h")
+        for cmd in (["MULTI"], ["HSET", "m", "a", "1", "b", "2"], ["HINCRBY", "m", "a", "5"],
+                    ["HDEL", "m", "b"], ["SET", "s", "1"], ["HSET", "s", "a", "1"],
+                    ["HGETALL", "m"], ["EXEC"], ["DBSIZE"],
+                    ["SCAN", "0", "TYPE", "hash"], ["SCAN", "0", "TYPE", "string"],
+                    ["FLUSHALL"], ["DBSIZE"], ["HGETALL", "m"], ["EXISTS", "m", "s"]):
+            self.same(*cmd)
+        for c in other:
+            c.close()
 
     def test_hscan_walk(self):
         """A whole HSCAN walk of a hash table returns every field once, with
