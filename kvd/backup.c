@@ -14,11 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "committer.h"
-#include "datadir.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
+#include "store.h"
 
 struct job {
 	struct kvd_server *srv;
@@ -91,13 +90,13 @@ static int copy_all(struct job *j, uint64_t *keys, uint64_t *bytes)
 	}
 	/* The cut: every shard checkpointed what it acknowledged, and no
 	 * committer is inside a batch while the snapshots open. */
-	rc = kvd_committers_pause(srv);
+	rc = kvd_committers_pause(srv->com);
 	if (rc == 0)
 		rc = kvd_snapshot_begin(srv->store, &sn);
 	else
 		log_error("backup: a checkpoint failed: %s",
 			  kv_status_name(rc));
-	kvd_committers_resume(srv);
+	kvd_committers_resume(srv->com);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < srv->nshards; i++) {

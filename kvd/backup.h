@@ -12,7 +12,7 @@
 
 #include "config.h"
 #include "conn.h"
-#include "shard.h"
+#include "store.h"
 
 /* Start a backup.  dir is a name under backup-dir, or with backup-anywhere
  * an absolute path; either way the target must be absent or empty, outside

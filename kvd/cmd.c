@@ -13,9 +13,8 @@
 #include "auth.h"
 #include "backup.h"
 #include "cmd.h"
-#include "committer.h"
-#include "keyspace.h"
 #include "conn.h"
+#include "keyspace.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "log.h"
@@ -23,6 +22,7 @@
 #include "repl.h"
 #include "router.h"
 #include "stats.h"
+#include "store.h"
 #include "write.h"
 
 #define SCAN_DEFAULT_LIMIT 100
@@ -390,7 +390,7 @@ static int op_hello(struct kvd_conn *c, struct kvd_req *r)
 	kv_mp_cstr(&c->out, "threads");
 	kv_mp_uint(&c->out, c->io->srv->nio);
 	kv_mp_cstr(&c->out, "durability");
-	kv_mp_cstr(&c->out, cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	kv_mp_cstr(&c->out, kvd_durability_name(cfg->durability));
 	kv_mp_cstr(&c->out, "max_key");
 	kv_mp_uint(&c->out, cfg->max_key);
 	kv_mp_cstr(&c->out, "max_value");

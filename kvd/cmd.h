@@ -8,7 +8,7 @@
  * A handler gets a decoded request whose argument count is checked; it
  * answers (a whole frame in c->out) or queues its write and returns
  * KV_OK, or returns the status to answer.  Operations that read and then
- * write (kind "section" below) run in an exclusive section (committer.h):
+ * write (kind "section" below) run in an exclusive section (shard.h):
  * they answer at once, and their writes are silent (KVD_OP_SILENT) unless
  * one fails, when the failure becomes the answer.
  */

@@ -4,7 +4,7 @@
  * GETBIT, BITCOUNT and BITPOS (reads).
  *
  * They are the RESP commands' twins (resp_multi.c, resp_rmw.c,
- * resp_str.c): the same exclusive sections (committer.h), the same
+ * resp_str.c): the same exclusive sections (shard.h), the same
  * arithmetic (strops.h), the same rule that what is journaled is the
  * result.  Only the arguments and replies are the native protocol's
  * (docs/protocol.md section 4).  Each operation has a check, which looks
@@ -16,12 +16,12 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "committer.h"
 #include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
+#include "store.h"
 #include "strops.h"
 #include "write.h"
 
@@ -56,7 +56,7 @@ int kvd_cmd_in_section(struct kvd_conn *c, struct kvd_req *r, kvd_section_fn fn,
 	} else {
 		if (!(own = malloc(sizeof(*own))))
 			return KV_INTERNAL;
-		kvd_excl_begin(own, c->io->srv);
+		kvd_excl_begin(own, c->io->srv->com);
 		x = own;
 	}
 	kvd_excl_capture(x);

@@ -6,7 +6,7 @@
  * Every sub-request is checked first (decoding, arity, arguments,
  * read-only and disabled operations): one that is bad refuses the whole
  * batch before anything runs, as RESP's EXECABORT does.  Then the batch
- * runs in one exclusive section (committer.h), the machinery of RESP's
+ * runs in one exclusive section (shard.h), the machinery of RESP's
  * EXEC (resp_multi.c): no committer runs a batch meanwhile, the writes are
  * applied by this thread to one open batch per shard, a read first
  * commits what is open so that it sees the batch's own writes, and the
@@ -34,11 +34,11 @@
 
 #include "auth.h"
 #include "cmd.h"
-#include "committer.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
+#include "store.h"
 
 /* Sub-requests per TXN: each costs a few words until the batch ends. */
 #define TXN_MAX_OPS 65536
@@ -314,7 +314,7 @@ static int txn_run(struct kvd_conn *c, struct kvd_req *r, struct txn *t)
 
 	if (!x)
 		return KV_INTERNAL;
-	kvd_excl_begin(x, c->io->srv);
+	kvd_excl_begin(x, c->io->srv->com);
 	rc = checks_hold(c, r);
 	for (uint32_t i = 0; i < t->n && rc == KV_OK; i++) {
 		struct sub *s = &t->s[i];

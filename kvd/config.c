@@ -994,6 +994,11 @@ static const struct {
 #define NSETTABLE (sizeof(settable) / sizeof(settable[0]))
 
 /* Options changed by CONFIG SET since start: CONFIG REWRITE writes them. */
+const char *kvd_durability_name(unsigned d)
+{
+	return d < 2 ? durability_names[d] : "?";
+}
+
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char set_at_run[NOPTS];
 

@@ -214,6 +214,9 @@ int kvd_config_primaries_check(const char *list, char *bad, size_t cap);
 int kvd_config_primary_allowed(const char *list, const char *host,
 			       unsigned port);
 
+/* A durability mode's name, as the option spells it ("sync", "async"). */
+const char *kvd_durability_name(unsigned d);
+
 /* Print every option with its default to stdout (kvd --help). */
 void kvd_config_usage(void);
 

@@ -8,10 +8,10 @@
 
 #include <xxhash.h>
 
-#include "datadir.h"
 #include "kv_buf.h"
 #include "kv_status.h"
 #include "resp.h"
+#include "store.h"
 
 /* ===================== Events ===================== */
 

@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "shard.h"
+#include "store.h"
 
 /* X(ID, name, class): every event kvd publishes, with its class bit. */
 #define KVD_EVENTS(X)                                                          \

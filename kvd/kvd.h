@@ -1,9 +1,9 @@
 /* kvd.h - the server's shared types: the server, its io threads' counters,
- * and the write request that travels io thread -> committer -> io thread.
+ * and a connection's place in its reply order.
  *
- * Ownership: an io thread allocates a kvd_wreq, hands it to the committer of
- * the shard its keys live in, and gets it back through its completion stack;
- * only the owning io thread ever frees it.  A kvd_pend is the connection's
+ * Ownership: an io thread allocates a kvd_wreq (shard.h), hands it to the
+ * committer of the shard its keys live in, and gets it back through its
+ * completion stack; only the owning io thread ever frees it.  A kvd_pend is the connection's
  * place in its reply order; it lives on the owning io thread only.
  */
 #ifndef KVD_KVD_H
@@ -12,13 +12,13 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "config.h"
 #include "kv_proto.h"
-#include "shard.h"
+#include "store.h"
 
 struct kvd_io;
 struct kvd_conn;
-struct kvd_committer;
 
 struct kvd_server {
 	struct kvd_config *cfg;
@@ -26,7 +26,7 @@ struct kvd_server {
 	unsigned nshards;
 	unsigned nio;
 	struct kvd_io **io;
-	struct kvd_committer *com;
+	struct kvd_commit *com;
 	atomic_int stopping;
 	atomic_uint nconns;
 	uint64_t start_ms;
@@ -35,29 +35,6 @@ struct kvd_server {
 	unsigned metrics_port;
 };
 
-/* Single-writer counters: only the owning thread writes, any thread may
- * read.  Relaxed load+store, not fetch_add: no lock prefix on the hot path,
- * and still a data race free program for TSan. */
-typedef _Atomic uint64_t kvd_counter;
-
-static inline void kvd_count(kvd_counter *c, uint64_t n)
-{
-	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + n,
-			      memory_order_relaxed);
-}
-
-static inline uint64_t kvd_read(kvd_counter *c)
-{
-	return atomic_load_explicit(c, memory_order_relaxed);
-}
-
-/* Latency buckets, upper bounds in microseconds (Prometheus-style, with a
- * last +Inf bucket); kept per bucket and made cumulative on export. */
-#define KVD_LAT_BOUNDS_US                                                      \
-	100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,  \
-	    500000, 1000000, 2500000
-#define KVD_LAT_BUCKETS 15
 /* Replies are counted by status; statuses above this share the last slot. */
 #define KVD_NSTATUS 32
 
@@ -77,9 +54,6 @@ struct kvd_io_stats {
 	/* requests answered at once in this loop turn, timed at its end */
 	uint32_t turn_ops[KV_OP_MAX];
 };
-
-/* Index of the bucket for a duration. */
-unsigned kvd_lat_bucket(uint64_t ns);
 
 static inline void kvd_count_reply(struct kvd_io_stats *s, unsigned op,
 				   int status)
@@ -127,19 +101,10 @@ struct kvd_pend {
  * SKIP): a bit the protocols' own aux values leave free. */
 #define KVD_PEND_MUTE 0x40000000u
 
-struct kvd_wreq {
-	struct kvd_wreq *next;
-	struct kvd_pend *pend;
-	struct kvd_io *io;
-	uint16_t shard;
-	uint8_t tracked; /* counted in its connection's in-flight keys */
-	uint32_t cap;
-	struct kvd_wop op;
-	uint8_t data[];
-};
-
-/* Unix time in milliseconds (wall clock: expiry must survive restarts). */
-uint64_t kvd_now_ms(void);
-uint64_t kvd_mono_ns(void);
+/* server.c: open the store with the server's hook, and start the
+ * committers with theirs (main.c, and the dispatch fuzzer).  0, or -1
+ * (with a reason in err). */
+int kvd_server_open_store(struct kvd_server *srv, char *err, size_t errlen);
+int kvd_server_start_committers(struct kvd_server *srv);
 
 #endif

@@ -30,10 +30,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "committer.h"
 #include "kv_status.h"
 #include "log.h"
 #include "repl.h"
+#include "store.h"
 #include "tls.h"
 
 #define RING_ENTRIES 1024
@@ -313,7 +313,7 @@ void kvd_io_dispatch(struct kvd_io *io, struct kvd_wreq *w)
 {
 	w->io = io;
 	io->inflight++;
-	kvd_committer_submit(io->srv, w);
+	kvd_committer_submit(io->srv->com, w);
 }
 
 /* The io thread running on this thread, if any. */
@@ -930,7 +930,7 @@ static void *io_main(void *arg)
 		io_uring_cq_advance(ring, n);
 		time_turn(io);
 		flush_dirty(io);
-		kvd_committer_flush(io->srv);
+		kvd_committer_flush(io->srv->com);
 		/* Writes this thread committed itself: answer them now; what
 		 * that unblocks may write again. */
 		while (io->local_done) {
@@ -939,7 +939,7 @@ static void *io_main(void *arg)
 			io->local_done = NULL;
 			complete_list(io, w);
 			flush_dirty(io);
-			kvd_committer_flush(io->srv);
+			kvd_committer_flush(io->srv->com);
 		}
 		kvd_reader_reset(io->reader);
 	}

@@ -14,8 +14,8 @@
 #include <stdatomic.h>
 
 #include "conn.h"
-#include "datadir.h"
 #include "kvd.h"
+#include "store.h"
 
 struct kvd_ring;
 

@@ -8,14 +8,12 @@
 
 #include "auth.h"
 #include "backup.h"
-#include "committer.h"
 #include "config.h"
-#include "doc/hash.h"
 #include "kvd.h"
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 #include "tls.h"
 
 /* One line on stderr; the log file (when there is one) gets it too. */
@@ -25,35 +23,6 @@ static int fail(const char *msg)
 	if (kvd_log_is_file())
 		log_error("%s", msg);
 	return 1;
-}
-
-/* The merge operations the store's committers run (shard.h): hashes'. */
-static struct kvh_limits hash_limits;
-static struct kvd_merge_op merge_ops[KVH_NOPS];
-
-static int open_store(struct kvd_server *srv, char *err, size_t errlen)
-{
-	struct kvd_config *cfg = srv->cfg;
-	struct kvd_store_opts o = {
-	    .dir = cfg->data_dir,
-	    .want_shards = cfg->threads,
-	    .map_size = cfg->map_size,
-	    .max_readers = cfg->threads + 126,
-	    .memtable_size = cfg->memtable_size,
-	    .checkpoint_interval_ms = cfg->checkpoint_interval_ms,
-	    .segment_size = cfg->journal_segment_size,
-	    .truncate_corrupt = cfg->journal_truncate_corrupt,
-	    .merge = merge_ops,
-	    .nmerge = KVH_NOPS,
-	};
-
-	hash_limits.max_fields = cfg->max_hash_fields;
-	hash_limits.max_bytes = cfg->max_hash_bytes;
-	kvh_register(merge_ops, &hash_limits);
-	if (kvd_store_open(&srv->store, &o, err, errlen))
-		return -1;
-	srv->nshards = kvd_store_nshards(srv->store);
-	return 0;
 }
 
 #ifdef KVD_HAVE_SYSTEMD
@@ -172,7 +141,7 @@ int main(int argc, char **argv)
 		return fail(err);
 	}
 	if (kvd_repl_prepare(&cfg, err, sizeof(err)) ||
-	    open_store(&srv, err, sizeof(err))) {
+	    kvd_server_open_store(&srv, err, sizeof(err))) {
 		kvd_io_destroy(&srv);
 		return fail(err);
 	}
@@ -181,7 +150,7 @@ int main(int argc, char **argv)
 		kvd_store_close(srv.store);
 		return fail(err);
 	}
-	if (kvd_committers_start(&srv))
+	if (kvd_server_start_committers(&srv))
 		return fail("cannot start threads");
 	/* Before the io threads: a replica refuses writes from the first. */
 	if (kvd_repl_start(&srv, err, sizeof(err)))
@@ -198,13 +167,13 @@ int main(int argc, char **argv)
 						     : "",
 	    cfg.resp_port ? cfg.resp_unix_socket : "", srv.nio,
 	    srv.nio == 1 ? "" : "s", srv.nshards, srv.nshards == 1 ? "" : "s",
-	    cfg.durability == KVD_DUR_SYNC ? "sync" : "async", cfg.data_dir);
+	    kvd_durability_name(cfg.durability), cfg.data_dir);
 	kvd_tls_log(&cfg);
 	sd_notify(0, "READY=1");
 	wait_for_stop(&set, &cfg, argc, argv);
 	kvd_replica_stop(); /* it waits for committers: before they stop */
 	kvd_io_stop(&srv);
-	kvd_committers_stop(&srv);
+	kvd_committers_stop(srv.com);
 	kvd_repl_stop(&srv);
 	kvd_backup_wait();
 	kvd_io_destroy(&srv);

@@ -14,13 +14,12 @@
 #include <strings.h>
 
 #include "auth.h"
-#include "committer.h"
-#include "datadir.h"
 #include "conn.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "repl.h"
 #include "stats.h"
+#include "store.h"
 
 #define HTTP_MAX_REQUEST 8192
 
@@ -139,7 +138,7 @@ static void shard_histogram(struct kvd_server *srv, struct kv_buf *b,
 {
 	head(b, name, "histogram", help);
 	for (unsigned s = 0; s < srv->nshards; s++) {
-		char *base = (char *)&srv->com[s];
+		char *base = (char *)kvd_commit_stats(srv->com, s);
 		kvd_counter *hist = (kvd_counter *)(base + hist_off);
 		uint64_t counts[KVD_LAT_BUCKETS > KVD_BATCH_BUCKETS
 				    ? KVD_LAT_BUCKETS
@@ -164,17 +163,17 @@ static void commits(struct kvd_server *srv, struct kv_buf *b)
 	} ctr[] = {
 	    {"kvd_commits_total",
 	     "Batches appended to the journal (group commits).",
-	     offsetof(struct kvd_committer, commits)},
+	     offsetof(struct kvd_commit_stats, commits)},
 	    {"kvd_committed_writes_total",
 	     "Write requests (per shard part) committed.",
-	     offsetof(struct kvd_committer, writes)},
+	     offsetof(struct kvd_commit_stats, writes)},
 	    {"kvd_inline_commits_total",
 	     "Batches an io thread committed itself (async mode).",
-	     offsetof(struct kvd_committer, inline_batches)},
+	     offsetof(struct kvd_commit_stats, inline_batches)},
 	    {"kvd_commit_failures_total", "Batches whose commit failed.",
-	     offsetof(struct kvd_committer, failures)},
+	     offsetof(struct kvd_commit_stats, failures)},
 	    {"kvd_expired_keys_total", "Expired keys reclaimed.",
-	     offsetof(struct kvd_committer, reaped)},
+	     offsetof(struct kvd_commit_stats, reaped)},
 	};
 
 	for (unsigned i = 0; i + 1 < KVD_LAT_BUCKETS; i++)
@@ -186,21 +185,22 @@ static void commits(struct kvd_server *srv, struct kv_buf *b)
 		for (unsigned s = 0; s < srv->nshards; s++)
 			out(b, "%s{shard=\"%u\"} %llu\n", ctr[k].name, s,
 			    (unsigned long long)kvd_read(
-				(kvd_counter *)((char *)&srv->com[s] +
+				(kvd_counter *)((char *)kvd_commit_stats(
+						    srv->com, s) +
 						ctr[k].off)));
 	}
 	shard_histogram(srv, b, "kvd_commit_duration_seconds",
 			"Time to append a batch to the journal (its fdatasync "
 			"included in sync mode), by shard.",
-			offsetof(struct kvd_committer, commit_hist),
+			offsetof(struct kvd_commit_stats, commit_hist),
 			KVD_LAT_BUCKETS, lat,
-			offsetof(struct kvd_committer, commit_ns), 1e9);
+			offsetof(struct kvd_commit_stats, commit_ns), 1e9);
 	shard_histogram(srv, b, "kvd_commit_batch_size",
 			"Write requests carried by one commit (group commit), "
 			"by shard.",
-			offsetof(struct kvd_committer, batch_hist),
+			offsetof(struct kvd_commit_stats, batch_hist),
 			KVD_BATCH_BUCKETS, batch,
-			offsetof(struct kvd_committer, writes), 1);
+			offsetof(struct kvd_commit_stats, writes), 1);
 }
 
 static void shards(struct kvd_io *io, struct kv_buf *b)
@@ -280,7 +280,7 @@ static void shards(struct kvd_io *io, struct kv_buf *b)
 	     "and the shard refuses writes.");
 	for (unsigned s = 0; s < n; s++)
 		out(b, "kvd_shard_failed{shard=\"%u\"} %d\n", s,
-		    srv->com[s].failed || st[s].checkpoint_failed);
+		    kvd_commit_failed(srv->com, s) || st[s].checkpoint_failed);
 }
 
 static void repl_metrics(struct kvd_server *srv, struct kv_buf *b)
@@ -327,7 +327,7 @@ void kvd_metrics_render(struct kvd_io *io, struct kv_buf *b)
 	kvd_stats_sum(srv, &t);
 	head(b, "kvd_info", "gauge", "Version and durability mode.");
 	out(b, "kvd_info{version=\"%s\",durability=\"%s\"} 1\n", KVD_VERSION,
-	    srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	    kvd_durability_name(srv->cfg->durability));
 	repl_metrics(srv, b);
 	head(b, "kvd_uptime_seconds", "gauge", "Seconds since start.");
 	out(b, "kvd_uptime_seconds %.3f\n",

@@ -31,14 +31,12 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "committer.h"
-#include "datadir.h"
-#include "journal.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
 #include "resp.h"
+#include "store.h"
 
 /* A pull with nothing to send waits this long for records, then answers
  * empty: the replica hears from its primary at least this often. */
@@ -376,7 +374,7 @@ static struct rep *rep_find(uint64_t conn_id)
 static void rep_clear(struct rep *rp)
 {
 	for (unsigned i = 0; i < KVD_MAX_SHARDS; i++) {
-		kvj_reader_close(rp->rd[i]);
+		kvd_journal_close(rp->rd[i]);
 		rp->rd[i] = NULL;
 	}
 	kvd_snapshot_end(rp->sn);
@@ -500,8 +498,7 @@ static int can_continue(struct rep *rp, const struct job *j)
 		uint64_t pub = kvd_shard_pub_lsn(srv->store, i);
 
 		if (j->pos[i] == 0 || j->pos[i] > pub + 1 ||
-		    kvj_reader_open(kvd_shard_dir(srv->store, i), i, j->pos[i],
-				    &rp->rd[i]))
+		    kvd_journal_open(srv->store, i, j->pos[i], &rp->rd[i]))
 			goto refuse;
 	}
 	atomic_fetch_add(&R.syncs_partial_ok, 1);
@@ -521,11 +518,11 @@ refuse:
 static int full_copy(struct rep *rp, uint64_t *cut)
 {
 	struct kvd_server *srv = R.srv;
-	int rc = kvd_committers_pause(srv);
+	int rc = kvd_committers_pause(srv->com);
 
 	if (rc == 0)
 		rc = kvd_snapshot_begin(srv->store, &rp->sn);
-	kvd_committers_resume(srv);
+	kvd_committers_resume(srv->com);
 	if (rc)
 		return rc;
 	for (unsigned i = 0; i < srv->nshards; i++) {
@@ -634,16 +631,16 @@ static int pull_build(struct rep *rp, struct kv_buf *recs, unsigned *n)
 
 		if (rp->next[i] > upto)
 			continue;
-		if (rp->rd[i] && kvj_reader_lsn(rp->rd[i]) != rp->next[i]) {
-			kvj_reader_close(rp->rd[i]);
+		if (rp->rd[i] && kvd_journal_lsn(rp->rd[i]) != rp->next[i]) {
+			kvd_journal_close(rp->rd[i]);
 			rp->rd[i] = NULL;
 		}
-		if (!rp->rd[i] && kvj_reader_open(kvd_shard_dir(srv->store, i),
-						  i, rp->next[i], &rp->rd[i]))
+		if (!rp->rd[i] &&
+		    kvd_journal_open(srv->store, i, rp->next[i], &rp->rd[i]))
 			return KV_NOT_FOUND;
 		while (recs->len < REPLY_BYTES &&
-		       (rc = kvj_reader_next(rp->rd[i], upto, &lsn, &type, &pl,
-					     &len)) > 0) {
+		       (rc = kvd_journal_next(rp->rd[i], upto, &lsn, &type, &pl,
+					      &len)) > 0) {
 			uint16_t s = (uint16_t)i;
 
 			kv_buf_append(recs, &s, 2);

@@ -23,9 +23,9 @@
 #include <stdint.h>
 
 #include "cmdparse.h"
-#include "datadir.h"
 #include "conn.h"
 #include "kv_buf.h"
+#include "store.h"
 
 /* Before the store opens: a full copy that was cut short leaves the data
  * directory marked; its shards are then emptied, so that the replica takes

@@ -34,10 +34,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "datadir.h"
 #include "log.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 
 #define MARKER "replication-unflushed"
 

@@ -26,13 +26,13 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "committer.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "kvc_int.h"
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
+#include "store.h"
 
 static struct {
 	struct kvd_server *srv;
@@ -114,12 +114,12 @@ static int run_all(struct kvd_wreq **w, unsigned n)
 
 	for (unsigned i = 0; i < n; i++)
 		if (w[i]) {
-			kvd_committer_submit(Q.srv, w[i]);
+			kvd_committer_submit(Q.srv->com, w[i]);
 			k++;
 		}
 	/* submit holds a thread's requests until its flush (an io thread's
 	 * at the end of its loop turn): this thread has no turn */
-	kvd_committer_flush(Q.srv);
+	kvd_committer_flush(Q.srv->com);
 	wait_done(k, &done);
 	while (done) {
 		struct kvd_wreq *next = done->next;

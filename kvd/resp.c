@@ -23,10 +23,10 @@
 #include <string.h>
 
 #include "auth.h"
-#include "committer.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "repl.h"
+#include "store.h"
 
 #define NUM_LINE_MAX 24 /* "$" + sign + 20 digits, generously */
 /* Longest inline line before AUTH: room for HELLO 2 AUTH default and a

@@ -35,7 +35,7 @@
 
 #include "auth.h"
 #include "conn.h"
-#include "shard.h"
+#include "store.h"
 
 #define RESP_FIXED_ARGS 8
 /* Largest multibulk count accepted (Redis allows up to INT_MAX, but never
@@ -427,6 +427,12 @@ const char *kvd_resp_multi_queue(struct kvd_conn *c, struct resp_req *r);
  * the queue is released now. */
 void kvd_resp_multi_refuse(struct kvd_conn *c);
 void kvd_resp_multi_free(struct kvd_conn *c);
+/* WATCH: a batch stores key; watchers of it see a change.  The store's
+ * stored hook (kvd_store_opts), called by the writer of the key's shard
+ * (its committer, an io thread committing its own writes, an exclusive
+ * section) while it builds the batch.  Nearly free when nothing is
+ * watched.  arg is unused. */
+void kvd_watch_touch(void *arg, const void *key, size_t klen);
 
 /* A hash write came back (resp_hash.c): 1 when pd was one and is
  * answered (kvd_resp_wreply asks first). */

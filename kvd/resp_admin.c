@@ -531,7 +531,9 @@ static void config_value(struct kvd_conn *c, int i, char *v, size_t cap)
 	case 10:
 		snprintf(v, cap, "%llu", (unsigned long long)cfg->max_frame);
 		break;
-	case 11: snprintf(v, cap, "%s", sync ? "sync" : "async"); break;
+	case 11:
+		snprintf(v, cap, "%s", kvd_durability_name(cfg->durability));
+		break;
 	case 12:
 		snprintf(v, cap, "%llu", (unsigned long long)cfg->max_key);
 		break;

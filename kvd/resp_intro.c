@@ -40,13 +40,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "committer.h"
 #include "kv_buf.h"
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
 #include "stats.h"
+#include "store.h"
 
 #define MAX_IO 256		/* the threads option's range */
 #define MON_FEED_MAX (1u << 20) /* unsent feed per monitor */

@@ -3,7 +3,7 @@
  * After MULTI the dispatcher (resp.c) queues each command here, packed as
  * an inline request is, and answers +QUEUED, or its error at once (which
  * makes EXEC answer EXECABORT, as Redis does).  EXEC runs the queue inside
- * an exclusive section (committer.h): no committer runs a batch meanwhile,
+ * an exclusive section (shard.h): no committer runs a batch meanwhile,
  * so no other client's write lands in between, and the transaction's
  * writes are applied by this thread to one open batch per shard.  A read
  * in the queue first commits the open batches, so that it sees the
@@ -37,12 +37,12 @@
 
 #include <xxhash.h>
 
-#include "committer.h"
 #include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "resp.h"
 #include "router.h"
+#include "store.h"
 #include "write.h"
 
 #define WATCH_MIN_BUCKETS 4096
@@ -81,11 +81,12 @@ static int same_key(const struct kvd_watch *w, uint64_t h, const void *k,
 	return w->h == h && w->klen == n && !memcmp(w->key, k, n);
 }
 
-void kvd_watch_touch(const void *key, size_t klen)
+void kvd_watch_touch(void *arg, const void *key, size_t klen)
 {
 	struct kvd_watch *w;
 	uint64_t h;
 
+	(void)arg;
 	if (!atomic_load_explicit(&nwatch, memory_order_relaxed))
 		return;
 	h = XXH3_64bits(key, klen);
@@ -379,7 +380,7 @@ const char *resp_watch(struct kvd_conn *c, struct resp_req *r)
 	/* The n new watches head the list: registered in the section, read
 	 * after it (see the top of this file). */
 	if (n) {
-		kvd_excl_begin(&x, c->io->srv);
+		kvd_excl_begin(&x, c->io->srv->com);
 		pthread_mutex_lock(&watch_mu);
 		ht_grow(watch_n + n);
 		for (w = t->watches, i = 0; i < n; w = w->cnext, i++)
@@ -471,7 +472,7 @@ const char *resp_exec(struct kvd_conn *c, struct resp_req *r)
 	x = malloc(sizeof(*x));
 	if (!x)
 		return resp_err_internal;
-	kvd_excl_begin(x, c->io->srv);
+	kvd_excl_begin(x, c->io->srv->com);
 	if (watch_broken(c)) {
 		kvd_excl_end(x);
 		free(x);
@@ -606,8 +607,16 @@ out:
 	return err;
 }
 
-/* The writes queued with the silent op (RESP_CMD_EXEC: their pend says
- * nothing, the command answered itself) among list w; a malloc'd array. */
+/* A write queued with the silent op (RESP_CMD_EXEC: its pend says
+ * nothing, the command answered itself)? */
+static int silent(const struct kvd_wreq *w)
+{
+	const struct kvd_pend *pd = w->pend;
+
+	return pd && pd->op == RESP_CMD_EXEC;
+}
+
+/* The silent writes among list w; a malloc'd array. */
 static struct kvd_wreq **silent_parts(struct kvd_wreq *w, size_t *n)
 {
 	struct kvd_wreq **a, *p;
@@ -615,11 +624,11 @@ static struct kvd_wreq **silent_parts(struct kvd_wreq *w, size_t *n)
 
 	*n = 0;
 	for (p = w; p; p = p->next)
-		k += p->pend && p->pend->op == RESP_CMD_EXEC;
+		k += silent(p);
 	if (!k || !(a = malloc(k * sizeof(*a))))
 		return NULL;
 	for (p = w; p; p = p->next)
-		if (p->pend && p->pend->op == RESP_CMD_EXEC)
+		if (silent(p))
 			a[(*n)++] = p;
 	return a;
 }
@@ -656,7 +665,7 @@ const char *resp_in_section(struct kvd_conn *c, struct resp_req *r,
 		own = malloc(sizeof(*own));
 		if (!own)
 			return resp_err_internal;
-		kvd_excl_begin(own, c->io->srv);
+		kvd_excl_begin(own, c->io->srv->com);
 		x = own;
 	}
 	kvd_excl_capture(x);

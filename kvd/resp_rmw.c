@@ -1,7 +1,7 @@
 /* resp_rmw.c - GETEX, MSETNX, SETRANGE, SETBIT, INCRBYFLOAT, BITOP and
  * BITFIELD: writes computed from what the keys hold.
  *
- * Each runs in an exclusive section (resp_multi.c, committer.h): the keys
+ * Each runs in an exclusive section (resp_multi.c, shard.h): the keys
  * are read with no batch under way on any shard, the result is computed
  * here and queued as a plain write that the section commits before it
  * ends, so nothing can land between the read and the write, and what is

@@ -8,23 +8,23 @@
  * io thread never waits, and the reply keeps its place in the
  * connection's order); BGSAVE asks every committer for a checkpoint and
  * answers at once; LASTSAVE is the time by which every shard had finished
- * the last one asked for (committer.h).  SHUTDOWN stops kvd as SIGTERM
+ * the last one asked for (shard.h).  SHUTDOWN stops kvd as SIGTERM
  * does (kvd_io_request_stop raises it), after the connection's earlier writes: NOSAVE
  * and SAVE change nothing, since a clean stop always checkpoints and
  * nothing acknowledged is lost either way.
  */
-#include "committer.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
 #include "resp.h"
+#include "store.h"
 #include "write.h"
 
 static const char err_busy[] = "ERR Background save already in progress";
 
 const char *resp_save(struct kvd_conn *c, struct resp_req *r)
 {
-	if (kvd_committers_saving(c->io->srv))
+	if (kvd_committers_saving(c->io->srv->com))
 		return err_busy;
 	return kvd_write_all(c, r->cmd, KVD_W_CHECKPOINT) == KV_OK
 		   ? NULL
@@ -39,7 +39,7 @@ const char *resp_bgsave(struct kvd_conn *c, struct resp_req *r)
 	if (r->argc > 2 || (r->argc == 2 && !resp_eq(r->a[1], "schedule")))
 		return resp_err_syntax;
 	again = r->argc == 2;
-	if (kvd_committers_bgsave(c->io->srv, again)) {
+	if (kvd_committers_bgsave(c->io->srv->com, again)) {
 		if (!again)
 			return err_busy;
 		resp_add_status(c, "Background saving scheduled");
@@ -57,7 +57,8 @@ const char *resp_lastsave(struct kvd_conn *c, struct resp_req *r)
 
 	(void)r;
 	resp_add_int(
-	    c, (int64_t)(kvd_committers_lastsave(c->io->srv, &failed) / 1000));
+	    c, (int64_t)(kvd_committers_lastsave(c->io->srv->com, &failed) /
+			 1000));
 	return NULL;
 }
 

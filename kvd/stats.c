@@ -16,11 +16,11 @@
 #include <xxhash.h>
 
 #include "auth.h"
-#include "committer.h"
 #include "kv_mp.h"
 #include "loop.h"
 #include "repl.h"
 #include "resp.h"
+#include "store.h"
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 {
@@ -52,7 +52,7 @@ void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 	}
 	t->conns = atomic_load(&srv->nconns);
 	for (unsigned i = 0; i < srv->nshards; i++) {
-		struct kvd_committer *c = &srv->com[i];
+		struct kvd_commit_stats *c = kvd_commit_stats(srv->com, i);
 		uint64_t mb = kvd_read(&c->max_batch);
 
 		t->commits += kvd_read(&c->commits);
@@ -120,7 +120,8 @@ static void encode_shards(struct kvd_io *io, struct kv_buf *b)
 		kv_u(b, "checkpoint_lsn", s.checkpoint_lsn);
 		kv_u(b, "checkpoint_waits", s.backpressure);
 		kv_mp_cstr(b, "failed");
-		kv_mp_bool(b, srv->com[i].failed || s.checkpoint_failed);
+		kv_mp_bool(b, kvd_commit_failed(srv->com, i) ||
+				  s.checkpoint_failed);
 	}
 }
 
@@ -156,7 +157,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
 	kv_u(b, "threads", srv->nio);
 	kv_mp_cstr(b, "durability");
-	kv_mp_cstr(b, srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+	kv_mp_cstr(b, kvd_durability_name(srv->cfg->durability));
 	kv_u(b, "connections", t.conns);
 	kv_u(b, "connections_total", t.accepted);
 	kv_u(b, "connections_refused", t.refused);
@@ -329,11 +330,11 @@ static void info_server(struct kvd_io *io, struct kv_buf *b)
 static void info_saves(struct kvd_server *srv, struct kv_buf *b)
 {
 	int failed = 0;
-	uint64_t last =
-	    srv->com ? kvd_committers_lastsave(srv, &failed) : srv->start_ms;
+	uint64_t last = srv->com ? kvd_committers_lastsave(srv->com, &failed)
+				 : srv->start_ms;
 
 	kvd_info_line(b, "rdb_bgsave_in_progress:%d",
-		      srv->com ? kvd_committers_saving(srv) : 0);
+		      srv->com ? kvd_committers_saving(srv->com) : 0);
 	kvd_info_line(b, "rdb_last_save_time:%llu",
 		      (unsigned long long)(last / 1000));
 	kvd_info_line(b, "rdb_last_bgsave_status:%s", failed ? "err" : "ok");
@@ -365,7 +366,7 @@ static void info_persistence(struct kvd_io *io, const struct kvd_totals *t,
 	kvd_info_line(b, "aof_enabled:0");
 	kvd_info_line(b, "aof_rewrite_in_progress:0");
 	kvd_info_line(b, "kvd_durability:%s",
-		      srv->cfg->durability == KVD_DUR_SYNC ? "sync" : "async");
+		      kvd_durability_name(srv->cfg->durability));
 	kvd_info_line(b, "kvd_commits:%llu", (unsigned long long)t->commits);
 	kvd_info_line(b, "kvd_writes:%llu", (unsigned long long)t->writes);
 	kvd_info_line(b, "kvd_avg_batch:%.2f",

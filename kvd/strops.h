@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "kv_buf.h"
-#include "shard.h"
+#include "store.h"
 
 /* BITOP's operations, in the order of the native wire (KV_BITOP_*). */
 enum { BOP_AND, BOP_OR, BOP_XOR, BOP_NOT };

@@ -3,12 +3,11 @@
 
 #include <string.h>
 
-#include "committer.h"
-#include "datadir.h"
 #include "keyspace.h"
 #include "kv_status.h"
 #include "loop.h"
 #include "router.h"
+#include "store.h"
 
 /* ===================== In-flight bounds ===================== */
 

@@ -10,7 +10,7 @@
 #define KVD_WRITE_H
 
 #include "conn.h"
-#include "shard.h"
+#include "store.h"
 
 /* Queue a one-key write (PUT, DEL, INCR, APPEND, EXPIRE, GETDEL).
  * KV_OK once queued; KV_INTERNAL (out of memory) when nothing was. */
@@ -26,7 +26,7 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		     uint16_t tag);
 
 struct kvd_excl;
-/* Inside exclusive section x (committer.h): queue a one-key write and
+/* Inside exclusive section x (shard.h): queue a one-key write and
  * commit it at once, so that what follows sees it journaled (in sync mode
  * flushed).  A PUT stores a value of type vtype (RENAME and COPY move any
  * value).  Its request, for its status, or NULL when it could not be

@@ -36,7 +36,7 @@ if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
 fi
 
 cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
-	-DKVD_REPRODUCIBLE=ON >/dev/null
+	-DKVD_REPRODUCIBLE=ON -DKVD_BUILD_TESTS=OFF >/dev/null
 rm -f "$dir"/*.deb
 if ! cmake --build "$dir" -j"$jobs" --target package >"$dir/package.log" 2>&1; then
 	cat "$dir/package.log" >&2

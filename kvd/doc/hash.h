@@ -18,7 +18,7 @@
  * (it had more than 512 fields, or a field or value over 64 bytes, at some
  * time: Redis never converts back); OBJECT ENCODING answers by it.
  *
- * Changes are merge operations (shard.h, KVD_W_MERGE) whose operands are
+ * Changes are merge operations (store.h, KVD_W_MERGE) whose operands are
  * built by kvh_op_* and whose functions kvh_register gives the store at
  * open; reads decode images with kvh_iter on io threads.
  */
@@ -29,9 +29,9 @@
 #include <stdint.h>
 
 #include "kv_buf.h"
-#include "shard.h"
+#include "store.h"
 
-/* The value type of hashes (shard.h). */
+/* The value type of hashes (store.h). */
 #define KVD_VT_HASH 1u
 
 #define KVH_HDR 5

@@ -259,7 +259,8 @@ static int keygen(struct kg *g, struct fstate *fs, const uint8_t *obj,
 {
 	const struct mql_index *ix = g->ix;
 	bool hit[MQL_INDEX_MAX_PARTS] = {false};
-	bson_value_t arr, v;
+	/* arr is read only once first is set, which gcc -O1 cannot prove */
+	bson_value_t arr = {0}, v;
 	size_t first = SIZE_MAX;
 	bson_iter_t it;
 	int rc = 0;

@@ -547,10 +547,10 @@ static struct node *parse_all(struct parser *ps, const char *path, size_t plen,
 		const bson_value_t *v = bson_iter_value(&it);
 		bool em = false;
 		struct node *kid;
+		/* v may point into f's value below: f lives as long as v */
+		bson_iter_t f;
 
 		if (v->value_type == BSON_TYPE_DOCUMENT) {
-			bson_iter_t f;
-
 			bson_iter_init_from_data(&f, v->value.v_doc.data,
 						 v->value.v_doc.data_len);
 			em = bson_iter_next(&f) &&

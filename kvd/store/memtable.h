@@ -139,7 +139,7 @@ struct kvm_node;
 #define KVM_F_UNKNOWN 0x2u
 /* kvm_put: the value's type, 0 .. KVM_MAX_TYPE, kept with the version and
  * given back in kvm_entry.type.  The memtable gives it no meaning (kvd's
- * store: a plain value or a hash, shard.h). */
+ * store: a plain value or a hash, store.h). */
 #define KVM_MAX_TYPE 7u
 #define KVM_F_TYPE(t) (((unsigned)(t)&KVM_MAX_TYPE) << 4)
 #define KVM_F_TYPE_OF(f) (((unsigned)(f) >> 4) & KVM_MAX_TYPE)

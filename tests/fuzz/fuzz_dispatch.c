@@ -50,9 +50,7 @@
 
 #include "auth.h"
 #include "backup.h"
-#include "committer.h"
 #include "conn.h"
-#include "doc/hash.h"
 #include "expand.h"
 #include "fuzz.h"
 #include "kv_mp.h"
@@ -60,12 +58,11 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
+#include "store.h"
 #include "write.h"
 
 static struct kvd_config cfg;
 static struct kvd_server srv;
-static struct kvh_limits hash_limits;
-static struct kvd_merge_op merge_ops[KVH_NOPS];
 static struct kvd_io *io;
 #define MAX_FRAME (512u << 10)
 #define EXPANDED_MAX (4 * MAX_FRAME) /* a few commands that large */
@@ -109,10 +106,10 @@ void kvd_io_dispatch(struct kvd_io *owner, struct kvd_wreq *w)
 	w->io = owner;
 	owner->inflight++;
 	writes++;
-	kvd_committer_submit(owner->srv, w);
+	kvd_committer_submit(owner->srv->com, w);
 	/* The io loop pushes a turn's writes at its end; here every write
 	 * is a turn of its own. */
-	kvd_committer_flush(owner->srv);
+	kvd_committer_flush(owner->srv->com);
 }
 
 /* Any thread: push w, and wake the fuzzer when the stack was empty. */
@@ -404,6 +401,10 @@ static void setup(void)
 			"async",
 			"--map-size",
 			"256m",
+			"--memtable-size",
+			"1m",
+			"--journal-segment-size",
+			"1m",
 			"--max-output",
 			"64k",
 			"--log-level",
@@ -413,7 +414,6 @@ static void setup(void)
 			"--max-value-size",
 			"256k",
 			NULL};
-	struct kvd_store_opts o = {0};
 	const char *base = getenv("TMPDIR");
 	char err[768];
 
@@ -424,30 +424,17 @@ static void setup(void)
 		 base, (long)getpid());
 	FUZZ_CHECK(mkdtemp(tmpdir) != NULL);
 	atexit(cleanup);
-	FUZZ_CHECK(kvd_config_load(&cfg, 17, argv) == 0);
+	FUZZ_CHECK(kvd_config_load(&cfg, 21, argv) == 0);
 	FUZZ_CHECK(cfg.max_frame == MAX_FRAME);
 	FUZZ_CHECK(kvd_auth_setup(&cfg, err, sizeof(err)) == 0);
 	FUZZ_CHECK(kvd_log_open("/dev/null", KVD_LOG_ERROR) == 0);
 	srv.cfg = &cfg;
 	srv.nio = 1;
 	srv.start_ms = kvd_now_ms();
-	o.dir = cfg.data_dir;
-	o.want_shards = cfg.threads;
-	o.map_size = cfg.map_size;
-	o.max_readers = cfg.threads + 126;
-	o.memtable_size = 1u << 20;
-	o.segment_size = 1u << 20;
-	/* the hash operations, as main.c registers them */
-	hash_limits.max_fields = cfg.max_hash_fields;
-	hash_limits.max_bytes = cfg.max_hash_bytes;
-	kvh_register(merge_ops, &hash_limits);
-	o.merge = merge_ops;
-	o.nmerge = KVH_NOPS;
-	if (kvd_store_open(&srv.store, &o, err, sizeof(err))) {
+	if (kvd_server_open_store(&srv, err, sizeof(err))) {
 		fprintf(stderr, "fuzz_dispatch: %s\n", err);
 		abort();
 	}
-	srv.nshards = kvd_store_nshards(srv.store);
 	FUZZ_CHECK((srv.io = calloc(1, sizeof(*srv.io))) != NULL);
 	FUZZ_CHECK((io = calloc(1, sizeof(*io))) != NULL);
 	srv.io[0] = io;
@@ -457,7 +444,7 @@ static void setup(void)
 	FUZZ_CHECK(io->efd >= 0 && io->reader);
 	for (int i = 0; i < KVD_NLISTEN; i++)
 		io->lfd[i] = -1;
-	FUZZ_CHECK(kvd_committers_start(&srv) == 0);
+	FUZZ_CHECK(kvd_server_start_committers(&srv) == 0);
 	FUZZ_CHECK(kvd_repl_start(&srv, err, sizeof(err)) == 0);
 }
 

@@ -27,7 +27,7 @@
 #include "log.h"
 #include "loop.h"
 #include "repl.h"
-#include "shard.h"
+#include "store.h"
 
 #define PASSWORD "pa:ss w\xc3\xa9rd"
 #define HTTP_MAX_REQUEST 8192 /* metrics.c's */
@@ -47,6 +47,21 @@ int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s)
 	(void)r;
 	(void)i;
 	(void)s;
+	abort();
+}
+
+struct kvd_commit_stats *kvd_commit_stats(struct kvd_commit *com,
+					  unsigned shard)
+{
+	(void)com;
+	(void)shard;
+	abort();
+}
+
+int kvd_commit_failed(struct kvd_commit *com, unsigned shard)
+{
+	(void)com;
+	(void)shard;
 	abort();
 }
 

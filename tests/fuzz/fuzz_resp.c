@@ -19,14 +19,13 @@
 #include <string.h>
 
 #include "auth.h"
-#include "committer.h"
 #include "conn.h"
 #include "expand.h"
 #include "fuzz.h"
 #include "kv_buf.h"
 #include "loop.h"
 #include "resp.h"
-#include "shard.h"
+#include "store.h"
 
 #define MAX_FRAME (1u << 20)
 

@@ -16,10 +16,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "clock.h"
 #include "kv_proto.h"
 #include "kv_status.h"
-#include "kvd.h"
-#include "log.h"
+#include "store_log.h"
 
 /* A full map or disk refuses every batch until room is made, and a
  * committer retries a failed batch in parts: one line a second, with a
@@ -262,8 +262,8 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 		 * (watched live, now absent), which also covers expiry and
 		 * FLUSHALL, and a reaped key that had expired before WATCH
 		 * does not count, as in Redis. */
-		if (type == KVJ_PUT)
-			kvd_watch_touch(k->mv_data, k->mv_size);
+		if (type == KVJ_PUT && t->st->stored)
+			t->st->stored(t->st->hook_arg, k->mv_data, k->mv_size);
 	}
 	return 0;
 }

@@ -1,8 +1,9 @@
 /* clock.c - the two clocks kvd reads: wall time for expiry (it must mean the
- * same after a restart) and monotonic time for measuring durations. */
-#include <time.h>
+ * same after a restart) and monotonic time for measuring durations
+ * (clock.h). */
+#include "clock.h"
 
-#include "kvd.h"
+#include <time.h>
 
 uint64_t kvd_now_ms(void)
 {

@@ -22,7 +22,7 @@
 
 #include <stdio.h>
 
-#include "log.h"
+#include "store_log.h"
 
 /* After a helper failed (a full disk), no new one for this long; the
  * committer's own path reports the error to writers meanwhile. */

@@ -12,7 +12,7 @@
 
 #include "kv_proto.h"
 #include "kv_status.h"
-#include "log.h"
+#include "store_log.h"
 
 /* ===================== Backups ===================== */
 

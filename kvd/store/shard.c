@@ -15,10 +15,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kv_proto.h"
-#include "kvd.h"
 #include "kv_status.h"
-#include "log.h"
+#include "store_log.h"
 
 /* ===================== Store ===================== */
 
@@ -273,6 +273,8 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	st->segment_size = o->segment_size;
 	for (unsigned i = 0; i < o->nmerge && i < KVD_MERGE_MAX; i++)
 		st->merge[i] = o->merge[i];
+	st->stored = o->stored;
+	st->hook_arg = o->hook_arg;
 	st->ckpt_interval_ms =
 	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 60000;
 	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, err, errlen)) {
@@ -354,9 +356,31 @@ uint64_t kvd_shard_pub_lsn(struct kvd_store *st, unsigned i)
 	return atomic_load(&st->sh[i].pub_lsn);
 }
 
-const char *kvd_shard_dir(struct kvd_store *st, unsigned i)
+int kvd_journal_open(struct kvd_store *st, unsigned i, uint64_t from,
+		     struct kvj_reader **out)
 {
-	return st->sh[i].path;
+	return kvj_reader_open(st->sh[i].path, i, from, out);
+}
+
+int kvd_journal_next(struct kvj_reader *r, uint64_t upto, uint64_t *lsn,
+		     uint8_t *type, const void **payload, uint32_t *len)
+{
+	return kvj_reader_next(r, upto, lsn, type, payload, len);
+}
+
+uint64_t kvd_journal_lsn(const struct kvj_reader *r)
+{
+	return kvj_reader_lsn(r);
+}
+
+void kvd_journal_close(struct kvj_reader *r)
+{
+	kvj_reader_close(r);
+}
+
+const char *kvd_journal_strerror(int err)
+{
+	return kvj_strerror(err);
 }
 
 void kvd_shard_hold(struct kvd_store *st, unsigned i, uint64_t lsn)

@@ -1,5 +1,5 @@
 /* datadir.c - data directory lock and manifest (see datadir.h). */
-#include "datadir.h"
+#include "store.h"
 
 #include <dirent.h>
 #include <errno.h>

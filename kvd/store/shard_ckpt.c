@@ -42,9 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kv_status.h"
-#include "kvd.h"
-#include "log.h"
+#include "store_log.h"
 
 /* Room for a checkpoint (map or disk full): retried this often, and when
  * a writer needs it, at most every KICK_MS (every writer's batch asked for

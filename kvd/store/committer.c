@@ -22,23 +22,27 @@
  * in async mode an io thread that found the committer idle and commits
  * its own turn's writes (try_inline); an exclusive section holds them all
  * off.
+ *
+ * What is not the store's goes through the hooks given at start
+ * (kvd_commit_hooks): handing a request back, replication, keyspace
+ * events.  The locks below are the process's: one set of committers per
+ * process.
  */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
-#include "committer.h"
+#include "store.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "keyspace.h"
+#include "clock.h"
 #include "kv_status.h"
-#include "log.h"
-#include "loop.h"
-#include "repl.h"
+#include "store_log.h"
 
 /* One batch carries at most this much (one request larger than that goes
  * alone), so that a flood of writes cannot delay the first writer's reply
@@ -52,6 +56,110 @@
  * its turn has at most this many for it (try_inline). */
 #define INLINE_MAX 16
 #define READER_CHECK_MS 10000
+
+/* One shard's writer. */
+struct kvd_committer {
+	_Atomic(struct kvd_wreq *) queue; /* Treiber stack, newest first */
+	int efd;			  /* wakes the committer */
+	atomic_int sleeping; /* in wait_for_work: a pusher must wake it */
+	pthread_t thread;
+	/* Held by whoever writes the shard: the committer while it works, or
+	 * an io thread committing its own writes (async mode). */
+	pthread_mutex_t run_mu;
+	unsigned shard;
+	struct kvd_commit *com;
+	atomic_int stop;
+	/* A journal write or flush, or a checkpoint, failed: refuse writes,
+	 * and never flush again, until restart.  Set by the committer (which
+	 * also copies the checkpointer's verdict); read by STATS. */
+	atomic_int failed;
+	uint64_t last_reap_ms; /* due reaper-interval-ms after it, read live */
+	/* async mode: the last flush; the next is due flush-interval-ms
+	 * after it, read live (a SIGHUP may change it meanwhile) */
+	uint64_t last_flush_ms;
+	uint64_t next_check_ms;
+	/* BGSAVE: checkpoints asked for (save_req) and done (save_done), as
+	 * generations, so that one asked for while another runs is not lost;
+	 * saved_ms: when this shard last finished one of them (SAVE's too),
+	 * or the start; save_failed: the last of them failed. */
+	_Atomic uint64_t save_req, save_done, saved_ms;
+	atomic_int save_failed;
+	struct kvd_commit_stats st; /* written under run_mu only */
+};
+
+/* Every shard's committer. */
+struct kvd_commit {
+	struct kvd_commit_opts o;
+	unsigned n;
+	struct kvd_committer *c;
+};
+
+/* ---- the hooks ---- */
+
+static void complete(struct kvd_commit *com, struct kvd_wreq *w)
+{
+	com->o.hooks.complete(com->o.hooks.arg, w);
+}
+
+static int follower(const struct kvd_commit *com)
+{
+	return com->o.hooks.follower && com->o.hooks.follower(com->o.hooks.arg);
+}
+
+/* A committed batch's requests go back, through the committed hook, or
+ * one by one. */
+static void committed(struct kvd_commit *com, unsigned shard,
+		      struct kvd_wreq *list)
+{
+	if (com->o.hooks.committed) {
+		com->o.hooks.committed(com->o.hooks.arg, shard, list);
+		return;
+	}
+	while (list) {
+		struct kvd_wreq *next = list->next;
+
+		complete(com, list);
+		list = next;
+	}
+}
+
+static void ev_applied(struct kvd_commit *com, unsigned shard,
+		       const struct kvd_wop *op)
+{
+	if (com->o.hooks.applied)
+		com->o.hooks.applied(com->o.hooks.arg, shard, op);
+}
+
+static void ev_reaped(struct kvd_commit *com, unsigned shard,
+		      const struct kvd_wtxn *t, size_t from)
+{
+	if (com->o.hooks.reaped)
+		com->o.hooks.reaped(com->o.hooks.arg, shard, t, from);
+}
+
+static void ev_publish(struct kvd_commit *com, const uint8_t *failed)
+{
+	if (com->o.hooks.publish)
+		com->o.hooks.publish(com->o.hooks.arg, failed);
+}
+
+static void ev_drop(struct kvd_commit *com)
+{
+	if (com->o.hooks.drop)
+		com->o.hooks.drop(com->o.hooks.arg);
+}
+
+static void ev_forget(struct kvd_commit *com, unsigned shard)
+{
+	if (com->o.hooks.forget)
+		com->o.hooks.forget(com->o.hooks.arg, shard);
+}
+
+/* A setting read live: its owner may store a new value at any time. */
+static unsigned live(const unsigned *v)
+{
+	return __atomic_load_n(v, __ATOMIC_RELAXED);
+}
 
 /* Backups pause every committer between two batches, each having
  * checkpointed everything it acknowledged, so that LMDB snapshots opened
@@ -109,11 +217,11 @@ static __thread struct kvd_wreq *turn_tail[KVD_MAX_SHARDS];
 static __thread uint16_t turn_shards[KVD_MAX_SHARDS];
 static __thread unsigned turn_n;
 
-void kvd_committer_submit(struct kvd_server *srv, struct kvd_wreq *w)
+void kvd_committer_submit(struct kvd_commit *com, struct kvd_wreq *w)
 {
 	unsigned s = w->shard;
 
-	(void)srv;
+	(void)com;
 	if (cap_tail) {
 		w->next = NULL;
 		*cap_tail = w;
@@ -176,15 +284,14 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
  * checkpoint for room, sync mode's fdatasync) stays with the committer:
  * an io thread that finds one due, the lock taken or others' writes
  * queued hands its writes over as before.  1 when they were taken. */
-static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
-		      struct kvd_wreq *head)
+static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 {
 	struct kvd_wreq *fifo, *w = head;
 	unsigned n = 0;
 
 	/* Only a committer asleep is idle: one awake would block on run_mu
 	 * behind this thread instead of taking its next batch. */
-	if (srv->cfg->durability != KVD_DUR_ASYNC || kvd_repl_is_replica() ||
+	if (!c->com->o.async || follower(c->com) ||
 	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->queue, memory_order_relaxed) ||
 	    atomic_load(&pause_req) || atomic_load(&c->failed))
@@ -219,15 +326,15 @@ static int try_inline(struct kvd_server *srv, struct kvd_committer *c,
 	return 1;
 }
 
-void kvd_committer_flush(struct kvd_server *srv)
+void kvd_committer_flush(struct kvd_commit *com)
 {
 	for (unsigned i = 0; i < turn_n; i++) {
 		unsigned s = turn_shards[i];
-		struct kvd_committer *c = &srv->com[s];
+		struct kvd_committer *c = &com->c[s];
 		struct kvd_wreq *head = turn_head[s], *tail = turn_tail[s];
 
 		turn_head[s] = turn_tail[s] = NULL;
-		if (!try_inline(srv, c, head))
+		if (!try_inline(c, head))
 			push(c, head, tail);
 	}
 	turn_n = 0;
@@ -239,21 +346,17 @@ static struct kvd_wreq *take_all(struct kvd_committer *c)
 	    atomic_exchange_explicit(&c->queue, NULL, memory_order_acquire));
 }
 
-static void complete(struct kvd_wreq *w)
+/* Hand back every request of list w, failed with status. */
+static void fail_all(struct kvd_commit *com, struct kvd_wreq *w, int status)
 {
-	kvd_io_complete(w->io, w);
-}
-
-static void fail_all(struct kvd_wreq *w, struct kvd_wreq *stop, int status)
-{
-	while (w != stop) {
+	while (w) {
 		struct kvd_wreq *next = w->next;
 
 		free(w->op.val);
 		w->op.val = NULL;
 		w->op.status = status;
 		w->op.result = 0;
-		complete(w);
+		complete(com, w);
 		w = next;
 	}
 }
@@ -287,21 +390,20 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 		       uint64_t now, int reap, int *full, int nowait,
 		       int *begun)
 {
-	struct kvd_server *srv = c->srv;
+	struct kvd_commit *com = c->com;
 	struct kvd_wtxn *t;
 	uint64_t t0;
 	int rc;
 
-	rc = nowait ? kvd_shard_begin_nowait(srv->store, c->shard, &t)
+	rc = nowait ? kvd_shard_begin_nowait(com->o.store, c->shard, &t)
 	     : deletes_only(first)
-		 ? kvd_shard_begin_deletes(srv->store, c->shard, &t)
-		 : kvd_shard_begin(srv->store, c->shard, &t);
+		 ? kvd_shard_begin_deletes(com->o.store, c->shard, &t)
+		 : kvd_shard_begin(com->o.store, c->shard, &t);
 	if (rc)
 		return rc;
 	*begun = 1;
 	for (struct kvd_wreq *w = first; w; w = w->next) {
-		if ((rc = kvd_shard_apply(t, &w->op, now,
-					  srv->cfg->max_value))) {
+		if ((rc = kvd_shard_apply(t, &w->op, now, com->o.max_value))) {
 			kvd_shard_abort(t);
 			return rc;
 		}
@@ -314,18 +416,17 @@ static int commit_list(struct kvd_committer *c, struct kvd_wreq *first,
 			kvd_shard_abort(t);
 			return -rc;
 		}
-		kvd_count(&c->reaped, (uint64_t)rc);
-		kvd_keyspace_reaped(srv->cfg, c->shard, t, mark);
+		kvd_count(&c->st.reaped, (uint64_t)rc);
+		ev_reaped(com, c->shard, t, mark);
 	}
 	t0 = kvd_mono_ns();
 	/* A replica flushes what it took from its primary before asking
 	 * for more: its next request acknowledges it as on disk (WAIT). */
-	rc = kvd_shard_commit(t, srv->cfg->durability == KVD_DUR_SYNC ||
-				     first->op.kind == KVD_W_REPL);
+	rc = kvd_shard_commit(t, !com->o.async || first->op.kind == KVD_W_REPL);
 	t0 = kvd_mono_ns() - t0;
-	kvd_count(&c->commit_ns, t0);
+	kvd_count(&c->st.commit_ns, t0);
 	if (!rc)
-		kvd_count(&c->commit_hist[kvd_lat_bucket(t0)], 1);
+		kvd_count(&c->st.commit_hist[kvd_lat_bucket(t0)], 1);
 	return rc;
 }
 
@@ -358,12 +459,12 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 	int rc, full = 0, begun = 0;
 
 	if (atomic_load(&c->failed)) {
-		fail_all(first, NULL, KV_SHARD_FAILED);
+		fail_all(c->com, first, KV_SHARD_FAILED);
 		return;
 	}
 	rc = commit_list(c, first, now, reap, &full, nowait, &begun);
 	if (rc)
-		kvd_keyspace_drop(); /* what it reaped is reaped again */
+		ev_drop(c->com); /* what it reaped is reaped again */
 	if (rc == -EAGAIN) {
 		requeue(c, first);
 		return;
@@ -372,28 +473,28 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		/* Committed and visible: its keyspace events, before the
 		 * requests go back (and are freed). */
 		for (w = first; w; w = w->next)
-			kvd_keyspace_op(c->srv->cfg, c->shard, &w->op);
-		kvd_keyspace_publish(c->srv->cfg, NULL);
+			ev_applied(c->com, c->shard, &w->op);
+		ev_publish(c->com, NULL);
 		/* Writes refused for a full map count as a failed batch,
 		 * as when the whole transaction was refused: that is what
 		 * operators watch. */
 		if (full)
-			kvd_count(&c->failures, 1);
-		kvd_count(&c->commits, 1);
-		kvd_count(&c->writes, n);
+			kvd_count(&c->st.failures, 1);
+		kvd_count(&c->st.commits, 1);
+		kvd_count(&c->st.writes, n);
 		if (nowait)
-			kvd_count(&c->inline_batches, 1);
-		kvd_count(&c->batch_hist[batch_bucket(n)], 1);
-		if (n > kvd_read(&c->max_batch))
-			atomic_store_explicit(&c->max_batch, n,
+			kvd_count(&c->st.inline_batches, 1);
+		kvd_count(&c->st.batch_hist[batch_bucket(n)], 1);
+		if (n > kvd_read(&c->st.max_batch))
+			atomic_store_explicit(&c->st.max_batch, n,
 					      memory_order_relaxed);
-		kvd_repl_committed(c->srv, c->shard, first);
+		committed(c->com, c->shard, first);
 		return;
 	}
-	kvd_count(&c->failures, 1);
+	kvd_count(&c->st.failures, 1);
 	if (rc == KV_SHARD_FAILED) {
 		atomic_store(&c->failed, 1);
-		fail_all(first, NULL, rc);
+		fail_all(c->com, first, rc);
 		return;
 	}
 	/* A batch refused before it began (a checkpoint failing for room)
@@ -408,7 +509,7 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		run_list(c, second, n - n / 2, now, 0, nowait);
 		return;
 	}
-	fail_all(first, NULL, rc);
+	fail_all(c->com, first, rc);
 }
 
 /* A checkpoint a SAVE or BGSAVE asked for has ended with rc. */
@@ -433,7 +534,7 @@ static void saved(struct kvd_committer *c, int rc)
 static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 {
 	struct kvd_wreq *next = w->next;
-	struct kvd_store *st = c->srv->store;
+	struct kvd_store *st = c->com->o.store;
 
 	if (atomic_load(&c->failed))
 		w->op.status = KV_SHARD_FAILED;
@@ -446,10 +547,10 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 		w->op.status = kvd_shard_repl_load(st, c->shard, w->op.items,
 						   w->op.items_len);
 	if (w->op.kind != KVD_W_CHECKPOINT)
-		kvd_keyspace_forget(c->shard); /* a primary's copy: as SET's */
+		ev_forget(c->com, c->shard); /* a primary's copy: as SET's */
 	if (w->op.status == KV_SHARD_FAILED)
 		atomic_store(&c->failed, 1);
-	complete(w);
+	complete(c->com, w);
 	return next;
 }
 
@@ -464,7 +565,7 @@ static int is_copy(const struct kvd_wreq *w)
  * for the async flush). */
 static uint64_t next_reap(const struct kvd_committer *c)
 {
-	return c->last_reap_ms + KVD_LIVE(c->srv->cfg->reaper_interval_ms);
+	return c->last_reap_ms + live(c->com->o.reap_interval_ms);
 }
 
 /* Apply and commit one batch starting at w; returns the first request not
@@ -490,7 +591,7 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 	last->next = NULL; /* the batch is a list of its own from here on */
 	/* A replica reaps nothing itself: its primary's deletions come as
 	 * records, and its journal must hold the primary's LSNs only. */
-	if (!nowait && now >= next_reap(c) && !kvd_repl_is_replica()) {
+	if (!nowait && now >= next_reap(c) && !follower(c->com)) {
 		c->last_reap_ms = now;
 		reap = 1;
 	}
@@ -505,23 +606,23 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	int n, rc;
 
 	c->last_reap_ms = now;
-	if (atomic_load(&c->failed) || kvd_repl_is_replica() ||
-	    kvd_shard_begin(c->srv->store, c->shard, &t))
+	if (atomic_load(&c->failed) || follower(c->com) ||
+	    kvd_shard_begin(c->com->o.store, c->shard, &t))
 		return;
 	n = kvd_shard_reap(t, now, REAP_PER_TXN);
 	if (n <= 0) {
 		kvd_shard_abort(t); /* nothing to do: no write, no fsync */
 		return;
 	}
-	kvd_keyspace_reaped(c->srv->cfg, c->shard, t, 0);
-	rc = kvd_shard_commit(t, c->srv->cfg->durability == KVD_DUR_SYNC);
+	ev_reaped(c->com, c->shard, t, 0);
+	rc = kvd_shard_commit(t, !c->com->o.async);
 	if (rc == 0) {
-		kvd_count(&c->reaped, (uint64_t)n);
-		kvd_keyspace_publish(c->srv->cfg, NULL);
-		kvd_repl_committed(c->srv, c->shard, NULL); /* new records */
+		kvd_count(&c->st.reaped, (uint64_t)n);
+		ev_publish(c->com, NULL);
+		committed(c->com, c->shard, NULL); /* new records */
 		return;
 	}
-	kvd_keyspace_drop();
+	ev_drop(c->com);
 	if (rc == KV_SHARD_FAILED) /* not a full disk */
 		atomic_store(&c->failed, 1);
 }
@@ -530,7 +631,7 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
  * the interval read now, so that a SIGHUP or CONFIG SET applies at once. */
 static uint64_t next_flush(const struct kvd_committer *c)
 {
-	return c->last_flush_ms + KVD_LIVE(c->srv->cfg->flush_interval_ms);
+	return c->last_flush_ms + live(c->com->o.flush_interval_ms);
 }
 
 /* async durability: the journal reaches the OS at once; flush it every
@@ -540,12 +641,12 @@ static uint64_t next_flush(const struct kvd_committer *c)
  * fsync lesson). */
 static void async_flush(struct kvd_committer *c, uint64_t now)
 {
-	struct kvd_server *srv = c->srv;
+	struct kvd_commit *com = c->com;
 
-	if (srv->cfg->durability != KVD_DUR_ASYNC || now < next_flush(c))
+	if (!com->o.async || now < next_flush(c))
 		return;
 	c->last_flush_ms = now;
-	if (!atomic_load(&c->failed) && kvd_store_sync(srv->store, c->shard))
+	if (!atomic_load(&c->failed) && kvd_store_sync(com->o.store, c->shard))
 		atomic_store(&c->failed, 1);
 }
 
@@ -558,7 +659,7 @@ static void check_readers(struct kvd_committer *c, uint64_t now)
 	if (now < c->next_check_ms)
 		return;
 	c->next_check_ms = now + READER_CHECK_MS;
-	dead = kvd_store_reader_check(c->srv->store, c->shard);
+	dead = kvd_store_reader_check(c->com->o.store, c->shard);
 	if (dead)
 		log_warn("shard %u: cleared %d stale reader slot(s)", c->shard,
 			 dead);
@@ -569,8 +670,8 @@ static void check_readers(struct kvd_committer *c, uint64_t now)
 static void housekeeping(struct kvd_committer *c, uint64_t now)
 {
 	async_flush(c, now);
-	kvd_shard_tick(c->srv->store, c->shard, now);
-	if (kvd_shard_failed(c->srv->store, c->shard))
+	kvd_shard_tick(c->com->o.store, c->shard, now);
+	if (kvd_shard_failed(c->com->o.store, c->shard))
 		atomic_store(&c->failed, 1);
 	check_readers(c, now);
 }
@@ -596,7 +697,7 @@ static void wait_for_work(struct kvd_committer *c)
 
 	if (next_reap(c) < due)
 		due = next_reap(c);
-	if (c->srv->cfg->durability == KVD_DUR_ASYNC && next_flush(c) < due)
+	if (c->com->o.async && next_flush(c) < due)
 		due = next_flush(c);
 	timeout = (int)(due > now ? due - now : 0);
 
@@ -618,7 +719,7 @@ static void maybe_pause(struct kvd_committer *c)
 	pthread_rwlock_rdlock(&txn_lock);
 	rc = atomic_load(&c->failed)
 		 ? 0
-		 : kvd_shard_checkpoint(c->srv->store, c->shard);
+		 : kvd_shard_checkpoint(c->com->o.store, c->shard);
 	pthread_rwlock_unlock(&txn_lock);
 	pthread_mutex_lock(&pause_mu);
 	if (rc && !pause_rc)
@@ -643,54 +744,65 @@ static void maybe_save(struct kvd_committer *c)
 	pthread_rwlock_rdlock(&txn_lock);
 	rc = atomic_load(&c->failed)
 		 ? KV_SHARD_FAILED
-		 : kvd_shard_checkpoint(c->srv->store, c->shard);
+		 : kvd_shard_checkpoint(c->com->o.store, c->shard);
 	pthread_rwlock_unlock(&txn_lock);
 	saved(c, rc);
 	atomic_store(&c->save_done, want);
 }
 
-int kvd_committers_bgsave(struct kvd_server *srv, int again)
+int kvd_committers_bgsave(struct kvd_commit *com, int again)
 {
-	int busy = kvd_committers_saving(srv);
+	int busy = kvd_committers_saving(com);
 
 	if (busy && !again)
 		return 1;
-	for (unsigned i = 0; i < srv->nshards; i++) {
-		atomic_fetch_add(&srv->com[i].save_req, 1);
-		wake(&srv->com[i]);
+	for (unsigned i = 0; i < com->n; i++) {
+		atomic_fetch_add(&com->c[i].save_req, 1);
+		wake(&com->c[i]);
 	}
 	return busy;
 }
 
-int kvd_committers_saving(struct kvd_server *srv)
+int kvd_committers_saving(struct kvd_commit *com)
 {
-	for (unsigned i = 0; i < srv->nshards; i++)
-		if (atomic_load(&srv->com[i].save_done) !=
-		    atomic_load(&srv->com[i].save_req))
+	for (unsigned i = 0; i < com->n; i++)
+		if (atomic_load(&com->c[i].save_done) !=
+		    atomic_load(&com->c[i].save_req))
 			return 1;
 	return 0;
 }
 
-uint64_t kvd_committers_lastsave(struct kvd_server *srv, int *failed)
+uint64_t kvd_committers_lastsave(struct kvd_commit *com, int *failed)
 {
 	uint64_t t = UINT64_MAX;
 
 	*failed = 0;
-	for (unsigned i = 0; i < srv->nshards; i++) {
-		uint64_t s = atomic_load(&srv->com[i].saved_ms);
+	for (unsigned i = 0; i < com->n; i++) {
+		uint64_t s = atomic_load(&com->c[i].saved_ms);
 
 		if (s < t)
 			t = s;
-		*failed |= atomic_load(&srv->com[i].save_failed);
+		*failed |= atomic_load(&com->c[i].save_failed);
 	}
-	return t == UINT64_MAX ? srv->start_ms : t;
+	return t == UINT64_MAX ? com->o.start_ms : t;
+}
+
+struct kvd_commit_stats *kvd_commit_stats(struct kvd_commit *com,
+					  unsigned shard)
+{
+	return &com->c[shard].st;
+}
+
+int kvd_commit_failed(struct kvd_commit *com, unsigned shard)
+{
+	return atomic_load(&com->c[shard].failed);
 }
 
 /* One pauser at a time (a backup, a replica's full copy): each needs
  * its own cut. */
 static pthread_mutex_t pauser_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int kvd_committers_pause(struct kvd_server *srv)
+int kvd_committers_pause(struct kvd_commit *com)
 {
 	int rc;
 
@@ -699,19 +811,19 @@ int kvd_committers_pause(struct kvd_server *srv)
 	pause_rc = 0;
 	pthread_mutex_unlock(&pause_mu);
 	atomic_store(&pause_req, 1);
-	for (unsigned i = 0; i < srv->nshards; i++)
-		wake(&srv->com[i]);
+	for (unsigned i = 0; i < com->n; i++)
+		wake(&com->c[i]);
 	pthread_mutex_lock(&pause_mu);
-	while (paused < srv->nshards)
+	while (paused < com->n)
 		pthread_cond_wait(&pause_cv, &pause_mu);
 	rc = pause_rc;
 	pthread_mutex_unlock(&pause_mu);
 	return rc;
 }
 
-void kvd_committers_resume(struct kvd_server *srv)
+void kvd_committers_resume(struct kvd_commit *com)
 {
-	(void)srv;
+	(void)com;
 	pthread_mutex_lock(&pause_mu);
 	atomic_store(&pause_req, 0);
 	pthread_cond_broadcast(&pause_cv);
@@ -750,8 +862,8 @@ static void *committer_main(void *arg)
 	}
 	/* A clean stop leaves LMDB holding everything: a quick restart. */
 	if (!atomic_load(&c->failed) &&
-	    kvd_store_sync(c->srv->store, c->shard) == 0)
-		kvd_shard_checkpoint(c->srv->store, c->shard);
+	    kvd_store_sync(c->com->o.store, c->shard) == 0)
+		kvd_shard_checkpoint(c->com->o.store, c->shard);
 	pthread_mutex_unlock(&c->run_mu);
 	return NULL;
 }
@@ -759,11 +871,11 @@ static void *committer_main(void *arg)
 /* After the committers stopped (joined: their journals are this thread's
  * now): flush every shard that has not failed.  Never a retry of a flush
  * that failed. */
-static void flush_all(struct kvd_server *srv)
+static void flush_all(struct kvd_commit *com)
 {
-	for (unsigned i = 0; srv->com && i < srv->nshards; i++)
-		if (!atomic_load(&srv->com[i].failed))
-			kvd_store_sync(srv->store, i);
+	for (unsigned i = 0; i < com->n; i++)
+		if (!atomic_load(&com->c[i].failed))
+			kvd_store_sync(com->o.store, i);
 }
 
 static void txn_lock_init(void)
@@ -779,15 +891,15 @@ static void txn_lock_init(void)
 
 /* ===================== Exclusive sections ===================== */
 
-void kvd_excl_begin(struct kvd_excl *x, struct kvd_server *srv)
+void kvd_excl_begin(struct kvd_excl *x, struct kvd_commit *com)
 {
 	/* This thread's writes of the turn so far go first, in order. */
-	kvd_committer_flush(srv);
+	kvd_committer_flush(com);
 	pthread_once(&txn_once, txn_lock_init);
 	pthread_rwlock_wrlock(&txn_lock);
 	atomic_fetch_add(&excl_seq, 1);
 	memset(x, 0, sizeof(*x));
-	x->srv = srv;
+	x->com = com;
 	excl_cur = x;
 }
 
@@ -802,39 +914,24 @@ void kvd_excl_capture(struct kvd_excl *x)
 	cap_tail = &x->cap;
 }
 
-static void excl_fail(struct kvd_wreq *w, int rc)
-{
-	while (w) {
-		struct kvd_wreq *next = w->next;
-
-		free(w->op.val);
-		w->op.val = NULL;
-		w->op.status = rc;
-		w->op.result = 0;
-		complete(w);
-		w = next;
-	}
-}
-
 /* Apply one captured request to its shard's open batch. */
 static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 {
-	struct kvd_server *srv = x->srv;
+	struct kvd_commit *com = x->com;
 	unsigned s = w->shard;
 	int rc;
 
 	w->next = NULL;
-	if (atomic_load(&srv->com[s].failed)) {
-		excl_fail(w, KV_SHARD_FAILED);
+	if (atomic_load(&com->c[s].failed)) {
+		fail_all(com, w, KV_SHARD_FAILED);
 		return;
 	}
-	if (!x->t[s] && (rc = kvd_shard_begin(srv->store, s, &x->t[s]))) {
+	if (!x->t[s] && (rc = kvd_shard_begin(com->o.store, s, &x->t[s]))) {
 		x->t[s] = NULL;
-		excl_fail(w, rc);
+		fail_all(com, w, rc);
 		return;
 	}
-	rc =
-	    kvd_shard_apply(x->t[s], &w->op, kvd_now_ms(), srv->cfg->max_value);
+	rc = kvd_shard_apply(x->t[s], &w->op, kvd_now_ms(), com->o.max_value);
 	if (rc) {
 		/* the batch is gone: so are the requests already in it */
 		kvd_shard_abort(x->t[s]);
@@ -842,10 +939,10 @@ static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 		w->next = x->head[s];
 		x->head[s] = NULL;
 		x->failed[s] = 1; /* and their keyspace events */
-		excl_fail(w, rc);
+		fail_all(com, w, rc);
 		return;
 	}
-	kvd_keyspace_op(srv->cfg, s, &w->op); /* published once committed */
+	ev_applied(com, s, &w->op); /* published once committed */
 	*(x->head[s] ? &x->tail[s]->next : &x->head[s]) = w;
 	x->tail[s] = w;
 	x->open = 1;
@@ -871,29 +968,27 @@ void kvd_excl_apply(struct kvd_excl *x)
  * the order they were made, but those of a shard that failed. */
 void kvd_excl_commit(struct kvd_excl *x)
 {
-	struct kvd_server *srv = x->srv;
+	struct kvd_commit *com = x->com;
 
-	for (unsigned s = 0; x->open && s < srv->nshards && s < KVD_MAX_SHARDS;
-	     s++) {
+	for (unsigned s = 0; x->open && s < com->n && s < KVD_MAX_SHARDS; s++) {
 		int rc;
 
 		if (!x->t[s])
 			continue;
-		rc = kvd_shard_commit(x->t[s],
-				      srv->cfg->durability == KVD_DUR_SYNC);
+		rc = kvd_shard_commit(x->t[s], !com->o.async);
 		x->t[s] = NULL;
 		if (rc == KV_SHARD_FAILED)
-			atomic_store(&srv->com[s].failed, 1);
+			atomic_store(&com->c[s].failed, 1);
 		if (rc) {
 			x->failed[s] = 1;
-			excl_fail(x->head[s], rc);
+			fail_all(com, x->head[s], rc);
 		} else {
-			kvd_repl_committed(srv, s, x->head[s]);
+			committed(com, s, x->head[s]);
 		}
 		x->head[s] = x->tail[s] = NULL;
 	}
 	x->open = 0;
-	kvd_keyspace_publish(srv->cfg, x->failed);
+	ev_publish(com, x->failed);
 	memset(x->failed, 0, sizeof(x->failed));
 }
 
@@ -926,21 +1021,26 @@ int kvd_excl_moved(unsigned seq)
 	return atomic_load(&excl_seq) != seq;
 }
 
-int kvd_committers_start(struct kvd_server *srv)
+int kvd_committers_start(struct kvd_commit **out,
+			 const struct kvd_commit_opts *o)
 {
+	struct kvd_commit *com;
 	int rc;
 
 	pthread_once(&txn_once, txn_lock_init);
-
-	srv->com = calloc(srv->nshards, sizeof(*srv->com));
-	if (!srv->com)
+	*out = com = calloc(1, sizeof(*com));
+	if (!com)
 		return -1;
-	for (unsigned i = 0; i < srv->nshards; i++) {
-		struct kvd_committer *c = &srv->com[i];
+	com->o = *o;
+	com->c = calloc(kvd_store_nshards(o->store), sizeof(*com->c));
+	if (!com->c)
+		return -1;
+	for (unsigned i = 0; i < kvd_store_nshards(o->store); i++) {
+		struct kvd_committer *c = &com->c[i];
 
 		c->shard = i;
-		c->srv = srv;
-		atomic_store(&c->saved_ms, srv->start_ms);
+		c->com = com;
+		atomic_store(&c->saved_ms, o->start_ms);
 		pthread_mutex_init(&c->run_mu, NULL);
 		c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (c->efd < 0) {
@@ -956,14 +1056,17 @@ int kvd_committers_start(struct kvd_server *srv)
 			return -1;
 		}
 		name_thread(c->thread, "kvd-commit", i);
+		com->n++;
 	}
 	return 0;
 }
 
-void kvd_committers_stop(struct kvd_server *srv)
+void kvd_committers_stop(struct kvd_commit *com)
 {
-	for (unsigned i = 0; srv->com && i < srv->nshards; i++) {
-		struct kvd_committer *c = &srv->com[i];
+	if (!com)
+		return;
+	for (unsigned i = 0; i < com->n; i++) {
+		struct kvd_committer *c = &com->c[i];
 		uint64_t one = 1;
 
 		atomic_store(&c->stop, 1);
@@ -974,7 +1077,7 @@ void kvd_committers_stop(struct kvd_server *srv)
 		close(c->efd);
 		pthread_mutex_destroy(&c->run_mu);
 	}
-	flush_all(srv);
-	free(srv->com);
-	srv->com = NULL;
+	flush_all(com);
+	free(com->c);
+	free(com);
 }

@@ -15,15 +15,14 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "datadir.h"
 #include "journal.h"
 #include "kv_buf.h"
-#include "log.h"
 #include "memtable.h"
-#include "shard.h"
+#include "store.h"
+#include "store_log.h"
 
 #define VF_EXPIRE 1u
-/* Bits 1-3 of the flag byte: the value's type (shard.h, KVD_VT_*); 0, a
+/* Bits 1-3 of the flag byte: the value's type (store.h, KVD_VT_*); 0, a
  * plain value, is what every value stored before types were had. */
 #define VF_TYPE_SHIFT 1
 #define VF_TYPE_MASK 0x0eu
@@ -137,6 +136,9 @@ struct kvd_store {
 	uint64_t segment_size;	  /* journal segments (0: the default) */
 	_Atomic uint64_t backlog; /* journal bytes a shard keeps for replicas */
 	struct kvd_merge_op merge[KVD_MERGE_MAX]; /* by id (KVD_W_MERGE) */
+	/* kvd_store_opts.stored, and its argument */
+	void (*stored)(void *arg, const void *key, size_t klen);
+	void *hook_arg;
 	/* every kvd_reader, for the quiescent-point waits (shard_ckpt.c) */
 	pthread_mutex_t rmu;
 	struct kvd_reader **readers;
