@@ -120,8 +120,9 @@
 struct kvm;
 struct kvm_node;
 
-/* LMDB's compiled-in key limit, as kv_proto.h's KV_MAX_KEY_LIMIT. */
-#define KVM_MAX_KEY 511u
+/* LMDB's compiled-in key limit (kv_proto.h's KV_MAX_KEY_LIMIT), plus the
+ * keyspace byte the store puts in front of every key (store.h). */
+#define KVM_MAX_KEY 512u
 /* Values longer than this are refused (kvd's own limit is 16 MiB). */
 #define KVM_MAX_VALUE (1u << 30)
 /* Arena chunk size when kvm_opts.chunk_size is 0: one huge page. */
@@ -137,6 +138,10 @@ struct kvm_node;
 #define KVM_F_BELOW 0x1u
 /* Whether it does was not looked up: kvm_count_resolve finds out. */
 #define KVM_F_UNKNOWN 0x2u
+/* The key is in no counter (kvm_count): the store's keyspaces other than
+ * 0, which DBSIZE does not count.  Every write of a key passes it or none
+ * does; it wins over the two flags above. */
+#define KVM_F_NOCOUNT 0x8u
 /* kvm_put: the value's type, 0 .. KVM_MAX_TYPE, kept with the version and
  * given back in kvm_entry.type.  The memtable gives it no meaning (kvd's
  * store: a plain value or a hash, store.h). */

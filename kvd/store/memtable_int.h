@@ -46,8 +46,10 @@ struct kvm_node {
 	_Atomic(struct kvm_node *) created_next;
 	/* first version written with KVM_F_UNKNOWN */
 	uint8_t unknown : 1;
+	/* written with KVM_F_NOCOUNT: in no counter */
+	uint8_t nocount : 1;
 	/* the value's type (KVM_F_TYPE), carried for the store's caller */
-	uint8_t vtype : 7;
+	uint8_t vtype : 3;
 	uint8_t kind;
 	uint16_t klen;
 	uint32_t vlen;

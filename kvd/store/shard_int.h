@@ -41,6 +41,7 @@ struct ov_ent {
 	uint8_t vtype; /* a PUT's value type (KVD_VT_*) */
 	uint64_t exp;
 	uint8_t type;  /* KVJ_PUT, KVJ_DEL, KVJ_FLUSHALL */
+	uint8_t ks;    /* the key's keyspace (key has no keyspace byte) */
 	uint8_t below; /* the key holds a value under the active memtable:
 			  0, 1, or OV_BELOW_UNKNOWN (not looked up) */
 };
@@ -54,6 +55,10 @@ struct kvd_wtxn {
 	size_t bytes;	       /* keys and values in the batch */
 	struct kv_buf tmp; /* old values copied out before they are rewritten */
 	struct kv_buf mimg, mreply; /* a merge's new value and reply bytes */
+	unsigned ks;		    /* the keyspace of the keys being applied */
+	/* the memtable's form of a key (ikey_put), twice: one for a prefetch
+	 * while the other is being inserted */
+	uint8_t ikey[2][KVM_MAX_KEY];
 	struct ov_ent *ents;
 	size_t nents, cap;
 	uint32_t *ht; /* open addressing: newest entry of a key, index + 1 */
@@ -72,6 +77,7 @@ struct kvd_wtxn {
 struct shard {
 	MDB_env *env;
 	MDB_dbi kv, exp, meta;
+	MDB_dbi kx; /* the keyspaces other than 0, keys with their byte */
 	char path[600];
 	unsigned idx;
 	struct kvd_store *st;
@@ -157,7 +163,8 @@ struct rview {
 struct kvd_reader {
 	struct kvd_store *st;
 	MDB_txn **txn;
-	MDB_cursor **cur;
+	MDB_cursor **cur;  /* on "kv", by shard */
+	MDB_cursor **xcur; /* on "kx" */
 	uint8_t *active;
 	unsigned nactive;
 	struct scan_head *heads;
@@ -179,6 +186,8 @@ struct kvd_reader {
  * iterators and the LMDB cursor merged, the shard's next live key. */
 struct scan_head {
 	struct kvm_iter it[2]; /* active, frozen */
+	MDB_cursor *cur;       /* the keyspace's database's */
+	unsigned ks;	       /* the scan's keyspace */
 	int ivalid[2];
 	int base;	   /* the LMDB cursor takes part */
 	int cvalid;	   /* the cursor is at a key */
@@ -269,6 +278,50 @@ static inline int key_cmp(const void *a, size_t an, const void *b, size_t bn)
 	return an < bn ? -1 : an > bn;
 }
 
+/* ===================== Keyspaces =====================
+ *
+ * Inside the store a key is an ikey: its keyspace byte (store.h, KVD_KS_*),
+ * then the key.  The memtables hold ikeys, so a batch's keys of every
+ * keyspace publish together; LMDB holds keyspace 0 in "kv" with the key
+ * alone (as every store did before keyspaces: old directories open as
+ * they are) and the others in "kx" with their ikeys; the journal writes
+ * keyspace 0's records as it always did (journal.h, KVJ_PUT_KS). */
+
+/* buf (KVM_MAX_KEY bytes) = [ks][key]; its length, or 0 when the key is
+ * empty or too long to be stored (no such key can exist). */
+static inline size_t ikey_put(uint8_t *buf, unsigned ks, const void *key,
+			      size_t klen)
+{
+	if (!klen || klen >= KVM_MAX_KEY)
+		return 0;
+	buf[0] = (uint8_t)ks;
+	memcpy(buf + 1, key, klen);
+	return klen + 1;
+}
+
+/* The LMDB database and key of ikey ik (n > 0 bytes). */
+static inline MDB_dbi ikey_dbi(const struct shard *sh, const uint8_t *ik)
+{
+	return ik[0] ? sh->kx : sh->kv;
+}
+
+static inline MDB_val ikey_lmdb(const uint8_t *ik, size_t n)
+{
+	MDB_val k = {n, (void *)ik};
+
+	if (!ik[0]) {
+		k.mv_size = n - 1;
+		k.mv_data = (void *)(ik + 1);
+	}
+	return k;
+}
+
+/* The memtable flags of a key of keyspace ks: only keyspace 0 counts. */
+static inline unsigned ks_flags(unsigned ks)
+{
+	return ks ? KVM_F_NOCOUNT : 0;
+}
+
 /* Mark r in use for this turn (before loading memtable pointers). */
 static inline void kvd_reader_enter(struct kvd_reader *r)
 {
@@ -289,8 +342,9 @@ static inline void shard_layers(struct shard *sh, struct kvm **a,
 /* This loop turn's snapshot of shard i, opened on first use; NULL (logged)
  * when LMDB refuses. */
 MDB_txn *kvd_shard_rtxn(struct kvd_reader *r, unsigned i);
-/* The reader's cursor on shard i's kv database, renewed on that snapshot. */
-MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i);
+/* The reader's cursor on shard i's database of keyspace ks ("kv" for 0,
+ * "kx" for the others), renewed on that snapshot. */
+MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i, unsigned ks);
 /* Bytes free on the filesystem holding path (root may use the reserve). */
 uint64_t kvd_shard_fs_room(const char *path);
 /* The checkpoint LSN stored in txn's snapshot (0: none yet). */

@@ -169,10 +169,13 @@ static const uint8_t *ov_val(const struct kvd_wtxn *t, const struct ov_ent *e)
 	return t->data.data ? t->data.data + e->voff : empty;
 }
 
-/* The slot of key in the hash of the batch's keys (empty or its own). */
-static uint32_t *ov_slot(struct kvd_wtxn *t, const void *key, size_t klen)
+/* The slot of key (of keyspace ks) in the hash of the batch's keys (empty
+ * or its own). */
+static uint32_t *ov_slot(struct kvd_wtxn *t, unsigned ks, const void *key,
+			 size_t klen)
 {
-	size_t mask = t->htcap - 1, i = XXH3_64bits(key, klen) & mask;
+	size_t mask = t->htcap - 1,
+	       i = XXH3_64bits_withSeed(key, klen, ks) & mask;
 
 	for (;; i = (i + 1) & mask) {
 		uint32_t v = t->ht[i];
@@ -181,9 +184,18 @@ static uint32_t *ov_slot(struct kvd_wtxn *t, const void *key, size_t klen)
 		if (!v)
 			return &t->ht[i];
 		e = &t->ents[v - 1]; /* only once v names an entry */
-		if (e->klen == klen && !memcmp(ov_key(t, e), key, klen))
+		if (e->klen == klen && e->ks == ks &&
+		    !memcmp(ov_key(t, e), key, klen))
 			return &t->ht[i];
 	}
+}
+
+/* key of keyspace ks as the memtable holds it, in t->ikey[slot]; its
+ * length (0: too long to be stored, which the server never sends). */
+static size_t wikey(struct kvd_wtxn *t, int slot, unsigned ks, const void *key,
+		    size_t klen)
+{
+	return ikey_put(t->ikey[slot], ks, key, klen);
 }
 
 /* Grow the hash to twice the entries, re-adding those after the last
@@ -206,8 +218,8 @@ static int ov_grow(struct kvd_wtxn *t)
 		if (t->ents[i].type == KVJ_FLUSHALL)
 			from = i + 1;
 	for (size_t i = from; i < t->nents; i++)
-		*ov_slot(t, ov_key(t, &t->ents[i]), t->ents[i].klen) =
-		    (uint32_t)i + 1;
+		*ov_slot(t, t->ents[i].ks, ov_key(t, &t->ents[i]),
+			 t->ents[i].klen) = (uint32_t)i + 1;
 	return 0;
 }
 
@@ -237,6 +249,7 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 	e->vtype = type == KVJ_PUT ? (uint8_t)vtype : 0;
 	e->below = (uint8_t)below;
 	e->exp = exp;
+	e->ks = (uint8_t)t->ks;
 	if (k) {
 		e->key = k->mv_data;
 		e->klen = (uint32_t)k->mv_size;
@@ -257,12 +270,12 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 		ov_clear_ht(t);
 		t->flushed = 1;
 	} else {
-		*ov_slot(t, k->mv_data, k->mv_size) = (uint32_t)t->nents;
+		*ov_slot(t, t->ks, k->mv_data, k->mv_size) = (uint32_t)t->nents;
 		/* WATCH: a store changes the key; a delete is seen at EXEC
 		 * (watched live, now absent), which also covers expiry and
 		 * FLUSHALL, and a reaped key that had expired before WATCH
 		 * does not count, as in Redis. */
-		if (type == KVJ_PUT && t->st->stored)
+		if (type == KVJ_PUT && t->st->stored && !t->ks)
 			t->st->stored(t->st->hook_arg, k->mv_data, k->mv_size);
 	}
 	return 0;
@@ -297,11 +310,13 @@ static int wlookup_lower(struct kvd_wtxn *t, MDB_val *k, uint64_t now,
 	struct shard *sh = &t->st->sh[t->idx];
 	struct kvm_entry e;
 	MDB_txn *txn;
-	MDB_val v;
+	MDB_val v, lk;
+	const uint8_t *ik = t->ikey[0];
+	size_t n = wikey(t, 0, t->ks, k->mv_data, k->mv_size);
 	int rc;
 
 	if (t->frz) {
-		rc = kvm_get(t->frz, k->mv_data, k->mv_size, &e);
+		rc = kvm_get(t->frz, ik, n, &e);
 		if (rc != KVM_ABSENT) {
 			wval_entry(o, &e, now);
 			o->below = o->live != 0;
@@ -310,7 +325,8 @@ static int wlookup_lower(struct kvd_wtxn *t, MDB_val *k, uint64_t now,
 	}
 	if (!(txn = kvd_shard_rtxn(t->rd, t->idx)))
 		return EIO;
-	rc = mdb_get(txn, sh->kv, k, &v);
+	lk = ikey_lmdb(ik, n);
+	rc = mdb_get(txn, ikey_dbi(sh, ik), &lk, &v);
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	if (rc)
@@ -327,7 +343,7 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 	uint32_t v;
 
 	memset(o, 0, sizeof(*o));
-	v = t->htcap ? *ov_slot(t, k->mv_data, k->mv_size) : 0;
+	v = t->htcap ? *ov_slot(t, t->ks, k->mv_data, k->mv_size) : 0;
 	if (v) {
 		const struct ov_ent *oe = &t->ents[v - 1];
 
@@ -343,7 +359,9 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 	}
 	if (t->flushed)
 		return 0;
-	if (kvm_get(t->act, k->mv_data, k->mv_size, &e) != KVM_ABSENT) {
+	if (kvm_get(t->act, t->ikey[0],
+		    wikey(t, 0, t->ks, k->mv_data, k->mv_size),
+		    &e) != KVM_ABSENT) {
 		wval_entry(o, &e, now);
 		return 0;
 	}
@@ -426,13 +444,14 @@ static void wlookup_plain(struct kvd_wtxn *t, MDB_val *k, struct wval *o)
 	uint32_t v;
 
 	memset(o, 0, sizeof(*o));
-	v = t->htcap ? *ov_slot(t, k->mv_data, k->mv_size) : 0;
+	v = t->htcap ? *ov_slot(t, t->ks, k->mv_data, k->mv_size) : 0;
 	if (v) {
 		o->below = t->ents[v - 1].below;
 		return;
 	}
-	if (t->flushed ||
-	    kvm_get(t->act, k->mv_data, k->mv_size, &e) != KVM_ABSENT)
+	if (t->flushed || kvm_get(t->act, t->ikey[0],
+				  wikey(t, 0, t->ks, k->mv_data, k->mv_size),
+				  &e) != KVM_ABSENT)
 		return; /* not the key's first write here: no flag counts */
 	o->below = OV_BELOW_UNKNOWN;
 }
@@ -724,6 +743,7 @@ static int apply_repl(struct kvd_wtxn *t, struct kvd_wop *op)
 		} else {
 			k.mv_size = r.klen;
 			k.mv_data = (void *)r.key;
+			t->ks = r.ks;
 			if ((rc = wlookup(t, &k, 0, &o)))
 				return rc;
 			rc = ov_add(t, r.type, &k, r.expiry_ms, r.val,
@@ -764,6 +784,7 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 
 	op->status = KV_OK;
 	op->result = 0;
+	t->ks = op->ks;
 	if (op->kind != KVD_W_DEL && op->kind != KVD_W_GETDEL &&
 	    op->kind != KVD_W_FLUSH && op->kind != KVD_W_REPL &&
 	    !has_room(t, op->items_len)) {
@@ -805,7 +826,7 @@ void kvd_shard_batch_keys(const struct kvd_wtxn *t, size_t from,
 			  void (*fn)(void *arg, struct kv_slice key), void *arg)
 {
 	for (size_t i = from; i < t->nents; i++)
-		if (t->ents[i].type != KVJ_FLUSHALL)
+		if (t->ents[i].type != KVJ_FLUSHALL && !t->ents[i].ks)
 			fn(arg, (struct kv_slice){ov_key(t, &t->ents[i]),
 						  t->ents[i].klen});
 }
@@ -840,15 +861,17 @@ static int reap_mem(struct kvd_wtxn *t, uint64_t now, unsigned limit,
 			int rc;
 
 			kvm_iter_entry(&it, &e);
+			if (e.key[0]) /* keyspace 0's keys come first */
+				break;
 			if (e.kind != KVM_VALUE || !e.expire_at ||
 			    e.expire_at > now)
 				continue;
-			if (*ov_slot(t, e.key, e.klen) ||
+			if (*ov_slot(t, 0, e.key + 1, e.klen - 1) ||
 			    (s == 1 &&
 			     kvm_get(t->act, e.key, e.klen, &a) != KVM_ABSENT))
 				continue;
-			k.mv_size = e.klen;
-			k.mv_data = (void *)e.key;
+			k.mv_size = e.klen - 1;
+			k.mv_data = (void *)(e.key + 1);
 			if ((rc = wdelete(t, &k, &o))) {
 				kvm_iter_fini(&it);
 				return rc;
@@ -873,12 +896,14 @@ int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit)
 	MDB_cursor *c;
 	MDB_val k, v, kv;
 	unsigned n = 0, seen = 0;
+	size_t ikn;
 	int rc;
 
 	if (!txn || t->flushed)
 		return 0;
 	if (!t->htcap && ov_grow(t))
 		return -KV_INTERNAL;
+	t->ks = 0; /* only keyspace 0 expires */
 	if (kvm_flush_lsn(t->act) || (t->frz && kvm_flush_lsn(t->frz)))
 		goto mem; /* nothing below a FLUSHALL counts */
 	if ((rc = mdb_cursor_open(txn, sh->exp, &c)))
@@ -893,10 +918,11 @@ int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit)
 
 		if (at > now)
 			break;
-		if (*ov_slot(t, v.mv_data, v.mv_size) ||
-		    kvm_get(t->act, v.mv_data, v.mv_size, &e) != KVM_ABSENT ||
+		ikn = wikey(t, 0, 0, v.mv_data, v.mv_size);
+		if (*ov_slot(t, 0, v.mv_data, v.mv_size) ||
+		    kvm_get(t->act, t->ikey[0], ikn, &e) != KVM_ABSENT ||
 		    (t->frz &&
-		     kvm_get(t->frz, v.mv_data, v.mv_size, &e) != KVM_ABSENT))
+		     kvm_get(t->frz, t->ikey[0], ikn, &e) != KVM_ABSENT))
 			continue;
 		if (mdb_get(txn, sh->kv, &v, &kv) == 0 &&
 		    val_parse(&kv, &exp, &data) == 0 && exp == at) {
@@ -1034,10 +1060,13 @@ int kvd_shard_begin_nowait(struct kvd_store *st, unsigned i,
 #define PREFETCH_AHEAD 8
 
 /* Entry i's hash slot on its way into the cache (a FLUSHALL has no key). */
-static void prefetch_ent(const struct kvd_wtxn *t, size_t i)
+static void prefetch_ent(struct kvd_wtxn *t, size_t i)
 {
-	if (i < t->nents && t->ents[i].type != KVJ_FLUSHALL)
-		kvm_prefetch(t->act, t->ents[i].key, t->ents[i].klen);
+	const struct ov_ent *e;
+
+	if (i >= t->nents || (e = &t->ents[i])->type == KVJ_FLUSHALL)
+		return;
+	kvm_prefetch(t->act, t->ikey[1], wikey(t, 1, e->ks, e->key, e->klen));
 }
 
 /* The batch's records into the active memtable, LSNs from first on. */
@@ -1047,19 +1076,23 @@ static int insert_all(struct kvd_wtxn *t, uint64_t first)
 		prefetch_ent(t, i);
 	for (size_t i = 0; i < t->nents; i++) {
 		const struct ov_ent *e = &t->ents[i];
-		const uint8_t *k = e->key;
+		const uint8_t *k = t->ikey[0];
+		size_t kn = e->type == KVJ_FLUSHALL
+				? 0
+				: wikey(t, 0, e->ks, e->key, e->klen);
 		unsigned fl = e->below == OV_BELOW_UNKNOWN ? KVM_F_UNKNOWN
 			      : e->below		   ? KVM_F_BELOW
 							   : 0;
 		int rc;
 
+		fl |= ks_flags(e->ks);
 		prefetch_ent(t, i + PREFETCH_AHEAD);
 		if (e->type == KVJ_PUT)
-			rc = kvm_put(t->act, k, e->klen, ov_val(t, e), e->vlen,
+			rc = kvm_put(t->act, k, kn, ov_val(t, e), e->vlen,
 				     e->exp, first + i,
 				     fl | KVM_F_TYPE(e->vtype));
 		else if (e->type == KVJ_DEL)
-			rc = kvm_del(t->act, k, e->klen, first + i, fl);
+			rc = kvm_del(t->act, k, kn, first + i, fl);
 		else
 			rc = kvm_flush(t->act, first + i);
 		if (rc)
@@ -1081,6 +1114,7 @@ static int build_recs(struct kvd_wtxn *t, uint64_t *bytes)
 
 		r[i] = (struct kvj_rec){.type = e->type,
 					.vtype = e->vtype,
+					.ks = e->ks,
 					.key = e->key,
 					.klen = e->klen,
 					.val = ov_val(t, e),
@@ -1281,6 +1315,7 @@ int kvd_shard_repl_reset(struct kvd_store *st, unsigned i, uint64_t cut)
 	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)))
 		goto fail;
 	if ((rc = mdb_drop(txn, sh->kv, 0)) ||
+	    (rc = mdb_drop(txn, sh->kx, 0)) ||
 	    (rc = mdb_drop(txn, sh->exp, 0)) ||
 	    (rc = mdb_put(txn, sh->meta, &mk, &mv, 0))) {
 		mdb_txn_abort(txn);
@@ -1313,6 +1348,7 @@ int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 	while (rc == 0 && p < end) {
 		uint32_t kn, vn;
 		MDB_val k, v;
+		MDB_dbi dbi;
 		struct kv_slice d;
 		uint64_t exp;
 
@@ -1322,7 +1358,11 @@ int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 		}
 		memcpy(&kn, p, 4);
 		memcpy(&vn, p + 4, 4);
-		if ((uint64_t)(end - p - 8) < (uint64_t)kn + vn || !kn) {
+		/* KVD_CHUNK_KX: a key of keyspace != 0, with its byte, to "kx" */
+		dbi = kn & KVD_CHUNK_KX ? sh->kx : sh->kv;
+		kn &= ~KVD_CHUNK_KX;
+		if ((uint64_t)(end - p - 8) < (uint64_t)kn + vn || !kn ||
+		    (dbi == sh->kx && (kn < 2 || !p[8]))) {
 			rc = EINVAL;
 			break;
 		}
@@ -1335,8 +1375,8 @@ int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 			rc = EINVAL;
 			break;
 		}
-		rc = mdb_put(txn, sh->kv, &k, &v, 0);
-		if (rc == 0 && exp) {
+		rc = mdb_put(txn, dbi, &k, &v, 0);
+		if (rc == 0 && exp && dbi == sh->kv) {
 			uint8_t b[8];
 			MDB_val ek = {8, b};
 

@@ -31,6 +31,17 @@
  *     | flags | expire_ms (opt.) | value ...       |
  *     +-------+------------------+-----------------+
  *
+ * Keyspaces.  Every key belongs to a keyspace, named by one byte: 0 for
+ * the key space of RESP and the native protocol (strings, hashes), the
+ * others the server's own (KVD_KS_*: documents, the catalog), so a key of
+ * one never meets a key of another.  The calls without a keyspace
+ * argument are keyspace 0's.  Only keyspace 0 is counted (kvd_reader_count,
+ * kvd_shard_stat.entries), expired by time (the "exp" index) and seen by
+ * the WATCH hook; every keyspace is journaled, checkpointed, replicated,
+ * copied by backups and emptied by KVD_W_FLUSH alike.  On disk keyspace 0
+ * is "kv", keys as they are, as before keyspaces were; the others share
+ * the database "kx", each key after its keyspace byte.
+ *
  * Readers (io threads) use kvd_reader: per read (per request between
  * kvd_reader_pin and kvd_reader_unpin), the active and frozen memtables
  * and the batches each had published (loaded before the LMDB snapshot: a
@@ -89,6 +100,14 @@
 
 /* A store has 1 to KVD_MAX_SHARDS shards. */
 #define KVD_MAX_SHARDS 256
+
+/* Keyspaces (see Keyspaces above).  A key of keyspace 0 is at most 511
+ * bytes (LMDB's limit), of another at most 510 (its byte goes first). */
+#define KVD_KS_KV 0u	   /* strings and hashes */
+#define KVD_KS_DOC 'D'	   /* documents (kvd/doc/) */
+#define KVD_KS_CATALOG 'C' /* databases and collections (kvd/doc/) */
+#define KVD_KS_INDEX 'I'   /* secondary index entries (to come) */
+#define KVD_KS_OTHER 'X'   /* anything else the server keeps */
 
 struct kvd_store;
 struct kvd_reader;
@@ -236,6 +255,11 @@ int kvd_reader_get(struct kvd_reader *r, unsigned shard, const void *key,
 int kvd_reader_getv(struct kvd_reader *r, unsigned shard, const void *key,
 		    size_t klen, uint64_t now, struct kv_slice *val,
 		    unsigned *type, uint64_t *exp);
+/* A key of keyspace ks: as kvd_reader_getv (keyspaces other than 0 keep
+ * no expiry). */
+int kvd_reader_getk(struct kvd_reader *r, unsigned shard, unsigned ks,
+		    const void *key, size_t klen, uint64_t now,
+		    struct kv_slice *val, unsigned *type);
 /* KV_OK with *ttl_ms the time left, or -1 for no expiry; KV_NOT_FOUND. */
 int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, int64_t *ttl_ms);
@@ -247,6 +271,7 @@ struct kvd_scan {
 	unsigned limit;
 	size_t max_bytes; /* stop early once this much was emitted */
 	int keys_only;
+	unsigned ks; /* the keyspace scanned (keys are given without it) */
 };
 
 /* Called per key in order, with its value's type (KVD_VT_*); return
@@ -310,6 +335,7 @@ struct kvd_wop {
 	uint8_t kind;
 	uint8_t flags; /* KV_PUT_*, KVD_PUT_GETOLD; KVD_W_MERGE: its id */
 	uint8_t vtype; /* KVD_W_PUT: the type of the values it stores */
+	uint8_t ks;    /* the keyspace of its keys (0: strings, hashes) */
 	uint32_t nitems;
 	uint64_t expire_at; /* Unix ms, 0 for none */
 	int64_t delta;
@@ -415,6 +441,9 @@ void kvd_store_set_backlog(struct kvd_store *st, uint64_t bytes);
  * chunks of [u32 klen][u32 vlen][key][stored value] pairs into LMDB.
  * 0 or a KV_* code. */
 int kvd_shard_repl_reset(struct kvd_store *st, unsigned i, uint64_t cut);
+/* A chunk's klen with this bit: a key of a keyspace other than 0, its
+ * keyspace byte first (an older replica refuses such a chunk whole). */
+#define KVD_CHUNK_KX 0x80000000u
 int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 			size_t n);
 
@@ -435,10 +464,11 @@ int kvd_snapshot_copy(struct kvd_snapshot *sn, unsigned i, const char *dir,
 void kvd_snapshot_end(struct kvd_snapshot *sn);
 /* The checkpoint LSN shard i's snapshot holds. */
 uint64_t kvd_snapshot_lsn(struct kvd_snapshot *sn, unsigned i);
-/* Append shard i's pairs from key start on ([u32 klen][u32 vlen][key]
- * [stored value], little-endian) to out until it holds max bytes; next
- * gets the key to start the next chunk from (empty: done).  0 or a KV_*
- * code. */
+/* Append shard i's pairs from position start on ([u32 klen][u32 vlen]
+ * [key][stored value], little-endian; keyspace 0's keys first, then the
+ * others', with KVD_CHUNK_KX) to out until it holds max bytes; next gets
+ * the position to start the next chunk from (empty: done), a token of the
+ * store's that the caller hands back as it is.  0 or a KV_* code. */
 struct kv_buf;
 int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
 		       struct kv_slice start, size_t max, struct kv_buf *out,
