@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"

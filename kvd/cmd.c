@@ -923,3 +923,15 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	}
 	return KV_FRAME_HDR + len;
 }
+
+/* A native connection over max-clients is told TOO_MANY_CONNS in a frame. */
+static const uint8_t native_busy[] =
+    "\0\0\0\x17\x92\x17\xb4too many connections";
+
+const struct kvd_proto kvd_native_proto = {
+    .name = "native",
+    .input = kvd_cmd_native,
+    .wreply = kvd_cmd_native_wreply,
+    .busy = native_busy,
+    .busy_len = 4 + 23,
+};

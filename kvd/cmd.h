@@ -20,6 +20,21 @@
 #include "cmdparse.h"
 #include "conn.h"
 
+/* The native protocol's framing (cmd_frame.c): a reply is a 4-byte
+ * big-endian length and a msgpack body. */
+/* Start a native reply frame; returns its offset for kvd_reply_end. */
+size_t kvd_reply_begin(struct kvd_conn *c);
+/* Finish it: write the length, or replace an oversize body with
+ * REPLY_TOO_LARGE. */
+void kvd_reply_end(struct kvd_conn *c, size_t off);
+/* A complete native reply [status, text] or [status]. */
+void kvd_reply_status(struct kvd_conn *c, int status, const char *detail);
+
+/* The native protocol's entry points (its kvd_proto, cmd.c): one request
+ * per call, the bytes consumed (0: need more input, or stalled). */
+size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n);
+void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd);
+
 /* A pend whose reply its request already gave: nothing to encode. */
 #define KVD_OP_SILENT 0xffffu
 /* A handler's return: answered, and its reply counted, already. */

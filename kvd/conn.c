@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "auth.h"
-#include "kv_mp.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
@@ -32,54 +31,12 @@ void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n)
 	kv_buf_append(&c->out, p, n);
 }
 
-size_t kvd_reply_begin(struct kvd_conn *c)
-{
-	size_t off = c->out.len;
-	static const uint8_t zero[KV_FRAME_HDR];
-
-	kv_buf_append(&c->out, zero, sizeof(zero));
-	return off;
-}
-
-void kvd_reply_end(struct kvd_conn *c, size_t off)
-{
-	size_t body = c->out.len - off - KV_FRAME_HDR;
-
-	if (c->out.err)
-		return; /* judged by the caller of the protocol handler */
-	if (body > c->io->srv->cfg->max_frame) {
-		c->out.len = off;
-		kvd_reply_status(c, KV_REPLY_TOO_LARGE, NULL);
-		return;
-	}
-	kv_store_be32(c->out.data + off, (uint32_t)body);
-}
-
-void kvd_reply_status(struct kvd_conn *c, int status, const char *detail)
-{
-	size_t off = kvd_reply_begin(c);
-
-	if (status < KV_MALFORMED) { /* OK, NOT_FOUND, EXISTS: no text */
-		kv_mp_array(&c->out, 1);
-		kv_mp_uint(&c->out, (uint64_t)status);
-	} else {
-		kv_mp_array(&c->out, 2);
-		kv_mp_uint(&c->out, (uint64_t)status);
-		kv_mp_cstr(&c->out, detail ? detail : kv_status_text(status));
-	}
-	kvd_reply_end(c, off);
-}
-
 /* ===================== Input ===================== */
 
 static size_t pending_output(const struct kvd_conn *c)
 {
 	return c->out.len + (c->tx.len - c->tx_off) + c->deferred;
 }
-
-typedef size_t (*input_fn_t)(struct kvd_conn *, const uint8_t *, size_t);
-static const input_fn_t input_fn[KVD_NPROTO] = {kvd_cmd_native, kvd_resp_input,
-						kvd_http_input};
 
 /* An unauthenticated peer over its small caps is closed at once: waiting
  * for it to read its replies is what it would exploit. */
@@ -116,7 +73,7 @@ static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 
 	while (used < n && c->stall == STALL_NONE &&
 	       !(c->flags & (CONN_CLOSING | CONN_DEAD))) {
-		size_t k = input_fn[c->proto](c, p + used, n - used);
+		size_t k = kvd_protos[c->proto]->input(c, p + used, n - used);
 
 		if (c->out.err) {
 			log_error("connection %llu: out of memory for a reply; "
@@ -268,10 +225,7 @@ void kvd_conn_flush(struct kvd_conn *c)
 				kvd_reply_append(c, pd->val, pd->vlen);
 		} else if (!(c->flags & CONN_DEAD) &&
 			   !(pd->aux & KVD_PEND_MUTE)) {
-			if (c->proto == KVD_PROTO_NATIVE)
-				kvd_cmd_native_wreply(c, pd);
-			else
-				kvd_resp_wreply(c, pd);
+			kvd_protos[c->proto]->wreply(c, pd);
 		}
 		c->pend_head = pd->next;
 		if (!c->pend_head)
@@ -373,8 +327,9 @@ static void bufs_now(const struct kvd_conn *c, struct kvd_conn_bufs *b)
 {
 	b->qbuf = c->in.len;
 	b->qbuf_free = c->in.cap - c->in.len;
-	b->multi_mem =
-	    c->proto == KVD_PROTO_RESP ? kvd_resp_multi_mem(c) : (size_t)0;
+	b->multi_mem = kvd_protos[c->proto]->held
+			   ? kvd_protos[c->proto]->held(c)
+			   : (size_t)0;
 	b->obl = c->out.len + (c->tx.len - c->tx_off);
 	b->oll = c->npend;
 	b->omem = c->out.cap + c->tx.cap + c->deferred;

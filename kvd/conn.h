@@ -25,9 +25,8 @@
 
 #include "kv_buf.h"
 #include "kvd.h"
+#include "proto.h"
 #include "router.h"
-
-enum kvd_proto { KVD_PROTO_NATIVE, KVD_PROTO_RESP, KVD_PROTO_HTTP, KVD_NPROTO };
 
 enum {
 	CONN_RECV_ARMED = 1u << 0, /* loop: a multishot recv is active */
@@ -57,7 +56,7 @@ struct kvd_conn {
 	struct kvd_io *io;
 	struct kvd_tls *tls; /* TLS state (tls.c), NULL on a plain port */
 	int fd;
-	uint8_t proto;
+	uint8_t proto; /* enum kvd_proto_id: its kvd_protos[] entry */
 	uint8_t stall;
 	uint8_t auth_fails; /* failed AUTH attempts (auth.c) */
 	uint32_t flags;
@@ -80,8 +79,11 @@ struct kvd_conn {
 	struct kvd_conn *dirty_next;
 	struct kvd_conn *hs_next;     /* loop: the next waiting for a slot */
 	struct kvd_conn *prev, *next; /* the io thread's list of connections */
-	uint32_t resp_state;	      /* RESP: protocol-specific flags */
-	struct {		      /* RESP: a multibulk validated so far */
+	/* Called as c is freed, after its protocol's close, when a command
+	 * gave c a second role (repl.c: a replica's link); else NULL. */
+	void (*closed)(struct kvd_conn *c);
+	uint32_t resp_state; /* RESP: protocol-specific flags */
+	struct {	     /* RESP: a multibulk validated so far */
 		uint32_t off, argc, seen, body;
 	} resp_mb;
 	char name[64]; /* RESP CLIENT SETNAME (written under resp_intro.c's
@@ -135,13 +137,6 @@ void kvd_conn_release(struct kvd_conn *c); /* free buffers and pends */
 /* Reserve room for n more reply bytes; NULL when out of memory (the
  * connection is then closed). */
 uint8_t *kvd_reply_room(struct kvd_conn *c, size_t n);
-/* Start a native reply frame; returns its offset for kvd_reply_end. */
-size_t kvd_reply_begin(struct kvd_conn *c);
-/* Finish it: write the length, or replace an oversize body with
- * REPLY_TOO_LARGE. */
-void kvd_reply_end(struct kvd_conn *c, size_t off);
-/* A complete native reply [status, text] or [status]. */
-void kvd_reply_status(struct kvd_conn *c, int status, const char *detail);
 void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n);
 
 /* Queue a pending reply slot for a write about to be dispatched. */
@@ -173,22 +168,6 @@ static inline int kvd_conn_key_busy(const struct kvd_conn *c, const void *k,
 /* A reply written at c->out from mark on must wait for earlier replies:
  * move it into a done pend at the tail.  No-op when nothing is pending. */
 void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op);
-
-/* Protocol entry points, one request per call: return the bytes consumed
- * (0: need more input, or stalled). */
-size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n);
-void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd);
-size_t kvd_resp_input(struct kvd_conn *c, const uint8_t *p, size_t n);
-size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n);
-void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd);
-/* The loop tells the RESP introspection registry (resp_intro.c) of a RESP
- * connection's opening and freeing, and of every wake of an io thread
- * (CLIENT KILL and MONITOR from other threads act then). */
-void kvd_resp_conn_open(struct kvd_conn *c);
-void kvd_resp_conn_close(struct kvd_conn *c);
-void kvd_resp_io_wake(struct kvd_io *io);
-/* Bytes MULTI's queue of a RESP connection holds (resp_multi.c). */
-size_t kvd_resp_multi_mem(const struct kvd_conn *c);
 
 /* The shortest input worth keeping without a complete request in sight;
  * more than this with no progress pauses reading. */

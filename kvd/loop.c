@@ -32,7 +32,6 @@
 
 #include "kv_status.h"
 #include "log.h"
-#include "repl.h"
 #include "store.h"
 #include "tls.h"
 
@@ -41,32 +40,19 @@
 #define BUF_GROUP 1
 #define BUF_COUNT 512
 #define BUF_SIZE (16u << 10)
-#define WREQ_SMALL 992
-#define FREE_MAX 4096
 #define STOP_GRACE_MS 5000
 /* Out of descriptors, accepting again at once would fail at once, in a
  * busy loop: wait this long, or until a connection closes. */
 #define ACCEPT_PAUSE_MS 100
-/* Descriptors kvd keeps for itself besides connections, as Redis keeps 32:
- * the log, backups, libraries; and per io thread its ring, eventfd and
- * listeners, and about one shard's LMDB files and committer eventfd. */
-#define FD_RESERVED 32
-#define FD_RESERVED_PER_THREAD 8
 
 enum tag {
 	TAG_NONE,
-	TAG_ACCEPT_NATIVE,
-	TAG_ACCEPT_RESP,
+	TAG_ACCEPT, /* on a word of the ring's acc[], one per listener slot */
 	TAG_RECV,
 	TAG_SEND,
 	TAG_WAKE,
 	TAG_TICK,
-	TAG_ACCEPT_HTTP,
 };
-
-/* The accept tag of each listener, indexed by enum kvd_proto. */
-static const enum tag accept_tags[KVD_NPROTO] = {
-    TAG_ACCEPT_NATIVE, TAG_ACCEPT_RESP, TAG_ACCEPT_HTTP};
 
 struct kvd_ring {
 	struct io_uring ring;
@@ -76,16 +62,12 @@ struct kvd_ring {
 	struct __kernel_timespec tick;
 	struct __kernel_timespec pause; /* the accept pause's timer */
 	uint64_t stop_deadline;
-	uint64_t tls_owner[2]; /* the TLS listeners' accept tags (accept_ud) */
+	uint64_t acc[KVD_NLISTEN]; /* the listeners' accept tags (accept_ud) */
 };
-
-/* Connections the open-file limit leaves room for (kvd_io_listen). */
-static unsigned fd_max_clients = UINT32_MAX;
 
 /* Lines a peer or a flood can repeat at will: one a second, with a count. */
 static struct kvd_log_limit accept_limit = KVD_LOG_LIMIT_INIT(1000);
 static struct kvd_log_limit timeout_limit = KVD_LOG_LIMIT_INIT(1000);
-static struct kvd_log_limit wake_limit = KVD_LOG_LIMIT_INIT(1000);
 
 static uint64_t tagged(void *p, enum tag t)
 {
@@ -111,41 +93,34 @@ static struct io_uring_sqe *sqe_get(struct kvd_io *io)
 	return sqe;
 }
 
-/* The protocol a listener slot speaks (loop.h: TCP, Unix, TLS slots). */
+/* The protocol a listener slot speaks (loop.h: kind * KVD_NPROTO + id). */
 static int slot_proto(int slot)
 {
-	return slot < KVD_NPROTO       ? slot
-	       : slot < KVD_TLS_NATIVE ? slot - KVD_NPROTO
-				       : slot - KVD_TLS_NATIVE;
+	return slot % KVD_NPROTO;
 }
 
+static int slot_kind(int slot)
+{
+	return slot / KVD_NPROTO;
+}
+
+/* Does the listener speak TLS?  (listen.c sets the bits.) */
 static int slot_tls(const struct kvd_io *io, int slot)
 {
-	return slot >= KVD_TLS_NATIVE ||
-	       (slot == KVD_PROTO_HTTP && io->srv->cfg->tls_metrics);
+	return (io->tls_slots >> slot) & 1;
 }
 
-/* A Unix socket's accept is tagged with the ring rather than io, as the
- * accept pause's timer is, and a TLS listener's with a word of the ring:
- * the tag bits are all taken. */
+/* An accept is tagged with its listener's word of the ring: the address
+ * tells the slot, whatever the protocol. */
 static uint64_t accept_ud(struct kvd_io *io, int slot)
 {
-	void *owner = slot < KVD_NPROTO ? (void *)io
-		      : slot < KVD_TLS_NATIVE
-			  ? (void *)io->ring
-			  : (void *)&io->ring->tls_owner[slot - KVD_TLS_NATIVE];
-
-	return tagged(owner, accept_tags[slot_proto(slot)]);
+	return tagged(&io->ring->acc[slot], TAG_ACCEPT);
 }
 
-/* The listener slot of an accept of protocol proto (the inverse). */
-static int accept_slot(struct kvd_io *io, uint64_t ud, int proto)
+/* The listener slot of an accept (the inverse). */
+static int accept_slot(struct kvd_io *io, uint64_t ud)
 {
-	void *owner = untag(ud);
-
-	return owner == io	   ? proto
-	       : owner == io->ring ? KVD_NPROTO + proto
-				   : KVD_TLS_NATIVE + proto;
+	return (int)((uint64_t *)untag(ud) - io->ring->acc);
 }
 
 static void arm_accept(struct kvd_io *io, int which)
@@ -153,7 +128,7 @@ static void arm_accept(struct kvd_io *io, int which)
 	struct io_uring_sqe *sqe = sqe_get(io);
 
 	/* A Unix socket's accept is one-shot: see "Unix sockets" below. */
-	if (which >= KVD_NPROTO && which < KVD_TLS_NATIVE)
+	if (slot_kind(which) == KVD_LISTEN_UNIX)
 		io_uring_prep_accept(sqe, io->lfd[which], NULL, NULL,
 				     SOCK_CLOEXEC);
 	else
@@ -164,7 +139,7 @@ static void arm_accept(struct kvd_io *io, int which)
 }
 
 /* The accept pause's timer: tagged with the ring, not io, which tells it
- * from the one-second tick (the tag bits are all taken). */
+ * from the one-second tick. */
 static void arm_accept_timer(struct kvd_io *io)
 {
 	struct io_uring_sqe *sqe = sqe_get(io);
@@ -255,95 +230,6 @@ static void recycle_buf(struct kvd_io *io, unsigned bid)
 	io_uring_buf_ring_advance(r->br, 1);
 }
 
-/* ===================== Free lists ===================== */
-
-struct kvd_wreq *kvd_wreq_new(struct kvd_io *io, size_t payload)
-{
-	struct kvd_wreq *w;
-
-	if (payload <= WREQ_SMALL && io->free_wreq) {
-		w = io->free_wreq;
-		io->free_wreq = w->next;
-		io->nfree_wreq--;
-		return w;
-	}
-	if (payload < WREQ_SMALL)
-		payload = WREQ_SMALL;
-	w = malloc(sizeof(*w) + payload);
-	if (w)
-		w->cap = (uint32_t)payload;
-	return w;
-}
-
-void kvd_wreq_free(struct kvd_io *io, struct kvd_wreq *w)
-{
-	if (w->cap == WREQ_SMALL && io->nfree_wreq < FREE_MAX) {
-		w->next = io->free_wreq;
-		io->free_wreq = w;
-		io->nfree_wreq++;
-		return;
-	}
-	free(w);
-}
-
-struct kvd_pend *kvd_pend_new(struct kvd_io *io)
-{
-	struct kvd_pend *p = io->free_pend;
-
-	if (p) {
-		io->free_pend = p->next;
-		io->nfree_pend--;
-		return p;
-	}
-	return malloc(sizeof(*p));
-}
-
-void kvd_pend_free(struct kvd_io *io, struct kvd_pend *p)
-{
-	if (io->nfree_pend < FREE_MAX) {
-		p->next = io->free_pend;
-		io->free_pend = p;
-		io->nfree_pend++;
-		return;
-	}
-	free(p);
-}
-
-void kvd_io_dispatch(struct kvd_io *io, struct kvd_wreq *w)
-{
-	w->io = io;
-	io->inflight++;
-	kvd_committer_submit(io->srv->com, w);
-}
-
-/* The io thread running on this thread, if any. */
-static __thread struct kvd_io *self_io;
-
-void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w)
-{
-	struct kvd_wreq *old;
-
-	if (io == self_io) { /* committed on this thread: no hop back */
-		w->next = io->local_done;
-		io->local_done = w;
-		return;
-	}
-	old = atomic_load_explicit(&io->done, memory_order_relaxed);
-
-	do
-		w->next = old;
-	while (!atomic_compare_exchange_weak_explicit(
-	    &io->done, &old, w, memory_order_release, memory_order_relaxed));
-	if (!old) {
-		uint64_t one = 1;
-
-		if (write(io->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			kvd_log_ratelimited(&wake_limit, KVD_LOG_ERROR,
-					    "io %u: cannot wake: %s", io->idx,
-					    strerror(errno));
-	}
-}
-
 /* ===================== Connections ===================== */
 
 void kvd_io_mark(struct kvd_conn *c)
@@ -371,11 +257,10 @@ static void conn_free(struct kvd_io *io, struct kvd_conn *c)
 		io->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	/* a replica's link is in the RESP registry too (repl.c) */
-	if (c->proto == KVD_PROTO_RESP || (c->flags & CONN_REPLICA))
-		kvd_resp_conn_close(c);
-	if (c->flags & CONN_REPLICA)
-		kvd_repl_conn_closed(c);
+	if (kvd_protos[c->proto]->close)
+		kvd_protos[c->proto]->close(c);
+	if (c->closed) /* a second role a command gave it (conn.h) */
+		c->closed(c);
 	close(c->fd);
 	kvd_conn_release(c);
 	free(c);
@@ -465,26 +350,11 @@ static void flush_dirty(struct kvd_io *io)
 
 /* ===================== Completions ===================== */
 
-static const uint8_t refuse_native[] =
-    "\0\0\0\x17\x92\x17\xb4too many connections";
-static const char refuse_resp[] = "-ERR max number of clients reached\r\n";
-static const char refuse_http[] =
-    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-    "Connection: close\r\n\r\n";
-
+/* Over max-clients: the protocol's own words, then close. */
 static void refuse(int fd, int proto)
 {
-	static const struct {
-		const void *p;
-		size_t n;
-	} msg[KVD_NPROTO] = {
-	    {refuse_native, 4 + 23},
-	    {refuse_resp, sizeof(refuse_resp) - 1},
-	    {refuse_http, sizeof(refuse_http) - 1},
-	};
-
 	/* A fresh socket's send buffer is empty: this cannot block. */
-	(void)!send(fd, msg[proto].p, msg[proto].n,
+	(void)!send(fd, kvd_protos[proto]->busy, kvd_protos[proto]->busy_len,
 		    MSG_DONTWAIT | MSG_NOSIGNAL);
 	close(fd);
 }
@@ -657,8 +527,8 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
 		close(fd);
 		return;
 	}
-	if (max > fd_max_clients)
-		max = fd_max_clients;
+	if (max > kvd_listen_fd_max())
+		max = kvd_listen_fd_max();
 	if (atomic_fetch_add(&srv->nconns, 1) >= max ||
 	    !(c = calloc(1, sizeof(*c)))) {
 		atomic_fetch_sub(&srv->nconns, 1);
@@ -669,7 +539,7 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
 			refuse(fd, proto);
 		return;
 	}
-	if (slot < KVD_NPROTO || slot >= KVD_TLS_NATIVE)
+	if (slot_kind(slot) != KVD_LISTEN_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->io = io;
 	c->fd = fd;
@@ -682,8 +552,8 @@ static void on_accept(struct kvd_io *io, struct io_uring_cqe *cqe, int slot)
 	io->conns = c;
 	atomic_fetch_add(&io->nconns, 1);
 	kvd_count(&io->stats.accepted, 1);
-	if (proto == KVD_PROTO_RESP)
-		kvd_resp_conn_open(c);
+	if (kvd_protos[proto]->open)
+		kvd_protos[proto]->open(c);
 	if (slot_tls(io, slot))
 		hs_accepted(io, c);
 	else
@@ -765,26 +635,14 @@ static void begin_stop(struct kvd_io *io)
 	}
 }
 
-static void complete_list(struct kvd_io *io, struct kvd_wreq *w)
-{
-	/* Commits just became visible: later reads need fresh snapshots. */
-	if (w)
-		kvd_reader_reset(io->reader);
-	while (w) {
-		struct kvd_wreq *next = w->next;
-
-		io->inflight--;
-		kvd_conn_wdone(w);
-		w = next;
-	}
-}
-
 static void on_wake(struct kvd_io *io)
 {
 	arm_wake(io);
-	complete_list(io, atomic_exchange_explicit(&io->done, NULL,
-						   memory_order_acquire));
-	kvd_resp_io_wake(io); /* CLIENT KILL, MONITOR (resp_intro.c) */
+	kvd_io_completed(io, atomic_exchange_explicit(&io->done, NULL,
+						      memory_order_acquire));
+	for (int i = 0; i < KVD_NPROTO; i++) /* other threads' work here */
+		if (kvd_protos[i]->wake)
+			kvd_protos[i]->wake(io);
 	if (atomic_load(&io->srv->stopping) && !io->stopping)
 		begin_stop(io);
 }
@@ -841,15 +699,9 @@ static void on_tick(struct kvd_io *io)
 static void handle(struct kvd_io *io, struct io_uring_cqe *cqe)
 {
 	switch (cqe->user_data & 7) {
-	case TAG_ACCEPT_NATIVE:
-		on_accept(io, cqe,
-			  accept_slot(io, cqe->user_data, KVD_PROTO_NATIVE));
+	case TAG_ACCEPT:
+		on_accept(io, cqe, accept_slot(io, cqe->user_data));
 		break;
-	case TAG_ACCEPT_RESP:
-		on_accept(io, cqe,
-			  accept_slot(io, cqe->user_data, KVD_PROTO_RESP));
-		break;
-	case TAG_ACCEPT_HTTP: on_accept(io, cqe, 2); break;
 	case TAG_RECV: on_recv(io, cqe); break;
 	case TAG_SEND: on_send(io, cqe); break;
 	case TAG_WAKE: on_wake(io); break;
@@ -902,7 +754,7 @@ static void *io_main(void *arg)
 			  strerror(errno));
 		return NULL;
 	}
-	self_io = io;
+	kvd_io_enter(io);
 	io->now_ms = kvd_now_ms();
 	io->turn_ns = kvd_mono_ns();
 	for (int i = 0; i < KVD_NLISTEN; i++)
@@ -937,7 +789,7 @@ static void *io_main(void *arg)
 			struct kvd_wreq *w = io->local_done;
 
 			io->local_done = NULL;
-			complete_list(io, w);
+			kvd_io_completed(io, w);
 			flush_dirty(io);
 			kvd_committer_flush(io->srv->com);
 		}
@@ -948,69 +800,6 @@ static void *io_main(void *arg)
 }
 
 /* ===================== Setup ===================== */
-
-/* SO_REUSEPORT lets every io thread have its own listener, but it would
- * also let a second kvd of the same user join the group and take half of
- * the connections.  A plain bind first proves nobody holds the port. */
-static int port_free(const struct addrinfo *ai)
-{
-	int one = 1, fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int rc;
-
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	rc = bind(fd, ai->ai_addr, ai->ai_addrlen);
-	close(fd);
-	return rc;
-}
-
-static int listen_on(const char *host, unsigned *port, int first, char *err,
-		     size_t errlen)
-{
-	struct addrinfo hints = {.ai_family = AF_UNSPEC,
-				 .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-	struct addrinfo *ai;
-	char ps[16];
-	int fd = -1, one = 1, rc;
-
-	snprintf(ps, sizeof(ps), "%u", *port);
-	if ((rc = getaddrinfo(host, ps, &hints, &ai))) {
-		snprintf(err, errlen, "cannot resolve bind address %s: %s",
-			 host, gai_strerror(rc));
-		return -1;
-	}
-	if (first && *port && port_free(ai)) {
-		snprintf(err, errlen, "cannot listen on %s port %u: %s", host,
-			 *port, strerror(errno));
-		freeaddrinfo(ai);
-		return -1;
-	}
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 1024)) {
-		snprintf(err, errlen, "cannot listen on %s port %u: %s", host,
-			 *port, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(ai);
-		return -1;
-	}
-	freeaddrinfo(ai);
-	if (*port == 0) {
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-
-		getsockname(fd, (struct sockaddr *)&ss, &sl);
-		*port = ntohs(ss.ss_family == AF_INET
-				  ? ((struct sockaddr_in *)&ss)->sin_port
-				  : ((struct sockaddr_in6 *)&ss)->sin6_port);
-	}
-	return fd;
-}
 
 static int ring_init(struct kvd_io *io, char *err, size_t errlen)
 {
@@ -1058,294 +847,6 @@ static int ring_init(struct kvd_io *io, char *err, size_t errlen)
 				      io_uring_buf_ring_mask(BUF_COUNT),
 				      (int)i);
 	io_uring_buf_ring_advance(r->br, BUF_COUNT);
-	return 0;
-}
-
-/* ===================== Unix sockets =====================
- *
- * A Unix socket cannot be split between the io threads as SO_REUSEPORT
- * splits a TCP port, so there is one listening socket per path and every
- * io thread arms an accept on it (through a dup, so that each thread
- * closes its own descriptor as it does a TCP listener's).  io_uring's
- * accept waits exclusively: the kernel wakes one waiter per connection,
- * the first in the socket's queue.  A multishot accept would stay first
- * and take every connection; a one-shot one, re-armed when it completes
- * (accept_ended), goes to the back of the queue, so connections go round
- * the idle threads, as TCP's are spread by SO_REUSEPORT.  No thread is
- * special: one paused for want of descriptors leaves the others
- * accepting.  (Accepting on one thread and handing descriptors to the
- * others would need a queue between threads for little gain: Unix
- * connections are local and few.)
- */
-
-#define UNIX_INUSE_TRIES 20
-
-/* Our socket files, removed at exit if they are still ours (same inode). */
-static struct {
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	ino_t ino;
-	int fd;
-} unix_socks[2] = {{"", 0, -1}, {"", 0, -1}};
-
-/* 1 when a process accepts on path, 0 when the file is stale (a kvd
- * killed without cleaning up), -1 (errno) when it cannot be told. */
-static int unix_in_use(const struct sockaddr_un *sa)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	int rc, e;
-
-	if (fd < 0)
-		return -1;
-	rc = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
-	e = errno;
-	close(fd);
-	if (rc == 0 || e == EAGAIN) /* EAGAIN: its backlog is full */
-		return 1;
-	if (e == ECONNREFUSED)
-		return 0;
-	errno = e;
-	return -1;
-}
-
-static int unix_bind(const char *path, unsigned perm, char *err, size_t errlen)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct stat st;
-	mode_t old;
-	int fd, rc;
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen,
-				 "unix socket %s: a file that is not a socket "
-				 "is in the way",
-				 path);
-			return -1;
-		}
-		/* A kvd just killed may still listen for a moment: its
-		 * rings' accepts hold the socket until the kernel has torn
-		 * them down, after the process is gone.  Ask again for up
-		 * to UNIX_INUSE_TRIES tenths of a second. */
-		for (int i = 0;
-		     (rc = unix_in_use(&sa)) > 0 && i < UNIX_INUSE_TRIES; i++)
-			usleep(100000);
-		if (rc) {
-			snprintf(err, errlen, "unix socket %s: %s", path,
-				 rc > 0 ? "another process listens on it"
-					: strerror(errno));
-			return -1;
-		}
-		if (unlink(path) && errno != ENOENT) {
-			snprintf(err, errlen,
-				 "unix socket %s: cannot remove the stale "
-				 "file: %s",
-				 path, strerror(errno));
-			return -1;
-		}
-		log_info("unix socket %s: removed a stale socket file", path);
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		goto fail;
-	/* bind creates the file with 0777 & ~umask: with this umask it has
-	 * its final mode from the start, never a wider one.  No other
-	 * thread exists yet to create a file meanwhile. */
-	old = umask(~(mode_t)perm & 0777);
-	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (rc || listen(fd, 1024))
-		goto fail;
-	return fd;
-fail:
-	snprintf(err, errlen, "cannot listen on unix socket %s: %s", path,
-		 strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	return -1;
-}
-
-/* Bind the configured Unix sockets (before the io threads exist). */
-static int unix_open(const struct kvd_config *cfg, char *err, size_t errlen)
-{
-	const char *paths[2] = {cfg->unix_socket,
-				cfg->resp_port ? cfg->resp_unix_socket : ""};
-
-	for (int i = 0; i < 2; i++) {
-		struct stat st;
-		int fd;
-
-		if (!paths[i][0])
-			continue;
-		fd = unix_bind(paths[i], cfg->unix_perm, err, errlen);
-		if (fd < 0)
-			return -1;
-		unix_socks[i].fd = fd;
-		snprintf(unix_socks[i].path, sizeof(unix_socks[i].path), "%s",
-			 paths[i]);
-		unix_socks[i].ino = lstat(paths[i], &st) ? 0 : st.st_ino;
-	}
-	return 0;
-}
-
-/* Give io its own descriptor of each Unix listener. */
-static int unix_share(struct kvd_io *io, char *err, size_t errlen)
-{
-	for (int i = 0; i < 2; i++) {
-		if (unix_socks[i].fd < 0)
-			continue;
-		io->lfd[KVD_UNIX_NATIVE + i] =
-		    fcntl(unix_socks[i].fd, F_DUPFD_CLOEXEC, 0);
-		if (io->lfd[KVD_UNIX_NATIVE + i] < 0) {
-			snprintf(err, errlen, "unix socket %s: dup: %s",
-				 unix_socks[i].path, strerror(errno));
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* At exit: close the listeners, remove the files if nobody replaced them. */
-static void unix_remove(void)
-{
-	for (int i = 0; i < 2; i++) {
-		struct stat st;
-
-		if (unix_socks[i].fd >= 0)
-			close(unix_socks[i].fd);
-		unix_socks[i].fd = -1;
-		if (unix_socks[i].path[0] && !lstat(unix_socks[i].path, &st) &&
-		    st.st_ino == unix_socks[i].ino)
-			unlink(unix_socks[i].path);
-		unix_socks[i].path[0] = '\0';
-	}
-}
-
-/* The TLS listeners (as bound: a TLS port is never 0 here). */
-static unsigned tls_ports[2];
-
-static int tls_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
-		      char *err, size_t errlen)
-{
-	tls_ports[0] = srv->cfg->tls_port;
-	tls_ports[1] = srv->cfg->tls_resp_port;
-	for (int i = 0; i < 2; i++) {
-		if (!tls_ports[i])
-			continue;
-		io->lfd[KVD_TLS_NATIVE + i] = listen_on(
-		    srv->cfg->bind, &tls_ports[i], idx == 0, err, errlen);
-		if (io->lfd[KVD_TLS_NATIVE + i] < 0)
-			return -1;
-	}
-	return 0;
-}
-
-static int io_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
-		     char *err, size_t errlen)
-{
-	io->idx = idx;
-	io->srv = srv;
-	io->efd = -1;
-	for (int i = 0; i < KVD_NLISTEN; i++)
-		io->lfd[i] = -1;
-	if (unix_share(io, err, errlen))
-		return -1;
-	/* With a TLS port, port 0 turns the plain one off (as in Redis). */
-	if (srv->cfg->port || !srv->cfg->tls_port) {
-		io->lfd[0] = listen_on(srv->cfg->bind, &srv->port, idx == 0,
-				       err, errlen);
-		if (io->lfd[0] < 0)
-			return -1;
-	}
-	if (tls_listen(srv, io, idx, err, errlen))
-		return -1;
-	if (srv->cfg->resp_port) {
-		io->lfd[1] = listen_on(srv->cfg->bind, &srv->resp_port,
-				       idx == 0, err, errlen);
-		if (io->lfd[1] < 0)
-			return -1;
-	}
-	/* Metrics are scraped rarely: one listener, on the first thread. */
-	if (srv->cfg->metrics_port && idx == 0) {
-		io->lfd[2] = listen_on(srv->cfg->metrics_bind,
-				       &srv->metrics_port, 1, err, errlen);
-		if (io->lfd[2] < 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* Raise the open-file limit to its hard limit, then lower max-clients to
- * what it leaves room for: a connection over the limit is then refused
- * with a clear reply, rather than left in the listen queue while accept
- * fails for want of a descriptor.  -1 when no connection would fit. */
-static int fit_fd_limit(struct kvd_server *srv, char *err, size_t errlen)
-{
-	uint64_t reserved = FD_RESERVED + FD_RESERVED_PER_THREAD * srv->nio;
-	unsigned max = KVD_LIVE(srv->cfg->max_clients);
-	struct rlimit rl;
-
-	fd_max_clients = UINT32_MAX;
-	if (getrlimit(RLIMIT_NOFILE, &rl))
-		return 0;
-	if (rl.rlim_cur < rl.rlim_max) {
-		struct rlimit up = {rl.rlim_max, rl.rlim_max};
-
-		if (setrlimit(RLIMIT_NOFILE, &up) == 0) {
-			log_info("open-file limit raised from %llu to %llu",
-				 (unsigned long long)rl.rlim_cur,
-				 (unsigned long long)rl.rlim_max);
-			rl.rlim_cur = rl.rlim_max;
-		}
-	}
-	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= max + reserved)
-		return 0;
-	if (rl.rlim_cur <= reserved) {
-		snprintf(err, errlen,
-			 "the open-file limit %llu leaves no room for "
-			 "connections (kvd keeps %llu for itself); raise it "
-			 "(ulimit -n, or LimitNOFILE= in the unit)",
-			 (unsigned long long)rl.rlim_cur,
-			 (unsigned long long)reserved);
-		return -1;
-	}
-	fd_max_clients = (unsigned)(rl.rlim_cur - reserved);
-	log_warn("max-clients %u (%u configured): the open-file limit %llu "
-		 "allows no more (kvd keeps %llu for itself); raise it "
-		 "(ulimit -n, or LimitNOFILE= in the unit) for more",
-		 fd_max_clients, max, (unsigned long long)rl.rlim_cur,
-		 (unsigned long long)reserved);
-	return 0;
-}
-
-int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen)
-{
-	if (fit_fd_limit(srv, err, errlen) || unix_open(srv->cfg, err, errlen))
-		return -1;
-	srv->port = srv->cfg->port;
-	srv->resp_port = srv->cfg->resp_port;
-	srv->metrics_port = srv->cfg->metrics_port;
-	srv->io = calloc(srv->nio, sizeof(*srv->io));
-	if (!srv->io) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	for (unsigned i = 0; i < srv->nio; i++) {
-		srv->io[i] = calloc(1, sizeof(struct kvd_io));
-		if (!srv->io[i]) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		if (io_listen(srv, srv->io[i], i, err, errlen))
-			return -1;
-	}
-	/* The io threads' descriptors keep the Unix sockets open now: the
-	 * socket closes with the last of them, when the last thread stops. */
-	for (int i = 0; i < 2; i++) {
-		if (unix_socks[i].fd >= 0)
-			close(unix_socks[i].fd);
-		unix_socks[i].fd = -1;
-	}
 	return 0;
 }
 
@@ -1446,5 +947,5 @@ void kvd_io_destroy(struct kvd_server *srv)
 	}
 	free(srv->io);
 	srv->io = NULL;
-	unix_remove();
+	kvd_listen_close();
 }

@@ -19,17 +19,13 @@
 
 struct kvd_ring;
 
-/* Listener slots: the TCP listeners by protocol (enum kvd_proto), then the
- * Unix sockets of the native protocol and of RESP (loop.c), then the TLS
- * listeners of the native protocol and of RESP (tls.h; the metrics
- * listener speaks TLS in its own slot when tls-metrics says so). */
-enum {
-	KVD_UNIX_NATIVE = KVD_NPROTO,
-	KVD_UNIX_RESP,
-	KVD_TLS_NATIVE,
-	KVD_TLS_RESP,
-	KVD_NLISTEN
-};
+/* Listener slots: one per protocol (enum kvd_proto_id) and kind, slot
+ * kind * KVD_NPROTO + id; listen.c binds those configured, and says which
+ * speak TLS (kvd_io.tls_slots: the TLS kind's, and the metrics listener's
+ * TCP slot when tls-metrics says so). */
+enum kvd_listen_kind { KVD_LISTEN_TCP, KVD_LISTEN_UNIX, KVD_LISTEN_TLS };
+#define KVD_LISTEN_SLOT(kind, proto) ((kind)*KVD_NPROTO + (proto))
+#define KVD_NLISTEN (3 * KVD_NPROTO)
 
 struct kvd_io {
 	unsigned idx;
@@ -57,6 +53,7 @@ struct kvd_io {
 	struct kvd_conn *dirty;
 	pthread_t thread;
 	int lfd[KVD_NLISTEN];  /* listeners by slot, -1 when absent */
+	unsigned tls_slots;    /* bit per listener: it speaks TLS */
 	unsigned accept_armed; /* bit per listener: its accept is in the ring */
 	unsigned accept_paused; /* bit per listener: out of descriptors */
 	int accept_timer;	/* the timer that resumes them is in the ring */
@@ -74,6 +71,10 @@ struct kvd_io {
  * then bind every io thread's listeners (before the data directory is
  * touched, so a port in use is the first and only complaint). */
 int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen);
+/* listen.c: the connections the open-file limit leaves room for, and at
+ * exit, the Unix sockets' files removed (if still ours). */
+unsigned kvd_listen_fd_max(void);
+void kvd_listen_close(void);
 /* Then create their rings and read snapshots; errors are reported here,
  * before anything runs. */
 int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen);
@@ -85,8 +86,15 @@ void kvd_io_stop(struct kvd_server *srv);
 void kvd_io_request_stop(struct kvd_server *srv);
 void kvd_io_destroy(struct kvd_server *srv);
 
-/* A committer hands a finished request back to its io thread (any thread). */
+/* A committer hands a finished request back to its io thread (any thread;
+ * io.c): on io's own thread (kvd_io_enter) to its local_done list, else
+ * onto its done stack, waking it through its eventfd when the stack was
+ * empty. */
 void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w);
+/* The calling thread is io's (io.c). */
+void kvd_io_enter(struct kvd_io *io);
+/* io's thread answers a list of completed requests (io.c). */
+void kvd_io_completed(struct kvd_io *io, struct kvd_wreq *w);
 
 /* The connection has new output or state for the loop to act on. */
 void kvd_io_mark(struct kvd_conn *c);

@@ -522,3 +522,15 @@ size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n)
 	c->flags |= CONN_CLOSING;
 	return n;
 }
+
+static const char http_busy[] =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+    "Connection: close\r\n\r\n";
+
+/* The metrics listener's requests answer at once: no write ever pends. */
+const struct kvd_proto kvd_http_proto = {
+    .name = "http",
+    .input = kvd_http_input,
+    .busy = http_busy,
+    .busy_len = sizeof(http_busy) - 1,
+};

@@ -1080,6 +1080,16 @@ int kvd_repl_write_ok(void)
 	return KV_OK;
 }
 
+/* A replica's link is freed (its c->closed hook, set with CONN_REPLICA):
+ * it leaves the RESP registry it joined (a RESP connection's protocol
+ * close did that already), and the sender forgets it. */
+static void link_closed(struct kvd_conn *c)
+{
+	if (c->proto != KVD_PROTO_RESP)
+		kvd_resp_conn_close(c);
+	kvd_repl_conn_closed(c);
+}
+
 void kvd_repl_conn_closed(struct kvd_conn *c)
 {
 	pthread_mutex_lock(&R.qmu);
@@ -1304,6 +1314,7 @@ int kvd_repl_native(struct kvd_conn *c, struct kvd_req *r)
 		/* in the RESP registry from now on: CLIENT LIST shows it
 		 * (flags=S) and CLIENT KILL TYPE replica closes it */
 		c->flags |= CONN_REPLICA;
+		c->closed = link_closed;
 		kvd_resp_conn_open(c);
 	}
 	if (c->flags & CONN_REPLICA)

@@ -86,7 +86,7 @@ int kvd_repl_kill_link(void);
 /* CLIENT LIST's line for the link to the primary (flags=M) into b, when
  * this server is a replica with its link up; 1 if written, else 0. */
 int kvd_repl_link_line(struct kv_buf *b);
-/* The loop frees a connection flagged CONN_REPLICA. */
+/* A connection flagged CONN_REPLICA is freed (its closed hook). */
 void kvd_repl_conn_closed(struct kvd_conn *c);
 
 /* INFO replication (Redis 7.0's fields) and ROLE. */

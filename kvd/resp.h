@@ -36,6 +36,20 @@
 #include "conn.h"
 #include "store.h"
 
+/* RESP's entry points (its kvd_proto, resp.c): one request per call, the
+ * bytes consumed (0: need more input, or stalled); a write's reply. */
+size_t kvd_resp_input(struct kvd_conn *c, const uint8_t *p, size_t n);
+void kvd_resp_wreply(struct kvd_conn *c, struct kvd_pend *pd);
+/* The introspection registry (resp_intro.c) hears of a RESP connection's
+ * opening and freeing, and of every wake of an io thread (CLIENT KILL and
+ * MONITOR from other threads act then); a replica's link joins it too
+ * (repl.c). */
+void kvd_resp_conn_open(struct kvd_conn *c);
+void kvd_resp_conn_close(struct kvd_conn *c);
+void kvd_resp_io_wake(struct kvd_io *io);
+/* Bytes MULTI's queue of a RESP connection holds (resp_multi.c). */
+size_t kvd_resp_multi_mem(const struct kvd_conn *c);
+
 #define RESP_FIXED_ARGS 8
 /* Largest multibulk count accepted (Redis allows up to INT_MAX, but never
  * needs more than this in practice; the query buffer cap bounds memory). */

@@ -9,6 +9,10 @@
 #include "kv_buf.h"
 #include "kv_proto.h"
 
+struct kvd_conn;
+/* The /metrics listener's HTTP requests (its kvd_proto, metrics.c). */
+size_t kvd_http_input(struct kvd_conn *c, const uint8_t *p, size_t n);
+
 struct kvd_io;
 struct kvd_server;
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "stats.h"
 #include "fuzz.h"
 #include "kvd.h"
 #include "log.h"
