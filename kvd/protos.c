@@ -1,6 +1,6 @@
 /* protos.c - the protocol table by id (proto.h): the one place that names
  * every protocol the network layer serves. */
-#include "proto.h"
+#include "net/proto.h"
 
 const struct kvd_proto *const kvd_protos[KVD_NPROTO] = {
     [KVD_PROTO_NATIVE] = &kvd_native_proto,

@@ -7,9 +7,9 @@
 #include "kvd.h"
 
 #include "keyspace.h"
-#include "loop.h"
-#include "repl.h"
-#include "resp.h"
+#include "net/loop.h"
+#include "repl/repl.h"
+#include "resp/resp.h"
 
 int kvd_server_open_store(struct kvd_server *srv, char *err, size_t errlen)
 {

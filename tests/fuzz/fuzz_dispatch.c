@@ -48,18 +48,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "backup.h"
-#include "conn.h"
+#include "net/auth.h"
+#include "ops/backup.h"
+#include "net/conn.h"
 #include "expand.h"
 #include "fuzz.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "log.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "store.h"
-#include "write.h"
+#include "net/write.h"
 
 static struct kvd_config cfg;
 static struct kvd_server srv;

@@ -22,8 +22,8 @@
 
 #include <stdint.h>
 
-#include "cmdparse.h"
-#include "conn.h"
+#include "native/cmdparse.h"
+#include "net/conn.h"
 #include "kv_buf.h"
 #include "store.h"
 

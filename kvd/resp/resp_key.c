@@ -16,10 +16,10 @@
 
 #include "keyspace.h"
 #include "kv_status.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "resp.h"
-#include "router.h"
+#include "net/router.h"
 
 #define EMBSTR_MAX 44		   /* OBJ_ENCODING_EMBSTR_SIZE_LIMIT */
 #define SHARED_INTEGERS 10000	   /* OBJ_SHARED_INTEGERS */

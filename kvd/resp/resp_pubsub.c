@@ -46,7 +46,7 @@
 #include <xxhash.h>
 
 #include "log.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "resp.h"
 
 #define PS_MAX_IO 256 /* the threads option's range */

@@ -11,7 +11,7 @@
 #define KVD_BACKUP_H
 
 #include "config.h"
-#include "conn.h"
+#include "net/conn.h"
 #include "store.h"
 
 /* Start a backup.  dir is a name under backup-dir, or with backup-anywhere

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "cmdparse.h"
-#include "conn.h"
+#include "net/conn.h"
 
 /* The native protocol's framing (cmd_frame.c): a reply is a 4-byte
  * big-endian length and a msgpack body. */

@@ -6,7 +6,7 @@
 
 #include "kv_mp.h"
 #include "kv_status.h"
-#include "loop.h"
+#include "net/loop.h"
 
 size_t kvd_reply_begin(struct kvd_conn *c)
 {

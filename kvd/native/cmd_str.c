@@ -18,12 +18,12 @@
 #include "cmd.h"
 #include "keyspace.h"
 #include "kv_status.h"
-#include "loop.h"
-#include "resp.h"
-#include "router.h"
+#include "net/loop.h"
+#include "resp/resp.h"
+#include "net/router.h"
 #include "store.h"
 #include "strops.h"
-#include "write.h"
+#include "net/write.h"
 
 _Static_assert(KV_BITOP_AND == BOP_AND && KV_BITOP_OR == BOP_OR &&
 		   KV_BITOP_XOR == BOP_XOR && KV_BITOP_NOT == BOP_NOT,

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "kv_proto.h"
 #include "kv_status.h"
 #include "repl.h"

@@ -10,20 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
-#include "backup.h"
+#include "net/auth.h"
+#include "ops/backup.h"
 #include "cmd.h"
-#include "conn.h"
+#include "net/conn.h"
 #include "keyspace.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "log.h"
-#include "loop.h"
-#include "repl.h"
-#include "router.h"
-#include "stats.h"
+#include "net/loop.h"
+#include "repl/repl.h"
+#include "net/router.h"
+#include "ops/stats.h"
 #include "store.h"
-#include "write.h"
+#include "net/write.h"
 
 #define SCAN_DEFAULT_LIMIT 100
 

@@ -30,7 +30,7 @@
 #include "kv_status.h"
 #include "kvc_int.h"
 #include "log.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "repl.h"
 #include "store.h"
 

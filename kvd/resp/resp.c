@@ -22,10 +22,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "kv_status.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "store.h"
 
 #define NUM_LINE_MAX 24 /* "$" + sign + 20 digits, generously */

@@ -32,12 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "cmd.h"
 #include "kv_status.h"
-#include "loop.h"
-#include "repl.h"
-#include "resp.h"
+#include "net/loop.h"
+#include "repl/repl.h"
+#include "resp/resp.h"
 #include "store.h"
 
 /* Sub-requests per TXN: each costs a few words until the batch ends. */

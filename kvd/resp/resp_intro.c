@@ -42,10 +42,10 @@
 
 #include "kv_buf.h"
 #include "log.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "resp.h"
-#include "stats.h"
+#include "ops/stats.h"
 #include "store.h"
 
 #define MAX_IO 256		/* the threads option's range */

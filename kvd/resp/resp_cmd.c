@@ -13,10 +13,10 @@
 
 #include "keyspace.h"
 #include "kv_status.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "resp.h"
-#include "router.h"
-#include "write.h"
+#include "net/router.h"
+#include "net/write.h"
 
 /* kvd_pend.aux bits */
 #define AUX_GETOLD 1u /* reply with the old value (SET ... GET, GETSET) */

@@ -16,10 +16,10 @@
 
 #include "keyspace.h"
 #include "kv_status.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "resp.h"
 #include "strops.h"
-#include "write.h"
+#include "net/write.h"
 
 #define SILENT RESP_CMD_EXEC
 #define PROTO_MAX_BULK (512ull << 20) /* Redis's proto-max-bulk-len */

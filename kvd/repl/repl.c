@@ -30,12 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmd.h"
+#include "native/cmd.h"
 #include "kv_mp.h"
 #include "kv_status.h"
 #include "log.h"
-#include "loop.h"
-#include "resp.h"
+#include "net/loop.h"
+#include "resp/resp.h"
 #include "store.h"
 
 /* A pull with nothing to send waits this long for records, then answers

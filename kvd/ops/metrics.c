@@ -13,11 +13,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "auth.h"
-#include "conn.h"
+#include "net/auth.h"
+#include "net/conn.h"
 #include "kv_status.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "stats.h"
 #include "store.h"
 

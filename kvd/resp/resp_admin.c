@@ -11,12 +11,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "log.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "resp.h"
-#include "stats.h"
+#include "ops/stats.h"
 
 /* The Redis version that introduced each command (COMMAND DOCS "since"). */
 static const char *const since[RESP_NCMDS] = {

@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmd.h"
+#include "native/cmd.h"
 #include "kv_status.h"
 #include "log.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "store.h"
 
 struct job {

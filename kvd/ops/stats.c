@@ -15,11 +15,11 @@
 
 #include <xxhash.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "kv_mp.h"
-#include "loop.h"
-#include "repl.h"
-#include "resp.h"
+#include "net/loop.h"
+#include "repl/repl.h"
+#include "resp/resp.h"
 #include "store.h"
 
 void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)

@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "kv_status.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "resp.h"
-#include "router.h"
+#include "net/router.h"
 #include "strops.h"
 
 /* Redis's proto-max-bulk-len default: bit offsets are held below it. */

@@ -24,7 +24,7 @@
 
 #include "kv_proto.h"
 #include "kv_status.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "resp.h"
 
 #define SCAN_DEFAULT_COUNT 10

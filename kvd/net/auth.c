@@ -18,7 +18,7 @@
 #include "kv_proto.h"
 #include "log.h"
 #include "loop.h"
-#include "resp.h"
+#include "resp/resp.h"
 
 static int is_loopback(const char *addr)
 {

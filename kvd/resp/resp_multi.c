@@ -39,11 +39,11 @@
 
 #include "keyspace.h"
 #include "kv_status.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "resp.h"
-#include "router.h"
+#include "net/router.h"
 #include "store.h"
-#include "write.h"
+#include "net/write.h"
 
 #define WATCH_MIN_BUCKETS 4096
 

@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "auth.h"
-#include "conn.h"
+#include "net/auth.h"
+#include "net/conn.h"
 #include "store.h"
 
 /* RESP's entry points (its kvd_proto, resp.c): one request per call, the

@@ -15,10 +15,10 @@
  */
 #include "kv_status.h"
 #include "log.h"
-#include "loop.h"
+#include "net/loop.h"
 #include "resp.h"
 #include "store.h"
-#include "write.h"
+#include "net/write.h"
 
 static const char err_busy[] = "ERR Background save already in progress";
 
