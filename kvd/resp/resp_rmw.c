@@ -321,45 +321,6 @@ const char *resp_setbit(struct kvd_conn *c, struct resp_req *r)
 
 /* ===================== INCRBYFLOAT ===================== */
 
-/* Redis's string2ld: the whole string, no leading space, not NaN. */
-int kvd_parse_ld(struct kv_slice s, long double *out)
-{
-	char buf[5 * 1024 + 1], *end;
-
-	if (s.n == 0 || s.n >= sizeof(buf) || memchr(s.p, 0, s.n))
-		return -1;
-	memcpy(buf, s.p, s.n);
-	buf[s.n] = '\0';
-	if (buf[0] == ' ' || (buf[0] >= '\t' && buf[0] <= '\r'))
-		return -1;
-	*out = strtold(buf, &end);
-	if (*end || isnan(*out))
-		return -1;
-	return 0;
-}
-
-/* Redis's ld2string(LD_STR_HUMAN): %.17Lf, trailing zeros trimmed, no
- * negative zero. */
-size_t kvd_format_ld(char *buf, size_t cap, long double v)
-{
-	int l = snprintf(buf, cap, "%.17Lf", v);
-
-	if (l < 0 || (size_t)l >= cap)
-		return 0;
-	if (strchr(buf, '.')) {
-		while (buf[l - 1] == '0')
-			l--;
-		if (buf[l - 1] == '.')
-			l--;
-	}
-	if (l == 2 && buf[0] == '-' && buf[1] == '0') {
-		buf[0] = '0';
-		l = 1;
-	}
-	buf[l] = '\0';
-	return (size_t)l;
-}
-
 static const char *incrbyfloat_fn(struct kvd_conn *c, struct resp_req *r,
 				  void *arg)
 {
@@ -413,72 +374,6 @@ const char *resp_incrbyfloat(struct kvd_conn *c, struct resp_req *r)
 }
 
 /* ===================== BITOP ===================== */
-
-void kvd_bitop_fold(uint8_t *dst, struct kv_slice src, size_t len, int op,
-		    int first)
-{
-	for (size_t i = 0; i < len; i++) {
-		uint8_t b = i < src.n ? src.p[i] : 0;
-
-		if (first)
-			dst[i] = op == BOP_NOT ? (uint8_t)~b : b;
-		else if (op == BOP_AND)
-			dst[i] &= b;
-		else if (op == BOP_OR)
-			dst[i] |= b;
-		else
-			dst[i] ^= b;
-	}
-}
-
-/* Read in place, not copied: a value read stays valid until the reader
- * is reset at the end of the loop turn (shard.h), and the section runs
- * no write before the fold ends. */
-static int bitop_src(struct kvd_conn *c, struct kv_slice k, struct kv_slice *v)
-{
-	struct kvd_io *io = c->io;
-	int rc = KV_NOT_FOUND;
-
-	if (resp_key_ok(c, k))
-		rc = kvd_reader_get(io->reader,
-				    kvd_shard_of(k.p, k.n, io->srv->nshards),
-				    k.p, k.n, io->now_ms, v);
-	if (rc == KV_NOT_FOUND)
-		*v = none;
-	return rc == KV_NOT_FOUND ? KV_OK : rc;
-}
-
-/* Two passes over the sources, read where they lie: the first finds the
- * result's length (the longest source's), which is refused past
- * max-value-size before anything is allocated; the second folds them
- * into out.  So the work holds one value, however many sources are
- * named (copying each first held their sum: 250 x 16 MiB for a 1.8 KB
- * request). */
-int kvd_bitop_sources(struct kvd_conn *c, int op, const struct kv_slice *src,
-		      uint32_t n, struct kv_buf *out)
-{
-	struct kv_slice v;
-	size_t len = 0;
-
-	c->io->now_ms = kvd_now_ms();
-	for (uint32_t i = 0; i < n; i++) {
-		if (bitop_src(c, src[i], &v))
-			return KV_INTERNAL;
-		if (v.n > len)
-			len = v.n;
-	}
-	if (len > c->io->srv->cfg->max_value)
-		return KV_VALUE_TOO_LARGE;
-	if (len && kv_buf_reserve(out, len))
-		return KV_INTERNAL;
-	out->len = len;
-	for (uint32_t i = 0; i < n; i++) {
-		if (bitop_src(c, src[i], &v))
-			return KV_INTERNAL;
-		kvd_bitop_fold(out->data, v, len, op, i == 0);
-	}
-	return KV_OK;
-}
 
 static const char *bitop_fn(struct kvd_conn *c, struct resp_req *r, void *arg)
 {

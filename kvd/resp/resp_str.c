@@ -50,23 +50,6 @@ static int value_of(struct kvd_conn *c, struct kv_slice k, struct kv_slice *v)
 	return rc == KV_NOT_FOUND ? 0 : -1;
 }
 
-/* Clamp [*start, *end] to a string of len units as Redis does; 0 when the
- * range is empty. */
-int kvd_clamp_range(long long *start, long long *end, long long len)
-{
-	if (*start < 0)
-		*start += len;
-	if (*end < 0)
-		*end += len;
-	if (*start < 0)
-		*start = 0;
-	if (*end < 0)
-		*end = 0;
-	if (*end >= len)
-		*end = len - 1;
-	return *start <= *end && len > 0;
-}
-
 /* GETRANGE key start end, and its old name SUBSTR. */
 const char *resp_getrange(struct kvd_conn *c, struct resp_req *r)
 {
@@ -133,31 +116,6 @@ static int unit_arg(struct kv_slice s)
 	return resp_eq(s, "byte") ? 0 : -1;
 }
 
-/* Convert a range in bytes or bits into bytes and edge masks (bitops.c). */
-int kvd_bitrange_bytes(struct bitrange *br, long long len, int isbit)
-{
-	br->first_mask = br->last_mask = 0;
-	if (!kvd_clamp_range(&br->start, &br->end, isbit ? len << 3 : len))
-		return 0;
-	if (isbit) {
-		br->first_mask =
-		    (uint8_t)(~((1u << (8 - (br->start & 7))) - 1) & 0xff);
-		br->last_mask = (uint8_t)((1u << (7 - (br->end & 7))) - 1);
-		br->start >>= 3;
-		br->end >>= 3;
-	}
-	return 1;
-}
-
-long long kvd_popcount(const uint8_t *p, size_t n)
-{
-	long long bits = 0;
-
-	for (size_t i = 0; i < n; i++)
-		bits += __builtin_popcount(p[i]);
-	return bits;
-}
-
 /* BITCOUNT key [start end [BYTE|BIT]] */
 const char *resp_bitcount(struct kvd_conn *c, struct resp_req *r)
 {
@@ -196,47 +154,6 @@ const char *resp_bitcount(struct kvd_conn *c, struct resp_req *r)
 	n -= __builtin_popcount(v.p[br.end] & br.last_mask);
 	resp_add_int(c, n);
 	return NULL;
-}
-
-/* The first bit equal to bit in p[0..n), or -1 for a one that is not
- * there, or n * 8 for a zero that is not (the string is zero padded). */
-static long long first_bit(const uint8_t *p, size_t n, int bit)
-{
-	for (size_t i = 0; i < n; i++) {
-		uint8_t b = bit ? p[i] : (uint8_t)~p[i];
-
-		if (b)
-			return (long long)(i * 8) + __builtin_clz(b) - 24;
-	}
-	return bit ? -1 : (long long)n * 8;
-}
-
-/* BITPOS's search of a range of bytes whose edge bits outside the range
- * are masked: set to the opposite of what is looked for. */
-long long kvd_bitpos_range(const uint8_t *p, const struct bitrange *br, int bit,
-			   long long *bytes)
-{
-	long long start = br->start, n = br->end - br->start + 1;
-	uint8_t fill = bit ? 0 : 0xff;
-	long long pos;
-
-	*bytes = n;
-	if (!br->first_mask && !br->last_mask)
-		return first_bit(p + start, (size_t)n, bit);
-	for (long long i = 0; i < n; i++) {
-		uint8_t b = p[start + i];
-
-		if (i == 0)
-			b = (uint8_t)((b & ~br->first_mask) |
-				      (fill & br->first_mask));
-		if (i == n - 1)
-			b = (uint8_t)((b & ~br->last_mask) |
-				      (fill & br->last_mask));
-		pos = first_bit(&b, 1, bit);
-		if (pos >= 0 && pos < 8)
-			return pos + i * 8;
-	}
-	return bit ? -1 : n * 8;
 }
 
 /* BITPOS key bit [start [end [BYTE|BIT]]] */
