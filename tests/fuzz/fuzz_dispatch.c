@@ -93,14 +93,16 @@ void kvd_io_request_stop(struct kvd_server *server)
 /* Wait for every write (and backup) in flight, as on_wake() does. */
 static void drain(void)
 {
-	/* The io loop pushes a turn's writes at its end. */
-	kvd_committer_flush(io->srv->com);
-	while (io->inflight) {
+	for (;;) {
 		uint64_t n;
-
-		writes += io->inflight; /* (flush_store: only "any?" counts) */
 		ssize_t got;
 
+		/* The io loop pushes a turn's writes to the committers at its
+		 * end; completions may have started more. */
+		kvd_committer_flush(io->srv->com);
+		if (!io->inflight)
+			break;
+		writes += io->inflight; /* (flush_store: only "any?" counts) */
 		while ((got = read(io->efd, &n, sizeof(n))) < 0 &&
 		       errno == EINTR)
 			; /* libFuzzer's -timeout alarm */
