@@ -81,7 +81,7 @@ int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen);
 int kvd_io_start(struct kvd_server *srv);
 /* Ask every io thread to drain and stop, then join them. */
 void kvd_io_stop(struct kvd_server *srv);
-/* A client asked the server to stop (RESP SHUTDOWN): the main thread
+/* A client asked the server to stop (SHUTDOWN): the main thread
  * stops it as on SIGTERM, which this raises (any thread). */
 void kvd_io_request_stop(struct kvd_server *srv);
 void kvd_io_destroy(struct kvd_server *srv);
