@@ -10,7 +10,7 @@
 
 #include "kv_buf.h"
 #include "kv_status.h"
-#include "resp.h"
+#include "resp/resp.h"
 #include "store.h"
 
 /* ===================== Events ===================== */

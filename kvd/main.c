@@ -6,15 +6,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "auth.h"
-#include "backup.h"
+#include "net/auth.h"
+#include "ops/backup.h"
 #include "config.h"
 #include "kvd.h"
 #include "log.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "store.h"
-#include "tls.h"
+#include "net/tls.h"
 
 /* One line on stderr; the log file (when there is one) gets it too. */
 static int fail(const char *msg)

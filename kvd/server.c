@@ -9,9 +9,9 @@
 #include "doc/doc.h"
 #include "doc/hash.h"
 #include "keyspace.h"
-#include "loop.h"
-#include "repl.h"
-#include "resp.h"
+#include "net/loop.h"
+#include "repl/repl.h"
+#include "resp/resp.h"
 
 /* The merge operations the store's committers run (store.h): hashes',
  * then documents' from KVDOC_MERGE_BASE on. */

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "kv_status.h"
-#include "mql_match.h"
-#include "mql_update.h"
-#include "router.h"
+#include "mongo/mql_match.h"
+#include "mongo/mql_update.h"
+#include "net/router.h"
 
 /* ---- keys ---- */
 

@@ -60,8 +60,8 @@
 #include <bson/bson.h>
 
 #include "kv_buf.h"
-#include "mql_error.h"
-#include "mql_key.h"
+#include "mongo/mql_error.h"
+#include "mongo/mql_key.h"
 #include "store.h"
 
 /* The value type of documents (store.h; hashes are 1). */

@@ -20,7 +20,7 @@
 #include "doc.h"
 #include "journaltest.h"
 #include "kv_status.h"
-#include "router.h"
+#include "net/router.h"
 #include "store.h"
 #include "store_log.h"
 
