@@ -142,6 +142,35 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 	return KV_OK;
 }
 
+int kvd_write_merge(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
+		    int shard, struct kv_slice k, struct kv_slice v,
+		    uint32_t aux)
+{
+	uint64_t h = kvd_key_hash(k.p, k.n);
+	struct kvd_wreq *w =
+	    new_wreq(c->io, KVD_ITEM_HDR + k.n + v.n, 0,
+		     shard >= 0 ? (unsigned)shard
+				: kvd_hash_shard(h, c->io->srv->nshards),
+		     KVD_W_MERGE, NULL);
+	struct kvd_pend *pd;
+
+	if (!w)
+		return KV_INTERNAL;
+	if (!(pd = kvd_conn_pend(c, op))) {
+		kvd_wreq_free(c->io, w);
+		return KV_INTERNAL;
+	}
+	w->pend = pd;
+	put_item(w, k, v);
+	kvd_conn_track(c, kvd_hash_slot(h), 1);
+	w->op.ks = (uint8_t)ks;
+	w->op.flags = (uint8_t)id;
+	pd->aux = aux;
+	pd->parts = 1;
+	dispatch(c, w);
+	return KV_OK;
+}
+
 struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,
 			       unsigned op, enum kvd_wkind kind,
 			       struct kv_slice k, struct kv_slice v,

@@ -25,6 +25,13 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 		     uint64_t expire_at, uint8_t flags, int64_t delta,
 		     uint16_t tag);
 
+/* Queue merge operation id (store.h, KVD_W_MERGE) of key k in keyspace ks
+ * with operand v, on shard (-1: the key's, router.h): its pend gets the merge's status,
+ * result and reply bytes, and aux (the caller's tag for it).  KV_OK once
+ * queued; KV_INTERNAL (out of memory) when nothing was. */
+int kvd_write_merge(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
+		    int shard, struct kv_slice k, struct kv_slice v,
+		    uint32_t aux);
 struct kvd_excl;
 /* Inside exclusive section x (shard.h): queue a one-key write and
  * commit it at once, so that what follows sees it journaled (in sync mode
