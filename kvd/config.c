@@ -56,6 +56,9 @@ static const struct opt options[] = {
      "the plain port)"},
     {"resp-port", OPT_UINT, F(resp_port), 0, 65535, "0", NULL,
      "Redis protocol (RESP2) port; 0 disables it (suggested: 7380)"},
+    {"mongo-port", OPT_UINT, F(mongo_port), 0, 65535, "0", NULL,
+     "MongoDB wire protocol port (docs/mongodb.md); 0 disables it "
+     "(suggested: 27017)"},
     {"resp-flushall", OPT_ENUM, F(resp_flushall), 0, 0, "yes", bool_names,
      "whether RESP FLUSHALL and FLUSHDB may empty the store"},
     {"metrics-port", OPT_UINT, F(metrics_port), 0, 65535, "0", NULL,
@@ -203,6 +206,8 @@ static const struct opt options[] = {
      "msgpack protocol over TLS on this port; 0 disables it"},
     {"tls-resp-port", OPT_UINT, F(tls_resp_port), 0, 65535, "0", NULL,
      "RESP over TLS on this port; 0 disables it"},
+    {"tls-mongo-port", OPT_UINT, F(tls_mongo_port), 0, 65535, "0", NULL,
+     "MongoDB wire protocol over TLS on this port; 0 disables it"},
     {"tls-metrics", OPT_ENUM, F(tls_metrics), 0, 0, "no", yes_no,
      "the metrics port speaks HTTPS (TLS) instead of HTTP"},
     {"tls-cert-file", OPT_STR, F(tls_cert_file), 0, 0, "", NULL,
@@ -698,13 +703,15 @@ static int check_unix(struct kvd_config *c)
  * any free port). */
 static int check_ports(const struct kvd_config *c)
 {
-	static const char *const names[] = {"port", "resp-port", "metrics-port",
-					    "tls-port", "tls-resp-port"};
-	const unsigned ports[] = {c->port, c->resp_port, c->metrics_port,
-				  c->tls_port, c->tls_resp_port};
+	static const char *const names[] = {
+	    "port",	     "resp-port",  "metrics-port",  "tls-port",
+	    "tls-resp-port", "mongo-port", "tls-mongo-port"};
+	const unsigned ports[] = {
+	    c->port,	      c->resp_port,  c->metrics_port,  c->tls_port,
+	    c->tls_resp_port, c->mongo_port, c->tls_mongo_port};
 
-	for (unsigned i = 0; i < 5; i++)
-		for (unsigned j = i + 1; j < 5; j++)
+	for (unsigned i = 0; i < 7; i++)
+		for (unsigned j = i + 1; j < 7; j++)
 			if (ports[i] && ports[i] == ports[j]) {
 				fprintf(stderr, "kvd: %s and %s are both %u\n",
 					names[i], names[j], ports[i]);
@@ -717,7 +724,7 @@ static int check_ports(const struct kvd_config *c)
  * certificates need a CA to be checked against. */
 static int check_tls(const struct kvd_config *c)
 {
-	int tls = c->tls_port || c->tls_resp_port ||
+	int tls = c->tls_port || c->tls_resp_port || c->tls_mongo_port ||
 		  (c->tls_metrics && c->metrics_port);
 
 	if (!tls)

@@ -83,6 +83,8 @@ struct kvd_conn {
 	 * gave c a second role (repl.c: a replica's link); else NULL. */
 	void (*closed)(struct kvd_conn *c);
 	uint32_t resp_state; /* RESP: protocol-specific flags */
+	void *mdoor;	     /* MongoDB: the door's connection (mdoor.h) */
+	void *mwrite;	     /* MongoDB: its write in flight (doc_mdoor.c) */
 	struct {	     /* RESP: a multibulk validated so far */
 		uint32_t off, argc, seen, body;
 	} resp_mb;

@@ -261,16 +261,18 @@ void kvd_listen_close(void)
 }
 
 /* The TLS listeners (as bound: a TLS port is never 0 here). */
-static unsigned tls_ports[2];
-/* The protocol each speaks (tls-port, tls-resp-port). */
-static const int tls_protos[2] = {KVD_PROTO_NATIVE, KVD_PROTO_RESP};
+static unsigned tls_ports[3];
+/* The protocol each speaks (tls-port, tls-resp-port, tls-mongo-port). */
+static const int tls_protos[3] = {KVD_PROTO_NATIVE, KVD_PROTO_RESP,
+				  KVD_PROTO_MONGO};
 
 static int tls_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
 		      char *err, size_t errlen)
 {
 	tls_ports[0] = srv->cfg->tls_port;
 	tls_ports[1] = srv->cfg->tls_resp_port;
-	for (int i = 0; i < 2; i++) {
+	tls_ports[2] = srv->cfg->tls_mongo_port;
+	for (int i = 0; i < 3; i++) {
 		if (!tls_ports[i])
 			continue;
 		int slot = KVD_LISTEN_SLOT(KVD_LISTEN_TLS, tls_protos[i]);
@@ -307,6 +309,12 @@ static int io_listen(struct kvd_server *srv, struct kvd_io *io, unsigned idx,
 		io->lfd[KVD_PROTO_RESP] = listen_on(
 		    srv->cfg->bind, &srv->resp_port, idx == 0, err, errlen);
 		if (io->lfd[KVD_PROTO_RESP] < 0)
+			return -1;
+	}
+	if (srv->cfg->mongo_port) {
+		io->lfd[KVD_PROTO_MONGO] = listen_on(
+		    srv->cfg->bind, &srv->mongo_port, idx == 0, err, errlen);
+		if (io->lfd[KVD_PROTO_MONGO] < 0)
 			return -1;
 	}
 	/* Metrics are scraped rarely: one listener, on the first thread. */
@@ -370,6 +378,7 @@ int kvd_io_listen(struct kvd_server *srv, char *err, size_t errlen)
 		return -1;
 	srv->port = srv->cfg->port;
 	srv->resp_port = srv->cfg->resp_port;
+	srv->mongo_port = srv->cfg->mongo_port;
 	srv->metrics_port = srv->cfg->metrics_port;
 	srv->io = calloc(srv->nio, sizeof(*srv->io));
 	if (!srv->io) {

@@ -23,6 +23,7 @@ enum kvd_proto_id {
 	KVD_PROTO_NATIVE, /* msgpack frames (native/) */
 	KVD_PROTO_RESP,	  /* Redis RESP2 (resp/) */
 	KVD_PROTO_HTTP,	  /* /metrics (ops/) */
+	KVD_PROTO_MONGO,  /* MongoDB's wire protocol (doc/doc_proto.c) */
 	KVD_NPROTO
 };
 
@@ -47,7 +48,8 @@ struct kvd_proto {
 	size_t busy_len;
 };
 
-extern const struct kvd_proto kvd_native_proto, kvd_resp_proto, kvd_http_proto;
+extern const struct kvd_proto kvd_native_proto, kvd_resp_proto, kvd_http_proto,
+    kvd_mongo_proto;
 /* By id (protos.c). */
 extern const struct kvd_proto *const kvd_protos[KVD_NPROTO];
 

@@ -58,7 +58,7 @@ static const char *ssl_reason(char *buf, size_t len, const char *what)
 
 int kvd_tls_wanted(const struct kvd_config *cfg)
 {
-	return cfg->tls_port || cfg->tls_resp_port ||
+	return cfg->tls_port || cfg->tls_resp_port || cfg->tls_mongo_port ||
 	       (cfg->tls_metrics && cfg->metrics_port);
 }
 
