@@ -307,11 +307,12 @@ struct walk {
 	int disorder;
 };
 
-static int walk_one(void *arg, struct kv_slice k, struct kv_slice v)
+static int walk_one(void *arg, struct kv_slice k, struct kv_slice v,
+		    unsigned type)
 {
 	struct walk *w = arg;
 
-	if (k.n != KLEN || v.n != vlen ||
+	if (k.n != KLEN || v.n != vlen || type != KVD_VT_PLAIN ||
 	    (w->n && memcmp(w->last, k.p, KLEN) >= 0))
 		w->disorder = 1;
 	memcpy(w->last, k.p, KLEN);

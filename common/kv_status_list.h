@@ -39,6 +39,8 @@
 	X(DISABLED, 28, "operation disabled by configuration")                 \
 	X(INTERNAL, 29, "internal server error")                               \
 	X(BUSY, 30, "another operation of this kind is in progress")           \
+	X(WRONG_TYPE, 31,                                                      \
+	  "operation against a key holding the wrong kind of value")           \
 	X(REPLICA_READ_ONLY, 36, "server is a read-only replica")              \
 	X(NO_REPLICAS, 37, "not enough good replicas to write")                \
 	X(CONNECT, 64, "cannot connect")                                       \

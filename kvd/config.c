@@ -56,6 +56,9 @@ static const struct opt options[] = {
      "the plain port)"},
     {"resp-port", OPT_UINT, F(resp_port), 0, 65535, "0", NULL,
      "Redis protocol (RESP2) port; 0 disables it (suggested: 7380)"},
+    {"mongo-port", OPT_UINT, F(mongo_port), 0, 65535, "0", NULL,
+     "MongoDB wire protocol port (docs/mongodb.md); 0 disables it "
+     "(suggested: 27017)"},
     {"resp-flushall", OPT_ENUM, F(resp_flushall), 0, 0, "yes", bool_names,
      "whether RESP FLUSHALL and FLUSHDB may empty the store"},
     {"metrics-port", OPT_UINT, F(metrics_port), 0, 65535, "0", NULL,
@@ -102,6 +105,14 @@ static const struct opt options[] = {
      "largest value in bytes"},
     {"max-frame-size", OPT_SIZE, F(max_frame), 1024, 2ull << 30, "32m", NULL,
      "largest request frame in bytes"},
+    {"max-hash-fields", OPT_SIZE, F(max_hash_fields), 1, 1ull << 32, "100000",
+     NULL,
+     "fields one hash may hold; a write that would take it past this is "
+     "refused"},
+    {"max-hash-bytes", OPT_SIZE, F(max_hash_bytes), 1024, 1ull << 30, "16m",
+     NULL,
+     "bytes one hash may take (its fields and values, 2-10 bytes of "
+     "overhead each); a write that would take it past this is refused"},
     {"max-clients", OPT_UINT, F(max_clients), 1, 1000000, "10000", NULL,
      "connections accepted at once; more are refused with TOO_MANY_CONNS"},
     {"map-size", OPT_SIZE, F(map_size), 1ull << 20, 1ull << 44, "64g", NULL,
@@ -195,6 +206,8 @@ static const struct opt options[] = {
      "msgpack protocol over TLS on this port; 0 disables it"},
     {"tls-resp-port", OPT_UINT, F(tls_resp_port), 0, 65535, "0", NULL,
      "RESP over TLS on this port; 0 disables it"},
+    {"tls-mongo-port", OPT_UINT, F(tls_mongo_port), 0, 65535, "0", NULL,
+     "MongoDB wire protocol over TLS on this port; 0 disables it"},
     {"tls-metrics", OPT_ENUM, F(tls_metrics), 0, 0, "no", yes_no,
      "the metrics port speaks HTTPS (TLS) instead of HTTP"},
     {"tls-cert-file", OPT_STR, F(tls_cert_file), 0, 0, "", NULL,
@@ -690,13 +703,15 @@ static int check_unix(struct kvd_config *c)
  * any free port). */
 static int check_ports(const struct kvd_config *c)
 {
-	static const char *const names[] = {"port", "resp-port", "metrics-port",
-					    "tls-port", "tls-resp-port"};
-	const unsigned ports[] = {c->port, c->resp_port, c->metrics_port,
-				  c->tls_port, c->tls_resp_port};
+	static const char *const names[] = {
+	    "port",	     "resp-port",  "metrics-port",  "tls-port",
+	    "tls-resp-port", "mongo-port", "tls-mongo-port"};
+	const unsigned ports[] = {
+	    c->port,	      c->resp_port,  c->metrics_port,  c->tls_port,
+	    c->tls_resp_port, c->mongo_port, c->tls_mongo_port};
 
-	for (unsigned i = 0; i < 5; i++)
-		for (unsigned j = i + 1; j < 5; j++)
+	for (unsigned i = 0; i < 7; i++)
+		for (unsigned j = i + 1; j < 7; j++)
 			if (ports[i] && ports[i] == ports[j]) {
 				fprintf(stderr, "kvd: %s and %s are both %u\n",
 					names[i], names[j], ports[i]);
@@ -709,7 +724,7 @@ static int check_ports(const struct kvd_config *c)
  * certificates need a CA to be checked against. */
 static int check_tls(const struct kvd_config *c)
 {
-	int tls = c->tls_port || c->tls_resp_port ||
+	int tls = c->tls_port || c->tls_resp_port || c->tls_mongo_port ||
 		  (c->tls_metrics && c->metrics_port);
 
 	if (!tls)

@@ -21,6 +21,7 @@ struct kvd_config {
 	char bind[64];
 	unsigned port;
 	unsigned resp_port;
+	unsigned mongo_port;
 	unsigned metrics_port;
 	char metrics_bind[64];
 	/* Unix sockets of the native protocol and of RESP ("": none), made
@@ -41,6 +42,8 @@ struct kvd_config {
 	uint64_t max_key;
 	uint64_t max_value;
 	uint64_t max_frame;
+	uint64_t max_hash_fields; /* fields of one hash, at most */
+	uint64_t max_hash_bytes;  /* bytes of one hash's image, at most */
 	unsigned max_clients;
 	uint64_t map_size;
 	unsigned log_level;
@@ -87,6 +90,7 @@ struct kvd_config {
 	 * and what every TLS listener presents and asks for */
 	unsigned tls_port;
 	unsigned tls_resp_port;
+	unsigned tls_mongo_port;
 	unsigned tls_metrics; /* the metrics port speaks TLS */
 	char tls_cert_file[512];
 	char tls_key_file[512];

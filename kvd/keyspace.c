@@ -10,7 +10,7 @@
 
 #include "kv_buf.h"
 #include "kv_status.h"
-#include "resp.h"
+#include "resp/resp.h"
 #include "store.h"
 
 /* ===================== Events ===================== */
@@ -26,8 +26,8 @@ static const struct {
 
 /* The classes kvd publishes events of. */
 #define PUBLISHED                                                              \
-	(KVD_NOTIFY_GENERIC | KVD_NOTIFY_STRING | KVD_NOTIFY_EXPIRED |         \
-	 KVD_NOTIFY_NEW)
+	(KVD_NOTIFY_GENERIC | KVD_NOTIFY_STRING | KVD_NOTIFY_HASH |            \
+	 KVD_NOTIFY_EXPIRED | KVD_NOTIFY_NEW)
 
 /* Events kept until their writes are committed: [u8 event][u8 0]
  * [u16 shard or NO_SHARD][u32 key length][key], in the order made. */
@@ -246,8 +246,9 @@ uint32_t kvd_keyspace_seen(const struct kvd_config *cfg, enum kvd_wkind kind)
 {
 	if (kind == KVD_W_APPEND) /* its encoding: was the key there? */
 		return 1;
-	return active(flags_of(cfg)) && kind <= KVD_W_GETDEL &&
-	       kind != KVD_W_FLUSH;
+	return active(flags_of(cfg)) &&
+	       ((kind <= KVD_W_GETDEL && kind != KVD_W_FLUSH) ||
+		kind == KVD_W_MERGE);
 }
 
 /* What item i of op found and did; without seen, what op's status says
@@ -279,6 +280,8 @@ static void enc_op(unsigned shard, const struct kvd_wop *op)
 		kvd_keyspace_forget(shard); /* a replica's records: as SET's */
 		return;
 	}
+	if (op->kind == KVD_W_MERGE)
+		return; /* a hash's encoding is its own (OBJECT ENCODING) */
 	if (op->kind == KVD_W_EXPIRE ||
 	    (none && op->kind != KVD_W_APPEND &&
 	     (op->kind != KVD_W_PUT || !KVD_TAG_ENC(op->tag))))
@@ -317,7 +320,8 @@ static void events_op(unsigned fl, unsigned shard, const struct kvd_wop *op)
 	const uint8_t *p = op->items;
 	struct kv_slice k;
 
-	if (op->kind > KVD_W_GETDEL || op->kind == KVD_W_FLUSH)
+	if ((op->kind > KVD_W_GETDEL && op->kind != KVD_W_MERGE) ||
+	    op->kind == KVD_W_FLUSH)
 		return; /* FLUSHALL has no event; a replica's records none */
 	if (ev == KVD_EV_AUTO)
 		ev = kind_event(op);
@@ -327,13 +331,18 @@ static void events_op(unsigned fl, unsigned shard, const struct kvd_wop *op)
 		p = next_key(p, &k);
 		/* (an expired key left as it was is the reaper's to report) */
 		if ((seen & KVD_SEEN_EXPIRED) &&
-		    (del || (seen & KVD_SEEN_DONE)))
+		    (del || (seen & KVD_SEEN_DONE) || op->kind == KVD_W_MERGE))
 			keep(fl, KVD_EV_EXPIRED, shard, k);
 		if (!(seen & KVD_SEEN_DONE))
 			continue;
 		if (stores &&
 		    (!(seen & KVD_SEEN_LIVE) || (op->tag & KVD_TAG_NEW)))
 			keep(fl, KVD_EV_NEW, shard, k);
+		if (stores && (seen & KVD_SEEN_GONE)) { /* HDEL of the last */
+			keep(fl, ev, shard, k);
+			keep(fl, KVD_EV_DEL, shard, k);
+			continue;
+		}
 		if (ev != KVD_EV_QUIET)
 			keep(fl, ev, shard, k);
 		if ((op->tag & KVD_TAG_EXPIRE) && op->kind == KVD_W_PUT)

@@ -55,7 +55,11 @@
 	X(SETBIT, "setbit", KVD_NOTIFY_STRING)                                 \
 	X(RENAME_FROM, "rename_from", KVD_NOTIFY_GENERIC)                      \
 	X(RENAME_TO, "rename_to", KVD_NOTIFY_GENERIC)                          \
-	X(COPY_TO, "copy_to", KVD_NOTIFY_GENERIC)
+	X(COPY_TO, "copy_to", KVD_NOTIFY_GENERIC)                              \
+	X(HSET, "hset", KVD_NOTIFY_HASH)                                       \
+	X(HDEL, "hdel", KVD_NOTIFY_HASH)                                       \
+	X(HINCRBY, "hincrby", KVD_NOTIFY_HASH)                                 \
+	X(HINCRBYFLOAT, "hincrbyfloat", KVD_NOTIFY_HASH)
 
 enum kvd_ev {
 	/* what the write's kind says: PUT "set", DEL and GETDEL "del", INCR
@@ -79,7 +83,9 @@ enum kvd_enc {
 
 /* A write's tag (kvd_wop.tag; write.h): its event, whether it also sets an
  * expiry ("expire" after "set": SET ... EX, SETEX), how what it stores is
- * encoded.  0: what its kind says, encoded as SET's. */
+ * encoded.  0: what its kind says, encoded as SET's.  A merge (a hash's
+ * HSET, HDEL, ...) has its command's event, and "del" after it when it
+ * deleted the key (HDEL of the last field). */
 #define KVD_TAG_EXPIRE 0x40u
 /* "new" even over a key that held a value (RENAME and COPY: Redis deletes
  * the destination, then adds it) */

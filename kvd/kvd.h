@@ -33,6 +33,7 @@ struct kvd_server {
 	unsigned port; /* as bound (differs from cfg when cfg says 0) */
 	unsigned resp_port;
 	unsigned metrics_port;
+	unsigned mongo_port;
 };
 
 /* Replies are counted by status; statuses above this share the last slot. */

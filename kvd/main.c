@@ -6,15 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "auth.h"
-#include "backup.h"
+#include "net/auth.h"
+#include "ops/backup.h"
 #include "config.h"
+#include "doc/doc_mdoor.h"
 #include "kvd.h"
 #include "log.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "store.h"
-#include "tls.h"
+#include "net/tls.h"
 
 /* One line on stderr; the log file (when there is one) gets it too. */
 static int fail(const char *msg)
@@ -155,13 +156,16 @@ int main(int argc, char **argv)
 	/* Before the io threads: a replica refuses writes from the first. */
 	if (kvd_repl_start(&srv, err, sizeof(err)))
 		return fail(err);
+	if (doc_mdoor_start(&srv, argc, argv, err, sizeof(err)))
+		return fail(err);
 	if (kvd_io_start(&srv))
 		return fail("cannot start threads");
 	log_info(
-	    "kvd %s ready: %s port %u%s%.0u%s%s%s%s, %u io thread%s, "
+	    "kvd %s ready: %s port %u%s%.0u%s%.0u%s%s%s%s, %u io thread%s, "
 	    "%u shard%s, durability %s, data %s",
 	    KVD_VERSION, cfg.bind, srv.port,
 	    srv.resp_port ? ", resp port " : "", srv.resp_port,
+	    srv.mongo_port ? ", mongo port " : "", srv.mongo_port,
 	    cfg.unix_socket[0] ? ", unix socket " : "", cfg.unix_socket,
 	    cfg.resp_port && cfg.resp_unix_socket[0] ? ", resp unix socket "
 						     : "",
@@ -177,6 +181,7 @@ int main(int argc, char **argv)
 	kvd_repl_stop(&srv);
 	kvd_backup_wait();
 	kvd_io_destroy(&srv);
+	doc_mdoor_stop();
 	kvd_store_close(srv.store);
 	kvd_tls_cleanup();
 	log_info("stopped cleanly");

@@ -6,10 +6,20 @@
  * io loop only. */
 #include "kvd.h"
 
+#include "doc/doc.h"
+#include "doc/hash.h"
 #include "keyspace.h"
-#include "loop.h"
-#include "repl.h"
-#include "resp.h"
+#include "net/loop.h"
+#include "repl/repl.h"
+#include "resp/resp.h"
+
+/* The merge operations the store's committers run (store.h): hashes',
+ * then documents' from KVDOC_MERGE_BASE on. */
+static struct kvh_limits hash_limits;
+static struct kvd_merge_op merge_ops[KVD_MERGE_MAX];
+_Static_assert(KVH_NOPS <= KVDOC_MERGE_BASE &&
+		   KVDOC_MERGE_BASE + KVDOC_NOPS <= KVD_MERGE_MAX,
+	       "merge ids overlap");
 
 int kvd_server_open_store(struct kvd_server *srv, char *err, size_t errlen)
 {
@@ -24,8 +34,14 @@ int kvd_server_open_store(struct kvd_server *srv, char *err, size_t errlen)
 	    .segment_size = cfg->journal_segment_size,
 	    .truncate_corrupt = cfg->journal_truncate_corrupt,
 	    .stored = kvd_watch_touch,
+	    .merge = merge_ops,
+	    .nmerge = KVD_MERGE_MAX,
 	};
 
+	hash_limits.max_fields = cfg->max_hash_fields;
+	hash_limits.max_bytes = cfg->max_hash_bytes;
+	kvh_register(merge_ops, &hash_limits);
+	kvdoc_register(merge_ops);
 	if (kvd_store_open(&srv->store, &o, err, errlen))
 		return -1;
 	srv->nshards = kvd_store_nshards(srv->store);

@@ -1,5 +1,5 @@
 /* strops.h - the arithmetic of string, bit and float commands, shared by
- * both front ends: RESP (resp_str.c, resp_rmw.c, which define these) and
+ * both front ends (strops.c defines them): RESP (resp_str.c, resp_rmw.c) and
  * the native protocol (cmd_str.c).  One copy of Redis's rules for ranges,
  * bit counts and float formatting, so that the two protocols cannot drift
  * apart on what GETRANGE -1 or INCRBYFLOAT 0.1 means.

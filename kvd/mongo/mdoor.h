@@ -190,8 +190,13 @@ struct mdoor_wop {
 	const struct mql_sort *sort; /* FAM: which match it takes; NULL */
 	const bson_value_t *new_id;  /* upsert: _id of a new document whose
 				      * query and update give none */
-	bool upsert, multi;	     /* multi: every match (UPDATE, DELETE) */
-	bool remove, return_new;     /* FAM */
+	/* The filter's and the update's BSON as the client sent them (the
+	 * door's copies, valid until done), for a store that hands them on
+	 * to another thread (kvd's committers recompile them there). */
+	const uint8_t *q_bson, *u_bson;
+	uint32_t q_len, u_len;
+	bool upsert, multi;	 /* multi: every match (UPDATE, DELETE) */
+	bool remove, return_new; /* FAM */
 	/* out */
 	bool ran;	      /* the statement was executed */
 	struct mql_error err; /* code != 0: it failed (err.code 11000 for

@@ -3,6 +3,7 @@
  * or after it returned, projected by fields: {lastErrorObject: {n,
  * updatedExisting, upserted}, value, ok: 1}.  A failure of the write is
  * the command's error (as mongod answers it), not a write error. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "mdoor_write.h"
@@ -119,7 +120,8 @@ static int compile(struct mdoor_wstate *w, struct mdoor_wop *op,
 
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[F_QUERY].it))
 		mdoor_arg_doc(&a[F_QUERY].it, &p, &n);
-	if (mql_match_compile(p, n, (struct mql_match **)&op->q, err))
+	if (mql_match_compile(p, n, (struct mql_match **)&op->q, err) ||
+	    mdoor_wop_keep(op, p, n, NULL, 0))
 		return -1;
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[F_SORT].it)) {
 		mdoor_arg_doc(&a[F_SORT].it, &p, &n);
@@ -131,6 +133,11 @@ static int compile(struct mdoor_wstate *w, struct mdoor_wop *op,
 		mdoor_arg_doc(&a[F_UPDATE].it, &p, &n);
 		if (mql_update_compile(p, n, (struct mql_update **)&op->u, err))
 			return -1;
+		op->u_bson = malloc(n);
+		if (!op->u_bson)
+			return -1;
+		memcpy((uint8_t *)op->u_bson, p, n);
+		op->u_len = n;
 	}
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[F_FIELDS].it)) {
 		mdoor_arg_doc(&a[F_FIELDS].it, &p, &n);

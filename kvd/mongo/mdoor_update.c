@@ -4,6 +4,7 @@
  * error at its index), and the batch handed to the store, whose results
  * become {n, nModified, upserted, writeErrors}. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mdoor_write.h"
@@ -115,6 +116,8 @@ static int upd_compile(struct mdoor_wstate *w, struct mdoor_wop *op, uint32_t i,
 	if (mql_match_compile(q, ql, (struct mql_match **)&op->q, e) ||
 	    mql_update_compile(u, ul, (struct mql_update **)&op->u, e))
 		return -1;
+	if (mdoor_wop_keep(op, q, ql, u, ul))
+		return mdoor_err(e, MDOOR_ExceededMemoryLimit, "out of memory");
 	op->multi = mdoor_arg_bool(&f[U_MULTI].it);
 	op->upsert = mdoor_arg_bool(&f[U_UPSERT].it);
 	if (op->multi && mql_update_is_replacement(op->u))
@@ -153,6 +156,9 @@ static int upd_stmts(struct mdoor_req *r, struct mdoor_wstate *w,
 			mql_update_free((struct mql_update *)op->u);
 			op->q = NULL;
 			op->u = NULL;
+			free((void *)op->q_bson);
+			free((void *)op->u_bson);
+			op->q_bson = op->u_bson = NULL;
 			bson_destroy(&op->upserted);
 			bson_destroy(&op->value);
 			w->b.nops--;
@@ -288,6 +294,9 @@ static int del_stmts(struct mdoor_req *r, struct mdoor_wstate *w,
 
 			op->q = m;
 			op->multi = limit == 0;
+			if (mdoor_wop_keep(op, q, ql, NULL, 0))
+				mdoor_err(&e, MDOOR_ExceededMemoryLimit,
+					  "out of memory");
 		}
 		if (e.code) {
 			if (mdoor_wstate_refuse(w, i, &e))

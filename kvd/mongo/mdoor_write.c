@@ -34,6 +34,8 @@ void mdoor_wstate_free(void *p)
 		mql_sort_free((struct mql_sort *)w->ops[i].sort);
 		bson_destroy(&w->ops[i].upserted);
 		bson_destroy(&w->ops[i].value);
+		free((void *)w->ops[i].q_bson);
+		free((void *)w->ops[i].u_bson);
 	}
 	for (size_t i = 0; i < w->npre; i++)
 		free(w->pre[i].msg);
@@ -70,6 +72,27 @@ struct mdoor_wstate *mdoor_wstate_new(struct mdoor_req *r,
 	w->b.ops = w->ops;
 	w->ordered = ordered;
 	return w;
+}
+
+int mdoor_wop_keep(struct mdoor_wop *op, const uint8_t *q, uint32_t ql,
+		   const uint8_t *u, uint32_t ul)
+{
+	uint8_t *qc = q ? malloc(ql) : NULL, *uc = u ? malloc(ul) : NULL;
+
+	if ((q && !qc) || (u && !uc)) {
+		free(qc);
+		free(uc);
+		return -1;
+	}
+	if (q)
+		memcpy(qc, q, ql);
+	if (u)
+		memcpy(uc, u, ul);
+	op->q_bson = qc;
+	op->q_len = q ? ql : 0;
+	op->u_bson = uc;
+	op->u_len = u ? ul : 0;
+	return 0;
 }
 
 /* The next op of the batch, for statement index i. */

@@ -34,6 +34,10 @@ struct mdoor_wstate *mdoor_wstate_new(struct mdoor_req *r,
 				      enum mdoor_wkind kind, const char *coll,
 				      size_t nstmt, bool ordered);
 void mdoor_wstate_free(void *w);
+/* Keep copies of a statement's filter and update documents in op (q_bson,
+ * u_bson; either may be NULL): 0, or -1 out of memory. */
+int mdoor_wop_keep(struct mdoor_wop *op, const uint8_t *q, uint32_t ql,
+		   const uint8_t *u, uint32_t ul);
 struct mdoor_wop *mdoor_wstate_op(struct mdoor_wstate *w, uint32_t i);
 int mdoor_wstate_refuse(struct mdoor_wstate *w, uint32_t i,
 			const struct mql_error *e);

@@ -214,16 +214,33 @@ const char *kvj_strerror(int err);
  * Payload layout (little-endian), the type in the record header:
  *   u32 key length | u32 value length | u64 expiry (ms since the epoch,
  *   0 = none) | key | value
+ * A PUT of a value whose type (kvj_rec.vtype) is not 0 is written as a
+ * KVJ_PUT_TYPED record, whose payload has the type byte after the expiry:
+ *   u32 key length | u32 value length | u64 expiry | u8 type | key | value
+ * A PUT or DEL of a key in a keyspace other than 0 (store.h, keyspaces) is
+ * a KVJ_PUT_KS or KVJ_DEL_KS record, whose payload has two bytes more after
+ * the expiry, the keyspace and the value's type (0 for a DEL):
+ *   u32 key length | u32 value length | u64 expiry | u8 ks | u8 type | key |
+ *   value
+ * kvj_rec_decode gives them back as KVJ_PUT or KVJ_DEL with their ks and
+ * vtype, so callers see PUT, DEL and FLUSHALL only; journals of keyspace 0's
+ * plain values are unchanged, and every record written before keyspaces
+ * were is keyspace 0's.
  */
 enum kvj_type {
 	KVJ_PUT = 1,
 	KVJ_DEL = 2,
 	KVJ_FLUSHALL = 3,
+	KVJ_PUT_TYPED = 4, /* on disk only: a PUT with a vtype */
+	KVJ_PUT_KS = 5,	   /* on disk only: a PUT in keyspace ks != 0 */
+	KVJ_DEL_KS = 6,	   /* on disk only: a DEL in keyspace ks != 0 */
 };
 
 struct kvj_rec {
-	uint8_t type; /* enum kvj_type */
-	const void *key;
+	uint8_t type;	 /* enum kvj_type: KVJ_PUT, KVJ_DEL or KVJ_FLUSHALL */
+	uint8_t vtype;	 /* PUT: the value's type (0: plain) */
+	uint8_t ks;	 /* PUT, DEL: the key's keyspace (store.h) */
+	const void *key; /* within its keyspace (no keyspace byte) */
 	uint32_t klen;
 	const void *val; /* PUT only */
 	uint32_t vlen;

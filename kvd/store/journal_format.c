@@ -81,44 +81,90 @@ int jn_rec_ok(const unsigned char *m, uint64_t size, uint64_t off,
 
 /* ---- key-value records ------------------------------------------------- */
 
+/* A value of a type other than 0 takes the typed record, whose header
+ * holds one byte more, and a key of a keyspace other than 0 the keyspace
+ * record, two more: a journal of keyspace 0's plain values is what it
+ * always was. */
+static size_t rec_hdr(const struct kvj_rec *r)
+{
+	if (r->ks && r->type != KVJ_FLUSHALL)
+		return KVJ_REC_HDR + 2;
+	return r->type == KVJ_PUT && r->vtype ? KVJ_REC_HDR + 1 : KVJ_REC_HDR;
+}
+
+uint8_t jn_rec_type(const struct kvj_rec *r)
+{
+	if (r->ks && r->type != KVJ_FLUSHALL)
+		return r->type == KVJ_PUT ? KVJ_PUT_KS : KVJ_DEL_KS;
+	return r->type == KVJ_PUT && r->vtype ? KVJ_PUT_TYPED : r->type;
+}
+
 size_t kvj_rec_size(const struct kvj_rec *r)
 {
-	return KVJ_REC_HDR + (size_t)r->klen + r->vlen;
+	return rec_hdr(r) + (size_t)r->klen + r->vlen;
 }
 
 int kvj_rec_encode(const struct kvj_rec *r, void *buf, size_t cap)
 {
 	unsigned char *p = buf;
-	size_t n = kvj_rec_size(r);
+	size_t n = kvj_rec_size(r), h = rec_hdr(r);
 
 	if (n > cap || n > INT32_MAX)
 		return -ENOBUFS;
 	put32(p, r->klen);
 	put32(p + 4, r->vlen);
 	put64(p + 8, r->expiry_ms);
+	if (h == KVJ_REC_HDR + 1) {
+		p[KVJ_REC_HDR] = r->vtype;
+	} else if (h == KVJ_REC_HDR + 2) {
+		p[KVJ_REC_HDR] = r->ks;
+		p[KVJ_REC_HDR + 1] = r->type == KVJ_PUT ? r->vtype : 0;
+	}
 	if (r->klen)
-		memcpy(p + KVJ_REC_HDR, r->key, r->klen);
+		memcpy(p + h, r->key, r->klen);
 	if (r->vlen)
-		memcpy(p + KVJ_REC_HDR + r->klen, r->val, r->vlen);
+		memcpy(p + h + r->klen, r->val, r->vlen);
 	return (int)n;
+}
+
+/* The header's length for a record of wire type type. */
+static size_t hdr_of(uint8_t type)
+{
+	if (type == KVJ_PUT_KS || type == KVJ_DEL_KS)
+		return KVJ_REC_HDR + 2;
+	return type == KVJ_PUT_TYPED ? KVJ_REC_HDR + 1 : KVJ_REC_HDR;
 }
 
 int kvj_rec_decode(uint8_t type, const void *payload, uint32_t len,
 		   struct kvj_rec *r)
 {
 	const unsigned char *p = payload;
+	size_t h = hdr_of(type);
 
-	if (type < KVJ_PUT || type > KVJ_FLUSHALL || len < KVJ_REC_HDR)
+	if (type < KVJ_PUT || type > KVJ_DEL_KS || len < h)
 		return -EBADMSG;
-	r->type = type;
+	r->type = type == KVJ_PUT_TYPED || type == KVJ_PUT_KS ? KVJ_PUT
+		  : type == KVJ_DEL_KS			      ? KVJ_DEL
+							      : type;
+	r->vtype = type == KVJ_PUT_TYPED ? p[KVJ_REC_HDR]
+		   : type == KVJ_PUT_KS	 ? p[KVJ_REC_HDR + 1]
+					 : 0;
+	r->ks = h == KVJ_REC_HDR + 2 ? p[KVJ_REC_HDR] : 0;
 	r->klen = get32(p);
 	r->vlen = get32(p + 4);
 	r->expiry_ms = get64(p + 8);
-	if ((uint64_t)KVJ_REC_HDR + r->klen + r->vlen != len)
+	if ((uint64_t)h + r->klen + r->vlen != len)
 		return -EBADMSG;
-	if (type != KVJ_PUT && r->vlen != 0)
+	if (r->type != KVJ_PUT && r->vlen != 0)
 		return -EBADMSG;
-	r->key = p + KVJ_REC_HDR;
-	r->val = p + KVJ_REC_HDR + r->klen;
+	/* type 0 is the plain record's, keyspace 0 the plain records': a
+	 * typed or keyspace record never holds it */
+	if (type == KVJ_PUT_TYPED && !r->vtype)
+		return -EBADMSG;
+	if (h == KVJ_REC_HDR + 2 &&
+	    (!r->ks || (type == KVJ_DEL_KS && p[KVJ_REC_HDR + 1])))
+		return -EBADMSG;
+	r->key = p + h;
+	r->val = p + h + r->klen;
 	return 0;
 }

@@ -136,6 +136,9 @@ int jn_hdr_check(struct kvj *j, const unsigned char *h, uint64_t first,
 void jn_frame(unsigned char *p, uint64_t ext, uint32_t len, uint64_t lsn,
 	      uint64_t synced, uint8_t type, uint64_t seed);
 /* Is there a whole record with a good checksum at off of mapping m? */
+/* The record type a kvj_rec is written as (KVJ_PUT_TYPED for a typed
+ * PUT). */
+uint8_t jn_rec_type(const struct kvj_rec *r);
 int jn_rec_ok(const unsigned char *m, uint64_t size, uint64_t off,
 	      uint64_t seed, struct view *v);
 

@@ -421,7 +421,7 @@ static void rec_fill(const void *src, size_t i, unsigned char *dst,
 	const struct kvj_rec *r = (const struct kvj_rec *)src + i;
 
 	kvj_rec_encode(r, dst, kvj_rec_size(r));
-	*type = r->type;
+	*type = jn_rec_type(r);
 }
 
 int kvj_append_recs(struct kvj *j, const struct kvj_rec *r, size_t n,

@@ -391,6 +391,8 @@ static int hash_grow(struct kvm *m, uint64_t slots)
 static void next_stats(struct kvm_stats *st, const struct kvm_node *old,
 		       const struct kvm_node *x, unsigned flags)
 {
+	if (x->nocount)
+		return;
 	if (old) {
 		/* Not a new key: what is below was counted at its first
 		 * write, and flags are ignored. */
@@ -468,7 +470,10 @@ static int insert(struct kvm *m, const void *key, size_t klen, const void *val,
 	x->klen = (uint16_t)klen;
 	x->kind = (uint8_t)kind;
 	x->st = *st;
-	x->unknown = !s && (flags & KVM_F_UNKNOWN) && !st->flush_lsn;
+	x->nocount = (flags & KVM_F_NOCOUNT) != 0;
+	x->unknown =
+	    !s && (flags & KVM_F_UNKNOWN) && !st->flush_lsn && !x->nocount;
+	x->vtype = kind == KVM_VALUE ? KVM_F_TYPE_OF(flags) : 0;
 	atomic_init(&x->newer, NULL);
 	atomic_init(&x->created_next, NULL);
 	x->older = s;
@@ -624,7 +629,12 @@ int kvm_count_resolve(const struct kvm *cm, struct kvm_count *c,
 		const struct kvm_node *n = next_created(x);
 
 		if (!n)
-			break; /* cannot happen: the count saw it created */
+			break;	  /* cannot happen: the count saw it created */
+		if (n->nocount) { /* not among c->keys */
+			x = n;
+			m->res_pos = x;
+			continue;
+		}
 		if (n->unknown) {
 			rc = below(arg, node_key(n), n->klen);
 			if (rc < 0)

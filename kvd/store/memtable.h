@@ -120,8 +120,9 @@
 struct kvm;
 struct kvm_node;
 
-/* LMDB's compiled-in key limit, as kv_proto.h's KV_MAX_KEY_LIMIT. */
-#define KVM_MAX_KEY 511u
+/* LMDB's compiled-in key limit (kv_proto.h's KV_MAX_KEY_LIMIT), plus the
+ * keyspace byte the store puts in front of every key (store.h). */
+#define KVM_MAX_KEY 512u
 /* Values longer than this are refused (kvd's own limit is 16 MiB). */
 #define KVM_MAX_VALUE (1u << 30)
 /* Arena chunk size when kvm_opts.chunk_size is 0: one huge page. */
@@ -137,6 +138,16 @@ struct kvm_node;
 #define KVM_F_BELOW 0x1u
 /* Whether it does was not looked up: kvm_count_resolve finds out. */
 #define KVM_F_UNKNOWN 0x2u
+/* The key is in no counter (kvm_count): the store's keyspaces other than
+ * 0, which DBSIZE does not count.  Every write of a key passes it or none
+ * does; it wins over the two flags above. */
+#define KVM_F_NOCOUNT 0x8u
+/* kvm_put: the value's type, 0 .. KVM_MAX_TYPE, kept with the version and
+ * given back in kvm_entry.type.  The memtable gives it no meaning (kvd's
+ * store: a plain value or a hash, store.h). */
+#define KVM_MAX_TYPE 7u
+#define KVM_F_TYPE(t) (((unsigned)(t)&KVM_MAX_TYPE) << 4)
+#define KVM_F_TYPE_OF(f) (((unsigned)(f) >> 4) & KVM_MAX_TYPE)
 
 struct kvm_pool;
 
@@ -159,6 +170,7 @@ struct kvm_entry {
 	const uint8_t *val; /* NULL for a tombstone */
 	uint32_t klen;
 	uint32_t vlen;
+	uint8_t type;	    /* a value's KVM_F_TYPE; 0 for a tombstone */
 	uint64_t expire_at; /* Unix ms, 0 for none */
 	uint64_t lsn;	    /* a flush-hidden key: the flush's LSN */
 	uint64_t first_lsn; /* the key's first version since the flush (a
@@ -252,7 +264,8 @@ void kvm_pool_destroy(struct kvm_pool *p);
  * kvm_publish.  expire_at is absolute Unix ms, 0 for none.  lsn must be >=
  * the last LSN written to m (equal LSNs are allowed within a batch: of two
  * writes of one key with one LSN the later one wins) and above the last
- * LSN published.  flags: KVM_F_BELOW, KVM_F_UNKNOWN or 0.  0, -EINVAL,
+ * LSN published.  flags: KVM_F_BELOW or KVM_F_UNKNOWN, and KVM_F_TYPE(t)
+ * for a value of type t (none: 0).  0, -EINVAL,
  * -ENOSPC, -ENOMEM. */
 int kvm_put(struct kvm *m, const void *key, size_t klen, const void *val,
 	    size_t vlen, uint64_t expire_at, uint64_t lsn, unsigned flags);

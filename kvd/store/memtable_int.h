@@ -44,7 +44,12 @@ struct kvm_node {
 	/* The key created after this one (first versions only): the order
 	 * runs are made in and kvm_count_resolve walks in. */
 	_Atomic(struct kvm_node *) created_next;
-	uint8_t unknown; /* first version written with KVM_F_UNKNOWN */
+	/* first version written with KVM_F_UNKNOWN */
+	uint8_t unknown : 1;
+	/* written with KVM_F_NOCOUNT: in no counter */
+	uint8_t nocount : 1;
+	/* the value's type (KVM_F_TYPE), carried for the store's caller */
+	uint8_t vtype : 3;
 	uint8_t kind;
 	uint16_t klen;
 	uint32_t vlen;
@@ -271,6 +276,7 @@ static inline void fill_entry(const struct kvm_node *x, struct kvm_entry *e)
 	e->kind = x->kind;
 	e->val = x->kind == KVM_VALUE ? node_val(x) : NULL;
 	e->vlen = x->vlen;
+	e->type = x->vtype;
 	e->expire_at = x->expire_at;
 	e->lsn = x->lsn;
 	e->first_lsn = x->first_lsn;

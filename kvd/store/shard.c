@@ -32,7 +32,7 @@ static int shard_open(struct shard *sh, const struct kvd_store_opts *o,
 	int rc, dead = 0;
 
 	if ((rc = mdb_env_create(&sh->env)) ||
-	    (rc = mdb_env_set_maxdbs(sh->env, 3)) ||
+	    (rc = mdb_env_set_maxdbs(sh->env, 4)) ||
 	    (rc = mdb_env_set_mapsize(sh->env, o->map_size)) ||
 	    (rc = mdb_env_set_maxreaders(sh->env, o->max_readers)))
 		goto fail;
@@ -45,6 +45,7 @@ static int shard_open(struct shard *sh, const struct kvd_store_opts *o,
 		log_warn("%s: cleared %d stale reader slot(s)", sh->path, dead);
 	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)) ||
 	    (rc = mdb_dbi_open(txn, "kv", MDB_CREATE, &sh->kv)) ||
+	    (rc = mdb_dbi_open(txn, "kx", MDB_CREATE, &sh->kx)) ||
 	    (rc = mdb_dbi_open(txn, "exp", MDB_CREATE | MDB_DUPSORT,
 			       &sh->exp)) ||
 	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &sh->meta)))
@@ -118,6 +119,8 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type,
 	/* Whether LMDB holds the key is left to COUNT to ask (memtable.h):
 	 * no B-tree descent per record, so replay costs memtable inserts. */
 	unsigned below = KVM_F_UNKNOWN;
+	uint8_t ik[KVM_MAX_KEY];
+	size_t n;
 	int rc;
 
 	rp->bytes += len;
@@ -125,10 +128,14 @@ static int replay_one(void *arg, uint64_t lsn, uint8_t type,
 		return rc;
 	if (r.type == KVJ_FLUSHALL)
 		return kvm_flush(rp->m, lsn);
+	/* records of before keyspaces are keyspace 0's (r.ks is 0) */
+	if (!(n = ikey_put(ik, r.ks, r.key, r.klen)))
+		return -EBADMSG;
+	below |= ks_flags(r.ks);
 	if (r.type == KVJ_PUT)
-		return kvm_put(rp->m, r.key, r.klen, r.val, r.vlen, r.expiry_ms,
-			       lsn, below);
-	return kvm_del(rp->m, r.key, r.klen, lsn, below);
+		return kvm_put(rp->m, ik, n, r.val, r.vlen, r.expiry_ms, lsn,
+			       below | KVM_F_TYPE(r.vtype));
+	return kvm_del(rp->m, ik, n, lsn, below);
 }
 
 static int shard_recover(struct shard *sh, const struct kvd_store_opts *o,
@@ -271,6 +278,8 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	pthread_mutex_init(&st->rmu, NULL);
 	st->map_size = o->map_size;
 	st->segment_size = o->segment_size;
+	for (unsigned i = 0; i < o->nmerge && i < KVD_MERGE_MAX; i++)
+		st->merge[i] = o->merge[i];
 	st->stored = o->stored;
 	st->hook_arg = o->hook_arg;
 	st->ckpt_interval_ms =
@@ -324,6 +333,8 @@ void kvd_store_close(struct kvd_store *st)
 		kvd_ckpt_stop(sh);
 		kvd_shard_spare_stop(sh);
 		kv_buf_free(&sh->wt.tmp);
+		kv_buf_free(&sh->wt.mimg);
+		kv_buf_free(&sh->wt.mreply);
 		kv_buf_free(&sh->wt.data);
 		free(sh->wt.ents);
 		free(sh->wt.ht);
@@ -465,14 +476,16 @@ struct kvd_reader *kvd_reader_new(struct kvd_store *st)
 	r->st = st;
 	r->txn = calloc(st->n, sizeof(*r->txn));
 	r->cur = calloc(st->n, sizeof(*r->cur));
+	r->xcur = calloc(st->n, sizeof(*r->xcur));
 	r->active = calloc(st->n, 1);
 	r->heads = calloc(st->n, sizeof(*r->heads));
 	r->views = calloc(st->n, sizeof(*r->views));
 	r->gen = 1; /* views start at 0: none is current */
-	if (!r->txn || !r->cur || !r->active || !r->heads || !r->views ||
-	    reader_register(st, r)) {
+	if (!r->txn || !r->cur || !r->xcur || !r->active || !r->heads ||
+	    !r->views || reader_register(st, r)) {
 		free(r->txn);
 		free(r->cur);
+		free(r->xcur);
 		free(r->active);
 		free(r->heads);
 		free(r->views);
@@ -490,11 +503,14 @@ void kvd_reader_free(struct kvd_reader *r)
 	for (unsigned i = 0; r->txn && i < r->st->n; i++) {
 		if (r->cur && r->cur[i])
 			mdb_cursor_close(r->cur[i]);
+		if (r->xcur && r->xcur[i])
+			mdb_cursor_close(r->xcur[i]);
 		if (r->txn[i])
 			mdb_txn_abort(r->txn[i]);
 	}
 	free(r->txn);
 	free(r->cur);
+	free(r->xcur);
 	free(r->active);
 	free(r->heads);
 	free(r->views);
@@ -547,24 +563,26 @@ MDB_txn *kvd_shard_rtxn(struct kvd_reader *r, unsigned i)
 	return r->txn[i];
 }
 
-MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i)
+MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i, unsigned ks)
 {
 	MDB_txn *txn = kvd_shard_rtxn(r, i);
+	MDB_cursor **c = ks ? &r->xcur[i] : &r->cur[i];
 	int rc;
 
 	if (!txn)
 		return NULL;
-	if (r->cur[i])
-		rc = mdb_cursor_renew(txn, r->cur[i]);
+	if (*c)
+		rc = mdb_cursor_renew(txn, *c);
 	else
-		rc = mdb_cursor_open(txn, r->st->sh[i].kv, &r->cur[i]);
+		rc = mdb_cursor_open(txn,
+				     ks ? r->st->sh[i].kx : r->st->sh[i].kv, c);
 	if (rc) {
 		kvd_log_ratelimited(&read_limit, KVD_LOG_ERROR,
 				    "%s: cannot open cursor: %s",
 				    r->st->sh[i].path, mdb_strerror(rc));
 		return NULL;
 	}
-	return r->cur[i];
+	return *c;
 }
 
 void kvd_reader_pin(struct kvd_reader *r)
@@ -602,7 +620,8 @@ static const struct rview *rview(struct kvd_reader *r, unsigned i)
 /* One memtable layer's say on a key: KV_OK, KV_NOT_FOUND, or -1 (look
  * below). */
 static int mget(struct kvm *m, const struct kvm_snap *sn, const void *key,
-		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val)
+		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val,
+		unsigned *type)
 {
 	struct kvm_entry e;
 	int k = m ? kvm_get_at(m, sn, key, klen, &e) : KVM_ABSENT;
@@ -611,6 +630,7 @@ static int mget(struct kvm *m, const struct kvm_snap *sn, const void *key,
 		if (e.expire_at && e.expire_at <= now)
 			return KV_NOT_FOUND;
 		*exp = e.expire_at;
+		*type = e.type;
 		val->p = e.val;
 		val->n = e.vlen;
 		return KV_OK;
@@ -618,23 +638,30 @@ static int mget(struct kvm *m, const struct kvm_snap *sn, const void *key,
 	return k == KVM_TOMBSTONE ? KV_NOT_FOUND : -1;
 }
 
-static int rget(struct kvd_reader *r, unsigned shard, const void *key,
-		size_t klen, uint64_t now, uint64_t *exp, struct kv_slice *val)
+static int rget(struct kvd_reader *r, unsigned shard, unsigned ks,
+		const void *key, size_t klen, uint64_t now, uint64_t *exp,
+		struct kv_slice *val, unsigned *type)
 {
 	struct shard *sh = &r->st->sh[shard];
 	MDB_txn *txn;
-	MDB_val k = {klen, (void *)key}, v;
+	MDB_val k, v;
+	uint8_t ik[KVM_MAX_KEY];
+	size_t n = ikey_put(ik, ks, key, klen);
 	int rc;
+	const struct rview *rv;
+
+	if (!n)
+		return KV_NOT_FOUND; /* no such key can be stored */
 	/* The memtables before the snapshot: a checkpoint in between can
 	 * only show a key twice (the memtable wins), never hide it. */
-	const struct rview *rv = rview(r, shard);
-
-	if ((rc = mget(rv->m[0], &rv->s[0], key, klen, now, exp, val)) >= 0 ||
-	    (rc = mget(rv->m[1], &rv->s[1], key, klen, now, exp, val)) >= 0)
+	rv = rview(r, shard);
+	if ((rc = mget(rv->m[0], &rv->s[0], ik, n, now, exp, val, type)) >= 0 ||
+	    (rc = mget(rv->m[1], &rv->s[1], ik, n, now, exp, val, type)) >= 0)
 		return rc;
 	if (!(txn = kvd_shard_rtxn(r, shard)))
 		return KV_INTERNAL;
-	rc = mdb_get(txn, sh->kv, &k, &v);
+	k = ikey_lmdb(ik, n);
+	rc = mdb_get(txn, ikey_dbi(sh, ik), &k, &v);
 	if (rc == MDB_NOTFOUND)
 		return KV_NOT_FOUND;
 	if (rc) {
@@ -643,15 +670,36 @@ static int rget(struct kvd_reader *r, unsigned shard, const void *key,
 				    mdb_strerror(rc));
 		return KV_INTERNAL;
 	}
-	return val_live(&v, now, exp, val) ? KV_OK : KV_NOT_FOUND;
+	if (!val_live(&v, now, exp, val))
+		return KV_NOT_FOUND;
+	*type = val_type(&v);
+	return KV_OK;
 }
 
 int kvd_reader_get(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, struct kv_slice *val)
 {
 	uint64_t exp;
+	unsigned type;
+	int rc = rget(r, shard, 0, key, klen, now, &exp, val, &type);
 
-	return rget(r, shard, key, klen, now, &exp, val);
+	return rc == KV_OK && type != KVD_VT_PLAIN ? KV_WRONG_TYPE : rc;
+}
+
+int kvd_reader_getv(struct kvd_reader *r, unsigned shard, const void *key,
+		    size_t klen, uint64_t now, struct kv_slice *val,
+		    unsigned *type, uint64_t *exp)
+{
+	return rget(r, shard, 0, key, klen, now, exp, val, type);
+}
+
+int kvd_reader_getk(struct kvd_reader *r, unsigned shard, unsigned ks,
+		    const void *key, size_t klen, uint64_t now,
+		    struct kv_slice *val, unsigned *type)
+{
+	uint64_t exp;
+
+	return rget(r, shard, ks, key, klen, now, &exp, val, type);
 }
 
 int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
@@ -659,7 +707,8 @@ int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
 {
 	struct kv_slice val;
 	uint64_t exp;
-	int rc = rget(r, shard, key, klen, now, &exp, &val);
+	unsigned type;
+	int rc = rget(r, shard, 0, key, klen, now, &exp, &val, &type);
 
 	if (rc == KV_OK)
 		*ttl_ms = exp ? (int64_t)(exp - now) : -1;

@@ -93,16 +93,20 @@ static int exp_del(struct shard *sh, MDB_txn *txn, uint64_t at, MDB_val *k)
 static int apply_one(struct shard *sh, MDB_txn *txn, MDB_cursor *cur,
 		     const struct kvm_entry *e)
 {
-	MDB_val k = {e->klen, (void *)e->key}, v;
+	MDB_val k = ikey_lmdb(e->key, e->klen), v;
 	uint64_t oexp = 0;
 	struct kv_slice od;
 	int rc, found;
+	/* the expiry index is keyspace 0's (store.h, keyspaces) */
+	int indexed = !e->key[0];
 
 	rc = mdb_cursor_get(cur, &k, &v, MDB_SET);
 	if (rc && rc != MDB_NOTFOUND)
 		return rc;
 	found = rc == 0;
 	if (found && val_parse(&v, &oexp, &od))
+		oexp = 0;
+	if (!indexed)
 		oexp = 0;
 	if (found && oexp && (e->kind != KVM_VALUE || oexp != e->expire_at) &&
 	    (rc = exp_del(sh, txn, oexp, &k)))
@@ -112,10 +116,10 @@ static int apply_one(struct shard *sh, MDB_txn *txn, MDB_cursor *cur,
 	v.mv_size = val_hdr_len(e->expire_at) + e->vlen;
 	if ((rc = mdb_cursor_put(cur, &k, &v, MDB_RESERVE)))
 		return rc;
-	val_hdr_put(v.mv_data, e->expire_at);
+	val_hdr_put(v.mv_data, e->expire_at, e->type);
 	memcpy((uint8_t *)v.mv_data + val_hdr_len(e->expire_at), e->val,
 	       e->vlen);
-	if (e->expire_at && (!found || oexp != e->expire_at)) {
+	if (indexed && e->expire_at && (!found || oexp != e->expire_at)) {
 		uint8_t b[8];
 		MDB_val ek = {8, b};
 
@@ -209,7 +213,9 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 	struct kvm_entry e;
 	MDB_stat ms = {0};
 	MDB_txn *txn;
-	MDB_cursor *cur = NULL; /* a write txn's cursors close with it */
+	/* on "kv", then "kx" (keyspace 0's ikeys come first); a write txn's
+	 * cursors close with it */
+	MDB_cursor *cur = NULL, *xcur = NULL;
 	const uint8_t *next = NULL;
 	uint32_t nlen = 0;
 	int rc, ok;
@@ -224,16 +230,18 @@ static int apply(struct shard *sh, struct kvm *m, uint64_t upto,
 	/* FLUSHALL: everything below the memtable goes first. */
 	if (!pos->started && kvm_flush_lsn(m) &&
 	    ((rc = mdb_drop(txn, sh->kv, 0)) ||
+	     (rc = mdb_drop(txn, sh->kx, 0)) ||
 	     (rc = mdb_drop(txn, sh->exp, 0))))
 		goto fail;
-	if ((rc = mdb_cursor_open(txn, sh->kv, &cur)))
+	if ((rc = mdb_cursor_open(txn, sh->kv, &cur)) ||
+	    (rc = mdb_cursor_open(txn, sh->kx, &xcur)))
 		goto fail;
 	for (ok = kvm_iter_seek(&it, pos->key, pos->klen); ok;
 	     ok = kvm_iter_next(&it)) {
 		if (n >= max || bytes >= max_bytes)
 			break;
 		kvm_iter_entry(&it, &e);
-		if ((rc = apply_one(sh, txn, cur, &e)))
+		if ((rc = apply_one(sh, txn, e.key[0] ? xcur : cur, &e)))
 			goto fail;
 		n++;
 		bytes += e.klen + e.vlen;

@@ -93,7 +93,7 @@ int kvd_snapshot_copy(struct kvd_snapshot *sn, unsigned i, const char *dir,
 	MDB_envinfo ei;
 	MDB_env *env = NULL;
 	MDB_txn *t = NULL;
-	MDB_dbi kv, exp;
+	MDB_dbi kv, kx, exp;
 	uint64_t ignored = 0, ignored_bytes = 0;
 	int rc;
 
@@ -103,15 +103,18 @@ int kvd_snapshot_copy(struct kvd_snapshot *sn, unsigned i, const char *dir,
 		goto fail;
 	}
 	/* NOSYNC while copying, one forced sync at the end. */
-	if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, 2)) ||
+	if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, 3)) ||
 	    (rc = mdb_env_set_mapsize(env, ei.me_mapsize)) ||
 	    (rc = mdb_env_open(env, dir, MDB_NOSYNC | MDB_NOTLS, 0640)) ||
 	    (rc = mdb_txn_begin(env, NULL, 0, &t)) ||
 	    (rc = mdb_dbi_open(t, "kv", MDB_CREATE, &kv)) ||
+	    (rc = mdb_dbi_open(t, "kx", MDB_CREATE, &kx)) ||
 	    (rc = mdb_dbi_open(t, "exp", MDB_CREATE | MDB_DUPSORT, &exp)))
 		goto fail;
 	if ((rc = copy_dbi(sn->txn[i], sh->kv, env, &t, kv, MDB_APPEND, keys,
 			   bytes)) ||
+	    (rc = copy_dbi(sn->txn[i], sh->kx, env, &t, kx, MDB_APPEND,
+			   &ignored, bytes)) ||
 	    (rc = copy_dbi(sn->txn[i], sh->exp, env, &t, exp, MDB_APPENDDUP,
 			   &ignored, &ignored_bytes)))
 		goto fail;
@@ -135,24 +138,32 @@ uint64_t kvd_snapshot_lsn(struct kvd_snapshot *sn, unsigned i)
 	return kvd_shard_meta_lsn(&sn->st->sh[i], sn->txn[i]);
 }
 
-int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
-		       struct kv_slice start, size_t max, struct kv_buf *out,
-		       struct kv_buf *next)
+/* One database's pairs from key start on (empty: its first) into out,
+ * klen or'ed with flag; *more with next set when out filled first.
+ * 0 or an LMDB code. */
+static int chunk_dbi(MDB_txn *txn, MDB_dbi dbi, uint32_t flag,
+		     struct kv_slice start, size_t max, struct kv_buf *out,
+		     struct kv_buf *next, int *more)
 {
 	MDB_cursor *c;
 	MDB_val k = {start.n, (void *)start.p}, v;
-	int rc = mdb_cursor_open(sn->txn[i], sn->st->sh[i].kv, &c);
+	int rc = mdb_cursor_open(txn, dbi, &c);
 
-	next->len = 0;
 	if (rc)
-		return KV_INTERNAL;
+		return rc;
 	for (rc =
 		 mdb_cursor_get(c, &k, &v, start.n ? MDB_SET_RANGE : MDB_FIRST);
 	     rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		uint32_t kn = (uint32_t)k.mv_size, vn = (uint32_t)v.mv_size;
+		uint32_t kn = (uint32_t)k.mv_size | flag,
+			 vn = (uint32_t)v.mv_size;
 
 		if (out->len >= max) {
+			/* the position: the ikey (keyspace 0's keys get
+			 * their byte here; the others have it) */
+			if (!flag)
+				kv_buf_append(next, "", 1);
 			kv_buf_append(next, k.mv_data, k.mv_size);
+			*more = 1;
 			break;
 		}
 		kv_buf_append(out, &kn, 4);
@@ -161,7 +172,33 @@ int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
 		kv_buf_append(out, v.mv_data, v.mv_size);
 	}
 	mdb_cursor_close(c);
-	if ((rc && rc != MDB_NOTFOUND) || out->err || next->err)
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
+		       struct kv_slice start, size_t max, struct kv_buf *out,
+		       struct kv_buf *next)
+{
+	struct shard *sh = &sn->st->sh[i];
+	struct kv_slice from = {NULL, 0};
+	int rc = 0, more = 0;
+
+	next->len = 0;
+	/* start is a position chunk_dbi gave: [0][key] in "kv", else a key
+	 * of "kx" */
+	if (!start.n || !start.p[0]) {
+		if (start.n > 1)
+			from = (struct kv_slice){start.p + 1, start.n - 1};
+		rc = chunk_dbi(sn->txn[i], sh->kv, 0, from, max, out, next,
+			       &more);
+		from = (struct kv_slice){NULL, 0};
+	} else {
+		from = start;
+	}
+	if (!rc && !more)
+		rc = chunk_dbi(sn->txn[i], sh->kx, KVD_CHUNK_KX, from, max, out,
+			       next, &more);
+	if (rc || out->err || next->err)
 		return KV_INTERNAL;
 	return KV_OK;
 }

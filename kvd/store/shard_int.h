@@ -22,6 +22,10 @@
 #include "store_log.h"
 
 #define VF_EXPIRE 1u
+/* Bits 1-3 of the flag byte: the value's type (store.h, KVD_VT_*); 0, a
+ * plain value, is what every value stored before types were had. */
+#define VF_TYPE_SHIFT 1
+#define VF_TYPE_MASK 0x0eu
 
 /* ov_ent.below when it was not looked up (a plain PUT: memtable.h, COUNT). */
 #define OV_BELOW_UNKNOWN 2
@@ -33,9 +37,11 @@ struct ov_ent {
 	 * batch is committed); a computed value is in kvd_wtxn.data at voff. */
 	const uint8_t *key, *val;
 	uint32_t klen, vlen, voff;
-	uint8_t vbuf; /* the value is in data */
+	uint8_t vbuf;  /* the value is in data */
+	uint8_t vtype; /* a PUT's value type (KVD_VT_*) */
 	uint64_t exp;
 	uint8_t type;  /* KVJ_PUT, KVJ_DEL, KVJ_FLUSHALL */
+	uint8_t ks;    /* the key's keyspace (key has no keyspace byte) */
 	uint8_t below; /* the key holds a value under the active memtable:
 			  0, 1, or OV_BELOW_UNKNOWN (not looked up) */
 };
@@ -48,6 +54,11 @@ struct kvd_wtxn {
 	struct kv_buf data;    /* the batch's computed values */
 	size_t bytes;	       /* keys and values in the batch */
 	struct kv_buf tmp; /* old values copied out before they are rewritten */
+	struct kv_buf mimg, mreply; /* a merge's new value and reply bytes */
+	unsigned ks;		    /* the keyspace of the keys being applied */
+	/* the memtable's form of a key (ikey_put), twice: one for a prefetch
+	 * while the other is being inserted */
+	uint8_t ikey[2][KVM_MAX_KEY];
 	struct ov_ent *ents;
 	size_t nents, cap;
 	uint32_t *ht; /* open addressing: newest entry of a key, index + 1 */
@@ -66,6 +77,7 @@ struct kvd_wtxn {
 struct shard {
 	MDB_env *env;
 	MDB_dbi kv, exp, meta;
+	MDB_dbi kx; /* the keyspaces other than 0, keys with their byte */
 	char path[600];
 	unsigned idx;
 	struct kvd_store *st;
@@ -129,6 +141,7 @@ struct kvd_store {
 	uint64_t ckpt_interval_ms;
 	uint64_t segment_size;	  /* journal segments (0: the default) */
 	_Atomic uint64_t backlog; /* journal bytes a shard keeps for replicas */
+	struct kvd_merge_op merge[KVD_MERGE_MAX]; /* by id (KVD_W_MERGE) */
 	/* kvd_store_opts.stored, and its argument */
 	void (*stored)(void *arg, const void *key, size_t klen);
 	void *hook_arg;
@@ -150,7 +163,8 @@ struct rview {
 struct kvd_reader {
 	struct kvd_store *st;
 	MDB_txn **txn;
-	MDB_cursor **cur;
+	MDB_cursor **cur;  /* on "kv", by shard */
+	MDB_cursor **xcur; /* on "kx" */
 	uint8_t *active;
 	unsigned nactive;
 	struct scan_head *heads;
@@ -172,6 +186,8 @@ struct kvd_reader {
  * iterators and the LMDB cursor merged, the shard's next live key. */
 struct scan_head {
 	struct kvm_iter it[2]; /* active, frozen */
+	MDB_cursor *cur;       /* the keyspace's database's */
+	unsigned ks;	       /* the scan's keyspace */
 	int ivalid[2];
 	int base;	   /* the LMDB cursor takes part */
 	int cvalid;	   /* the cursor is at a key */
@@ -179,6 +195,7 @@ struct scan_head {
 	struct kv_slice k; /* the shard's current key */
 	struct kv_slice v; /* its value (the stored bytes, no header) */
 	uint64_t exp;
+	uint8_t type; /* its value's KVD_VT_* */
 	int valid;
 };
 
@@ -189,9 +206,10 @@ static inline size_t val_hdr_len(uint64_t exp)
 	return exp ? 9 : 1;
 }
 
-static inline void val_hdr_put(uint8_t *p, uint64_t exp)
+static inline void val_hdr_put(uint8_t *p, uint64_t exp, unsigned type)
 {
-	p[0] = exp ? VF_EXPIRE : 0;
+	p[0] = (uint8_t)((exp ? VF_EXPIRE : 0) |
+			 ((type << VF_TYPE_SHIFT) & VF_TYPE_MASK));
 	for (unsigned i = 0; exp && i < 8; i++)
 		p[1 + i] = (uint8_t)(exp >> (8 * i));
 }
@@ -216,6 +234,13 @@ static inline int val_parse(const MDB_val *v, uint64_t *exp,
 	data->p = p + h;
 	data->n = v->mv_size - h;
 	return 0;
+}
+
+/* The type of a stored value (val_parse must have accepted it). */
+static inline uint8_t val_type(const MDB_val *v)
+{
+	return (uint8_t)((((const uint8_t *)v->mv_data)[0] & VF_TYPE_MASK) >>
+			 VF_TYPE_SHIFT);
 }
 
 /* 1 when v holds a value that has not expired at now. */
@@ -253,6 +278,50 @@ static inline int key_cmp(const void *a, size_t an, const void *b, size_t bn)
 	return an < bn ? -1 : an > bn;
 }
 
+/* ===================== Keyspaces =====================
+ *
+ * Inside the store a key is an ikey: its keyspace byte (store.h, KVD_KS_*),
+ * then the key.  The memtables hold ikeys, so a batch's keys of every
+ * keyspace publish together; LMDB holds keyspace 0 in "kv" with the key
+ * alone (as every store did before keyspaces: old directories open as
+ * they are) and the others in "kx" with their ikeys; the journal writes
+ * keyspace 0's records as it always did (journal.h, KVJ_PUT_KS). */
+
+/* buf (KVM_MAX_KEY bytes) = [ks][key]; its length, or 0 when the key is
+ * empty or too long to be stored (no such key can exist). */
+static inline size_t ikey_put(uint8_t *buf, unsigned ks, const void *key,
+			      size_t klen)
+{
+	if (!klen || klen >= KVM_MAX_KEY)
+		return 0;
+	buf[0] = (uint8_t)ks;
+	memcpy(buf + 1, key, klen);
+	return klen + 1;
+}
+
+/* The LMDB database and key of ikey ik (n > 0 bytes). */
+static inline MDB_dbi ikey_dbi(const struct shard *sh, const uint8_t *ik)
+{
+	return ik[0] ? sh->kx : sh->kv;
+}
+
+static inline MDB_val ikey_lmdb(const uint8_t *ik, size_t n)
+{
+	MDB_val k = {n, (void *)ik};
+
+	if (!ik[0]) {
+		k.mv_size = n - 1;
+		k.mv_data = (void *)(ik + 1);
+	}
+	return k;
+}
+
+/* The memtable flags of a key of keyspace ks: only keyspace 0 counts. */
+static inline unsigned ks_flags(unsigned ks)
+{
+	return ks ? KVM_F_NOCOUNT : 0;
+}
+
 /* Mark r in use for this turn (before loading memtable pointers). */
 static inline void kvd_reader_enter(struct kvd_reader *r)
 {
@@ -273,8 +342,9 @@ static inline void shard_layers(struct shard *sh, struct kvm **a,
 /* This loop turn's snapshot of shard i, opened on first use; NULL (logged)
  * when LMDB refuses. */
 MDB_txn *kvd_shard_rtxn(struct kvd_reader *r, unsigned i);
-/* The reader's cursor on shard i's kv database, renewed on that snapshot. */
-MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i);
+/* The reader's cursor on shard i's database of keyspace ks ("kv" for 0,
+ * "kx" for the others), renewed on that snapshot. */
+MDB_cursor *kvd_shard_rcursor(struct kvd_reader *r, unsigned i, unsigned ks);
 /* Bytes free on the filesystem holding path (root may use the reserve). */
 uint64_t kvd_shard_fs_room(const char *path);
 /* The checkpoint LSN stored in txn's snapshot (0: none yet). */

@@ -23,10 +23,13 @@ static int in_range(const struct kvd_scan *sc, const uint8_t *k, size_t n)
 	return !sc->end.n || key_cmp(k, n, sc->end.p, sc->end.n) < 0;
 }
 
+/* Step the head's cursor; h->ck is then its key within the keyspace
+ * ("kx" keys lose their byte), and the cursor is done past the
+ * keyspace. */
 static int cursor_step(struct kvd_reader *r, unsigned i, MDB_cursor_op op)
 {
 	struct scan_head *h = &r->heads[i];
-	int rc = mdb_cursor_get(r->cur[i], &h->ck, &h->cv, op);
+	int rc = mdb_cursor_get(h->cur, &h->ck, &h->cv, op);
 
 	h->cvalid = rc == 0;
 	if (rc && rc != MDB_NOTFOUND) {
@@ -34,7 +37,31 @@ static int cursor_step(struct kvd_reader *r, unsigned i, MDB_cursor_op op)
 			  mdb_strerror(rc));
 		return -1;
 	}
+	if (h->cvalid && h->ks) {
+		const uint8_t *k = h->ck.mv_data;
+
+		h->cvalid = h->ck.mv_size > 1 && k[0] == h->ks;
+		h->ck.mv_data = (void *)(k + 1);
+		h->ck.mv_size--;
+	}
 	return 0;
+}
+
+/* Memtable iterator s's key within the keyspace; 0 when it is done or
+ * past the keyspace (its keys are ikeys: shard_int.h). */
+static int iter_key(struct scan_head *h, int s, struct kv_slice *k)
+{
+	const uint8_t *p;
+	uint32_t n;
+
+	if (!h->ivalid[s])
+		return 0;
+	p = kvm_iter_key(&h->it[s], &n);
+	if (n < 2 || p[0] != h->ks)
+		return h->ivalid[s] = 0;
+	k->p = p + 1;
+	k->n = n - 1;
+	return 1;
 }
 
 /* The smallest key among the sources that are positioned. */
@@ -44,12 +71,9 @@ static int head_min(struct scan_head *h, struct kv_slice *min)
 
 	for (int s = 0; s < 2; s++) {
 		struct kv_slice k;
-		uint32_t n;
 
-		if (!h->ivalid[s])
+		if (!iter_key(h, s, &k))
 			continue;
-		k.p = kvm_iter_key(&h->it[s], &n);
-		k.n = n;
 		if (!any || key_cmp(k.p, k.n, min->p, min->n) < 0)
 			*min = k;
 		any = 1;
@@ -73,24 +97,22 @@ static int head_take(struct kvd_reader *r, unsigned i, struct kv_slice min,
 
 	for (int s = 0; s < 2; s++) {
 		struct kvm_entry e;
-		uint32_t n;
-		const uint8_t *k;
+		struct kv_slice k;
 
-		if (!h->ivalid[s])
+		if (!iter_key(h, s, &k))
 			continue;
-		k = kvm_iter_key(&h->it[s], &n);
-		if (key_cmp(k, n, min.p, min.n))
+		if (key_cmp(k.p, k.n, min.p, min.n))
 			continue;
 		if (!got) {
 			kvm_iter_entry(&h->it[s], &e);
 			got = 1;
 			live = e.kind == KVM_VALUE &&
 			       (!e.expire_at || e.expire_at > now);
-			h->k.p = k;
-			h->k.n = n;
+			h->k = k;
 			h->v.p = e.val;
 			h->v.n = e.vlen;
 			h->exp = e.expire_at;
+			h->type = e.type;
 		}
 		h->ivalid[s] = kvm_iter_next(&h->it[s]);
 	}
@@ -99,6 +121,7 @@ static int head_take(struct kvd_reader *r, unsigned i, struct kv_slice min,
 			h->k.p = h->ck.mv_data;
 			h->k.n = h->ck.mv_size;
 			live = val_live(&h->cv, now, &h->exp, &h->v);
+			h->type = live ? val_type(&h->cv) : 0;
 		}
 		if (cursor_step(r, i, MDB_NEXT))
 			*err = 1;
@@ -148,9 +171,17 @@ static int head_seek(struct kvd_reader *r, unsigned i, struct kv_slice from,
 {
 	struct scan_head *h = &r->heads[i];
 	struct kvm *m[2];
+	uint8_t ik[KVM_MAX_KEY];
+	/* from within the keyspace, as an ikey (a from too long to be a key
+	 * is cut: only keys above it are in range anyway) */
+	size_t n = from.n < KVM_MAX_KEY ? from.n : KVM_MAX_KEY - 1;
 
 	head_release(h);
 	memset(h, 0, sizeof(*h));
+	h->ks = sc->ks;
+	ik[0] = (uint8_t)sc->ks;
+	if (n)
+		memcpy(ik + 1, from.p, n);
 	kvd_reader_enter(r);
 	shard_layers(&r->st->sh[i], &m[0], &m[1]);
 	h->base = 1;
@@ -158,16 +189,16 @@ static int head_seek(struct kvd_reader *r, unsigned i, struct kv_slice from,
 		if (!m[s] || !h->base)
 			continue;
 		kvm_iter_init(&h->it[s], m[s]);
-		h->ivalid[s] = kvm_iter_seek(&h->it[s], from.p, from.n);
+		h->ivalid[s] = kvm_iter_seek(&h->it[s], ik, n + 1);
 		if (kvm_iter_base_hidden(&h->it[s]))
 			h->base = 0; /* a FLUSHALL hides what is below */
 	}
 	if (h->base) {
-		if (!kvd_shard_rcursor(r, i))
+		if (!(h->cur = kvd_shard_rcursor(r, i, sc->ks)))
 			return -1;
-		h->ck.mv_data = (void *)from.p;
-		h->ck.mv_size = from.n;
-		if (cursor_step(r, i, from.n ? MDB_SET_RANGE : MDB_FIRST))
+		h->ck = ikey_lmdb(ik, n + 1);
+		if (cursor_step(r, i,
+				h->ck.mv_size ? MDB_SET_RANGE : MDB_FIRST))
 			return -1;
 	}
 	return head_next(r, i, sc, now);
@@ -225,7 +256,7 @@ static int scan_run(struct kvd_reader *r, const struct kvd_scan *sc,
 		}
 		if (sc->keys_only)
 			val.n = 0;
-		if (fn(arg, h->k, val))
+		if (fn(arg, h->k, val, h->type))
 			return KV_INTERNAL;
 		emitted++;
 		bytes += h->k.n + val.n + 10;
@@ -278,7 +309,7 @@ static int count_prefix(struct kvd_reader *r, struct kv_slice prefix,
  * count, or the reaper deleting an expired key while COUNT runs would
  * take it off twice. */
 static int unshadowed(const struct shard_view *v, unsigned n, const void *key,
-		      size_t klen)
+		      size_t klen) /* an ikey */
 {
 	struct kvm_entry e;
 
@@ -298,6 +329,7 @@ static int count_expired_base(struct kvd_reader *r, unsigned i,
 	struct shard *sh = &r->st->sh[i];
 	MDB_cursor *c;
 	MDB_val k, v, kv;
+	uint8_t ik[KVM_MAX_KEY];
 	int rc;
 
 	if (mdb_cursor_open(txn, sh->exp, &c))
@@ -311,7 +343,8 @@ static int count_expired_base(struct kvd_reader *r, unsigned i,
 			break;
 		if (mdb_get(txn, sh->kv, &v, &kv) == 0 &&
 		    val_parse(&kv, &exp, &data) == 0 && exp == at &&
-		    unshadowed(sv, 2, v.mv_data, v.mv_size))
+		    unshadowed(sv, 2, ik,
+			       ikey_put(ik, 0, v.mv_data, v.mv_size)))
 			(*n)++;
 	}
 	mdb_cursor_close(c);
@@ -354,7 +387,8 @@ struct below_q {
 static int below_fn(void *arg, const uint8_t *key, uint32_t klen)
 {
 	struct below_q *q = arg;
-	MDB_val k = {klen, (void *)key}, d;
+	MDB_val k = ikey_lmdb(key, klen), d; /* never a key of "kx": those
+						are not counted */
 	struct kvm_entry e;
 	int rc;
 

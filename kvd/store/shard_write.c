@@ -169,10 +169,13 @@ static const uint8_t *ov_val(const struct kvd_wtxn *t, const struct ov_ent *e)
 	return t->data.data ? t->data.data + e->voff : empty;
 }
 
-/* The slot of key in the hash of the batch's keys (empty or its own). */
-static uint32_t *ov_slot(struct kvd_wtxn *t, const void *key, size_t klen)
+/* The slot of key (of keyspace ks) in the hash of the batch's keys (empty
+ * or its own). */
+static uint32_t *ov_slot(struct kvd_wtxn *t, unsigned ks, const void *key,
+			 size_t klen)
 {
-	size_t mask = t->htcap - 1, i = XXH3_64bits(key, klen) & mask;
+	size_t mask = t->htcap - 1,
+	       i = XXH3_64bits_withSeed(key, klen, ks) & mask;
 
 	for (;; i = (i + 1) & mask) {
 		uint32_t v = t->ht[i];
@@ -181,9 +184,18 @@ static uint32_t *ov_slot(struct kvd_wtxn *t, const void *key, size_t klen)
 		if (!v)
 			return &t->ht[i];
 		e = &t->ents[v - 1]; /* only once v names an entry */
-		if (e->klen == klen && !memcmp(ov_key(t, e), key, klen))
+		if (e->klen == klen && e->ks == ks &&
+		    !memcmp(ov_key(t, e), key, klen))
 			return &t->ht[i];
 	}
+}
+
+/* key of keyspace ks as the memtable holds it, in t->ikey[slot]; its
+ * length (0: too long to be stored, which the server never sends). */
+static size_t wikey(struct kvd_wtxn *t, int slot, unsigned ks, const void *key,
+		    size_t klen)
+{
+	return ikey_put(t->ikey[slot], ks, key, klen);
 }
 
 /* Grow the hash to twice the entries, re-adding those after the last
@@ -206,17 +218,17 @@ static int ov_grow(struct kvd_wtxn *t)
 		if (t->ents[i].type == KVJ_FLUSHALL)
 			from = i + 1;
 	for (size_t i = from; i < t->nents; i++)
-		*ov_slot(t, ov_key(t, &t->ents[i]), t->ents[i].klen) =
-		    (uint32_t)i + 1;
+		*ov_slot(t, t->ents[i].ks, ov_key(t, &t->ents[i]),
+			 t->ents[i].klen) = (uint32_t)i + 1;
 	return 0;
 }
 
-/* Add a record: key = a + b (a PUT), a tombstone, or a FLUSHALL.  k's
- * bytes must stay valid until the batch is committed; so must a's when
- * ext (and b is empty), else a + b are copied. */
+/* Add a record: key = a + b (a PUT, of value type vtype), a tombstone,
+ * or a FLUSHALL.  k's bytes must stay valid until the batch is committed;
+ * so must a's when ext (and b is empty), else a + b are copied. */
 static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 		  uint64_t exp, const void *a, size_t an, const void *b,
-		  size_t bn, int below, int ext)
+		  size_t bn, int below, int ext, unsigned vtype)
 {
 	struct ov_ent *e;
 
@@ -234,8 +246,10 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 	e = &t->ents[t->nents];
 	memset(e, 0, sizeof(*e));
 	e->type = type;
+	e->vtype = type == KVJ_PUT ? (uint8_t)vtype : 0;
 	e->below = (uint8_t)below;
 	e->exp = exp;
+	e->ks = (uint8_t)t->ks;
 	if (k) {
 		e->key = k->mv_data;
 		e->klen = (uint32_t)k->mv_size;
@@ -256,12 +270,12 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 		ov_clear_ht(t);
 		t->flushed = 1;
 	} else {
-		*ov_slot(t, k->mv_data, k->mv_size) = (uint32_t)t->nents;
+		*ov_slot(t, t->ks, k->mv_data, k->mv_size) = (uint32_t)t->nents;
 		/* WATCH: a store changes the key; a delete is seen at EXEC
 		 * (watched live, now absent), which also covers expiry and
 		 * FLUSHALL, and a reaped key that had expired before WATCH
 		 * does not count, as in Redis. */
-		if (type == KVJ_PUT && t->st->stored)
+		if (type == KVJ_PUT && t->st->stored && !t->ks)
 			t->st->stored(t->st->hook_arg, k->mv_data, k->mv_size);
 	}
 	return 0;
@@ -273,8 +287,9 @@ static int ov_add(struct kvd_wtxn *t, uint8_t type, const MDB_val *k,
 struct wval {
 	struct kv_slice data;
 	uint64_t exp;
-	int live;  /* 1 live, -1 present but expired, 0 absent */
-	int below; /* a value under the active memtable (COUNT's flag) */
+	unsigned type; /* the value's KVD_VT_* */
+	int live;      /* 1 live, -1 present but expired, 0 absent */
+	int below;     /* a value under the active memtable (COUNT's flag) */
 };
 
 static void wval_entry(struct wval *o, const struct kvm_entry *e, uint64_t now)
@@ -284,6 +299,7 @@ static void wval_entry(struct wval *o, const struct kvm_entry *e, uint64_t now)
 	o->data.p = e->val;
 	o->data.n = e->vlen;
 	o->exp = e->expire_at;
+	o->type = e->type;
 	o->live = e->expire_at == 0 || e->expire_at > now ? 1 : -1;
 }
 
@@ -294,11 +310,13 @@ static int wlookup_lower(struct kvd_wtxn *t, MDB_val *k, uint64_t now,
 	struct shard *sh = &t->st->sh[t->idx];
 	struct kvm_entry e;
 	MDB_txn *txn;
-	MDB_val v;
+	MDB_val v, lk;
+	const uint8_t *ik = t->ikey[0];
+	size_t n = wikey(t, 0, t->ks, k->mv_data, k->mv_size);
 	int rc;
 
 	if (t->frz) {
-		rc = kvm_get(t->frz, k->mv_data, k->mv_size, &e);
+		rc = kvm_get(t->frz, ik, n, &e);
 		if (rc != KVM_ABSENT) {
 			wval_entry(o, &e, now);
 			o->below = o->live != 0;
@@ -307,13 +325,15 @@ static int wlookup_lower(struct kvd_wtxn *t, MDB_val *k, uint64_t now,
 	}
 	if (!(txn = kvd_shard_rtxn(t->rd, t->idx)))
 		return EIO;
-	rc = mdb_get(txn, sh->kv, k, &v);
+	lk = ikey_lmdb(ik, n);
+	rc = mdb_get(txn, ikey_dbi(sh, ik), &lk, &v);
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	if (rc)
 		return rc;
 	o->below = 1;
 	o->live = val_live(&v, now, &o->exp, &o->data) ? 1 : -1;
+	o->type = val_type(&v);
 	return 0;
 }
 
@@ -323,7 +343,7 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 	uint32_t v;
 
 	memset(o, 0, sizeof(*o));
-	v = t->htcap ? *ov_slot(t, k->mv_data, k->mv_size) : 0;
+	v = t->htcap ? *ov_slot(t, t->ks, k->mv_data, k->mv_size) : 0;
 	if (v) {
 		const struct ov_ent *oe = &t->ents[v - 1];
 
@@ -332,36 +352,42 @@ static int wlookup(struct kvd_wtxn *t, MDB_val *k, uint64_t now, struct wval *o)
 			o->data.p = ov_val(t, oe);
 			o->data.n = oe->vlen;
 			o->exp = oe->exp;
+			o->type = oe->vtype;
 			o->live = oe->exp == 0 || oe->exp > now ? 1 : -1;
 		}
 		return 0;
 	}
 	if (t->flushed)
 		return 0;
-	if (kvm_get(t->act, k->mv_data, k->mv_size, &e) != KVM_ABSENT) {
+	if (kvm_get(t->act, t->ikey[0],
+		    wikey(t, 0, t->ks, k->mv_data, k->mv_size),
+		    &e) != KVM_ABSENT) {
 		wval_entry(o, &e, now);
 		return 0;
 	}
 	return wlookup_lower(t, k, now, o);
 }
 
-/* Store value a + b (b may be empty) as key's new state; copied. */
+/* Store plain value a + b (b may be empty) as key's new state; copied. */
 static int wstore(struct kvd_wtxn *t, MDB_val *k, uint64_t exp, const void *a,
 		  size_t an, const void *b, size_t bn, const struct wval *o)
 {
-	return ov_add(t, KVJ_PUT, k, exp, a, an, b, bn, o->below, 0);
+	return ov_add(t, KVJ_PUT, k, exp, a, an, b, bn, o->below, 0,
+		      KVD_VT_PLAIN);
 }
 
-/* Store the request's own value v (not copied: it outlives the batch). */
+/* Store the request's own value v, of type vtype (not copied: it
+ * outlives the batch). */
 static int wstore_req(struct kvd_wtxn *t, MDB_val *k, uint64_t exp,
-		      const void *v, size_t vn, const struct wval *o)
+		      const void *v, size_t vn, const struct wval *o,
+		      unsigned vtype)
 {
-	return ov_add(t, KVJ_PUT, k, exp, v, vn, NULL, 0, o->below, 1);
+	return ov_add(t, KVJ_PUT, k, exp, v, vn, NULL, 0, o->below, 1, vtype);
 }
 
 static int wdelete(struct kvd_wtxn *t, MDB_val *k, const struct wval *o)
 {
-	return ov_add(t, KVJ_DEL, k, 0, NULL, 0, NULL, 0, o->below, 0);
+	return ov_add(t, KVJ_DEL, k, 0, NULL, 0, NULL, 0, o->below, 0, 0);
 }
 
 /* Copy a value out before a store may move it. */
@@ -418,13 +444,14 @@ static void wlookup_plain(struct kvd_wtxn *t, MDB_val *k, struct wval *o)
 	uint32_t v;
 
 	memset(o, 0, sizeof(*o));
-	v = t->htcap ? *ov_slot(t, k->mv_data, k->mv_size) : 0;
+	v = t->htcap ? *ov_slot(t, t->ks, k->mv_data, k->mv_size) : 0;
 	if (v) {
 		o->below = t->ents[v - 1].below;
 		return;
 	}
-	if (t->flushed ||
-	    kvm_get(t->act, k->mv_data, k->mv_size, &e) != KVM_ABSENT)
+	if (t->flushed || kvm_get(t->act, t->ikey[0],
+				  wikey(t, 0, t->ks, k->mv_data, k->mv_size),
+				  &e) != KVM_ABSENT)
 		return; /* not the key's first write here: no flag counts */
 	o->below = OV_BELOW_UNKNOWN;
 }
@@ -451,7 +478,8 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		p = item_next(p, &it);
 		if (plain) {
 			wlookup_plain(t, &it.k, &o);
-			if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o)))
+			if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o,
+					     op->vtype)))
 				return rc;
 			continue;
 		}
@@ -459,6 +487,12 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 			return rc;
 		if (op->seen)
 			op->seen[i] = seen_of(&o);
+		/* SET ... GET of a hash: WRONGTYPE, and nothing stored */
+		if ((op->flags & KVD_PUT_GETOLD) && o.live > 0 &&
+		    o.type != KVD_VT_PLAIN) {
+			op->status = KV_WRONG_TYPE;
+			continue;
+		}
 		if ((op->flags & KVD_PUT_GETOLD) && o.live > 0 &&
 		    (rc = copy_out(op, o.data)))
 			return rc;
@@ -472,7 +506,8 @@ static int apply_put(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		}
 		if ((op->flags & KV_PUT_KEEPTTL) && o.live > 0)
 			exp = o.exp;
-		if ((rc = wstore_req(t, &it.k, exp, it.v, it.vn, &o)))
+		if ((rc =
+			 wstore_req(t, &it.k, exp, it.v, it.vn, &o, op->vtype)))
 			return rc;
 		if (op->seen)
 			op->seen[i] |= KVD_SEEN_DONE;
@@ -493,6 +528,10 @@ static int apply_del(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		p = item_next(p, &it);
 		if ((rc = wlookup(t, &it.k, now, &o)))
 			return rc;
+		if (o.live > 0 && getdel && o.type != KVD_VT_PLAIN) {
+			op->status = KV_WRONG_TYPE; /* GETDEL of a hash */
+			return 0;
+		}
 		if (o.live > 0 && getdel && (rc = copy_out(op, o.data)))
 			return rc;
 		/* An expired value is deleted too: it still takes room. */
@@ -555,6 +594,10 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		old.n = 0;
 		exp = 0;
 	}
+	if (o.live > 0 && o.type != KVD_VT_PLAIN && op->kind != KVD_W_EXPIRE) {
+		op->status = KV_WRONG_TYPE; /* INCR or APPEND of a hash */
+		return 0;
+	}
 	switch (op->kind) {
 	case KVD_W_INCR: {
 		int64_t v = 0;
@@ -593,9 +636,75 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 			return 0;
 		if (old.n && (rc = wkeep(t, &old)))
 			return rc;
-		return wstore(t, &it.k, op->expire_at, old.p, old.n, NULL, 0,
-			      &o);
+		/* the value keeps its type */
+		return ov_add(t, KVJ_PUT, &it.k, op->expire_at, old.p, old.n,
+			      NULL, 0, o.below, 0, o.type);
 	}
+}
+
+/* A merge operation (shard.h, KVD_W_MERGE): the registered function
+ * computes the key's new value from the one the layers hold, here in the
+ * batch, so that two writers changing one value never lose an update; the
+ * journal gets its outcome, a value (with the old expiry) or a
+ * tombstone. */
+static int apply_merge(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
+{
+	const struct kvd_merge_op *mo =
+	    op->flags < KVD_MERGE_MAX ? &t->st->merge[op->flags] : NULL;
+	struct kvd_merge m = {0};
+	struct item it;
+	struct wval o;
+	int rc;
+
+	if (!mo || !mo->fn) {
+		op->status = KV_UNKNOWN_OP;
+		return 0;
+	}
+	item_next(op->items, &it);
+	if ((rc = wlookup(t, &it.k, now, &o)))
+		return rc;
+	if (op->seen)
+		op->seen[0] = seen_of(&o);
+	t->mimg.len = 0;
+	t->mreply.len = 0;
+	m.key = (struct kv_slice){it.k.mv_data, it.k.mv_size};
+	m.live = o.live > 0;
+	if (m.live) {
+		m.old = o.data;
+		m.type = o.type;
+		m.exp = o.exp;
+	}
+	m.operand = (struct kv_slice){it.v, it.vn};
+	m.now = now;
+	m.image = &t->mimg;
+	m.reply = &t->mreply;
+	if ((rc = mo->fn(mo->ctx, &m)) || t->mimg.err || t->mreply.err)
+		return ENOMEM;
+	op->status = m.status;
+	op->result = m.result;
+	if (m.status == KV_OK && m.action == KVD_MERGE_STORE &&
+	    !has_room(t, t->mimg.len + it.k.mv_size)) {
+		op->status = KV_MAP_FULL;
+		return 0;
+	}
+	if (t->mreply.len &&
+	    (rc = copy_out(op,
+			   (struct kv_slice){t->mreply.data, t->mreply.len})))
+		return rc;
+	/* an expired value it left goes, as a DEL's would (its "expired"
+	 * event is this write's, not the reaper's) */
+	if (m.status == KV_OK && m.action == KVD_MERGE_KEEP && o.live < 0)
+		return wdelete(t, &it.k, &o);
+	if (m.status != KV_OK || m.action == KVD_MERGE_KEEP)
+		return 0;
+	if (op->seen)
+		op->seen[0] |=
+		    KVD_SEEN_DONE |
+		    (m.action == KVD_MERGE_DELETE ? KVD_SEEN_GONE : 0);
+	if (m.action == KVD_MERGE_DELETE)
+		return o.live ? wdelete(t, &it.k, &o) : 0;
+	return ov_add(t, KVJ_PUT, &it.k, m.live ? m.exp : 0, t->mimg.data,
+		      t->mimg.len, NULL, 0, o.below, 0, m.new_type);
 }
 
 /* A replica: the primary's records, as they are, to be given the LSNs
@@ -630,15 +739,16 @@ static int apply_repl(struct kvd_wtxn *t, struct kvd_wop *op)
 		p += 5 + len;
 		if (r.type == KVJ_FLUSHALL) {
 			rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0,
-				    0, 0);
+				    0, 0, 0);
 		} else {
 			k.mv_size = r.klen;
 			k.mv_data = (void *)r.key;
+			t->ks = r.ks;
 			if ((rc = wlookup(t, &k, 0, &o)))
 				return rc;
 			rc = ov_add(t, r.type, &k, r.expiry_ms, r.val,
 				    r.type == KVJ_PUT ? r.vlen : 0, NULL, 0,
-				    o.below, 1);
+				    o.below, 1, r.vtype);
 		}
 		if (rc)
 			return rc;
@@ -674,6 +784,7 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 
 	op->status = KV_OK;
 	op->result = 0;
+	t->ks = op->ks;
 	if (op->kind != KVD_W_DEL && op->kind != KVD_W_GETDEL &&
 	    op->kind != KVD_W_FLUSH && op->kind != KVD_W_REPL &&
 	    !has_room(t, op->items_len)) {
@@ -691,9 +802,11 @@ int kvd_shard_apply(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 		rc = apply_del(t, op, now, op->kind == KVD_W_GETDEL);
 		break;
 	case KVD_W_FLUSH:
-		rc = ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0);
+		rc =
+		    ov_add(t, KVJ_FLUSHALL, NULL, 0, NULL, 0, NULL, 0, 0, 0, 0);
 		break;
 	case KVD_W_REPL: rc = apply_repl(t, op); break;
+	case KVD_W_MERGE: rc = apply_merge(t, op, now); break;
 	default:
 		n = t->nents;
 		rc = apply_rmw(t, op, now, max_value);
@@ -713,7 +826,7 @@ void kvd_shard_batch_keys(const struct kvd_wtxn *t, size_t from,
 			  void (*fn)(void *arg, struct kv_slice key), void *arg)
 {
 	for (size_t i = from; i < t->nents; i++)
-		if (t->ents[i].type != KVJ_FLUSHALL)
+		if (t->ents[i].type != KVJ_FLUSHALL && !t->ents[i].ks)
 			fn(arg, (struct kv_slice){ov_key(t, &t->ents[i]),
 						  t->ents[i].klen});
 }
@@ -748,15 +861,17 @@ static int reap_mem(struct kvd_wtxn *t, uint64_t now, unsigned limit,
 			int rc;
 
 			kvm_iter_entry(&it, &e);
+			if (e.key[0]) /* keyspace 0's keys come first */
+				break;
 			if (e.kind != KVM_VALUE || !e.expire_at ||
 			    e.expire_at > now)
 				continue;
-			if (*ov_slot(t, e.key, e.klen) ||
+			if (*ov_slot(t, 0, e.key + 1, e.klen - 1) ||
 			    (s == 1 &&
 			     kvm_get(t->act, e.key, e.klen, &a) != KVM_ABSENT))
 				continue;
-			k.mv_size = e.klen;
-			k.mv_data = (void *)e.key;
+			k.mv_size = e.klen - 1;
+			k.mv_data = (void *)(e.key + 1);
 			if ((rc = wdelete(t, &k, &o))) {
 				kvm_iter_fini(&it);
 				return rc;
@@ -781,12 +896,14 @@ int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit)
 	MDB_cursor *c;
 	MDB_val k, v, kv;
 	unsigned n = 0, seen = 0;
+	size_t ikn;
 	int rc;
 
 	if (!txn || t->flushed)
 		return 0;
 	if (!t->htcap && ov_grow(t))
 		return -KV_INTERNAL;
+	t->ks = 0; /* only keyspace 0 expires */
 	if (kvm_flush_lsn(t->act) || (t->frz && kvm_flush_lsn(t->frz)))
 		goto mem; /* nothing below a FLUSHALL counts */
 	if ((rc = mdb_cursor_open(txn, sh->exp, &c)))
@@ -801,10 +918,11 @@ int kvd_shard_reap(struct kvd_wtxn *t, uint64_t now, unsigned limit)
 
 		if (at > now)
 			break;
-		if (*ov_slot(t, v.mv_data, v.mv_size) ||
-		    kvm_get(t->act, v.mv_data, v.mv_size, &e) != KVM_ABSENT ||
+		ikn = wikey(t, 0, 0, v.mv_data, v.mv_size);
+		if (*ov_slot(t, 0, v.mv_data, v.mv_size) ||
+		    kvm_get(t->act, t->ikey[0], ikn, &e) != KVM_ABSENT ||
 		    (t->frz &&
-		     kvm_get(t->frz, v.mv_data, v.mv_size, &e) != KVM_ABSENT))
+		     kvm_get(t->frz, t->ikey[0], ikn, &e) != KVM_ABSENT))
 			continue;
 		if (mdb_get(txn, sh->kv, &v, &kv) == 0 &&
 		    val_parse(&kv, &exp, &data) == 0 && exp == at) {
@@ -942,10 +1060,13 @@ int kvd_shard_begin_nowait(struct kvd_store *st, unsigned i,
 #define PREFETCH_AHEAD 8
 
 /* Entry i's hash slot on its way into the cache (a FLUSHALL has no key). */
-static void prefetch_ent(const struct kvd_wtxn *t, size_t i)
+static void prefetch_ent(struct kvd_wtxn *t, size_t i)
 {
-	if (i < t->nents && t->ents[i].type != KVJ_FLUSHALL)
-		kvm_prefetch(t->act, t->ents[i].key, t->ents[i].klen);
+	const struct ov_ent *e;
+
+	if (i >= t->nents || (e = &t->ents[i])->type == KVJ_FLUSHALL)
+		return;
+	kvm_prefetch(t->act, t->ikey[1], wikey(t, 1, e->ks, e->key, e->klen));
 }
 
 /* The batch's records into the active memtable, LSNs from first on. */
@@ -955,18 +1076,23 @@ static int insert_all(struct kvd_wtxn *t, uint64_t first)
 		prefetch_ent(t, i);
 	for (size_t i = 0; i < t->nents; i++) {
 		const struct ov_ent *e = &t->ents[i];
-		const uint8_t *k = e->key;
+		const uint8_t *k = t->ikey[0];
+		size_t kn = e->type == KVJ_FLUSHALL
+				? 0
+				: wikey(t, 0, e->ks, e->key, e->klen);
 		unsigned fl = e->below == OV_BELOW_UNKNOWN ? KVM_F_UNKNOWN
 			      : e->below		   ? KVM_F_BELOW
 							   : 0;
 		int rc;
 
+		fl |= ks_flags(e->ks);
 		prefetch_ent(t, i + PREFETCH_AHEAD);
 		if (e->type == KVJ_PUT)
-			rc = kvm_put(t->act, k, e->klen, ov_val(t, e), e->vlen,
-				     e->exp, first + i, fl);
+			rc = kvm_put(t->act, k, kn, ov_val(t, e), e->vlen,
+				     e->exp, first + i,
+				     fl | KVM_F_TYPE(e->vtype));
 		else if (e->type == KVJ_DEL)
-			rc = kvm_del(t->act, k, e->klen, first + i, fl);
+			rc = kvm_del(t->act, k, kn, first + i, fl);
 		else
 			rc = kvm_flush(t->act, first + i);
 		if (rc)
@@ -987,6 +1113,8 @@ static int build_recs(struct kvd_wtxn *t, uint64_t *bytes)
 		const struct ov_ent *e = &t->ents[i];
 
 		r[i] = (struct kvj_rec){.type = e->type,
+					.vtype = e->vtype,
+					.ks = e->ks,
 					.key = e->key,
 					.klen = e->klen,
 					.val = ov_val(t, e),
@@ -1187,6 +1315,7 @@ int kvd_shard_repl_reset(struct kvd_store *st, unsigned i, uint64_t cut)
 	if ((rc = mdb_txn_begin(sh->env, NULL, 0, &txn)))
 		goto fail;
 	if ((rc = mdb_drop(txn, sh->kv, 0)) ||
+	    (rc = mdb_drop(txn, sh->kx, 0)) ||
 	    (rc = mdb_drop(txn, sh->exp, 0)) ||
 	    (rc = mdb_put(txn, sh->meta, &mk, &mv, 0))) {
 		mdb_txn_abort(txn);
@@ -1219,6 +1348,7 @@ int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 	while (rc == 0 && p < end) {
 		uint32_t kn, vn;
 		MDB_val k, v;
+		MDB_dbi dbi;
 		struct kv_slice d;
 		uint64_t exp;
 
@@ -1228,7 +1358,11 @@ int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 		}
 		memcpy(&kn, p, 4);
 		memcpy(&vn, p + 4, 4);
-		if ((uint64_t)(end - p - 8) < (uint64_t)kn + vn || !kn) {
+		/* KVD_CHUNK_KX: a key of keyspace != 0, with its byte, to "kx" */
+		dbi = kn & KVD_CHUNK_KX ? sh->kx : sh->kv;
+		kn &= ~KVD_CHUNK_KX;
+		if ((uint64_t)(end - p - 8) < (uint64_t)kn + vn || !kn ||
+		    (dbi == sh->kx && (kn < 2 || !p[8]))) {
 			rc = EINVAL;
 			break;
 		}
@@ -1241,8 +1375,8 @@ int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 			rc = EINVAL;
 			break;
 		}
-		rc = mdb_put(txn, sh->kv, &k, &v, 0);
-		if (rc == 0 && exp) {
+		rc = mdb_put(txn, dbi, &k, &v, 0);
+		if (rc == 0 && exp && dbi == sh->kv) {
 			uint8_t b[8];
 			MDB_val ek = {8, b};
 

@@ -23,12 +23,24 @@
  * entries a store written before them left behind are only hints: the
  * value's own header decides.
  *
- * A stored value is one flag byte, then (if bit 0 is set) the expiry as a
+ * A stored value is one flag byte (bit 0: an expiry follows; bits 1-3: the
+ * value's type), then (if bit 0 is set) the expiry as a
  * little-endian u64 of Unix milliseconds, then the user's bytes:
  *
  *     +-------+------------------+-----------------+
  *     | flags | expire_ms (opt.) | value ...       |
  *     +-------+------------------+-----------------+
+ *
+ * Keyspaces.  Every key belongs to a keyspace, named by one byte: 0 for
+ * the key space of RESP and the native protocol (strings, hashes), the
+ * others the server's own (KVD_KS_*: documents, the catalog), so a key of
+ * one never meets a key of another.  The calls without a keyspace
+ * argument are keyspace 0's.  Only keyspace 0 is counted (kvd_reader_count,
+ * kvd_shard_stat.entries), expired by time (the "exp" index) and seen by
+ * the WATCH hook; every keyspace is journaled, checkpointed, replicated,
+ * copied by backups and emptied by KVD_W_FLUSH alike.  On disk keyspace 0
+ * is "kv", keys as they are, as before keyspaces were; the others share
+ * the database "kx", each key after its keyspace byte.
  *
  * Readers (io threads) use kvd_reader: per read (per request between
  * kvd_reader_pin and kvd_reader_unpin), the active and frozen memtables
@@ -89,6 +101,14 @@
 /* A store has 1 to KVD_MAX_SHARDS shards. */
 #define KVD_MAX_SHARDS 256
 
+/* Keyspaces (see Keyspaces above).  A key of keyspace 0 is at most 511
+ * bytes (LMDB's limit), of another at most 510 (its byte goes first). */
+#define KVD_KS_KV 0u	   /* strings and hashes */
+#define KVD_KS_DOC 'D'	   /* documents (kvd/doc/) */
+#define KVD_KS_CATALOG 'C' /* databases and collections (kvd/doc/) */
+#define KVD_KS_INDEX 'I'   /* secondary index entries (to come) */
+#define KVD_KS_OTHER 'X'   /* anything else the server keeps */
+
 struct kvd_store;
 struct kvd_reader;
 struct kvd_wtxn;
@@ -100,6 +120,49 @@ struct kv_slice {
 	size_t n;
 };
 
+/* Value types.  Every value carries one, through every layer (journal
+ * records, memtable versions, LMDB's flag byte, so replication, backups
+ * and recovery too).  The store gives them no meaning beyond this: a
+ * plain value (a string: every value stored before types were) is 0, and
+ * kvd_reader_get and the string writes answer KV_WRONG_TYPE for any
+ * other; the others are the server's (kvd/doc/: hashes), made and changed
+ * by merge operations (KVD_W_MERGE). */
+#define KVD_VT_PLAIN 0u
+#define KVD_VT_MAX 7u
+
+/* A merge operation (KVD_W_MERGE; RocksDB's merge operator is the model):
+ * the server registers them at open, by id, and a committer calls one to
+ * compute a key's new value from its old one and an operand, inside the
+ * batch, against the layers: no round trip, no lock, no lost update; the
+ * journal gets the resulting value (or a tombstone), as for any write. */
+struct kv_buf;
+struct kvd_merge {
+	/* in */
+	struct kv_slice key;
+	struct kv_slice old; /* the key's value, when live */
+	int live;	     /* 1: old, type and exp are the key's value */
+	unsigned type;	     /* its KVD_VT_* */
+	uint64_t exp;	     /* its expiry (0: none); a new value keeps it */
+	struct kv_slice operand;
+	uint64_t now;
+	/* out: action, and status KV_OK, or a refusal (KV_WRONG_TYPE,
+	 * KV_NOT_INTEGER, ...) with action KVD_MERGE_KEEP */
+	int action;
+	unsigned new_type;    /* KVD_MERGE_STORE: the new value's type */
+	struct kv_buf *image; /* KVD_MERGE_STORE: the new value, appended */
+	int status;
+	int64_t result;	      /* kvd_wop.result */
+	struct kv_buf *reply; /* bytes for kvd_wop.val (empty: none) */
+};
+enum { KVD_MERGE_KEEP, KVD_MERGE_STORE, KVD_MERGE_DELETE };
+/* 0, or ENOMEM (the batch fails). image and reply are empty at the call. */
+typedef int (*kvd_merge_fn)(void *ctx, struct kvd_merge *m);
+#define KVD_MERGE_MAX 16
+struct kvd_merge_op {
+	kvd_merge_fn fn; /* NULL: no operation of that id */
+	void *ctx;
+};
+
 struct kvd_store_opts {
 	const char *dir;
 	unsigned want_shards; /* used only when the directory is new */
@@ -109,6 +172,9 @@ struct kvd_store_opts {
 	unsigned checkpoint_interval_ms; /* or when it is this old */
 	uint64_t segment_size;		 /* journal segment bytes */
 	int truncate_corrupt; /* cut a corrupt journal instead of refusing */
+	/* merge operations by id (KVD_W_MERGE's flags), copied at open */
+	const struct kvd_merge_op *merge;
+	unsigned nmerge; /* at most KVD_MERGE_MAX */
 	/* Called for every key a batch stores (a PUT record, not a delete),
 	 * by the shard's writer while it builds the batch, before its commit;
 	 * NULL: nobody asks.  It must be quick and must not call the store.
@@ -180,9 +246,20 @@ void kvd_reader_unpin(struct kvd_reader *r);
 
 /* Reads at time now (Unix ms: a value expired by then is absent).
  * KV_OK with *val pointing into the map (valid until kvd_reader_reset),
- * KV_NOT_FOUND, or KV_INTERNAL. */
+ * KV_NOT_FOUND, KV_WRONG_TYPE (a value of a type other than
+ * KVD_VT_PLAIN; *val is set all the same), or KV_INTERNAL. */
 int kvd_reader_get(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, struct kv_slice *val);
+/* A value of any type: KV_OK with *val, *type (KVD_VT_*) and *exp (its
+ * absolute expiry, 0 for none), KV_NOT_FOUND or KV_INTERNAL. */
+int kvd_reader_getv(struct kvd_reader *r, unsigned shard, const void *key,
+		    size_t klen, uint64_t now, struct kv_slice *val,
+		    unsigned *type, uint64_t *exp);
+/* A key of keyspace ks: as kvd_reader_getv (keyspaces other than 0 keep
+ * no expiry). */
+int kvd_reader_getk(struct kvd_reader *r, unsigned shard, unsigned ks,
+		    const void *key, size_t klen, uint64_t now,
+		    struct kv_slice *val, unsigned *type);
 /* KV_OK with *ttl_ms the time left, or -1 for no expiry; KV_NOT_FOUND. */
 int kvd_reader_ttl(struct kvd_reader *r, unsigned shard, const void *key,
 		   size_t klen, uint64_t now, int64_t *ttl_ms);
@@ -194,10 +271,13 @@ struct kvd_scan {
 	unsigned limit;
 	size_t max_bytes; /* stop early once this much was emitted */
 	int keys_only;
+	unsigned ks; /* the keyspace scanned (keys are given without it) */
 };
 
-/* Called per key in order; return nonzero to stop. */
-typedef int (*kvd_scan_fn)(void *arg, struct kv_slice key, struct kv_slice val);
+/* Called per key in order, with its value's type (KVD_VT_*); return
+ * nonzero to stop. */
+typedef int (*kvd_scan_fn)(void *arg, struct kv_slice key, struct kv_slice val,
+			   unsigned type);
 
 /* Merge every shard in key order.  *next is set to the key the next call
  * should start from when more may follow, else to an empty slice; it points
@@ -220,7 +300,7 @@ int kvd_reader_count(struct kvd_reader *r, struct kv_slice prefix, uint64_t now,
  * record) or a tombstone, so replay and replicas never run it again.  A
  * new kind is added here and applied in shard_write.c (kvd_shard_apply). */
 enum kvd_wkind {
-	KVD_W_PUT,    /* items: key + value pairs */
+	KVD_W_PUT,    /* items: key + value pairs, of type vtype */
 	KVD_W_DEL,    /* items: keys; result: keys deleted */
 	KVD_W_INCR,   /* one key; delta; result: new value */
 	KVD_W_APPEND, /* one key + value; result: new length */
@@ -228,7 +308,11 @@ enum kvd_wkind {
 			 when persisting a key that has no expiry */
 	KVD_W_GETDEL, /* one key; the old value is copied out */
 	KVD_W_FLUSH,  /* no items: empty the shard */
-	KVD_W_REPL,   /* a replica: a primary's records, from LSN lsn on;
+	/* one key + operand: the merge operation flags names (registered at
+	 * open, kvd_store_opts.merge) computes the key's new value from its
+	 * old one (kvd_merge_fn); result and val as the operation says */
+	KVD_W_MERGE,
+	KVD_W_REPL, /* a replica: a primary's records, from LSN lsn on;
 			 items: [u8 type][u32 len][journal payload]... */
 	/* A replica's full copy; run by the committer alone, not through
 	 * kvd_shard_apply: kvd_shard_repl_reset(lsn), kvd_shard_repl_load
@@ -243,12 +327,15 @@ enum kvd_wkind {
 /* One write, as the committer applies it.  items holds nitems entries of
  * [u16 klen][u32 vlen][key][value], native-endian, built by the io thread. */
 /* A PUT flag of the server's own (not on the native wire): copy the old
- * value out, as GETDEL does (RESP's SET ... GET and GETSET). */
+ * value out, as GETDEL does (RESP's SET ... GET and GETSET); an old value
+ * of a type other than KVD_VT_PLAIN fails it with KV_WRONG_TYPE. */
 #define KVD_PUT_GETOLD 0x80u
 
 struct kvd_wop {
 	uint8_t kind;
-	uint8_t flags; /* KV_PUT_*, KVD_PUT_GETOLD */
+	uint8_t flags; /* KV_PUT_*, KVD_PUT_GETOLD; KVD_W_MERGE: its id */
+	uint8_t vtype; /* KVD_W_PUT: the type of the values it stores */
+	uint8_t ks;    /* the keyspace of its keys (0: strings, hashes) */
 	uint32_t nitems;
 	uint64_t expire_at; /* Unix ms, 0 for none */
 	int64_t delta;
@@ -274,6 +361,7 @@ struct kvd_wop {
 #define KVD_SEEN_DONE 1u    /* the key was stored or deleted */
 #define KVD_SEEN_LIVE 2u    /* it held a live value before */
 #define KVD_SEEN_EXPIRED 4u /* it held an expired value before */
+#define KVD_SEEN_GONE 8u    /* a merge deleted it (with DONE) */
 
 /* Begin a batch on shard i (the writer; one batch at a time).  Freezes the active
  * memtable first when it is full or old; when the previous one is still
@@ -353,6 +441,9 @@ void kvd_store_set_backlog(struct kvd_store *st, uint64_t bytes);
  * chunks of [u32 klen][u32 vlen][key][stored value] pairs into LMDB.
  * 0 or a KV_* code. */
 int kvd_shard_repl_reset(struct kvd_store *st, unsigned i, uint64_t cut);
+/* A chunk's klen with this bit: a key of a keyspace other than 0, its
+ * keyspace byte first (an older replica refuses such a chunk whole). */
+#define KVD_CHUNK_KX 0x80000000u
 int kvd_shard_repl_load(struct kvd_store *st, unsigned i, const uint8_t *p,
 			size_t n);
 
@@ -373,10 +464,11 @@ int kvd_snapshot_copy(struct kvd_snapshot *sn, unsigned i, const char *dir,
 void kvd_snapshot_end(struct kvd_snapshot *sn);
 /* The checkpoint LSN shard i's snapshot holds. */
 uint64_t kvd_snapshot_lsn(struct kvd_snapshot *sn, unsigned i);
-/* Append shard i's pairs from key start on ([u32 klen][u32 vlen][key]
- * [stored value], little-endian) to out until it holds max bytes; next
- * gets the key to start the next chunk from (empty: done).  0 or a KV_*
- * code. */
+/* Append shard i's pairs from position start on ([u32 klen][u32 vlen]
+ * [key][stored value], little-endian; keyspace 0's keys first, then the
+ * others', with KVD_CHUNK_KX) to out until it holds max bytes; next gets
+ * the position to start the next chunk from (empty: done), a token of the
+ * store's that the caller hands back as it is.  0 or a KV_* code. */
 struct kv_buf;
 int kvd_snapshot_chunk(struct kvd_snapshot *sn, unsigned i,
 		       struct kv_slice start, size_t max, struct kv_buf *out,

@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "cmdparse.h"
+#include "native/cmdparse.h"
 #include "fuzz.h"
 #include "kv_proto.h"
 #include "kv_status.h"

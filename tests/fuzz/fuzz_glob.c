@@ -29,7 +29,7 @@
 
 #include "expand.h"
 #include "fuzz.h"
-#include "resp.h"
+#include "resp/resp.h"
 
 #define REF_MAX 512
 #define EXPANDED_MAX (64u << 10)

@@ -21,12 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
+#include "net/conn.h"
+#include "ops/stats.h"
 #include "fuzz.h"
 #include "kvd.h"
 #include "log.h"
-#include "loop.h"
-#include "repl.h"
+#include "net/loop.h"
+#include "repl/repl.h"
 #include "store.h"
 
 #define PASSWORD "pa:ss w\xc3\xa9rd"

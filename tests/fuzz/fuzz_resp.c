@@ -18,13 +18,13 @@
  */
 #include <string.h>
 
-#include "auth.h"
-#include "conn.h"
+#include "net/auth.h"
+#include "net/conn.h"
 #include "expand.h"
 #include "fuzz.h"
 #include "kv_buf.h"
-#include "loop.h"
-#include "resp.h"
+#include "net/loop.h"
+#include "resp/resp.h"
 #include "store.h"
 
 #define MAX_FRAME (1u << 20)

@@ -182,7 +182,7 @@ def resp_seeds():
 def resp_table():
     """[(name, arity)] from kvd/resp.h: the arity is the number just before
     each row's RC_ flags."""
-    with open(os.path.join(ROOT, "kvd", "resp.h")) as f:
+    with open(os.path.join(ROOT, "kvd", "resp", "resp.h")) as f:
         text = f.read().replace("\\\n", " ")
     rows = re.findall(r'X\(\s*\w+,\s*"([a-z_]+)",\s*\w+,[^"]*?(-?\d+),\s*(?:RC_|0,)', text)
     assert len(rows) > 30, "resp.h: command table not found"
@@ -193,7 +193,7 @@ def native_table():
     """[(name, number, min, max or None)] from kv_proto.h (kvproto.OPS, in
     the header's order) and cmd.c."""
     ops = [(n, num) for n, (num, _) in OPS.items()]
-    with open(os.path.join(ROOT, "kvd", "cmd.c")) as f:
+    with open(os.path.join(ROOT, "kvd", "native", "cmd.c")) as f:
         rows = re.findall(r"^\s*\[KV_OP_(\w+)\]\s*=\s*\w*\s*[({]([^)}]*)[)}]",
                           f.read(), re.M)
     # each row ends with its argument counts: ..., min, max

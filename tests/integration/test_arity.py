@@ -44,7 +44,7 @@ def resp_commands():
     # X(ID, "name", handler, [other columns,] arity, flags, ...): the
     # arity is the number just before the RC_ flags.
     rows = re.findall(r'X\(\s*\w+,\s*"([a-z]+)",\s*\w+,[^"]*?(-?\d+),\s*RC_',
-                      read("kvd/resp.h"))
+                      read("kvd/resp/resp.h"))
     assert len(rows) > 30, "resp.h: command table not found"
     return [(n, int(a)) for n, a in rows]
 
@@ -54,7 +54,7 @@ def native_ops():
     ops = re.findall(r"X\((\w+),\s*(\d+),\s*[RWAT]\)", read("common/kv_proto.h"))
     # each row of cmd.c's ops[] ends with its argument counts: min, max
     rows = re.findall(r"^\s*\[KV_OP_(\w+)\]\s*=\s*\w*\s*[({]([^)}]*)[)}]",
-                      read("kvd/cmd.c"), re.M)
+                      read("kvd/native/cmd.c"), re.M)
     counts = dict((n, (int(lo), None if hi == "VAR" else int(hi))) for n, (lo, hi) in
                   ((n, [x.strip() for x in body.split(",")][-2:]) for n, body in rows))
     assert len(ops) > 15 and len(counts) == len(ops), "kv_proto.h/cmd.c tables"

@@ -11,6 +11,7 @@ directory that is not empty unless forced.
 import os
 import select
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -112,6 +113,42 @@ class Backup(unittest.TestCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"MANIFEST", p.stderr)
         subprocess.run(["rm", "-rf", tmp])
+
+    def test_hashes(self):
+        """A backup carries hashes (type, fields in their order, expiry),
+        and so does a restore of it."""
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "..", "resp"))
+        from resputil import Raw
+        tmp = tempfile.mkdtemp(prefix="kvdbackup-")
+        bk = os.path.join(tmp, "bk")
+
+        def state(srv):
+            r = Raw(srv.resp_port)
+            out = {k: (r.call("TYPE", k), r.call("HGETALL", k), r.call("TTL", k) > 0,
+                       r.call("OBJECT", "ENCODING", k))
+                   for k in r.call("KEYS", "*") if k.startswith(b"h")}
+            r.close()
+            return out
+
+        with Server(threads=2, resp=True, args=["--backup-anywhere", "yes"]) as srv:
+            r = Raw(srv.resp_port)
+            for i in range(200):
+                r.call("HSET", "h%d" % i, "z", "1", "a", "%d" % i)
+                r.call("HINCRBY", "h%d" % i, "n", "%d" % i)
+            r.call("HSET", "hbig", *[b"f%d" % i for i in range(1200)])
+            r.call("EXPIRE", "h5", "3600")
+            r.call("SET", "s", "string")
+            r.close()
+            want = state(srv)
+            self.assertEqual(srv.client().call(BACKUP, bk.encode())[0], OK)
+        with Server(threads=2, resp=True, data_dir=bk) as srv:
+            self.assertEqual(state(srv), want)
+        restored = os.path.join(tmp, "restored")
+        with Server(threads=2, resp=True, data_dir=restored,
+                    args=["--restore", bk]) as srv:
+            self.assertEqual(state(srv), want)
+            self.assertEqual(Raw(srv.resp_port).call("GET", "s"), b"string")
 
     def test_second_backup_is_busy(self):
         # 256 MiB of values make the first copy take a while (about 0.5 s

@@ -77,6 +77,49 @@ class Replication(unittest.TestCase):
         r.stop()
         p.stop()
 
+    def test_hashes(self):
+        """A replica carries hashes: those made before it took its full
+        copy and those changed while it streams (HSET, HINCRBY, HDEL of
+        the last field, EXPIRE, RENAME), type, fields and expiry; it
+        refuses HSET as any write."""
+        p = self.server().start()
+        rp = Raw(p.resp_port)
+
+        def hashes(srv):
+            r = Raw(srv.resp_port)
+            out = {}
+            for k in r.call("KEYS", "h*"):
+                out[k] = (r.call("TYPE", k), sorted(r.call("HGETALL", k)),
+                          r.call("TTL", k) > 0)
+            r.close()
+            return out
+
+        for i in range(300):
+            rp.call("HSET", "h%d" % i, "a", "%d" % i, "b", "x" * (i % 80))
+        rp.call("EXPIRE", "h7", "3600")
+        r = self.replica(p)
+        for i in range(300):
+            rp.call("HINCRBY", "h%d" % i, "n", "%d" % i)
+            if i % 3 == 0:
+                rp.call("HDEL", "h%d" % i, "a", "b")
+        rp.call("HDEL", "h9", "n")  # its last field: the hash goes
+        rp.call("RENAME", "h10", "h10r")
+        rp.call("EXPIRE", "h11", "3600")
+        c = p.client()
+        self.assertEqual(c.call(WAIT, 1, 30000), [OK, 1])
+        c.close()
+        want = hashes(p)
+        self.assertEqual(len(want), 299)
+        self.assertEqual(want[b"h10r"][0], b"hash")
+        wait_until(lambda: hashes(r) == want, 30, "the replica's hashes")
+        rr = Raw(r.resp_port)
+        self.assertIsInstance(rr.call("HSET", "h1", "x", "1"), Error)
+        self.assertEqual(rr.call("HGET", "h1", "a"), b"1")
+        rr.close()
+        rp.close()
+        r.stop()
+        p.stop()
+
     def test_kill9_replica_midstream(self):
         """kill -9 of a replica while it streams: restarted, it continues
         (partial) and ends identical to its primary."""

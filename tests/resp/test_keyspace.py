@@ -65,9 +65,21 @@ SEQS = [
     ["SET j v", "SET k v PX 1", "sleep 0.02", "RENAME j k"],
     ["SET j v", "SET k v PX 1", "sleep 0.02", "COPY j k"],
     ["MULTI", "SET k 1", "INCR k", "DEL k", "EXEC"],
+    # hashes: "new", then the command's (class h); HDEL of the last field
+    # "hdel" then "del"; nothing for a write that changed nothing
+    ["HSET h a 1 b 2", "HSET h a 3", "HMSET h c 4", "HSETNX h a 1", "HSETNX h d 1",
+     "HDEL h x", "HDEL h a b", "HDEL h c d"],
+    ["HINCRBY h n 1", "HINCRBYFLOAT h f 1.5", "HINCRBY h n x", "HINCRBY h f 1",
+     "SET s v", "HSET s a 1", "HINCRBY s a 1"],
+    ["HSET h a 1", "EXPIRE h 100", "PERSIST h", "RENAME h j", "COPY j k", "DEL j k"],
+    ["HSET h a 1", "MULTI", "HSET h b 2", "HDEL h a b", "HINCRBY h n 2", "EXEC"],
+    ["HSET h a 1", "PEXPIRE h 1", "sleep 0.02", "HSET h b 2"],
+    ["HSET h a 1", "PEXPIRE h 1", "sleep 0.02", "HDEL h a"],
+    ["HSET h a 1", "SET h v", "HSET j a 1", "DEL j"],
 ]
 
-FLAGS = ["KEA", "KEAn", "Kg", "E$", "Ex", "K$x", "gE", "Kn", "KEg$xn", "AK"]
+FLAGS = ["KEA", "KEAn", "Kg", "E$", "Ex", "K$x", "gE", "Kn", "KEg$xn", "AK", "Kh", "Eh",
+         "KEhg"]
 
 
 def kvd_rc(args):

@@ -256,6 +256,57 @@ static int collect_rec(void *arg, uint64_t lsn, uint8_t type, const void *p,
 	return 0;
 }
 
+/* A PUT of a typed value (kvd's hashes) is a KVJ_PUT_TYPED record with the
+ * type after the expiry, read back as a KVJ_PUT with its vtype; a plain
+ * PUT's record is unchanged (a journal of plain values is what it was). */
+static void test_typed_records(void)
+{
+	struct kvj_opts o = opts(SEG1, 0);
+	struct kvj_rec in[3] = {
+	    {.type = KVJ_PUT,
+	     .vtype = 1,
+	     .key = "h1",
+	     .klen = 2,
+	     .val = "image",
+	     .vlen = 5,
+	     .expiry_ms = 42},
+	    {.type = KVJ_PUT, .key = "s1", .klen = 2, .val = "v", .vlen = 1},
+	    {.type = KVJ_DEL, .key = "h1", .klen = 2},
+	};
+	struct kvj_rec out[3];
+	unsigned char buf[64];
+	struct kvj *j;
+	char dir[300];
+	int n;
+
+	newdir(dir, sizeof(dir), "kvt");
+	CHECK(kvj_open(dir, &o, 0, NULL, NULL, NULL, &j) == 0, "create");
+	CHECK(kvj_append_recs(j, in, 3, NULL) == 0 && kvj_sync(j) == 0,
+	      "append typed recs");
+	kvj_close(j);
+	memset(out, 0, sizeof(out));
+	CHECK(kvj_open(dir, &o, 0, collect_rec, out, NULL, &j) == 0, "reopen");
+	kvj_close(j);
+	CHECK(out[0].type == KVJ_PUT && out[0].vtype == 1 && out[0].klen == 2 &&
+		  memcmp(out[0].key, "h1", 2) == 0 && out[0].vlen == 5 &&
+		  memcmp(out[0].val, "image", 5) == 0 && out[0].expiry_ms == 42,
+	      "typed PUT round trip");
+	CHECK(out[1].type == KVJ_PUT && out[1].vtype == 0, "plain PUT");
+	CHECK(out[2].type == KVJ_DEL && out[2].vtype == 0, "DEL");
+	n = kvj_rec_encode(&in[0], buf, sizeof(buf));
+	CHECK(n == 17 + 2 + 5 && buf[16] == 1, "typed size %d", n);
+	CHECK(kvj_rec_decode(KVJ_PUT_TYPED, buf, (uint32_t)n, &out[0]) == 0 &&
+		  out[0].vtype == 1,
+	      "typed decode");
+	buf[16] = 0;
+	CHECK(kvj_rec_decode(KVJ_PUT_TYPED, buf, (uint32_t)n, &out[0]) ==
+		  -EBADMSG,
+	      "typed record of type 0 refused");
+	CHECK(kvj_rec_encode(&in[1], buf, sizeof(buf)) == 16 + 2 + 1,
+	      "plain size unchanged");
+	rmdir_all(dir);
+}
+
 /* Key-value records round-trip; malformed payloads are refused. */
 static void test_kv_records(void)
 {
@@ -304,6 +355,7 @@ static void test_kv_records(void)
 	      "DEL with a value refused");
 	CHECK(kvj_rec_encode(&in[0], buf, 10) == -ENOBUFS, "small buffer");
 	rmdir_all(dir);
+	test_typed_records();
 }
 
 /* Twelve synced batches; the last record 103 bytes (no padding), so that

@@ -29,6 +29,9 @@
  *    and answers exactly (its hash index grows by doubling into reused
  *    chunks, which are not zero), and nothing of the first one shows; a
  *    trimmed pool holds nothing; bad pool sizes are refused.
+ * 7. Value types (KVM_F_TYPE): kept with each version and given back by
+ *    kvm_get, the iterator and kvm_iter_entry_at; a later version of
+ *    another type replaces it; a tombstone has none.
  * (test_memtable_batches.c: batches seen whole under concurrent readers.)
  *
  * The model (1) publishes after most writes and leaves batches of several
@@ -1057,6 +1060,51 @@ static void test_pool(void)
 	kvm_pool_destroy(p);
 }
 
+static void test_types(void)
+{
+	struct kvm_entry e;
+	struct kvm_iter it;
+	struct kvm_count c;
+	struct kvm *m;
+
+	CHECK(!kvm_create(NULL, &m), "create");
+	CHECK(!kvm_put(m, "h", 1, "img", 3, 0, 1, KVM_F_TYPE(1)) &&
+		  !kvm_put(m, "s", 1, "v", 1, 0, 2, KVM_F_UNKNOWN) &&
+		  !kvm_put(m, "t", 1, "x", 1, 0, 3,
+			   KVM_F_BELOW | KVM_F_TYPE(KVM_MAX_TYPE)),
+	      "typed puts");
+	kvm_publish(m);
+	CHECK(kvm_get(m, "h", 1, &e) == KVM_VALUE && e.type == 1 &&
+		  e.vlen == 3 && !memcmp(e.val, "img", 3),
+	      "a typed value");
+	CHECK(kvm_get(m, "s", 1, &e) == KVM_VALUE && e.type == 0,
+	      "a plain value (the unknown flag beside it)");
+	CHECK(kvm_get(m, "t", 1, &e) == KVM_VALUE && e.type == KVM_MAX_TYPE,
+	      "the largest type");
+	kvm_count(m, &c);
+	CHECK(c.keys == 3 && c.below == 1 && c.unknown == 1,
+	      "flags beside the type still count");
+	kvm_iter_init(&it, m);
+	CHECK(kvm_iter_seek(&it, "h", 1), "seek");
+	kvm_iter_entry(&it, &e);
+	CHECK(e.type == 1, "the iterator's type");
+	kvm_iter_fini(&it);
+	CHECK(!kvm_put(m, "h", 1, "str", 3, 0, 4, 0) &&
+		  !kvm_del(m, "t", 1, 5, 0),
+	      "replace, delete");
+	kvm_publish(m);
+	CHECK(kvm_get(m, "h", 1, &e) == KVM_VALUE && e.type == 0,
+	      "a plain value replaced the typed one");
+	CHECK(kvm_get(m, "t", 1, &e) == KVM_TOMBSTONE && e.type == 0,
+	      "a tombstone has no type");
+	kvm_iter_init(&it, m);
+	CHECK(kvm_iter_seek(&it, "h", 1) &&
+		  kvm_iter_entry_at(&it, c.lsn, c.flush_lsn, &e) && e.type == 1,
+	      "the version of a moment keeps its type");
+	kvm_iter_fini(&it);
+	kvm_destroy(m);
+}
+
 int main(void)
 {
 	const char *env = getenv("KVM_TEST_SEED");
@@ -1073,6 +1121,7 @@ int main(void)
 	test_moment();
 	test_sized();
 	test_pool();
+	test_types();
 	if (fails) {
 		fprintf(stderr, "%u failure(s)\n", fails);
 		return 1;

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "router.h"
+#include "net/router.h"
 
 static const struct {
 	const char *key;

@@ -1,0 +1,745 @@
+/* doc_mdoor.c - the MongoDB door's document store (mdoor.h, struct
+ * mdoor_store) over kvd's documents (doc.h): listings from the catalog,
+ * scans of a collection merged across shards in _id order (an _id
+ * equality reads its one shard), and writes as merge operations on the
+ * documents' committers, completed on the connection's io thread.
+ *
+ * Threads.  Every call runs on an io thread, which doc_mdoor_enter names
+ * first (its reader and its copy of the catalog); a cursor's scan may go
+ * on from another io thread (a getMore on another connection), so a scan
+ * keeps no reader of its own: each batch reads from the calling thread's.
+ *
+ * Writes.  A batch runs its statements one after another (an ordered
+ * batch stops at the first that fails); a statement's merges go out
+ * together and come back through the connection's pends (proto wreply ->
+ * doc_mdoor_result), in order.  An insert or upsert into a collection the
+ * catalog lacks first creates it through shard 0's committer (concurrent
+ * creations get one id).  A statement whose filter is not an _id equality
+ * scans for the matching _ids, then sends one merge per document carrying
+ * the filter, which the committer checks again on the current image.
+ */
+#include "doc_mdoor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc.h"
+#include "kv_status.h"
+#include "mongo/mql_value.h"
+#include "net/conn.h"
+#include "net/loop.h"
+#include "net/router.h"
+#include "net/write.h"
+
+/* Documents a scan batch examines at most (a read's bound). */
+#define SCAN_BATCH 256
+
+static __thread struct kvd_io *tl_io;
+static __thread struct kvdoc_catalog tl_cat;
+
+void doc_mdoor_enter(struct kvd_io *io)
+{
+	tl_io = io;
+}
+
+/* The calling thread's catalog, brought up to date. */
+static const struct kvdoc_catalog *catalog(void)
+{
+	if (kvdoc_catalog_refresh(&tl_cat, tl_io->reader, tl_io->now_ms))
+		return NULL;
+	return &tl_cat;
+}
+
+static int coll_id(const char *db, const char *coll, uint32_t *id)
+{
+	const struct kvdoc_catalog *c = catalog();
+
+	return c ? kvdoc_catalog_find(c, db, coll, id, NULL) : -1;
+}
+
+/* ===================== listings ===================== */
+
+struct dbs {
+	char names[256][KVDOC_NAME_MAX + 1];
+	size_t n;
+};
+
+static int each_db(void *arg, uint32_t id, struct kv_slice db,
+		   struct kv_slice coll, struct kv_slice opts)
+{
+	struct dbs *d = arg;
+
+	(void)id, (void)coll, (void)opts;
+	for (size_t i = 0; i < d->n; i++)
+		if (strlen(d->names[i]) == db.n &&
+		    !memcmp(d->names[i], db.p, db.n))
+			return 0;
+	if (d->n == 256)
+		return 1;
+	memcpy(d->names[d->n], db.p, db.n);
+	d->names[d->n++][db.n] = '\0';
+	return 0;
+}
+
+static int list_dbs(void *ctx, mdoor_db_cb cb, void *cbctx,
+		    struct mql_error *err)
+{
+	const struct kvdoc_catalog *c = catalog();
+	struct dbs *d;
+
+	(void)ctx;
+	if (!c || !(d = calloc(1, sizeof(*d))))
+		return mql_error_set(err, MQL_InternalError, "catalog");
+	kvdoc_catalog_each(c, NULL, each_db, d);
+	for (size_t i = 0; i < d->n; i++) {
+		struct mdoor_db_info info = {.name = d->names[i],
+					     .size_on_disk = 4096};
+
+		if (cb(cbctx, &info))
+			break;
+	}
+	free(d);
+	return 0;
+}
+
+struct colls {
+	mdoor_coll_cb cb;
+	void *cbctx;
+};
+
+static int each_coll(void *arg, uint32_t id, struct kv_slice db,
+		     struct kv_slice coll, struct kv_slice opts)
+{
+	struct colls *cs = arg;
+	char name[KVDOC_NAME_MAX + 1];
+	uint8_t uuid[16] = {0};
+	struct mdoor_coll_info info = {.name = name, .uuid = uuid};
+
+	(void)db;
+	memcpy(name, coll.p, coll.n);
+	name[coll.n] = '\0';
+	/* the id is the collection's identity: never reused */
+	uuid[12] = (uint8_t)(id >> 24);
+	uuid[13] = (uint8_t)(id >> 16);
+	uuid[14] = (uint8_t)(id >> 8);
+	uuid[15] = (uint8_t)id;
+	if (opts.n >= 5) {
+		info.options = opts.p;
+		info.options_len = (uint32_t)opts.n;
+	}
+	return cs->cb(cs->cbctx, &info);
+}
+
+static int list_colls(void *ctx, const char *db, mdoor_coll_cb cb, void *cbctx,
+		      struct mql_error *err)
+{
+	const struct kvdoc_catalog *c = catalog();
+	struct colls cs = {cb, cbctx};
+
+	(void)ctx;
+	if (!c)
+		return mql_error_set(err, MQL_InternalError, "catalog");
+	kvdoc_catalog_each(c, db, each_coll, &cs);
+	return 0;
+}
+
+/* ===================== scans ===================== */
+
+struct dscan {
+	struct kvdoc_scan s;
+	const struct mql_match *filter;
+	int one; /* an _id equality: key[] only */
+	uint8_t key[KVDOC_KEY_MAX];
+	size_t klen;
+	struct kv_buf buf; /* the batch's matching documents */
+	size_t pos;
+	int empty; /* no collection */
+	int64_t examined;
+};
+
+static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
+		      unsigned type)
+{
+	struct dscan *d = arg;
+
+	(void)key;
+	d->examined++;
+	if (type != KVD_VT_DOC ||
+	    !mql_match_doc(d->filter, val.p, (uint32_t)val.n, NULL))
+		return 0;
+	return kv_buf_append(&d->buf, val.p, val.n);
+}
+
+/* Fill buf with the next batch's matches; 0, or -1. */
+static int refill(struct dscan *d)
+{
+	d->buf.len = 0;
+	d->pos = 0;
+	if (d->one) {
+		struct kv_slice doc;
+		int rc = kvdoc_get(tl_io->reader, tl_io->srv->nshards, d->key,
+				   d->klen, tl_io->now_ms, &doc);
+
+		d->one = 0;
+		d->empty = 1;
+		if (rc == KV_NOT_FOUND)
+			return 0;
+		return rc ? -1
+			  : keep_match(d, (struct kv_slice){0}, doc,
+				       KVD_VT_DOC);
+	}
+	while (!d->s.done && d->buf.len == 0)
+		if (kvdoc_scan_batch(&d->s, tl_io->reader, SCAN_BATCH,
+				     tl_io->now_ms, keep_match, d))
+			return -1;
+	return 0;
+}
+
+static int scan_open(void *ctx, const struct mdoor_query *q, void **out,
+		     struct mdoor_scan_info *info, struct mql_error *err)
+{
+	struct dscan *d = calloc(1, sizeof(*d));
+	const bson_value_t *id;
+	uint32_t cid = 0;
+	int found;
+
+	(void)ctx;
+	(void)info; /* the door sorts: _id order is no sort it asks by */
+	if (!d)
+		return mql_error_set(err, MQL_InternalError, "out of memory");
+	d->filter = q->filter;
+	found = coll_id(q->db, q->coll, &cid);
+	if (found < 0) {
+		free(d);
+		return mql_error_set(err, MQL_InternalError, "catalog");
+	}
+	kvdoc_scan_init(&d->s, cid);
+	if (!found)
+		d->s.done = d->empty = 1;
+	else if (mql_match_is_id_eq(q->filter, &id)) {
+		if (kvdoc_key(cid, id, d->key, &d->klen, err)) {
+			free(d);
+			return -1;
+		}
+		d->one = 1;
+	}
+	*out = d;
+	return 0;
+}
+
+static int scan_next(void *scan, const uint8_t **doc, uint32_t *len,
+		     struct mql_error *err)
+{
+	struct dscan *d = scan;
+	uint32_t n;
+
+	if (d->pos >= d->buf.len) {
+		if (d->empty || (d->s.done && !d->one))
+			return 0;
+		if (refill(d))
+			return mql_error_set(err, MQL_InternalError,
+					     "reading documents failed");
+		if (d->buf.len == 0)
+			return 0;
+	}
+	memcpy(&n, d->buf.data + d->pos, 4);
+	n = BSON_UINT32_FROM_LE(n);
+	*doc = d->buf.data + d->pos;
+	*len = n;
+	d->pos += n;
+	return 1;
+}
+
+static void scan_close(void *scan)
+{
+	struct dscan *d = scan;
+
+	kv_buf_free(&d->buf);
+	free(d);
+}
+
+static int coll_stats(void *ctx, const char *db, const char *coll,
+		      struct mdoor_coll_stats *out, struct mql_error *err)
+{
+	struct mdoor_query q = {.db = db, .coll = coll};
+	struct mql_match *all = NULL;
+	static const uint8_t empty[5] = {5, 0, 0, 0, 0};
+	const uint8_t *doc;
+	uint32_t len, id;
+	void *s;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!coll)
+		return 1; /* a database's figures: none kept */
+	if ((rc = coll_id(db, coll, &id)) <= 0)
+		return rc < 0 ? mql_error_set(err, MQL_InternalError, "catalog")
+			      : 0;
+	if (mql_match_compile(empty, 5, &all, err))
+		return -1;
+	q.filter = all;
+	if (scan_open(ctx, &q, &s, &(struct mdoor_scan_info){0}, err)) {
+		mql_match_free(all);
+		return -1;
+	}
+	while ((rc = scan_next(s, &doc, &len, err)) == 1) {
+		out->count++;
+		out->size += len;
+	}
+	scan_close(s);
+	mql_match_free(all);
+	out->storage_size = out->size;
+	out->nindexes = 1;
+	return rc < 0 ? -1 : 1;
+}
+
+/* ===================== writes ===================== */
+
+/* At most this many merges of one statement in flight at once. */
+#define WINDOW 256
+
+struct dmw {
+	struct mdoor_wbatch *b;
+	struct kvd_conn *c;
+	size_t i;	    /* the statement running */
+	unsigned out;	    /* its merges in flight */
+	int creating, sent; /* the catalog's CREATE / change is out */
+	int have;	    /* cid is known */
+	uint32_t cid;
+	struct kv_buf keys;	  /* its documents' keys: [u8 len][key] ... */
+	size_t kpos;		  /* the next key to send */
+	struct kv_buf opnd;	  /* the operand every key of it gets */
+	unsigned mid;		  /* and its merge id */
+	const bson_value_t *upid; /* an upsert's _id */
+};
+
+static void step(struct dmw *w);
+
+static bool b_is_catalog(enum mdoor_wkind k)
+{
+	return k == MDOOR_W_CREATE || k == MDOOR_W_DROP || k == MDOOR_W_DROPDB;
+}
+
+static int oom(struct mql_error *e)
+{
+	return mql_error_set(e, MQL_InternalError, "out of memory");
+}
+
+static void finish(struct dmw *w)
+{
+	struct mdoor_wbatch *b = w->b;
+
+	w->c->mwrite = NULL;
+	kv_buf_free(&w->keys);
+	kv_buf_free(&w->opnd);
+	free(w);
+	b->done(b);
+}
+
+static int send_merge(struct dmw *w, unsigned ks, unsigned id, const uint8_t *k,
+		      size_t kn, const uint8_t *v, size_t vn)
+{
+	int shard = ks == KVD_KS_CATALOG ? 0 : -1;
+
+	if (kvd_write_merge(w->c, 0, ks, id, shard, (struct kv_slice){k, kn},
+			    (struct kv_slice){v, vn}, 0))
+		return -1;
+	w->out++;
+	return 0;
+}
+
+/* Send the statement's next keys, up to the window. */
+static int send_keys(struct dmw *w, struct mql_error *e)
+{
+	while (w->kpos < w->keys.len && w->out < WINDOW) {
+		const uint8_t *p = w->keys.data + w->kpos;
+
+		if (send_merge(w, KVD_KS_DOC, KVDOC_MERGE_BASE + w->mid, p + 1,
+			       p[0], w->opnd.data, w->opnd.len))
+			return oom(e);
+		w->kpos += 1u + p[0];
+	}
+	return 0;
+}
+
+static int add_key(struct dmw *w, const bson_value_t *id, struct mql_error *e)
+{
+	uint8_t k[KVDOC_KEY_MAX];
+	size_t kn;
+	uint8_t n;
+
+	if (kvdoc_key(w->cid, id, k, &kn, e))
+		return -1;
+	n = (uint8_t)kn;
+	if (kv_buf_append(&w->keys, &n, 1) || kv_buf_append(&w->keys, k, kn))
+		return oom(e);
+	return 0;
+}
+
+/* The _id equality among q's top-level predicates, or NULL. */
+struct ideq {
+	const bson_value_t *v;
+};
+
+static void find_ideq(void *ctx, const struct mql_pred *p)
+{
+	struct ideq *x = ctx;
+
+	if (!x->v && p->op == MQL_PRED_EQ && !strcmp(p->path, "_id") &&
+	    p->value->value_type != BSON_TYPE_DOCUMENT &&
+	    p->value->value_type != BSON_TYPE_ARRAY &&
+	    p->value->value_type != BSON_TYPE_REGEX)
+		x->v = p->value;
+}
+
+static const bson_value_t *id_eq(const struct mql_match *q)
+{
+	struct ideq x = {NULL};
+
+	mql_match_preds(q, find_ideq, &x);
+	return x.v;
+}
+
+static int doc_id(const uint8_t *p, uint32_t n, bson_iter_t *it)
+{
+	return bson_iter_init_from_data(it, p, n) && bson_iter_find(it, "_id")
+		   ? 0
+		   : -1;
+}
+
+/* Collect the keys of q's matches (all, or the first; for findAndModify
+ * the first in op->sort's order): 0, or -1 with e. */
+static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
+		   struct mql_error *e)
+{
+	struct mdoor_query q = {
+	    .db = w->b->db, .coll = w->b->coll, .filter = op->q};
+	size_t nk = op->sort ? mql_sort_nkeys(op->sort) : 0;
+	bson_value_t *ka = calloc(nk + 1, sizeof(*ka)),
+		     *kb = calloc(nk + 1, sizeof(*kb));
+	struct kv_buf best = {0};
+	const uint8_t *doc;
+	uint32_t len;
+	void *s = NULL;
+	bson_iter_t it;
+	int rc = -1;
+
+	if (!ka || !kb) {
+		oom(e);
+		goto out;
+	}
+	if (scan_open(NULL, &q, &s, &(struct mdoor_scan_info){0}, e))
+		goto out;
+	while ((rc = scan_next(s, &doc, &len, e)) == 1) {
+		if (op->sort) {
+			if (best.len) {
+				mql_sort_key(op->sort, doc, len, ka);
+				mql_sort_key(op->sort, best.data,
+					     (uint32_t)best.len, kb);
+				if (mql_sort_cmp_keys(op->sort, ka, kb) >= 0)
+					continue;
+			}
+			best.len = 0;
+			if (kv_buf_append(&best, doc, len)) {
+				rc = oom(e);
+				break;
+			}
+			continue;
+		}
+		if (doc_id(doc, len, &it) ||
+		    add_key(w, bson_iter_value(&it), e)) {
+			rc = -1;
+			break;
+		}
+		if (!all)
+			break;
+	}
+	if (rc >= 0 && best.len) {
+		rc = doc_id(best.data, (uint32_t)best.len, &it) ||
+			     add_key(w, bson_iter_value(&it), e)
+			 ? -1
+			 : 0;
+	}
+	rc = rc < 0 ? -1 : 0;
+out:
+	if (s)
+		scan_close(s);
+	kv_buf_free(&best);
+	free(ka);
+	free(kb);
+	return rc;
+}
+
+/* Start statement i: the number of merges it sent (0: done at once, its
+ * results set), or -1 with op->err. */
+static int start_stmt(struct dmw *w, struct mdoor_wop *op)
+{
+	enum mdoor_wkind k = w->b->kind;
+	const bson_value_t *id = NULL;
+	unsigned fl = 0;
+	bson_iter_t it;
+
+	w->keys.len = w->opnd.len = w->kpos = 0;
+	w->upid = NULL;
+	if (k == MDOOR_W_INSERT) {
+		if (doc_id(op->doc, op->len, &it) ||
+		    add_key(w, bson_iter_value(&it), &op->err))
+			return op->err.code
+				   ? -1
+				   : mql_error_set(&op->err, MQL_BadValue,
+						   "no _id");
+		w->mid = KVDOC_OP_INSERT;
+		if (kv_buf_append(&w->opnd, op->doc, op->len))
+			return oom(&op->err);
+		return send_keys(w, &op->err) ? -1 : (int)w->out;
+	}
+	if (w->have) {
+		if (mql_match_is_id_eq(op->q, &id)) {
+			if (add_key(w, id, &op->err))
+				return -1;
+		} else if (collect(w, op, k != MDOOR_W_FAM && op->multi,
+				   &op->err)) {
+			return -1;
+		}
+	}
+	if (op->upsert && !op->remove) {
+		fl |= KVDOC_UPSERT;
+		w->upid = id ? id : id_eq(op->q) ? id_eq(op->q) : op->new_id;
+		if (!w->keys.len && add_key(w, w->upid, &op->err))
+			return -1;
+	}
+	if (!w->keys.len)
+		return 0;
+	if (k == MDOOR_W_FAM)
+		fl |= op->return_new ? KVDOC_RET_NEW : KVDOC_RET_OLD;
+	if (k == MDOOR_W_DELETE || (k == MDOOR_W_FAM && op->remove)) {
+		w->mid = KVDOC_OP_DELETE;
+		if (kvdoc_op_delete(&w->opnd, fl & KVDOC_RET_OLD, op->q_bson,
+				    op->q_len))
+			return oom(&op->err);
+	} else {
+		w->mid = KVDOC_OP_UPDATE;
+		if (kvdoc_op_update(&w->opnd, fl, op->u_bson, op->u_len,
+				    op->q_bson, op->q_len,
+				    (fl & KVDOC_UPSERT) ? w->upid : NULL))
+			return oom(&op->err);
+	}
+	return send_keys(w, &op->err) ? -1 : (int)w->out;
+}
+
+static void dup_error(struct dmw *w, struct mdoor_wop *op)
+{
+	bson_iter_t it;
+	char v[128] = "?";
+
+	if (!doc_id(op->doc, op->len, &it))
+		mql_value_str(bson_iter_value(&it), v, sizeof(v));
+	mql_error_set(&op->err, 11000,
+		      "E11000 duplicate key error collection: %s.%s index: "
+		      "_id_ dup key: { _id: %s }",
+		      w->b->db, w->b->coll, v);
+}
+
+/* One merge of statement op came back. */
+static void stmt_result(struct dmw *w, struct mdoor_wop *op,
+			const struct kvd_pend *pd)
+{
+	if (pd->status == KV_EXISTS && w->mid == KVDOC_OP_INSERT) {
+		dup_error(w, op);
+		return;
+	}
+	if (pd->status != KV_OK && pd->status != KV_NOT_FOUND) {
+		mql_error_set(&op->err, MQL_InternalError, "write failed (%d)",
+			      pd->status);
+		return;
+	}
+	if (pd->result < 0) {
+		mql_error_set(&op->err, (int)-pd->result, "%.*s",
+			      (int)(pd->vlen < 400 ? pd->vlen : 400),
+			      pd->val ? (const char *)pd->val : "");
+		return;
+	}
+	if (pd->result == KVDOC_R_UPSERTED && w->mid == KVDOC_OP_UPDATE) {
+		if (w->upid)
+			bson_append_value(&op->upserted, "_id", 3, w->upid);
+	} else if (w->mid != KVDOC_OP_UPDATE) {
+		op->n += pd->result > 0;
+	} else if (pd->result >= KVDOC_R_MATCHED) {
+		op->n++;
+		op->nmodified += pd->result == KVDOC_R_MODIFIED;
+	}
+	if (w->b->kind == MDOOR_W_FAM && pd->val && pd->vlen >= 5) {
+		bson_t v;
+
+		if (bson_init_static(&v, pd->val, pd->vlen)) {
+			bson_reinit(&op->value);
+			bson_concat(&op->value, &v);
+		}
+	}
+}
+
+/* ---- the catalog's changes ---- */
+
+static int send_catalog(struct dmw *w, unsigned op, unsigned flags)
+{
+	w->opnd.len = 0;
+	if (kvdoc_op_catalog(&w->opnd, op, flags, w->b->db,
+			     op == KVDOC_CAT_DROPDB ? NULL : w->b->coll,
+			     w->b->options, w->b->options_len))
+		return -1;
+	return send_merge(w, KVD_KS_CATALOG,
+			  KVDOC_MERGE_BASE + KVDOC_OP_CATALOG,
+			  (const uint8_t *)KVDOC_CATALOG_KEY,
+			  strlen(KVDOC_CATALOG_KEY), w->opnd.data, w->opnd.len);
+}
+
+static void catalog_result(struct dmw *w, const struct kvd_pend *pd)
+{
+	struct mdoor_wbatch *b = w->b;
+
+	if (b->kind == MDOOR_W_CREATE && pd->status == KV_EXISTS)
+		mql_error_set(&b->err, 48, "Collection %s.%s already exists.",
+			      b->db, b->coll);
+	else if (b->kind == MDOOR_W_DROP && pd->status == KV_NOT_FOUND)
+		mql_error_set(&b->err, 26, "ns not found");
+	else if (pd->status != KV_OK)
+		mql_error_set(&b->err, MQL_InternalError,
+			      "catalog change failed (%d)", pd->status);
+}
+
+/* Does the batch insert (so needs its collection)? */
+static bool inserts(const struct mdoor_wbatch *b)
+{
+	if (b->kind == MDOOR_W_INSERT)
+		return b->nops > 0;
+	for (size_t i = 0; i < b->nops; i++)
+		if (b->ops[i].upsert && !b->ops[i].remove)
+			return true;
+	return false;
+}
+
+/* Run the batch on until it waits for merges, or it is done. */
+static void step(struct dmw *w)
+{
+	struct mdoor_wbatch *b = w->b;
+	int n;
+
+	if (!w->have) {
+		int r = coll_id(b->db, b->coll, &w->cid);
+
+		if (r < 0) {
+			mql_error_set(&b->err, MQL_InternalError, "catalog");
+			goto done;
+		}
+		w->have = r;
+		if (!r && inserts(b) && !w->creating) {
+			w->creating = 1;
+			if (send_catalog(w, KVDOC_CAT_CREATE, 0)) {
+				mql_error_set(&b->err, MQL_InternalError,
+					      "out of memory");
+				goto done;
+			}
+			return;
+		}
+	}
+	for (; w->i < b->nops; w->i++) {
+		struct mdoor_wop *op = &b->ops[w->i];
+
+		n = start_stmt(w, op);
+		if (n > 0)
+			return; /* doc_mdoor_result goes on */
+		op->ran = true;
+		if (op->err.code && b->ordered) {
+			w->i = b->nops;
+			break;
+		}
+	}
+done:
+	finish(w);
+}
+
+void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
+{
+	struct dmw *w = c->mwrite;
+	struct mdoor_wop *op;
+
+	if (!w)
+		return;
+	w->out--;
+	if (b_is_catalog(w->b->kind)) {
+		catalog_result(w, pd);
+		finish(w);
+		return;
+	}
+	if (w->creating == 1) {
+		w->creating = 2; /* once: a collection dropped meanwhile */
+		if (pd->status != KV_OK && pd->status != KV_EXISTS) {
+			mql_error_set(&w->b->err, MQL_InternalError,
+				      "creating the collection failed");
+			finish(w);
+			return;
+		}
+		step(w);
+		return;
+	}
+	op = &w->b->ops[w->i];
+	stmt_result(w, op, pd);
+	if (send_keys(w, &op->err) == 0 && w->out)
+		return;
+	if (w->out)
+		return;
+	op->ran = true;
+	if (op->err.code && w->b->ordered)
+		w->i = w->b->nops;
+	else
+		w->i++;
+	step(w);
+}
+
+void doc_mdoor_abandon(struct kvd_conn *c)
+{
+	struct dmw *w = c->mwrite;
+
+	if (w) /* its merges came back unanswered: the connection died */
+		finish(w);
+}
+
+static void write_batch(void *ctx, struct mdoor_wbatch *b)
+{
+	struct kvd_conn *c = b->conn;
+	struct dmw *w = calloc(1, sizeof(*w));
+	unsigned op = KVDOC_CAT_CREATE, fl = KVDOC_EXCL;
+
+	(void)ctx;
+	if (!w) {
+		mql_error_set(&b->err, MQL_InternalError, "out of memory");
+		b->done(b);
+		return;
+	}
+	w->b = b;
+	w->c = c;
+	c->mwrite = w;
+	if (!b_is_catalog(b->kind)) {
+		step(w);
+		return;
+	}
+	if (b->kind != MDOOR_W_CREATE) {
+		op =
+		    b->kind == MDOOR_W_DROP ? KVDOC_CAT_DROP : KVDOC_CAT_DROPDB;
+		fl = 0;
+	}
+	if (send_catalog(w, op, fl)) {
+		mql_error_set(&b->err, MQL_InternalError, "out of memory");
+		finish(w);
+	}
+}
+
+const struct mdoor_store doc_mdoor_store = {
+    .list_databases = list_dbs,
+    .list_collections = list_colls,
+    .coll_stats = coll_stats,
+    .scan = scan_open,
+    .scan_next = scan_next,
+    .scan_close = scan_close,
+    .write = write_batch,
+};

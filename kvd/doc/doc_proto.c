@@ -1,0 +1,228 @@
+/* doc_proto.c - the MongoDB door as one of the server's protocols
+ * (net/proto.h): the door (kvd/mongo/mdoor.h) is made once at start over
+ * kvd's documents (doc_mdoor.c), with the server as its host: replies go
+ * to the connection's output, the password is kvd's (SCRAM-SHA-256), the
+ * guessing limit and the pre-authentication caps are the other doors'
+ * (net/auth.h, conn.c), and serverStatus tells kvd's own figures. */
+#include "doc_mdoor.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "kvd.h"
+#include "log.h"
+#include "net/auth.h"
+#include "net/conn.h"
+#include "net/loop.h"
+#include "net/proto.h"
+
+static struct mdoor *door;
+static struct kvd_server *dsrv;
+static _Atomic uint64_t last_tick;
+static char host_name[300];
+
+/* ===================== the host ===================== */
+
+static void h_reply(void *conn, const void *p, size_t n)
+{
+	struct kvd_conn *c = conn;
+
+	if (!(c->flags & CONN_DEAD))
+		kvd_reply_append(c, p, n);
+}
+
+/* The connection's writes done, conn.c's flush resumes its input (the
+ * door's input stalled it with STALL_WRITES while a write was out). */
+static void h_resume(void *conn)
+{
+	(void)conn;
+}
+
+static void h_close(void *conn)
+{
+	struct kvd_conn *c = conn;
+
+	c->flags |= CONN_CLOSING;
+}
+
+static int h_auth_gate(void *conn)
+{
+	return kvd_auth_gate(conn);
+}
+
+static void h_auth_failed(void *conn)
+{
+	kvd_auth_note_failure(conn);
+}
+
+static void h_authed(void *conn)
+{
+	struct kvd_conn *c = conn;
+
+	c->flags |= CONN_AUTHED;
+}
+
+static uint64_t h_now(void *ctx)
+{
+	(void)ctx;
+	return kvd_now_ms();
+}
+
+static uint64_t rss_mb(uint64_t *virt)
+{
+	unsigned long long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%llu %llu", &size, &res) != 2)
+			size = res = 0;
+		fclose(f);
+	}
+	*virt = size * (uint64_t)sysconf(_SC_PAGESIZE) >> 20;
+	return res * (uint64_t)sysconf(_SC_PAGESIZE) >> 20;
+}
+
+static void h_stats(void *ctx, struct mdoor_stats *st)
+{
+	struct kvd_server *srv = ctx;
+	uint64_t max = KVD_LIVE(srv->cfg->max_clients);
+
+	st->conn_current = atomic_load(&srv->nconns);
+	st->conn_available =
+	    max > st->conn_current ? max - st->conn_current : 0;
+	for (unsigned i = 0; i < srv->nio; i++)
+		st->conn_total += kvd_read(&srv->io[i]->stats.accepted);
+	st->mem_resident_mb = rss_mb(&st->mem_virtual_mb);
+}
+
+static void h_status_extra(void *ctx, bson_t *out)
+{
+	struct kvd_server *srv = ctx;
+	bson_t k;
+
+	BSON_APPEND_DOCUMENT_BEGIN(out, "kvd", &k);
+	BSON_APPEND_INT32(&k, "shards", (int32_t)srv->nshards);
+	BSON_APPEND_INT32(&k, "ioThreads", (int32_t)srv->nio);
+	BSON_APPEND_INT64(&k, "maxClients",
+			  (int64_t)KVD_LIVE(srv->cfg->max_clients));
+	bson_append_document_end(out, &k);
+}
+
+static void h_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	if (level == 0)
+		log_error("mongo: %s", msg);
+	else if (level == 1)
+		log_warn("mongo: %s", msg);
+	else
+		log_info("mongo: %s", msg);
+}
+
+/* ===================== the protocol ===================== */
+
+static void tick(uint64_t now)
+{
+	uint64_t last = atomic_load(&last_tick);
+
+	if (now - last >= 1000 &&
+	    atomic_compare_exchange_strong(&last_tick, &last, now))
+		mdoor_tick(door);
+}
+
+static size_t mongo_input(struct kvd_conn *c, const uint8_t *p, size_t n)
+{
+	size_t k;
+
+	if (!c->mdoor)
+		return 0;
+	doc_mdoor_enter(c->io);
+	tick(c->io->now_ms);
+	k = mdoor_input(c->mdoor, p, n, NULL);
+	if (mdoor_busy(c->mdoor))
+		c->stall = STALL_WRITES;
+	return k;
+}
+
+static void mongo_wreply(struct kvd_conn *c, struct kvd_pend *pd)
+{
+	doc_mdoor_enter(c->io);
+	doc_mdoor_result(c, pd);
+}
+
+static void mongo_open(struct kvd_conn *c)
+{
+	struct mdoor_peer peer = {.remote = c->addr, .id = c->id};
+
+	c->mdoor = door ? mdoor_conn_open(door, c, &peer) : NULL;
+	if (!c->mdoor)
+		c->flags |= CONN_CLOSING;
+}
+
+static void mongo_close(struct kvd_conn *c)
+{
+	if (c->mdoor)
+		mdoor_conn_close(c->mdoor);
+	c->mdoor = NULL;
+	doc_mdoor_abandon(c);
+}
+
+const struct kvd_proto kvd_mongo_proto = {
+    .name = "mongo",
+    .input = mongo_input,
+    .wreply = mongo_wreply,
+    .open = mongo_open,
+    .close = mongo_close,
+    .busy = "",
+    .busy_len = 0,
+};
+
+int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
+		    size_t errlen)
+{
+	const struct kvd_config *cfg = srv->cfg;
+	struct mdoor_config mc = {
+	    .password = cfg->requirepass[0] ? cfg->requirepass : NULL,
+	    .password_len = strlen(cfg->requirepass),
+	    .kvd_version = KVD_VERSION,
+	    .host = host_name,
+	    .pid = getpid(),
+	    .start_ms = srv->start_ms,
+	    .argv = (const char *const *)argv,
+	    .preauth_max_message = 16384,
+	};
+	struct mdoor_host h = {
+	    .ctx = srv,
+	    .reply = h_reply,
+	    .resume = h_resume,
+	    .close = h_close,
+	    .auth_gate = h_auth_gate,
+	    .auth_failed = h_auth_failed,
+	    .authed = h_authed,
+	    .now_ms = h_now,
+	    .stats = h_stats,
+	    .status_extra = h_status_extra,
+	    .log = h_log,
+	};
+	char hn[256] = "localhost";
+
+	(void)argc;
+	if (!cfg->mongo_port && !cfg->tls_mongo_port)
+		return 0;
+	gethostname(hn, sizeof(hn) - 1);
+	snprintf(host_name, sizeof(host_name), "%s:%u", hn,
+		 srv->mongo_port ? srv->mongo_port : cfg->tls_mongo_port);
+	dsrv = srv;
+	door = mdoor_new(&mc, &h, &doc_mdoor_store, err, errlen);
+	return door ? 0 : -1;
+}
+
+void doc_mdoor_stop(void)
+{
+	if (door)
+		mdoor_free(door);
+	door = NULL;
+}

@@ -1,0 +1,144 @@
+"""test_kvd_door.py - pymongo against a real kvd's --mongo-port (not the
+door's test host): test_pymongo.py's cases run again over kvd's documents
+(the door's SCRAM with kvd's password: any user name), then what only the
+server shows: no password, the lost-update test through the door, and
+kill -9 under concurrent $inc and $push updates (every acknowledged
+update there after restart, none half-applied).
+"""
+
+import os
+import sys
+import threading
+import unittest
+
+import kvdtest
+
+try:
+    import pymongo
+    from pymongo import MongoClient
+except ImportError:
+    print("skipped: pymongo is not installed (python3-pymongo)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_pymongo  # noqa: E402
+
+
+class KvdHost:
+    """kvd with its MongoDB door on a free port."""
+
+    def __init__(self, password="secret", data_dir=None):
+        self.password = password
+        self.mport = kvdtest.free_port()
+        args = ["--mongo-port", str(self.mport)]
+        if password:
+            args += ["--requirepass", password]
+        self.srv = kvdtest.Server(args=args, data_dir=data_dir).start()
+        self.port = self.mport
+
+    def client(self, creds="kvd:secret@", **kw):
+        return MongoClient("mongodb://%s127.0.0.1:%d/?authSource=admin" %
+                           (creds, self.mport),
+                           serverSelectionTimeoutMS=5000, **kw)
+
+    def stop(self):
+        self.srv.stop()
+        self.srv.cleanup()
+
+
+class PymongoOnKvd(test_pymongo.PymongoTest):
+    @classmethod
+    def setUpClass(cls):
+        cls.host = KvdHost()
+        cls.cl = cls.host.client()
+        cls.db = cls.cl.test
+
+    def test_wrong_password(self):
+        cl = self.host.client("kvd:wrong@")
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            cl.admin.command("ping")
+        self.assertEqual(e.exception.code, 18)
+        cl.close()
+
+
+INCS = int(os.environ.get("KVD_DOOR_INCS", "2000"))
+
+
+class KvdOnly(unittest.TestCase):
+    def test_no_password(self):
+        h = KvdHost(password=None)
+        try:
+            cl = h.client("")
+            cl.t.c.insert_one({"_id": 1, "a": [1]})
+            self.assertEqual(cl.t.c.find_one({"_id": 1}), {"_id": 1, "a": [1]})
+            cl.close()
+        finally:
+            h.stop()
+
+    def test_lost_update(self):
+        """8 clients $inc their own field of one document INCS times."""
+        h = KvdHost()
+        try:
+            cls = [h.client() for _ in range(8)]
+            cls[0].t.c.insert_one({"_id": "d"})
+
+            def run(i):
+                c = cls[i].t.c
+                for _ in range(INCS):
+                    c.update_one({"_id": "d"}, {"$inc": {"f%d" % i: 1}})
+            ts = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            doc = cls[0].t.c.find_one({"_id": "d"})
+            for i in range(8):
+                self.assertEqual(doc["f%d" % i], INCS)
+            for c in cls:
+                c.close()
+        finally:
+            h.stop()
+
+    def test_kill9_inc_push(self):
+        """kill -9 while 4 clients $inc and $push: every acknowledged
+        update is there after restart, and $inc and $push of one update
+        never apart."""
+        h = KvdHost()
+        acked = [0] * 4
+        stop = threading.Event()
+        try:
+            cl = h.client()
+            cl.t.c.insert_many([{"_id": i, "n": 0, "l": []} for i in range(4)])
+
+            def run(i):
+                c = h.client().t.c
+                k = 0
+                while not stop.is_set():
+                    try:
+                        c.update_one({"_id": i}, {"$inc": {"n": 1},
+                                                  "$push": {"l": k}})
+                    except pymongo.errors.PyMongoError:
+                        return
+                    k += 1
+                    acked[i] = k
+            ts = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+            for t in ts:
+                t.start()
+            kvdtest.wait_for(lambda: min(acked) >= 200, 60, "updates")
+            h.srv.kill9()
+            stop.set()
+            for t in ts:
+                t.join()
+            h.srv.start(port=h.srv.port)
+            cl = h.client()
+            for i in range(4):
+                d = cl.t.c.find_one({"_id": i})
+                self.assertGreaterEqual(d["n"], acked[i])
+                self.assertEqual(d["l"], list(range(d["n"])))
+            cl.close()
+        finally:
+            h.stop()
+
+
+if __name__ == "__main__":
+    unittest.main(defaultTest=["PymongoOnKvd", "KvdOnly"])

@@ -1,0 +1,542 @@
+/* test_docstore.c - documents in the store (kvd/doc/doc.h) through real
+ * committers and real LMDB files: the catalog (ids, one id for a
+ * collection two threads create at once, drops), insert with duplicate
+ * _id, updates computed on the committer (upsert, replacement, a filter
+ * checked again, findAndModify's images), delete, reads by _id, scans of
+ * a collection merged across shards in _id order in bounded batches, a
+ * restart replaying it all, and the lost-update test: 8 threads $inc
+ * their own field of one document 10,000 times each, and every increment
+ * is there.
+ */
+#define _GNU_SOURCE
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bson/bson.h>
+
+#include "doc.h"
+#include "journaltest.h"
+#include "kv_status.h"
+#include "net/router.h"
+#include "store.h"
+#include "store_log.h"
+
+void kvd_log(int level, const char *fmt, ...)
+{
+	(void)level;
+	(void)fmt;
+}
+
+int kvd_log_ratelimited(struct kvd_log_limit *l, int level, const char *fmt,
+			...)
+{
+	(void)l;
+	(void)level;
+	(void)fmt;
+	return 0;
+}
+
+#define SHARDS 4
+#define THREADS 8
+#define INCS 10000
+
+static struct kvd_store *st;
+static struct kvd_commit *com;
+static struct kvd_merge_op ops[KVD_MERGE_MAX];
+static unsigned reap_ms = 1000, flush_ms = 10;
+
+/* A submitter waiting for its request (one in flight a thread). */
+struct waiter {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+};
+
+static void complete(void *arg, struct kvd_wreq *w)
+{
+	struct waiter *wt = w->pend;
+
+	(void)arg;
+	pthread_mutex_lock(&wt->mu);
+	wt->done = 1;
+	pthread_cond_signal(&wt->cv);
+	pthread_mutex_unlock(&wt->mu);
+}
+
+static void open_all(const char *dir)
+{
+	struct kvd_store_opts so = {.dir = dir,
+				    .want_shards = SHARDS,
+				    .map_size = 256u << 20,
+				    .max_readers = 64,
+				    .merge = ops,
+				    .nmerge = KVD_MERGE_MAX};
+	struct kvd_commit_opts co = {.async = 1,
+				     .max_value = 16u << 20,
+				     .reap_interval_ms = &reap_ms,
+				     .flush_interval_ms = &flush_ms,
+				     .hooks.complete = complete};
+	char err[256];
+
+	kvdoc_register(ops);
+	if (kvd_store_open(&st, &so, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		exit(1);
+	}
+	co.store = st;
+	co.start_ms = kvd_now_ms();
+	if (kvd_committers_start(&com, &co)) {
+		fprintf(stderr, "committers\n");
+		exit(1);
+	}
+}
+
+static void close_all(void)
+{
+	kvd_committers_stop(com);
+	kvd_store_close(st);
+}
+
+/* One merge (op id) of key with operand on shard, waited for: its status,
+ * *result, and the reply bytes in *reply (malloc'd, or NULL). */
+static int merge(unsigned shard, unsigned ks, unsigned op, const void *key,
+		 size_t klen, const void *opnd, size_t olen, int64_t *result,
+		 struct kv_slice *reply)
+{
+	struct kvd_wreq *w = calloc(1, sizeof(*w) + KVD_ITEM_HDR + klen + olen);
+	struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+			    0};
+	uint16_t kn = (uint16_t)klen;
+	uint32_t vn = (uint32_t)olen;
+	int rc;
+
+	memcpy(w->data, &kn, 2);
+	memcpy(w->data + 2, &vn, 4);
+	memcpy(w->data + KVD_ITEM_HDR, key, klen);
+	memcpy(w->data + KVD_ITEM_HDR + klen, opnd, olen);
+	w->shard = (uint16_t)shard;
+	w->pend = &wt;
+	w->op.kind = KVD_W_MERGE;
+	w->op.ks = (uint8_t)ks;
+	w->op.flags = (uint8_t)(KVDOC_MERGE_BASE + op);
+	w->op.nitems = 1;
+	w->op.items = w->data;
+	w->op.items_len = KVD_ITEM_HDR + klen + olen;
+	kvd_committer_submit(com, w);
+	kvd_committer_flush(com);
+	pthread_mutex_lock(&wt.mu);
+	while (!wt.done)
+		pthread_cond_wait(&wt.cv, &wt.mu);
+	pthread_mutex_unlock(&wt.mu);
+	rc = w->op.status;
+	if (result)
+		*result = w->op.result;
+	if (reply) {
+		reply->p = w->op.val;
+		reply->n = w->op.val ? w->op.vlen : 0;
+	} else {
+		free(w->op.val);
+	}
+	free(w);
+	return rc;
+}
+
+static int catalog(unsigned op, unsigned flags, const char *db,
+		   const char *coll, int64_t *id)
+{
+	struct kv_buf b = {0};
+	int rc;
+
+	if (kvdoc_op_catalog(&b, op, flags, db, coll, NULL, 0))
+		return -1;
+	rc = merge(0, KVD_KS_CATALOG, KVDOC_OP_CATALOG, KVDOC_CATALOG_KEY,
+		   sizeof(KVDOC_CATALOG_KEY) - 1, b.data, b.len, id, NULL);
+	kv_buf_free(&b);
+	return rc;
+}
+
+/* The key and shard of the document _id: int32 n of collection coll. */
+static unsigned key_of(uint32_t coll, int32_t n, uint8_t *key, size_t *klen)
+{
+	bson_value_t id = {.value_type = BSON_TYPE_INT32, .value.v_int32 = n};
+	struct mql_error e;
+
+	if (kvdoc_key(coll, &id, key, klen, &e))
+		abort();
+	return kvd_shard_of(key, *klen, SHARDS);
+}
+
+static int insert(uint32_t coll, const char *json)
+{
+	bson_error_t be;
+	bson_t *d = bson_new_from_json((const uint8_t *)json, -1, &be);
+	bson_iter_t it;
+	uint8_t key[KVDOC_KEY_MAX];
+	size_t kn;
+	struct mql_error e;
+	unsigned shard;
+	int rc;
+
+	if (!d || !bson_iter_init_find(&it, d, "_id") ||
+	    kvdoc_key(coll, bson_iter_value(&it), key, &kn, &e))
+		abort();
+	shard = kvd_shard_of(key, kn, SHARDS);
+	rc = merge(shard, KVD_KS_DOC, KVDOC_OP_INSERT, key, kn,
+		   bson_get_data(d), d->len, NULL, NULL);
+	bson_destroy(d);
+	return rc;
+}
+
+/* An update of _id n by update (JSON), filter (JSON or NULL), flags: its
+ * status, result, and the reply image as JSON in out ("" for none). */
+static int update(uint32_t coll, int32_t n, const char *upd, const char *filter,
+		  unsigned flags, int64_t *result, char *out, size_t cap)
+{
+	bson_error_t be;
+	bson_t *u = bson_new_from_json((const uint8_t *)upd, -1, &be);
+	bson_t *f = filter
+			? bson_new_from_json((const uint8_t *)filter, -1, &be)
+			: NULL;
+	bson_value_t id = {.value_type = BSON_TYPE_INT32, .value.v_int32 = n};
+	uint8_t key[KVDOC_KEY_MAX];
+	size_t kn;
+	unsigned shard = key_of(coll, n, key, &kn);
+	struct kv_buf b = {0};
+	struct kv_slice reply;
+	int rc;
+
+	if (!u ||
+	    kvdoc_op_update(&b, flags, bson_get_data(u), u->len,
+			    f ? bson_get_data(f) : NULL, f ? f->len : 0, &id))
+		abort();
+	rc = merge(shard, KVD_KS_DOC, KVDOC_OP_UPDATE, key, kn, b.data, b.len,
+		   result, &reply);
+	if (out) {
+		bson_t r;
+		char *j = NULL;
+
+		out[0] = '\0';
+		if (reply.n && bson_init_static(&r, reply.p, reply.n))
+			j = bson_as_relaxed_extended_json(&r, NULL);
+		snprintf(out, cap, "%s",
+			 j ? j : (reply.n ? (const char *)reply.p : ""));
+		bson_free(j);
+	}
+	free((void *)reply.p);
+	kv_buf_free(&b);
+	bson_destroy(u);
+	if (f)
+		bson_destroy(f);
+	return rc;
+}
+
+/* Document _id n as relaxed JSON in out ("" when absent). */
+static const char *find(uint32_t coll, int32_t n, char *out, size_t cap)
+{
+	struct kvd_reader *r = kvd_reader_new(st);
+	uint8_t key[KVDOC_KEY_MAX];
+	size_t kn;
+	struct kv_slice d;
+	bson_t b;
+
+	key_of(coll, n, key, &kn);
+	out[0] = '\0';
+	if (kvdoc_get(r, SHARDS, key, kn, kvd_now_ms(), &d) == KV_OK &&
+	    bson_init_static(&b, d.p, d.n)) {
+		char *j = bson_as_relaxed_extended_json(&b, NULL);
+
+		snprintf(out, cap, "%s", j);
+		bson_free(j);
+	}
+	kvd_reader_free(r);
+	return out;
+}
+
+static int scan_fn(void *arg, struct kv_slice k, struct kv_slice v,
+		   unsigned type)
+{
+	char *out = arg;
+	bson_t b;
+	bson_iter_t it;
+
+	(void)k;
+	if (type != KVD_VT_DOC || !bson_init_static(&b, v.p, v.n) ||
+	    !bson_iter_init_find(&it, &b, "_id"))
+		return 1;
+	snprintf(out + strlen(out), 512 - strlen(out), "%d,",
+		 bson_iter_int32(&it));
+	return 0;
+}
+
+/* The _ids of collection coll in scan order, batches of max, "|" between
+ * batches. */
+static const char *scan_ids(uint32_t coll, unsigned max, char out[512])
+{
+	struct kvd_reader *r = kvd_reader_new(st);
+	struct kvdoc_scan s;
+
+	out[0] = '\0';
+	kvdoc_scan_init(&s, coll);
+	while (!s.done) {
+		if (kvdoc_scan_batch(&s, r, max, kvd_now_ms(), scan_fn, out)) {
+			strcat(out, "failed");
+			break;
+		}
+		kvd_reader_reset(r);
+		if (!s.done)
+			strcat(out, "|");
+	}
+	kvd_reader_free(r);
+	return out;
+}
+
+struct racer {
+	pthread_t th;
+	int64_t id;
+	int rc;
+};
+
+static void *create_race(void *arg)
+{
+	struct racer *r = arg;
+
+	r->rc = catalog(KVDOC_CAT_CREATE, 0, "db", "raced", &r->id);
+	return NULL;
+}
+
+static void t_catalog(void)
+{
+	struct racer r[THREADS];
+	int64_t id = 0, id2 = 0;
+	struct kvd_reader *rd;
+	struct kvdoc_catalog cat = {0};
+	uint32_t cid;
+
+	CHECK(catalog(KVDOC_CAT_CREATE, KVDOC_EXCL, "db", "c", &id) == KV_OK &&
+		  id == 1,
+	      "create: %lld", (long long)id);
+	CHECK(catalog(KVDOC_CAT_CREATE, KVDOC_EXCL, "db", "c", &id2) ==
+		      KV_EXISTS &&
+		  id2 == 1,
+	      "create again");
+	for (int i = 0; i < THREADS; i++)
+		pthread_create(&r[i].th, NULL, create_race, &r[i]);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(r[i].th, NULL);
+		CHECK(r[i].rc == KV_OK && r[i].id == 2, "raced create %d: %lld",
+		      r[i].rc, (long long)r[i].id);
+	}
+	CHECK(catalog(KVDOC_CAT_CREATE, 0, "db2", "x", &id) == KV_OK && id == 3,
+	      "db2.x");
+	CHECK(catalog(KVDOC_CAT_DROP, 0, "db2", "x", &id) == KV_OK && id == 3,
+	      "drop");
+	CHECK(catalog(KVDOC_CAT_DROP, 0, "db2", "x", &id) == KV_NOT_FOUND,
+	      "drop again");
+	/* ids are never reused */
+	CHECK(catalog(KVDOC_CAT_CREATE, 0, "db2", "x", &id) == KV_OK && id == 4,
+	      "again: %lld", (long long)id);
+	rd = kvd_reader_new(st);
+	CHECK(kvdoc_catalog_refresh(&cat, rd, kvd_now_ms()) == KV_OK,
+	      "refresh");
+	CHECK(kvdoc_catalog_find(&cat, "db", "raced", &cid, NULL) && cid == 2,
+	      "find");
+	CHECK(kvdoc_catalog_find(&cat, "db2", "x", &cid, NULL) && cid == 4,
+	      "find");
+	CHECK(!kvdoc_catalog_find(&cat, "db", "x", &cid, NULL), "not found");
+	kvdoc_catalog_free(&cat);
+	kvd_reader_free(rd);
+}
+
+static void t_documents(void)
+{
+	char b[512];
+	int64_t res = -9;
+
+	for (int i = 20; i >= 1; i--) {
+		char j[64];
+
+		snprintf(j, sizeof(j), "{\"_id\": %d, \"n\": %d}", i, i * 10);
+		CHECK(insert(1, j) == KV_OK, "insert %d", i);
+	}
+	CHECK(insert(1, "{\"_id\": 5, \"n\": 0}") == KV_EXISTS, "duplicate");
+	CHECK(!strcmp(find(1, 5, b, sizeof(b)), "{ \"_id\" : 5, \"n\" : 50 }"),
+	      "%s", b);
+	/* a collection is its own range: collection 2 holds none of them */
+	CHECK(!strcmp(find(2, 5, b, sizeof(b)), ""), "%s", b);
+	CHECK(!strcmp(scan_ids(1, 7, b),
+		      "1,2,3,4,5,6,7,|8,9,10,11,12,13,14,|15,16,17,18,19,20,"),
+	      "scan: %s", b);
+	CHECK(!strcmp(scan_ids(2, 7, b), ""), "scan 2: %s", b);
+	/* findAndModify's images */
+	CHECK(update(1, 5, "{\"$inc\": {\"n\": 1}}", NULL, KVDOC_RET_OLD, &res,
+		     b, sizeof(b)) == KV_OK &&
+		  res == KVDOC_R_MODIFIED,
+	      "update");
+	CHECK(!strcmp(b, "{ \"_id\" : 5, \"n\" : 50 }"), "old: %s", b);
+	CHECK(update(1, 5, "{\"$inc\": {\"n\": 1}}", NULL, KVDOC_RET_NEW, &res,
+		     b, sizeof(b)) == KV_OK,
+	      "update");
+	CHECK(!strcmp(b, "{ \"_id\" : 5, \"n\" : 52 }"), "new: %s", b);
+	/* a filter that no longer matches: skipped */
+	CHECK(update(1, 5, "{\"$set\": {\"x\": 1}}", "{\"n\": 50}", 0, &res,
+		     NULL, 0) == KV_OK &&
+		  res == KVDOC_R_NOMATCH,
+	      "stale filter: %lld", (long long)res);
+	CHECK(update(1, 5, "{\"$set\": {\"n\": 52}}", NULL, 0, &res, NULL, 0) ==
+		      KV_OK &&
+		  res == KVDOC_R_MATCHED,
+	      "no change: %lld", (long long)res);
+	/* replacement keeps _id */
+	CHECK(update(1, 6, "{\"r\": true}", NULL, 0, &res, NULL, 0) == KV_OK &&
+		  res == KVDOC_R_MODIFIED,
+	      "replace");
+	CHECK(
+	    !strcmp(find(1, 6, b, sizeof(b)), "{ \"_id\" : 6, \"r\" : true }"),
+	    "%s", b);
+	/* upsert: the filter's equalities, then the update */
+	CHECK(update(1, 30, "{\"$set\": {\"a\": 1}}", "{\"_id\": 30, \"k\": 2}",
+		     KVDOC_UPSERT, &res, NULL, 0) == KV_OK &&
+		  res == KVDOC_R_UPSERTED,
+	      "upsert: %lld", (long long)res);
+	CHECK(!strcmp(find(1, 30, b, sizeof(b)),
+		      "{ \"_id\" : 30, \"k\" : 2, \"a\" : 1 }"),
+	      "%s", b);
+	CHECK(update(1, 31, "{\"$set\": {\"a\": 1}}", NULL, 0, &res, NULL, 0) ==
+		      KV_OK &&
+		  res == KVDOC_R_NOMATCH && !find(1, 31, b, sizeof(b))[0],
+	      "no upsert");
+	/* MongoDB's errors come back as a negative code and the message */
+	CHECK(update(1, 7, "{\"$inc\": {\"n\": \"x\"}}", NULL, 0, &res, b,
+		     sizeof(b)) == KV_OK &&
+		  res == -14,
+	      "bad $inc: %lld %s", (long long)res, b);
+	CHECK(update(1, 7, "{\"$set\": {\"_id\": 8}}", NULL, 0, &res, b,
+		     sizeof(b)) == KV_OK &&
+		  res == -66,
+	      "_id changed: %lld %s", (long long)res, b);
+}
+
+static void t_delete(void)
+{
+	struct kv_buf op = {0};
+	uint8_t key[KVDOC_KEY_MAX];
+	size_t kn;
+	unsigned shard = key_of(1, 7, key, &kn);
+	int64_t res = -1;
+	char b[512];
+	bson_t *f = bson_new_from_json((const uint8_t *)"{\"n\": 1}", -1, NULL);
+
+	kvdoc_op_delete(&op, 0, bson_get_data(f), f->len);
+	CHECK(merge(shard, KVD_KS_DOC, KVDOC_OP_DELETE, key, kn, op.data,
+		    op.len, &res, NULL) == KV_OK &&
+		  res == 0,
+	      "filtered delete skipped");
+	op.len = 0;
+	kvdoc_op_delete(&op, KVDOC_RET_OLD, NULL, 0);
+	CHECK(merge(shard, KVD_KS_DOC, KVDOC_OP_DELETE, key, kn, op.data,
+		    op.len, &res, NULL) == KV_OK &&
+		  res == 1,
+	      "delete");
+	CHECK(!find(1, 7, b, sizeof(b))[0], "deleted: %s", b);
+	kv_buf_free(&op);
+	bson_destroy(f);
+}
+
+/* The lost-update test. */
+struct incer {
+	pthread_t th;
+	int field, fails;
+};
+
+static void *inc_main(void *arg)
+{
+	struct incer *in = arg;
+	char u[64];
+
+	snprintf(u, sizeof(u), "{\"$inc\": {\"f%d\": 1}}", in->field);
+	for (int i = 0; i < INCS; i++) {
+		int64_t res = 0;
+
+		if (update(1, 100, u, NULL, 0, &res, NULL, 0) != KV_OK ||
+		    res != KVDOC_R_MODIFIED)
+			in->fails++;
+	}
+	return NULL;
+}
+
+static void t_lost_update(void)
+{
+	struct incer in[THREADS];
+	struct kvd_reader *r;
+	uint8_t key[KVDOC_KEY_MAX];
+	size_t kn;
+	struct kv_slice d;
+	bson_t b;
+	bson_iter_t it;
+
+	CHECK(insert(1, "{\"_id\": 100}") == KV_OK, "insert");
+	for (int i = 0; i < THREADS; i++) {
+		in[i].field = i;
+		in[i].fails = 0;
+		pthread_create(&in[i].th, NULL, inc_main, &in[i]);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(in[i].th, NULL);
+		CHECK(in[i].fails == 0, "thread %d: %d failed", i, in[i].fails);
+	}
+	r = kvd_reader_new(st);
+	key_of(1, 100, key, &kn);
+	CHECK(kvdoc_get(r, SHARDS, key, kn, kvd_now_ms(), &d) == KV_OK &&
+		  bson_init_static(&b, d.p, d.n),
+	      "read");
+	for (int i = 0; i < THREADS; i++) {
+		char f[8];
+
+		snprintf(f, sizeof(f), "f%d", i);
+		CHECK(bson_iter_init_find(&it, &b, f) &&
+			  bson_iter_as_int64(&it) == INCS,
+		      "%s: %lld", f, (long long)bson_iter_as_int64(&it));
+	}
+	kvd_reader_free(r);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+		  struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int main(void)
+{
+	char dir[300], b[512];
+
+	if (jt_root("kvd-docstore"))
+		return 1;
+	newdir(dir, sizeof(dir), "data");
+	open_all(dir);
+	t_catalog();
+	t_documents();
+	t_delete();
+	t_lost_update();
+	close_all();
+	/* everything again after a restart (journal, then LMDB) */
+	open_all(dir);
+	CHECK(!strcmp(find(1, 30, b, sizeof(b)),
+		      "{ \"_id\" : 30, \"k\" : 2, \"a\" : 1 }"),
+	      "after restart: %s", b);
+	CHECK(
+	    !strcmp(scan_ids(1, 100, b),
+		    "1,2,3,4,5,6,8,9,10,11,12,13,14,15,16,17,18,19,20,30,100,"),
+	    "after restart: %s", b);
+	CHECK(catalog(KVDOC_CAT_CREATE, 0, "db", "new", NULL) == KV_OK,
+	      "create");
+	close_all();
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	return jt_finish();
+}
