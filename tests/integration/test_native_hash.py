@@ -5,9 +5,10 @@ hashes, WRONG_TYPE both ways, the limits, and replies held to
 max-frame-size."""
 import os
 import sys
+import threading
 
 import kvproto as P
-from kvdtest import Server, ServerCase, main
+from kvdtest import Client, Server, ServerCase, main
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "resp"))
 from resputil import Raw  # noqa: E402
@@ -130,6 +131,33 @@ class NativeHash(ServerCase):
         self.assertEqual(items, [b"s", 0, -1, b"v"])
         got = c.call(P.SCAN, None, None, None, 10, P.SCAN_TYPED | P.SCAN_KEYS_ONLY)
         self.assertEqual(got[0], P.BAD_ARGS, got)
+
+    def test_lost_update(self):
+        """8 native connections each HINCRBY its own field of one hash
+        10,000 times, pipelined 500 deep: every field ends at exactly
+        10,000 (each change is computed by the committer, not from a copy
+        a client read)."""
+        errors = []
+
+        def worker(field):
+            c = Client(self.srv.port)
+            try:
+                for _ in range(20):
+                    for got in c.pipeline([(P.HINCRBY, b"lost", field, 1)] * 500):
+                        if got[0] != P.OK:
+                            errors.append(got)
+            finally:
+                c.close()
+
+        ts = [threading.Thread(target=worker, args=(b"f%d" % i,)) for i in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        self.assertEqual(errors, [])
+        st, pairs = self.c.call(P.HGETALL, b"lost")
+        self.assertEqual(sorted(zip(pairs[0::2], pairs[1::2])),
+                         [(b"f%d" % i, b"10000") for i in range(8)])
 
     def test_replies_bounded_by_max_frame(self):
         """A hash larger than a reply frame may be: HGETALL and HGET answer
