@@ -389,5 +389,46 @@ class Kvd(Checks, unittest.TestCase):
         self.assertEqual(self.calls()["SCAN"], r.counts()["scan"])
 
 
+class KvdSplit(Kvd):
+    """kvd-split: the same records one key per field (key, a 0 byte, the
+    field's name), the per-field layout bench/hash_layout weighs: MPUT for
+    inserts, PUT for one-field updates, a prefix SCAN or a GET for reads."""
+
+    def bench(self, *args, expect=0):
+        return kvbench(*args, port=self.srv.port, driver="kvd-split", expect=expect)
+
+    def records(self):
+        st, items, cur = self.c.call(kvdtest.SCAN, b"user", None, None, 10000)
+        self.assertIsNone(cur)
+        out = {}
+        for i in range(0, len(items), 2):
+            key, field = items[i].split(b"\0")
+            out.setdefault(key.decode(), {})[field.decode()] = bytes(items[i + 1])
+        return out
+
+    def check_calls(self, r):
+        self.assertTrue(r.report["config"]["fields_native"])
+        self.assertIn("one key per field", r.report["config"]["record_ops"])
+        c = self.calls()
+        # an MPUT per insert (not counted here), a PUT per one-field
+        # update, a SCAN per read of the run and of the read-back
+        self.assertEqual(c["PUT"], r.counts()["update"])
+        self.assertEqual(c["SCAN"], r.counts()["read"] + 400)
+        self.assertEqual((c["HSET"], c["HGETALL"], c["HGET"], c["GET"]), (0, 0, 0, 0))
+
+    def test_f_one_field(self):
+        r = Checks.test_f_one_field(self)
+        c = self.calls()
+        n = r.counts()
+        self.assertEqual(c["GET"], n["read"] + n["rmw"])
+        self.assertEqual(c["PUT"], n["rmw"])
+
+    def test_e_scans(self):
+        r = self.bench("-r", 10, "-n", 10, "e", expect=None)
+        self.assertNotEqual(r.rc, 0)
+        self.assertIn("kvd-split stores records one key per field and has no YCSB scan",
+                      r.err)
+
+
 if __name__ == "__main__":
     kvdtest.main()
