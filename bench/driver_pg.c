@@ -15,6 +15,14 @@
  * from, so they can be rerun here.  Reads, upserts and scans (key >= $1
  * ORDER BY key LIMIT $2).
  *
+ * --record doc: the table (usertable_doc) has two columns, id text primary
+ * key and doc jsonb, a record being the document {"field0": "...", ...}.
+ * An insert sends the document (an upsert, as above), a read is SELECT doc
+ * (or doc->>'fieldN'), an update of one field UPDATE ... SET doc =
+ * jsonb_set(doc, '{fieldN}', to_jsonb($1::text)) (of all, nested
+ * jsonb_sets), a scan SELECT id, doc ... WHERE id >= $1 ORDER BY id LIMIT
+ * $2: what an application keeping documents in PostgreSQL does.
+ *
  * Every statement is prepared, with binary parameters and results.
  *
  * Pipelining uses libpq's pipeline mode (PostgreSQL 14 and later), with a
@@ -32,6 +40,7 @@
 #include <string.h>
 
 #include "kvbench.h"
+#include "pgdoc.h"
 #include "record.h"
 
 struct pconn {
@@ -43,6 +52,9 @@ struct pconn {
 	const char **vals;
 	int *lens, *fmts;
 	struct kb_fval *fv;
+	int doc;    /* --record doc */
+	char *jbuf; /* its documents: sent, or read unescaped */
+	size_t jcap;
 };
 
 /* CREATE TABLE IF NOT EXISTS says NOTICE on every run: not news. */
@@ -153,7 +165,14 @@ static int pg_setup(const struct kb_target *t, char *err, size_t errlen)
 	if (!c)
 		return -1;
 	if ((tab = table_ident(c, t))) {
-		if (t->fields)
+		if (t->doc && (sql = malloc(strlen(tab) + 128)))
+			sprintf(sql,
+				"CREATE TABLE IF NOT EXISTS %s "
+				"(id text PRIMARY KEY, doc jsonb)",
+				tab);
+		else if (t->doc)
+			sql = NULL;
+		else if (t->fields)
 			sql = fields_table_sql(tab, t->fieldcount);
 		else if ((sql = malloc(strlen(tab) + 128)))
 			sprintf(sql,
@@ -291,6 +310,65 @@ static int prepare_fields(PGconn *c, const char *tab, unsigned nf, char *err,
 	return 0;
 }
 
+/* --record doc's statements, named as prepare_fields' are. */
+static int prepare_doc(PGconn *c, const char *tab, unsigned nf, char *err,
+		       size_t errlen)
+{
+	char *upa = strdup(""), sql[512], name[32];
+	size_t nu = 0;
+	int rc = -1;
+
+	cat(&upa, &nu, "UPDATE %s SET doc = ", tab);
+	for (unsigned i = 0; i < nf; i++)
+		cat(&upa, &nu, "jsonb_set(");
+	cat(&upa, &nu, "doc");
+	for (unsigned i = 0; i < nf; i++)
+		cat(&upa, &nu, ", '{field%u}', to_jsonb($%u::text))", i, i + 1);
+	cat(&upa, &nu, " WHERE id = $%u", nf + 1);
+	if (!upa) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+#define PREP(n, ...)                                                           \
+	(snprintf(sql, sizeof(sql), __VA_ARGS__),                              \
+	 prepare_one(c, n, sql, err, errlen))
+	if (PREP("rda", "SELECT doc FROM %s WHERE id = $1", tab) ||
+	    PREP("sca",
+		 "SELECT id, doc FROM %s WHERE id >= $1 ORDER BY id LIMIT $2",
+		 tab) ||
+	    PREP("ins",
+		 "INSERT INTO %s (id, doc) VALUES ($1, $2) "
+		 "ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc",
+		 tab) ||
+	    prepare_one(c, "upa", upa, err, errlen))
+		goto out;
+	for (unsigned i = 0; i < nf; i++) {
+		snprintf(name, sizeof(name), "rd%u", i);
+		if (PREP(name,
+			 "SELECT doc->>'field%u' AS field%u FROM %s "
+			 "WHERE id = $1",
+			 i, i, tab))
+			goto out;
+		snprintf(name, sizeof(name), "up%u", i);
+		if (PREP(name,
+			 "UPDATE %s SET doc = jsonb_set(doc, '{field%u}', "
+			 "to_jsonb($1::text)) WHERE id = $2",
+			 tab, i))
+			goto out;
+		snprintf(name, sizeof(name), "sc%u", i);
+		if (PREP(name,
+			 "SELECT id, doc->>'field%u' AS field%u FROM %s "
+			 "WHERE id >= $1 ORDER BY id LIMIT $2",
+			 i, i, tab))
+			goto out;
+	}
+#undef PREP
+	rc = 0;
+out:
+	free(upa);
+	return rc;
+}
+
 static void pg_close(void *c);
 
 static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
@@ -302,9 +380,12 @@ static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
 	if (!pc || !(pc->c = open_pg(t, err, errlen)))
 		goto fail;
 	if (!(tab = table_ident(pc->c, t)) ||
-	    (t->fields ? prepare_fields(pc->c, tab, t->fieldcount, err, errlen)
-		       : prepare(pc->c, tab, err, errlen)))
+	    (t->doc ? prepare_doc(pc->c, tab, t->fieldcount, err, errlen)
+	     : t->fields
+		 ? prepare_fields(pc->c, tab, t->fieldcount, err, errlen)
+		 : prepare(pc->c, tab, err, errlen)))
 		goto fail;
+	pc->doc = t->doc;
 	if (PQsetnonblocking(pc->c, 1) || !PQenterPipelineMode(pc->c)) {
 		snprintf(err, errlen, "postgres: %s", PQerrorMessage(pc->c));
 		goto fail;
@@ -354,6 +435,27 @@ static int send_prepared(struct pconn *pc, const char *name, int n)
 	return 0;
 }
 
+/* --record doc's insert: the key and the document, as jsonb's binary form
+ * (a version byte, 1, and the text).  Its reads, scans and updates take
+ * the parameters of --record fields' statements of the same names. */
+static int send_doc(struct pconn *pc, const struct kb_req *r)
+{
+	size_t need = pgdoc_max(r->fv, r->nfv) + 1;
+
+	if (need > pc->jcap) {
+		char *b = realloc(pc->jbuf, need);
+
+		if (!b)
+			return -1;
+		pc->jbuf = b;
+		pc->jcap = need;
+	}
+	pc->jbuf[0] = 1;
+	pc->vals[1] = pc->jbuf;
+	pc->lens[1] = (int)(1 + pgdoc_encode(r->fv, r->nfv, pc->jbuf + 1));
+	return send_prepared(pc, "ins", 2);
+}
+
 /* Records of fields: which statement, and its parameters. */
 static int send_fields(struct pconn *pc, const struct kb_req *r)
 {
@@ -364,6 +466,8 @@ static int send_fields(struct pconn *pc, const struct kb_req *r)
 	pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
 	if (r->field >= 0 && (unsigned)r->field >= pc->nf)
 		return -1;
+	if (pc->doc && r->kind == REQ_INSERT)
+		return send_doc(pc, r);
 	switch (r->kind) {
 	case REQ_READ:
 		if (r->field >= 0)
@@ -452,7 +556,8 @@ static void judge_row(struct pconn *pc, PGresult *res, struct kb_reply *out)
 		const char *name = PQfname(res, i);
 		struct kb_fval *fv = &pc->fv[out->nfields];
 
-		if (strcmp(name, "ycsb_key") == 0 || PQgetisnull(res, 0, i))
+		if (strcmp(name, "ycsb_key") == 0 || strcmp(name, "id") == 0 ||
+		    PQgetisnull(res, 0, i))
 			continue;
 		if (rec_field_index(name, strlen(name), &fv->idx))
 			fv->idx = UINT_MAX;
@@ -460,6 +565,36 @@ static void judge_row(struct pconn *pc, PGresult *res, struct kb_reply *out)
 		fv->len = (size_t)PQgetlength(res, 0, i);
 		out->nfields++;
 	}
+	out->fields = pc->fv;
+}
+
+/* --record doc: a document read whole, its members as the fields. */
+static void judge_doc(struct pconn *pc, PGresult *res, struct kb_reply *out)
+{
+	const char *v = PQgetvalue(res, 0, 0);
+	size_t len = (size_t)PQgetlength(res, 0, 0);
+	int n;
+
+	if (len > pc->jcap) {
+		char *b = realloc(pc->jbuf, len);
+
+		if (!b) {
+			out->status = REPLY_ERROR;
+			out->msg = "out of memory";
+			return;
+		}
+		pc->jbuf = b;
+		pc->jcap = len;
+	}
+	n = len && v[0] == 1
+		? pgdoc_decode(v + 1, len - 1, pc->fv, pc->nf, pc->jbuf)
+		: -1;
+	if (n < 0) {
+		out->status = REPLY_ERROR;
+		out->msg = "the document is not a record of fields";
+		return;
+	}
+	out->nfields = (unsigned)n;
 	out->fields = pc->fv;
 }
 
@@ -477,6 +612,9 @@ static void judge(struct pconn *pc, PGresult *res, enum kb_req_kind kind,
 	} else if (kind == REQ_GET) {
 		out->val = (const uint8_t *)PQgetvalue(res, 0, 0);
 		out->vlen = (size_t)PQgetlength(res, 0, 0);
+	} else if (kind == REQ_READ && pc->doc &&
+		   strcmp(PQfname(res, 0), "doc") == 0) {
+		judge_doc(pc, res, out);
 	} else if (kind == REQ_READ) {
 		judge_row(pc, res, out);
 	} else if (kind == REQ_UPDATE && strcmp(PQcmdTuples(res), "0") == 0) {
@@ -537,6 +675,7 @@ static void pg_close(void *c)
 	free(pc->lens);
 	free(pc->fmts);
 	free(pc->fv);
+	free(pc->jbuf);
 	free(pc);
 }
 

@@ -40,6 +40,9 @@ const struct kb_driver *const kb_drivers[] = {
 #ifdef KB_HAVE_PG
     &driver_pg,
 #endif
+#ifdef KB_HAVE_MONGO
+    &driver_mongo,
+#endif
     NULL,
 };
 
@@ -56,7 +59,8 @@ static void usage(FILE *f)
 	    "WORKLOAD: a b c d e f (YCSB core workloads), ingest, uuid, geo\n"
 	    "\n"
 	    "target\n"
-	    "  -D, --driver NAME       kvd (default), redis, postgres\n"
+	    "  -D, --driver NAME       kvd (default), redis, postgres, "
+	    "mongodb\n"
 	    "  -H, --host HOST         server address, or a Unix socket's "
 	    "/path\n"
 	    "                          (default 127.0.0.1)\n"
@@ -64,7 +68,8 @@ static void usage(FILE *f)
 	    "  -u, --url URL           kvd://[:PASSWORD@]HOST[:PORT], "
 	    "kvds://... "
 	    "(TLS)\n"
-	    "                          or unix:///PATH[?password=PASSWORD]\n"
+	    "                          or unix:///PATH[?password=PASSWORD];\n"
+	    "                          mongodb: a mongodb:// URI\n"
 	    "  -a, --password PASSWORD the server's password (AUTH); seen by "
 	    "ps:\n"
 	    "                          prefer --askpass or KVCLI_AUTH\n"
@@ -87,7 +92,10 @@ static void usage(FILE *f)
 	    "      --insecure          do not verify the server's certificate\n"
 	    "      --conninfo STR      postgres: libpq connection string "
 	    "(dbname=...)\n"
-	    "      --table NAME        postgres table / redis scan index "
+	    "      --user NAME         mongodb: the user of the password "
+	    "(default kvd)\n"
+	    "      --table NAME        postgres table / mongodb collection / "
+	    "redis scan index "
 	    "(default\n"
 	    "                          usertable, --record value: kvbench)\n"
 	    "      --server CMD        start the server with CMD, stop it at "
@@ -108,8 +116,11 @@ static void usage(FILE *f)
 	    "  -R, --rate OPS          target operations/s over all threads\n"
 	    "  -s, --seed N            random seed (default 1)\n"
 	    "      --phase P           load, run or both (default both)\n"
-	    "      --record fields|value  YCSB records: fields (default; a "
-	    "hash, columns)\n"
+	    "      --record fields|value|doc  YCSB records: fields (default; a "
+	    "hash, columns,\n"
+	    "                          a document), one value, or postgres: "
+	    "a jsonb\n"
+	    "                          document per record\n"
 	    "                          or one value per record (the whole "
 	    "record\n"
 	    "                          written by every update)\n"
@@ -179,6 +190,7 @@ enum {
 	O_SNI,
 	O_INSECURE,
 	O_RECORD,
+	O_USER,
 };
 
 static const struct option long_opts[] = {
@@ -198,6 +210,7 @@ static const struct option long_opts[] = {
     {"insecure", no_argument, NULL, O_INSECURE},
     {"conninfo", required_argument, NULL, O_CONNINFO},
     {"table", required_argument, NULL, O_TABLE},
+    {"user", required_argument, NULL, O_USER},
     {"server", required_argument, NULL, O_SERVER},
     {"server-pid", required_argument, NULL, O_SERVER_PID},
     {"threads", required_argument, NULL, 't'},
@@ -367,6 +380,7 @@ static int apply_option(struct kb_config *c, int opt, char *a)
 	case O_NO_AUTH_WARNING: c->no_auth_warning = 1; return 0;
 	case O_CONNINFO: c->target.conninfo = a; return 0;
 	case O_TABLE: c->target.table = a; return 0;
+	case O_USER: c->target.user = a; return 0;
 	case O_SERVER: c->server_cmd = a; return 0;
 	case O_VERIFY: c->verify = 1; return 0;
 	case O_BEFORE_VERIFY: c->before_verify = a; return 0;
@@ -381,9 +395,11 @@ static int apply_option(struct kb_config *c, int opt, char *a)
 			return 0;
 		break;
 	case O_RECORD:
-		if (strcmp(a, "fields") == 0 || strcmp(a, "value") == 0) {
+		if (strcmp(a, "fields") == 0 || strcmp(a, "value") == 0 ||
+		    strcmp(a, "doc") == 0) {
 			c->record = strcmp(a, "value") == 0 ? RECORD_VALUE
 							    : RECORD_FIELDS;
+			c->target.doc = strcmp(a, "doc") == 0;
 			return 0;
 		}
 		break;
@@ -472,6 +488,11 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 	}
 	if (!c->target.port)
 		c->target.port = c->driver->default_port;
+	if (c->target.doc && strcmp(c->driver->name, "postgres")) {
+		fprintf(stderr, "kvbench: --record doc: postgres only (mongodb "
+				"records are documents already)\n");
+		goto out;
+	}
 	if (c->do_run && !c->ops && !c->duration && !c->p.operationcount)
 		c->duration = 10;
 	if (wl_finish(c, err, sizeof(err))) {
@@ -482,7 +503,9 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 	c->target.fields = c->wl->kind == WL_YCSB && c->record == RECORD_FIELDS;
 	c->target.fieldcount = c->p.fieldcount;
 	if (!c->target.table) /* YCSB's table, and kvbench's own shape's */
-		c->target.table = c->target.fields ? "usertable" : "kvbench";
+		c->target.table = c->target.doc	     ? "usertable_doc"
+				  : c->target.fields ? "usertable"
+						     : "kvbench";
 	build_cmdline(c, argc, argv);
 	rc = 0;
 out:
@@ -681,7 +704,9 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
-	if (cfg.target.host[0] == '/')
+	if (cfg.target.conninfo && !strcmp(cfg.driver->name, "mongodb"))
+		snprintf(target, sizeof(target), "mongodb (its URI)");
+	else if (cfg.target.host[0] == '/')
 		snprintf(target, sizeof(target), "%s unix:%s", cfg.driver->name,
 			 cfg.target.host);
 	else

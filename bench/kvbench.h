@@ -112,7 +112,10 @@ struct kb_target {
 	const char *host; /* a name, an address, or a Unix socket's path */
 	unsigned port;
 	const char *password; /* NULL: none (AUTH is not sent) */
-	const char *conninfo; /* postgres: a libpq connection string */
+	const char *conninfo; /* postgres: a libpq connection string;
+			       * mongodb: a mongodb:// URI */
+	const char *user;     /* mongodb: the user (SCRAM-SHA-256) */
+	int doc;	      /* postgres: records as jsonb documents */
 	const char *table;    /* postgres: the table; redis: the scan index */
 	int scans;	      /* the workload scans: keep an ordered index */
 	int fields;	      /* records of fields (--record fields) */
@@ -155,7 +158,7 @@ struct kb_driver {
 };
 
 extern const struct kb_driver driver_kvd, driver_kvd_split, driver_redis,
-    driver_pg;
+    driver_pg, driver_mongo;
 
 /* The drivers built into this binary, NULL-terminated. */
 extern const struct kb_driver *const kb_drivers[];

@@ -181,6 +181,9 @@ static const char *record_ops(const struct kb_config *c)
 	if (c->record == RECORD_VALUE)
 		return "one msgpack value per record (a read fetches it "
 		       "whole, an update writes it whole)";
+	if (c->target.doc)
+		return "a jsonb document per record (INSERT, doc or "
+		       "doc->'fieldN', jsonb_set)";
 	if (c->driver->fields)
 		return c->driver->fields_ops;
 	return "fields emulated: one msgpack value per record; a read "
@@ -234,8 +237,10 @@ static void record_line(FILE *f, const struct kb_config *c)
 	fprintf(f,
 		"record: %s, fieldcount %u, fieldlength %u (%s), "
 		"readallfields %s, writeallfields %s\n",
-		c->record == RECORD_FIELDS ? "fields" : "value", p->fieldcount,
-		p->fieldlength,
+		c->record == RECORD_VALUE ? "value"
+		: c->target.doc		  ? "doc"
+					  : "fields",
+		p->fieldcount, p->fieldlength,
 		dist_name((enum kb_dist)p->fieldlengthdistribution),
 		p->readallfields ? "true" : "false",
 		p->writeallfields ? "true" : "false");
@@ -463,9 +468,10 @@ static void json_config(FILE *f, const struct kb_config *c)
 	json_str(f, c->wl->name);
 	wl_print_props(c, json_prop, f);
 	fprintf(f, "},\n    \"record\": \"%s\", \"record_ops\": ",
-		c->wl->kind != WL_YCSB	     ? "none"
-		: c->record == RECORD_FIELDS ? "fields"
-					     : "value");
+		c->wl->kind != WL_YCSB	    ? "none"
+		: c->record == RECORD_VALUE ? "value"
+		: c->target.doc		    ? "doc"
+					    : "fields");
 	json_str(f, c->wl->kind == WL_YCSB ? record_ops(c) : "");
 	fprintf(f, ", \"fields_native\": %s},\n",
 		c->wl->kind == WL_YCSB && c->record == RECORD_FIELDS &&

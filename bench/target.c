@@ -182,8 +182,23 @@ int target_apply(struct kb_config *c, char *err, size_t errlen)
 	const char *env = getenv("KVCLI_AUTH");
 	int on_cmdline = c->password_arg != NULL;
 
-	if (c->url_arg && apply_url(c, &url_pw, err, errlen))
+	if (c->url_arg && strncmp(c->url_arg, "mongodb", 7) == 0) {
+		/* mongodb:// or mongodb+srv://: libmongoc reads it whole */
+		if (strcmp(c->driver->name, "mongodb")) {
+			snprintf(err, errlen, "-u %s: a URI for -D mongodb",
+				 c->url_arg);
+			return -1;
+		}
+		if (!(c->host_buf = strdup(c->url_arg))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		c->target.conninfo = c->host_buf;
+		on_cmdline |= strchr(c->url_arg, '@') != NULL;
+		mask_url(c->url_arg);
+	} else if (c->url_arg && apply_url(c, &url_pw, err, errlen)) {
 		return -1;
+	}
 	if (check_tls(c, err, errlen))
 		goto fail;
 	on_cmdline |= url_pw != NULL;

@@ -90,7 +90,8 @@ static void publish_one(unsigned fl, unsigned ev, struct kv_slice key)
 
 void kvd_keyspace_publish(const struct kvd_config *cfg, const uint8_t *failed)
 {
-	const uint8_t *p = kept.data, *end = kept.data + kept.len;
+	/* nothing kept: data is NULL, and NULL + 0 is undefined in C */
+	const uint8_t *p = kept.data, *end = p ? p + kept.len : NULL;
 	unsigned fl = flags_of(cfg);
 
 	/* out of memory while keeping them: none (a partial one may be

@@ -63,10 +63,11 @@ n=0
 # hold repeats (expand.h) that make them up to a megabyte: arguments as
 # long as max-frame-size, commands with 100,000 of them, glob patterns and
 # keys of 64 KiB together.  mql: a filter, an update, a projection and
-# documents fit in 8 KiB.
+# documents fit in 8 KiB.  mdoor: a client's stream of OP_MSG and OP_QUERY
+# messages, a few commands in 16 KiB.
 for t in cmd:cmd:8192 mp_diff:mp:8192 config:config:4096 resp:resp:70000 \
 	dispatch:dispatch:16384 http:http:9000 glob:glob:4096 json:json:4096 \
-	reply:reply:8192 mql:mql:8192; do
+	reply:reply:8192 mql:mql:8192 mdoor:mdoor:16384; do
 	set -- $(echo "$t" | tr : ' ')
 	run_one "$1" "$2" "$3" >"$work.$1.out" 2>&1 &
 	pids="$pids $!:$1"

@@ -1,0 +1,166 @@
+/* mdoor_agg.c - the aggregate command: the pipeline compiled by mql_agg;
+ * its leading $match (and a $sort first or right after it) given to the
+ * store's scan, which may use an index for them; the remaining stages run
+ * by the door over the scan's documents in a cursor, bounded as
+ * mql_agg.h says.  Collection-less aggregates (aggregate: 1, $currentOp,
+ * $documents) and explain are refused with 238 NotImplemented. */
+#include <string.h>
+
+#include "mdoor_int.h"
+
+static const uint8_t empty_doc[5] = {5, 0, 0, 0, 0};
+
+enum {
+	A_PIPE,
+	A_CURSOR,
+	A_EXPLAIN,
+	A_DISK,
+	A_BYPASS,
+	A_COLL,
+	A_HINT,
+	A_LET,
+	A_N
+};
+
+static const struct mdoor_arg agg_spec[A_N] = {
+    [A_PIPE] = {"pipeline", MDOOR_T_ARRAY, true},
+    [A_CURSOR] = {"cursor", MDOOR_T_OBJECT, false},
+    [A_EXPLAIN] = {"explain", MDOOR_T_BOOLISH, false},
+    [A_DISK] = {"allowDiskUse", MDOOR_T_BOOLISH, false},
+    [A_BYPASS] = {"bypassDocumentValidation", MDOOR_T_BOOLISH, false},
+    [A_COLL] = {"collation", MDOOR_T_OBJECT, false},
+    [A_HINT] = {"hint", MDOOR_T_OBJECT | MDOOR_T_STRING, false},
+    [A_LET] = {"let", MDOOR_T_OBJECT, false},
+};
+
+/* cursor: {batchSize: n}: the first batch's size (101 by default). */
+static int batch_size(struct mdoor_req *r, const bson_iter_t *cur,
+		      int64_t *batch, struct mql_error *err)
+{
+	bson_iter_t it;
+
+	*batch = 101;
+	if (!mdoor_has(cur) || !bson_iter_recurse(cur, &it))
+		return 0;
+	while (bson_iter_next(&it)) {
+		if (strcmp(bson_iter_key(&it), "batchSize"))
+			return mdoor_err(err, MDOOR_IDLUnknownField,
+					 "BSON field 'cursor.%s' is an unknown "
+					 "field.",
+					 bson_iter_key(&it));
+		if (mdoor_arg_int64(r, &it, batch, err))
+			return -1;
+		if (*batch < 0)
+			return mdoor_err(err, 51024,
+					 "BSON field 'batchSize' value must be "
+					 ">= 0, actual value '%lld'",
+					 (long long)*batch);
+	}
+	return 0;
+}
+
+static int refuse(struct mdoor_req *r, const mdoor_av *a, struct mql_error *err)
+{
+	bson_iter_t it;
+
+	mdoor_cmd_value(r, &it);
+	if (!BSON_ITER_HOLDS_UTF8(&it))
+		return mdoor_err(err, MQL_NotImplemented,
+				 "aggregate without a collection (aggregate: "
+				 "1) is not supported by kvd");
+	if (mdoor_arg_bool(&a[A_EXPLAIN].it))
+		return mdoor_err(err, MQL_NotImplemented,
+				 "explain is not supported by kvd");
+	if (!mdoor_has(&a[A_CURSOR].it))
+		return mdoor_err(err, MQL_FailedToParse,
+				 "The 'cursor' option is required, except for "
+				 "aggregate with the explain argument");
+	if (mdoor_has(&a[A_LET].it))
+		return mdoor_err(err, MQL_NotImplemented,
+				 "aggregate's 'let' option is not supported "
+				 "by kvd");
+	if (mdoor_has(&a[A_COLL].it)) {
+		bson_iter_t c;
+
+		if (!bson_iter_recurse(&a[A_COLL].it, &c) ||
+		    !bson_iter_find(&c, "locale") ||
+		    !BSON_ITER_HOLDS_UTF8(&c) ||
+		    strcmp(bson_iter_utf8(&c, NULL), "simple"))
+			return mdoor_err(err, MQL_NotImplemented,
+					 "collations are not supported by kvd");
+	}
+	return 0;
+}
+
+/* The scan the pipeline reads: its leading $match and $sort, if any. */
+static int open_source(struct mdoor_req *r, const char *coll, const mdoor_av *a,
+		       struct mdoor_cursor_src *src, struct mql_error *err)
+{
+	struct mdoor *d = r->mc->d;
+	struct mql_agg_lead lead;
+	struct mdoor_query q = {0};
+	struct mdoor_scan_info info = {0};
+
+	mql_pipeline_lead(src->pipe, &lead);
+	q.db = r->db;
+	q.coll = coll;
+	if (lead.match) {
+		q.filter = lead.match;
+		q.filter_bson = lead.match_bson;
+		q.filter_len = lead.match_len;
+	} else {
+		if (mql_match_compile(empty_doc, 5, &src->filter, err))
+			return -1;
+		q.filter = src->filter;
+		q.filter_bson = empty_doc;
+		q.filter_len = 5;
+	}
+	q.sort = lead.sort;
+	q.sort_bson = lead.sort_bson;
+	q.sort_len = lead.sort_len;
+	q.want = lead.sort ? lead.sort_limit : -1;
+	if (BSON_ITER_HOLDS_DOCUMENT(&a[A_HINT].it))
+		mdoor_arg_doc(&a[A_HINT].it, &q.hint, &q.hint_len);
+	if (d->store.scan(d->store.ctx, &q, &src->scan, &info, err))
+		return -1;
+	src->pipe_from = lead.sort && info.sorted ? lead.after_sort
+			 : lead.match		  ? lead.after_match
+						  : 0;
+	return 0;
+}
+
+static int cmd_aggregate(struct mdoor_req *r, struct mql_error *err)
+{
+	struct mdoor *d = r->mc->d;
+	mdoor_av a[A_N];
+	struct mdoor_cursor_src src = {.limit = -1};
+	struct mdoor_cursor *c;
+	const uint8_t *p;
+	uint32_t plen;
+	const char *coll;
+	int64_t batch;
+
+	if (mdoor_args(r, agg_spec, A_N, a, err) || refuse(r, a, err) ||
+	    mdoor_coll_arg(r, &coll, err) ||
+	    batch_size(r, &a[A_CURSOR].it, &batch, err))
+		return -1;
+	mdoor_arg_doc(&a[A_PIPE].it, &p, &plen);
+	if (mql_pipeline_compile(p, plen, NULL, &src.pipe, err))
+		return -1;
+	if (open_source(r, coll, a, &src, err)) {
+		if (src.scan)
+			d->store.scan_close(src.scan);
+		mql_pipeline_free(src.pipe);
+		mql_match_free(src.filter);
+		return -1;
+	}
+	c = mdoor_cursor_new(r->mc, r->db, coll, &src, err);
+	if (!c)
+		return -1;
+	return mdoor_cursor_reply(r, c, batch, true, false, err);
+}
+
+const struct mdoor_cmd mdoor_cmds_agg[] = {
+    {"aggregate", cmd_aggregate, 0, MDOOR_CNT_COMMAND},
+    {NULL, NULL, 0, 0},
+};
