@@ -198,7 +198,6 @@ int kvd_op_hscan(struct kvd_conn *c, struct kvd_req *r)
 	uint64_t limit;
 	uint32_t n = 0, i = 0, end;
 	size_t off, bytes = 0, max = c->io->srv->cfg->max_frame / 2;
-
 	int rc;
 
 	memset(&at, 0, sizeof(at));
