@@ -32,7 +32,7 @@ const char *const kb_phase_names[PHASE_N] = {"load", "run", "verify"};
 
 const struct kb_driver *const kb_drivers[] = {
 #ifdef KB_HAVE_KVD
-    &driver_kvd,
+    &driver_kvd,   &driver_kvd_split,
 #endif
 #ifdef KB_HAVE_REDIS
     &driver_redis,

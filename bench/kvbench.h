@@ -157,7 +157,8 @@ struct kb_driver {
 	void (*close)(void *c);
 };
 
-extern const struct kb_driver driver_kvd, driver_redis, driver_pg, driver_mongo;
+extern const struct kb_driver driver_kvd, driver_kvd_split, driver_redis,
+    driver_pg, driver_mongo;
 
 /* The drivers built into this binary, NULL-terminated. */
 extern const struct kb_driver *const kb_drivers[];

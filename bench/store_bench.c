@@ -308,10 +308,11 @@ struct walk {
 };
 
 static int walk_one(void *arg, struct kv_slice k, struct kv_slice v,
-		    unsigned type)
+		    unsigned type, uint64_t exp)
 {
 	struct walk *w = arg;
 
+	(void)exp;
 	if (k.n != KLEN || v.n != vlen || type != KVD_VT_PLAIN ||
 	    (w->n && memcmp(w->last, k.p, KLEN) >= 0))
 		w->disorder = 1;

@@ -29,8 +29,8 @@
 /* X(NAME, number, kind): kind R is served by the io thread from a read
  * transaction, W goes to a shard committer, A is answered on the spot, T
  * runs other operations in an exclusive section.  Numbers 21-39 are the
- * string, key and transaction operations; 40 and up are kept for
- * replication. */
+ * string, key and transaction operations, 33-38 the hash operations; 40
+ * and up are kept for replication. */
 #define KV_OP_LIST(X)                                                          \
 	X(HELLO, 1, A)                                                         \
 	X(PING, 2, A)                                                          \
@@ -64,6 +64,12 @@
 	X(BITCOUNT, 30, R)                                                     \
 	X(BITPOS, 31, R)                                                       \
 	X(BITOP, 32, W)                                                        \
+	X(HSET, 33, W)                                                         \
+	X(HGET, 34, R)                                                         \
+	X(HGETALL, 35, R)                                                      \
+	X(HDEL, 36, W)                                                         \
+	X(HINCRBY, 37, W)                                                      \
+	X(HSCAN, 38, R)                                                        \
 	X(REPLSYNC, 40, A)                                                     \
 	X(REPLPULL, 41, A)                                                     \
 	X(REPLSNAP, 42, A)                                                     \
@@ -84,6 +90,12 @@ enum kv_op {
 
 /* SCAN flags (sixth argument). */
 #define KV_SCAN_KEYS_ONLY 1u
+/* Each key's type and time to live too: items key, type, ttl_ms, value
+ * (a hash's value an array of its fields and values). */
+#define KV_SCAN_TYPED 2u
+/* SCAN TYPED's types. */
+#define KV_TYPE_STRING 0u
+#define KV_TYPE_HASH 1u
 
 /* RENAME flags (third argument). */
 #define KV_RENAME_NX 1u /* only if the new name is free */

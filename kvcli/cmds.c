@@ -684,12 +684,35 @@ const struct cmd kvcli_cmds[] = {
      "directory on the server's machine (absolute; absent or empty), while\n"
      "writes go on.  Prints the number of keys copied.  Start kvd on DIR, or\n"
      "give it to kvd --restore.  Mind -t: a large store takes a while.\n"},
+    {"hset", cmd_hset, "KEY FIELD VALUE [FIELD VALUE...]",
+     "Set fields of the hash KEY (creating it), in one request computed by\n"
+     "the server: clients setting different fields never lose one.  Prints\n"
+     "how many fields were new.  A KEY holding a string is an error\n"
+     "(WRONG_TYPE), as is a hash past the server's max-hash-fields or\n"
+     "max-hash-bytes.\n"},
+    {"hget", cmd_hget, "KEY FIELD [FIELD...]",
+     "Print the values of fields of the hash KEY.  One field in raw output:\n"
+     "exactly its bytes, as get prints a value; several (or batch mode):\n"
+     "one per line, escaped as scan's ((nil) in batch mode for a missing\n"
+     "one); JSON one record {\"field\":...,\"value\":...} per field (value\n"
+     "null when missing); CSV a field,value row per field.  Exit status 1\n"
+     "if none of the fields exists.\n"},
+    {"hgetall", cmd_hgetall, "KEY",
+     "Print every field of the hash KEY with its value, in the order the\n"
+     "fields were first set: raw output FIELD TAB VALUE per line (escaped\n"
+     "as dump --tsv), JSON one record {\"field\":...,\"value\":...} per\n"
+     "field, CSV field,value rows.  A hash too large for one reply is read\n"
+     "in pages, its fields then in byte order.  Exit status 1 if KEY does\n"
+     "not exist.\n"},
     {"load", cmd_load,
      "[FILE|-] [--tsv] [--base64] [--strict] [--ttl MS] [--batch N]",
      "Bulk load records, pipelined.  Input is JSON lines by default:\n"
      "  {\"key\": \"k\", \"value\": \"text\"}\n"
      "  {\"key\": \"k\", \"value\": {\"a\": [1, 2]}}   (stored as msgpack)\n"
      "  {\"key_b64\": \"AAE=\", \"value_b64\": \"/w==\"} (bytes in base64)\n"
+     "  {\"key\": \"k\", \"value\": \"v\", \"ttl_ms\": 60000}  (dump's)\n"
+     "  {\"key\": \"h\", \"type\": \"hash\", \"fields\": [{\"field\": \"f\",\n"
+     "   \"value\": \"1\"}]}               (a hash, replacing the key)\n"
      "A value that is a number or true/false is stored as its text.  With\n"
      "--tsv (or a FILE ending in .tsv) each line is KEY TAB VALUE, with the\n"
      "escapes \\t \\n \\r \\\\ \\0 and \\xHH.  --base64: every key and "
@@ -705,9 +728,12 @@ const struct cmd kvcli_cmds[] = {
      "Print every key (that starts with P) and its value, in key order, as\n"
      "JSON lines that kvcli load reads back exactly: text as strings,\n"
      "values that are stored JSON documents as JSON, other bytes as\n"
-     "key_b64/value_b64 in base64.  --base64 puts every key and value in\n"
+     "key_b64/value_b64 in base64; a key that expires with \"ttl_ms\", a\n"
+     "hash as {\"key\":...,\"type\":\"hash\",\"fields\":[{\"field\":...,\n"
+     "\"value\":...},...]}.  --base64 puts every key, value and field in\n"
      "base64 (load it with --base64); --tsv writes TSV instead (load it\n"
-     "with --tsv).\n"},
+     "with --tsv), which holds neither expiries nor hashes (a hash stops\n"
+     "it with an error).\n"},
     {"help", c_help, "[COMMAND]", "List the commands, or explain one.\n"},
     {NULL, NULL, NULL, NULL},
 };

@@ -7,6 +7,7 @@
  *   watch.c  --stat and --latency: a server watched until -r or Ctrl-C
  *   cmds.c   one function per server operation
  *   cmds_v2.c the version 2 operations (rename ... bitop) and txn
+ *   cmds_hash.c hset, hget, hgetall
  *   out.c    the four output styles (raw, readable, JSON, CSV)
  *   load.c   kvcli load: bulk loading, pipelined
  *   dump.c   kvcli dump: JSON lines or TSV that load reads back
@@ -132,6 +133,11 @@ void out_int(struct cli *cli, const char *name, long long v);
  * the key too.  CSV's header row comes from out_kv_header(). */
 void out_kv_header(struct cli *cli, int with_value);
 void out_kv(struct cli *cli, kvc_val key, const kvc_val *val, int show_key);
+/* The same for another name than "key" (a hash's "field": JSON records
+ * {"field":...,"value":...}, a CSV header field,value). */
+void out_pair_header(struct cli *cli, const char *name, int with_value);
+void out_pair(struct cli *cli, const char *name, kvc_val key,
+	      const kvc_val *val, int show_key);
 /* The value of one key (GET): raw prints exactly the bytes. */
 void out_value(struct cli *cli, kvc_val key, kvc_val val);
 void out_map(struct cli *cli, kvc_val map); /* HELLO, STATS */
@@ -142,6 +148,10 @@ void out_text(struct cli *cli, const char *name, kvc_val v);
  * b64 puts every key and value in base64 under "key" and "value". */
 void out_json_record(struct kv_buf *b, kvc_val key, const kvc_val *val,
 		     int b64);
+/* {"field":...,"value":...} (no newline), as dump writes a hash's fields;
+ * and one "name":bytes member (text, or name_b64 in base64). */
+void out_json_field(struct kv_buf *b, kvc_val field, kvc_val val, int b64);
+void out_json_member(struct kv_buf *b, const char *name, kvc_val v, int b64);
 
 /* ---- bulk (load.c, dump.c) ---- */
 
@@ -156,5 +166,11 @@ int cmd_txn(struct cli *cli, int argc, char **argv);
 /* A number the server sent as text (INCRBYFLOAT's): a JSON number. */
 void out_number(struct cli *cli, const char *name, kvc_val text);
 int cmd_dump(struct cli *cli, int argc, char **argv);
+
+/* ---- hashes (cmds_hash.c) ---- */
+
+int cmd_hset(struct cli *cli, int argc, char **argv);
+int cmd_hget(struct cli *cli, int argc, char **argv);
+int cmd_hgetall(struct cli *cli, int argc, char **argv);
 
 #endif

@@ -42,6 +42,7 @@ struct inflight {
 	uint64_t first, last; /* line numbers */
 	uint32_t rows;
 	size_t bytes;
+	int missing_ok; /* a DEL before a hash: NOT_FOUND is fine */
 };
 
 struct loader {
@@ -69,6 +70,14 @@ struct loader {
 	struct inflight *fl;
 	unsigned fl_head, fl_len;
 	size_t fl_bytes;
+
+	/* the row being parsed, when it is not a plain one (dump's typed
+	 * records): a hash's fields, as offsets into data (field off, len,
+	 * value off, len), and a time to live of its own */
+	int hash;
+	int64_t row_ttl;     /* -1: none given */
+	struct kv_buf hf;    /* size_t[4] per field */
+	struct kv_buf hvals; /* kvc_val[2] per field, when sent */
 
 	struct json_doc doc;
 	char why[128];
@@ -145,7 +154,10 @@ static int take_reply(struct loader *L)
 	L->fl_head = (L->fl_head + 1) % L->window;
 	L->fl_len--;
 	L->fl_bytes -= f->bytes;
-	if (rc == 0 && (rc = kvc_reply_status(r)) == 0) {
+	if (rc == 0 && (rc = kvc_reply_status(r)) == -KVC_NOT_FOUND &&
+	    f->missing_ok)
+		rc = 0;
+	if (rc == 0) {
 		L->rows += f->rows;
 		return 0;
 	}
@@ -163,9 +175,44 @@ static int take_reply(struct loader *L)
 	return rc;
 }
 
+/* Wait until one more request of bytes fits in the window: 0, or -1
+ * when the connection is gone. */
+static int make_room(struct loader *L, size_t bytes)
+{
+	while (L->fl_len && !L->dead &&
+	       (L->fl_len == L->window ||
+		L->fl_bytes + bytes > LOAD_INFLIGHT_BYTES))
+		take_reply(L);
+	return L->dead ? -1 : 0;
+}
+
+/* A request was queued (rc its kvc_send_* result): account for it. */
+static int queued(struct loader *L, int rc, uint32_t rows, size_t bytes,
+		  int missing_ok)
+{
+	struct inflight *f = &L->fl[(L->fl_head + L->fl_len) % L->window];
+
+	if (rc == 0)
+		rc = kvc_flush(L->cli->c);
+	f->first = L->n ? L->first : L->line;
+	f->last = L->line;
+	f->rows = rows;
+	f->bytes = bytes;
+	f->missing_ok = missing_ok;
+	if (rc == 0) {
+		L->fl_len++;
+		L->fl_bytes += f->bytes;
+	} else {
+		clear_progress(L);
+		fprintf(stderr, "kvcli load: %s\n", kvc_errmsg(L->cli->c));
+		L->errors += rows;
+		L->stop = L->dead = 1;
+	}
+	return rc;
+}
+
 static int send_batch(struct loader *L)
 {
-	struct inflight *f;
 	int rc;
 
 	if (!L->n)
@@ -176,37 +223,63 @@ static int send_batch(struct loader *L)
 		L->vals[i].p = L->data.data + L->voff[i];
 		L->vals[i].len = L->vlen[i];
 	}
-	while (L->fl_len && !L->dead &&
-	       (L->fl_len == L->window ||
-		L->fl_bytes + L->data.len > LOAD_INFLIGHT_BYTES))
-		take_reply(L);
-	if (L->dead) {
+	if (make_room(L, L->data.len)) {
 		L->errors += L->n;
 		L->n = 0;
 		L->data.len = 0;
 		return -1;
 	}
 	rc = kvc_send_mput(L->cli->c, L->keys, L->vals, L->n, L->ttl);
-	if (rc == 0)
-		rc = kvc_flush(L->cli->c);
-	f = &L->fl[(L->fl_head + L->fl_len) % L->window];
-	f->first = L->first;
-	f->last = L->line;
-	f->rows = L->n;
-	f->bytes = L->data.len;
-	if (rc == 0) {
-		L->fl_len++;
-		L->fl_bytes += f->bytes;
-	} else {
-		clear_progress(L);
-		fprintf(stderr, "kvcli load: %s\n", kvc_errmsg(L->cli->c));
-		L->errors += L->n;
-		L->stop = L->dead = 1;
-	}
+	rc = queued(L, rc, L->n, L->data.len, 0);
 	L->n = 0;
 	L->data.len = 0;
 	draw_progress(L, 0);
 	return rc;
+}
+
+/* A row that an MPUT cannot carry (a hash, or its own time to live),
+ * staged at index L->n: sent alone, after the batch before it so that the
+ * file's order holds.  A hash replaces the key as a PUT would: DEL, HSET,
+ * then EXPIRE when it expires. */
+static void send_special(struct loader *L)
+{
+	uint32_t i = L->n;
+	kvc_val k = {L->data.data + L->koff[i], L->klen[i]};
+	uint64_t ttl = L->row_ttl >= 0 ? (uint64_t)L->row_ttl : L->ttl;
+	size_t nf = L->hf.len / (4 * sizeof(size_t)), bytes = L->data.len;
+	const size_t *o = (const size_t *)L->hf.data;
+	kvc_val *fv;
+	int rc = 0;
+
+	if (!L->hash) {
+		kvc_val v = {L->data.data + L->voff[i], L->vlen[i]};
+
+		if (!make_room(L, bytes))
+			queued(L,
+			       kvc_send_put(L->cli->c, k.p, k.len, v.p, v.len,
+					    ttl, 0),
+			       1, bytes, 0);
+		return;
+	}
+	L->hvals.len = 0;
+	if (kv_buf_reserve(&L->hvals, 2 * nf * sizeof(kvc_val))) {
+		line_error(L, L->line, "out of memory");
+		return;
+	}
+	fv = (kvc_val *)L->hvals.data;
+	for (size_t j = 0; j < nf; j++) {
+		fv[j] = (kvc_val){L->data.data + o[4 * j], o[4 * j + 1]};
+		fv[nf + j] =
+		    (kvc_val){L->data.data + o[4 * j + 2], o[4 * j + 3]};
+	}
+	if (make_room(L, 0) ||
+	    queued(L, kvc_send_del(L->cli->c, k.p, k.len), 0, 0, 1) ||
+	    make_room(L, bytes))
+		return;
+	rc = queued(L, kvc_send_hset(L->cli->c, k.p, k.len, fv, fv + nf, nf), 1,
+		    bytes, 0);
+	if (!rc && ttl && !make_room(L, 0))
+		queued(L, kvc_send_expire(L->cli->c, k.p, k.len, ttl), 0, 0, 0);
 }
 
 /* ===================== Rows ===================== */
@@ -229,6 +302,29 @@ static void stage_row(struct loader *L, size_t row_start)
 		L->data.len = row_start;
 		L->data.err = 0;
 		line_error(L, L->line, why);
+		return;
+	}
+	if (L->hash || L->row_ttl >= 0) {
+		size_t klen = L->klen[L->n], vlen = L->vlen[L->n];
+		size_t koff = L->koff[L->n], voff = L->voff[L->n];
+		size_t end = L->data.len;
+
+		/* The batch before it goes first, so the file's order holds:
+		 * its MPUT is encoded (copied out) at once, and this row's
+		 * bytes stay where they are, after the batch's. */
+		L->data.len = row_start;
+		send_batch(L);
+		L->data.len = end;
+		L->koff[0] = koff;
+		L->klen[0] = klen;
+		L->voff[0] = voff;
+		L->vlen[0] = vlen;
+		if (!L->dead)
+			send_special(L);
+		else
+			L->errors++;
+		L->data.len = 0;
+		draw_progress(L, 0);
 		return;
 	}
 	if (!L->n)
@@ -272,28 +368,103 @@ static int json_value(struct loader *L, const char *s, uint32_t i, int b64)
 	}
 }
 
-/* Which member is this: 0 key, 1 key_b64, 2 value, 3 value_b64, -1 none. */
+/* Which member is this: 0 key, 1 key_b64, 2 value, 3 value_b64, 4 field,
+ * 5 field_b64, 6 type, 7 fields, 8 ttl_ms, -1 none. */
 static int member(struct loader *L, const char *s, const struct json_tok *t)
 {
-	static const char *const names[] = {"key", "key_b64", "value",
-					    "value_b64"};
+	static const char *const names[] = {"key",	 "key_b64", "value",
+					    "value_b64", "field",   "field_b64",
+					    "type",	 "fields",  "ttl_ms"};
 
 	L->scratch.len = 0;
 	if (json_str(s, t, &L->scratch))
 		return -1;
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 9; k++)
 		if (L->scratch.len == strlen(names[k]) &&
 		    !memcmp(L->scratch.data, names[k], L->scratch.len))
 			return k;
 	return -1;
 }
 
+/* One of "fields": {"field": ..., "value": ...} (or their _b64 forms),
+ * its bytes appended to data and their offsets to hf. */
+static const char *json_field(struct loader *L, const char *s, uint32_t j)
+{
+	const struct json_tok *t = L->doc.t;
+	size_t o[4];
+	int have[2] = {0, 0};
+
+	if (t[j].type != JSON_OBJECT)
+		return "a field that is not {\"field\": ..., \"value\": ...}";
+	for (uint32_t i = j + 1; i < t[j].next; i = t[i + 1].next) {
+		int m = member(L, s, &t[i]), b64 = L->b64 || m % 2;
+		int which = m == 4 || m == 5 ? 0 : m == 2 || m == 3 ? 1 : -1;
+		size_t at = L->data.len;
+
+		if (which < 0)
+			return "unknown member in a field (field, value)";
+		if (have[which]++ || json_bytes(L, s, i + 1, b64))
+			return "bad field (one field and one value, strings)";
+		o[2 * which] = at;
+		o[2 * which + 1] = L->data.len - at;
+	}
+	if (!have[0] || !have[1])
+		return "a field without its field or value";
+	return kv_buf_append(&L->hf, o, sizeof(o)) ? "out of memory" : NULL;
+}
+
+/* "fields": [...], a hash's. */
+static const char *json_fields(struct loader *L, const char *s, uint32_t i)
+{
+	const struct json_tok *t = L->doc.t;
+	const char *why;
+
+	if (t[i].type != JSON_ARRAY || !t[i].n)
+		return "fields: not an array of at least one field";
+	for (uint32_t j = i + 1; j < t[i].next; j = t[j].next)
+		if ((why = json_field(L, s, j)))
+			return why;
+	return NULL;
+}
+
+/* "type" ("string" or "hash") and "ttl_ms" (milliseconds left). */
+static const char *json_meta(struct loader *L, const char *s, int m, uint32_t i)
+{
+	const struct json_tok *t = &L->doc.t[i];
+	unsigned long long ms;
+	char num[24];
+
+	if (m == 6) {
+		L->scratch.len = 0;
+		if (t->type != JSON_STRING || json_str(s, t, &L->scratch))
+			return "type: not a string";
+		if (L->scratch.len == 4 && !memcmp(L->scratch.data, "hash", 4))
+			L->hash = 1;
+		else if (!(L->scratch.len == 6 &&
+			   !memcmp(L->scratch.data, "string", 6)))
+			return "type: neither \"string\" nor \"hash\"";
+		return NULL;
+	}
+	if (t->type != JSON_NUMBER || t->len >= sizeof(num))
+		return "ttl_ms: not a number";
+	memcpy(num, s + t->start, t->len);
+	num[t->len] = '\0';
+	if (num[0] == '-' || cli_uint("ttl_ms", num, 1ull << 50, &ms) || !ms)
+		return "ttl_ms: not a whole number of milliseconds, 1 to 2^50";
+	L->row_ttl = (int64_t)ms;
+	return NULL;
+}
+
 static const char *json_row(struct loader *L, const char *s, size_t n)
 {
 	const struct json_tok *t;
-	int have[2] = {0, 0};
+	int have[5] = {0, 0, 0, 0, 0}; /* key, value, type, fields, ttl */
+	const char *why;
 	uint32_t i;
 
+	L->hash = 0;
+	L->row_ttl = -1;
+	L->hf.len = 0;
 	if (json_parse_depth(&L->doc, s, n, JSON_MAX_DEPTH + 1)) {
 		snprintf(L->why, sizeof(L->why), "column %zu: %s",
 			 L->doc.err_at + 1, L->doc.err);
@@ -304,14 +475,20 @@ static const char *json_row(struct loader *L, const char *s, size_t n)
 		return "not a JSON object";
 	for (i = 1; i < t[0].next; i = t[i + 1].next) {
 		int m = member(L, s, &t[i]), b64 = L->b64 || m % 2;
+		int slot = m < 4 ? m / 2 : m - 4;
 		size_t at = L->data.len;
 
-		if (m < 0)
+		if (m < 0 || m == 4 || m == 5)
 			return "unknown member (key, key_b64, value, "
-			       "value_b64)";
-		if (have[m / 2]++)
-			return m < 2 ? "more than one key"
-				     : "more than one value";
+			       "value_b64, type, fields, ttl_ms)";
+		if (have[slot]++)
+			return "a member given twice";
+		if (m >= 6) {
+			if ((why = m == 7 ? json_fields(L, s, i + 1)
+					  : json_meta(L, s, m, i + 1)))
+				return why;
+			continue;
+		}
 		if (m < 2 ? json_bytes(L, s, i + 1, b64)
 			  : json_value(L, s, i + 1, b64))
 			return m < 2 ? "bad key (a string; base64 for key_b64)"
@@ -324,8 +501,15 @@ static const char *json_row(struct loader *L, const char *s, size_t n)
 			L->vlen[L->n] = L->data.len - at;
 		}
 	}
-	if (!have[0] || !have[1])
-		return !have[0] ? "no key" : "no value";
+	if (!have[0])
+		return "no key";
+	if (L->hash != have[3] || (L->hash && have[1]))
+		return L->hash ? "a hash takes fields, not a value"
+			       : "fields without \"type\": \"hash\"";
+	if (!L->hash && !have[1])
+		return "no value";
+	if (L->hash)
+		L->voff[L->n] = L->vlen[L->n] = 0;
 	return NULL;
 }
 
@@ -380,6 +564,8 @@ static const char *tsv_row(struct loader *L, const char *s, size_t n)
 	const char *tab = memchr(s, '\t', n);
 	size_t at = L->data.len;
 
+	L->hash = 0;
+	L->row_ttl = -1;
 	if (n && s[n - 1] == '\r')
 		n--; /* CRLF input: a real CR in a value is written \r */
 	if (!tab || (tab = memchr(s, '\t', n)) == NULL)
@@ -531,6 +717,8 @@ static void free_loader(struct loader *L)
 	kv_buf_free(&L->in);
 	kv_buf_free(&L->data);
 	kv_buf_free(&L->scratch);
+	kv_buf_free(&L->hf);
+	kv_buf_free(&L->hvals);
 	json_doc_free(&L->doc);
 	if (L->fd > 0)
 		close(L->fd);

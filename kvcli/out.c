@@ -177,31 +177,66 @@ static void json_bytes_member(struct kv_buf *b, const char *name, kvc_val v,
 	kv_buf_append(b, "\"", 1);
 }
 
-void out_json_record(struct kv_buf *b, kvc_val key, const kvc_val *val, int b64)
+/* A record {"NAME":..., "value":...}: dump's (NAME "key"), or a hash's
+ * field (NAME "field", values never taken for documents). */
+static void json_pair(struct kv_buf *b, const char *name, kvc_val key,
+		      const kvc_val *val, int b64, int doc_ok)
 {
 	kv_buf_append(b, "{", 1);
-	json_bytes_member(b, "key", key, b64, 0);
+	json_bytes_member(b, name, key, b64, 0);
 	if (val && !val->p) {
 		puts_b(b, ",\"value\":null");
 	} else if (val) {
 		kv_buf_append(b, ",", 1);
-		json_bytes_member(b, "value", *val, b64, 1);
+		json_bytes_member(b, "value", *val, b64, doc_ok);
 	}
-	kv_buf_append(b, "}\n", 2);
+	kv_buf_append(b, "}", 1);
+}
+
+void out_json_record(struct kv_buf *b, kvc_val key, const kvc_val *val, int b64)
+{
+	json_pair(b, "key", key, val, b64, 1);
+	kv_buf_append(b, "\n", 1);
+}
+
+void out_json_field(struct kv_buf *b, kvc_val field, kvc_val val, int b64)
+{
+	json_pair(b, "field", field, &val, b64, 0);
+}
+
+void out_json_member(struct kv_buf *b, const char *name, kvc_val v, int b64)
+{
+	json_bytes_member(b, name, v, b64, 0);
 }
 
 void out_kv_header(struct cli *cli, int with_value)
 {
-	if (cli->fmt == FMT_CSV)
-		puts_b(&cli->ob, with_value ? "key,value\r\n" : "key\r\n");
+	out_pair_header(cli, "key", with_value);
+}
+
+void out_pair_header(struct cli *cli, const char *name, int with_value)
+{
+	if (cli->fmt != FMT_CSV)
+		return;
+	puts_b(&cli->ob, name);
+	puts_b(&cli->ob, with_value ? ",value\r\n" : "\r\n");
 }
 
 void out_kv(struct cli *cli, kvc_val key, const kvc_val *val, int show_key)
 {
+	out_pair(cli, "key", key, val, show_key);
+}
+
+void out_pair(struct cli *cli, const char *name, kvc_val key,
+	      const kvc_val *val, int show_key)
+{
 	struct kv_buf *b = &cli->ob;
 
 	switch (cli->fmt) {
-	case FMT_JSON: out_json_record(b, key, val, 0); break;
+	case FMT_JSON:
+		json_pair(b, name, key, val, 0, !strcmp(name, "key"));
+		kv_buf_append(b, "\n", 1);
+		break;
 	case FMT_CSV:
 		csv_field(b, key.p, key.len);
 		if (val) {

@@ -82,25 +82,70 @@ static int check_error(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	return p == end ? 0 : -1;
 }
 
-/* [0, [key, value, ...] or [key, ...], cursor or nil] */
+/* A TYPED SCAN's value: bytes (a string), or an array of bytes (a hash's
+ * fields and values). */
+static int take_typed_value(const uint8_t **p, const uint8_t *end)
+{
+	struct kv_mp_obj o;
+	const uint8_t *q = *p;
+
+	if (next(&q, end, &o))
+		return -1;
+	if (is_bytes(&o)) {
+		*p = q;
+		return 0;
+	}
+	if (o.type != KV_MP_ARRAY || o.len % 2)
+		return -1;
+	for (uint32_t i = 0; i < o.len; i++)
+		if (take_bytes(&q, end, 0))
+			return -1;
+	*p = q;
+	return 0;
+}
+
+/* [0, [key, value, ...] or [key, ...] or [key, type, ttl, value, ...],
+ * cursor or nil]; HSCAN's too, [0, [field, value, ...], cursor or nil] */
 static int check_scan(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 		      uint32_t n)
 {
 	int keys_only = r->req.flags & KVC_SCAN_KEYS_ONLY;
+	int typed = r->req.flags & KVC_SCAN_TYPED;
+	unsigned per = keys_only ? 1 : typed ? 4 : 2;
 	struct kv_mp_obj o;
 
-	if (n != 2 || next(&p, end, &o) || o.type != KV_MP_ARRAY)
-		return -1;
-	if (!keys_only && o.len % 2)
+	if (n != 2 || next(&p, end, &o) || o.type != KV_MP_ARRAY || o.len % per)
 		return -1;
 	r->it = p;
-	r->left = keys_only ? o.len : o.len / 2;
-	for (uint32_t i = 0; i < o.len; i++)
+	r->left = o.len / per;
+	for (uint32_t i = 0; i < o.len; i += per) {
 		if (take_bytes(&p, end, 0))
 			return -1;
+		if (typed && (take_int(&p, end, 1) || take_int(&p, end, 0) ||
+			      take_typed_value(&p, end)))
+			return -1;
+		if (per == 2 && take_bytes(&p, end, r->req.op == KV_OP_SCAN))
+			return -1;
+	}
 	r->cursor = p;
 	if (take_bytes(&p, end, 1))
 		return -1;
+	return p == end ? 0 : -1;
+}
+
+/* HGETALL: [0, [field, value, ...]] */
+static int check_fields(kvc_reply *r, const uint8_t *p, const uint8_t *end,
+			uint32_t n)
+{
+	struct kv_mp_obj o;
+
+	if (n != 1 || next(&p, end, &o) || o.type != KV_MP_ARRAY || o.len % 2)
+		return -1;
+	r->it = p;
+	r->left = o.len / 2;
+	for (uint32_t i = 0; i < o.len; i++)
+		if (take_bytes(&p, end, 0))
+			return -1;
 	return p == end ? 0 : -1;
 }
 
@@ -147,6 +192,7 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_GETRANGE:
 	case KV_OP_INCRBYFLOAT: bad = n != 1 || take_bytes(&p, end, 0); break;
 	case KV_OP_MGET:
+	case KV_OP_HGET:
 		bad = n != r->req.n;
 		r->it = p;
 		r->left = n;
@@ -162,12 +208,17 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_SETBIT:
 	case KV_OP_GETBIT:
 	case KV_OP_BITCOUNT:
-	case KV_OP_BITOP: bad = n != 1 || take_int(&p, end, 1); break;
+	case KV_OP_BITOP:
+	case KV_OP_HSET:
+	case KV_OP_HDEL: bad = n != 1 || take_int(&p, end, 1); break;
 	case KV_OP_INCR:
+	case KV_OP_HINCRBY:
 	case KV_OP_TTL:
 	case KV_OP_BITPOS: bad = n != 1 || take_int(&p, end, 0); break;
 	case KV_OP_TXN: return check_txn(r, p, end, n);
-	case KV_OP_SCAN: return check_scan(r, p, end, n);
+	case KV_OP_SCAN:
+	case KV_OP_HSCAN: return check_scan(r, p, end, n);
+	case KV_OP_HGETALL: return check_fields(r, p, end, n);
 	case KV_OP_REPLSYNC:
 	case KV_OP_REPLPULL:
 	case KV_OP_REPLSNAP:
@@ -355,7 +406,7 @@ int kvc_reply_int(const kvc_reply *r, int64_t *v)
 	    KV_OP_INCR,	  KV_OP_TTL,	KV_OP_APPEND,	KV_OP_MDEL,
 	    KV_OP_EXISTS, KV_OP_COUNT,	KV_OP_BACKUP,	KV_OP_SETRANGE,
 	    KV_OP_SETBIT, KV_OP_GETBIT, KV_OP_BITCOUNT, KV_OP_BITPOS,
-	    KV_OP_BITOP};
+	    KV_OP_BITOP,  KV_OP_HSET,	KV_OP_HDEL,	KV_OP_HINCRBY};
 	const uint8_t *p = r->res;
 	struct kv_mp_obj o;
 
@@ -370,12 +421,24 @@ int kvc_reply_int(const kvc_reply *r, int64_t *v)
 	return 0;
 }
 
+/* The operations kvc_reply_next walks. */
+static int walkable(const kvc_reply *r)
+{
+	static const uint8_t ops[] = {KV_OP_TXN,  KV_OP_MGET,	 KV_OP_SCAN,
+				      KV_OP_HGET, KV_OP_HGETALL, KV_OP_HSCAN};
+
+	if (!memchr(ops, r->req.op, sizeof(ops)))
+		return -KVC_INVALID;
+	if (r->req.op == KV_OP_SCAN && (r->req.flags & KVC_SCAN_TYPED))
+		return -KVC_INVALID; /* kvc_reply_next_typed's */
+	return r->status;
+}
+
 int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val)
 {
 	static const kvc_val none;
 	struct kv_mp_obj o;
-	int rc = r->req.op == KV_OP_TXN ? r->status
-					: kind(r, KV_OP_MGET, KV_OP_SCAN);
+	int rc = walkable(r);
 
 	if (rc)
 		return rc;
@@ -394,7 +457,7 @@ int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val)
 		}
 		return 0;
 	}
-	if (r->req.op == KV_OP_MGET) {
+	if (r->req.op == KV_OP_MGET || r->req.op == KV_OP_HGET) {
 		if (key)
 			*key = none;
 		next(&r->it, r->end, &o);
@@ -413,11 +476,64 @@ int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val)
 	return 0;
 }
 
+int kvc_reply_next_typed(kvc_reply *r, kvc_val *key, unsigned *type,
+			 int64_t *ttl_ms, kvc_val *val)
+{
+	struct kv_mp_obj o;
+	const uint8_t *at;
+
+	if (r->req.op != KV_OP_SCAN || !(r->req.flags & KVC_SCAN_TYPED))
+		return -KVC_INVALID;
+	if (r->status)
+		return r->status;
+	if (!r->left)
+		return -KVC_END;
+	r->left--;
+	next(&r->it, r->end, &o); /* all checked by check_scan */
+	val_of(&o, key);
+	next(&r->it, r->end, &o);
+	if (type)
+		*type = (unsigned)o.v.u;
+	next(&r->it, r->end, &o);
+	if (ttl_ms)
+		*ttl_ms = o.v.i;
+	at = r->it;
+	next(&r->it, r->end, &o);
+	if (o.type == KV_MP_ARRAY) { /* a hash: its pairs, after the header */
+		kv_mp_skip(&at, r->end, KV_MP_MAX_DEPTH);
+		if (val) {
+			val->p = r->it;
+			val->len = (size_t)(at - r->it);
+		}
+		r->it = at;
+		return 0;
+	}
+	val_of(&o, val);
+	return 0;
+}
+
+int kvc_fields_next(kvc_val *rest, kvc_val *field, kvc_val *value)
+{
+	const uint8_t *p = rest->p, *end = p + rest->len;
+	struct kv_mp_obj f, v;
+
+	if (!rest->len)
+		return -KVC_END;
+	if (next(&p, end, &f) || !is_bytes(&f) || next(&p, end, &v) ||
+	    !is_bytes(&v))
+		return -KVC_PROTOCOL;
+	val_of(&f, field);
+	val_of(&v, value);
+	rest->len -= (size_t)(p - (const uint8_t *)rest->p);
+	rest->p = p;
+	return 0;
+}
+
 int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor)
 {
 	const uint8_t *p = r->cursor;
 	struct kv_mp_obj o;
-	int rc = kind(r, KV_OP_SCAN, KV_OP_SCAN);
+	int rc = kind(r, KV_OP_SCAN, KV_OP_HSCAN);
 
 	if (rc)
 		return rc;

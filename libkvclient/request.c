@@ -283,7 +283,8 @@ int kvc_send_scan(kvc_conn *c, const kvc_val *prefix, const kvc_val *start,
 	int rc;
 
 	if (!opt_val_ok(prefix) || !opt_val_ok(start) || !opt_val_ok(end) ||
-	    limit == 0 || (flags & ~KVC_SCAN_KEYS_ONLY))
+	    limit == 0 || (flags & ~(KVC_SCAN_KEYS_ONLY | KVC_SCAN_TYPED)) ||
+	    flags == (KVC_SCAN_KEYS_ONLY | KVC_SCAN_TYPED))
 		return invalid(c, "SCAN arguments");
 	if ((rc = begin(c, KV_OP_SCAN, 5, &at)))
 		return rc;
@@ -635,4 +636,92 @@ int kvc_send_txn(kvc_conn *c, const kvc_val *checks, size_t nchecks,
 bad:
 	c->out.len = start;
 	return invalid(c, "TXN sub-request");
+}
+
+/* ===================== Hashes ===================== */
+
+/* [op, key, fields[0], vals[0], ...] (vals NULL: fields only); the reply
+ * is checked for n values when want_n. */
+static int fields_req(kvc_conn *c, unsigned op, const void *key, size_t klen,
+		      const kvc_val *fields, const kvc_val *vals, size_t n,
+		      int want_n)
+{
+	size_t start, total = 0;
+	uint32_t per = vals ? 2 : 1;
+	int rc;
+
+	if (!bytes_ok(key, klen) || !keys_ok(fields, n) ||
+	    (vals && !keys_ok(vals, n)))
+		return invalid(c, "key, fields or values");
+	if ((rc = begin(c, op, (uint32_t)(per * n + 1), &start)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		total += fields[i].len + (vals ? vals[i].len : 0) +
+			 2 * KV_MP_HDR_MAX;
+	kv_buf_reserve(&c->out, total + klen + KV_MP_HDR_MAX);
+	kv_mp_bin(&c->out, key, klen);
+	for (size_t i = 0; i < n; i++) {
+		kv_mp_bin(&c->out, fields[i].p, fields[i].len);
+		if (vals)
+			kv_mp_bin(&c->out, vals[i].p, vals[i].len);
+	}
+	return finish(c, start, op, 0, want_n ? (uint32_t)n : 0);
+}
+
+int kvc_send_hset(kvc_conn *c, const void *key, size_t klen,
+		  const kvc_val *fields, const kvc_val *vals, size_t n)
+{
+	if (!vals)
+		return invalid(c, "values");
+	return fields_req(c, KV_OP_HSET, key, klen, fields, vals, n, 0);
+}
+
+int kvc_send_hget(kvc_conn *c, const void *key, size_t klen,
+		  const kvc_val *fields, size_t n)
+{
+	return fields_req(c, KV_OP_HGET, key, klen, fields, NULL, n, 1);
+}
+
+int kvc_send_hgetall(kvc_conn *c, const void *key, size_t klen)
+{
+	return key_req(c, KV_OP_HGETALL, key, klen);
+}
+
+int kvc_send_hdel(kvc_conn *c, const void *key, size_t klen,
+		  const kvc_val *fields, size_t n)
+{
+	return fields_req(c, KV_OP_HDEL, key, klen, fields, NULL, n, 0);
+}
+
+int kvc_send_hincrby(kvc_conn *c, const void *key, size_t klen,
+		     const void *field, size_t flen, int64_t delta)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(key, klen) || !bytes_ok(field, flen))
+		return invalid(c, "key or field");
+	if ((rc = begin(c, KV_OP_HINCRBY, 3, &start)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	kv_mp_bin(&c->out, field, flen);
+	kv_mp_int(&c->out, delta);
+	return finish(c, start, KV_OP_HINCRBY, 0, 0);
+}
+
+int kvc_send_hscan(kvc_conn *c, const void *key, size_t klen,
+		   const kvc_val *start_field, unsigned limit)
+{
+	size_t at;
+	int rc;
+
+	if (!bytes_ok(key, klen) || !opt_val_ok(start_field) || limit == 0)
+		return invalid(c, "HSCAN arguments");
+	if ((rc = begin(c, KV_OP_HSCAN, 3, &at)))
+		return rc;
+	kv_mp_bin(&c->out, key, klen);
+	/* an empty start is the first field: nil */
+	put_opt_val(c, start_field);
+	kv_mp_uint(&c->out, limit);
+	return finish(c, at, KV_OP_HSCAN, 0, 0);
 }

@@ -272,7 +272,8 @@ int kvc_scan_open(kvc_conn *c, kvc_scan **scanp, const kvc_val *prefix,
 	s->batch = batch ? batch : KVC_SCAN_DEFAULT_BATCH;
 	s->flags = flags;
 	rc = -KVC_INVALID;
-	if (flags & ~KVC_SCAN_KEYS_ONLY)
+	if ((flags & ~(KVC_SCAN_KEYS_ONLY | KVC_SCAN_TYPED)) ||
+	    flags == (KVC_SCAN_KEYS_ONLY | KVC_SCAN_TYPED))
 		goto fail;
 	if (copy_val(&s->prefix, prefix) || copy_val(&s->start, start) ||
 	    copy_val(&s->end, end))
@@ -331,9 +332,14 @@ static int scan_advance(kvc_scan *s)
 	return copy_val(&s->start, &cur) ? -KVC_NOMEM : 0;
 }
 
-int kvc_scan_next(kvc_scan *s, kvc_val *key, kvc_val *val)
+/* The next item of s: its key, and its type, time to live and value
+ * (typed or not: a plain scan's items are strings without expiry). */
+static int scan_item(kvc_scan *s, kvc_val *key, unsigned *type, int64_t *ttl,
+		     kvc_val *val)
 {
 	kvc_val k, v;
+	unsigned t = KVC_TYPE_STRING;
+	int64_t x = -1;
 	int rc;
 
 	while (!s->done) {
@@ -354,7 +360,9 @@ int kvc_scan_next(kvc_scan *s, kvc_val *key, kvc_val *val)
 				s->done = rc;
 			continue;
 		}
-		rc = kvc_reply_next(s->r, &k, &v);
+		rc = s->flags & KVC_SCAN_TYPED
+			 ? kvc_reply_next_typed(s->r, &k, &t, &x, &v)
+			 : kvc_reply_next(s->r, &k, &v);
 		if (rc == -KVC_END) {
 			if ((rc = scan_advance(s)))
 				s->done = rc;
@@ -366,11 +374,95 @@ int kvc_scan_next(kvc_scan *s, kvc_val *key, kvc_val *val)
 		}
 		if (key)
 			*key = k;
+		if (type)
+			*type = t;
+		if (ttl)
+			*ttl = x;
 		if (val)
 			*val = v;
 		return 0;
 	}
 	return s->done;
+}
+
+int kvc_scan_next(kvc_scan *s, kvc_val *key, kvc_val *val)
+{
+	if (s->flags & KVC_SCAN_TYPED)
+		return -KVC_INVALID;
+	return scan_item(s, key, NULL, NULL, val);
+}
+
+int kvc_scan_next_typed(kvc_scan *s, kvc_val *key, unsigned *type,
+			int64_t *ttl_ms, kvc_val *val)
+{
+	if (!(s->flags & KVC_SCAN_TYPED))
+		return -KVC_INVALID;
+	return scan_item(s, key, type, ttl_ms, val);
+}
+
+/* ===================== Hashes ===================== */
+
+int kvc_hset(kvc_conn *c, const void *key, size_t klen, const kvc_val *fields,
+	     const kvc_val *vals, size_t n, uint64_t *added)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : uint_result(c, kvc_send_hset(c, key, klen, fields, vals, n),
+				added);
+}
+
+int kvc_hget(kvc_conn *c, const void *key, size_t klen, const kvc_val *fields,
+	     size_t n, kvc_val *vals)
+{
+	kvc_reply *r;
+	int rc = idle(c);
+
+	if (!rc && !vals)
+		rc = -KVC_INVALID;
+	if (rc || (rc = run(c, kvc_send_hget(c, key, klen, fields, n), &r)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		kvc_reply_next(r, NULL, &vals[i]); /* count checked */
+	return 0;
+}
+
+int kvc_hgetall(kvc_conn *c, const void *key, size_t klen, kvc_reply **replyp)
+{
+	int rc = idle(c);
+
+	return rc ? rc : run(c, kvc_send_hgetall(c, key, klen), replyp);
+}
+
+int kvc_hdel(kvc_conn *c, const void *key, size_t klen, const kvc_val *fields,
+	     size_t n, uint64_t *deleted)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : uint_result(c, kvc_send_hdel(c, key, klen, fields, n),
+				deleted);
+}
+
+int kvc_hincrby(kvc_conn *c, const void *key, size_t klen, const void *field,
+		size_t flen, int64_t delta, int64_t *value)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : int_result(
+			c, kvc_send_hincrby(c, key, klen, field, flen, delta),
+			value);
+}
+
+int kvc_hscan(kvc_conn *c, const void *key, size_t klen,
+	      const kvc_val *start_field, unsigned limit, kvc_reply **replyp)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : run(c, kvc_send_hscan(c, key, klen, start_field, limit),
+			replyp);
 }
 
 /* ===================== Version 2 ===================== */

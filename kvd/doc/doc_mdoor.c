@@ -158,11 +158,12 @@ struct dscan {
 };
 
 static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
-		      unsigned type)
+		      unsigned type, uint64_t exp)
 {
 	struct dscan *d = arg;
 
 	(void)key;
+	(void)exp; /* documents do not expire */
 	d->examined++;
 	if (type != KVD_VT_DOC ||
 	    !mql_match_doc(d->filter, val.p, (uint32_t)val.n, NULL))
@@ -185,8 +186,8 @@ static int refill(struct dscan *d)
 		if (rc == KV_NOT_FOUND)
 			return 0;
 		return rc ? -1
-			  : keep_match(d, (struct kv_slice){0}, doc,
-				       KVD_VT_DOC);
+			  : keep_match(d, (struct kv_slice){0}, doc, KVD_VT_DOC,
+				       0);
 	}
 	while (!d->s.done && d->buf.len == 0)
 		if (kvdoc_scan_batch(&d->s, tl_io->reader, SCAN_BATCH,

@@ -275,34 +275,55 @@ static int op_exists(struct kvd_conn *c, struct kvd_req *r)
 struct scan_out {
 	struct kvd_conn *c;
 	uint32_t n;
-	int keys_only;
+	int keys_only, typed;
 	size_t off, max; /* the reply's start, and max-frame-size */
-	int big;
+	uint64_t now;
+	int big, bad;
 };
 
+/* TYPED's items: key, type, ttl_ms (-1: none), value (a hash's fields and
+ * values as an array). */
+static void scan_emit_typed(struct scan_out *so, struct kv_slice val,
+			    unsigned type, uint64_t exp)
+{
+	struct kv_buf *b = &so->c->out;
+
+	kv_mp_uint(b, type == KVD_VT_PLAIN ? KV_TYPE_STRING : KV_TYPE_HASH);
+	kv_mp_int(b, exp ? (int64_t)(exp > so->now ? exp - so->now : 1) : -1);
+	if (type == KVD_VT_PLAIN)
+		kv_mp_bin(b, val.p, val.n);
+	else if (kvd_hash_encode(b, val))
+		so->bad = 1;
+	so->n += 2; /* and key and value: scan_emit */
+}
+
 static int scan_emit(void *arg, struct kv_slice key, struct kv_slice val,
-		     unsigned type)
+		     unsigned type, uint64_t exp)
 {
 	struct scan_out *so = arg;
 
 	kv_mp_bin(&so->c->out, key.p, key.n);
-	/* a value that is not a plain one (a hash) is nil: its fields are
-	 * not bytes a client could take for the value (protocol.md, SCAN) */
-	if (!so->keys_only && type != KVD_VT_PLAIN)
+	if (so->typed)
+		scan_emit_typed(so, val, type, exp);
+	/* without TYPED a value that is not a plain one (a hash) is nil: its
+	 * image is not bytes a client could take for the value (protocol.md,
+	 * SCAN) */
+	else if (!so->keys_only && type != KVD_VT_PLAIN)
 		kv_mp_nil(&so->c->out);
 	else if (!so->keys_only)
 		kv_mp_bin(&so->c->out, val.p, val.n);
 	so->n += so->keys_only ? 1 : 2;
 	/* A page stops at max_bytes, but its last value may be large. */
 	so->big = so->c->out.len - so->off > so->max;
-	return so->c->out.err || so->big;
+	return so->c->out.err || so->big || so->bad;
 }
 
 static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 {
 	struct kvd_io *io = c->io;
 	struct kvd_scan sc = {0};
-	struct scan_out so = {c, 0, 0, 0, io->srv->cfg->max_frame, 0};
+	struct scan_out so = {c,	  0, 0, 0, 0, io->srv->cfg->max_frame,
+			      io->now_ms, 0, 0};
 	struct kv_slice next;
 	uint64_t limit, flags;
 	size_t off, items;
@@ -315,8 +336,11 @@ static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 	    (rc = kvd_arg_opt_uint(r, 3, SCAN_DEFAULT_LIMIT, &limit)) ||
 	    (rc = kvd_arg_opt_uint(r, 4, 0, &flags)))
 		return rc;
-	if (limit == 0 || (flags & ~(uint64_t)KV_SCAN_KEYS_ONLY))
+	if (limit == 0 ||
+	    (flags & ~(uint64_t)(KV_SCAN_KEYS_ONLY | KV_SCAN_TYPED)) ||
+	    flags == (KV_SCAN_KEYS_ONLY | KV_SCAN_TYPED))
 		return KV_BAD_ARGS;
+	so.typed = (flags & KV_SCAN_TYPED) != 0;
 	sc.limit =
 	    limit > KV_SCAN_MAX_LIMIT ? KV_SCAN_MAX_LIMIT : (unsigned)limit;
 	sc.keys_only = so.keys_only = (flags & KV_SCAN_KEYS_ONLY) != 0;
@@ -336,9 +360,9 @@ static int op_scan(struct kvd_conn *c, struct kvd_req *r)
 		c->out.len = off;
 		return KV_REPLY_TOO_LARGE;
 	}
-	if (rc || c->out.err) {
+	if (rc || c->out.err || so.bad) {
 		c->out.len = off;
-		return rc ? rc : KV_INTERNAL;
+		return KV_INTERNAL;
 	}
 	h = c->out.data + items + 1;
 	kv_store_be32(h, so.n);
@@ -671,6 +695,8 @@ static int op_flushall(struct kvd_conn *c, struct kvd_req *r)
 void kvd_cmd_write_reply(struct kvd_conn *c, unsigned op, int st,
 			 int64_t result, const uint8_t *val, size_t vlen)
 {
+	if (kvd_cmd_hash_wreply(c, op, st, result))
+		return;
 	if (st >= KV_MALFORMED) {
 		kvd_reply_status(c, st, NULL);
 		return;
@@ -763,6 +789,13 @@ static const struct kvd_op_desc ops[KV_OP_MAX] = {
     [KV_OP_BITCOUNT] = READ(kvd_op_bitcount, kvd_check_bitcount, 1, 4),
     [KV_OP_BITPOS] = READ(kvd_op_bitpos, kvd_check_bitpos, 2, 5),
     [KV_OP_BITOP] = SECTION(kvd_op_bitop, kvd_check_bitop, 3, VAR),
+    /* the hash operations are not TXN's sub-requests (in_txn 0) */
+    [KV_OP_HSET] = {kvd_op_hset, NULL, OPH_WRITE, 1, 0, 3, VAR},
+    [KV_OP_HGET] = {kvd_op_hget, NULL, OPH_READ, 0, 0, 2, VAR},
+    [KV_OP_HGETALL] = {kvd_op_hgetall, NULL, OPH_READ, 0, 0, 1, 1},
+    [KV_OP_HDEL] = {kvd_op_hdel, NULL, OPH_WRITE, 1, 0, 2, VAR},
+    [KV_OP_HINCRBY] = {kvd_op_hincrby, NULL, OPH_WRITE, 1, 0, 3, 3},
+    [KV_OP_HSCAN] = {kvd_op_hscan, NULL, OPH_READ, 0, 0, 1, 3},
     [KV_OP_REPLSYNC] = ANSWER(op_repl, 5, 5),
     [KV_OP_REPLPULL] = ANSWER(op_repl, 2, 2),
     [KV_OP_REPLSNAP] = ANSWER(op_repl, 3, 3),
@@ -788,7 +821,10 @@ static int reads_free(struct kvd_conn *c, struct kvd_req *r)
 	case KV_OP_GETRANGE:
 	case KV_OP_GETBIT:
 	case KV_OP_BITCOUNT:
-	case KV_OP_BITPOS: return !kvd_conn_key_busy(c, r->a[0].p, r->a[0].len);
+	case KV_OP_BITPOS:
+	case KV_OP_HGET:
+	case KV_OP_HGETALL:
+	case KV_OP_HSCAN: return !kvd_conn_key_busy(c, r->a[0].p, r->a[0].len);
 	case KV_OP_MGET:
 	case KV_OP_EXISTS:
 		kvd_argit_init(r, 0, &it);

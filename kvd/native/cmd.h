@@ -4,6 +4,8 @@
  *   cmd_str.c   RENAME, COPY, GETEX, INCRBYFLOAT, GETRANGE, SETRANGE and
  *               the bit operations
  *   cmd_txn.c   TXN: a batch of operations in one exclusive section
+ *   cmd_hash.c  the hash operations (HSET, HGET, HGETALL, HDEL, HINCRBY,
+ *               HSCAN)
  *
  * A handler gets a decoded request whose argument count is checked; it
  * answers (a whole frame in c->out) or queues its write and returns
@@ -124,5 +126,21 @@ int kvd_check_bitpos(struct kvd_conn *c, struct kvd_req *r);
 int kvd_op_bitop(struct kvd_conn *c, struct kvd_req *r);
 int kvd_check_bitop(struct kvd_conn *c, struct kvd_req *r);
 int kvd_op_txn(struct kvd_conn *c, struct kvd_req *r);
+
+/* ---- hashes (cmd_hash.c) ---- */
+
+int kvd_op_hset(struct kvd_conn *c, struct kvd_req *r);
+int kvd_op_hget(struct kvd_conn *c, struct kvd_req *r);
+int kvd_op_hgetall(struct kvd_conn *c, struct kvd_req *r);
+int kvd_op_hdel(struct kvd_conn *c, struct kvd_req *r);
+int kvd_op_hincrby(struct kvd_conn *c, struct kvd_req *r);
+int kvd_op_hscan(struct kvd_conn *c, struct kvd_req *r);
+/* The reply of a hash write that came back: 1 when op is one. */
+int kvd_cmd_hash_wreply(struct kvd_conn *c, unsigned op, int st,
+			int64_t result);
+/* A hash's fields and values as one flat msgpack array into b: 0, or
+ * KV_INTERNAL for an image that is not one (SCAN's TYPED items too). */
+struct kv_buf;
+int kvd_hash_encode(struct kv_buf *b, struct kv_slice img);
 
 #endif

@@ -104,6 +104,13 @@ static const uint64_t op_performs[KV_OP_MAX] = {
     [KV_OP_BITCOUNT] = KVO(GET),
     [KV_OP_BITPOS] = KVO(GET),
     [KV_OP_BITOP] = KVO(GET) | KVO(PUT) | KVO(DEL),
+    /* as RESP's hash commands: a write stores a value, a read reads one */
+    [KV_OP_HSET] = KVO(PUT),
+    [KV_OP_HDEL] = KVO(PUT),
+    [KV_OP_HINCRBY] = KVO(PUT),
+    [KV_OP_HGET] = KVO(GET),
+    [KV_OP_HGETALL] = KVO(GET),
+    [KV_OP_HSCAN] = KVO(GET),
 };
 
 /* Bits of the native operations and of the RESP commands refused.  Written

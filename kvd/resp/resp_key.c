@@ -85,10 +85,11 @@ const char *resp_touch(struct kvd_conn *c, struct resp_req *r)
 /* ===================== RANDOMKEY ===================== */
 
 static int first_key(void *arg, struct kv_slice key, struct kv_slice val,
-		     unsigned type)
+		     unsigned type, uint64_t exp)
 {
 	struct kvd_conn *c = arg;
 
+	(void)exp;
 	(void)val;
 	(void)type;
 	resp_add_bulk(c, key.p, key.n);

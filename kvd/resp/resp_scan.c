@@ -113,10 +113,11 @@ struct emit {
 };
 
 static int emit_key(void *arg, struct kv_slice key, struct kv_slice val,
-		    unsigned type)
+		    unsigned type, uint64_t exp)
 {
 	struct emit *e = arg;
 
+	(void)exp;
 	(void)val;
 	if (e->type >= 0 && (unsigned)e->type != type)
 		return 0;

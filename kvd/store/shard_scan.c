@@ -256,7 +256,7 @@ static int scan_run(struct kvd_reader *r, const struct kvd_scan *sc,
 		}
 		if (sc->keys_only)
 			val.n = 0;
-		if (fn(arg, h->k, val, h->type))
+		if (fn(arg, h->k, val, h->type, h->exp))
 			return KV_INTERNAL;
 		emitted++;
 		bytes += h->k.n + val.n + 10;

@@ -274,10 +274,10 @@ struct kvd_scan {
 	unsigned ks; /* the keyspace scanned (keys are given without it) */
 };
 
-/* Called per key in order, with its value's type (KVD_VT_*); return
- * nonzero to stop. */
+/* Called per key in order, with its value's type (KVD_VT_*) and absolute
+ * expiry (Unix ms, 0 for none); return nonzero to stop. */
 typedef int (*kvd_scan_fn)(void *arg, struct kv_slice key, struct kv_slice val,
-			   unsigned type);
+			   unsigned type, uint64_t exp);
 
 /* Merge every shard in key order.  *next is set to the key the next call
  * should start from when more may follow, else to an empty slice; it points

@@ -110,6 +110,12 @@ enum kvc_status {
 
 /* SCAN flags. */
 #define KVC_SCAN_KEYS_ONLY 1u /* values are not sent: { NULL, 0 } */
+/* each key's type and time to live too (kvc_scan_next_typed,
+ * kvc_reply_next_typed); not with KVC_SCAN_KEYS_ONLY */
+#define KVC_SCAN_TYPED 2u
+/* The types a typed scan gives. */
+#define KVC_TYPE_STRING 0u
+#define KVC_TYPE_HASH 1u
 
 /* Version 2 operations' flags (docs/protocol.md). */
 #define KVC_RENAME_NX 1u      /* RENAME only if the new name is free */
@@ -546,8 +552,68 @@ KVC_API int kvc_scan_open(kvc_conn *c, kvc_scan **scanp, const kvc_val *prefix,
  * kvc_scan_next() calls. */
 KVC_API int kvc_scan_next(kvc_scan *s, kvc_val *key, kvc_val *val);
 
+/* The next key of a scan opened with KVC_SCAN_TYPED: its type
+ * (KVC_TYPE_STRING or KVC_TYPE_HASH), the milliseconds it has left (-1:
+ * no expiry) and its value: a string's bytes, or a hash's fields and
+ * values, to walk with kvc_fields_next.  Any pointer may be NULL.  Returns
+ * as kvc_scan_next; -KVC_INVALID on a scan opened without the flag (and
+ * kvc_scan_next on one opened with it). */
+KVC_API int kvc_scan_next_typed(kvc_scan *s, kvc_val *key, unsigned *type,
+				int64_t *ttl_ms, kvc_val *val);
+
 /* Free a scan.  NULL is accepted. */
 KVC_API void kvc_scan_close(kvc_scan *s);
+
+/* ===================== Hashes =====================
+ *
+ * A hash is a key holding fields, each with a value (docs/protocol.md,
+ * "Hashes"; Redis's hash type, the same hashes as on the RESP port).  A
+ * key holding a string answers -KVC_WRONG_TYPE, and a string operation on
+ * a hash likewise.  Writes are computed by the server against the stored
+ * hash: clients changing different fields at once never lose a change.
+ * A write past the server's max-hash-fields or max-hash-bytes answers
+ * -KVC_VALUE_TOO_LARGE (kvc_errmsg names the limit) and changes nothing.
+ */
+
+/* HSET: set n fields (n >= 1) to vals, creating the hash; *added (may be
+ * NULL) receives how many fields were new. */
+KVC_API int kvc_hset(kvc_conn *c, const void *key, size_t klen,
+		     const kvc_val *fields, const kvc_val *vals, size_t n,
+		     uint64_t *added);
+/* HGET: the values of n fields (n >= 1) into vals[0..n-1], in order; a
+ * field the hash lacks (or every field, for an absent key) gives
+ * { NULL, 0 }. */
+KVC_API int kvc_hget(kvc_conn *c, const void *key, size_t klen,
+		     const kvc_val *fields, size_t n, kvc_val *vals);
+/* HGETALL: *replyp (owned by c, as kvc_read_reply's) holds every field;
+ * walk it with kvc_reply_next(r, &field, &value), in the order the fields
+ * were first set.  -KVC_NOT_FOUND for an absent key; -KVC_REPLY_TOO_LARGE
+ * for a hash over the server's max-frame-size (page it with kvc_hscan). */
+KVC_API int kvc_hgetall(kvc_conn *c, const void *key, size_t klen,
+			kvc_reply **replyp);
+/* HDEL: remove n fields (n >= 1); *deleted (may be NULL) receives how many
+ * were there.  A hash left empty is deleted. */
+KVC_API int kvc_hdel(kvc_conn *c, const void *key, size_t klen,
+		     const kvc_val *fields, size_t n, uint64_t *deleted);
+/* HINCRBY: add delta to the field's decimal int64 (absent: 0); *value (may
+ * be NULL) receives the sum.  -KVC_NOT_INTEGER for a value that is not
+ * one, or a sum that overflows. */
+KVC_API int kvc_hincrby(kvc_conn *c, const void *key, size_t klen,
+			const void *field, size_t flen, int64_t delta,
+			int64_t *value);
+/* HSCAN: one page of up to limit fields (1..10000) in byte order from
+ * start_field (inclusive; NULL or empty: the first) into *replyp; walk it
+ * with kvc_reply_next(r, &field, &value); kvc_reply_cursor gives the
+ * start_field of the next page, -KVC_END after the last.  -KVC_NOT_FOUND
+ * for an absent key. */
+KVC_API int kvc_hscan(kvc_conn *c, const void *key, size_t klen,
+		      const kvc_val *start_field, unsigned limit,
+		      kvc_reply **replyp);
+/* A hash's fields as kvc_scan_next_typed or kvc_reply_next_typed give
+ * them: the next field and value, consuming *rest from the front; 0,
+ * -KVC_END when none is left, -KVC_PROTOCOL for bytes that are not
+ * fields. */
+KVC_API int kvc_fields_next(kvc_val *rest, kvc_val *field, kvc_val *value);
 
 /* ===================== Maps (HELLO, STATS) ===================== */
 
@@ -628,6 +694,18 @@ KVC_API int kvc_send_bitop(kvc_conn *c, unsigned op, const void *dst,
 			   size_t dlen, const kvc_val *srcs, size_t n);
 KVC_API int kvc_send_txn(kvc_conn *c, const kvc_val *checks, size_t nchecks,
 			 const kvc_txn_op *ops, size_t n);
+/* Hashes (each reply as the synchronous call's). */
+KVC_API int kvc_send_hset(kvc_conn *c, const void *key, size_t klen,
+			  const kvc_val *fields, const kvc_val *vals, size_t n);
+KVC_API int kvc_send_hget(kvc_conn *c, const void *key, size_t klen,
+			  const kvc_val *fields, size_t n);
+KVC_API int kvc_send_hgetall(kvc_conn *c, const void *key, size_t klen);
+KVC_API int kvc_send_hdel(kvc_conn *c, const void *key, size_t klen,
+			  const kvc_val *fields, size_t n);
+KVC_API int kvc_send_hincrby(kvc_conn *c, const void *key, size_t klen,
+			     const void *field, size_t flen, int64_t delta);
+KVC_API int kvc_send_hscan(kvc_conn *c, const void *key, size_t klen,
+			   const kvc_val *start_field, unsigned limit);
 
 /* Number of queued or sent requests whose replies have not been read. */
 KVC_API size_t kvc_pending(const kvc_conn *c);
@@ -661,18 +739,26 @@ KVC_API const char *kvc_reply_error(const kvc_reply *r);
 KVC_API int kvc_reply_value(const kvc_reply *r, kvc_val *val);
 
 /* INCR, TTL, APPEND, MDEL, EXISTS, COUNT, BACKUP, SETRANGE, SETBIT,
- * GETBIT, BITCOUNT, BITPOS, BITOP. */
+ * GETBIT, BITCOUNT, BITPOS, BITOP, HSET, HDEL, HINCRBY. */
 KVC_API int kvc_reply_int(const kvc_reply *r, int64_t *v);
 
 /* MGET and SCAN: the next item; -KVC_END after the last.  MGET gives
  * values only (*key is { NULL, 0 }; a missing key's value is { NULL, 0 });
  * SCAN gives keys and values.  key and val may be NULL.
+ * HGET as MGET (values); HGETALL and HSCAN as SCAN (fields and values).
+ * A SCAN sent with KVC_SCAN_TYPED answers -KVC_INVALID: use
+ * kvc_reply_next_typed.
  * TXN: the next sub-request's reply, as msgpack bytes in *val (decode it
  * with kvc_txn_result). */
 KVC_API int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val);
 
-/* SCAN: the start key of the next request; -KVC_END when the scan is
- * complete. */
+/* A SCAN sent with KVC_SCAN_TYPED: the next key, as kvc_scan_next_typed
+ * gives it. */
+KVC_API int kvc_reply_next_typed(kvc_reply *r, kvc_val *key, unsigned *type,
+				 int64_t *ttl_ms, kvc_val *val);
+
+/* SCAN (and HSCAN): the start key (field) of the next request; -KVC_END
+ * when the scan is complete. */
 KVC_API int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor);
 
 /* HELLO, STATS: the msgpack map (see kvc_map_uint). */

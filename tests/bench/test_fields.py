@@ -1,8 +1,8 @@
 """test_fields.py - kvbench's YCSB records of fields (--record fields, the
 default) through each driver, against real servers: redis-server (hashes:
 HSET, HGETALL, HMGET, counted by its INFO commandstats), PostgreSQL (a
-column per field) and kvd (no fields in its native protocol yet: each
-record one msgpack value, a one-field update a GET then a PUT).
+column per field) and kvd (its native hashes: HSET, HGETALL, HGET, counted
+by its STATS).
 
 Each driver runs with --verify and the operation mix is checked; the stored
 records are read back with the server's own client to check that a one-field
@@ -315,7 +315,8 @@ class Postgres(Checks, unittest.TestCase):
 
 
 class Kvd(Checks, unittest.TestCase):
-    """kvd's native protocol has no fields: the records are emulated."""
+    """kvd's native hashes: HSET for inserts and updates, HGETALL or HGET
+    for reads, a typed SCAN for YCSB's scans."""
 
     @classmethod
     def setUpClass(cls):
@@ -333,29 +334,100 @@ class Kvd(Checks, unittest.TestCase):
 
     def flush(self):
         self.assertEqual(self.c.call(kvdtest.FLUSHALL), [kvdtest.OK])
+        self.base = self.ops()
+
+    def ops(self):
+        st = self.c.call(kvdtest.STATS)[1]
+        ops = st.get(b"ops", {})
+        return {n: ops.get(n.encode(), {}).get(b"calls", 0)
+                for n in ("HSET", "HGETALL", "HGET", "GET", "PUT", "SCAN")}
+
+    def calls(self):
+        now = self.ops()
+        return {n: now[n] - self.base[n] for n in now}
 
     def records(self):
-        st, items, cur = self.c.call(kvdtest.SCAN, b"user", None, None, 1000)
+        st, items, cur = self.c.call(kvdtest.SCAN, b"user", None, None, 1000, 2)  # TYPED
         self.assertIsNone(cur)
-        return {items[i].decode(): {k: bytes(v) for k, v in
-                                    msgpack.unpackb(items[i + 1], raw=False).items()}
-                for i in range(0, len(items), 2)}
+        out = {}
+        for i in range(0, len(items), 4):
+            self.assertEqual(items[i + 1], 1, items[i])  # a hash
+            f = items[i + 3]
+            out[items[i].decode()] = {f[j].decode(): bytes(f[j + 1])
+                                      for j in range(0, len(f), 2)}
+        return out
 
     def check_calls(self, r):
-        self.assertFalse(r.report["config"]["fields_native"])
-        self.assertIn("GET then PUT", r.report["config"]["record_ops"])
-        self.assertIn("kvd: fields emulated", r.out)
-
-    def reads_checked(self, r):
-        # the GET of each update reads the record too, and is checked
-        return r.counts()["read"] + r.counts()["update"]
+        # HSET for the 400 inserts and every update (computed by the
+        # server: no GET first), HGETALL for the reads and the read-back
+        self.assertTrue(r.report["config"]["fields_native"])
+        self.assertIn("HSET, HGETALL, HGET", r.report["config"]["record_ops"])
+        c = self.calls()
+        self.assertEqual(c["HSET"], 400 + r.counts()["update"])
+        self.assertEqual(c["HGETALL"], r.counts()["read"] + 400)
+        self.assertEqual((c["HGET"], c["GET"], c["PUT"]), (0, 0, 0))
 
     def test_f_one_field(self):
         r = super().test_f_one_field()
-        # a read fetches the whole record, whose 10 fields are checked
+        # readallfields=false: HGET of one field for the reads and the
+        # reads of the read-modify-writes, one HSET for each write
+        c = self.calls()
         n = r.counts()
+        self.assertEqual(c["HGET"], n["read"] + n["rmw"])
+        self.assertEqual(c["HSET"], 300 + n["rmw"])
+        self.assertEqual(c["HGETALL"], 300)  # the read-back
         self.assertEqual(r.report["verify"]["fields"]["run_reads"]["checked"],
-                         10 * (n["read"] + n["rmw"]))
+                         n["read"] + n["rmw"])
+
+    def test_e_scans(self):
+        r = self.bench("-r", 500, "-n", 1000, "-t", 2, "-c", 2, "--verify", "e")
+        run = r.phase("run")
+        self.assertEqual(run["errors"]["total"], 0, run["first_error"])
+        avg = run["scan_items"] / run["ops_by_type"]["scan"]["count"]
+        self.assertTrue(40 <= avg <= 52, avg)
+        self.verified(r, 500 + r.counts()["insert"])
+        self.assertEqual(self.calls()["SCAN"], r.counts()["scan"])
+
+
+class KvdSplit(Kvd):
+    """kvd-split: the same records one key per field (key, a 0 byte, the
+    field's name), the per-field layout bench/hash_layout weighs: MPUT for
+    inserts, PUT for one-field updates, a prefix SCAN or a GET for reads."""
+
+    def bench(self, *args, expect=0):
+        return kvbench(*args, port=self.srv.port, driver="kvd-split", expect=expect)
+
+    def records(self):
+        st, items, cur = self.c.call(kvdtest.SCAN, b"user", None, None, 10000)
+        self.assertIsNone(cur)
+        out = {}
+        for i in range(0, len(items), 2):
+            key, field = items[i].split(b"\0")
+            out.setdefault(key.decode(), {})[field.decode()] = bytes(items[i + 1])
+        return out
+
+    def check_calls(self, r):
+        self.assertTrue(r.report["config"]["fields_native"])
+        self.assertIn("one key per field", r.report["config"]["record_ops"])
+        c = self.calls()
+        # an MPUT per insert (not counted here), a PUT per one-field
+        # update, a SCAN per read of the run and of the read-back
+        self.assertEqual(c["PUT"], r.counts()["update"])
+        self.assertEqual(c["SCAN"], r.counts()["read"] + 400)
+        self.assertEqual((c["HSET"], c["HGETALL"], c["HGET"], c["GET"]), (0, 0, 0, 0))
+
+    def test_f_one_field(self):
+        r = Checks.test_f_one_field(self)
+        c = self.calls()
+        n = r.counts()
+        self.assertEqual(c["GET"], n["read"] + n["rmw"])
+        self.assertEqual(c["PUT"], n["rmw"])
+
+    def test_e_scans(self):
+        r = self.bench("-r", 10, "-n", 10, "e", expect=None)
+        self.assertNotEqual(r.rc, 0)
+        self.assertIn("kvd-split stores records one key per field and has no YCSB scan",
+                      r.err)
 
 
 if __name__ == "__main__":

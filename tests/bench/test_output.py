@@ -66,9 +66,9 @@ class Output(unittest.TestCase):
         for k in ("read_back", "run_reads"):
             self.assertEqual(set(j["verify"]["fields"][k]),
                              {"checked", "stale", "corrupt", "missing"})
-        # workload e: records of fields, through the kvd driver's emulation
+        # workload e: records of fields, kvd's native hashes
         self.assertEqual((j["config"]["record"], j["config"]["fields_native"]),
-                         ("fields", False))
+                         ("fields", True))
         self.assertEqual(j["verify"]["fields"]["read_back"]["checked"],
                          10 * j["verify"]["keys"])
 

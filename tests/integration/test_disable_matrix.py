@@ -143,7 +143,8 @@ RESP = {
 
 # The operations a TXN may hold (protocol.md, TXN).
 IN_TXN = {n for n, (_, kind) in OPS.items() if kind in "RW"} - {
-    "SCAN", "COUNT", "FLUSHALL"}
+    "SCAN", "COUNT", "FLUSHALL", "HSET", "HGET", "HGETALL", "HDEL", "HINCRBY",
+    "HSCAN"}
 
 
 def refused(reply):

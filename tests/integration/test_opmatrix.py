@@ -123,6 +123,23 @@ EXPECT = {
         lambda r: r == [OK, 11]), performs={"GET"}),
     "BITOP": op("W", lambda t: [BITOP_OR, key(t, "d"), key(t)],
                 more=lambda t: [key(t, "s")], performs={"GET", "PUT", "DEL"}),
+    # hashes (protocol.md, "Hashes")
+    "HSET": op("W", lambda t: [key(t, "h"), b"f", b"v"],
+               more=lambda t: [b"g", b"w"], performs={"PUT"}),
+    "HGET": op("R", lambda t: [key(t, "h"), b"f"], more=lambda t: [b"g"],
+               own=lambda t: ([(HSET, key(t, "h"), b"f", b"x")],
+                              (HGET, key(t, "h"), b"f"),
+                              lambda r: r == [OK, b"x"]),
+               performs={"GET"}),
+    "HGETALL": op("R", lambda t: [key(t, "h")], own=lambda t: (
+        [(HSET, key(t, "h"), b"f", b"x")], (HGETALL, key(t, "h")),
+        lambda r: r == [OK, [b"f", b"x"]]), performs={"GET"}),
+    "HDEL": op("W", lambda t: [key(t, "h"), b"f"], more=lambda t: [b"g"],
+               performs={"PUT"}),
+    "HINCRBY": op("W", lambda t: [key(t, "hn"), b"f", 1], performs={"PUT"}),
+    "HSCAN": op("R", lambda t: [key(t, "h"), None, 10], own=lambda t: (
+        [(HSET, key(t, "h"), b"f", b"x")], (HSCAN, key(t, "h")),
+        lambda r: r == [OK, [b"f", b"x"], None]), performs={"GET"}),
     # replication (docs/protocol.md): a full copy for a replica with
     # nothing; a pull or snapshot chunk without one is refused with a text
     "REPLSYNC": op("A", lambda t: [b"", 2, bytes(16), 0, 0], ok={OK}),
@@ -149,7 +166,8 @@ def counts(e):
 # How many trailing arguments each fixed-arity operation may omit
 # (protocol.md's `?`): from this count up, a request is well formed.
 MIN_ARGS = {"HELLO": 0, "PING": 0, "PUT": 2, "SCAN": 0, "COUNT": 0,
-            "RENAME": 2, "COPY": 2, "GETEX": 1, "BITCOUNT": 1, "BITPOS": 2}
+            "RENAME": 2, "COPY": 2, "GETEX": 1, "BITCOUNT": 1, "BITPOS": 2,
+            "HSCAN": 1}
 
 
 def optional(e, i):

@@ -256,13 +256,14 @@ static const char *find(uint32_t coll, int32_t n, char *out, size_t cap)
 }
 
 static int scan_fn(void *arg, struct kv_slice k, struct kv_slice v,
-		   unsigned type)
+		   unsigned type, uint64_t exp)
 {
 	char *out = arg;
 	bson_t b;
 	bson_iter_t it;
 
 	(void)k;
+	(void)exp;
 	if (type != KVD_VT_DOC || !bson_init_static(&b, v.p, v.n) ||
 	    !bson_iter_init_find(&it, &b, "_id"))
 		return 1;

@@ -119,12 +119,13 @@ static const char *get(struct kvd_store *st, unsigned i, unsigned ks,
 }
 
 static int scan_cat(void *arg, struct kv_slice k, struct kv_slice v,
-		    unsigned type)
+		    unsigned type, uint64_t exp)
 {
 	char *out = arg;
 	size_t n = strlen(out);
 
 	(void)type;
+	(void)exp;
 	snprintf(out + n, 256 - n, "%.*s=%.*s,", (int)k.n, (const char *)k.p,
 		 (int)v.n, (const char *)v.p);
 	return 0;
