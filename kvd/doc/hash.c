@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "kv_status.h"
+#include "shash.h"
 #include "strops.h"
 
 /* ===================== Varints and images ===================== */
@@ -227,7 +227,7 @@ static int fset_init(struct fset *s, uint32_t max)
 /* The slot of f: empty, or its own. */
 static uint32_t *fset_slot(const struct fset *s, struct kv_slice f)
 {
-	size_t i = XXH3_64bits(f.p, f.n) & s->mask;
+	size_t i = kvd_shash(f.p, f.n) & s->mask;
 
 	for (;; i = (i + 1) & s->mask) {
 		uint32_t x = s->ht[i];

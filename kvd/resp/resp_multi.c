@@ -35,13 +35,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "keyspace.h"
 #include "kv_status.h"
 #include "net/loop.h"
 #include "resp.h"
 #include "net/router.h"
+#include "shash.h"
 #include "store.h"
 #include "net/write.h"
 
@@ -89,7 +88,7 @@ void kvd_watch_touch(void *arg, const void *key, size_t klen)
 	(void)arg;
 	if (!atomic_load_explicit(&nwatch, memory_order_relaxed))
 		return;
-	h = XXH3_64bits(key, klen);
+	h = kvd_shash(key, klen);
 	pthread_mutex_lock(&watch_mu);
 	for (w = watch_ht[h & (watch_nb - 1)]; w; w = w->next)
 		if (same_key(w, h, key, klen))
@@ -334,7 +333,7 @@ static int wset_grow(struct resp_txq *t)
  * the first WATCH stands), -1 when out of memory. */
 static int watch_new(struct resp_txq *t, struct kv_slice k)
 {
-	uint64_t h = XXH3_64bits(k.p, k.n);
+	uint64_t h = kvd_shash(k.p, k.n);
 	struct kvd_watch *w, **b;
 
 	for (w = t->wsetcap ? t->wset[h & (t->wsetcap - 1)] : NULL; w;

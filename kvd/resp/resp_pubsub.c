@@ -43,11 +43,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
 #include "log.h"
 #include "net/loop.h"
 #include "resp.h"
+#include "shash.h"
 
 #define PS_MAX_IO 256 /* the threads option's range */
 /* Bytes a subscription costs beyond its name, at most: its member (48
@@ -145,7 +144,7 @@ static int table_grow(struct ps_table *tab)
 
 static struct ps_topic *topic_get(struct ps_table *tab, struct kv_slice name)
 {
-	uint64_t h = XXH3_64bits(name.p, name.n);
+	uint64_t h = kvd_shash(name.p, name.n);
 	struct ps_topic *t = topic_find(tab, name, h);
 	size_t i;
 
@@ -495,7 +494,7 @@ int64_t kvd_resp_publish(struct kv_slice ch, struct kv_slice msg)
 			rc = -1;
 		pthread_mutex_lock(&ps_lock);
 	}
-	t = rc ? NULL : topic_find(&chans, ch, XXH3_64bits(ch.p, ch.n));
+	t = rc ? NULL : topic_find(&chans, ch, kvd_shash(ch.p, ch.n));
 	if (t) {
 		format_msg(&b, NULL, ch, msg);
 		if (!b.err)
@@ -642,7 +641,7 @@ static const char *unsubscribe(struct kvd_conn *c, struct resp_req *r, int pat)
 
 		resp_it_next(&it, &a);
 		if (s)
-			m = member_of(topic_find(tab, a, XXH3_64bits(a.p, a.n)),
+			m = member_of(topic_find(tab, a, kvd_shash(a.p, a.n)),
 				      s);
 		if (m)
 			member_del(m, pat);
@@ -721,7 +720,7 @@ static void pubsub_numsub(struct kvd_conn *c, struct resp_req *r)
 		struct ps_topic *t;
 
 		resp_it_next(&it, &a);
-		t = topic_find(&chans, a, XXH3_64bits(a.p, a.n));
+		t = topic_find(&chans, a, kvd_shash(a.p, a.n));
 		resp_add_bulk(c, a.p, a.n);
 		resp_add_int(c, t ? t->nsubs : 0);
 	}
