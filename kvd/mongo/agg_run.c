@@ -312,9 +312,13 @@ static void unwind_load(struct run *r, const uint8_t *doc, uint32_t len)
 	memcpy(r->cur, doc, len);
 	r->cur_len = len;
 	r->nel = r->elpos = 0;
-	doc_get(&r->st->path, r->cur, len, &a);
-	bson_iter_init_from_data(&it, a.value.v_doc.data,
-				 a.value.v_doc.data_len);
+	/* The caller saw an array there; the copy has it too, but a failed
+	 * read must leave no elements rather than read an unset value. */
+	if (!doc_get(&r->st->path, r->cur, len, &a) ||
+	    a.value_type != BSON_TYPE_ARRAY ||
+	    !bson_iter_init_from_data(&it, a.value.v_doc.data,
+				      a.value.v_doc.data_len))
+		return;
 	while (bson_iter_next(&it)) {
 		mql_grow((void **)&r->el, &r->elcap, r->nel, 1, sizeof(*r->el));
 		r->el[r->nel++] = *bson_iter_value(&it);
