@@ -280,6 +280,7 @@ def check_debs(debs, version, arch):
                 "/etc/kvd/kvd.conf", "/etc/logrotate.d/kvd", "/lib/systemd/system/kvd.service",
                 "/usr/share/man/man8/kvd.8.gz", "/usr/share/doc/kvd/operations.md.gz",
                 "/usr/share/doc/kvd/protocol.md.gz", "/usr/share/doc/kvd/resp.md.gz",
+                "/usr/share/doc/kvd/mongodb.md.gz",
                 "/usr/share/doc/kvd/changelog.Debian.gz"],
         "kvd-tools": ["/usr/bin/kvcli", "/usr/bin/kvbench", "/usr/share/man/man1/kvcli.1.gz",
                       "/usr/share/man/man1/kvbench.1.gz",
