@@ -92,9 +92,16 @@ void kvd_shard_spare_tend(struct shard *sh, uint64_t now)
 
 void kvd_shard_spare_stop(struct shard *sh)
 {
-	/* A file it leaves unadopted is deleted by the next kvj_open. */
-	if (atomic_load(&sh->spare_state) != SPARE_IDLE) {
-		pthread_join(sh->spare_thread, NULL);
-		atomic_store(&sh->spare_state, SPARE_IDLE);
+	/* A helper done since the committer's last look has its file under
+	 * a temporary name: take it as a spare now, so a clean stop leaves
+	 * nothing temporary (a file a failed adoption leaves is deleted by
+	 * the next kvj_open). */
+	if (atomic_load(&sh->spare_state) == SPARE_IDLE)
+		return;
+	if (sh->j) {
+		(void)spare_collect(sh);
+		return;
 	}
+	pthread_join(sh->spare_thread, NULL);
+	atomic_store(&sh->spare_state, SPARE_IDLE);
 }

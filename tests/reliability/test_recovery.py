@@ -287,6 +287,32 @@ class Recovery(unittest.TestCase):
             left = [f for f in os.listdir(shard) if f.endswith(".tmp")]
             self.assertEqual(left, [])
 
+    def test_stop_while_a_spare_is_made(self):
+        """A stop that finds the helper making a segment ahead (just after
+        an append crossed into the last spare) takes its file as a spare:
+        nothing temporary is left, and the store opens with every value.
+        Stopping at once after each crossing, five times, meets the helper
+        at work most times; before the fix each such stop left
+        journal-ready.tmp behind."""
+        d = tempfile.mkdtemp(prefix="kvdspare-")
+        self.addCleanup(shutil.rmtree, d, True)
+        val = b"s" * (64 << 10)
+        for r in range(5):
+            with Server(threads=1, data_dir=d,
+                        args=ARGS + ["--journal-segment-size", "1m"]) as srv:
+                c = srv.client()
+                for i in range(17):     # 1.06 MiB: past one segment
+                    self.assertEqual(c.call(PUT, b"r%d-%02d" % (r, i), val), [OK])
+                c.close()
+                srv.stop()
+            shard = os.path.join(d, "shard-000")
+            left = [f for f in os.listdir(shard) if f.endswith(".tmp")]
+            self.assertEqual(left, [], "round %d" % r)
+        with Server(threads=1, data_dir=d, args=ARGS) as srv:
+            c = srv.client()
+            for r in range(5):
+                self.assertEqual(c.call(GET, b"r%d-16" % r), [OK, val])
+
     def test_checkpoints_recycle_segments(self):
         """docs/operations.md, "Sizing": each shard keeps its current
         segment, those written since the last checkpoint and up to two
