@@ -581,4 +581,14 @@ struct kv_buf;
 void kvd_resp_cmdstats_reset(struct kvd_io *io);
 void kvd_resp_info_section(struct kvd_io *io, unsigned which, struct kv_buf *b);
 
+/* resp_repl.c: replication in Redis's words.  INFO's Replication section
+ * (Redis 7.0's fields) into b; ROLE's reply on c; CLIENT LIST's line for
+ * the link to the primary (flags=M) into b, when this server is a replica
+ * with its link up (1 if written, else 0); WAIT's answer (an integer) for
+ * kvd_repl_wait. */
+void kvd_resp_repl_info(struct kvd_server *srv, struct kv_buf *b);
+void kvd_resp_repl_role(struct kvd_conn *c);
+int kvd_resp_repl_link_line(struct kv_buf *b);
+void kvd_resp_repl_wait_answer(struct kv_buf *b, unsigned n);
+
 #endif
