@@ -14,6 +14,7 @@
  *                 BITFIELD
  *   resp_save.c   SAVE, BGSAVE, LASTSAVE, SHUTDOWN
  *   resp_hash.c   the hash commands (HSET, HGET, HGETALL, HSCAN, ...)
+ *   resp_repl.c   INFO replication, ROLE, WAIT's answer (from repl.h)
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting

@@ -1,6 +1,6 @@
 /* fuzz_dispatch.c - full command dispatch on any bytes: the real handlers of
- * both protocols (kvd/cmd.c, kvd/resp*.c) behind the real connection code
- * (kvd/conn.c), against a real store and real committer threads.
+ * both protocols (kvd/native/cmd.c, kvd/resp*.c) behind the real connection code
+ * (kvd/net/conn.c), against a real store and real committer threads.
  *
  * The parsers have fuzzers of their own; this one is for the handlers,
  * where a request that parses may still be read past by a handler that
