@@ -61,8 +61,9 @@ void repl_frame_begin(struct kv_buf *b, uint32_t items, int status)
 	kv_mp_uint(b, (uint64_t)status);
 }
 
-/* Hand the reply in b (a frame begun by repl_frame_begin, or RESP bytes) to
- * the request's io thread; b is left empty. */
+/* Hand the reply in b (a frame begun by repl_frame_begin, or another
+ * protocol's answer, sent as it is) to the request's io thread; b is left
+ * empty. */
 void repl_job_reply(struct kvd_wreq *w, struct kv_buf *b, int native)
 {
 	static const uint8_t oom[] = {0, 0, 0, 2, 0x91, KV_INTERNAL};
