@@ -11,7 +11,7 @@
  *   under $TMPDIR, removed at exit)
  *
  * Keys are 16 bytes (hex of a mixed counter: in no order), routed as kvd
- * routes them (XXH3_64bits(key) % S, kvd/router.h).  Phases, each timed:
+ * routes them (XXH3_64bits(key) % S, kvd/net/router.h).  Phases, each timed:
  *   put         T threads each keep W one-key PUTs in flight at the
  *               committers, as T pipelining clients would; every reply
  *               must be KV_OK.  Commits and writes per commit are the

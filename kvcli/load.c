@@ -29,7 +29,7 @@
 
 #define LOAD_CHUNK (1u << 20)
 #define LOAD_MAX_LINE (512u << 20)
-/* Measured (bench/RESULTS.md): a durable load is bound by the server's
+/* Measured (bench/HISTORY.md, "kvcli load vs PostgreSQL COPY"): a durable load is bound by the server's
  * commits, and fewer, larger transactions rewrite fewer LMDB pages, so
  * batches are large and many are in flight.  Bytes bound both, so that big
  * values cannot make either grow without limit. */

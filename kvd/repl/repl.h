@@ -1,5 +1,8 @@
 /* repl.h - replication: a primary streams its shards' journals to replicas
- * (repl.c), and a replica follows a primary (replica.c).  The design is in
+ * (repl.c, repl_resync.c, repl_wait.c, repl_state.c: repl_int.h says which
+ * does what), and a replica follows a primary (replica.c).  What Redis's
+ * clients read of it (INFO replication, ROLE, WAIT's answer) is written in
+ * RESP by kvd/resp/resp_repl.c from the calls here.  The design is in
  * docs/architecture.md ("Replication"), the wire protocol in
  * docs/protocol.md, operations in docs/replication.md.
  *
@@ -53,9 +56,15 @@ void kvd_repl_committed(struct kvd_server *srv, unsigned shard,
 /* Native REPLSYNC, REPLPULL, REPLSNAP, REPLICAOF, WAIT (cmd.c): KV_OK once
  * answered or queued, or a status to answer with. */
 int kvd_repl_native(struct kvd_conn *c, struct kvd_req *r);
-/* RESP WAIT numreplicas timeout_ms (validated): queued; NULL or an
- * error. */
-const char *kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n, uint64_t ms);
+/* WAIT's answer in another protocol than the native one: n replicas
+ * acknowledged, appended to b (sent as it is). */
+typedef void (*kvd_repl_wait_fn)(struct kv_buf *b, unsigned n);
+/* WAIT numreplicas timeout_ms from another protocol (validated, on a
+ * primary: kvd_repl_is_replica() is 0) for request op of c: queued, its
+ * answer written by answer in order; 0, or -1 when it was answered
+ * INTERNAL in order. */
+int kvd_repl_wait(struct kvd_conn *c, unsigned op, uint64_t n, uint64_t ms,
+		  kvd_repl_wait_fn answer);
 /* REPLICAOF host port, or host NULL for NO ONE.  port is the primary's
  * RESP port when resp is set (REPLICAOF on the RESP port, as Redis and
  * Sentinel give it; the replica asks the primary for its native port), its
@@ -83,15 +92,22 @@ void kvd_repl_config_role(char *buf, size_t cap);
 /* CLIENT KILL TYPE master: drop the link to the primary (the replica
  * connects again at once, as Redis's).  1 when a link was up, else 0. */
 int kvd_repl_kill_link(void);
-/* CLIENT LIST's line for the link to the primary (flags=M) into b, when
- * this server is a replica with its link up; 1 if written, else 0. */
-int kvd_repl_link_line(struct kv_buf *b);
 /* A connection flagged CONN_REPLICA is freed (its closed hook). */
 void kvd_repl_conn_closed(struct kvd_conn *c);
 
-/* INFO replication (Redis 7.0's fields) and ROLE. */
-void kvd_repl_info(struct kvd_server *srv, struct kv_buf *b);
-void kvd_repl_role(struct kvd_conn *c);
+/* A replica connected to this primary, as INFO replication and ROLE list
+ * it: online once past its full copy; offset the sum of its acknowledged
+ * positions; idle_ms since its last request. */
+struct kvd_repl_peer {
+	char ip[56];
+	unsigned port;
+	int online;
+	uint64_t offset;
+	uint64_t idle_ms;
+};
+/* The replicas connected now, in the table's order, into *out (malloc'ed:
+ * free it); their count, or -1 (out of memory, *out NULL). */
+int kvd_repl_peers(struct kvd_server *srv, struct kvd_repl_peer **out);
 
 /* For STATS and /metrics: role (0 primary, 1 replica), replicas heard
  * from within min-replicas-max-lag, the offset (sum of the shards'

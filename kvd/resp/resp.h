@@ -14,6 +14,7 @@
  *                 BITFIELD
  *   resp_save.c   SAVE, BGSAVE, LASTSAVE, SHUTDOWN
  *   resp_hash.c   the hash commands (HSET, HGET, HGETALL, HSCAN, ...)
+ *   resp_repl.c   INFO replication, ROLE, WAIT's answer (from repl.h)
  *
  * A request is parsed in place: its arguments are slices of the input
  * buffer (multibulk) or of a stack buffer (inline commands, whose quoting
@@ -580,5 +581,15 @@ struct kv_buf;
 /* CONFIG RESETSTAT: commandstats count from now on. */
 void kvd_resp_cmdstats_reset(struct kvd_io *io);
 void kvd_resp_info_section(struct kvd_io *io, unsigned which, struct kv_buf *b);
+
+/* resp_repl.c: replication in Redis's words.  INFO's Replication section
+ * (Redis 7.0's fields) into b; ROLE's reply on c; CLIENT LIST's line for
+ * the link to the primary (flags=M) into b, when this server is a replica
+ * with its link up (1 if written, else 0); WAIT's answer (an integer) for
+ * kvd_repl_wait. */
+void kvd_resp_repl_info(struct kvd_server *srv, struct kv_buf *b);
+void kvd_resp_repl_role(struct kvd_conn *c);
+int kvd_resp_repl_link_line(struct kv_buf *b);
+void kvd_resp_repl_wait_answer(struct kv_buf *b, unsigned n);
 
 #endif

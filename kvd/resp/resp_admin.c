@@ -799,7 +799,7 @@ static void info_sections(struct kvd_conn *c, unsigned sections)
 		if (s & KVD_INFO_ALL)
 			kvd_stats_info(c->io, s, &c->out);
 		else if (s & KVD_RESP_INFO_REPLICATION)
-			kvd_repl_info(c->io->srv, &c->out);
+			kvd_resp_repl_info(c->io->srv, &c->out);
 		else
 			kvd_resp_info_section(c->io, s, &c->out);
 	}

@@ -711,7 +711,7 @@ static const char *client_list(struct kvd_conn *c, struct resp_req *r)
 		return resp_err_syntax;
 	}
 	if (!nids && (!type || type == KIND_MASTER))
-		kvd_repl_link_line(&b); /* flags=M, on a replica */
+		kvd_resp_repl_link_line(&b); /* flags=M, on a replica */
 	pthread_mutex_lock(&reg_lock);
 	for (struct kvd_conn *o = reg_head; o && type != KIND_MASTER && !over;
 	     o = o->reg_next) {

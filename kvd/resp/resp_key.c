@@ -284,7 +284,7 @@ const char *resp_object(struct kvd_conn *c, struct resp_req *r)
 /* ===================== WAIT, LATENCY ===================== */
 
 /* WAIT numreplicas timeout: how many replicas have everything written
- * before it on their disks (repl.c answers, in order, once that many do
+ * before it on their disks (repl_wait.c answers, in order, once that many do
  * or the timeout passes; 0 waits for ever, as in Redis). */
 const char *resp_wait(struct kvd_conn *c, struct resp_req *r)
 {
@@ -296,7 +296,15 @@ const char *resp_wait(struct kvd_conn *c, struct resp_req *r)
 		return "ERR timeout is not an integer or out of range";
 	if (ms < 0)
 		return "ERR timeout is negative";
-	return kvd_repl_resp_wait(c, n < 0 ? 0 : (uint64_t)n, (uint64_t)ms);
+	if (kvd_repl_is_replica())
+		return "ERR WAIT cannot be used with replica instances. Please "
+		       "also note that since Redis 4.0 if a replica is "
+		       "configured to be writable (which is not the default) "
+		       "writes to replicas are just local and are not "
+		       "propagated.";
+	kvd_repl_wait(c, RESP_CMD_WAIT, n < 0 ? 0 : (uint64_t)n, (uint64_t)ms,
+		      kvd_resp_repl_wait_answer);
+	return NULL;
 }
 
 /* REPLICAOF host port, REPLICAOF NO ONE (and SLAVEOF): port is the
@@ -334,7 +342,7 @@ const char *resp_replicaof(struct kvd_conn *c, struct resp_req *r)
 const char *resp_role(struct kvd_conn *c, struct resp_req *r)
 {
 	(void)r;
-	kvd_repl_role(c);
+	kvd_resp_repl_role(c);
 	return NULL;
 }
 

@@ -297,7 +297,7 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	    atomic_load(&pause_req) || atomic_load(&c->failed))
 		return 0;
 	/* A long list goes to the committer: it then runs beside this
-	 * thread, which goes back to its sockets (bench/RESULTS.md); so does
+	 * thread, which goes back to its sockets (bench/HISTORY.md, third round); so does
 	 * a SAVE's checkpoint, which waits for the disk. */
 	while (w && n <= INLINE_MAX) {
 		if (w->op.kind == KVD_W_CHECKPOINT)

@@ -243,7 +243,7 @@ void kvm_destroy(struct kvm *m);
  * new ones.  A chunk just mapped costs a page fault and the kernel's
  * zeroing of a 2 MiB page at first touch, on the writer's path; in a
  * virtual machine, where first touches also fault in the host, that was
- * 3-6% of a core in the committers of a uuid fill (bench/RESULTS.md).
+ * 3-6% of a core in the committers of a uuid fill (bench/HISTORY.md, seventh round).
  * Only chunks of chunk_size bytes of 2 MiB and more (the mapped ones) are
  * pooled.  Any thread may call these, at the same time as kvm_create and
  * kvm_destroy of memtables that use the pool (one mutex).

@@ -79,7 +79,7 @@ uint64_t kvd_shard_meta_lsn(struct shard *sh, MDB_txn *txn)
 
 /* Arena chunks of an eighth of the memtable size (4 KiB to 2 MiB), so
  * that a small memtable-size still freezes on what it holds; the hash
- * index sized for a full one from the start (bench/RESULTS.md, "The
+ * index sized for a full one from the start (bench/HISTORY.md, "The
  * write path, fifth round").  The shard's memtables share a pool of one
  * memtable's worth of 2 MiB chunks: the next one reuses the chunks of the
  * one its checkpoint freed instead of faulting in new pages (memtable.h,
@@ -251,7 +251,7 @@ static int store_shard_recover(struct shard *sh, const struct kvd_store_opts *o,
  * amortize well and a memtable small enough to replay at once.  A
  * checkpoint of a large store of random keys touches nearly every leaf
  * whatever the memtable holds, so it is the memtables' total that sets
- * how often that happens (bench/RESULTS.md, eighth round). */
+ * how often that happens (bench/HISTORY.md, eighth round). */
 #define AUTO_MEMTABLE_BUDGET (256ull << 20)
 #define AUTO_MEMTABLE_MIN (64ull << 20)
 #define AUTO_MEMTABLE_MAX (128ull << 20)

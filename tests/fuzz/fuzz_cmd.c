@@ -1,4 +1,4 @@
-/* fuzz_cmd.c - the native request decoder (kvd/cmdparse.c) on any bytes.
+/* fuzz_cmd.c - the native request decoder (kvd/native/cmdparse.c) on any bytes.
  *
  * The input is one frame body.  Beyond "no crash, no read outside the
  * buffer" (ASan, UBSan), it checks what cmd.c's handlers rely on without

@@ -1,6 +1,6 @@
 /* fuzz_dispatch.c - full command dispatch on any bytes: the real handlers of
- * both protocols (kvd/cmd.c, kvd/resp*.c) behind the real connection code
- * (kvd/conn.c), against a real store and real committer threads.
+ * both protocols (kvd/native/cmd.c, kvd/resp*.c) behind the real connection code
+ * (kvd/net/conn.c), against a real store and real committer threads.
  *
  * The parsers have fuzzers of their own; this one is for the handlers,
  * where a request that parses may still be read past by a handler that
@@ -58,6 +58,7 @@
 #include "log.h"
 #include "net/loop.h"
 #include "repl/repl.h"
+#include "resp/resp.h"
 #include "store.h"
 #include "net/write.h"
 
@@ -148,8 +149,8 @@ int __wrap_kvd_backup_start(struct kvd_conn *c, struct kv_slice dir)
 
 int __real_kvd_repl_native(struct kvd_conn *c, struct kvd_req *r);
 int __wrap_kvd_repl_native(struct kvd_conn *c, struct kvd_req *r);
-const char *__wrap_kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n,
-				      uint64_t ms);
+int __wrap_kvd_repl_wait(struct kvd_conn *c, unsigned op, uint64_t n,
+			 uint64_t ms, kvd_repl_wait_fn answer);
 
 int __wrap_kvd_repl_native(struct kvd_conn *c, struct kvd_req *r)
 {
@@ -158,13 +159,15 @@ int __wrap_kvd_repl_native(struct kvd_conn *c, struct kvd_req *r)
 	return __real_kvd_repl_native(c, r);
 }
 
-const char *__wrap_kvd_repl_resp_wait(struct kvd_conn *c, uint64_t n,
-				      uint64_t ms)
+int __wrap_kvd_repl_wait(struct kvd_conn *c, unsigned op, uint64_t n,
+			 uint64_t ms, kvd_repl_wait_fn answer)
 {
-	(void)c;
+	(void)op;
 	(void)n;
 	(void)ms;
-	return "ERR WAIT is not run by the fuzzer";
+	(void)answer;
+	resp_add_error(c, "ERR WAIT is not run by the fuzzer");
+	return 0;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag,

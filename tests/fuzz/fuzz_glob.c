@@ -1,5 +1,5 @@
 /* fuzz_glob.c - the glob matcher of SCAN MATCH, KEYS, PSUBSCRIBE, PUBSUB
- * CHANNELS and CONFIG GET (kvd/resp_glob.c) against a reference, on any
+ * CHANNELS and CONFIG GET (kvd/resp/resp_glob.c) against a reference, on any
  * pattern and key, and held to the bound on its work that resp_glob.c
  * promises.
  *

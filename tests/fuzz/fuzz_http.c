@@ -1,11 +1,12 @@
 /* fuzz_http.c - the metrics endpoint's HTTP request parser
- * (kvd_http_input in kvd/metrics.c) on any bytes.
+ * (kvd_http_input in kvd/ops/metrics.c) on any bytes.
  *
  * metrics.c is linked with the real auth.c (the password check), stats.c
  * and log.c; the connection, its io thread and the server are zeroed
  * structures with no io thread and no shard, so /metrics renders only the
- * server-wide series.  Replies are captured by this file's
- * kvd_reply_append, standing in for conn.c's.
+ * server-wide series.  Replies land in the connection's output buffer,
+ * through conn.c's own kvd_reply_append (linked; the linker drops what of
+ * conn.c is not reached).
  *
  * The first byte picks the case: bit 0 sets requirepass; bit 1 makes the
  * rest the credentials ("user:password", any bytes) of a well-formed
@@ -32,15 +33,6 @@
 
 #define PASSWORD "pa:ss w\xc3\xa9rd"
 #define HTTP_MAX_REQUEST 8192 /* metrics.c's */
-
-static struct kv_buf reply;
-
-/* conn.c's, for the parser's responses: one buffer, read back below. */
-void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n)
-{
-	(void)c;
-	kv_buf_append(&reply, p, n);
-}
 
 /* No shard: never called. */
 int kvd_reader_stat(struct kvd_reader *r, unsigned i, struct kvd_shard_stat *s)
@@ -167,17 +159,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(!req.err);
 	if (!req.len)
 		goto out; /* kvd calls the parser once bytes came */
-	reply.len = 0;
 	used = kvd_http_input(&c, req.data, req.len);
 	if (used == 0) {
-		FUZZ_CHECK(reply.len == 0 && !(c.flags & CONN_CLOSING));
+		FUZZ_CHECK(c.out.len == 0 && !(c.flags & CONN_CLOSING));
 		FUZZ_CHECK(req.len < HTTP_MAX_REQUEST);
 		FUZZ_CHECK(!memmem(req.data, req.len, "\r\n\r\n", 4));
 		goto out;
 	}
 	FUZZ_CHECK(used == req.len && (c.flags & CONN_CLOSING));
 	is_head = req.len >= 5 && !memcmp(req.data, "HEAD ", 5);
-	code = check_response(&reply, is_head);
+	code = check_response(&c.out, is_head);
 	if (code == 200 && is_head) {
 		FUZZ_CHECK(req.len >= 13 &&
 			   !memcmp(req.data, "HEAD /metrics", 13));
@@ -187,7 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			   !memcmp(req.data, "GET /metrics", 12));
 		FUZZ_CHECK(!cfg.requirepass[0] || (c.flags & CONN_AUTHED));
 		FUZZ_CHECK(
-		    memmem(reply.data, reply.len, "\nkvd_uptime_seconds ", 20));
+		    memmem(c.out.data, c.out.len, "\nkvd_uptime_seconds ", 20));
 	}
 	if (built && cfg.requirepass[0])
 		FUZZ_CHECK((code == 200) ==
@@ -197,5 +188,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(code == 200);
 out:
 	kv_buf_free(&req);
+	kv_buf_free(&c.out);
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* fuzz_resp.c - kvd's RESP2 request parser (kvd/resp.c) on any bytes.
+/* fuzz_resp.c - kvd's RESP2 request parser (kvd/resp/resp.c) on any bytes.
  *
  * kvd_resp_input is driven as conn.c drives it: input arrives in chunks
  * (sizes picked by the first byte), unparsed bytes stay at the start of an
@@ -13,8 +13,10 @@
  * repeats (expand.h), up to max-frame-size and a little over: a command
  * with 100,000 arguments, or one as long as the limit.
  *
- * This harness knows what resp.c calls: when resp.c calls something new,
- * fake it here (default builds link it too, to replay the corpus).
+ * Replies go through conn.c's own functions (linked; the linker drops what
+ * of conn.c is not reached).  This harness knows what else resp.c calls:
+ * when resp.c calls something new, fake it here or link its source
+ * (default builds link it too, to replay the corpus).
  */
 #include <string.h>
 
@@ -52,25 +54,6 @@ void kvd_auth_http_refuse(struct kvd_conn *c, const char *what)
 {
 	(void)what;
 	c->flags |= CONN_CLOSING;
-}
-
-uint8_t *kvd_reply_room(struct kvd_conn *c, size_t n)
-{
-	if (kv_buf_reserve(&c->out, n))
-		return NULL;
-	return c->out.data + c->out.len;
-}
-
-void kvd_reply_append(struct kvd_conn *c, const void *p, size_t n)
-{
-	kv_buf_append(&c->out, p, n);
-}
-
-void kvd_conn_defer(struct kvd_conn *c, size_t mark, unsigned op)
-{
-	(void)mark;
-	(void)op;
-	FUZZ_CHECK(c->npend == 0); /* a no-op then, as in conn.c */
 }
 
 /* resp_intro.c's accounting around each command: the command id must be

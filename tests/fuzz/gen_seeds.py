@@ -11,7 +11,7 @@
            bit 4: repeats) + RESP2 input: multibulk, inline, pipelines,
            protocol errors, commands of 100,000 arguments
   dispatch/ a flags byte (see fuzz_dispatch.c) + every command of both
-           protocols (from kvd/resp.h, common/kv_proto.h and cmd.c's ops[])
+           protocols (from kvd/resp/resp.h, common/kv_proto.h and cmd.c's ops[])
            with 0 .. arity+2 arguments, authenticated, not, and without a
            password; and with repeats (bit 6): glob patterns as long as
            max-frame-size allows, commands with tens of thousands of keys
@@ -180,7 +180,7 @@ def resp_seeds():
 
 
 def resp_table():
-    """[(name, arity)] from kvd/resp.h: the arity is the number just before
+    """[(name, arity)] from kvd/resp/resp.h: the arity is the number just before
     each row's RC_ flags."""
     with open(os.path.join(ROOT, "kvd", "resp", "resp.h")) as f:
         text = f.read().replace("\\\n", " ")

@@ -1,6 +1,6 @@
 """test_arity.py - every command with every argument count, on both ports.
 
-The command lists come from the source (kvd/resp.h's RESP_COMMANDS rows,
+The command lists come from the source (kvd/resp/resp.h's RESP_COMMANDS rows,
 common/kv_proto.h's KV_OP_LIST and the argument counts of cmd.c's ops[]
 table), so a new command is covered without a change here.  Each command is
 sent with 0 .. arity+2 arguments (variadic ones: minimum + 2), with

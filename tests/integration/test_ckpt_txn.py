@@ -3,7 +3,7 @@
 
 LMDB keeps the buffer of every page a write transaction dirtied for the life
 of the environment, so kvd bounds the transactions of a checkpoint
-(kvd/shard_ckpt.c) instead of applying a whole memtable in one.  These tests
+(kvd/store/shard_ckpt.c) instead of applying a whole memtable in one.  These tests
 check what that must not break and what it buys:
 
 - memory: after a checkpoint of a 128 MiB memtable, whose chunks are kept

@@ -1,4 +1,4 @@
-"""TLS on kvd's listeners (kvd/tls.c): the native protocol and RESP over TLS
+"""TLS on kvd's listeners (kvd/net/tls.c): the native protocol and RESP over TLS
 against Python's ssl module, redis-cli --tls and redis-py ssl=True; refused
 handshakes (wrong CA, expired or missing client certificate, plain text on
 a TLS port, TLS on a plain port) each with a clear error and the server
@@ -504,7 +504,7 @@ class Password(Base):
 
 class Handshakes(unittest.TestCase):
     """At most tls-max-handshakes TLS handshakes in flight per io thread
-    (kvd/loop.c): 32 connections that send no ClientHello each hold a
+    (kvd/net/loop.c): 32 connections that send no ClientHello each hold a
     slot once accepted, so each io thread stops at the bound and leaves
     the rest in its accept backlog; the plain ports answer meanwhile; STATS
     and INFO count the handshakes in flight, never above the bound; once

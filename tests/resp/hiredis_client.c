@@ -55,7 +55,7 @@ static void binary_safe(redisContext *c)
 
 /* All writes first, then all reads: a read waits for the connection's
  * earlier writes to commit, so interleaving them would cost a commit per
- * pair (the server's ordering rule, see kvd/conn.h). */
+ * pair (the server's ordering rule, see kvd/net/conn.h). */
 static void pipeline(redisContext *c)
 {
 	redisReply *r;

@@ -1,7 +1,7 @@
 """test_glob.py - glob patterns (KEYS, SCAN MATCH, PSUBSCRIBE, PUBSUB
 CHANNELS) sent to redis-server 7.0 and to kvd, every answer compared.
 
-kvd's matcher (kvd/resp_glob.c) is not Redis's algorithm: it compiles a
+kvd's matcher (kvd/resp/resp_glob.c) is not Redis's algorithm: it compiles a
 pattern into the runs between its '*'s and places them left to right, so
 that no pattern costs more than a bounded amount per key.  What must not
 change is the answer.  Compared here:

@@ -1,4 +1,4 @@
-/* test_journal.c - the shard journal (kvd/store/journal.c) against its
+/* test_journal.c - the shard journal (kvd/store/journal_*.c) against its
  * format (docs/journal-format.md): replay, LSN continuity across reopens,
  * a torn tail at every byte of the last record, a bit flip in every byte
  * of a record mid-file (corruption, named by file and offset) and of the
