@@ -23,6 +23,7 @@
  */
 #include "doc_mdoor.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@
 #include "net/loop.h"
 #include "net/router.h"
 #include "net/write.h"
+#include "repl/repl.h"
 
 /* Documents a scan batch examines at most (a read's bound). */
 #define SCAN_BATCH 256
@@ -761,13 +763,45 @@ void doc_mdoor_abandon(struct kvd_conn *c)
 		finish(w);
 }
 
+/* May this server take writes now?  0, or -1 with b->err: a replica (its
+ * primary's writes only) and a read-only server answer as a MongoDB
+ * secondary does, 10107 NotWritablePrimary, and min-replicas-to-ack
+ * short of good replicas as a write concern that cannot be met. */
+static int writable(struct mdoor_wbatch *b)
+{
+	struct kvd_conn *c = b->conn;
+	int rc = kvd_repl_write_ok();
+	const char *name = "NotWritablePrimary";
+
+	if (c->io->srv->cfg->read_only)
+		mql_error_set(&b->err, 10107,
+			      "not primary: the server is read-only");
+	else if (rc == KV_REPLICA_READ_ONLY)
+		mql_error_set(&b->err, 10107,
+			      "not primary: the server is a replica");
+	else if (rc) {
+		mql_error_set(&b->err, 100,
+			      "not enough good replicas to write "
+			      "(min-replicas-to-ack)");
+		name = "UnsatisfiableWriteConcern";
+	} else
+		return 0;
+	snprintf(b->err.codename, sizeof(b->err.codename), "%s", name);
+	return -1;
+}
+
 static void write_batch(void *ctx, struct mdoor_wbatch *b)
 {
 	struct kvd_conn *c = b->conn;
-	struct dmw *w = calloc(1, sizeof(*w));
+	struct dmw *w = NULL;
 	unsigned op = KVDOC_CAT_CREATE, fl = KVDOC_EXCL;
 
 	(void)ctx;
+	if (writable(b)) {
+		b->done(b);
+		return;
+	}
+	w = calloc(1, sizeof(*w));
 	if (!w) {
 		mql_error_set(&b->err, MQL_InternalError, "out of memory");
 		b->done(b);
