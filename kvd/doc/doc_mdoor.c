@@ -15,11 +15,15 @@
  * doc_mdoor_result), in order.  An insert or upsert into a collection the
  * catalog lacks first creates it through shard 0's committer (concurrent
  * creations get one id).  A statement whose filter is not an _id equality
- * scans for the matching _ids, then sends one merge per document carrying
- * the filter, which the committer checks again on the current image.
+ * scans for the matching _ids and sends one merge per document carrying
+ * the filter, which the committer checks again on the current image; a
+ * multi-document one does it in batches of BATCH keys, the scan going on
+ * after the last document it read once a batch's merges came back, so an
+ * updateMany over any number of documents holds one batch.
  */
 #include "doc_mdoor.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +34,7 @@
 #include "net/loop.h"
 #include "net/router.h"
 #include "net/write.h"
+#include "repl/repl.h"
 
 /* Documents a scan batch examines at most (a read's bound). */
 #define SCAN_BATCH 256
@@ -296,8 +301,10 @@ static int coll_stats(void *ctx, const char *db, const char *coll,
 
 /* ===================== writes ===================== */
 
-/* At most this many merges of one statement in flight at once. */
+/* At most this many merges of one statement in flight at once, and the
+ * keys a multi-document statement holds at once (read ahead of them). */
 #define WINDOW 256
+#define BATCH 1024
 
 struct dmw {
 	struct mdoor_wbatch *b;
@@ -309,6 +316,7 @@ struct dmw {
 	uint32_t cid;
 	struct kv_buf keys;	  /* its documents' keys: [u8 len][key] ... */
 	size_t kpos;		  /* the next key to send */
+	struct dscan *scan;	  /* a multi-document statement's, open */
 	struct kv_buf opnd;	  /* the operand every key of it gets */
 	unsigned mid;		  /* and its merge id */
 	const bson_value_t *upid; /* an upsert's _id */
@@ -331,6 +339,8 @@ static void finish(struct dmw *w)
 	struct mdoor_wbatch *b = w->b;
 
 	w->c->mwrite = NULL;
+	if (w->scan)
+		scan_close(w->scan);
 	kv_buf_free(&w->keys);
 	kv_buf_free(&w->opnd);
 	free(w);
@@ -408,8 +418,37 @@ static int doc_id(const uint8_t *p, uint32_t n, bson_iter_t *it)
 		   : -1;
 }
 
+/* The next keys of a multi-document statement's matches, at most BATCH,
+ * from its open scan (closed once it ends): 0, or -1 with e.  The scan
+ * goes on after the last document it read, so a statement over any
+ * number of documents holds one batch of keys and one scan batch. */
+static int more_keys(struct dmw *w, struct mql_error *e)
+{
+	const uint8_t *doc;
+	uint32_t len;
+	size_t nk = 0;
+	bson_iter_t it;
+	int rc = 0;
+
+	w->keys.len = w->kpos = 0;
+	while (nk < BATCH && (rc = scan_next(w->scan, &doc, &len, e)) == 1) {
+		if (doc_id(doc, len, &it) ||
+		    add_key(w, bson_iter_value(&it), e))
+			return -1;
+		nk++;
+	}
+	if (rc < 0)
+		return -1;
+	if (rc == 0) {
+		scan_close(w->scan);
+		w->scan = NULL;
+	}
+	return 0;
+}
+
 /* Collect the keys of q's matches (all, or the first; for findAndModify
- * the first in op->sort's order): 0, or -1 with e. */
+ * the first in op->sort's order): 0, or -1 with e.  All: the first batch
+ * (more_keys), the scan left open for the next. */
 static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
 		   struct mql_error *e)
 {
@@ -431,6 +470,12 @@ static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
 	}
 	if (scan_open(NULL, &q, &s, &(struct mdoor_scan_info){0}, e))
 		goto out;
+	if (all && !op->sort) {
+		w->scan = s;
+		s = NULL;
+		rc = more_keys(w, e);
+		goto out;
+	}
 	while ((rc = scan_next(s, &doc, &len, e)) == 1) {
 		if (op->sort) {
 			if (best.len) {
@@ -452,8 +497,7 @@ static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
 			rc = -1;
 			break;
 		}
-		if (!all)
-			break;
+		break; /* the first match */
 	}
 	if (rc >= 0 && best.len) {
 		rc = doc_id(best.data, (uint32_t)best.len, &it) ||
@@ -482,6 +526,10 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 
 	w->keys.len = w->opnd.len = w->kpos = 0;
 	w->upid = NULL;
+	if (w->scan) { /* the statement before failed mid-way */
+		scan_close(w->scan);
+		w->scan = NULL;
+	}
 	if (k == MDOOR_W_INSERT) {
 		if (doc_id(op->doc, op->len, &it) ||
 		    add_key(w, bson_iter_value(&it), &op->err))
@@ -689,6 +737,16 @@ void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
 		return;
 	if (w->out)
 		return;
+	/* a multi-document statement's next batch (MongoDB's multi-updates
+	 * stop at their first error too) */
+	if (w->scan && !op->err.code && w->kpos == w->keys.len &&
+	    more_keys(w, &op->err) == 0 && w->keys.len &&
+	    send_keys(w, &op->err) == 0 && w->out)
+		return;
+	if (w->scan) {
+		scan_close(w->scan);
+		w->scan = NULL;
+	}
 	op->ran = true;
 	if (op->err.code && w->b->ordered)
 		w->i = w->b->nops;
@@ -705,13 +763,45 @@ void doc_mdoor_abandon(struct kvd_conn *c)
 		finish(w);
 }
 
+/* May this server take writes now?  0, or -1 with b->err: a replica (its
+ * primary's writes only) and a read-only server answer as a MongoDB
+ * secondary does, 10107 NotWritablePrimary, and min-replicas-to-ack
+ * short of good replicas as a write concern that cannot be met. */
+static int writable(struct mdoor_wbatch *b)
+{
+	struct kvd_conn *c = b->conn;
+	int rc = kvd_repl_write_ok();
+	const char *name = "NotWritablePrimary";
+
+	if (c->io->srv->cfg->read_only)
+		mql_error_set(&b->err, 10107,
+			      "not primary: the server is read-only");
+	else if (rc == KV_REPLICA_READ_ONLY)
+		mql_error_set(&b->err, 10107,
+			      "not primary: the server is a replica");
+	else if (rc) {
+		mql_error_set(&b->err, 100,
+			      "not enough good replicas to write "
+			      "(min-replicas-to-ack)");
+		name = "UnsatisfiableWriteConcern";
+	} else
+		return 0;
+	snprintf(b->err.codename, sizeof(b->err.codename), "%s", name);
+	return -1;
+}
+
 static void write_batch(void *ctx, struct mdoor_wbatch *b)
 {
 	struct kvd_conn *c = b->conn;
-	struct dmw *w = calloc(1, sizeof(*w));
+	struct dmw *w = NULL;
 	unsigned op = KVDOC_CAT_CREATE, fl = KVDOC_EXCL;
 
 	(void)ctx;
+	if (writable(b)) {
+		b->done(b);
+		return;
+	}
+	w = calloc(1, sizeof(*w));
 	if (!w) {
 		mql_error_set(&b->err, MQL_InternalError, "out of memory");
 		b->done(b);

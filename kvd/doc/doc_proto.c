@@ -55,7 +55,7 @@ static int h_auth_gate(void *conn)
 
 static void h_auth_failed(void *conn)
 {
-	kvd_auth_note_failure(conn);
+	kvd_auth_wrong(conn);
 }
 
 static void h_authed(void *conn)

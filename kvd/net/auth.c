@@ -456,6 +456,12 @@ static void auth_failed(struct kvd_conn *c)
 			    (unsigned long long)c->id, c->auth_fails);
 }
 
+void kvd_auth_wrong(struct kvd_conn *c)
+{
+	kvd_auth_note_failure(c);
+	auth_failed(c);
+}
+
 int kvd_auth_try(struct kvd_conn *c, const void *pw, size_t n)
 {
 	const char *want = c->io->srv->cfg->requirepass;

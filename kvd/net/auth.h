@@ -80,6 +80,11 @@ int kvd_auth_try(struct kvd_conn *c, const void *pw, size_t n);
  * kvd_auth_note_failure. */
 int kvd_auth_gate(struct kvd_conn *c);
 void kvd_auth_note_failure(struct kvd_conn *c);
+/* A door that checks credentials its own way (the MongoDB door's SCRAM)
+ * found them wrong: kvd_auth_note_failure, then what kvd_auth_try does
+ * for a wrong password (counted in auth_failures, logged rate-limited,
+ * the connection closed after its KVD_AUTH_MAX_FAILS-th failure). */
+void kvd_auth_wrong(struct kvd_conn *c);
 /* What a refused attempt is told (RESP prefixes "ERR "). */
 #define KVD_AUTH_LIMITED_MSG                                                   \
 	"too many failed AUTH attempts from this address; try again later"

@@ -22,28 +22,78 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_pymongo  # noqa: E402
+from tlscerts import Certs  # noqa: E402
 
 
 class KvdHost:
-    """kvd with its MongoDB door on a free port."""
+    """kvd with its MongoDB door on a free port; with tls, also its
+    --tls-mongo-port (self.tport) with certificates of the test CA
+    (self.certs; clients need none of their own)."""
 
-    def __init__(self, password="secret", data_dir=None):
+    def __init__(self, password="secret", data_dir=None, tls=False,
+                 args=(), **server):
         self.password = password
         self.mport = kvdtest.free_port()
-        args = ["--mongo-port", str(self.mport)]
+        self.certs = self.tport = None
+        a = ["--mongo-port", str(self.mport)] + list(args)
         if password:
-            args += ["--requirepass", password]
-        self.srv = kvdtest.Server(args=args, data_dir=data_dir).start()
+            a += ["--requirepass", password]
+        if tls and Certs.available():
+            self.certs = Certs()
+            self.tport = kvdtest.free_port()
+            a += ["--tls-mongo-port", str(self.tport),
+                  "--tls-cert-file", self.certs.server_cert,
+                  "--tls-key-file", self.certs.server_key,
+                  "--tls-ca-cert-file", self.certs.ca,
+                  "--tls-auth-clients", "no"]
+        self.srv = kvdtest.Server(args=a, data_dir=data_dir, **server).start()
         self.port = self.mport
 
-    def client(self, creds="kvd:secret@", **kw):
+    def client(self, creds="kvd:secret@", port=None, **kw):
+        kw.setdefault("serverSelectionTimeoutMS", 5000)
         return MongoClient("mongodb://%s127.0.0.1:%d/?authSource=admin" %
-                           (creds, self.mport),
-                           serverSelectionTimeoutMS=5000, **kw)
+                           (creds, port or self.mport), **kw)
+
+    def native(self):
+        """A native client of kvd, authenticated."""
+        c = self.srv.client()
+        if self.password:
+            assert c.call(kvdtest.AUTH, self.password.encode()) == \
+                [kvdtest.OK]
+        return c
+
+    def stats(self):
+        c = self.native()
+        try:
+            return c.call(kvdtest.STATS)[1]
+        finally:
+            c.close()
+
+    def settled(self):
+        """kvdtest.Server.settled, authenticated (membound.Peak calls it
+        on what it measures: pass the host)."""
+        c = self.native()
+        try:
+            kvdtest.wait_for(lambda: all(
+                s[b"journal_spares"] >= 2
+                for s in c.call(kvdtest.STATS)[1][b"shards"]), 30, "spares")
+        finally:
+            c.close()
+        return self
+
+    @property
+    def proc(self):
+        return self.srv.proc
+
+    def tls_client(self, creds="kvd:secret@", **kw):
+        return self.client(creds, self.tport, tls=True,
+                           tlsCAFile=self.certs.ca, **kw)
 
     def stop(self):
         self.srv.stop()
         self.srv.cleanup()
+        if self.certs:
+            self.certs.cleanup()
 
 
 class PymongoOnKvd(test_pymongo.PymongoTest):

@@ -1,0 +1,179 @@
+"""test_kvd_door_repl.py - documents travel as kvd's other data does: a
+replica of a real primary serves the primary's documents and collections
+through its own door and refuses writes there (10107
+NotWritablePrimary, as a MongoDB secondary does), as does a read-only
+kvd; a BACKUP restored into a new data directory serves the documents
+and collections it was taken with.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+import kvdtest
+from kvdtest import BACKUP, OK
+
+try:
+    import pymongo
+except ImportError:
+    print("skipped: pymongo is not installed (python3-pymongo)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from doorwire import Door  # noqa: E402
+from test_kvd_door import KvdHost  # noqa: E402
+
+# Every kind of write, as the door receives it.
+WRITES = [
+    {"insert": "c", "documents": [{"_id": "new"}]},
+    {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"x": 1}}}]},
+    {"update": "c", "updates": [{"q": {"v": 1}, "u": {"$set": {"x": 1}},
+                                 "multi": True}]},
+    {"delete": "c", "deletes": [{"q": {"_id": 2}, "limit": 1}]},
+    {"findAndModify": "c", "query": {"_id": 3}, "remove": True},
+    {"create": "made"},
+    {"drop": "c"},
+    {"dropDatabase": 1},
+]
+
+
+def fill(cl):
+    """Two databases, three collections (one created empty), updates and
+    deletes: what a copy must carry."""
+    c = cl.t.c
+    c.insert_many([{"_id": i, "v": i % 7, "s": "x" * (i % 50)}
+                   for i in range(1000)])
+    c.update_many({"v": 3}, {"$push": {"l": "p"}, "$inc": {"n": 2}})
+    c.delete_many({"v": 6})
+    cl.t.create_collection("empty")
+    cl.other.d.insert_one({"_id": "only", "nested": {"a": [1, {"b": 2}]}})
+    cl.t.gone.insert_one({"_id": 1})
+    cl.t.gone.drop()
+
+
+def same_as_filled(test, cl):
+    """cl sees exactly what fill made."""
+    test.assertEqual(sorted(cl.t.list_collection_names()), ["c", "empty"])
+    test.assertIn("other", cl.list_database_names())
+    c = cl.t.c
+    test.assertEqual(c.count_documents({}), 1000 - 1000 // 7)
+    test.assertEqual(c.count_documents({"v": 6}), 0)
+    test.assertEqual(c.find_one({"_id": 3}),
+                     {"_id": 3, "v": 3, "s": "xxx", "l": ["p"], "n": 2})
+    test.assertEqual(c.count_documents({"l": "p"}), len(range(3, 1000, 7)))
+    test.assertEqual(cl.other.d.find_one(),
+                     {"_id": "only", "nested": {"a": [1, {"b": 2}]}})
+    test.assertEqual(cl.t.empty.count_documents({}), 0)
+    test.assertEqual(cl.t.gone.count_documents({}), 0)
+
+
+def refused(test, port):
+    """Every write on port's door answers 10107 and changes nothing."""
+    d = Door(port)
+    for w in WRITES:
+        r = d.call(dict(w, **{"$db": "t"}))
+        test.assertEqual((r["ok"], r["code"], r["codeName"]),
+                         (0.0, 10107, "NotWritablePrimary"), (w, r))
+        test.assertTrue(r["errmsg"].startswith("not primary"), r)
+    # reads go on
+    r = d.call({"find": "c", "filter": {"_id": 1}, "$db": "t"})
+    test.assertEqual(r["cursor"]["firstBatch"][0]["_id"], 1, r)
+    d.close()
+
+
+class DoorReplica(unittest.TestCase):
+    def test_replica_carries_documents(self):
+        p = KvdHost(password=None,
+                    args=["--journal-segment-size", "1m"])
+        r = None
+        try:
+            pc = p.client("")
+            fill(pc)
+            r = KvdHost(password=None,
+                        args=["--replicaof", "127.0.0.1", str(p.srv.port)])
+            rc = r.client("")
+
+            def synced(n):
+                try:
+                    return rc.t.c.count_documents({}) == n
+                except pymongo.errors.PyMongoError:
+                    return False
+            kvdtest.wait_for(lambda: synced(1000 - 1000 // 7), 30,
+                             "the replica's full copy")
+            same_as_filled(self, rc)
+            # what the primary does next arrives too (the stream, not
+            # only the full copy)
+            pc.t.c.update_one({"_id": 1}, {"$set": {"after": True}})
+            pc.t.c.insert_one({"_id": "late"})
+            pc.t.empty.drop()
+            kvdtest.wait_for(lambda: synced(1000 - 1000 // 7 + 1), 30,
+                             "the primary's later writes")
+            kvdtest.wait_for(
+                lambda: "empty" not in rc.t.list_collection_names(), 30,
+                "the drop")
+            self.assertTrue(rc.t.c.find_one({"_id": 1})["after"])
+            # writes through the replica's door are refused
+            refused(self, r.mport)
+            with self.assertRaises(pymongo.errors.PyMongoError):
+                rc.t.c.insert_one({"_id": "on-replica"})
+            self.assertIsNone(pc.t.c.find_one({"_id": "on-replica"}))
+            self.assertIsNone(rc.t.c.find_one({"_id": "on-replica"}))
+            self.assertIsNone(rc.t.c.find_one({"_id": "new"}))
+            pc.close()
+            rc.close()
+        finally:
+            if r:
+                r.stop()
+            p.stop()
+
+    def test_read_only_server_refuses_writes(self):
+        h = KvdHost(password=None)
+        try:
+            h.client("").t.c.insert_one({"_id": 1})
+            h.srv.restart(extra=h.srv.extra + ["--read-only", "yes"])
+            refused(self, h.mport)
+        finally:
+            h.stop()
+
+
+class DoorBackup(unittest.TestCase):
+    def test_backup_carries_documents(self):
+        tmp = tempfile.mkdtemp(prefix="kvddoorbk-")
+        bk = os.path.join(tmp, "bk")
+        h = KvdHost(password=None, args=["--backup-anywhere", "yes"])
+        try:
+            cl = h.client("")
+            fill(cl)
+            c = h.srv.client()
+            st, _ = c.call(BACKUP, bk.encode())
+            self.assertEqual(st, OK)
+            c.close()
+            # after the backup: not in it
+            cl.t.c.insert_one({"_id": "after"})
+            cl.t.create_collection("later")
+            cl.close()
+        finally:
+            h.stop()
+        r = KvdHost(password=None, data_dir=os.path.join(tmp, "restored"),
+                    args=["--restore", bk])
+        try:
+            cl = r.client("")
+            same_as_filled(self, cl)
+            self.assertIsNone(cl.t.c.find_one({"_id": "after"}))
+            # the restored store goes on: new documents, new collections
+            # (the catalog's next id was restored with it)
+            cl.t.c.insert_one({"_id": "restored"})
+            cl.t.fresh.insert_one({"_id": 1})
+            self.assertEqual(sorted(cl.t.list_collection_names()),
+                             ["c", "empty", "fresh"])
+            self.assertEqual(cl.t.fresh.count_documents({}), 1)
+            cl.close()
+        finally:
+            r.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
