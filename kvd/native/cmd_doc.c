@@ -356,10 +356,10 @@ int kvd_op_docinsert(struct kvd_conn *c, struct kvd_req *r)
 			ndw_free(w);
 		return KV_INTERNAL;
 	}
-	if ((rc = kvd_doc_ns(r, w->db, w->coll, &e)))
-		goto fail;
 	for (size_t i = 0; i < n; i++)
 		bson_init(&w->docs[i]);
+	if ((rc = kvd_doc_ns(r, w->db, w->coll, &e)))
+		goto fail;
 	kvd_argit_init(r, 2, &it);
 	for (size_t i = 0; i < n; i++) {
 		bson_t d;
