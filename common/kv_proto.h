@@ -29,8 +29,9 @@
 /* X(NAME, number, kind): kind R is served by the io thread from a read
  * transaction, W goes to a shard committer, A is answered on the spot, T
  * runs other operations in an exclusive section.  Numbers 21-39 are the
- * string, key and transaction operations, 33-38 the hash operations; 40
- * and up are kept for replication. */
+ * string, key and transaction operations, 33-38 the hash operations, 40-44
+ * replication's, 45-49 the document operations (docs/protocol.md,
+ * "Documents"). */
 #define KV_OP_LIST(X)                                                          \
 	X(HELLO, 1, A)                                                         \
 	X(PING, 2, A)                                                          \
@@ -74,7 +75,12 @@
 	X(REPLPULL, 41, A)                                                     \
 	X(REPLSNAP, 42, A)                                                     \
 	X(REPLICAOF, 43, A)                                                    \
-	X(WAIT, 44, A)
+	X(WAIT, 44, A)                                                         \
+	X(DOCINSERT, 45, W)                                                    \
+	X(DOCGET, 46, R)                                                       \
+	X(DOCUPDATE, 47, W)                                                    \
+	X(DOCDELETE, 48, W)                                                    \
+	X(DOCFIND, 49, R)
 
 enum kv_op {
 #define KV_OP_ENUM(name, num, kind) KV_OP_##name = num,
@@ -96,6 +102,10 @@ enum kv_op {
 /* SCAN TYPED's types. */
 #define KV_TYPE_STRING 0u
 #define KV_TYPE_HASH 1u
+
+/* DOCUPDATE and DOCDELETE flags. */
+#define KV_DOC_UPSERT 1u /* DOCUPDATE: insert when nothing matches */
+#define KV_DOC_MULTI 2u	 /* every match, not the first */
 
 /* RENAME flags (third argument). */
 #define KV_RENAME_NX 1u /* only if the new name is free */

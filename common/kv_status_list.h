@@ -43,6 +43,7 @@
 	  "operation against a key holding the wrong kind of value")           \
 	X(REPLICA_READ_ONLY, 36, "server is a read-only replica")              \
 	X(NO_REPLICAS, 37, "not enough good replicas to write")                \
+	X(DOC_ERROR, 38, "document operation failed")                          \
 	X(CONNECT, 64, "cannot connect")                                       \
 	X(TIMEOUT, 65, "timed out")                                            \
 	X(CLOSED, 66, "connection closed")                                     \

@@ -704,6 +704,29 @@ const struct cmd kvcli_cmds[] = {
      "field, CSV field,value rows.  A hash too large for one reply is read\n"
      "in pages, its fields then in byte order.  Exit status 1 if KEY does\n"
      "not exist.\n"},
+    {"doc", cmd_doc, "insert|find|update|delete DB.COLL ...",
+     "MongoDB's documents in the collection COLL of the database DB (the\n"
+     "ones kvd's MongoDB door serves), given and printed as JSON (MongoDB's\n"
+     "extended JSON: {\"$oid\": ...}, {\"$numberLong\": ...} ...):\n"
+     "  doc insert DB.COLL DOC...      insert (an ObjectId _id when DOC has\n"
+     "                                 none; the collection made if needed);\n"
+     "                                 prints each {\"_id\": ...}\n"
+     "  doc find DB.COLL [FILTER] [-p PROJECTION] [-s SORT] [--skip N]\n"
+     "           [-n LIMIT] [--batch N] [--id VALUE]\n"
+     "                                 print every match, one per line, in\n"
+     "                                 _id order or SORT's (--id VALUE: the\n"
+     "                                 document whose _id is VALUE)\n"
+     "  doc update DB.COLL FILTER UPDATE [--upsert] [--multi]\n"
+     "                                 update the first match (--multi:\n"
+     "                                 every one); prints matched and\n"
+     "                                 modified, then an upsert's {\"_id\"}\n"
+     "  doc delete DB.COLL FILTER [--multi]\n"
+     "                                 delete the first match (or every\n"
+     "                                 one); prints how many\n"
+     "Documents print as relaxed extended JSON, one per line, whatever the\n"
+     "output style.  A failure MongoDB would report (duplicate _id, unknown\n"
+     "operator) prints its text and code; exit status 2.  find exits 1\n"
+     "when --id finds nothing.\n"},
     {"load", cmd_load,
      "[FILE|-] [--tsv] [--base64] [--strict] [--ttl MS] [--batch N]",
      "Bulk load records, pipelined.  Input is JSON lines by default:\n"

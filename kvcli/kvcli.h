@@ -8,6 +8,7 @@
  *   cmds.c   one function per server operation
  *   cmds_v2.c the version 2 operations (rename ... bitop) and txn
  *   cmds_hash.c hset, hget, hgetall
+ *   cmds_doc.c doc insert|find|update|delete: documents as JSON
  *   out.c    the four output styles (raw, readable, JSON, CSV)
  *   load.c   kvcli load: bulk loading, pipelined
  *   dump.c   kvcli dump: JSON lines or TSV that load reads back
@@ -172,5 +173,9 @@ int cmd_dump(struct cli *cli, int argc, char **argv);
 int cmd_hset(struct cli *cli, int argc, char **argv);
 int cmd_hget(struct cli *cli, int argc, char **argv);
 int cmd_hgetall(struct cli *cli, int argc, char **argv);
+
+/* ---- documents (cmds_doc.c) ---- */
+
+int cmd_doc(struct cli *cli, int argc, char **argv);
 
 #endif

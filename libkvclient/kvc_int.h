@@ -76,6 +76,7 @@ struct kvc_conn {
 	int tls_rd_wants_w; /* SSL_read wants the socket writable */
 
 	struct kvc_reply reply; /* the one reply handed out */
+	int64_t doc_code;	/* the last reply's MongoDB code (DOC_ERROR) */
 	char peer[300];		/* "host:port", for messages */
 	char err[512];
 };

@@ -68,13 +68,19 @@ static int check_error(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	kvc_conn *c = r->c;
 	struct kv_mp_obj o;
 
-	if (n > 1)
+	if (n > 1 && !(n == 2 && r->status == -KVC_DOC_ERROR))
 		return -1;
-	if (n == 1) {
+	if (n >= 1) {
 		if (next(&p, end, &o) || !is_bytes(&o))
 			return -1;
 		kvc_set_err(c, "%.*s", (int)(o.len > 400 ? 400 : o.len),
 			    (const char *)o.p);
+		if (n == 2) { /* DOC_ERROR: MongoDB's code */
+			if (next(&p, end, &o) ||
+			    (o.type != KV_MP_INT && o.type != KV_MP_UINT))
+				return -1;
+			c->doc_code = o.v.i;
+		}
 	} else {
 		kvc_set_err(c, "%s", kvc_strerror(r->status));
 	}
@@ -149,6 +155,30 @@ static int check_fields(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	return p == end ? 0 : -1;
 }
 
+/* DOCINSERT: [0, [{_id}, ...]] (n ids); DOCFIND: [0, [document, ...],
+ * cursor or nil] */
+static int check_docs(kvc_reply *r, const uint8_t *p, const uint8_t *end,
+		      uint32_t n)
+{
+	int find = r->req.op == KV_OP_DOCFIND;
+	struct kv_mp_obj o;
+
+	if (n != (find ? 2u : 1u) || next(&p, end, &o) ||
+	    o.type != KV_MP_ARRAY || (!find && o.len != r->req.n))
+		return -1;
+	r->it = p;
+	r->left = o.len;
+	for (uint32_t i = 0; i < o.len; i++)
+		if (take_bytes(&p, end, 0))
+			return -1;
+	if (find) {
+		r->cursor = p;
+		if (take_bytes(&p, end, 1))
+			return -1;
+	}
+	return p == end ? 0 : -1;
+}
+
 /* TXN: [[reply], ...], one reply per sub-request, each an array whose
  * first item is a wire status. */
 static int check_txn(kvc_reply *r, const uint8_t *p, const uint8_t *end,
@@ -190,7 +220,14 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_GETDEL:
 	case KV_OP_GETEX:
 	case KV_OP_GETRANGE:
-	case KV_OP_INCRBYFLOAT: bad = n != 1 || take_bytes(&p, end, 0); break;
+	case KV_OP_INCRBYFLOAT:
+	case KV_OP_DOCGET: bad = n != 1 || take_bytes(&p, end, 0); break;
+	case KV_OP_DOCUPDATE:
+		bad = n != 3 || take_int(&p, end, 1) || take_int(&p, end, 1) ||
+		      take_bytes(&p, end, 1);
+		break;
+	case KV_OP_DOCINSERT:
+	case KV_OP_DOCFIND: return check_docs(r, p, end, n);
 	case KV_OP_MGET:
 	case KV_OP_HGET:
 		bad = n != r->req.n;
@@ -210,7 +247,8 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_BITCOUNT:
 	case KV_OP_BITOP:
 	case KV_OP_HSET:
-	case KV_OP_HDEL: bad = n != 1 || take_int(&p, end, 1); break;
+	case KV_OP_HDEL:
+	case KV_OP_DOCDELETE: bad = n != 1 || take_int(&p, end, 1); break;
 	case KV_OP_INCR:
 	case KV_OP_HINCRBY:
 	case KV_OP_TTL:
@@ -248,6 +286,7 @@ static int check(kvc_reply *r, const uint8_t *p, const uint8_t *end)
 	r->it = r->cursor = NULL;
 	r->left = 0;
 	r->error = "";
+	r->c->doc_code = 0;
 	if (r->status)
 		return check_error(r, p, end, n);
 	return check_ok(r, p, end, n);
@@ -386,8 +425,9 @@ int kvc_reply_value(const kvc_reply *r, kvc_val *val)
 {
 	const uint8_t *p = r->res;
 	struct kv_mp_obj o = {.type = KV_MP_NIL};
-	static const uint8_t ops[] = {KV_OP_GET, KV_OP_GETDEL, KV_OP_GETEX,
-				      KV_OP_GETRANGE, KV_OP_INCRBYFLOAT};
+	static const uint8_t ops[] = {KV_OP_GET,	 KV_OP_GETDEL,
+				      KV_OP_GETEX,	 KV_OP_GETRANGE,
+				      KV_OP_INCRBYFLOAT, KV_OP_DOCGET};
 	int rc = r->req.op == KV_OP_PING || memchr(ops, r->req.op, sizeof(ops))
 		     ? r->status
 		     : -KVC_INVALID;
@@ -403,10 +443,11 @@ int kvc_reply_value(const kvc_reply *r, kvc_val *val)
 int kvc_reply_int(const kvc_reply *r, int64_t *v)
 {
 	static const uint8_t ops[] = {
-	    KV_OP_INCR,	  KV_OP_TTL,	KV_OP_APPEND,	KV_OP_MDEL,
-	    KV_OP_EXISTS, KV_OP_COUNT,	KV_OP_BACKUP,	KV_OP_SETRANGE,
-	    KV_OP_SETBIT, KV_OP_GETBIT, KV_OP_BITCOUNT, KV_OP_BITPOS,
-	    KV_OP_BITOP,  KV_OP_HSET,	KV_OP_HDEL,	KV_OP_HINCRBY};
+	    KV_OP_INCR,	    KV_OP_TTL,	  KV_OP_APPEND,	  KV_OP_MDEL,
+	    KV_OP_EXISTS,   KV_OP_COUNT,  KV_OP_BACKUP,	  KV_OP_SETRANGE,
+	    KV_OP_SETBIT,   KV_OP_GETBIT, KV_OP_BITCOUNT, KV_OP_BITPOS,
+	    KV_OP_BITOP,    KV_OP_HSET,	  KV_OP_HDEL,	  KV_OP_HINCRBY,
+	    KV_OP_DOCDELETE};
 	const uint8_t *p = r->res;
 	struct kv_mp_obj o;
 
@@ -424,8 +465,9 @@ int kvc_reply_int(const kvc_reply *r, int64_t *v)
 /* The operations kvc_reply_next walks. */
 static int walkable(const kvc_reply *r)
 {
-	static const uint8_t ops[] = {KV_OP_TXN,  KV_OP_MGET,	 KV_OP_SCAN,
-				      KV_OP_HGET, KV_OP_HGETALL, KV_OP_HSCAN};
+	static const uint8_t ops[] = {
+	    KV_OP_TXN,	   KV_OP_MGET,	KV_OP_SCAN,	 KV_OP_HGET,
+	    KV_OP_HGETALL, KV_OP_HSCAN, KV_OP_DOCINSERT, KV_OP_DOCFIND};
 
 	if (!memchr(ops, r->req.op, sizeof(ops)))
 		return -KVC_INVALID;
@@ -457,7 +499,8 @@ int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val)
 		}
 		return 0;
 	}
-	if (r->req.op == KV_OP_MGET || r->req.op == KV_OP_HGET) {
+	if (r->req.op == KV_OP_MGET || r->req.op == KV_OP_HGET ||
+	    r->req.op == KV_OP_DOCINSERT || r->req.op == KV_OP_DOCFIND) {
 		if (key)
 			*key = none;
 		next(&r->it, r->end, &o);
@@ -533,7 +576,8 @@ int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor)
 {
 	const uint8_t *p = r->cursor;
 	struct kv_mp_obj o;
-	int rc = kind(r, KV_OP_SCAN, KV_OP_HSCAN);
+	int rc = r->req.op == KV_OP_DOCFIND ? r->status
+					    : kind(r, KV_OP_SCAN, KV_OP_HSCAN);
 
 	if (rc)
 		return rc;
@@ -542,6 +586,26 @@ int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor)
 	if (o.type == KV_MP_NIL)
 		return -KVC_END;
 	val_of(&o, cursor);
+	return 0;
+}
+
+int kvc_reply_doc_update(const kvc_reply *r, uint64_t *matched,
+			 uint64_t *modified, kvc_val *upserted)
+{
+	const uint8_t *p = r->res;
+	struct kv_mp_obj o;
+	int rc = kind(r, KV_OP_DOCUPDATE, KV_OP_DOCUPDATE);
+
+	if (rc)
+		return rc;
+	next(&p, r->end, &o); /* all checked by check_ok */
+	if (matched)
+		*matched = o.v.u;
+	next(&p, r->end, &o);
+	if (modified)
+		*modified = o.v.u;
+	next(&p, r->end, &o);
+	val_of(&o, upserted);
 	return 0;
 }
 

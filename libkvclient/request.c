@@ -25,6 +25,8 @@ _Static_assert(KVC_PUT_NX == KV_PUT_NX && KVC_PUT_XX == KV_PUT_XX &&
 	       "PUT flags differ from kv_proto.h");
 _Static_assert(KVC_SCAN_KEYS_ONLY == KV_SCAN_KEYS_ONLY,
 	       "SCAN flags differ from kv_proto.h");
+_Static_assert(KVC_DOC_UPSERT == KV_DOC_UPSERT && KVC_DOC_MULTI == KV_DOC_MULTI,
+	       "document flags differ from kv_proto.h");
 _Static_assert(KVC_DEFAULT_PORT == KV_DEFAULT_PORT,
 	       "default port differs from kv_proto.h");
 
@@ -724,4 +726,130 @@ int kvc_send_hscan(kvc_conn *c, const void *key, size_t klen,
 	put_opt_val(c, start_field);
 	kv_mp_uint(&c->out, limit);
 	return finish(c, at, KV_OP_HSCAN, 0, 0);
+}
+
+/* ===================== Documents ===================== */
+
+static int name_ok(const char *s)
+{
+	return s && *s && strlen(s) <= 255;
+}
+
+/* Start op's frame with db and coll, nargs arguments in all. */
+static int doc_begin(kvc_conn *c, unsigned op, const char *db, const char *coll,
+		     uint32_t nargs, size_t *start)
+{
+	int rc;
+
+	if (!name_ok(db) || !name_ok(coll))
+		return invalid(c, "database or collection name");
+	if ((rc = begin(c, op, nargs, start)))
+		return rc;
+	kv_mp_bin(&c->out, db, strlen(db));
+	kv_mp_bin(&c->out, coll, strlen(coll));
+	return 0;
+}
+
+/* A BSON argument: bytes, or nil for { NULL, 0 }. */
+static void put_doc(kvc_conn *c, const void *p, size_t n)
+{
+	if (n)
+		kv_mp_bin(&c->out, p, n);
+	else
+		kv_mp_nil(&c->out);
+}
+
+int kvc_send_doc_insert(kvc_conn *c, const char *db, const char *coll,
+			const kvc_val *docs, size_t n)
+{
+	size_t start, total = 0;
+	int rc;
+
+	if (!keys_ok(docs, n) || n > 100000)
+		return invalid(c, "documents");
+	for (size_t i = 0; i < n; i++) {
+		if (docs[i].len < 5)
+			return invalid(c, "a document shorter than 5 bytes");
+		total += docs[i].len + KV_MP_HDR_MAX;
+	}
+	if ((rc = doc_begin(c, KV_OP_DOCINSERT, db, coll, (uint32_t)n + 2,
+			    &start)))
+		return rc;
+	kv_buf_reserve(&c->out, total);
+	for (size_t i = 0; i < n; i++)
+		kv_mp_bin(&c->out, docs[i].p, docs[i].len);
+	return finish(c, start, KV_OP_DOCINSERT, 0, (uint32_t)n);
+}
+
+int kvc_send_doc_get(kvc_conn *c, const char *db, const char *coll,
+		     const void *id, size_t idlen)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(id, idlen) || idlen < 5)
+		return invalid(c, "_id document");
+	if ((rc = doc_begin(c, KV_OP_DOCGET, db, coll, 3, &start)))
+		return rc;
+	kv_mp_bin(&c->out, id, idlen);
+	return finish(c, start, KV_OP_DOCGET, 0, 0);
+}
+
+int kvc_send_doc_update(kvc_conn *c, const char *db, const char *coll,
+			const void *filter, size_t flen, const void *update,
+			size_t ulen, unsigned flags)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(filter, flen) || flen < 5 || !bytes_ok(update, ulen) ||
+	    ulen < 5 || (flags & ~(KVC_DOC_UPSERT | KVC_DOC_MULTI)))
+		return invalid(c, "filter, update or flags");
+	if ((rc = doc_begin(c, KV_OP_DOCUPDATE, db, coll, 5, &start)))
+		return rc;
+	kv_mp_bin(&c->out, filter, flen);
+	kv_mp_bin(&c->out, update, ulen);
+	kv_mp_uint(&c->out, flags);
+	return finish(c, start, KV_OP_DOCUPDATE, 0, 0);
+}
+
+int kvc_send_doc_delete(kvc_conn *c, const char *db, const char *coll,
+			const void *filter, size_t flen, unsigned flags)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(filter, flen) || flen < 5 || (flags & ~KVC_DOC_MULTI))
+		return invalid(c, "filter or flags");
+	if ((rc = doc_begin(c, KV_OP_DOCDELETE, db, coll, 4, &start)))
+		return rc;
+	kv_mp_bin(&c->out, filter, flen);
+	kv_mp_uint(&c->out, flags);
+	return finish(c, start, KV_OP_DOCDELETE, 0, 0);
+}
+
+int kvc_send_doc_find(kvc_conn *c, const char *db, const char *coll,
+		      const kvc_doc_query *q, const kvc_val *cursor)
+{
+	static const kvc_doc_query all;
+	size_t start;
+	int rc;
+
+	if (!q)
+		q = &all;
+	if (!bytes_ok(q->filter.p, q->filter.len) ||
+	    !bytes_ok(q->projection.p, q->projection.len) ||
+	    !bytes_ok(q->sort.p, q->sort.len) || !opt_val_ok(cursor) ||
+	    q->batch > 10000)
+		return invalid(c, "DOCFIND arguments");
+	if ((rc = doc_begin(c, KV_OP_DOCFIND, db, coll, 9, &start)))
+		return rc;
+	put_doc(c, q->filter.p, q->filter.len);
+	put_doc(c, q->projection.p, q->projection.len);
+	put_doc(c, q->sort.p, q->sort.len);
+	kv_mp_uint(&c->out, q->skip);
+	kv_mp_uint(&c->out, q->limit);
+	kv_mp_uint(&c->out, q->batch ? q->batch : 100);
+	put_opt_val(c, cursor);
+	return finish(c, start, KV_OP_DOCFIND, 0, 0);
 }

@@ -465,6 +465,71 @@ int kvc_hscan(kvc_conn *c, const void *key, size_t klen,
 			replyp);
 }
 
+/* ===================== Documents ===================== */
+
+int kvc_doc_insert(kvc_conn *c, const char *db, const char *coll,
+		   const kvc_val *docs, size_t n, kvc_reply **replyp)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : run(c, kvc_send_doc_insert(c, db, coll, docs, n), replyp);
+}
+
+int kvc_doc_get(kvc_conn *c, const char *db, const char *coll, const void *id,
+		size_t idlen, kvc_val *doc)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : value_result(c, kvc_send_doc_get(c, db, coll, id, idlen),
+				 doc);
+}
+
+int kvc_doc_update(kvc_conn *c, const char *db, const char *coll,
+		   const void *filter, size_t flen, const void *update,
+		   size_t ulen, unsigned flags, uint64_t *matched,
+		   uint64_t *modified, kvc_val *upserted)
+{
+	kvc_reply *r;
+	int rc = idle(c);
+
+	if (rc || (rc = run(c,
+			    kvc_send_doc_update(c, db, coll, filter, flen,
+						update, ulen, flags),
+			    &r)))
+		return rc;
+	return kvc_reply_doc_update(r, matched, modified, upserted);
+}
+
+int kvc_doc_delete(kvc_conn *c, const char *db, const char *coll,
+		   const void *filter, size_t flen, unsigned flags,
+		   uint64_t *deleted)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : uint_result(
+			c,
+			kvc_send_doc_delete(c, db, coll, filter, flen, flags),
+			deleted);
+}
+
+int kvc_doc_find(kvc_conn *c, const char *db, const char *coll,
+		 const kvc_doc_query *q, const kvc_val *cursor,
+		 kvc_reply **replyp)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : run(c, kvc_send_doc_find(c, db, coll, q, cursor), replyp);
+}
+
+int64_t kvc_doc_errcode(const kvc_conn *c)
+{
+	return c ? c->doc_code : 0;
+}
+
 /* ===================== Version 2 ===================== */
 
 int kvc_rename(kvc_conn *c, const void *src, size_t slen, const void *dst,

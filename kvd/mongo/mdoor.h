@@ -282,6 +282,15 @@ struct mdoor_store {
 	void (*write)(void *ctx, struct mdoor_wbatch *b);
 };
 
+/* mdoor_doc_prepare - a document to insert as the door stores it (the
+ * insert command, and kvd's native document operations): doc[0..len)
+ * checked (at most 16 MiB and 100 levels), one _id (a new ObjectId when
+ * it has none) first.  0 with *out (initialized here: bson_destroy it),
+ * or -1 with err (22 InvalidBSON, 10334 BSONObjectTooLarge, 15 Overflow,
+ * 2 BadValue for two _ids, mql_key_id's for an _id no key encodes). */
+int mdoor_doc_prepare(const uint8_t *doc, uint32_t len, bson_t *out,
+		      struct mql_error *err);
+
 /* ===================== the door ===================== */
 
 struct mdoor_config {

@@ -236,19 +236,18 @@ int mdoor_write_open(struct mdoor_req *r, const char *field,
 
 /* ===================== insert ===================== */
 
-/* Copy doc into the arena with its _id first (a new ObjectId when it has
- * none); its offset in *off.  0, 1 refused (err), -1 out of memory. */
-static int take_doc(struct mdoor_wstate *w, const uint8_t *doc, uint32_t len,
-		    size_t *off, struct mql_error *err)
+int mdoor_doc_prepare(const uint8_t *doc, uint32_t len, bson_t *out,
+		      struct mql_error *err)
 {
-	bson_t in, out = BSON_INITIALIZER;
+	bson_t in;
 	bson_iter_t it;
 	bool first_id = false, has_id = false;
 	uint8_t key[MQL_KEY_ID_MAX];
 	size_t klen;
 
+	bson_init(out);
 	if (mql_bson_check(doc, len, MQL_MAX_DOC_SIZE, MQL_MAX_DOC_DEPTH, err))
-		return 1;
+		return -1;
 	bson_init_static(&in, doc, len);
 	bson_iter_init(&it, &in);
 	while (bson_iter_next(&it)) {
@@ -257,39 +256,50 @@ static int take_doc(struct mdoor_wstate *w, const uint8_t *doc, uint32_t len,
 		if (has_id)
 			return mdoor_err(err, MQL_BadValue,
 					 "can't have multiple _id fields in "
-					 "one document"),
-			       1;
+					 "one document");
 		has_id = true;
 		first_id = bson_iter_offset(&it) == 4;
 		if (mql_key_id(bson_iter_value(&it), key, &klen, err))
-			return 1;
+			return -1;
 	}
 	if (!has_id) {
 		bson_oid_t oid;
 
 		bson_oid_init(&oid, NULL);
-		BSON_APPEND_OID(&out, "_id", &oid);
+		BSON_APPEND_OID(out, "_id", &oid);
 	} else if (!first_id) {
 		bson_iter_init_find(&it, &in, "_id");
-		bson_append_iter(&out, "_id", 3, &it);
+		bson_append_iter(out, "_id", 3, &it);
 	}
 	if (has_id && first_id) {
-		bson_destroy(&out);
-		bson_init_static(&out, doc, len);
+		bson_destroy(out);
+		bson_init_static(out, doc, len);
 	} else {
 		bson_iter_init(&it, &in);
 		while (bson_iter_next(&it))
 			if (strcmp(bson_iter_key(&it), "_id"))
-				bson_append_iter(&out, NULL, 0, &it);
+				bson_append_iter(out, NULL, 0, &it);
 	}
-	if (out.len > MQL_MAX_DOC_SIZE) {
-		bson_destroy(&out);
+	if (out->len > MQL_MAX_DOC_SIZE) {
+		bson_destroy(out);
+		bson_init(out);
 		return mdoor_err(err, MQL_BSONObjectTooLarge,
 				 "object to insert too large. size in bytes: "
 				 "%u, max size: %d",
-				 (unsigned)len, MQL_MAX_DOC_SIZE),
-		       1;
+				 (unsigned)len, MQL_MAX_DOC_SIZE);
 	}
+	return 0;
+}
+
+/* Copy doc into the arena as mdoor_doc_prepare makes it; its offset in
+ * *off.  0, 1 refused (err), -1 out of memory. */
+static int take_doc(struct mdoor_wstate *w, const uint8_t *doc, uint32_t len,
+		    size_t *off, struct mql_error *err)
+{
+	bson_t out;
+
+	if (mdoor_doc_prepare(doc, len, &out, err))
+		return 1;
 	if (w->alen + out.len > w->acap) {
 		size_t cap = (w->alen + out.len) * 2;
 		uint8_t *a = realloc(w->arena, cap);

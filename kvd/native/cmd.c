@@ -13,6 +13,7 @@
 #include "net/auth.h"
 #include "ops/backup.h"
 #include "cmd.h"
+#include "cmd_doc.h"
 #include "net/conn.h"
 #include "keyspace.h"
 #include "kv_mp.h"
@@ -725,6 +726,10 @@ void kvd_cmd_native_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 {
 	int st = pd->status;
 
+	if (c->mwrite) { /* a merge of a document write (cmd_doc.c) */
+		kvd_doc_wreply(c, pd);
+		return;
+	}
 	if (pd->op == KVD_OP_SILENT) /* answered by its request */
 		return;
 	/* A DEL of an absent key answers NOT_FOUND: count it as answered. */
@@ -796,6 +801,14 @@ static const struct kvd_op_desc ops[KV_OP_MAX] = {
     [KV_OP_HDEL] = {kvd_op_hdel, NULL, OPH_WRITE, 1, 0, 2, VAR},
     [KV_OP_HINCRBY] = {kvd_op_hincrby, NULL, OPH_WRITE, 1, 0, 3, 3},
     [KV_OP_HSCAN] = {kvd_op_hscan, NULL, OPH_READ, 0, 0, 1, 3},
+    /* the document writes wait for the connection's writes in flight,
+     * as sections do, and answer when the door's batch is done
+     * (cmd_doc.c); none is one of TXN's sub-requests */
+    [KV_OP_DOCINSERT] = {kvd_op_docinsert, NULL, OPH_SECTION, 1, 0, 3, VAR},
+    [KV_OP_DOCGET] = {kvd_op_docget, NULL, OPH_READ, 0, 0, 3, 3},
+    [KV_OP_DOCUPDATE] = {kvd_op_docupdate, NULL, OPH_SECTION, 1, 0, 4, 5},
+    [KV_OP_DOCDELETE] = {kvd_op_docdelete, NULL, OPH_SECTION, 1, 0, 3, 4},
+    [KV_OP_DOCFIND] = {kvd_op_docfind, NULL, OPH_READ, 0, 0, 2, 9},
     [KV_OP_REPLSYNC] = ANSWER(op_repl, 5, 5),
     [KV_OP_REPLPULL] = ANSWER(op_repl, 2, 2),
     [KV_OP_REPLSNAP] = ANSWER(op_repl, 3, 3),
@@ -874,6 +887,8 @@ static int run(struct kvd_conn *c, struct kvd_req *r)
 	unsigned was_pending = c->npend;
 	int rc;
 
+	if (c->mwrite) /* a document write is out: nothing overtakes it */
+		return -1;
 	if (!d->fn)
 		return KV_UNKNOWN_OP;
 	if (kvd_auth_pending(c) && r->op != KV_OP_AUTH && r->op != KV_OP_HELLO)
@@ -973,6 +988,7 @@ const struct kvd_proto kvd_native_proto = {
     .name = "native",
     .input = kvd_cmd_native,
     .wreply = kvd_cmd_native_wreply,
+    .close = kvd_doc_conn_close,
     .busy = native_busy,
     .busy_len = 4 + 23,
 };

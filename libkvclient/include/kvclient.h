@@ -123,6 +123,9 @@ enum kvc_status {
 #define KVC_GETEX_PERSIST 1u  /* GETEX: remove the expiry (ttl_ms 0) */
 #define KVC_GETEX_AT 2u	      /* GETEX: ttl_ms is a Unix time in ms */
 #define KVC_BIT_RANGE_BITS 1u /* BITCOUNT, BITPOS: the range is in bits */
+/* Documents: kvc_doc_update and kvc_doc_delete flags. */
+#define KVC_DOC_UPSERT 1u /* update: insert when nothing matches */
+#define KVC_DOC_MULTI 2u  /* every match, not the first */
 #define KVC_BITOP_AND 0u
 #define KVC_BITOP_OR 1u
 #define KVC_BITOP_XOR 2u
@@ -615,6 +618,72 @@ KVC_API int kvc_hscan(kvc_conn *c, const void *key, size_t klen,
  * fields. */
 KVC_API int kvc_fields_next(kvc_val *rest, kvc_val *field, kvc_val *value);
 
+/* ===================== Documents =====================
+ *
+ * MongoDB's documents in kvd's collections (docs/protocol.md, "Documents";
+ * the same documents the server's MongoDB door serves).  Documents,
+ * filters, updates, projections and sorts are BSON bytes (libbson's
+ * bson_get_data / bson_new_from_data); db and coll are NUL-terminated
+ * names.  A failure MongoDB would report (a duplicate _id, a bad filter
+ * or update, invalid BSON, an update that cannot apply to a document)
+ * answers -KVC_DOC_ERROR: kvc_errmsg has MongoDB's text and
+ * kvc_doc_errcode its code (11000, 9, 22, ...).  Writes are computed by
+ * the server on the stored document: no update is lost between clients.
+ * Available from libkvclient 1.5 (symbol version KVCLIENT_1.5).
+ */
+
+/* The query form of kvc_doc_find: zeroed, it reads every document in
+ * _id order, 100 a page. */
+typedef struct kvc_doc_query {
+	kvc_val filter;	    /* { NULL, 0 }: every document */
+	kvc_val projection; /* { NULL, 0 }: whole documents */
+	kvc_val sort;	    /* { NULL, 0 }: _id order */
+	uint64_t skip;	    /* matches skipped first */
+	uint64_t limit;	    /* documents in all; 0: no limit */
+	unsigned batch;	    /* documents per page, 1..10000; 0: 100 */
+} kvc_doc_query;
+
+/* DOCINSERT: insert n documents (1..100000) in order; the collection is
+ * created if needed and a document without _id gets an ObjectId.
+ * *replyp (owned by c, as kvc_read_reply's) lists each inserted
+ * document's {_id: v} as BSON: walk it with kvc_reply_next(r, NULL, &id).
+ * A duplicate _id is -KVC_DOC_ERROR 11000; the documents before it stay
+ * inserted.  A document that is not valid BSON fails the call before any
+ * is inserted. */
+KVC_API int kvc_doc_insert(kvc_conn *c, const char *db, const char *coll,
+			   const kvc_val *docs, size_t n, kvc_reply **replyp);
+/* DOCGET: the document whose _id is id's first field (id: a BSON
+ * document such as {_id: 7}) into *doc.  -KVC_NOT_FOUND when there is
+ * none. */
+KVC_API int kvc_doc_get(kvc_conn *c, const char *db, const char *coll,
+			const void *id, size_t idlen, kvc_val *doc);
+/* DOCUPDATE: apply update (operators, or a replacement document) to the
+ * first document matching filter in _id order, or every match with
+ * KVC_DOC_MULTI; with KVC_DOC_UPSERT and no match, insert one.  *matched,
+ * *modified and *upserted (the inserted {_id: v}, or { NULL, 0 }) may each
+ * be NULL. */
+KVC_API int kvc_doc_update(kvc_conn *c, const char *db, const char *coll,
+			   const void *filter, size_t flen, const void *update,
+			   size_t ulen, unsigned flags, uint64_t *matched,
+			   uint64_t *modified, kvc_val *upserted);
+/* DOCDELETE: delete the first document matching filter in _id order, or
+ * every match with KVC_DOC_MULTI; *deleted (may be NULL) counts them. */
+KVC_API int kvc_doc_delete(kvc_conn *c, const char *db, const char *coll,
+			   const void *filter, size_t flen, unsigned flags,
+			   uint64_t *deleted);
+/* DOCFIND: one page of q's documents (q NULL: all) into *replyp; walk it
+ * with kvc_reply_next(r, NULL, &doc).  kvc_reply_cursor gives the cursor
+ * of the next page (pass it as cursor with the same q), -KVC_END after
+ * the last.  cursor NULL or { NULL, 0 }: the first page.  A page may be
+ * empty and still have a cursor (the server examines at most 10,000
+ * documents a page). */
+KVC_API int kvc_doc_find(kvc_conn *c, const char *db, const char *coll,
+			 const kvc_doc_query *q, const kvc_val *cursor,
+			 kvc_reply **replyp);
+/* The MongoDB error code of the last reply read on c when it was
+ * -KVC_DOC_ERROR; 0 otherwise. */
+KVC_API int64_t kvc_doc_errcode(const kvc_conn *c);
+
 /* ===================== Maps (HELLO, STATS) ===================== */
 
 /* Find the entry named name (a string key) at the top level of a msgpack
@@ -706,6 +775,22 @@ KVC_API int kvc_send_hincrby(kvc_conn *c, const void *key, size_t klen,
 			     const void *field, size_t flen, int64_t delta);
 KVC_API int kvc_send_hscan(kvc_conn *c, const void *key, size_t klen,
 			   const kvc_val *start_field, unsigned limit);
+/* Documents (each reply as the synchronous call's: kvc_reply_next for
+ * DOCINSERT's ids and DOCFIND's documents, kvc_reply_value for DOCGET,
+ * kvc_reply_doc_update for DOCUPDATE, kvc_reply_int for DOCDELETE). */
+KVC_API int kvc_send_doc_insert(kvc_conn *c, const char *db, const char *coll,
+				const kvc_val *docs, size_t n);
+KVC_API int kvc_send_doc_get(kvc_conn *c, const char *db, const char *coll,
+			     const void *id, size_t idlen);
+KVC_API int kvc_send_doc_update(kvc_conn *c, const char *db, const char *coll,
+				const void *filter, size_t flen,
+				const void *update, size_t ulen,
+				unsigned flags);
+KVC_API int kvc_send_doc_delete(kvc_conn *c, const char *db, const char *coll,
+				const void *filter, size_t flen,
+				unsigned flags);
+KVC_API int kvc_send_doc_find(kvc_conn *c, const char *db, const char *coll,
+			      const kvc_doc_query *q, const kvc_val *cursor);
 
 /* Number of queued or sent requests whose replies have not been read. */
 KVC_API size_t kvc_pending(const kvc_conn *c);
@@ -735,17 +820,19 @@ KVC_API const char *kvc_reply_error(const kvc_reply *r);
  * the reply is to a request of another kind. */
 
 /* GET, GETDEL, GETEX, GETRANGE, INCRBYFLOAT (the new value as text),
- * PING (with a payload; without one: { NULL, 0 }). */
+ * PING (with a payload; without one: { NULL, 0 }), DOCGET (the BSON). */
 KVC_API int kvc_reply_value(const kvc_reply *r, kvc_val *val);
 
 /* INCR, TTL, APPEND, MDEL, EXISTS, COUNT, BACKUP, SETRANGE, SETBIT,
- * GETBIT, BITCOUNT, BITPOS, BITOP, HSET, HDEL, HINCRBY. */
+ * GETBIT, BITCOUNT, BITPOS, BITOP, HSET, HDEL, HINCRBY, DOCDELETE. */
 KVC_API int kvc_reply_int(const kvc_reply *r, int64_t *v);
 
 /* MGET and SCAN: the next item; -KVC_END after the last.  MGET gives
  * values only (*key is { NULL, 0 }; a missing key's value is { NULL, 0 });
  * SCAN gives keys and values.  key and val may be NULL.
  * HGET as MGET (values); HGETALL and HSCAN as SCAN (fields and values).
+ * DOCINSERT (each inserted {_id: v}) and DOCFIND (each document) as MGET:
+ * BSON values.
  * A SCAN sent with KVC_SCAN_TYPED answers -KVC_INVALID: use
  * kvc_reply_next_typed.
  * TXN: the next sub-request's reply, as msgpack bytes in *val (decode it
@@ -757,9 +844,14 @@ KVC_API int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val);
 KVC_API int kvc_reply_next_typed(kvc_reply *r, kvc_val *key, unsigned *type,
 				 int64_t *ttl_ms, kvc_val *val);
 
-/* SCAN (and HSCAN): the start key (field) of the next request; -KVC_END
- * when the scan is complete. */
+/* SCAN (and HSCAN): the start key (field) of the next request; DOCFIND:
+ * the cursor of its next page; -KVC_END when the scan is complete. */
 KVC_API int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor);
+
+/* DOCUPDATE: documents matched, changed, and the {_id: v} an upsert
+ * inserted ({ NULL, 0 }: none); any pointer may be NULL. */
+KVC_API int kvc_reply_doc_update(const kvc_reply *r, uint64_t *matched,
+				 uint64_t *modified, kvc_val *upserted);
 
 /* HELLO, STATS: the msgpack map (see kvc_map_uint). */
 KVC_API int kvc_reply_map(const kvc_reply *r, kvc_val *map);

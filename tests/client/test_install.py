@@ -66,7 +66,7 @@ def main():
                 run("nm", "-D", "--defined-only", so).splitlines()]
         bad = [s for s in syms if not s.startswith("kvc_")
                and s not in ("KVCLIENT_1", "KVCLIENT_1.1", "KVCLIENT_1.2",
-                             "KVCLIENT_1.3", "KVCLIENT_1.4")]
+                             "KVCLIENT_1.3", "KVCLIENT_1.4", "KVCLIENT_1.5")]
         assert not bad, bad
         assert "kvc_get@@KVCLIENT_1" in syms
         # What 1.1 added carries its own version, so a program using it
@@ -79,6 +79,9 @@ def main():
             assert name + "@@KVCLIENT_1.3" in syms, (name, syms)
         for name in ("kvc_hset", "kvc_hgetall", "kvc_scan_next_typed", "kvc_send_hscan"):
             assert name + "@@KVCLIENT_1.4" in syms, (name, syms)
+        for name in ("kvc_doc_insert", "kvc_doc_find", "kvc_doc_errcode",
+                     "kvc_reply_doc_update", "kvc_send_doc_update"):
+            assert name + "@@KVCLIENT_1.5" in syms, (name, syms)
         # kvd's own entry point into the library (kvc_int.h) stays inside
         assert not [s for s in syms if s.startswith("kvc_send_raw")], syms
         # OpenSSL is the library's own business: linked, never exported.

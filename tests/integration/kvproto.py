@@ -48,7 +48,7 @@ def _parse():
     sts = {name: int(num) for name, num in re.findall(
         r"X\(\s*(\w+)\s*,\s*(\d+)\s*,", _macro_body(status, "KV_STATUS_LIST"))}
     flags = {name: int(num) for name, num in re.findall(
-        r"#define\s+KV_((?:PUT|SCAN|RENAME|COPY|GETEX|BIT|BITOP)_\w+)\s+(\d+)u?\b", proto)}
+        r"#define\s+KV_((?:PUT|SCAN|RENAME|COPY|GETEX|BIT|BITOP|DOC)_\w+)\s+(\d+)u?\b", proto)}
     if not ops or not sts or not flags:
         raise ImportError("kvproto: could not parse %s / %s" % (PROTO_H, STATUS_H))
     return ops, sts, flags

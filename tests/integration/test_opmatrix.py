@@ -23,6 +23,8 @@ import shutil
 import tempfile
 import unittest
 
+import bson
+
 from kvdtest import *  # noqa: F401,F403
 from test_metrics import http_get, parse
 
@@ -140,6 +142,24 @@ EXPECT = {
     "HSCAN": op("R", lambda t: [key(t, "h"), None, 10], own=lambda t: (
         [(HSET, key(t, "h"), b"f", b"x")], (HSCAN, key(t, "h")),
         lambda r: r == [OK, [b"f", b"x"], None]), performs={"GET"}),
+    # documents (protocol.md, "Documents"): db "om", a collection per tag
+    "DOCINSERT": op("W", lambda t: [b"om", b"c" + t, bson.encode({"a": 1})],
+                    more=lambda t: [bson.encode({"a": 2})]),
+    "DOCGET": op("R", lambda t: [b"om", b"c" + t, bson.encode({"_id": 1})],
+                 own=lambda t: (
+                     [(DOCINSERT, b"om", b"c" + t, bson.encode({"_id": 1}))],
+                     (DOCGET, b"om", b"c" + t, bson.encode({"_id": 1})),
+                     lambda r: r == [OK, bson.encode({"_id": 1})])),
+    "DOCUPDATE": op("W", lambda t: [b"om", b"c" + t, bson.encode({"_id": 1}),
+                                    bson.encode({"$set": {"a": 1}}), 0]),
+    "DOCDELETE": op("W", lambda t: [b"om", b"c" + t, bson.encode({"_id": 1}),
+                                    0]),
+    "DOCFIND": op("R", lambda t: [b"om", b"c" + t, None, None, None, 0, 0,
+                                  10, None],
+                  own=lambda t: (
+                      [(DOCINSERT, b"om", b"c" + t, bson.encode({"_id": 2}))],
+                      (DOCFIND, b"om", b"c" + t),
+                      lambda r: r == [OK, [bson.encode({"_id": 2})], None])),
     # replication (docs/protocol.md): a full copy for a replica with
     # nothing; a pull or snapshot chunk without one is refused with a text
     "REPLSYNC": op("A", lambda t: [b"", 2, bytes(16), 0, 0], ok={OK}),
@@ -167,7 +187,7 @@ def counts(e):
 # (protocol.md's `?`): from this count up, a request is well formed.
 MIN_ARGS = {"HELLO": 0, "PING": 0, "PUT": 2, "SCAN": 0, "COUNT": 0,
             "RENAME": 2, "COPY": 2, "GETEX": 1, "BITCOUNT": 1, "BITPOS": 2,
-            "HSCAN": 1}
+            "HSCAN": 1, "DOCUPDATE": 4, "DOCDELETE": 3, "DOCFIND": 2}
 
 
 def optional(e, i):
