@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "doc.h"
+#include "index.h"
 #include "kv_status.h"
 #include "mongo/mql_value.h"
 #include "net/conn.h"
@@ -482,6 +483,9 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 
 	w->keys.len = w->opnd.len = w->kpos = 0;
 	w->upid = NULL;
+	/* the collection's indexes, which the merge keeps (index.h) */
+	if (kvdoc_ix_section(catalog(), w->have ? w->cid : 0, 0, &w->opnd))
+		return oom(&op->err);
 	if (k == MDOOR_W_INSERT) {
 		if (doc_id(op->doc, op->len, &it) ||
 		    add_key(w, bson_iter_value(&it), &op->err))
