@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "doc.h"
+#include "doc_ix.h"
 #include "index.h"
 #include "kv_status.h"
 #include "mongo/mql_value.h"
@@ -49,6 +50,16 @@ static const struct kvdoc_catalog *catalog(void)
 	if (kvdoc_catalog_refresh(&tl_cat, tl_io->reader, tl_io->now_ms))
 		return NULL;
 	return &tl_cat;
+}
+
+struct kvd_io *doc_mdoor_io(void)
+{
+	return tl_io;
+}
+
+const struct kvdoc_catalog *doc_mdoor_catalog(void)
+{
+	return catalog();
 }
 
 static int coll_id(const char *db, const char *coll, uint32_t *id)
@@ -260,6 +271,13 @@ static void scan_close(void *scan)
 	free(d);
 }
 
+static int count_ix(void *arg, const uint8_t *spec, uint32_t len)
+{
+	(void)spec, (void)len;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
 static int coll_stats(void *ctx, const char *db, const char *coll,
 		      struct mdoor_coll_stats *out, struct mql_error *err)
 {
@@ -292,6 +310,7 @@ static int coll_stats(void *ctx, const char *db, const char *coll,
 	mql_match_free(all);
 	out->storage_size = out->size;
 	out->nindexes = 1;
+	doc_ix_list(NULL, db, coll, count_ix, &out->nindexes, err);
 	return rc < 0 ? -1 : 1;
 }
 
@@ -670,6 +689,10 @@ void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
 
 	if (!w)
 		return;
+	if (doc_ix_kind(w->b)) { /* an index command's (doc_mdoor_ix.c) */
+		doc_ix_result(c, pd);
+		return;
+	}
 	w->out--;
 	if (b_is_catalog(w->b->kind)) {
 		catalog_result(w, pd);
@@ -705,7 +728,9 @@ void doc_mdoor_abandon(struct kvd_conn *c)
 {
 	struct dmw *w = c->mwrite;
 
-	if (w) /* its merges came back unanswered: the connection died */
+	if (w && doc_ix_kind(w->b))
+		doc_ix_abandon(c);
+	else if (w) /* its merges came back unanswered: the connection died */
 		finish(w);
 }
 
@@ -716,6 +741,11 @@ static void write_batch(void *ctx, struct mdoor_wbatch *b)
 	unsigned op = KVDOC_CAT_CREATE, fl = KVDOC_EXCL;
 
 	(void)ctx;
+	if (doc_ix_kind(b)) {
+		free(w);
+		doc_ix_write(b);
+		return;
+	}
 	if (!w) {
 		mql_error_set(&b->err, MQL_InternalError, "out of memory");
 		b->done(b);
@@ -747,4 +777,5 @@ const struct mdoor_store doc_mdoor_store = {
     .scan_next = scan_next,
     .scan_close = scan_close,
     .write = write_batch,
+    .list_indexes = doc_ix_list,
 };
