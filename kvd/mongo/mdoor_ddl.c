@@ -438,6 +438,7 @@ const struct mdoor_cmd mdoor_cmds_ddl[] = {
     {"listIndexes", cmd_listindexes, 0, MDOOR_CNT_COMMAND},
     {"createIndexes", mdoor_cmd_createindexes, 0, MDOOR_CNT_COMMAND},
     {"dropIndexes", mdoor_cmd_dropindexes, 0, MDOOR_CNT_COMMAND},
+    {"explain", mdoor_cmd_explain, 0, MDOOR_CNT_COMMAND},
     {"collStats", cmd_collstats, 0, MDOOR_CNT_COMMAND},
     {"dbStats", cmd_dbstats, 0, MDOOR_CNT_COMMAND},
     {NULL, NULL, 0, 0},

@@ -55,5 +55,7 @@ int mdoor_cmd_fam(struct mdoor_req *r, struct mql_error *err);
 /* mdoor_index.c */
 int mdoor_cmd_createindexes(struct mdoor_req *r, struct mql_error *err);
 int mdoor_cmd_dropindexes(struct mdoor_req *r, struct mql_error *err);
+/* mdoor_explain.c */
+int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err);
 
 #endif
