@@ -188,9 +188,37 @@ static void build_step(struct ixw *w)
 	}
 }
 
+struct state_arg {
+	uint32_t id;
+	unsigned state;
+};
+
+static int state_of(void *arg, const struct kvdoc_ix *ix)
+{
+	struct state_arg *a = arg;
+
+	if (ix->id != a->id)
+		return 0;
+	a->state = ix->state;
+	return 1;
+}
+
+/* That very index is there: built, or left building by a build that
+ * stopped (kill -9, a connection gone), which is then built again (a
+ * REINDEX of an entry that is there writes the same entry). */
+static bool left_building(uint32_t id)
+{
+	const struct kvdoc_catalog *c = doc_mdoor_catalog();
+	struct state_arg a = {id, KVDOC_IX_READY};
+
+	if (c)
+		kvdoc_catalog_indexes(c, 0, state_of, &a);
+	return a.state == KVDOC_IX_BUILDING;
+}
+
 static void added(struct ixw *w, const struct kvd_pend *pd)
 {
-	if (pd->status == KV_EXISTS) { /* that very index is there */
+	if (pd->status == KV_EXISTS && !left_building((uint32_t)pd->result)) {
 		next_spec(w);
 		return;
 	}
@@ -201,7 +229,8 @@ static void added(struct ixw *w, const struct kvd_pend *pd)
 		finish(w);
 		return;
 	}
-	if (pd->status != KV_OK || !n_indexes(w->b, &w->cid)) {
+	if ((pd->status != KV_OK && pd->status != KV_EXISTS) ||
+	    !n_indexes(w->b, &w->cid)) {
 		fail(w, MQL_InternalError, "adding the index failed");
 		return;
 	}
