@@ -175,6 +175,12 @@ int mdoor_cmd_createindexes(struct mdoor_req *r, struct mql_error *err)
 	uint32_t n = 0;
 	int rc = -1;
 
+	if (!r->mc->d->store.list_indexes) { /* a store without indexes */
+		mdoor_err(err, MQL_NotImplemented,
+			  "createIndexes is not supported by this store: only "
+			  "the _id index exists");
+		goto out;
+	}
 	if (mdoor_coll_arg(r, &coll, err) || mdoor_args(r, spec, 2, a, err) ||
 	    !bson_iter_recurse(&a[0].it, &it))
 		goto out;
@@ -244,6 +250,12 @@ int mdoor_cmd_dropindexes(struct mdoor_req *r, struct mql_error *err)
 	const char *coll, *name = NULL;
 	int rc = -1;
 
+	if (!d->store.list_indexes) {
+		mdoor_err(err, MQL_NotImplemented,
+			  "dropIndexes is not supported by this store: only "
+			  "the _id index exists");
+		goto out;
+	}
 	if (mdoor_coll_arg(r, &coll, err) || mdoor_args(r, spec, 1, a, err))
 		goto out;
 	if ((rc = d->store.coll_stats(d->store.ctx, r->db, coll, &st, err)) <=

@@ -98,6 +98,22 @@ class Indexes(unittest.TestCase):
         c.drop_indexes()
         self.assertEqual([i["name"] for i in c.list_indexes()], ["_id_"])
 
+    def test_parallel_arrays(self):
+        """A document the index cannot take fails its build (the index
+        is dropped) and, once the index is there, its write."""
+        c = self.db.par
+        c.insert_many([{"_id": 1, "a": [1, 2], "b": [3, 4]}])
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.create_index([("a", 1), ("b", 1)])
+        self.assertEqual(e.exception.code, 171)
+        self.assertEqual([i["name"] for i in c.list_indexes()], ["_id_"])
+        c.delete_many({})
+        c.create_index([("a", 1), ("b", 1)])
+        with self.assertRaises(pymongo.errors.WriteError) as e:
+            c.insert_one({"_id": 2, "a": [1], "b": [2]})
+        self.assertEqual(e.exception.code, 171)
+        self.assertIsNone(c.find_one({"_id": 2}))
+
     def test_unique_refused(self):
         """Unique secondary indexes are not enforced yet: refused, never
         accepted and ignored."""
@@ -133,6 +149,10 @@ class Indexes(unittest.TestCase):
         self.assertEqual(c.count_documents({"a": 4}), 60)
         self.assertEqual(sorted(c.distinct("b.c", {"a": 4})),
                          sorted({i % 7 for i in range(600) if i % 10 == 4}))
+        self.assertEqual(
+            ids(c.aggregate([{"$match": {"a": 7}}, {"$sort": {"a": 1}}])),
+            ids(c.find({"a": 7}).hint(NATURAL)))
+        self.assertEqual(plan(c.find({"_id": 5})), "IDHACK")
         # hint by key pattern, and a hint of no index
         self.assertEqual(plan(c.find({"a": 3}).hint([("l", 1)])), "l_1")
         self.assertEqual(ids(c.find({"a": 3}).hint([("l", 1)])),
