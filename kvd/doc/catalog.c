@@ -283,6 +283,7 @@ int kvdoc_catalog_merge(void *ctx, struct kvd_merge *m)
 		return 0;
 	m->action = KVD_MERGE_STORE;
 	m->new_type = KVD_VT_PLAIN;
+	kvdoc_ix_registry_set(m->image->data, m->image->len);
 	return 0;
 }
 

@@ -138,12 +138,25 @@ static int ix_change(struct kvd_merge *m, struct kv_slice sec,
 	return 0;
 }
 
-/* Every operand starts with its collection's indexes (index.h). */
+/* A committer's section, when the operand's is older than the catalog
+ * (index.h, kvdoc_ix_fresh). */
+static __thread struct kv_buf tl_sec;
+
+/* Every operand starts with its collection's indexes (index.h), as of
+ * the catalog the io thread read, or as of a newer one. */
 static int take_section(struct kvd_merge *m, struct kv_slice *sec)
 {
+	uint32_t coll;
+
 	m->action = KVD_MERGE_KEEP;
-	if (kvdoc_ix_take(&m->operand, sec)) {
+	if (kvdoc_ix_take(&m->operand, sec) || m->key.n < 4) {
 		m->status = KV_BAD_ARGS;
+		return -1;
+	}
+	coll = (uint32_t)m->key.p[0] << 24 | (uint32_t)m->key.p[1] << 16 |
+	       (uint32_t)m->key.p[2] << 8 | m->key.p[3];
+	if (kvdoc_ix_fresh(sec, coll, &tl_sec)) {
+		m->status = KV_INTERNAL;
 		return -1;
 	}
 	return 0;

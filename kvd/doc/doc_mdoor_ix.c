@@ -28,7 +28,7 @@
 
 #define BUILD_BATCH 256
 
-enum { P_ADD, P_BUILD, P_READY, P_DROP, P_FAILDROP };
+enum { P_ADD, P_FENCE, P_BUILD, P_READY, P_DROP, P_FAILDROP };
 
 struct ixw {
 	struct mdoor_wbatch *b; /* first, as doc_mdoor.c's (doc_ix_kind) */
@@ -90,6 +90,15 @@ static void fail(struct ixw *w, int code, const char *msg)
 	if (!w->b->err.code)
 		mql_error_set(&w->b->err, code, "%s", msg);
 	finish(w);
+}
+
+static int send_to(struct ixw *w, int shard, unsigned ks, unsigned op,
+		   struct kv_slice k, struct kv_slice v)
+{
+	if (kvd_write_merge(w->c, 0, ks, KVDOC_MERGE_BASE + op, shard, k, v, 0))
+		return -1;
+	w->out++;
+	return 0;
 }
 
 static int send(struct ixw *w, unsigned ks, unsigned op, struct kv_slice k,
@@ -216,6 +225,30 @@ static bool left_building(uint32_t id)
 	return a.state == KVDOC_IX_BUILDING;
 }
 
+/* Before the build reads the collection, a no-op merge through every
+ * shard's committer: once all are back, every batch a committer applied
+ * before the index was added (its writes without the index's entries)
+ * is published, so the build's scan sees its documents. */
+static void fence(struct ixw *w)
+{
+	static const uint8_t none[4] = {0, 0, 0, 0};
+	unsigned n = doc_mdoor_io()->srv->nshards;
+
+	w->phase = P_FENCE;
+	w->opnd.len = 0;
+	if (kvdoc_ix_section(NULL, 0, 0, &w->opnd)) {
+		fail(w, MQL_InternalError, "out of memory");
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (send_to(w, (int)i, KVD_KS_DOC, KVDOC_OP_REINDEX,
+			    (struct kv_slice){none, 4},
+			    (struct kv_slice){w->opnd.data, w->opnd.len})) {
+			fail(w, MQL_InternalError, "out of memory");
+			return;
+		}
+}
+
 static void added(struct ixw *w, const struct kvd_pend *pd)
 {
 	if (pd->status == KV_EXISTS && !left_building((uint32_t)pd->result)) {
@@ -236,7 +269,7 @@ static void added(struct ixw *w, const struct kvd_pend *pd)
 	}
 	w->ixid = (uint32_t)pd->result;
 	kvdoc_scan_init(&w->scan, w->cid);
-	build_step(w);
+	fence(w);
 }
 
 static void built_one(struct ixw *w, const struct kvd_pend *pd)
@@ -267,6 +300,10 @@ void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
 	w->out--;
 	switch (w->phase) {
 	case P_ADD: added(w, pd); break;
+	case P_FENCE:
+		if (!w->out)
+			build_step(w);
+		break;
 	case P_BUILD: built_one(w, pd); break;
 	case P_READY:
 		if (pd->status != KV_OK)

@@ -83,10 +83,18 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 
 /* Append collection coll's indexes (ready and building, or only the one
  * of id only when only != 0) to out: [u32 n] then n entries of [u32 id]
- * [u8 flags][u32 klen][key pattern][u32 plen][partialFilterExpression].
+ * [u8 flags][u32 klen][key pattern][u32 plen][partialFilterExpression],
+ * then [u64 the catalog's version].
  * 0, or -1 out of memory. */
 int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
 		     uint32_t only, struct kv_buf *out);
+/* The section ends with the version of the catalog it was made from
+ * ([u64], 0: none).  kvdoc_ix_registry_set: the catalog merge's new image,
+ * the committers' copy; kvdoc_ix_fresh: when that copy is newer than
+ * *sec's version, *sec becomes collection coll's section from it (built
+ * in tmp).  0, or -1 out of memory. */
+void kvdoc_ix_registry_set(const uint8_t *img, size_t n);
+int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp);
 /* Take the section from the front of *op: 0 with *sec, or -1. */
 int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec);
 

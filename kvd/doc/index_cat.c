@@ -4,6 +4,7 @@
  * dropped collections gone), MongoDB's conflict rules between an index
  * asked for and those that exist, and the section of a document
  * operand. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -281,15 +282,71 @@ int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
 {
 	struct sec_arg a = {.out = out, .only = only};
 	size_t at = out->len;
-	uint8_t cnt[4] = {0};
+	uint8_t cnt[4] = {0}, ver[8];
+	uint64_t v = c ? c->version : 0;
 
 	kv_buf_append(out, cnt, 4);
 	if (c && coll)
 		kvdoc_catalog_indexes(c, coll, sec_one, &a);
+	wr32(ver, (uint32_t)v);
+	wr32(ver + 4, (uint32_t)(v >> 32));
+	kv_buf_append(out, ver, 8);
 	if (out->err)
 		return -1;
 	wr32(out->data + at, a.n);
 	return 0;
+}
+
+/* ---- the committers' copy ----
+ *
+ * The catalog as its merge last wrote it in this process, so that a
+ * document merge whose operand was made from an older copy (an io thread
+ * that had not re-read the catalog yet, the later merges of a statement
+ * sharing one operand) still keeps an index added since: without it, a
+ * write landing after a build passed its document would leave the index
+ * without that document's entry.  Set before the catalog's batch commits
+ * (a merge seeing an index a little early only writes entries sooner). */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kvdoc_catalog reg;
+
+void kvdoc_ix_registry_set(const uint8_t *img, size_t n)
+{
+	uint64_t v;
+
+	if (n < 16)
+		return;
+	v = (uint64_t)rd32(img) | (uint64_t)rd32(img + 4) << 32;
+	pthread_mutex_lock(&reg_mu);
+	if (v > reg.version) {
+		reg.img.len = 0;
+		if (kv_buf_append(&reg.img, img, n))
+			reg.version = 0; /* none: operands decide */
+		else
+			reg.version = v;
+	}
+	pthread_mutex_unlock(&reg_mu);
+}
+
+int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp)
+{
+	uint64_t v;
+	int rc = 0;
+
+	if (sec->n < 12)
+		return 0;
+	v = (uint64_t)rd32(sec->p + sec->n - 8) |
+	    (uint64_t)rd32(sec->p + sec->n - 4) << 32;
+	if (v == 0) /* a section of no catalog: as given */
+		return 0;
+	pthread_mutex_lock(&reg_mu);
+	if (reg.version > v) {
+		tmp->len = 0;
+		rc = kvdoc_ix_section(&reg, coll, 0, tmp) ? -1 : 1;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	if (rc == 1)
+		*sec = (struct kv_slice){tmp->data, tmp->len};
+	return rc < 0 ? -1 : 0;
 }
 
 /* Skip one [u32 len][bytes]. */
@@ -319,6 +376,9 @@ int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec)
 		if (skip_blob(&p, end) || skip_blob(&p, end))
 			return -1;
 	}
+	if (end - p < 8) /* the catalog's version */
+		return -1;
+	p += 8;
 	*sec = (struct kv_slice){op->p, (size_t)(p - op->p)};
 	op->p = p;
 	op->n = (size_t)(end - p);

@@ -104,8 +104,9 @@ static void close_all(void)
 }
 
 /* The index section the document merges get (none by default). */
-static uint8_t tsec[4096] = {0};
+static uint8_t tsec[4096 + 8] = {0}; /* and 8 bytes of version 0 */
 static size_t tsec_len = 4;
+static uint64_t tsec_ver; /* little-endian hosts: the section's version */
 
 /* One merge (op id) of key with operand on shard, waited for: its status,
  * *result, and the reply bytes in *reply (malloc'd, or NULL). */
@@ -114,7 +115,8 @@ static int merge(unsigned shard, unsigned ks, unsigned op, const void *key,
 		 struct kv_slice *reply)
 {
 	/* a document's operand opens with its indexes (index.h): tsec's */
-	size_t sn = ks == KVD_KS_DOC && op != KVDOC_OP_REINDEX ? tsec_len : 0;
+	size_t sn =
+	    ks == KVD_KS_DOC && op != KVDOC_OP_REINDEX ? tsec_len + 8 : 0;
 	struct kvd_wreq *w =
 	    calloc(1, sizeof(*w) + KVD_ITEM_HDR + klen + sn + olen);
 	struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
@@ -126,7 +128,9 @@ static int merge(unsigned shard, unsigned ks, unsigned op, const void *key,
 	memcpy(w->data, &kn, 2);
 	memcpy(w->data + 2, &vn, 4);
 	memcpy(w->data + KVD_ITEM_HDR, key, klen);
-	memcpy(w->data + KVD_ITEM_HDR + klen, tsec, sn);
+	memcpy(w->data + KVD_ITEM_HDR + klen, tsec, sn ? tsec_len : 0);
+	if (sn) /* the catalog version (0: the section as given) */
+		memcpy(w->data + KVD_ITEM_HDR + klen + tsec_len, &tsec_ver, 8);
 	memcpy(w->data + KVD_ITEM_HDR + klen + sn, opnd, olen);
 	olen += sn;
 	w->shard = (uint16_t)shard;
@@ -580,6 +584,7 @@ static void t_index(void)
 		memset(tsec, 0, 4);
 		sec_add(52, "{\"a\": -1}", 0);
 		kv_buf_append(&op, tsec, tsec_len);
+		kv_buf_append(&op, "\0\0\0\0\0\0\0\0", 8);
 		memcpy(tsec, sv, sl);
 		tsec_len = sl;
 	}
@@ -591,6 +596,36 @@ static void t_index(void)
 	kv_buf_free(&op);
 	tsec_len = 4;
 	memset(tsec, 0, 4);
+}
+
+/* An operand made from an older catalog (version 1) still keeps an
+ * index the catalog's merge added since (index.h, kvdoc_ix_fresh). */
+static void t_index_fresh(void)
+{
+	bson_t *spec = bson_new_from_json(
+	    (const uint8_t *)"{\"v\": 2, \"key\": {\"a\": 1}, \"name\": "
+			     "\"a_1\"}",
+	    -1, NULL);
+	struct kv_buf b = {0};
+	int64_t coll = 0, ix = 0;
+
+	CHECK(catalog(KVDOC_CAT_CREATE, 0, "db", "fresh", &coll) == KV_OK,
+	      "create");
+	kvdoc_op_catalog(&b, KVDOC_CAT_IXADD, 0, "db", "fresh",
+			 bson_get_data(spec), spec->len);
+	CHECK(merge(0, KVD_KS_CATALOG, KVDOC_OP_CATALOG, KVDOC_CATALOG_KEY,
+		    sizeof(KVDOC_CATALOG_KEY) - 1, b.data, b.len, &ix,
+		    NULL) == KV_OK &&
+		  ix > 0,
+	      "ixadd: %lld", (long long)ix);
+	tsec_ver = 1; /* an io thread's copy from before: no index */
+	CHECK(insert((uint32_t)coll, "{\"_id\": 1, \"a\": 5}") == KV_OK,
+	      "insert");
+	CHECK(ix_has((uint32_t)ix, (uint32_t)coll, 5, 1),
+	      "a stale operand's write lacks the new index's entry");
+	tsec_ver = 0;
+	kv_buf_free(&b);
+	bson_destroy(spec);
 }
 
 /* The lost-update test. */
@@ -672,6 +707,7 @@ int main(void)
 	t_documents();
 	t_delete();
 	t_index();
+	t_index_fresh();
 	t_lost_update();
 	close_all();
 	/* everything again after a restart (journal, then LMDB) */
