@@ -5,7 +5,8 @@ and partial indexes, explain naming the index the planner chose, sorts the
 index gives, hints, entries kept by updates and deletes, a build while
 other clients write, and kill -9 during writes and a build: every document
 found through each ready index, no entry returning a document that does
-not match (each index's answer compared with a collection scan's).
+not match (each index's answer compared with a collection scan's), and a
+replica answering through the index its primary built.
 """
 
 import os
@@ -227,6 +228,37 @@ class Indexes(unittest.TestCase):
                 t.join()
         self.assertEqual(errors, [])
         self.audit(c, "v", list(range(50)), "v_1")
+
+
+class Replica(unittest.TestCase):
+    def test_replica_has_indexes(self):
+        """A replica gets the index entries as records of the primary's
+        batches: its door lists the index and answers through it as a
+        collection scan does."""
+        p = KvdHost(password=None)
+        rport = kvdtest.free_port()
+        r = kvdtest.Server(args=["--mongo-port", str(rport), "--replicaof",
+                                 "127.0.0.1", str(p.srv.port)])
+        try:
+            r.start()
+            c = p.client("").t.r
+            c.insert_many([{"_id": i, "a": i % 9} for i in range(900)])
+            c.create_index("a")
+            c.update_many({"a": 2}, {"$set": {"a": 20}})
+            rc = pymongo.MongoClient("mongodb://127.0.0.1:%d/" % rport,
+                                     serverSelectionTimeoutMS=5000).t.r
+            kvdtest.wait_for(lambda: rc.count_documents({"a": 20}) == 100,
+                             60, "the replica to catch up")
+            self.assertEqual([i["name"] for i in rc.list_indexes()],
+                             ["_id_", "a_1"])
+            for v in list(range(9)) + [20]:
+                self.assertEqual(ids(rc.find({"a": v}).hint([("a", 1)])),
+                                 ids(c.find({"a": v}).hint(NATURAL)))
+            self.assertEqual(plan(rc.find({"a": 20})), "a_1")
+        finally:
+            r.stop()
+            r.cleanup()
+            p.stop()
 
 
 class Kill9(unittest.TestCase):
