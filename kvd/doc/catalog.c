@@ -2,6 +2,7 @@
  * catalog's image, the merge that changes it on shard 0's committer, and
  * the io threads' copies of it. */
 #include "doc.h"
+#include "index.h"
 
 #include <string.h>
 
@@ -118,7 +119,7 @@ static int cat_parse(struct kv_slice s, struct cat_op *o)
 	if (end - p < 4 || (size_t)(end - p - 4) != (olen = rd32(p)))
 		return -1;
 	o->opts = (struct kv_slice){p + 4, olen};
-	return o->op > KVDOC_CAT_DROPDB || !o->db.n ? -1 : 0;
+	return o->op > KVDOC_CAT_IXREADY || !o->db.n ? -1 : 0;
 }
 
 static int slice_eq(struct kv_slice a, struct kv_slice b)
@@ -126,61 +127,130 @@ static int slice_eq(struct kv_slice a, struct kv_slice b)
 	return a.n == b.n && (!a.n || !memcmp(a.p, b.p, a.n));
 }
 
-/* The new image: the old one's entries but the dropped ones, then the
- * created one; version + 1. */
-static int cat_rewrite(struct kvd_merge *m, const struct cat_op *o,
-		       uint64_t version, uint32_t next, struct kv_slice ents,
-		       uint32_t n)
+/* The old image, read. */
+struct cat_img {
+	uint64_t version;
+	uint32_t next, n;
+	struct kv_slice ents; /* the collections' entries */
+	struct kv_slice ixs;  /* the indexes' tail (index.h) */
+	uint32_t cid;	      /* the named collection's id (0: absent) */
+};
+
+static int img_parse(const struct kvd_merge *m, const struct cat_op *o,
+		     struct cat_img *g)
 {
-	const uint8_t *p = ents.p, *end = ents.p + ents.n;
-	struct kv_buf *b = m->image;
-	uint8_t hdr[CAT_HDR] = {0};
-	uint32_t kept = 0, dropped = 0;
+	const uint8_t *p, *end;
 	struct cat_ent e;
 
-	kv_buf_append(b, hdr, CAT_HDR);
-	for (uint32_t i = 0; i < n; i++) {
+	memset(g, 0, sizeof(*g));
+	g->next = 1;
+	if (!m->live || m->old.n < CAT_HDR)
+		return 0;
+	g->version = rd64(m->old.p);
+	g->next = rd32(m->old.p + 8);
+	g->n = rd32(m->old.p + 12);
+	p = m->old.p + CAT_HDR;
+	end = m->old.p + m->old.n;
+	for (uint32_t i = 0; i < g->n; i++) {
 		if (ent_next(&p, end, &e))
 			return -1;
-		if (o->op != KVDOC_CAT_CREATE && slice_eq(e.db, o->db) &&
+		if (o->coll.n && slice_eq(e.db, o->db) &&
+		    slice_eq(e.coll, o->coll))
+			g->cid = e.id;
+	}
+	g->ents = (struct kv_slice){m->old.p + CAT_HDR,
+				    (size_t)(p - m->old.p - CAT_HDR)};
+	g->ixs = (struct kv_slice){p, (size_t)(end - p)};
+	return 0;
+}
+
+static void put_ent(struct kv_buf *b, uint32_t id, const struct cat_op *o,
+		    struct kv_slice opts)
+{
+	uint8_t x[5];
+
+	wr32(x, id);
+	x[4] = (uint8_t)o->db.n;
+	kv_buf_append(b, x, 5);
+	kv_buf_append(b, o->db.p, o->db.n);
+	x[0] = (uint8_t)o->coll.n;
+	kv_buf_append(b, x, 1);
+	kv_buf_append(b, o->coll.p, o->coll.n);
+	wr32(x, (uint32_t)opts.n);
+	kv_buf_append(b, x, 4);
+	kv_buf_append(b, opts.p, opts.n);
+}
+
+/* The new image: the old one's entries but the dropped ones, then the
+ * created one, then the indexes' tail; version + 1.  The number of
+ * collections dropped, or -1. */
+static int cat_rewrite(struct kvd_merge *m, const struct cat_op *o,
+		       struct cat_img *g)
+{
+	const uint8_t *p = g->ents.p, *end = g->ents.p + g->ents.n;
+	struct kv_buf *b = m->image, live = {0};
+	uint8_t hdr[CAT_HDR] = {0}, idb[4];
+	uint32_t kept = 0, dropped = 0, next = g->next;
+	struct cat_ent e;
+	int rc = -1;
+
+	kv_buf_append(b, hdr, CAT_HDR);
+	for (uint32_t i = 0; i < g->n; i++) {
+		if (ent_next(&p, end, &e))
+			goto out;
+		if ((o->op == KVDOC_CAT_DROP || o->op == KVDOC_CAT_DROPDB) &&
+		    slice_eq(e.db, o->db) &&
 		    (o->op == KVDOC_CAT_DROPDB || slice_eq(e.coll, o->coll))) {
 			dropped++;
 			m->result = o->op == KVDOC_CAT_DROP ? e.id : dropped;
 			continue;
 		}
 		kv_buf_append(b, e.raw.p, e.raw.n);
+		wr32(idb, e.id);
+		kv_buf_append(&live, idb, 4);
 		kept++;
 	}
-	if (o->op == KVDOC_CAT_CREATE) {
-		uint8_t x[5];
-
-		wr32(x, next);
-		x[4] = (uint8_t)o->db.n;
-		kv_buf_append(b, x, 5);
-		kv_buf_append(b, o->db.p, o->db.n);
-		x[0] = (uint8_t)o->coll.n;
-		kv_buf_append(b, x, 1);
-		kv_buf_append(b, o->coll.p, o->coll.n);
-		wr32(x, (uint32_t)o->opts.n);
-		kv_buf_append(b, x, 4);
-		kv_buf_append(b, o->opts.p, o->opts.n);
-		m->result = next++;
+	/* CREATE, and an index's first on a collection that is not there */
+	if (o->op == KVDOC_CAT_CREATE ||
+	    (o->op == KVDOC_CAT_IXADD && !g->cid)) {
+		g->cid = next++;
+		put_ent(b, g->cid, o,
+			o->op == KVDOC_CAT_CREATE ? o->opts
+						  : (struct kv_slice){0});
+		if (o->op == KVDOC_CAT_CREATE)
+			m->result = g->cid;
+		wr32(idb, g->cid);
+		kv_buf_append(&live, idb, 4);
 		kept++;
 	}
+	if (live.err ||
+	    kvdoc_ix_rewrite(m, o->op, o->opts, g->ixs, &live, g->cid, &next))
+		goto out;
 	if (b->err)
-		return -1;
-	wr64(b->data, version + 1);
+		goto out;
+	wr64(b->data, g->version + 1);
 	wr32(b->data + 8, next);
 	wr32(b->data + 12, kept);
-	return (int)dropped;
+	rc = (int)dropped;
+out:
+	kv_buf_free(&live);
+	return rc;
+}
+
+/* CREATE of an existing collection: nothing changes. */
+static int create_exists(struct kvd_merge *m, const struct cat_op *o,
+			 const struct cat_img *g)
+{
+	m->result = g->cid;
+	if (o->flags & KVDOC_EXCL)
+		m->status = KV_EXISTS;
+	return 0;
 }
 
 int kvdoc_catalog_merge(void *ctx, struct kvd_merge *m)
 {
 	struct cat_op o;
-	uint64_t version = 0;
-	uint32_t next = 1, n = 0;
-	struct kv_slice ents = {NULL, 0};
+	struct cat_img g;
 	int dropped;
 
 	(void)ctx;
@@ -189,31 +259,22 @@ int kvdoc_catalog_merge(void *ctx, struct kvd_merge *m)
 		m->status = KV_BAD_ARGS;
 		return 0;
 	}
-	if (m->live && m->old.n >= CAT_HDR) {
-		version = rd64(m->old.p);
-		next = rd32(m->old.p + 8);
-		n = rd32(m->old.p + 12);
-		ents =
-		    (struct kv_slice){m->old.p + CAT_HDR, m->old.n - CAT_HDR};
+	if (img_parse(m, &o, &g)) {
+		m->status = KV_INTERNAL;
+		return 0;
 	}
-	if (o.op == KVDOC_CAT_CREATE) {
-		const uint8_t *p = ents.p, *end = ents.p + ents.n;
-		struct cat_ent e;
-
-		for (uint32_t i = 0; i < n; i++) {
-			if (ent_next(&p, end, &e))
-				break;
-			if (slice_eq(e.db, o.db) && slice_eq(e.coll, o.coll)) {
-				m->result = e.id;
-				if (o.flags & KVDOC_EXCL)
-					m->status = KV_EXISTS;
-				return 0;
-			}
-		}
+	if (o.op == KVDOC_CAT_CREATE && g.cid)
+		return create_exists(m, &o, &g);
+	if ((o.op == KVDOC_CAT_IXDROP || o.op == KVDOC_CAT_IXREADY) && !g.cid) {
+		m->status = KV_NOT_FOUND;
+		return 0;
 	}
-	dropped = cat_rewrite(m, &o, version, next, ents, n);
+	dropped = cat_rewrite(m, &o, &g);
 	if (dropped < 0)
 		return m->image->err ? ENOMEM : (m->status = KV_INTERNAL, 0);
+	/* an index operation that changed nothing (or was refused) */
+	if (m->status != KV_OK || m->result < 0)
+		return 0;
 	if (o.op == KVDOC_CAT_DROP && !dropped) {
 		m->status = KV_NOT_FOUND;
 		return 0;
@@ -222,6 +283,7 @@ int kvdoc_catalog_merge(void *ctx, struct kvd_merge *m)
 		return 0;
 	m->action = KVD_MERGE_STORE;
 	m->new_type = KVD_VT_PLAIN;
+	kvdoc_ix_registry_set(m->image->data, m->image->len);
 	return 0;
 }
 
@@ -280,6 +342,31 @@ void kvdoc_catalog_each(const struct kvdoc_catalog *c, const char *db,
 	for (uint32_t i = 0; i < n && !ent_next(&p, end, &e); i++)
 		if ((!db || same(e.db, db)) &&
 		    fn(arg, e.id, e.db, e.coll, e.opts))
+			return;
+}
+
+void kvdoc_catalog_indexes(const struct kvdoc_catalog *c, uint32_t coll,
+			   kvdoc_ix_fn fn, void *arg)
+{
+	const uint8_t *p, *end;
+	uint32_t n;
+	struct cat_ent e;
+	struct kvdoc_ix ix;
+
+	if (c->img.len < CAT_HDR)
+		return;
+	p = c->img.data + CAT_HDR;
+	end = c->img.data + c->img.len;
+	n = rd32(c->img.data + 12);
+	for (uint32_t i = 0; i < n; i++)
+		if (ent_next(&p, end, &e))
+			return;
+	if (end - p < 4)
+		return;
+	n = rd32(p);
+	p += 4;
+	for (uint32_t i = 0; i < n && !kvdoc_ix_next(&p, end, &ix); i++)
+		if ((!coll || ix.coll == coll) && fn(arg, &ix))
 			return;
 }
 

@@ -4,6 +4,8 @@
  * it on the committer. */
 #include "doc.h"
 
+#include "index.h"
+
 #include <string.h>
 
 #include "kv_status.h"
@@ -104,6 +106,8 @@ int kvdoc_op_delete(struct kv_buf *out, unsigned flags, const uint8_t *filter,
 static int merge_error(struct kvd_merge *m, const struct mql_error *e)
 {
 	m->action = KVD_MERGE_KEEP;
+	m->image->len = 0;
+	m->side->len = 0;
 	m->result = -(int64_t)(e->code ? e->code : 1);
 	kv_buf_append(m->reply, e->msg, strlen(e->msg));
 	return 0;
@@ -116,19 +120,66 @@ static int doc_live(const struct kvd_merge *m)
 	return m->live && m->type == KVD_VT_DOC;
 }
 
+/* The index entries of a change from old to new (index.h): 0, ENOMEM,
+ * or the write refused with MongoDB's error. */
+static int ix_change(struct kvd_merge *m, struct kv_slice sec,
+		     const uint8_t *old, size_t oldn, const uint8_t *new_,
+		     size_t newn)
+{
+	struct mql_error e = {0};
+	int rc = kvdoc_ix_apply(m, sec, old, oldn, new_, newn, &e);
+
+	if (rc == ENOMEM)
+		return ENOMEM;
+	if (rc) {
+		m->reply->len = 0;
+		return merge_error(m, &e);
+	}
+	return 0;
+}
+
+/* A committer's section, when the operand's is older than the catalog
+ * (index.h, kvdoc_ix_fresh). */
+static __thread struct kv_buf tl_sec;
+
+/* Every operand starts with its collection's indexes (index.h), as of
+ * the catalog the io thread read, or as of a newer one. */
+static int take_section(struct kvd_merge *m, struct kv_slice *sec)
+{
+	uint32_t coll;
+
+	m->action = KVD_MERGE_KEEP;
+	if (kvdoc_ix_take(&m->operand, sec) || m->key.n < 4) {
+		m->status = KV_BAD_ARGS;
+		return -1;
+	}
+	coll = (uint32_t)m->key.p[0] << 24 | (uint32_t)m->key.p[1] << 16 |
+	       (uint32_t)m->key.p[2] << 8 | m->key.p[3];
+	if (kvdoc_ix_fresh(sec, coll, &tl_sec)) {
+		m->status = KV_INTERNAL;
+		return -1;
+	}
+	return 0;
+}
+
 static int op_insert(void *ctx, struct kvd_merge *m)
 {
+	struct kv_slice sec;
+
 	(void)ctx;
+	if (take_section(m, &sec))
+		return 0;
 	if (doc_live(m)) {
 		m->status = KV_EXISTS;
-		m->action = KVD_MERGE_KEEP;
 		return 0;
 	}
 	m->action = KVD_MERGE_STORE;
 	m->new_type = KVD_VT_DOC;
 	m->result = 1;
 	kv_buf_append(m->image, m->operand.p, m->operand.n);
-	return m->image->err ? ENOMEM : 0;
+	if (m->image->err)
+		return ENOMEM;
+	return ix_change(m, sec, NULL, 0, m->operand.p, m->operand.n);
 }
 
 struct upd_in {
@@ -173,7 +224,8 @@ static int upd_store(struct kvd_merge *m, const struct upd_in *in,
 }
 
 static int update_run(struct kvd_merge *m, const struct upd_in *in,
-		      const struct mql_update *u, const struct mql_match *q)
+		      const struct mql_update *u, const struct mql_match *q,
+		      struct kv_slice sec)
 {
 	struct mql_update_ctx uc = {.now_ms = (int64_t)m->now, .pos = -1};
 	struct mql_error e = {0};
@@ -211,6 +263,10 @@ static int update_run(struct kvd_merge *m, const struct upd_in *in,
 		rc = m->reply->err ? ENOMEM : 0;
 	} else {
 		rc = upd_store(m, in, &out, live);
+		if (!rc)
+			rc = ix_change(m, sec, live ? m->old.p : NULL,
+				       live ? m->old.n : 0, bson_get_data(&out),
+				       out.len);
 	}
 	bson_destroy(&out);
 	return rc;
@@ -222,10 +278,12 @@ static int op_update(void *ctx, struct kvd_merge *m)
 	struct mql_update *u = NULL;
 	struct mql_match *q = NULL;
 	struct mql_error e = {0};
+	struct kv_slice sec;
 	int rc;
 
 	(void)ctx;
-	m->action = KVD_MERGE_KEEP;
+	if (take_section(m, &sec))
+		return 0;
 	if (upd_parse(m->operand, &in)) {
 		m->status = KV_BAD_ARGS;
 		return 0;
@@ -236,7 +294,7 @@ static int op_update(void *ctx, struct kvd_merge *m)
 		mql_update_free(u);
 		return merge_error(m, &e);
 	}
-	rc = update_run(m, &in, u, q);
+	rc = update_run(m, &in, u, q, sec);
 	mql_update_free(u);
 	mql_match_free(q);
 	return rc;
@@ -244,8 +302,8 @@ static int op_update(void *ctx, struct kvd_merge *m)
 
 static int op_delete(void *ctx, struct kvd_merge *m)
 {
-	const uint8_t *p = m->operand.p, *end = p + m->operand.n;
-	struct kv_slice filter;
+	const uint8_t *p, *end;
+	struct kv_slice filter, sec;
 	struct mql_match *q = NULL;
 	struct mql_error e = {0};
 	unsigned flags;
@@ -253,7 +311,10 @@ static int op_delete(void *ctx, struct kvd_merge *m)
 	int match;
 
 	(void)ctx;
-	m->action = KVD_MERGE_KEEP;
+	if (take_section(m, &sec))
+		return 0;
+	p = m->operand.p;
+	end = p + m->operand.n;
 	if (m->operand.n < 1) {
 		m->status = KV_BAD_ARGS;
 		return 0;
@@ -275,7 +336,9 @@ static int op_delete(void *ctx, struct kvd_merge *m)
 	m->result = 1;
 	if (flags & KVDOC_RET_OLD)
 		kv_buf_append(m->reply, m->old.p, m->old.n);
-	return m->reply->err ? ENOMEM : 0;
+	if (m->reply->err)
+		return ENOMEM;
+	return ix_change(m, sec, m->old.p, m->old.n, NULL, 0);
 }
 
 void kvdoc_register(struct kvd_merge_op *ops)
@@ -285,6 +348,7 @@ void kvdoc_register(struct kvd_merge_op *ops)
 	    [KVDOC_OP_UPDATE] = op_update,
 	    [KVDOC_OP_DELETE] = op_delete,
 	    [KVDOC_OP_CATALOG] = kvdoc_catalog_merge,
+	    [KVDOC_OP_REINDEX] = kvdoc_reindex_merge,
 	};
 
 	for (unsigned i = 0; i < KVDOC_NOPS; i++) {

@@ -75,6 +75,7 @@ enum {
 	KVDOC_OP_UPDATE,
 	KVDOC_OP_DELETE,
 	KVDOC_OP_CATALOG,
+	KVDOC_OP_REINDEX, /* index.h: an index build's entries of one doc */
 	KVDOC_NOPS
 };
 
@@ -92,7 +93,14 @@ enum {
 #define KVDOC_RET_NEW 0x4u /* reply: the image after */
 #define KVDOC_EXCL 0x8u	   /* CATALOG CREATE: fail if it exists */
 
-enum { KVDOC_CAT_CREATE, KVDOC_CAT_DROP, KVDOC_CAT_DROPDB };
+enum {
+	KVDOC_CAT_CREATE,
+	KVDOC_CAT_DROP,
+	KVDOC_CAT_DROPDB,
+	KVDOC_CAT_IXADD,   /* options: the index's spec (index.h) */
+	KVDOC_CAT_IXDROP,  /* options: its name ("*": every one) */
+	KVDOC_CAT_IXREADY, /* options: [u32 index id] (built) */
+};
 
 /* The catalog's one key (keyspace KVD_KS_CATALOG, shard 0). */
 #define KVDOC_CATALOG_KEY "catalog"

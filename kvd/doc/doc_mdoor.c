@@ -27,7 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "doc.h"
+#include "doc_ix.h"
+#include "doc_plan.h"
+#include "index.h"
 #include "kv_status.h"
 #include "mongo/mql_value.h"
 #include "net/conn.h"
@@ -53,6 +57,16 @@ static const struct kvdoc_catalog *catalog(void)
 	if (kvdoc_catalog_refresh(&tl_cat, tl_io->reader, tl_io->now_ms))
 		return NULL;
 	return &tl_cat;
+}
+
+struct kvd_io *doc_mdoor_io(void)
+{
+	return tl_io;
+}
+
+const struct kvdoc_catalog *doc_mdoor_catalog(void)
+{
+	return catalog();
 }
 
 static int coll_id(const char *db, const char *coll, uint32_t *id)
@@ -160,6 +174,7 @@ struct dscan {
 	size_t pos;
 	int empty; /* no collection */
 	int64_t examined;
+	struct doc_plan *plan; /* an index scan (doc_plan.h), or NULL */
 };
 
 static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
@@ -194,7 +209,11 @@ static int refill(struct dscan *d)
 			  : keep_match(d, (struct kv_slice){0}, doc, KVD_VT_DOC,
 				       0);
 	}
-	while (!d->s.done && d->buf.len == 0)
+	while (d->plan && !doc_plan_done(d->plan) && d->buf.len == 0)
+		if (doc_plan_batch(d->plan, tl_io->reader, tl_io->srv->nshards,
+				   tl_io->now_ms, SCAN_BATCH, keep_match, d))
+			return -1;
+	while (!d->plan && !d->s.done && d->buf.len == 0)
 		if (kvdoc_scan_batch(&d->s, tl_io->reader, SCAN_BATCH,
 				     tl_io->now_ms, keep_match, d))
 			return -1;
@@ -210,7 +229,6 @@ static int scan_open(void *ctx, const struct mdoor_query *q, void **out,
 	int found;
 
 	(void)ctx;
-	(void)info; /* the door sorts: _id order is no sort it asks by */
 	if (!d)
 		return mql_error_set(err, MQL_InternalError, "out of memory");
 	d->filter = q->filter;
@@ -228,7 +246,12 @@ static int scan_open(void *ctx, const struct mdoor_query *q, void **out,
 			return -1;
 		}
 		d->one = 1;
+	} else if (doc_plan_choose(catalog(), cid, q, &d->plan, err) < 0) {
+		free(d);
+		return -1;
 	}
+	/* the door sorts unless the index gives its order */
+	info->sorted = d->plan && doc_plan_sorted(d->plan);
 	*out = d;
 	return 0;
 }
@@ -240,7 +263,8 @@ static int scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 	uint32_t n;
 
 	if (d->pos >= d->buf.len) {
-		if (d->empty || (d->s.done && !d->one))
+		if (d->empty ||
+		    (d->plan ? doc_plan_done(d->plan) : d->s.done && !d->one))
 			return 0;
 		if (refill(d))
 			return mql_error_set(err, MQL_InternalError,
@@ -260,8 +284,61 @@ static void scan_close(void *scan)
 {
 	struct dscan *d = scan;
 
+	doc_plan_free(d->plan);
 	kv_buf_free(&d->buf);
 	free(d);
+}
+
+/* explain: run q's scan to its end (the door's sort and limit aside),
+ * and say how it read. */
+static int explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
+		   bson_t *stats, struct mql_error *err)
+{
+	struct mdoor_scan_info info = {0};
+	int64_t t0 = (int64_t)kvd_now_ms(), n = 0, keys = 0, docs;
+	const uint8_t *doc;
+	uint32_t len;
+	bson_t in;
+	void *s;
+	int rc;
+
+	if (scan_open(ctx, q, &s, &info, err))
+		return -1;
+	while ((rc = scan_next(s, &doc, &len, err)) == 1)
+		n++;
+	if (rc == 0) {
+		struct dscan *d = s;
+
+		docs = d->examined;
+		if (d->plan) {
+			doc_plan_counts(d->plan, &keys, &docs);
+			BSON_APPEND_UTF8(plan, "stage", "FETCH");
+			BSON_APPEND_DOCUMENT_BEGIN(plan, "inputStage", &in);
+			BSON_APPEND_UTF8(&in, "stage", "IXSCAN");
+			BSON_APPEND_UTF8(&in, "indexName",
+					 doc_plan_name(d->plan));
+			bson_append_document_end(plan, &in);
+		} else {
+			BSON_APPEND_UTF8(plan, "stage",
+					 d->klen ? "IDHACK" : "COLLSCAN");
+			keys = d->klen ? 1 : 0;
+		}
+		BSON_APPEND_BOOL(stats, "executionSuccess", true);
+		BSON_APPEND_INT64(stats, "nReturned", n);
+		BSON_APPEND_INT64(stats, "executionTimeMillis",
+				  (int64_t)kvd_now_ms() - t0);
+		BSON_APPEND_INT64(stats, "totalKeysExamined", keys);
+		BSON_APPEND_INT64(stats, "totalDocsExamined", docs);
+	}
+	scan_close(s);
+	return rc < 0 ? -1 : 0;
+}
+
+static int count_ix(void *arg, const uint8_t *spec, uint32_t len)
+{
+	(void)spec, (void)len;
+	++*(uint64_t *)arg;
+	return 0;
 }
 
 static int coll_stats(void *ctx, const char *db, const char *coll,
@@ -296,6 +373,7 @@ static int coll_stats(void *ctx, const char *db, const char *coll,
 	mql_match_free(all);
 	out->storage_size = out->size;
 	out->nindexes = 1;
+	doc_ix_list(NULL, db, coll, count_ix, &out->nindexes, err);
 	return rc < 0 ? -1 : 1;
 }
 
@@ -530,6 +608,9 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 		scan_close(w->scan);
 		w->scan = NULL;
 	}
+	/* the collection's indexes, which the merge keeps (index.h) */
+	if (kvdoc_ix_section(catalog(), w->have ? w->cid : 0, 0, &w->opnd))
+		return oom(&op->err);
 	if (k == MDOOR_W_INSERT) {
 		if (doc_id(op->doc, op->len, &it) ||
 		    add_key(w, bson_iter_value(&it), &op->err))
@@ -714,6 +795,10 @@ void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
 
 	if (!w)
 		return;
+	if (doc_ix_kind(w->b)) { /* an index command's (doc_mdoor_ix.c) */
+		doc_ix_result(c, pd);
+		return;
+	}
 	w->out--;
 	if (b_is_catalog(w->b->kind)) {
 		catalog_result(w, pd);
@@ -759,7 +844,9 @@ void doc_mdoor_abandon(struct kvd_conn *c)
 {
 	struct dmw *w = c->mwrite;
 
-	if (w) /* its merges came back unanswered: the connection died */
+	if (w && doc_ix_kind(w->b))
+		doc_ix_abandon(c);
+	else if (w) /* its merges came back unanswered: the connection died */
 		finish(w);
 }
 
@@ -797,8 +884,13 @@ static void write_batch(void *ctx, struct mdoor_wbatch *b)
 	unsigned op = KVDOC_CAT_CREATE, fl = KVDOC_EXCL;
 
 	(void)ctx;
+	/* index builds and drops are writes too: a replica refuses them */
 	if (writable(b)) {
 		b->done(b);
+		return;
+	}
+	if (doc_ix_kind(b)) {
+		doc_ix_write(b);
 		return;
 	}
 	w = calloc(1, sizeof(*w));
@@ -833,4 +925,6 @@ const struct mdoor_store doc_mdoor_store = {
     .scan_next = scan_next,
     .scan_close = scan_close,
     .write = write_batch,
+    .list_indexes = doc_ix_list,
+    .explain = explain,
 };

@@ -178,6 +178,11 @@ enum mdoor_wkind {
 	MDOOR_W_CREATE, /* no op: create db.coll (options) */
 	MDOOR_W_DROP,	/* no op: drop db.coll */
 	MDOOR_W_DROPDB, /* no op: drop db */
+	/* no op: createIndexes (options: {indexes: [spec...]}, each spec
+	 * checked and normalized by the door), dropIndexes (options:
+	 * {index: name or "*"}); results in ix_before / ix_after */
+	MDOOR_W_IXCREATE,
+	MDOOR_W_IXDROP,
 };
 
 struct mdoor_wop {
@@ -222,6 +227,10 @@ struct mdoor_wbatch {
 	 * a drop of nothing, 48 NamespaceExists for a create of an existing
 	 * collection, an I/O error.  Statements then count as not run. */
 	struct mql_error err;
+	/* IXCREATE, IXDROP: the indexes before and after (with _id_), and
+	 * whether the collection was made by it */
+	int64_t ix_before, ix_after;
+	bool ix_created_coll;
 	void *conn; /* the server's connection handle (for routing done) */
 	/* done - the store calls it once every statement it runs is
 	 * executed and its results are filled, on conn's io thread (the
@@ -263,6 +272,17 @@ struct mdoor_store {
 	int (*scan_next)(void *scan, const uint8_t **doc, uint32_t *len,
 			 struct mql_error *err);
 	void (*scan_close)(void *scan);
+	/* list_indexes - cb(cbctx, spec, len) for each index of db.coll
+	 * but _id_ (specs as listIndexes shows them); NULL: none.  1 when
+	 * the collection exists, 0 when not, -1 with err. */
+	int (*list_indexes)(void *ctx, const char *db, const char *coll,
+			    int (*cb)(void *cbctx, const uint8_t *spec,
+				      uint32_t len),
+			    void *cbctx, struct mql_error *err);
+	/* explain - append the plan of q (queryPlanner's winningPlan and
+	 * executionStats' figures of a run) to out; NULL: COLLSCAN. */
+	int (*explain)(void *ctx, const struct mdoor_query *q, bson_t *plan,
+		       bson_t *stats, struct mql_error *err);
 	/* count - the number of q's documents without reading them (the
 	 * store keeps counts); NULL, or a return of 1 ("cannot"), makes the
 	 * door count a scan.  0 with *n, or -1 with err. */

@@ -1,9 +1,9 @@
 /* mdoor_ddl.c - databases and collections: create, drop and dropDatabase
  * (writes: the store completes them later), listDatabases,
  * listCollections and listIndexes (listings, filtered by mql_match and
- * served through a cursor), collStats and dbStats.  Indexes other than
- * _id are not in the store's interface yet: listIndexes shows _id_ and
- * createIndexes / dropIndexes are refused with 238 NotImplemented.
+ * served through a cursor; listIndexes shows _id_, then the store's
+ * indexes), collStats and dbStats (createIndexes and dropIndexes:
+ * mdoor_index.c).
  * Options of create that kvd does not do (capped, validators, views, time
  * series, clustered) are refused, not ignored. */
 #include <stdio.h>
@@ -121,14 +121,6 @@ static int cmd_drop(struct mdoor_req *r, struct mql_error *err)
 static int cmd_dropdatabase(struct mdoor_req *r, struct mql_error *err)
 {
 	return submit_ddl(r, MDOOR_W_DROPDB, NULL, NULL, err);
-}
-
-static int cmd_indexes_refused(struct mdoor_req *r, struct mql_error *err)
-{
-	return mdoor_err(err, MQL_NotImplemented,
-			 "%s is not supported by kvd yet: only the _id index "
-			 "exists",
-			 r->cmd);
 }
 
 /* ===================== listings ===================== */
@@ -303,6 +295,15 @@ out:
 	return rc;
 }
 
+static int list_spec(void *ctx, const uint8_t *spec, uint32_t len)
+{
+	bson_t doc;
+
+	if (bson_init_static(&doc, spec, len))
+		list_add(ctx, &doc);
+	return 0;
+}
+
 static int cmd_listindexes(struct mdoor_req *r, struct mql_error *err)
 {
 	static const struct mdoor_arg spec[] = {
@@ -327,6 +328,13 @@ static int cmd_listindexes(struct mdoor_req *r, struct mql_error *err)
 	snprintf(ns, sizeof(ns), "%s", coll);
 	l.docs = bson_new();
 	id_index(l.docs, "0");
+	l.n = 1;
+	if (d->store.list_indexes &&
+	    d->store.list_indexes(d->store.ctx, r->db, coll, list_spec, &l,
+				  err) < 0) {
+		bson_destroy(l.docs);
+		return -1;
+	}
 	return list_cursor(r, ns, &l, &a[0].it, err);
 }
 
@@ -428,8 +436,9 @@ const struct mdoor_cmd mdoor_cmds_ddl[] = {
     {"listDatabases", cmd_listdatabases, 0, MDOOR_CNT_COMMAND},
     {"listCollections", cmd_listcollections, 0, MDOOR_CNT_COMMAND},
     {"listIndexes", cmd_listindexes, 0, MDOOR_CNT_COMMAND},
-    {"createIndexes", cmd_indexes_refused, 0, MDOOR_CNT_COMMAND},
-    {"dropIndexes", cmd_indexes_refused, 0, MDOOR_CNT_COMMAND},
+    {"createIndexes", mdoor_cmd_createindexes, 0, MDOOR_CNT_COMMAND},
+    {"dropIndexes", mdoor_cmd_dropindexes, 0, MDOOR_CNT_COMMAND},
+    {"explain", mdoor_cmd_explain, 0, MDOOR_CNT_COMMAND},
     {"collStats", cmd_collstats, 0, MDOOR_CNT_COMMAND},
     {"dbStats", cmd_dbstats, 0, MDOOR_CNT_COMMAND},
     {NULL, NULL, 0, 0},

@@ -52,5 +52,10 @@ int mdoor_write_open(struct mdoor_req *r, const char *field,
 int mdoor_cmd_update(struct mdoor_req *r, struct mql_error *err);
 int mdoor_cmd_delete(struct mdoor_req *r, struct mql_error *err);
 int mdoor_cmd_fam(struct mdoor_req *r, struct mql_error *err);
+/* mdoor_index.c */
+int mdoor_cmd_createindexes(struct mdoor_req *r, struct mql_error *err);
+int mdoor_cmd_dropindexes(struct mdoor_req *r, struct mql_error *err);
+/* mdoor_explain.c */
+int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err);
 
 #endif

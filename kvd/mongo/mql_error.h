@@ -28,13 +28,17 @@
 	X(14, TypeMismatch)                                                    \
 	X(15, Overflow)                                                        \
 	X(22, InvalidBSON)                                                     \
+	X(27, IndexNotFound)                                                   \
 	X(28, PathNotViable)                                                   \
 	X(40, ConflictingUpdateOperators)                                      \
 	X(52, DollarPrefixedFieldName)                                         \
 	X(54, NotSingleValueField)                                             \
 	X(56, EmptyFieldName)                                                  \
 	X(66, ImmutableField)                                                  \
+	X(85, IndexOptionsConflict)                                            \
+	X(86, IndexKeySpecsConflict)                                           \
 	X(168, InvalidPipelineOperator)                                        \
+	X(197, InvalidIndexSpecificationOption)                                \
 	X(238, NotImplemented)                                                 \
 	X(292, QueryExceededMemoryLimitNoDiskUseAllowed)                       \
 	X(10334, BSONObjectTooLarge)

@@ -335,6 +335,7 @@ void kvd_store_close(struct kvd_store *st)
 		kv_buf_free(&sh->wt.tmp);
 		kv_buf_free(&sh->wt.mimg);
 		kv_buf_free(&sh->wt.mreply);
+		kv_buf_free(&sh->wt.mside);
 		kv_buf_free(&sh->wt.data);
 		free(sh->wt.ents);
 		free(sh->wt.ht);

@@ -37,7 +37,9 @@ struct ov_ent {
 	 * batch is committed); a computed value is in kvd_wtxn.data at voff. */
 	const uint8_t *key, *val;
 	uint32_t klen, vlen, voff;
-	uint8_t vbuf;  /* the value is in data */
+	uint8_t vbuf; /* the value is in data */
+	uint8_t kbuf; /* the key is in data at koff (a merge's side write) */
+	uint32_t koff;
 	uint8_t vtype; /* a PUT's value type (KVD_VT_*) */
 	uint64_t exp;
 	uint8_t type;  /* KVJ_PUT, KVJ_DEL, KVJ_FLUSHALL */
@@ -55,6 +57,7 @@ struct kvd_wtxn {
 	size_t bytes;	       /* keys and values in the batch */
 	struct kv_buf tmp; /* old values copied out before they are rewritten */
 	struct kv_buf mimg, mreply; /* a merge's new value and reply bytes */
+	struct kv_buf mside;	    /* and its side writes (kvd_merge_side) */
 	unsigned ks;		    /* the keyspace of the keys being applied */
 	/* the memtable's form of a key (ikey_put), twice: one for a prefetch
 	 * while the other is being inserted */

@@ -154,8 +154,8 @@ static void ov_clear_ht(struct kvd_wtxn *t)
 
 static const uint8_t *ov_key(const struct kvd_wtxn *t, const struct ov_ent *e)
 {
-	(void)t;
-	return e->key;
+	/* a side write's key was copied into data, which may have moved */
+	return e->kbuf ? t->data.data + e->koff : e->key;
 }
 
 static const uint8_t *ov_val(const struct kvd_wtxn *t, const struct ov_ent *e)
@@ -642,6 +642,92 @@ static int apply_rmw(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now,
 	}
 }
 
+/* Side writes: [u8 ks][u8 del][u16 klen][u32 vlen][key][value]... */
+#define SIDE_HDR 8
+
+int kvd_merge_side(struct kvd_merge *m, unsigned ks, int del, const void *k,
+		   size_t kn, const void *v, size_t vn)
+{
+	uint8_t h[SIDE_HDR];
+	uint16_t k16 = (uint16_t)kn;
+	uint32_t v32 = del ? 0 : (uint32_t)vn;
+
+	if (kn == 0 || kn > 511 || vn > UINT32_MAX)
+		return EINVAL;
+	h[0] = (uint8_t)ks;
+	h[1] = (uint8_t)(del != 0);
+	memcpy(h + 2, &k16, 2);
+	memcpy(h + 4, &v32, 4);
+	if (kv_buf_append(m->side, h, SIDE_HDR) ||
+	    kv_buf_append(m->side, k, kn) ||
+	    (v32 && kv_buf_append(m->side, v, v32)))
+		return ENOMEM;
+	return 0;
+}
+
+/* Apply a merge's side writes (after its own key's).  Their keys are
+ * copied into the batch's data (the side buffer is the next merge's), so
+ * their entries name them by offset (ov_key). */
+static int apply_side(struct kvd_wtxn *t, uint64_t now)
+{
+	const uint8_t *p = t->mside.data, *end = p + t->mside.len;
+	unsigned ks = t->ks;
+	int rc = 0;
+
+	while (!rc && end - p >= SIDE_HDR) {
+		uint16_t kn;
+		uint32_t vn;
+		size_t koff = t->data.len;
+		struct wval o;
+		MDB_val k;
+
+		memcpy(&kn, p + 2, 2);
+		memcpy(&vn, p + 4, 4);
+		t->ks = p[0];
+		k.mv_size = kn;
+		k.mv_data = (void *)(p + SIDE_HDR);
+		if ((rc = wlookup(t, &k, now, &o)))
+			break;
+		if (p[1] && o.live == 0) {
+			p += SIDE_HDR + kn + vn;
+			continue; /* nothing to delete */
+		}
+		if (kv_buf_append(&t->data, k.mv_data, kn)) {
+			rc = ENOMEM;
+			break;
+		}
+		rc = p[1] ? wdelete(t, &k, &o)
+			  : ov_add(t, KVJ_PUT, &k, 0, p + SIDE_HDR + kn, vn,
+				   NULL, 0, o.below, 0, KVD_VT_PLAIN);
+		if (!rc) {
+			t->ents[t->nents - 1].kbuf = 1;
+			t->ents[t->nents - 1].koff = (uint32_t)koff;
+		}
+		p += SIDE_HDR + kn + vn;
+	}
+	t->ks = ks;
+	return rc;
+}
+
+/* The merge's write of its own key. */
+static int merge_own(struct kvd_wtxn *t, struct kvd_wop *op,
+		     const struct kvd_merge *m, struct item *it,
+		     const struct wval *o)
+{
+	/* an expired value it left goes, as a DEL's would (its "expired"
+	 * event is this write's, not the reaper's) */
+	if (m->action == KVD_MERGE_KEEP)
+		return o->live < 0 ? wdelete(t, &it->k, o) : 0;
+	if (op->seen)
+		op->seen[0] |=
+		    KVD_SEEN_DONE |
+		    (m->action == KVD_MERGE_DELETE ? KVD_SEEN_GONE : 0);
+	if (m->action == KVD_MERGE_DELETE)
+		return o->live ? wdelete(t, &it->k, o) : 0;
+	return ov_add(t, KVJ_PUT, &it->k, m->live ? m->exp : 0, t->mimg.data,
+		      t->mimg.len, NULL, 0, o->below, 0, m->new_type);
+}
+
 /* A merge operation (shard.h, KVD_W_MERGE): the registered function
  * computes the key's new value from the one the layers hold, here in the
  * batch, so that two writers changing one value never lose an update; the
@@ -667,6 +753,7 @@ static int apply_merge(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 		op->seen[0] = seen_of(&o);
 	t->mimg.len = 0;
 	t->mreply.len = 0;
+	t->mside.len = 0;
 	m.key = (struct kv_slice){it.k.mv_data, it.k.mv_size};
 	m.live = o.live > 0;
 	if (m.live) {
@@ -678,12 +765,16 @@ static int apply_merge(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 	m.now = now;
 	m.image = &t->mimg;
 	m.reply = &t->mreply;
-	if ((rc = mo->fn(mo->ctx, &m)) || t->mimg.err || t->mreply.err)
+	m.side = &t->mside;
+	if ((rc = mo->fn(mo->ctx, &m)) || t->mimg.err || t->mreply.err ||
+	    t->mside.err)
 		return ENOMEM;
 	op->status = m.status;
 	op->result = m.result;
-	if (m.status == KV_OK && m.action == KVD_MERGE_STORE &&
-	    !has_room(t, t->mimg.len + it.k.mv_size)) {
+	/* a delete (and its side deletes) goes on in a full map */
+	if (m.status == KV_OK && m.action != KVD_MERGE_DELETE &&
+	    (m.action == KVD_MERGE_STORE || t->mside.len) &&
+	    !has_room(t, t->mimg.len + it.k.mv_size + t->mside.len)) {
 		op->status = KV_MAP_FULL;
 		return 0;
 	}
@@ -691,20 +782,11 @@ static int apply_merge(struct kvd_wtxn *t, struct kvd_wop *op, uint64_t now)
 	    (rc = copy_out(op,
 			   (struct kv_slice){t->mreply.data, t->mreply.len})))
 		return rc;
-	/* an expired value it left goes, as a DEL's would (its "expired"
-	 * event is this write's, not the reaper's) */
-	if (m.status == KV_OK && m.action == KVD_MERGE_KEEP && o.live < 0)
-		return wdelete(t, &it.k, &o);
-	if (m.status != KV_OK || m.action == KVD_MERGE_KEEP)
+	if (m.status != KV_OK)
 		return 0;
-	if (op->seen)
-		op->seen[0] |=
-		    KVD_SEEN_DONE |
-		    (m.action == KVD_MERGE_DELETE ? KVD_SEEN_GONE : 0);
-	if (m.action == KVD_MERGE_DELETE)
-		return o.live ? wdelete(t, &it.k, &o) : 0;
-	return ov_add(t, KVJ_PUT, &it.k, m.live ? m.exp : 0, t->mimg.data,
-		      t->mimg.len, NULL, 0, o.below, 0, m.new_type);
+	if ((rc = merge_own(t, op, &m, &it, &o)))
+		return rc;
+	return t->mside.len ? apply_side(t, now) : 0;
 }
 
 /* A replica: the primary's records, as they are, to be given the LSNs
@@ -1066,7 +1148,8 @@ static void prefetch_ent(struct kvd_wtxn *t, size_t i)
 
 	if (i >= t->nents || (e = &t->ents[i])->type == KVJ_FLUSHALL)
 		return;
-	kvm_prefetch(t->act, t->ikey[1], wikey(t, 1, e->ks, e->key, e->klen));
+	kvm_prefetch(t->act, t->ikey[1],
+		     wikey(t, 1, e->ks, ov_key(t, e), e->klen));
 }
 
 /* The batch's records into the active memtable, LSNs from first on. */
@@ -1079,7 +1162,7 @@ static int insert_all(struct kvd_wtxn *t, uint64_t first)
 		const uint8_t *k = t->ikey[0];
 		size_t kn = e->type == KVJ_FLUSHALL
 				? 0
-				: wikey(t, 0, e->ks, e->key, e->klen);
+				: wikey(t, 0, e->ks, ov_key(t, e), e->klen);
 		unsigned fl = e->below == OV_BELOW_UNKNOWN ? KVM_F_UNKNOWN
 			      : e->below		   ? KVM_F_BELOW
 							   : 0;
@@ -1115,7 +1198,7 @@ static int build_recs(struct kvd_wtxn *t, uint64_t *bytes)
 		r[i] = (struct kvj_rec){.type = e->type,
 					.vtype = e->vtype,
 					.ks = e->ks,
-					.key = e->key,
+					.key = ov_key(t, e),
 					.klen = e->klen,
 					.val = ov_val(t, e),
 					.vlen = e->vlen,

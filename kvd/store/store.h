@@ -153,8 +153,18 @@ struct kvd_merge {
 	int status;
 	int64_t result;	      /* kvd_wop.result */
 	struct kv_buf *reply; /* bytes for kvd_wop.val (empty: none) */
+	/* Side writes (kvd_merge_side): puts and deletes of other keys of
+	 * this shard, of any keyspace, applied after the key's own write in
+	 * the same batch when status is KV_OK (whatever the action), so they
+	 * are journaled, made visible and replayed with it as physical
+	 * records (kvd/doc's index entries).  Never the merge's own key. */
+	struct kv_buf *side;
 };
 enum { KVD_MERGE_KEEP, KVD_MERGE_STORE, KVD_MERGE_DELETE };
+/* Add a side write to m: a put of v (vtype KVD_VT_PLAIN, no expiry) under
+ * key k of keyspace ks, or its delete (del, v ignored).  0, or ENOMEM. */
+int kvd_merge_side(struct kvd_merge *m, unsigned ks, int del, const void *k,
+		   size_t kn, const void *v, size_t vn);
 /* 0, or ENOMEM (the batch fails). image and reply are empty at the call. */
 typedef int (*kvd_merge_fn)(void *ctx, struct kvd_merge *m);
 #define KVD_MERGE_MAX 16

@@ -36,6 +36,8 @@ WRITES = [
     {"create": "made"},
     {"drop": "c"},
     {"dropDatabase": 1},
+    {"createIndexes": "c", "indexes": [{"key": {"s": 1}, "name": "s_1"}]},
+    {"dropIndexes": "c", "index": "v_1"},
 ]
 
 
@@ -47,6 +49,7 @@ def fill(cl):
                    for i in range(1000)])
     c.update_many({"v": 3}, {"$push": {"l": "p"}, "$inc": {"n": 2}})
     c.delete_many({"v": 6})
+    c.create_index("v", name="v_1")
     cl.t.create_collection("empty")
     cl.other.d.insert_one({"_id": "only", "nested": {"a": [1, {"b": 2}]}})
     cl.t.gone.insert_one({"_id": 1})
@@ -63,6 +66,12 @@ def same_as_filled(test, cl):
     test.assertEqual(c.find_one({"_id": 3}),
                      {"_id": 3, "v": 3, "s": "xxx", "l": ["p"], "n": 2})
     test.assertEqual(c.count_documents({"l": "p"}), len(range(3, 1000, 7)))
+    # the index came too, and serves the copy's queries
+    test.assertEqual(sorted(i["name"] for i in c.list_indexes()),
+                     ["_id_", "v_1"])
+    plan = c.find({"v": 3}).explain()["queryPlanner"]["winningPlan"]
+    test.assertEqual(plan["inputStage"]["indexName"], "v_1", plan)
+    test.assertEqual(c.count_documents({"v": 3}), len(range(3, 1000, 7)))
     test.assertEqual(cl.other.d.find_one(),
                      {"_id": "only", "nested": {"a": [1, {"b": 2}]}})
     test.assertEqual(cl.t.empty.count_documents({}), 0)

@@ -4,7 +4,9 @@
  * _id, updates computed on the committer (upsert, replacement, a filter
  * checked again, findAndModify's images), delete, reads by _id, scans of
  * a collection merged across shards in _id order in bounded batches, a
- * restart replaying it all, and the lost-update test: 8 threads $inc
+ * restart replaying it all, index entries written with their documents
+ * (index.h: insert, update, multikey, delete, a refused document, REINDEX,
+ * and the restart), and the lost-update test: 8 threads $inc
  * their own field of one document 10,000 times each, and every increment
  * is there.
  */
@@ -18,6 +20,7 @@
 #include <bson/bson.h>
 
 #include "doc.h"
+#include "index.h"
 #include "journaltest.h"
 #include "kv_status.h"
 #include "net/router.h"
@@ -100,23 +103,36 @@ static void close_all(void)
 	kvd_store_close(st);
 }
 
+/* The index section the document merges get (none by default). */
+static uint8_t tsec[4096 + 8] = {0}; /* and 8 bytes of version 0 */
+static size_t tsec_len = 4;
+static uint64_t tsec_ver; /* little-endian hosts: the section's version */
+
 /* One merge (op id) of key with operand on shard, waited for: its status,
  * *result, and the reply bytes in *reply (malloc'd, or NULL). */
 static int merge(unsigned shard, unsigned ks, unsigned op, const void *key,
 		 size_t klen, const void *opnd, size_t olen, int64_t *result,
 		 struct kv_slice *reply)
 {
-	struct kvd_wreq *w = calloc(1, sizeof(*w) + KVD_ITEM_HDR + klen + olen);
+	/* a document's operand opens with its indexes (index.h): tsec's */
+	size_t sn =
+	    ks == KVD_KS_DOC && op != KVDOC_OP_REINDEX ? tsec_len + 8 : 0;
+	struct kvd_wreq *w =
+	    calloc(1, sizeof(*w) + KVD_ITEM_HDR + klen + sn + olen);
 	struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
 			    0};
 	uint16_t kn = (uint16_t)klen;
-	uint32_t vn = (uint32_t)olen;
+	uint32_t vn = (uint32_t)(sn + olen);
 	int rc;
 
 	memcpy(w->data, &kn, 2);
 	memcpy(w->data + 2, &vn, 4);
 	memcpy(w->data + KVD_ITEM_HDR, key, klen);
-	memcpy(w->data + KVD_ITEM_HDR + klen, opnd, olen);
+	memcpy(w->data + KVD_ITEM_HDR + klen, tsec, sn ? tsec_len : 0);
+	if (sn) /* the catalog version (0: the section as given) */
+		memcpy(w->data + KVD_ITEM_HDR + klen + tsec_len, &tsec_ver, 8);
+	memcpy(w->data + KVD_ITEM_HDR + klen + sn, opnd, olen);
+	olen += sn;
 	w->shard = (uint16_t)shard;
 	w->pend = &wt;
 	w->op.kind = KVD_W_MERGE;
@@ -446,6 +462,172 @@ static void t_delete(void)
 	bson_destroy(f);
 }
 
+/* ---- index entries (index.h) ---- */
+
+/* Add index id on key pattern (JSON) to the section every document
+ * merge gets. */
+static void sec_add(uint32_t id, const char *key, unsigned flags)
+{
+	bson_t *k = bson_new_from_json((const uint8_t *)key, -1, NULL);
+	uint32_t n, z = 0, kl = k->len;
+
+	memcpy(&n, tsec, 4);
+	n++;
+	memcpy(tsec, &n, 4);
+	memcpy(tsec + tsec_len, &id, 4);
+	tsec[tsec_len + 4] = (uint8_t)flags;
+	memcpy(tsec + tsec_len + 5, &kl, 4);
+	memcpy(tsec + tsec_len + 9, bson_get_data(k), kl);
+	memcpy(tsec + tsec_len + 9 + kl, &z, 4);
+	tsec_len += 13 + kl;
+	bson_destroy(k);
+}
+
+/* Is there an entry of index id for value v (int32; INT32_MIN: null)
+ * and document _id n of collection coll? */
+static int ix_has(uint32_t id, uint32_t coll, int32_t v, int32_t n)
+{
+	bson_value_t val = {.value_type = BSON_TYPE_INT32, .value.v_int32 = v};
+	uint8_t key[KVDOC_KEY_MAX], enc[MQL_KEY_MAX], ent[512];
+	size_t kn, en = 0, len;
+	unsigned shard = key_of(coll, n, key, &kn);
+	struct kvd_reader *r = kvd_reader_new(st);
+	struct mql_error e;
+	struct kv_slice d;
+	unsigned type;
+	int rc;
+
+	if (v == INT32_MIN)
+		val.value_type = BSON_TYPE_NULL;
+	if (mql_key_encode(&val, false, enc, sizeof(enc), &en, &e))
+		abort();
+	len = kvdoc_ix_entry(id, enc, en, key, kn, ent);
+	rc = kvd_reader_getk(r, shard, KVD_KS_INDEX, ent, len, kvd_now_ms(), &d,
+			     &type);
+	kvd_reader_free(r);
+	return rc == KV_OK;
+}
+
+static int count_fn(void *arg, struct kv_slice k, struct kv_slice v,
+		    unsigned type, uint64_t exp)
+{
+	(void)k, (void)v, (void)type, (void)exp;
+	++*(int *)arg;
+	return 0;
+}
+
+/* Entries of index id, over every shard. */
+static int ix_count(uint32_t id)
+{
+	uint8_t pre[4] = {(uint8_t)(id >> 24), (uint8_t)(id >> 16),
+			  (uint8_t)(id >> 8), (uint8_t)id};
+	struct kvd_scan sc = {.prefix = {pre, 4},
+			      .limit = 100000,
+			      .max_bytes = SIZE_MAX,
+			      .ks = KVD_KS_INDEX};
+	struct kvd_reader *r = kvd_reader_new(st);
+	struct kv_slice next;
+	int n = 0;
+
+	if (kvd_reader_scan(r, &sc, kvd_now_ms(), count_fn, &n, &next))
+		n = -1;
+	kvd_reader_free(r);
+	return n;
+}
+
+static void t_index(void)
+{
+	char b[512];
+	int64_t res = 0;
+	uint8_t key[KVDOC_KEY_MAX];
+	size_t kn;
+	unsigned shard;
+	struct kv_buf op = {0};
+
+	sec_add(50, "{\"a\": 1}", 0);
+	sec_add(51, "{\"a\": 1, \"c\": 1}", KVDOC_IXF_SPARSE);
+	CHECK(insert(7, "{\"_id\": 1, \"a\": 5}") == KV_OK, "insert");
+	CHECK(insert(7, "{\"_id\": 2, \"a\": [1, 2]}") == KV_OK, "insert");
+	CHECK(insert(7, "{\"_id\": 3}") == KV_OK, "insert");
+	CHECK(ix_has(50, 7, 5, 1) && ix_has(50, 7, 1, 2) &&
+		  ix_has(50, 7, 2, 2) && ix_has(50, 7, INT32_MIN, 3),
+	      "entries of inserts");
+	CHECK(ix_count(50) == 4, "4 entries: %d", ix_count(50));
+	/* sparse: no entry for _id 3, which has neither a nor c */
+	CHECK(ix_count(51) == 3, "sparse: %d", ix_count(51));
+	update(7, 1, "{\"$set\": {\"a\": 6}}", NULL, 0, &res, NULL, 0);
+	CHECK(!ix_has(50, 7, 5, 1) && ix_has(50, 7, 6, 1), "update moved it");
+	update(7, 2, "{\"$set\": {\"a\": [2, 3]}}", NULL, 0, &res, NULL, 0);
+	CHECK(!ix_has(50, 7, 1, 2) && ix_has(50, 7, 2, 2) &&
+		  ix_has(50, 7, 3, 2),
+	      "multikey update");
+	/* parallel arrays: refused, and nothing of it stored */
+	CHECK(insert(7, "{\"_id\": 4, \"a\": [1, 2], \"c\": [3, 4]}") ==
+		      KV_OK &&
+		  ix_count(50) == 4 && !find(7, 4, b, sizeof(b))[0],
+	      "parallel arrays stored something: %d", ix_count(50));
+	shard = key_of(7, 3, key, &kn);
+	kvdoc_op_delete(&op, 0, NULL, 0);
+	CHECK(merge(shard, KVD_KS_DOC, KVDOC_OP_DELETE, key, kn, op.data,
+		    op.len, &res, NULL) == KV_OK &&
+		  res == 1 && !ix_has(50, 7, INT32_MIN, 3),
+	      "delete took its entry");
+	/* REINDEX: the entries of an index the documents did not have */
+	CHECK(ix_count(52) == 0, "52 empty");
+	op.len = 0;
+	{
+		uint8_t sv[4096];
+		size_t sl = tsec_len;
+
+		memcpy(sv, tsec, sl);
+		tsec_len = 4;
+		memset(tsec, 0, 4);
+		sec_add(52, "{\"a\": -1}", 0);
+		kv_buf_append(&op, tsec, tsec_len);
+		kv_buf_append(&op, "\0\0\0\0\0\0\0\0", 8);
+		memcpy(tsec, sv, sl);
+		tsec_len = sl;
+	}
+	shard = key_of(7, 2, key, &kn);
+	CHECK(merge(shard, KVD_KS_DOC, KVDOC_OP_REINDEX, key, kn, op.data,
+		    op.len, &res, NULL) == KV_OK &&
+		  res == 1 && ix_count(52) == 2,
+	      "reindex: %d", ix_count(52));
+	kv_buf_free(&op);
+	tsec_len = 4;
+	memset(tsec, 0, 4);
+}
+
+/* An operand made from an older catalog (version 1) still keeps an
+ * index the catalog's merge added since (index.h, kvdoc_ix_fresh). */
+static void t_index_fresh(void)
+{
+	bson_t *spec = bson_new_from_json(
+	    (const uint8_t *)"{\"v\": 2, \"key\": {\"a\": 1}, \"name\": "
+			     "\"a_1\"}",
+	    -1, NULL);
+	struct kv_buf b = {0};
+	int64_t coll = 0, ix = 0;
+
+	CHECK(catalog(KVDOC_CAT_CREATE, 0, "db", "fresh", &coll) == KV_OK,
+	      "create");
+	kvdoc_op_catalog(&b, KVDOC_CAT_IXADD, 0, "db", "fresh",
+			 bson_get_data(spec), spec->len);
+	CHECK(merge(0, KVD_KS_CATALOG, KVDOC_OP_CATALOG, KVDOC_CATALOG_KEY,
+		    sizeof(KVDOC_CATALOG_KEY) - 1, b.data, b.len, &ix,
+		    NULL) == KV_OK &&
+		  ix > 0,
+	      "ixadd: %lld", (long long)ix);
+	tsec_ver = 1; /* an io thread's copy from before: no index */
+	CHECK(insert((uint32_t)coll, "{\"_id\": 1, \"a\": 5}") == KV_OK,
+	      "insert");
+	CHECK(ix_has((uint32_t)ix, (uint32_t)coll, 5, 1),
+	      "a stale operand's write lacks the new index's entry");
+	tsec_ver = 0;
+	kv_buf_free(&b);
+	bson_destroy(spec);
+}
+
 /* The lost-update test. */
 struct incer {
 	pthread_t th;
@@ -524,6 +706,8 @@ int main(void)
 	t_catalog();
 	t_documents();
 	t_delete();
+	t_index();
+	t_index_fresh();
 	t_lost_update();
 	close_all();
 	/* everything again after a restart (journal, then LMDB) */
@@ -537,6 +721,8 @@ int main(void)
 	    "after restart: %s", b);
 	CHECK(catalog(KVDOC_CAT_CREATE, 0, "db", "new", NULL) == KV_OK,
 	      "create");
+	CHECK(ix_count(50) == 3 && ix_has(50, 7, 6, 1) && !ix_has(50, 7, 5, 1),
+	      "index entries after restart: %d", ix_count(50));
 	close_all();
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	return jt_finish();

@@ -1,0 +1,408 @@
+/* doc_mdoor_ix.c - createIndexes, dropIndexes and listIndexes over kvd's
+ * documents (doc_ix.h).
+ *
+ * createIndexes adds each index to the catalog (IXADD on shard 0's
+ * committer, which checks it against the collection's others: MongoDB's
+ * 85 and 86), in state BUILDING, so that from then on every write of the
+ * collection keeps its entries; then builds it: the collection is read in
+ * batches of BUILD_BATCH documents, and each document gets a REINDEX
+ * merge on its own committer, which writes its entries from its current
+ * image (a document changed or deleted meanwhile is indexed as it is
+ * then, in order with the writes).  Once every batch is back the index
+ * turns READY (IXREADY), and only then the planner may use it.  A document
+ * the index cannot take fails the build, which drops the index again.
+ * The command answers when the build is done, as MongoDB's does; reads
+ * and writes of other connections go on meanwhile (a batch holds no
+ * lock, and each REINDEX is one merge among the shard's writes).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "doc_ix.h"
+#include "index.h"
+#include "kv_status.h"
+#include "net/conn.h"
+#include "net/loop.h"
+#include "net/write.h"
+
+#define BUILD_BATCH 256
+
+enum { P_ADD, P_FENCE, P_BUILD, P_READY, P_DROP, P_FAILDROP };
+
+struct ixw {
+	struct mdoor_wbatch *b; /* first, as doc_mdoor.c's (doc_ix_kind) */
+	struct kvd_conn *c;
+	int phase;
+	bson_iter_t specs; /* IXCREATE: options.indexes */
+	const uint8_t *spec;
+	uint32_t slen;
+	char name[256];
+	uint32_t cid, ixid;
+	struct kvdoc_scan scan;
+	struct kv_buf keys, opnd;
+	unsigned out;
+	struct mql_error berr; /* the build's failure */
+};
+
+bool doc_ix_kind(const struct mdoor_wbatch *b)
+{
+	return b->kind == MDOOR_W_IXCREATE || b->kind == MDOOR_W_IXDROP;
+}
+
+static int count_one(void *arg, const struct kvdoc_ix *ix)
+{
+	(void)ix;
+	++*(int64_t *)arg;
+	return 0;
+}
+
+/* The collection's indexes with _id_ (0: no collection). */
+static int64_t n_indexes(const struct mdoor_wbatch *b, uint32_t *cid)
+{
+	const struct kvdoc_catalog *c = doc_mdoor_catalog();
+	int64_t n = 1;
+	uint32_t id = 0;
+
+	if (!c || !kvdoc_catalog_find(c, b->db, b->coll, &id, NULL))
+		return 0;
+	kvdoc_catalog_indexes(c, id, count_one, &n);
+	if (cid)
+		*cid = id;
+	return n;
+}
+
+static void finish(struct ixw *w)
+{
+	struct mdoor_wbatch *b = w->b;
+
+	if (!b->err.code)
+		b->ix_after = n_indexes(b, NULL);
+	w->c->mwrite = NULL;
+	kv_buf_free(&w->keys);
+	kv_buf_free(&w->opnd);
+	free(w);
+	b->done(b);
+}
+
+static void fail(struct ixw *w, int code, const char *msg)
+{
+	if (!w->b->err.code)
+		mql_error_set(&w->b->err, code, "%s", msg);
+	finish(w);
+}
+
+static int send_to(struct ixw *w, int shard, unsigned ks, unsigned op,
+		   struct kv_slice k, struct kv_slice v)
+{
+	if (kvd_write_merge(w->c, 0, ks, KVDOC_MERGE_BASE + op, shard, k, v, 0))
+		return -1;
+	w->out++;
+	return 0;
+}
+
+static int send(struct ixw *w, unsigned ks, unsigned op, struct kv_slice k,
+		struct kv_slice v)
+{
+	if (kvd_write_merge(w->c, 0, ks, KVDOC_MERGE_BASE + op,
+			    ks == KVD_KS_CATALOG ? 0 : -1, k, v, 0))
+		return -1;
+	w->out++;
+	return 0;
+}
+
+/* A catalog change of b's collection: 0, or -1. */
+static int send_catalog(struct ixw *w, unsigned op, const void *o, size_t on)
+{
+	w->opnd.len = 0;
+	if (kvdoc_op_catalog(&w->opnd, op, 0, w->b->db, w->b->coll, o,
+			     (uint32_t)on))
+		return -1;
+	return send(w, KVD_KS_CATALOG, KVDOC_OP_CATALOG,
+		    (struct kv_slice){(const uint8_t *)KVDOC_CATALOG_KEY,
+				      sizeof(KVDOC_CATALOG_KEY) - 1},
+		    (struct kv_slice){w->opnd.data, w->opnd.len});
+}
+
+/* The next index asked for, or the end. */
+static void next_spec(struct ixw *w)
+{
+	bson_iter_t it;
+
+	w->phase = P_ADD;
+	while (bson_iter_next(&w->specs)) {
+		if (!BSON_ITER_HOLDS_DOCUMENT(&w->specs))
+			continue;
+		bson_iter_document(&w->specs, &w->slen, &w->spec);
+		w->name[0] = '\0';
+		if (bson_iter_init_from_data(&it, w->spec, w->slen) &&
+		    bson_iter_find(&it, "name") && BSON_ITER_HOLDS_UTF8(&it))
+			snprintf(w->name, sizeof(w->name), "%s",
+				 bson_iter_utf8(&it, NULL));
+		if (send_catalog(w, KVDOC_CAT_IXADD, w->spec, w->slen))
+			fail(w, MQL_InternalError, "out of memory");
+		return;
+	}
+	finish(w);
+}
+
+static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
+		    unsigned type, uint64_t exp)
+{
+	struct ixw *w = arg;
+	uint8_t n = (uint8_t)key.n;
+
+	(void)val, (void)exp;
+	if (type != KVD_VT_DOC || key.n > KVDOC_KEY_MAX)
+		return 0;
+	return kv_buf_append(&w->keys, &n, 1) ||
+	       kv_buf_append(&w->keys, key.p, key.n);
+}
+
+/* The build's next batch, or its end (IXREADY). */
+static void build_step(struct ixw *w)
+{
+	struct kvd_io *io = doc_mdoor_io();
+	const struct kvdoc_catalog *c;
+
+	w->phase = P_BUILD;
+	while (!w->out) {
+		if (w->scan.done) {
+			w->phase = P_READY;
+			uint8_t id[4] = {
+			    (uint8_t)w->ixid, (uint8_t)(w->ixid >> 8),
+			    (uint8_t)(w->ixid >> 16), (uint8_t)(w->ixid >> 24)};
+			if (send_catalog(w, KVDOC_CAT_IXREADY, id, 4))
+				fail(w, MQL_InternalError, "out of memory");
+			return;
+		}
+		w->keys.len = 0;
+		w->opnd.len = 0;
+		if (!(c = doc_mdoor_catalog()) ||
+		    kvdoc_scan_batch(&w->scan, io->reader, BUILD_BATCH,
+				     io->now_ms, keep_key, w) ||
+		    kvdoc_ix_section(c, w->cid, w->ixid, &w->opnd)) {
+			fail(w, MQL_InternalError, "reading documents failed");
+			return;
+		}
+		for (size_t p = 0; p < w->keys.len; p += 1u + w->keys.data[p])
+			if (send(
+				w, KVD_KS_DOC, KVDOC_OP_REINDEX,
+				(struct kv_slice){w->keys.data + p + 1,
+						  w->keys.data[p]},
+				(struct kv_slice){w->opnd.data, w->opnd.len})) {
+				fail(w, MQL_InternalError, "out of memory");
+				return;
+			}
+	}
+}
+
+struct state_arg {
+	uint32_t id;
+	unsigned state;
+};
+
+static int state_of(void *arg, const struct kvdoc_ix *ix)
+{
+	struct state_arg *a = arg;
+
+	if (ix->id != a->id)
+		return 0;
+	a->state = ix->state;
+	return 1;
+}
+
+/* That very index is there: built, or left building by a build that
+ * stopped (kill -9, a connection gone), which is then built again (a
+ * REINDEX of an entry that is there writes the same entry). */
+static bool left_building(uint32_t id)
+{
+	const struct kvdoc_catalog *c = doc_mdoor_catalog();
+	struct state_arg a = {id, KVDOC_IX_READY};
+
+	if (c)
+		kvdoc_catalog_indexes(c, 0, state_of, &a);
+	return a.state == KVDOC_IX_BUILDING;
+}
+
+/* Before the build reads the collection, a no-op merge through every
+ * shard's committer: once all are back, every batch a committer applied
+ * before the index was added (its writes without the index's entries)
+ * is published, so the build's scan sees its documents. */
+static void fence(struct ixw *w)
+{
+	static const uint8_t none[4] = {0, 0, 0, 0};
+	unsigned n = doc_mdoor_io()->srv->nshards;
+
+	w->phase = P_FENCE;
+	w->opnd.len = 0;
+	if (kvdoc_ix_section(NULL, 0, 0, &w->opnd)) {
+		fail(w, MQL_InternalError, "out of memory");
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (send_to(w, (int)i, KVD_KS_DOC, KVDOC_OP_REINDEX,
+			    (struct kv_slice){none, 4},
+			    (struct kv_slice){w->opnd.data, w->opnd.len})) {
+			fail(w, MQL_InternalError, "out of memory");
+			return;
+		}
+}
+
+static void added(struct ixw *w, const struct kvd_pend *pd)
+{
+	if (pd->status == KV_EXISTS && !left_building((uint32_t)pd->result)) {
+		next_spec(w);
+		return;
+	}
+	if (pd->result < 0) {
+		mql_error_set(&w->b->err, (int)-pd->result, "%.*s",
+			      (int)(pd->vlen < 400 ? pd->vlen : 400),
+			      pd->val ? (const char *)pd->val : "");
+		finish(w);
+		return;
+	}
+	if ((pd->status != KV_OK && pd->status != KV_EXISTS) ||
+	    !n_indexes(w->b, &w->cid)) {
+		fail(w, MQL_InternalError, "adding the index failed");
+		return;
+	}
+	w->ixid = (uint32_t)pd->result;
+	kvdoc_scan_init(&w->scan, w->cid);
+	fence(w);
+}
+
+static void built_one(struct ixw *w, const struct kvd_pend *pd)
+{
+	if (!w->berr.code && pd->result < 0)
+		mql_error_set(&w->berr, (int)-pd->result, "%.*s",
+			      (int)(pd->vlen < 400 ? pd->vlen : 400),
+			      pd->val ? (const char *)pd->val : "");
+	else if (!w->berr.code && pd->status != KV_OK)
+		mql_error_set(&w->berr, MQL_InternalError,
+			      "index build failed (%d)", pd->status);
+	if (w->out)
+		return;
+	if (!w->berr.code) {
+		build_step(w);
+		return;
+	}
+	/* MongoDB drops an index whose build failed */
+	w->phase = P_FAILDROP;
+	if (send_catalog(w, KVDOC_CAT_IXDROP, w->name, strlen(w->name)))
+		fail(w, MQL_InternalError, "out of memory");
+}
+
+void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
+{
+	struct ixw *w = c->mwrite;
+
+	w->out--;
+	switch (w->phase) {
+	case P_ADD: added(w, pd); break;
+	case P_FENCE:
+		if (!w->out)
+			build_step(w);
+		break;
+	case P_BUILD: built_one(w, pd); break;
+	case P_READY:
+		if (pd->status != KV_OK)
+			fail(w, MQL_InternalError,
+			     "finishing the build failed");
+		else
+			next_spec(w);
+		break;
+	case P_FAILDROP:
+		w->b->err = w->berr;
+		finish(w);
+		break;
+	default: /* P_DROP */
+		if (pd->status == KV_NOT_FOUND && strcmp(w->name, "*"))
+			mql_error_set(&w->b->err, 27,
+				      "index not found with name [%s]",
+				      w->name);
+		else if (pd->status != KV_OK && pd->status != KV_NOT_FOUND)
+			mql_error_set(&w->b->err, MQL_InternalError,
+				      "dropping the index failed (%d)",
+				      pd->status);
+		finish(w);
+	}
+}
+
+void doc_ix_abandon(struct kvd_conn *c)
+{
+	/* its merges came back unanswered: the connection died (a build
+	 * stops there, its index left BUILDING: never used, dropped or built
+	 * again by the next createIndexes of it) */
+	finish(c->mwrite);
+}
+
+void doc_ix_write(struct mdoor_wbatch *b)
+{
+	struct ixw *w = calloc(1, sizeof(*w));
+	bson_iter_t it;
+	const char *name = "";
+
+	if (!w) {
+		mql_error_set(&b->err, MQL_InternalError, "out of memory");
+		b->done(b);
+		return;
+	}
+	w->b = b;
+	w->c = b->conn;
+	w->c->mwrite = w;
+	b->ix_before = n_indexes(b, NULL);
+	b->ix_created_coll = b->ix_before == 0;
+	if (!b->ix_before)
+		b->ix_before = 1;
+	if (!bson_iter_init_from_data(&it, b->options, b->options_len)) {
+		fail(w, MQL_InternalError, "bad options");
+		return;
+	}
+	if (b->kind == MDOOR_W_IXCREATE) {
+		if (!bson_iter_find(&it, "indexes") ||
+		    !bson_iter_recurse(&it, &w->specs)) {
+			fail(w, MQL_InternalError, "bad options");
+			return;
+		}
+		next_spec(w);
+		return;
+	}
+	if (bson_iter_find(&it, "index") && BSON_ITER_HOLDS_UTF8(&it))
+		name = bson_iter_utf8(&it, NULL);
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->phase = P_DROP;
+	if (send_catalog(w, KVDOC_CAT_IXDROP, name, strlen(name)))
+		fail(w, MQL_InternalError, "out of memory");
+}
+
+/* ---- listIndexes ---- */
+
+struct list_arg {
+	int (*cb)(void *cbctx, const uint8_t *spec, uint32_t len);
+	void *cbctx;
+};
+
+static int list_one(void *arg, const struct kvdoc_ix *ix)
+{
+	struct list_arg *a = arg;
+
+	return a->cb(a->cbctx, ix->spec.p, (uint32_t)ix->spec.n);
+}
+
+int doc_ix_list(void *ctx, const char *db, const char *coll,
+		int (*cb)(void *cbctx, const uint8_t *spec, uint32_t len),
+		void *cbctx, struct mql_error *err)
+{
+	const struct kvdoc_catalog *c = doc_mdoor_catalog();
+	struct list_arg a = {cb, cbctx};
+	uint32_t id;
+
+	(void)ctx;
+	if (!c)
+		return mql_error_set(err, MQL_InternalError, "catalog");
+	if (!kvdoc_catalog_find(c, db, coll, &id, NULL))
+		return 0;
+	kvdoc_catalog_indexes(c, id, list_one, &a);
+	return 1;
+}

@@ -1,0 +1,367 @@
+/* doc_plan.c - the planner of the MongoDB door over kvd's documents
+ * (doc_plan.h): which ready index serves a query, and its scan.
+ *
+ * The choice, small and honest: a hint names the index (by key pattern);
+ * otherwise every ready index that is neither sparse nor partial (they may
+ * lack documents the filter matches) is weighed by the number of its
+ * leading fields the filter's equality, $in and range predicates narrow
+ * (mql_index_bounds), and one that narrows none is still taken when it
+ * gives the sort's order; the best wins, and with none the query is a
+ * collection scan.  The scan reads the index's intervals in order through
+ * the store's scan, which merges every shard in key order (so documents
+ * come in index order), fetches each entry's document from its shard,
+ * matches the whole filter against it (bounds may be wider than the
+ * filter, and a multikey entry's other elements may not match), and
+ * yields each document once (an array field gives it several entries).
+ */
+#include "doc_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "index.h"
+#include "kv_status.h"
+
+struct doc_plan {
+	uint32_t id, coll;
+	char name[128];
+	struct mql_index *ix;
+	bool desc[MQL_INDEX_MAX_PARTS];
+	size_t nparts;
+	struct mql_bounds b;
+	size_t iv; /* the interval being read */
+	uint8_t next[512];
+	size_t nlen;
+	int done;
+	bool sorted;
+	uint64_t *seen; /* hashes of documents given (open addressing) */
+	size_t nseen, cseen;
+	/* a batch's entries: [u16 len][document key]... */
+	struct kv_buf keys;
+	int64_t nkeys, ndocs;
+};
+
+/* ---- choosing ---- */
+
+struct pick {
+	const struct mdoor_query *q;
+	const uint8_t *hint;
+	uint32_t hlen;
+	struct doc_plan *best;
+	size_t score;
+	struct mql_error *err;
+};
+
+/* The key pattern of a spec, and its name. */
+static int spec_key(struct kv_slice spec, struct kv_slice *key, char *name,
+		    size_t cap, bool *plain)
+{
+	bson_iter_t it;
+	const uint8_t *d;
+	uint32_t n;
+
+	*plain = true;
+	key->n = 0;
+	if (!bson_iter_init_from_data(&it, spec.p, spec.n))
+		return -1;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (!strcmp(k, "key") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+			bson_iter_document(&it, &n, &d);
+			*key = (struct kv_slice){d, n};
+		} else if (!strcmp(k, "name") && BSON_ITER_HOLDS_UTF8(&it)) {
+			snprintf(name, cap, "%s", bson_iter_utf8(&it, NULL));
+		} else if (!strcmp(k, "sparse") ||
+			   !strcmp(k, "partialFilterExpression")) {
+			*plain = false;
+		}
+	}
+	return key->n ? 0 : -1;
+}
+
+/* Does the query's sort follow the index's fields (a prefix of them, in
+ * their directions)? */
+static bool sort_follows(const struct mdoor_query *q, struct kv_slice key)
+{
+	bson_iter_t s, k;
+
+	if (!q->sort_bson || q->sort_len <= 5 ||
+	    !bson_iter_init_from_data(&s, q->sort_bson, q->sort_len) ||
+	    !bson_iter_init_from_data(&k, key.p, key.n))
+		return false;
+	while (bson_iter_next(&s)) {
+		if (!bson_iter_next(&k) ||
+		    strcmp(bson_iter_key(&s), bson_iter_key(&k)) ||
+		    !BSON_ITER_HOLDS_NUMBER(&s) ||
+		    (bson_iter_as_double(&s) < 0) !=
+			(bson_iter_as_double(&k) < 0))
+			return false;
+	}
+	return true;
+}
+
+static void plan_free(struct doc_plan *p)
+{
+	if (!p)
+		return;
+	mql_index_free(p->ix);
+	mql_bounds_free(&p->b);
+	kv_buf_free(&p->keys);
+	free(p->seen);
+	free(p);
+}
+
+static struct doc_plan *plan_new(const struct kvdoc_ix *ix, struct kv_slice key,
+				 const char *name)
+{
+	struct doc_plan *p = calloc(1, sizeof(*p));
+	bson_iter_t it;
+
+	if (!p)
+		return NULL;
+	p->id = ix->id;
+	p->coll = ix->coll;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	if (bson_iter_init_from_data(&it, key.p, key.n))
+		while (bson_iter_next(&it) && p->nparts < MQL_INDEX_MAX_PARTS)
+			p->desc[p->nparts++] = bson_iter_as_double(&it) < 0;
+	return p;
+}
+
+static int weigh(void *arg, const struct kvdoc_ix *ix)
+{
+	struct pick *k = arg;
+	struct kv_slice key = {NULL, 0};
+	char name[128] = "";
+	bool plain, hinted, follows;
+	struct doc_plan *p;
+	size_t score;
+
+	if (ix->state != KVDOC_IX_READY ||
+	    spec_key(ix->spec, &key, name, sizeof(name), &plain))
+		return 0;
+	hinted = k->hint && k->hlen == key.n && !memcmp(k->hint, key.p, key.n);
+	if ((k->hint && !hinted) || (!plain && !hinted))
+		return 0;
+	if (!(p = plan_new(ix, key, name)) ||
+	    mql_index_compile(key.p, (uint32_t)key.n, 0, &p->ix, k->err) ||
+	    mql_index_bounds(p->ix, k->q->filter, true, &p->b, k->err)) {
+		plan_free(p);
+		return k->err->code ? 1 : 0;
+	}
+	follows = sort_follows(k->q, key);
+	p->sorted = follows;
+	/* narrowed fields first; then giving the sort's order */
+	score = p->b.nparts * 2 + (follows ? 1 : 0) + (hinted ? 1000 : 0);
+	if (score == 0 || score <= k->score) {
+		plan_free(p);
+		return 0;
+	}
+	plan_free(k->best);
+	k->best = p;
+	k->score = score;
+	return hinted;
+}
+
+int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
+		    const struct mdoor_query *q, struct doc_plan **out,
+		    struct mql_error *err)
+{
+	struct pick k = {.q = q, .err = err};
+
+	*out = NULL;
+	if (q->hint && q->hint_len > 5) {
+		k.hint = q->hint;
+		k.hlen = q->hint_len;
+	}
+	kvdoc_catalog_indexes(c, coll, weigh, &k);
+	if (err->code) {
+		plan_free(k.best);
+		return -1;
+	}
+	if (k.hint && !k.best) {
+		/* a hint of {$natural: 1} or of _id is a collection scan */
+		bson_iter_t it;
+
+		if (bson_iter_init_from_data(&it, k.hint, k.hlen) &&
+		    bson_iter_next(&it) &&
+		    (!strcmp(bson_iter_key(&it), "$natural") ||
+		     !strcmp(bson_iter_key(&it), "_id")))
+			return 0;
+		return mql_error_set(err, MQL_BadValue,
+				     "hint provided does not correspond to an "
+				     "existing index");
+	}
+	*out = k.best;
+	return k.best ? 1 : 0;
+}
+
+/* ---- scanning ---- */
+
+const char *doc_plan_name(const struct doc_plan *p)
+{
+	return p->name;
+}
+
+bool doc_plan_sorted(const struct doc_plan *p)
+{
+	return p->sorted;
+}
+
+void doc_plan_counts(const struct doc_plan *p, int64_t *keys, int64_t *docs)
+{
+	*keys = p->nkeys;
+	*docs = p->ndocs;
+}
+
+void doc_plan_free(struct doc_plan *p)
+{
+	plan_free(p);
+}
+
+/* Remember a document given; false when it was given already. */
+static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
+{
+	uint64_t h = XXH3_64bits(k, n) | 1;
+	size_t i;
+
+	if (2 * (p->nseen + 1) > p->cseen) {
+		size_t c = p->cseen ? 2 * p->cseen : 256;
+		uint64_t *t = calloc(c, sizeof(*t));
+
+		if (!t)
+			return true;
+		for (size_t j = 0; j < p->cseen; j++)
+			if (p->seen[j]) {
+				for (i = p->seen[j] & (c - 1); t[i];
+				     i = (i + 1) & (c - 1))
+					;
+				t[i] = p->seen[j];
+			}
+		free(p->seen);
+		p->seen = t;
+		p->cseen = c;
+	}
+	for (i = h & (p->cseen - 1); p->seen[i]; i = (i + 1) & (p->cseen - 1))
+		if (p->seen[i] == h)
+			return false;
+	p->seen[i] = h;
+	p->nseen++;
+	return true;
+}
+
+/* An entry (without its keyspace): its document's key into keys. */
+static int keep_entry(void *arg, struct kv_slice key, struct kv_slice val,
+		      unsigned type, uint64_t exp)
+{
+	struct doc_plan *p = arg;
+	size_t at = KVDOC_IX_PREFIX, used;
+	uint8_t dk[KVDOC_KEY_MAX];
+	struct mql_error e;
+	bson_t scratch = BSON_INITIALIZER;
+	uint16_t n;
+
+	(void)val, (void)type, (void)exp;
+	p->nkeys++;
+	for (size_t i = 0; i < p->nparts; i++) {
+		bson_reinit(&scratch);
+		if (mql_key_decode(key.p + at, key.n - at, p->desc[i], &scratch,
+				   "k", &used, &e)) {
+			bson_destroy(&scratch);
+			return 0; /* not an entry of ours: skipped */
+		}
+		at += used;
+	}
+	bson_destroy(&scratch);
+	if (key.n - at + 4 > sizeof(dk))
+		return 0;
+	dk[0] = (uint8_t)(p->coll >> 24);
+	dk[1] = (uint8_t)(p->coll >> 16);
+	dk[2] = (uint8_t)(p->coll >> 8);
+	dk[3] = (uint8_t)p->coll;
+	memcpy(dk + 4, key.p + at, key.n - at);
+	n = (uint16_t)(key.n - at + 4);
+	return kv_buf_append(&p->keys, &n, 2) || kv_buf_append(&p->keys, dk, n);
+}
+
+/* The next entries of the intervals, at most max, into p->keys. */
+static int read_entries(struct doc_plan *p, struct kvd_reader *r, uint64_t now,
+			unsigned max)
+{
+	uint8_t pre[4] = {(uint8_t)(p->id >> 24), (uint8_t)(p->id >> 16),
+			  (uint8_t)(p->id >> 8), (uint8_t)p->id};
+	uint8_t start[512], end[512];
+	struct kv_slice next;
+
+	p->keys.len = 0;
+	while (p->iv < p->b.n && p->keys.len == 0) {
+		const struct mql_interval *iv = &p->b.iv[p->iv];
+		struct kvd_scan sc = {.prefix = {pre, 4},
+				      .limit = max,
+				      .max_bytes = SIZE_MAX,
+				      .keys_only = 1,
+				      .ks = KVD_KS_INDEX};
+
+		if (iv->slen + 4 > sizeof(start) || iv->elen + 4 > sizeof(end))
+			return -1;
+		memcpy(start, pre, 4);
+		memcpy(start + 4, iv->start, iv->slen);
+		memcpy(end, pre, 4);
+		memcpy(end + 4, iv->end, iv->elen);
+		sc.start = p->nlen ? (struct kv_slice){p->next, p->nlen}
+				   : (struct kv_slice){start, 4 + iv->slen};
+		if (iv->elen)
+			sc.end = (struct kv_slice){end, 4 + iv->elen};
+		if (kvd_reader_scan(r, &sc, now, keep_entry, p, &next) ||
+		    p->keys.err)
+			return -1;
+		if (next.n && next.n <= sizeof(p->next)) {
+			memcpy(p->next, next.p, next.n);
+			p->nlen = next.n;
+		} else {
+			p->nlen = 0;
+			p->iv++;
+		}
+	}
+	if (p->iv >= p->b.n && p->keys.len == 0)
+		p->done = 1;
+	return 0;
+}
+
+int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
+		   uint64_t now, unsigned max, kvd_scan_fn fn, void *arg)
+{
+	if (p->done)
+		return 0;
+	if (read_entries(p, r, now, max))
+		return -1;
+	for (size_t at = 0; at + 2 <= p->keys.len;) {
+		uint16_t n;
+		struct kv_slice doc;
+		const uint8_t *k = p->keys.data + at + 2;
+		int rc;
+
+		memcpy(&n, p->keys.data + at, 2);
+		at += 2u + n;
+		if (!first_time(p, k, n))
+			continue;
+		rc = kvdoc_get(r, nshards, k, n, now, &doc);
+		if (rc == KV_NOT_FOUND)
+			continue; /* deleted since its entry was read */
+		if (rc)
+			return -1;
+		p->ndocs++;
+		if (fn(arg, (struct kv_slice){k, n}, doc, KVD_VT_DOC, 0))
+			return -1;
+	}
+	return 0;
+}
+
+int doc_plan_done(const struct doc_plan *p)
+{
+	return p->done;
+}

@@ -1,0 +1,214 @@
+/* index.c - index entries kept by the documents' merges (index.h,
+ * "Maintenance"): a document's keys for each index of its operand's
+ * section, before and after the change, and the difference written as
+ * side writes in the document's batch; and REINDEX, a build's step. */
+#include <string.h>
+
+#include "index.h"
+#include "kv_status.h"
+#include "mongo/mql_match.h"
+
+static uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+size_t kvdoc_ix_entry(uint32_t id, const uint8_t *key, size_t kn,
+		      const uint8_t *dkey, size_t dn, uint8_t *out)
+{
+	size_t n = KVDOC_IX_PREFIX + kn + (dn - 4);
+
+	if (dn < 4 || n > 511)
+		return 0;
+	out[0] = (uint8_t)(id >> 24);
+	out[1] = (uint8_t)(id >> 16);
+	out[2] = (uint8_t)(id >> 8);
+	out[3] = (uint8_t)id;
+	memcpy(out + 4, key, kn);
+	memcpy(out + 4 + kn, dkey + 4, dn - 4);
+	return n;
+}
+
+/* One index of a section. */
+struct sec_ix {
+	uint32_t id;
+	unsigned flags;
+	struct kv_slice key, pfe;
+};
+
+static int blob(const uint8_t **p, const uint8_t *end, struct kv_slice *s)
+{
+	uint32_t n;
+
+	if (end - *p < 4 || (size_t)(end - *p - 4) < (n = rd32(*p)))
+		return -1;
+	*s = (struct kv_slice){*p + 4, n};
+	*p += 4 + n;
+	return 0;
+}
+
+static int sec_next(const uint8_t **p, const uint8_t *end, struct sec_ix *x)
+{
+	if (end - *p < 5)
+		return -1;
+	x->id = rd32(*p);
+	x->flags = (*p)[4];
+	*p += 5;
+	return blob(p, end, &x->key) || blob(p, end, &x->pfe) ? -1 : 0;
+}
+
+/* Keys collected: [u16 len][key]..., ascending (mql_index_keys's
+ * order). */
+static int collect(void *ctx, const uint8_t *key, size_t len)
+{
+	struct kv_buf *b = ctx;
+	uint16_t n = (uint16_t)len;
+
+	return kv_buf_append(b, &n, 2) || kv_buf_append(b, key, len) ? ENOMEM
+								     : 0;
+}
+
+/* The keys of doc for the index (none when the partial filter does not
+ * take it): 0, ENOMEM, or -1 with e. */
+static int doc_keys(const struct mql_index *ix, const struct mql_match *pf,
+		    const uint8_t *doc, size_t n, struct kv_buf *out,
+		    struct mql_error *e)
+{
+	if (!doc || (pf && !mql_match_doc(pf, doc, (uint32_t)n, NULL)))
+		return 0;
+	return mql_index_keys(ix, doc, (uint32_t)n, NULL, collect, out, e);
+}
+
+static int key_at(const struct kv_buf *b, size_t pos, struct kv_slice *k)
+{
+	uint16_t n;
+
+	if (pos + 2 > b->len)
+		return 0;
+	memcpy(&n, b->data + pos, 2);
+	*k = (struct kv_slice){b->data + pos + 2, n};
+	return 1;
+}
+
+static int side(struct kvd_merge *m, uint32_t id, struct kv_slice k, int del)
+{
+	uint8_t ent[512];
+	size_t n = kvdoc_ix_entry(id, k.p, k.n, m->key.p, m->key.n, ent);
+
+	if (!n)
+		return 0; /* mql_index_keys keeps keys within bounds */
+	return kvd_merge_side(m, KVD_KS_INDEX, del, ent, n, NULL, 0);
+}
+
+/* Delete the keys only in ob, put those only in nb (both ascending). */
+static int diff(struct kvd_merge *m, uint32_t id, const struct kv_buf *ob,
+		const struct kv_buf *nb)
+{
+	size_t i = 0, j = 0;
+	struct kv_slice a, b;
+	int ha, hb, rc = 0;
+
+	while (!rc) {
+		ha = key_at(ob, i, &a);
+		hb = key_at(nb, j, &b);
+		if (!ha && !hb)
+			break;
+		int c = !ha ? 1 : !hb ? -1 : 0;
+
+		if (ha && hb) {
+			c = memcmp(a.p, b.p, a.n < b.n ? a.n : b.n);
+			if (!c)
+				c = (a.n > b.n) - (a.n < b.n);
+		}
+		if (c < 0) {
+			rc = side(m, id, a, 1);
+			i += 2 + a.n;
+		} else if (c > 0) {
+			rc = side(m, id, b, 0);
+			j += 2 + b.n;
+		} else {
+			i += 2 + a.n;
+			j += 2 + b.n;
+		}
+	}
+	return rc;
+}
+
+/* One index's side writes. */
+static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
+		     const uint8_t *old, size_t oldn, const uint8_t *new_,
+		     size_t newn, struct mql_error *e)
+{
+	struct mql_index *ix = NULL;
+	struct mql_match *pf = NULL;
+	struct kv_buf ob = {0}, nb = {0};
+	struct mql_error ignored = {0};
+	int rc = -1;
+
+	if (mql_index_compile(
+		x->key.p, (uint32_t)x->key.n,
+		x->flags & KVDOC_IXF_SPARSE ? MQL_INDEX_SPARSE : 0, &ix, e))
+		goto out;
+	if (x->pfe.n && mql_match_compile(x->pfe.p, (uint32_t)x->pfe.n, &pf, e))
+		goto out;
+	/* the old image was taken: its keys are made as they were */
+	if ((rc = doc_keys(ix, pf, old, oldn, &ob, &ignored)) > 0 ||
+	    (rc = doc_keys(ix, pf, new_, newn, &nb, e)) != 0)
+		goto out;
+	rc = ob.err || nb.err ? ENOMEM : diff(m, x->id, &ob, &nb);
+out:
+	kv_buf_free(&ob);
+	kv_buf_free(&nb);
+	mql_match_free(pf);
+	mql_index_free(ix);
+	return rc;
+}
+
+int kvdoc_ix_apply(struct kvd_merge *m, struct kv_slice sec, const uint8_t *old,
+		   size_t oldn, const uint8_t *new_, size_t newn,
+		   struct mql_error *e)
+{
+	const uint8_t *p = sec.p + 4, *end = sec.p + sec.n;
+	uint32_t n = sec.n >= 4 ? rd32(sec.p) : 0;
+	struct sec_ix x;
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (sec_next(&p, end, &x))
+			return mql_error_set(e, MQL_InternalError,
+					     "malformed index section");
+		if ((rc = apply_one(m, &x, old, oldn, new_, newn, e)))
+			return rc;
+	}
+	return 0;
+}
+
+int kvdoc_reindex_merge(void *ctx, struct kvd_merge *m)
+{
+	struct kv_slice op = m->operand, sec;
+	struct mql_error e = {0};
+	int rc;
+
+	(void)ctx;
+	m->action = KVD_MERGE_KEEP;
+	if (kvdoc_ix_take(&op, &sec) || op.n) {
+		m->status = KV_BAD_ARGS;
+		return 0;
+	}
+	if (!m->live || m->type != KVD_VT_DOC)
+		return 0; /* gone since the build's scan saw it */
+	/* from nothing to the document: its entries (a put of an entry
+	 * that is there already is the same entry) */
+	rc = kvdoc_ix_apply(m, sec, NULL, 0, m->old.p, m->old.n, &e);
+	if (rc == ENOMEM)
+		return ENOMEM;
+	if (rc) { /* a document the index cannot take: the build fails */
+		m->side->len = 0;
+		m->result = -(int64_t)(e.code ? e.code : 1);
+		kv_buf_append(m->reply, e.msg, strlen(e.msg));
+		return 0;
+	}
+	m->result = 1;
+	return 0;
+}

@@ -1,0 +1,118 @@
+/* index.h - secondary indexes over kvd's documents (issue 35; DESIGN.md
+ * section 7; docs/architecture.md, "Indexes"): their definitions in the
+ * catalog, their entries, kept by the documents' merges in the batch of
+ * the document they describe, and the operand section that tells a merge
+ * which indexes its collection has.
+ *
+ * Definitions.  The catalog's image (doc.h) ends, after its collections,
+ * with
+ *
+ *     [u32 nidx] then nidx entries of
+ *     [u32 index id][u32 collection id][u8 state][u32 slen][spec BSON]
+ *
+ * (an image written before indexes has no such tail: no index).  The spec
+ * is the index as listIndexes shows it ({v: 2, key: {...}, name, and the
+ * options given: unique, sparse, partialFilterExpression,
+ * expireAfterSeconds}); the id comes from the catalog's counter of
+ * collection ids, so an index id is never reused either (a dropped
+ * index's entries stay unreachable under its id).  State BUILDING while
+ * an index is being built (writers maintain it, the planner does not use
+ * it), READY after.  The _id index is implicit: the documents' own keys.
+ *
+ * Entries.  One key of keyspace KVD_KS_INDEX per (document, index key) on
+ * the document's shard, with an empty value:
+ *
+ *     [u32 index id, big-endian][key (mql_index_keys)][mql_key_id(_id)]
+ *
+ * so an index is one key range, in index order on every shard, and the
+ * store's scan, which merges shards in key order, reads it in index
+ * order.  A key is self-delimiting (mql_key.h), so the _id is what follows
+ * it, and a document's key is [u32 collection id][that _id].
+ *
+ * Maintenance.  The io thread puts its copy of the collection's indexes
+ * (ready and building) in front of every INSERT, UPDATE and DELETE
+ * operand; the merge computes the old image's entries and the new one's
+ * and writes the difference as side writes (store.h, kvd_merge_side), so
+ * a document and its entries change in one batch, one journal write, one
+ * replica record group.  A document an index cannot take (parallel
+ * arrays, a key too long) fails the write, as in MongoDB.
+ */
+#ifndef KVD_DOC_INDEX_H
+#define KVD_DOC_INDEX_H
+
+#include <stdint.h>
+
+#include "doc.h"
+
+enum { KVDOC_IX_BUILDING = 0, KVDOC_IX_READY = 1 };
+
+/* Flags of an index in an operand's section. */
+#define KVDOC_IXF_SPARSE 0x1u
+#define KVDOC_IXF_UNIQUE 0x2u
+
+#define KVDOC_IX_PREFIX 4 /* the index id in front of every entry */
+
+/* An index as the catalog holds it. */
+struct kvdoc_ix {
+	uint32_t id, coll;
+	unsigned state;
+	struct kv_slice spec; /* BSON */
+};
+
+/* Every index of collection coll (0: of every collection) in the
+ * catalog's copy c: fn's nonzero return stops the walk. */
+/* The index entry of a catalog tail at *p (of [*p, end)): 0 and *p past
+ * it, or -1 (malformed). */
+int kvdoc_ix_next(const uint8_t **p, const uint8_t *end, struct kvdoc_ix *ix);
+typedef int (*kvdoc_ix_fn)(void *arg, const struct kvdoc_ix *ix);
+void kvdoc_catalog_indexes(const struct kvdoc_catalog *c, uint32_t coll,
+			   kvdoc_ix_fn fn, void *arg);
+
+/* The catalog merge's part for IXADD, IXDROP and IXREADY, and the index
+ * tail of a CREATE, DROP or DROPDB (catalog.c calls it once the
+ * collections' entries are written to m->image): ixs is the old image's
+ * tail, live the ids of the collections kept (n of them, as [u32]...),
+ * cid the collection the index operation names (0: none), *next the id
+ * counter.  0, or -1 (malformed: KV_INTERNAL), with m's result and status
+ * set for the index operations. */
+int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
+		     struct kv_slice ixs, const struct kv_buf *live,
+		     uint32_t cid, uint32_t *next);
+
+/* ---- operands ---- */
+
+/* Append collection coll's indexes (ready and building, or only the one
+ * of id only when only != 0) to out: [u32 n] then n entries of [u32 id]
+ * [u8 flags][u32 klen][key pattern][u32 plen][partialFilterExpression],
+ * then [u64 the catalog's version].
+ * 0, or -1 out of memory. */
+int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
+		     uint32_t only, struct kv_buf *out);
+/* The section ends with the version of the catalog it was made from
+ * ([u64], 0: none).  kvdoc_ix_registry_set: the catalog merge's new image,
+ * the committers' copy; kvdoc_ix_fresh: when that copy is newer than
+ * *sec's version, *sec becomes collection coll's section from it (built
+ * in tmp).  0, or -1 out of memory. */
+void kvdoc_ix_registry_set(const uint8_t *img, size_t n);
+int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp);
+/* Take the section from the front of *op: 0 with *sec, or -1. */
+int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec);
+
+/* A merge's side writes for a document going from old to new (either may
+ * be NULL: an insert, a delete) under the document key key: 0, or -1 with
+ * e (MongoDB's error: the write fails), or ENOMEM. */
+int kvdoc_ix_apply(struct kvd_merge *m, struct kv_slice sec, const uint8_t *old,
+		   size_t oldn, const uint8_t *new_, size_t newn,
+		   struct mql_error *e);
+
+/* REINDEX's merge: operand a section; writes the current document's
+ * entries (a build's step), leaving the document as it is. */
+int kvdoc_reindex_merge(void *ctx, struct kvd_merge *m);
+
+/* The entry key of index id for an encoded key and a document key
+ * ([u32 coll][_id]), in out (of 512 bytes): its length, or 0 when too
+ * long. */
+size_t kvdoc_ix_entry(uint32_t id, const uint8_t *key, size_t kn,
+		      const uint8_t *dkey, size_t dn, uint8_t *out);
+
+#endif

@@ -1,0 +1,330 @@
+"""test_kvd_index.py - secondary indexes through a real kvd's --mongo-port
+(pymongo): createIndexes / listIndexes / dropIndexes with MongoDB's replies
+and errors, single-field, compound, descending, dotted, multikey, sparse
+and partial indexes, explain naming the index the planner chose, sorts the
+index gives, hints, entries kept by updates and deletes, a build while
+other clients write, and kill -9 during writes and a build: every document
+found through each ready index, no entry returning a document that does
+not match (each index's answer compared with a collection scan's), and a
+replica answering through the index its primary built.
+"""
+
+import os
+import random
+import sys
+import threading
+import unittest
+
+import kvdtest
+
+try:
+    import pymongo
+except ImportError:
+    print("skipped: pymongo is not installed (python3-pymongo)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_kvd_door import KvdHost  # noqa: E402
+
+NATURAL = [("$natural", 1)]
+
+
+def plan(cursor):
+    """The winning plan's index name, or its stage."""
+    wp = cursor.explain()["queryPlanner"]["winningPlan"]
+    if wp.get("inputStage", {}).get("stage") == "IXSCAN":
+        return wp["inputStage"]["indexName"]
+    return wp["stage"]
+
+
+def ids(cursor):
+    return sorted(d["_id"] for d in cursor)
+
+
+class Indexes(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.host = KvdHost(password=None)
+        cls.cl = cls.host.client("")
+        cls.db = cls.cl.ixt
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cl.close()
+        cls.host.stop()
+
+    def audit(self, coll, field, values, index):
+        """Each value's documents through the index equal a scan's."""
+        for v in values:
+            got = ids(coll.find({field: v}).hint(index))
+            want = ids(coll.find({field: v}).hint(NATURAL))
+            self.assertEqual(got, want, "%s = %r" % (field, v))
+
+    def test_create_list_drop(self):
+        c = self.db.cld
+        r = self.db.command("createIndexes", "cld", indexes=[
+            {"key": {"a": 1}, "name": "a_1"}])
+        self.assertEqual((r["numIndexesBefore"], r["numIndexesAfter"],
+                          r["createdCollectionAutomatically"]), (1, 2, True))
+        r = self.db.command("createIndexes", "cld", indexes=[
+            {"key": {"a": 1}, "name": "a_1"}])
+        self.assertEqual(r["note"], "all indexes already exist")
+        c.create_index([("b", -1), ("c.d", 1)], name="bcd")
+        self.assertEqual([(i["name"], dict(i["key"])) for i in
+                          c.list_indexes()],
+                         [("_id_", {"_id": 1}), ("a_1", {"a": 1}),
+                          ("bcd", {"b": -1, "c.d": 1})])
+        for kw, code in (({"name": "other"}, 85),
+                         ({"name": "a_1", "sparse": True}, 85)):
+            with self.assertRaises(pymongo.errors.OperationFailure) as e:
+                c.create_index([("a", 1)], **kw)
+            self.assertEqual(e.exception.code, code)
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.create_index([("z", 1)], name="bcd")
+        self.assertEqual(e.exception.code, 86)
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.create_index([("z", 1)], bogus=1)
+        self.assertEqual(e.exception.code, 197)
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.drop_index("nope")
+        self.assertEqual(e.exception.code, 27)
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.drop_index("_id_")
+        self.assertEqual(e.exception.code, 72)
+        r = self.db.command("dropIndexes", "cld",
+                            index={"b": -1, "c.d": 1})
+        self.assertEqual(r["nIndexesWas"], 3)
+        self.assertEqual([i["name"] for i in c.list_indexes()],
+                         ["_id_", "a_1"])
+        c.drop_indexes()
+        self.assertEqual([i["name"] for i in c.list_indexes()], ["_id_"])
+
+    def test_parallel_arrays(self):
+        """A document the index cannot take fails its build (the index
+        is dropped) and, once the index is there, its write."""
+        c = self.db.par
+        c.insert_many([{"_id": 1, "a": [1, 2], "b": [3, 4]}])
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.create_index([("a", 1), ("b", 1)])
+        self.assertEqual(e.exception.code, 171)
+        self.assertEqual([i["name"] for i in c.list_indexes()], ["_id_"])
+        c.delete_many({})
+        c.create_index([("a", 1), ("b", 1)])
+        with self.assertRaises(pymongo.errors.WriteError) as e:
+            c.insert_one({"_id": 2, "a": [1], "b": [2]})
+        self.assertEqual(e.exception.code, 171)
+        self.assertIsNone(c.find_one({"_id": 2}))
+
+    def test_unique_refused(self):
+        """Unique secondary indexes are not enforced yet: refused, never
+        accepted and ignored."""
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            self.db.u.create_index("a", unique=True)
+        self.assertEqual(e.exception.code, 238)
+
+    def test_queries(self):
+        c = self.db.q
+        c.insert_many([{"_id": i, "a": i % 10, "b": {"c": i % 7},
+                        "s": "k%04d" % i, "l": [i % 5, 10 + i % 3]}
+                       for i in range(600)])
+        c.create_index("a")
+        c.create_index([("b.c", 1), ("a", -1)])
+        c.create_index([("s", -1)])
+        c.create_index("l")
+        self.assertEqual(plan(c.find({"a": 3})), "a_1")
+        self.assertEqual(plan(c.find({"b.c": 2, "a": {"$lt": 5}})),
+                         "b.c_1_a_-1")
+        self.assertEqual(plan(c.find({"zz": 1})), "COLLSCAN")
+        ex = c.find({"a": 3}).explain()["executionStats"]
+        self.assertEqual((ex["nReturned"], ex["totalKeysExamined"],
+                          ex["totalDocsExamined"]), (60, 60, 60))
+        for q in ({"a": 3}, {"a": {"$in": [1, 9]}}, {"a": {"$gte": 7}},
+                  {"b.c": 2, "a": {"$lt": 5}}, {"s": {"$lt": "k0100"}},
+                  {"l": 11}, {"l": {"$gt": 3, "$lt": 11}}):
+            self.assertEqual(ids(c.find(q)), ids(c.find(q).hint(NATURAL)),
+                             q)
+        # an index's order is the sort: and limit stops early
+        got = [d["s"] for d in c.find({"s": {"$gte": "k0500"}})
+               .sort("s", -1).limit(3)]
+        self.assertEqual(got, ["k0599", "k0598", "k0597"])
+        self.assertEqual(c.count_documents({"a": 4}), 60)
+        self.assertEqual(sorted(c.distinct("b.c", {"a": 4})),
+                         sorted({i % 7 for i in range(600) if i % 10 == 4}))
+        self.assertEqual(
+            ids(c.aggregate([{"$match": {"a": 7}}, {"$sort": {"a": 1}}])),
+            ids(c.find({"a": 7}).hint(NATURAL)))
+        self.assertEqual(plan(c.find({"_id": 5})), "IDHACK")
+        # hint by key pattern, and a hint of no index
+        self.assertEqual(plan(c.find({"a": 3}).hint([("l", 1)])), "l_1")
+        self.assertEqual(ids(c.find({"a": 3}).hint([("l", 1)])),
+                         ids(c.find({"a": 3})))
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            list(c.find({"a": 3}).hint([("nope", 1)]))
+        self.assertEqual(e.exception.code, 2)
+        # entries follow updates, replacements and deletes
+        c.update_many({"a": 3}, {"$set": {"a": 33}})
+        c.replace_one({"_id": 4}, {"a": 3, "l": [99]})
+        c.delete_many({"a": 5})
+        c.find_one_and_update({"a": 1}, {"$push": {"l": 77}})
+        self.audit(c, "a", [1, 3, 5, 33, None], "a_1")
+        self.audit(c, "l", [0, 10, 77, 99], "l_1")
+        self.assertEqual(ids(c.find({"a": 3})), [4])
+
+    def test_sparse_partial(self):
+        c = self.db.sp
+        c.insert_many([{"_id": i, "a": i} if i % 2 else {"_id": i}
+                       for i in range(40)])
+        c.create_index("a", sparse=True)
+        c.create_index([("a", -1)], name="part",
+                       partialFilterExpression={"a": {"$gte": 30}})
+        # neither is chosen unhinted (they lack documents)
+        self.assertEqual(plan(c.find({"a": None})), "COLLSCAN")
+        self.assertEqual(ids(c.find({"a": {"$exists": True}})
+                             .hint([("a", 1)])),
+                         list(range(1, 40, 2)))
+        self.assertEqual(ids(c.find({"a": {"$gte": 0}}).hint([("a", -1)])),
+                         [31, 33, 35, 37, 39])
+        c.insert_one({"_id": 100, "a": 50})
+        c.update_one({"_id": 31}, {"$set": {"a": 1}})
+        self.assertEqual(ids(c.find({"a": {"$gte": 0}}).hint([("a", -1)])),
+                         [33, 35, 37, 39, 100])
+
+    def test_build_under_writes(self):
+        """An index built while 4 clients insert, update and delete."""
+        c = self.db.bw
+        c.insert_many([{"_id": i, "v": i % 50} for i in range(3000)])
+        stop = threading.Event()
+        errors = []
+
+        def writer(k):
+            wc = self.host.client("").ixt.bw
+            rnd = random.Random(k)
+            n = 0
+            while not stop.is_set():
+                try:
+                    i = rnd.randrange(4000)
+                    op = n % 3
+                    if op == 0:
+                        wc.update_one({"_id": i},
+                                      {"$set": {"v": rnd.randrange(50)}},
+                                      upsert=True)
+                    elif op == 1:
+                        wc.delete_one({"_id": i})
+                    else:
+                        wc.replace_one({"_id": i}, {"v": rnd.randrange(50)},
+                                       upsert=True)
+                except pymongo.errors.PyMongoError as e:
+                    errors.append(e)
+                    return
+                n += 1
+        ts = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        try:
+            c.create_index("v")
+        finally:
+            stop.set()
+            for t in ts:
+                t.join()
+        self.assertEqual(errors, [])
+        self.audit(c, "v", list(range(50)), "v_1")
+
+
+class Replica(unittest.TestCase):
+    def test_replica_has_indexes(self):
+        """A replica gets the index entries as records of the primary's
+        batches: its door lists the index and answers through it as a
+        collection scan does."""
+        p = KvdHost(password=None)
+        rport = kvdtest.free_port()
+        r = kvdtest.Server(args=["--mongo-port", str(rport), "--replicaof",
+                                 "127.0.0.1", str(p.srv.port)])
+        try:
+            r.start()
+            c = p.client("").t.r
+            c.insert_many([{"_id": i, "a": i % 9} for i in range(900)])
+            c.create_index("a")
+            c.update_many({"a": 2}, {"$set": {"a": 20}})
+            rc = pymongo.MongoClient("mongodb://127.0.0.1:%d/" % rport,
+                                     serverSelectionTimeoutMS=5000).t.r
+            kvdtest.wait_for(lambda: rc.count_documents({"a": 20}) == 100,
+                             60, "the replica to catch up")
+            self.assertEqual([i["name"] for i in rc.list_indexes()],
+                             ["_id_", "a_1"])
+            for v in list(range(9)) + [20]:
+                self.assertEqual(ids(rc.find({"a": v}).hint([("a", 1)])),
+                                 ids(c.find({"a": v}).hint(NATURAL)))
+            self.assertEqual(plan(rc.find({"a": 20})), "a_1")
+        finally:
+            r.stop()
+            r.cleanup()
+            p.stop()
+
+
+class Kill9(unittest.TestCase):
+    def test_kill9_writes_and_build(self):
+        """kill -9 while clients write an indexed field and another index
+        is being built: after restart every ready index answers as a
+        collection scan does; the one left building is not used, and
+        createIndexes of it builds it."""
+        h = KvdHost(password=None)
+        stop = threading.Event()
+        try:
+            cl = h.client("")
+            c = cl.t.k
+            c.insert_many([{"_id": i, "a": i % 20, "b": i % 30}
+                           for i in range(4000)])
+            c.create_index("a")
+            acked = [0] * 4
+
+            def run(k):
+                wc = h.client("").t.k
+                rnd = random.Random(k)
+                while not stop.is_set():
+                    try:
+                        i = rnd.randrange(4000)
+                        wc.update_one({"_id": i}, {"$set": {
+                            "a": rnd.randrange(20), "b": rnd.randrange(30)}})
+                    except pymongo.errors.PyMongoError:
+                        return
+                    acked[k] += 1
+
+            def build():
+                try:
+                    h.client("").t.k \
+                        .create_index("b")
+                except pymongo.errors.PyMongoError:
+                    pass
+            ts = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+            for t in ts:
+                t.start()
+            kvdtest.wait_for(lambda: min(acked) >= 50, 120, "updates")
+            bt = threading.Thread(target=build)
+            bt.start()
+            kvdtest.wait_for(lambda: min(acked) >= 100, 120, "updates")
+            h.srv.kill9()
+            stop.set()
+            for t in ts + [bt]:
+                t.join()
+            h.srv.start(port=h.srv.port)
+            cl = h.client("")
+            c = cl.t.k
+            for v in range(20):
+                self.assertEqual(ids(c.find({"a": v}).hint([("a", 1)])),
+                                 ids(c.find({"a": v}).hint(NATURAL)))
+            names = [i["name"] for i in c.list_indexes()]
+            if "b_1" in names and plan(c.find({"b": 1})) != "b_1":
+                c.create_index("b")  # left building: built now
+            if "b_1" not in names:
+                c.create_index("b")
+            self.assertEqual(plan(c.find({"b": 1})), "b_1")
+            for v in range(30):
+                self.assertEqual(ids(c.find({"b": v})),
+                                 ids(c.find({"b": v}).hint(NATURAL)))
+            cl.close()
+        finally:
+            h.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
