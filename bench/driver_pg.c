@@ -21,7 +21,10 @@
  * (or doc->>'fieldN'), an update of one field UPDATE ... SET doc =
  * jsonb_set(doc, '{fieldN}', to_jsonb($1::text)) (of all, nested
  * jsonb_sets), a scan SELECT id, doc ... WHERE id >= $1 ORDER BY id LIMIT
- * $2: what an application keeping documents in PostgreSQL does.
+ * $2: what an application keeping documents in PostgreSQL does.  The
+ * geo workload's documents go into (id text primary key, doc jsonb) too
+ * (kvbench_doc), each msgpack map sent as its JSON (pgdoc_from_value), a
+ * write an upsert of the whole document, a read SELECT doc.
  *
  * Every statement is prepared, with binary parameters and results.
  *
@@ -196,19 +199,26 @@ static int prepare_one(PGconn *c, const char *name, const char *sql, char *err,
 	return exec_ok(c, PQprepare(c, name, sql, 0, NULL), err, errlen);
 }
 
-static int prepare(PGconn *c, const char *tab, char *err, size_t errlen)
+/* Values: (key, value bytea), or with --record doc (id, doc jsonb). */
+static int prepare(PGconn *c, const char *tab, int doc, char *err,
+		   size_t errlen)
 {
-	static const char *const stmt[][2] = {
-	    {"get", "SELECT value FROM %s WHERE key = $1"},
-	    {"put", "INSERT INTO %s (key, value) VALUES ($1, $2) "
-		    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"},
-	    {"scan", "SELECT key, value FROM %s WHERE key >= $1 "
-		     "ORDER BY key LIMIT $2"},
+	static const char *const stmt[][3] = {
+	    {"get", "SELECT value FROM %s WHERE key = $1",
+	     "SELECT doc FROM %s WHERE id = $1"},
+	    {"put",
+	     "INSERT INTO %s (key, value) VALUES ($1, $2) "
+	     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+	     "INSERT INTO %s (id, doc) VALUES ($1, $2) "
+	     "ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc"},
+	    {"scan",
+	     "SELECT key, value FROM %s WHERE key >= $1 ORDER BY key LIMIT $2",
+	     "SELECT id, doc FROM %s WHERE id >= $1 ORDER BY id LIMIT $2"},
 	};
 	char sql[512];
 
 	for (size_t i = 0; i < sizeof(stmt) / sizeof(stmt[0]); i++) {
-		snprintf(sql, sizeof(sql), stmt[i][1], tab);
+		snprintf(sql, sizeof(sql), stmt[i][doc ? 2 : 1], tab);
 		if (prepare_one(c, stmt[i][0], sql, err, errlen))
 			return -1;
 	}
@@ -380,10 +390,11 @@ static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
 	if (!pc || !(pc->c = open_pg(t, err, errlen)))
 		goto fail;
 	if (!(tab = table_ident(pc->c, t)) ||
-	    (t->doc ? prepare_doc(pc->c, tab, t->fieldcount, err, errlen)
+	    (t->doc && t->fields
+		 ? prepare_doc(pc->c, tab, t->fieldcount, err, errlen)
 	     : t->fields
 		 ? prepare_fields(pc->c, tab, t->fieldcount, err, errlen)
-		 : prepare(pc->c, tab, err, errlen)))
+		 : prepare(pc->c, tab, t->doc, err, errlen)))
 		goto fail;
 	pc->doc = t->doc;
 	if (PQsetnonblocking(pc->c, 1) || !PQenterPipelineMode(pc->c)) {
@@ -456,6 +467,29 @@ static int send_doc(struct pconn *pc, const struct kb_req *r)
 	return send_prepared(pc, "ins", 2);
 }
 
+/* --record doc's put of a value (the geo workload's document): its
+ * msgpack map as the jsonb document, an upsert. */
+static int send_value_doc(struct pconn *pc, const struct kb_req *r)
+{
+	size_t need = pgdoc_value_max(r->vlen) + 1;
+	long n;
+
+	if (need > pc->jcap) {
+		char *b = realloc(pc->jbuf, need);
+
+		if (!b)
+			return -1;
+		pc->jbuf = b;
+		pc->jcap = need;
+	}
+	if ((n = pgdoc_from_value(r->val, r->vlen, pc->jbuf + 1)) < 0)
+		return -1;
+	pc->jbuf[0] = 1;
+	pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
+	pc->vals[1] = pc->jbuf, pc->lens[1] = (int)(1 + n);
+	return send_prepared(pc, "put", 2);
+}
+
 /* Records of fields: which statement, and its parameters. */
 static int send_fields(struct pconn *pc, const struct kb_req *r)
 {
@@ -522,6 +556,8 @@ static int pg_send(void *c, const struct kb_req *r)
 	if (r->kind != REQ_GET && r->kind != REQ_PUT && r->kind != REQ_SCAN)
 		return send_fields(pc, r);
 	pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
+	if (r->kind == REQ_PUT && pc->doc)
+		return send_value_doc(pc, r);
 	if (r->kind == REQ_PUT) {
 		name = "put";
 		pc->vals[1] = (const char *)r->val, pc->lens[1] = (int)r->vlen;

@@ -499,11 +499,24 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 		fprintf(stderr, "kvbench: %s\n", err);
 		goto out;
 	}
+	if (c->target.doc &&
+	    (c->wl->kind == WL_INGEST || c->wl->kind == WL_UUID)) {
+		fprintf(stderr, "kvbench: --record doc: YCSB's records and "
+				"geo's documents only\n");
+		goto out;
+	}
+	if (c->target.doc && c->verify && c->wl->kind == WL_GEO) {
+		fprintf(stderr, "kvbench: --verify: geo's documents come back "
+				"from jsonb as JSON, not as written\n");
+		goto out;
+	}
 	c->target.scans = c->p.scanproportion > 0;
 	c->target.fields = c->wl->kind == WL_YCSB && c->record == RECORD_FIELDS;
 	c->target.fieldcount = c->p.fieldcount;
 	if (!c->target.table) /* YCSB's table, and kvbench's own shape's */
-		c->target.table = c->target.doc	     ? "usertable_doc"
+		c->target.table = c->target.doc && c->target.fields
+				      ? "usertable_doc"
+				  : c->target.doc    ? "kvbench_doc"
 				  : c->target.fields ? "usertable"
 						     : "kvbench";
 	build_cmdline(c, argc, argv);

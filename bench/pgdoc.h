@@ -7,6 +7,7 @@
 #define KB_PGDOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kvbench.h"
 
@@ -20,5 +21,13 @@ size_t pgdoc_max(const struct kb_fval *fv, unsigned n);
  * json is not such an object. */
 int pgdoc_decode(const char *json, size_t len, struct kb_fval *out,
 		 unsigned max, char *scratch);
+
+/* A value of kvbench's (a msgpack map: the geo workload's document, a
+ * --record value record) as a JSON object into out (pgdoc_value_max(vlen)
+ * bytes at least): strings and binaries as strings (a byte outside ' '..'~'
+ * as \u00XX), integers, doubles, maps as objects.  Its length, or -1 when
+ * the value is no map or not one of those forms. */
+long pgdoc_from_value(const uint8_t *val, size_t vlen, char *out);
+size_t pgdoc_value_max(size_t vlen);
 
 #endif

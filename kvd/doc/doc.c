@@ -375,6 +375,20 @@ void kvdoc_scan_init(struct kvdoc_scan *s, uint32_t coll)
 	s->coll = coll;
 }
 
+int kvdoc_scan_range(struct kvdoc_scan *s, const uint8_t *start, size_t slen,
+		     const uint8_t *end, size_t elen)
+{
+	if (slen > KVDOC_KEY_MAX - 4 || elen > KVDOC_KEY_MAX - 4)
+		return -1;
+	for (int i = 0; i < 4; i++)
+		s->next[i] = s->end[i] = (uint8_t)(s->coll >> (24 - 8 * i));
+	memcpy(s->next + 4, start, slen);
+	s->nlen = 4 + slen;
+	memcpy(s->end + 4, end, elen);
+	s->elen = elen ? 4 + elen : 0;
+	return 0;
+}
+
 int kvdoc_scan_batch(struct kvdoc_scan *s, struct kvd_reader *r, unsigned max,
 		     uint64_t now, kvd_scan_fn fn, void *arg)
 {
@@ -382,6 +396,7 @@ int kvdoc_scan_batch(struct kvdoc_scan *s, struct kvd_reader *r, unsigned max,
 			     (uint8_t)(s->coll >> 8), (uint8_t)s->coll};
 	struct kvd_scan sc = {.prefix = {prefix, 4},
 			      .start = {s->next, s->nlen},
+			      .end = {s->end, s->elen},
 			      .limit = max,
 			      .max_bytes = SIZE_MAX,
 			      .ks = KVD_KS_DOC};

@@ -178,9 +178,16 @@ struct kvdoc_scan {
 	uint32_t coll;
 	uint8_t next[KVDOC_KEY_MAX]; /* where the next batch starts */
 	size_t nlen;
+	uint8_t end[KVDOC_KEY_MAX]; /* stop before it (elen 0: no bound) */
+	size_t elen;
 	int done;
 };
 void kvdoc_scan_init(struct kvdoc_scan *s, uint32_t coll);
+/* Narrow a scan not yet started to the documents whose encoded _id
+ * (mql_key_id) is in [start, end): an _id range read from where it
+ * starts.  0, or -1 (the scan unchanged) when a bound is too long. */
+int kvdoc_scan_range(struct kvdoc_scan *s, const uint8_t *start, size_t slen,
+		     const uint8_t *end, size_t elen);
 /* fn gets each document's key (collection id and encoded _id) and its
  * bytes, and returns 0 (nonzero fails the batch: KV_INTERNAL).  KV_OK or
  * KV_INTERNAL; s->done once the collection was read to its end. */

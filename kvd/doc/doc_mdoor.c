@@ -220,6 +220,52 @@ static int refill(struct dscan *d)
 	return 0;
 }
 
+/* {_id: 1}: the index a collection's documents are kept in. */
+static const struct mql_index *id_index(void)
+{
+	static const uint8_t spec[] = {14,  0, 0, 0, 0x10, '_', 'i',
+				       'd', 0, 1, 0, 0,	   0,	0};
+	static __thread struct mql_index *ix;
+	struct mql_error e;
+
+	if (!ix && mql_index_compile(spec, sizeof(spec), 0, &ix, &e))
+		ix = NULL;
+	return ix;
+}
+
+/* Read only the _id intervals the filter allows ({_id: {$gte: k}}, an
+ * $in of _ids, ...), first to last: the filter is still checked on
+ * every document read. */
+static void id_bounds(struct dscan *d, const struct mql_match *m)
+{
+	const struct mql_index *ix = id_index();
+	struct mql_bounds b;
+	struct mql_error e;
+
+	if (!ix || mql_index_bounds(ix, m, false, &b, &e))
+		return; /* the whole collection, as without */
+	if (b.n == 0)
+		d->s.done = d->empty = 1;
+	else if (b.nparts)
+		(void)kvdoc_scan_range(&d->s, b.iv[0].start, b.iv[0].slen,
+				       b.iv[b.n - 1].end, b.iv[b.n - 1].elen);
+	mql_bounds_free(&b);
+}
+
+/* Whether the door asks for _id order ({_id: 1}), which scans yield:
+ * then it need not sort, and stops at its limit. */
+static bool id_order(const struct mdoor_query *q)
+{
+	bson_iter_t it;
+
+	if (!q->sort_bson ||
+	    !bson_iter_init_from_data(&it, q->sort_bson, q->sort_len) ||
+	    !bson_iter_next(&it) || strcmp(bson_iter_key(&it), "_id") ||
+	    !BSON_ITER_HOLDS_NUMBER(&it) || bson_iter_as_double(&it) <= 0)
+		return false;
+	return !bson_iter_next(&it);
+}
+
 static int scan_open(void *ctx, const struct mdoor_query *q, void **out,
 		     struct mdoor_scan_info *info, struct mql_error *err)
 {
@@ -249,9 +295,11 @@ static int scan_open(void *ctx, const struct mdoor_query *q, void **out,
 	} else if (doc_plan_choose(catalog(), cid, q, &d->plan, err) < 0) {
 		free(d);
 		return -1;
+	} else if (!d->plan) {
+		id_bounds(d, q->filter); /* no index serves it: the _id's */
 	}
-	/* the door sorts unless the index gives its order */
-	info->sorted = d->plan && doc_plan_sorted(d->plan);
+	/* the door sorts unless the index, or _id order, gives its order */
+	info->sorted = d->plan ? doc_plan_sorted(d->plan) : id_order(q);
 	*out = d;
 	return 0;
 }

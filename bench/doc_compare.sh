@@ -1,0 +1,345 @@
+#!/bin/sh
+# bench/doc_compare.sh - documents side by side: kvd's MongoDB door
+# (kvbench -D mongodb) against PostgreSQL 15 keeping the same documents as
+# jsonb (kvbench -D postgres --record doc), in one run on one machine.
+#
+#   bench/doc_compare.sh [BUILD_DIR]        (default: build)
+#
+# 1. YCSB A, B, C, E, F with YCSB's documents (10 fields of 100 bytes):
+#    both stores loaded with the same RECORDS, then each workload run for
+#    DURATION seconds (at most OPS operations), the two servers alternated
+#    (kvd first in odd repetitions, PostgreSQL first in even ones), REPEAT
+#    times; the table gives the median of each figure and the ratio of the
+#    medians.  E inserts, so each repetition's E loads a table of its own.
+# 2. The geo story: GEO_RECORDS documents {position, radius, cidr, ...}
+#    written in random order, then random reads and whole-document writes
+#    (GEO_MIX: readproportion/updateproportion) at each of GEO_CONNS
+#    connections, closed loop (each connection sends its next request when
+#    the last is answered), and at the largest count once more open loop at
+#    GEO_RATE requests/s (the latency a client sees at that load).  Each
+#    server's peak RSS for each run: the kernel's VmHWM of kvd; for
+#    PostgreSQL the VmHWM of the postmaster and every backend summed (which
+#    counts its shared buffers once per process) and kvbench's sampled PSS of
+#    the process tree (which counts them once).  The peaks are reset
+#    (clear_refs) before each run.
+#
+# Both servers are durable on commit: kvd --durability sync (reply after
+# the journal's fdatasync), PostgreSQL fsync on, synchronous_commit on.
+# kvd --threads 2 --max-clients 10000; PostgreSQL with its defaults but
+# max_connections (the largest of GEO_CONNS + 100).
+#
+# Environment: RECORDS (100000), DURATION (10), OPS (2000000), REPEAT (3),
+# THREADS (2) and CONNS (8, per thread) for YCSB, WORKLOADS ("a b c e f"),
+# GEO_RECORDS (100000), GEO_CONNS ("1 4000"), GEO_MIX (0.5: the share of
+# writes), GEO_RATE (4000), TMPDIR, KVD / KVBENCH to take the binaries from
+# elsewhere than BUILD_DIR.  Bounded: every run stops after DURATION
+# seconds or OPS operations.
+#
+# This is a benchmark, not a test: it prints figures and never fails on
+# them.  bench/RESULTS.md ("Documents: kvd's MongoDB door against
+# PostgreSQL jsonb") records a run.
+set -eu
+
+BUILD=${1:-build}
+RECORDS=${RECORDS:-100000}
+DURATION=${DURATION:-10}
+OPS=${OPS:-2000000}
+REPEAT=${REPEAT:-3}
+THREADS=${THREADS:-2}
+CONNS=${CONNS:-8}
+WORKLOADS=${WORKLOADS:-a b c e f}
+GEO_RECORDS=${GEO_RECORDS:-100000}
+GEO_CONNS=${GEO_CONNS:-1 4000}
+GEO_MIX=${GEO_MIX:-0.5}
+GEO_RATE=${GEO_RATE:-4000}
+KVD=${KVD:-$BUILD/kvd/kvd}
+KVBENCH=${KVBENCH:-$BUILD/bench/kvbench}
+PGBIN=/usr/lib/postgresql/15/bin
+PY=/usr/bin/python3
+
+for f in "$KVD" "$KVBENCH" "$PGBIN/initdb"; do
+	[ -x "$f" ] || { echo "doc_compare: $f is missing (build first)" >&2; exit 2; }
+done
+"$KVBENCH" --help 2>&1 | grep -q mongodb ||
+	{ echo "doc_compare: kvbench was built without libmongoc" >&2; exit 2; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvd-doccmp.XXXXXX")
+KVD_PID=
+PG_UP=
+cleanup() {
+	[ -n "$KVD_PID" ] && kill "$KVD_PID" 2>/dev/null && wait "$KVD_PID" 2>/dev/null
+	[ -n "$PG_UP" ] && as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -m immediate stop >/dev/null 2>&1
+	rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# PostgreSQL refuses to run as root: run it as nobody then.
+as_pg() {
+	if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
+}
+
+free_port() {
+	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+max_geo=1
+for n in $GEO_CONNS; do [ "$n" -gt "$max_geo" ] && max_geo=$n; done
+
+# ---------------------------------------------------------------- servers
+KPORT=$(free_port)
+MPORT=$(free_port)
+"$KVD" --bind 127.0.0.1 --port "$KPORT" --mongo-port "$MPORT" \
+	--data-dir "$WORK/kvd" --threads 2 --durability sync \
+	--max-clients 10000 --log-level warn 2>"$WORK/kvd.log" &
+KVD_PID=$!
+
+mkdir -p "$WORK/pg"
+if [ "$(id -u)" = 0 ]; then chown nobody "$WORK/pg"; chmod 755 "$WORK"; fi
+as_pg "$PGBIN/initdb" -D "$WORK/pg/data" -U kvbench -A trust -E UTF8 --no-sync >/dev/null
+PGPORT=$(free_port)
+PGMAX=$((max_geo + 100))
+as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/log" -w -t 60 \
+	-o "-p $PGPORT -k $WORK/pg -c listen_addresses=127.0.0.1 -c max_connections=$PGMAX" \
+	start >/dev/null
+PG_UP=1
+PG_PID=$(head -1 "$WORK/pg/data/postmaster.pid")
+
+K_ARGS="-D mongodb --port $MPORT"
+
+# kvbench against one server: $1 k|p, $2 the report's name, the rest its
+# arguments.  The report is $WORK/$2.json; a failed run is told, not fatal.
+bench() {
+	who=$1 name=$2
+	shift 2
+	if [ "$who" = k ]; then
+		set -- $K_ARGS --server-pid "$KVD_PID" "$@"
+	else
+		set -- -D postgres --record doc --port "$PGPORT" \
+			--conninfo "user=kvbench dbname=postgres" --server-pid "$PG_PID" "$@"
+	fi
+	{
+		printf '  %s: kvbench' "$name"
+		for a in "$@"; do
+			case $a in *" "*) printf " '%s'" "$a" ;; *) printf ' %s' "$a" ;; esac
+		done
+		echo
+	} | sed "s/--server-pid [0-9]*/--server-pid PID/; s/--port [0-9]*/--port PORT/" >>"$WORK/commands"
+	if ! "$KVBENCH" -q -s 1 --json "$WORK/$name.json" "$@" >"$WORK/$name.out" 2>&1; then
+		echo "doc_compare: $name failed: $(tail -1 "$WORK/$name.out")" >&2
+		echo "$name" >>"$WORK/failed"
+	fi
+}
+
+# The peak-memory sampler: every 0.5 s the sum of VmHWM over a process and
+# its descendants, kept at its largest, until $WORK/stop-$2 appears.
+cat >"$WORK/peak.py" <<'EOF'
+import os, sys, time
+root, name, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def tree():
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    todo, seen = [root], []
+    while todo:
+        p = todo.pop()
+        seen.append(p)
+        todo += kids.get(p, [])
+    return seen
+def hwm(p):
+    try:
+        with open("/proc/%d/status" % p) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+for p in tree():  # each peak from now on
+    try:
+        with open("/proc/%d/clear_refs" % p, "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+open(out + ".ready", "w").close()
+best, procs = 0, 0
+stop = os.path.join(os.path.dirname(out), "stop-" + name)
+while True:
+    ps = tree()
+    s = sum(hwm(p) for p in ps)
+    if s > best:
+        best, procs = s, len(ps)
+    if os.path.exists(stop):
+        break
+    time.sleep(0.5)
+with open(out, "w") as f:
+    f.write("%d %d\n" % (best, procs))
+EOF
+
+# bench with the peak sampler around it: $1 k|p, $2 name, the rest.
+bench_mem() {
+	who=$1 name=$2
+	pid=$KVD_PID
+	[ "$who" = p ] && pid=$PG_PID
+	rm -f "$WORK/stop-$name"
+	$PY "$WORK/peak.py" "$pid" "$name" "$WORK/$name.peak" &
+	sampler=$!
+	while [ ! -e "$WORK/$name.peak.ready" ]; do sleep 0.1; done
+	bench "$@"
+	touch "$WORK/stop-$name"
+	wait "$sampler"
+}
+
+# In odd repetitions kvd first, in even ones PostgreSQL first.
+pair() {
+	rep=$1
+	shift
+	if [ $((rep % 2)) = 1 ]; then order="k p"; else order="p k"; fi
+	for who in $order; do "$@" "$who"; done
+}
+
+# kvd is ready when its door accepts a connection.
+$PY - "$MPORT" <<'EOF' || { cat "$WORK/kvd.log" >&2; exit 2; }
+import socket, sys, time
+for _ in range(300):
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.1)
+sys.exit(1)
+EOF
+
+echo "doc_compare: kvd pid $KVD_PID (mongo port), PostgreSQL pid $PG_PID, work in $WORK" >&2
+{
+	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
+	echo "kvd: $("$KVD" --version 2>&1 | head -1), --threads 2 --durability sync --max-clients 10000 --mongo-port PORT"
+	echo "PostgreSQL: $("$PGBIN/postgres" --version), max_connections=$PGMAX, defaults otherwise (fsync on, synchronous_commit on)"
+	echo "started $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$WORK/header"
+: >"$WORK/commands"
+
+# ---------------------------------------------------------------- YCSB
+YC="-t $THREADS -c $CONNS"
+echo "doc_compare: YCSB load, $RECORDS records" >&2
+load_ycsb() { bench "$1" "load-$1" a --phase load -r "$RECORDS" $YC; }
+pair 1 load_ycsb
+rep=1
+while [ $rep -le "$REPEAT" ]; do
+	for w in $WORKLOADS; do
+		echo "doc_compare: repetition $rep, YCSB $w" >&2
+		if [ "$w" = e ]; then
+			run_w() { bench "$1" "e-$rep-$1" e -r "$RECORDS" $YC -d "$DURATION" -n "$OPS" --table "ycsb_e$rep"; }
+		else
+			run_w() { bench "$1" "$w-$rep-$1" "$w" --phase run -r "$RECORDS" $YC -d "$DURATION" -n "$OPS"; }
+		fi
+		pair "$rep" run_w
+	done
+	rep=$((rep + 1))
+done
+
+# ---------------------------------------------------------------- geo
+echo "doc_compare: geo load, $GEO_RECORDS documents" >&2
+load_geo() { bench "$1" "geo-load-$1" geo --phase load -r "$GEO_RECORDS" -t 2 -c 8 --table geo; }
+pair 1 load_geo
+GM="-p readproportion=$(echo "$GEO_MIX" | awk '{print 1 - $1}') -p updateproportion=$GEO_MIX"
+for n in $GEO_CONNS; do
+	if [ "$n" = 1 ]; then tc="-t 1 -c 1"; else tc="-t 2 -c $((n / 2))"; fi
+	echo "doc_compare: geo at $n connections" >&2
+	run_g() { bench_mem "$1" "geo-$n-$1" geo --phase run -r "$GEO_RECORDS" $tc -d "$DURATION" -n "$OPS" --table geo $GM; }
+	pair 1 run_g
+	if [ "$n" = "$max_geo" ] && [ "$n" != 1 ]; then
+		echo "doc_compare: geo at $n connections, $GEO_RATE requests/s offered" >&2
+		run_r() { bench_mem "$1" "geo-$n-rate-$1" geo --phase run -r "$GEO_RECORDS" $tc -d "$DURATION" -n "$OPS" --table geo $GM -R "$GEO_RATE"; }
+		pair 2 run_r
+	fi
+done
+echo "finished $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/header"
+
+# ---------------------------------------------------------------- the table
+$PY - "$WORK" "$REPEAT" "$WORKLOADS" "$GEO_CONNS" "$max_geo" "$GEO_RATE" <<'EOF'
+import json, os, statistics, sys
+work, repeat, wls, geo_conns, max_geo, rate = sys.argv[1:7]
+repeat, max_geo = int(repeat), int(max_geo)
+
+def rep(name, phase="run"):
+    try:
+        with open(os.path.join(work, name + ".json")) as f:
+            r = json.load(f)
+    except (OSError, ValueError):
+        return None
+    for p in r["phases"]:
+        if p["phase"] == phase:
+            p["server"] = r.get("server")
+            return p
+    return None
+
+def fig(p, op=None):
+    if p is None:
+        return None
+    lat = p["latency_ms"] if op is None else p["ops_by_type"].get(op, {}).get("latency_ms")
+    if lat is None:
+        return None
+    ops = p["ops_per_sec"] if op is None else p["ops_by_type"][op]["ops_per_sec"]
+    return {"ops": ops, "p50": lat["p50"], "p99": lat["p99"], "err": p["errors"]["total"]}
+
+def f(x, k):
+    return "-" if x is None else ("{:,.0f}".format(x[k]) if k == "ops" else "%.3g" % x[k])
+
+print(open(os.path.join(work, "header")).read().rstrip())
+print()
+hdr = "%-26s %12s %9s %9s %12s %9s %9s %7s %s" % ("workload", "kvd ops/s", "p50 ms", "p99 ms",
+                                                  "pg ops/s", "p50 ms", "p99 ms", "ratio", "runs (kvd / pg ops/s)")
+print(hdr)
+for who in ("k", "p"):
+    pass
+l = {w: fig(rep("load-" + w, "load")) for w in ("k", "p")}
+def row(title, k, p, spread=""):
+    ratio = "%.2fx" % (k["ops"] / p["ops"]) if k and p and p["ops"] else "-"
+    print("%-26s %12s %9s %9s %12s %9s %9s %7s %s" % (title, f(k, "ops"), f(k, "p50"), f(k, "p99"),
+                                                    f(p, "ops"), f(p, "p50"), f(p, "p99"), ratio, spread))
+row("load (inserts)", l["k"], l["p"])
+def med(xs):
+    xs = [x for x in xs if x]
+    if not xs:
+        return None
+    return {k: statistics.median(x[k] for x in xs) for k in ("ops", "p50", "p99", "err")}
+for w in wls.split():
+    runs = {who: [fig(rep("%s-%d-%s" % (w, i, who))) for i in range(1, repeat + 1)] for who in "kp"}
+    spread = " / ".join(",".join("-" if x is None else "%.0f" % x["ops"] for x in runs[who]) for who in "kp")
+    row("YCSB " + w.upper(), med(runs["k"]), med(runs["p"]), spread)
+print()
+print("%-34s %-6s %10s %9s %9s %9s %9s %14s %s" % ("geo", "server", "ops/s", "read p50", "read p99",
+                                                   "write p50", "write p99", "peak RSS MiB", "errors"))
+names = [("geo-%s-%%s" % n, "%s conn%s, closed loop" % (n, "s"[:n != "1"])) for n in geo_conns.split()]
+if max_geo > 1:
+    names.append(("geo-%d-rate-%%s" % max_geo, "%d conns, %s req/s offered" % (max_geo, rate)))
+for pat, title in names:
+    for who in "kp":
+        p = rep(pat % who)
+        if p is None:
+            print("%-34s %-6s failed" % (title, "kvd" if who == "k" else "pg"))
+            continue
+        r, u = fig(p, "read"), fig(p, "update")
+        try:
+            hwm, procs = open(os.path.join(work, (pat % who) + ".peak")).read().split()
+        except OSError:
+            hwm, procs = "0", "0"
+        mem = "%.1f" % (int(hwm) / 1048576)
+        if who == "p" and p.get("server"):
+            mem += " (PSS %.1f, %s procs)" % (p["server"]["peak_rss_bytes"] / 1048576, procs)
+        print("%-34s %-6s %10s %9s %9s %9s %9s %14s %s" % (title, "kvd" if who == "k" else "pg", f(fig(p), "ops"),
+              f(r, "p50"), f(r, "p99"), f(u, "p50"), f(u, "p99"), mem, p["errors"]["total"]))
+print()
+print("commands (PORT, PID: the run's):")
+print(open(os.path.join(work, "commands")).read().rstrip())
+EOF
+if [ -s "$WORK/failed" ]; then
+	echo "doc_compare: failed runs: $(tr '\n' ' ' <"$WORK/failed")" >&2
+	exit 3
+fi
