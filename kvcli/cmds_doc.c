@@ -316,7 +316,7 @@ int cmd_doc(struct cli *cli, int argc, char **argv)
 		    {"delete", doc_delete}};
 
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
-		return cli_usage(cli_find("doc")), EXIT_OK;
+		return cli_help(cli_find("doc"), stdout), EXIT_OK;
 	for (size_t i = 0; argc >= 2 && i < sizeof(subs) / sizeof(subs[0]); i++)
 		if (!strcasecmp(argv[1], subs[i].name))
 			return subs[i].fn(cli, argc - 1, argv + 1);

@@ -107,6 +107,11 @@ class Server:
         # another, so the native one answering does not mean the RESP one
         # does yet (a loaded machine once showed the gap).
         ports = [self.port] + ([self.resp_port] if self.resp else [])
+        # and those a test names itself (/metrics, the MongoDB door)
+        for i, a in enumerate(self.extra[:-1]):
+            if a in ("--metrics-port", "--mongo-port") and \
+                    str(self.extra[i + 1]) != "0":
+                ports.append(int(self.extra[i + 1]))
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

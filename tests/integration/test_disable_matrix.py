@@ -142,7 +142,9 @@ RESP = {
 }
 
 # The operations a TXN may hold (protocol.md, TXN).
-IN_TXN = {n for n, (_, kind) in OPS.items() if kind in "RW"} - {
+# (hashes' and documents' operations are not taken inside a TXN)
+IN_TXN = {n for n, (_, kind) in OPS.items()
+          if kind in "RW" and not n.startswith("DOC")} - {
     "SCAN", "COUNT", "FLUSHALL", "HSET", "HGET", "HGETALL", "HDEL", "HINCRBY",
     "HSCAN"}
 
