@@ -769,7 +769,10 @@ const struct cmd kvcli_cmds[] = {
      "\"value\":...},...]}.  --base64 puts every key, value and field in\n"
      "base64 (load it with --base64); --tsv writes TSV instead (load it\n"
      "with --tsv), which holds neither expiries nor hashes (a hash stops\n"
-     "it with an error).\n"},
+     "it with an error).  Then, unless --prefix or --tsv, kvd's documents:\n"
+     "the line {\"kvcli_dump\":2}, and each collection's row, its\n"
+     "documents' and its indexes' (BSON in base64), which load restores\n"
+     "byte for byte, building the indexes.\n"},
     {"help", c_help, "[COMMAND]", "List the commands, or explain one.\n"},
     {NULL, NULL, NULL, NULL},
 };
