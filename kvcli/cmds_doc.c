@@ -320,7 +320,7 @@ int cmd_doc(struct cli *cli, int argc, char **argv)
 	const struct doc_sub *const tables[] = {subs, doc_admin_subs};
 
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
-		return cli_usage(cli_find("doc")), EXIT_OK;
+		return cli_help(cli_find("doc"), stdout), EXIT_OK;
 	for (int t = 0; argc >= 2 && t < 2; t++)
 		for (const struct doc_sub *s = tables[t]; s->name; s++)
 			if (!strcasecmp(argv[1], s->name))
