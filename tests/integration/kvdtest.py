@@ -348,6 +348,28 @@ class ServerCase(unittest.TestCase):
     def tearDown(self):
         self.c.close()
 
+    def assert_doc_error(self, reply, code, text=None):
+        """reply is [DOC_ERROR, text, code] (docs/protocol.md,
+        "Documents"), its text holding text when given."""
+        self.assertEqual(reply[0], DOC_ERROR, reply)
+        self.assertEqual(len(reply), 3, reply)
+        self.assertEqual(reply[2], code, reply)
+        if text:
+            self.assertIn(text, reply[1], reply)
+
+
+def mongo_client(case, port):
+    """A pymongo client of the MongoDB door on port, closed after case's
+    test; without pymongo the test is skipped."""
+    try:
+        from pymongo import MongoClient
+    except ImportError:
+        case.skipTest("pymongo is not installed")
+    m = MongoClient("127.0.0.1", port, directConnection=True,
+                    serverSelectionTimeoutMS=5000)
+    case.addCleanup(m.close)
+    return m
+
 
 def main():
     """unittest.main for every Python test: exit 1 if a test failed or none

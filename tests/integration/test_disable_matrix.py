@@ -141,8 +141,8 @@ RESP = {
     "watch": (["WATCH", "rk"], set()),
 }
 
-# The operations a TXN may hold (protocol.md, TXN).
-# (hashes' and documents' operations are not taken inside a TXN)
+# The operations a TXN may hold (protocol.md, TXN; the document
+# operations are not among them: protocol.md, "Documents").
 IN_TXN = {n for n, (_, kind) in OPS.items()
           if kind in "RW" and not n.startswith("DOC")} - {
     "SCAN", "COUNT", "FLUSHALL", "HSET", "HGET", "HGETALL", "HDEL", "HINCRBY",
