@@ -115,13 +115,6 @@ class Indexes(unittest.TestCase):
         self.assertEqual(e.exception.code, 171)
         self.assertIsNone(c.find_one({"_id": 2}))
 
-    def test_unique_refused(self):
-        """Unique secondary indexes are not enforced yet: refused, never
-        accepted and ignored."""
-        with self.assertRaises(pymongo.errors.OperationFailure) as e:
-            self.db.u.create_index("a", unique=True)
-        self.assertEqual(e.exception.code, 238)
-
     def test_queries(self):
         c = self.db.q
         c.insert_many([{"_id": i, "a": i % 10, "b": {"c": i % 7},
