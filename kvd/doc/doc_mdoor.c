@@ -361,8 +361,8 @@ struct dmw {
 	struct kv_buf opnd;	  /* the operand every key of it gets */
 	unsigned mid;		  /* and its merge id */
 	const bson_value_t *upid; /* an upsert's _id */
-	bool unique;		  /* its collection has a unique index */
-	struct doc_uq uq;	  /* doc_uq.h: their reservations */
+	bool unique;	  /* an insert under a unique index (send_unique) */
+	struct doc_uq uq; /* doc_uq.h: their reservations */
 };
 
 static void step(struct dmw *w);
@@ -403,9 +403,8 @@ static int send_merge(struct dmw *w, unsigned ks, unsigned id, const uint8_t *k,
 	return 0;
 }
 
-/* A collection with a unique index: the statement's documents go through
- * the reservations' driver, one after another (doc_uq.h); an insert's
- * keys are known, and reserved before its merge. */
+/* An insert into a collection with a unique index: through the
+ * reservations' driver (doc_uq.h), its keys reserved before its merge. */
 static int send_unique(struct dmw *w, struct mql_error *e)
 {
 	struct kv_buf want = {0};
@@ -609,7 +608,11 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 	/* the collection's indexes, which the merge keeps (index.h) */
 	if (kvdoc_ix_section(catalog(), w->have ? w->cid : 0, 0, &w->opnd))
 		return oom(&op->err);
+	/* an insert's unique keys are known: reserved before its merge;
+	 * other writes go out at once, and a merge that finds its document
+	 * gaining a unique key asks for reservations (doc_uq_back) */
 	w->unique =
+	    k == MDOOR_W_INSERT &&
 	    kvdoc_ix_has_unique((struct kv_slice){w->opnd.data, w->opnd.len});
 	if (k == MDOOR_W_INSERT) {
 		if (doc_id(op->doc, op->len, &it) ||

@@ -9,9 +9,8 @@
  * build's (doc_mdoor_ix.c), which call it: doc_uq_back for each of their
  * own document merges (aux 0), doc_uq_result for the driver's (aux a
  * DOC_UQ_TAG_*), and doc_uq_step once none of their merges is out.  It
- * runs one document at a time (its merges counted in *host.out), so a
- * statement whose collection has a unique index writes its documents one
- * after another. */
+ * runs one document at a time (its merges counted in *host.out): an
+ * insert's, whose keys are known, or those whose merge asked. */
 #ifndef KVD_DOC_DOC_UQ_H
 #define KVD_DOC_DOC_UQ_H
 
