@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "doc_ix.h"
 #include "index.h"
 #include "kv_status.h"
@@ -146,11 +147,29 @@ int doc_uq_back(struct doc_uq *u, const struct kvd_pend *pd)
 	return 0;
 }
 
+/* The reader and the catalog the driver reads with. */
+static struct kvd_reader *reader(const struct doc_uq *u)
+{
+	return u->h.rd ? u->h.rd : doc_mdoor_io()->reader;
+}
+
+static const struct kvdoc_catalog *cat(const struct doc_uq *u)
+{
+	return u->h.rd ? u->h.cat : doc_mdoor_catalog();
+}
+
+static unsigned nshards(const struct doc_uq *u)
+{
+	return u->h.rd ? u->h.nshards : doc_mdoor_io()->srv->nshards;
+}
+
 static int send(struct doc_uq *u, unsigned ks, unsigned op, struct kv_slice k,
 		struct kv_slice v, uint32_t tag)
 {
-	if (kvd_write_merge(u->h.c, 0, ks, KVDOC_MERGE_BASE + op, -1, k, v,
-			    tag))
+	if (u->h.send
+		? u->h.send(u->h.ctx, ks, KVDOC_MERGE_BASE + op, k, v, tag)
+		: kvd_write_merge(u->h.c, 0, ks, KVDOC_MERGE_BASE + op, -1, k,
+				  v, tag))
 		return -1;
 	++*u->h.out;
 	return 0;
@@ -162,16 +181,14 @@ static int send(struct doc_uq *u, unsigned ks, unsigned op, struct kv_slice k,
  * u->tmp (empty: no document, or none). */
 static int doc_keys_now(struct doc_uq *u, struct kv_slice dk, uint32_t id)
 {
-	struct kvd_io *io = doc_mdoor_io();
-	const struct kvdoc_catalog *c = doc_mdoor_catalog();
+	const struct kvdoc_catalog *c = cat(u);
 	struct kv_slice doc, sec;
 	struct kv_buf fresh = {0};
 	struct mql_error e;
 	int rc;
 
 	u->tmp.len = u->sec.len = 0;
-	rc = kvdoc_get(io->reader, io->srv->nshards, dk.p, dk.n, io->now_ms,
-		       &doc);
+	rc = kvdoc_get(reader(u), nshards(u), dk.p, dk.n, kvd_now_ms(), &doc);
 	if (rc == KV_NOT_FOUND)
 		return 0;
 	if (rc || kvdoc_ix_section(c, u->cid, 0, &u->sec))
@@ -206,7 +223,7 @@ static int find_one(void *arg, const struct kvdoc_ix *ix)
 static void dup_error(struct doc_uq *u, uint32_t id, struct kv_slice k,
 		      struct mql_error *e, bson_t *info)
 {
-	const struct kvdoc_catalog *c = doc_mdoor_catalog();
+	const struct kvdoc_catalog *c = cat(u);
 	struct find_ix f = {id, {0}};
 	const char *name = "?";
 	bson_iter_t it, kt;
@@ -428,15 +445,14 @@ void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd)
 static int release_one(struct doc_uq *u, struct kv_slice dk, uint32_t id,
 		       struct kv_slice k)
 {
-	struct kvd_io *io = doc_mdoor_io();
 	uint8_t rk[KVDOC_UQ_KEY_MAX];
 	size_t rn = kvdoc_uq_key(id, k.p, k.n, rk);
 	struct kv_slice v;
 	unsigned type;
 	uint64_t tok;
 
-	if (kvd_reader_getk(io->reader, kvd_shard_of(rk, rn, io->srv->nshards),
-			    KVD_KS_INDEX, rk, rn, io->now_ms, &v,
+	if (kvd_reader_getk(reader(u), kvd_shard_of(rk, rn, nshards(u)),
+			    KVD_KS_INDEX, rk, rn, kvd_now_ms(), &v,
 			    &type) != KV_OK ||
 	    v.n < 8 || v.n - 8 != dk.n || memcmp(v.p + 8, dk.p, dk.n))
 		return 0;

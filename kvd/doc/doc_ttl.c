@@ -13,50 +13,41 @@
  * entries go in its batch, and replicas get the delete as any write.  At
  * most PASS_MAX documents per index per pass: the next pass goes on.
  *
- * The thread is a store client of its own, as the replica's applier is:
- * its reader (reset after each batch, so it never holds a checkpoint
- * back) and a kvd_io that no io thread runs, where committers hand its
- * requests back.  A replica and a read-only server do not reap: the
- * primary's deletes arrive as its records.  A document deleted here
+ * It runs on the documents' background thread (doc_bg.h), which first
+ * builds again the indexes a stop left building (doc_build.c).  A replica
+ * and a read-only server do neither: the primary's records bring them.  A document deleted here
  * leaves its unique reservations behind, to be taken over by the next
  * document with its key (unique.h).
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "doc_ttl.h"
 
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "config.h"
+#include "doc_bg.h"
 #include "doc_plan.h"
 #include "index.h"
 #include "kv_status.h"
 #include "kvd.h"
 #include "log.h"
 #include "net/loop.h"
-#include "net/router.h"
 #include "repl/repl.h"
 
 #define BATCH 256
 #define PASS_MAX 100000
 
 static struct {
-	struct kvd_server *srv;
 	pthread_t thread;
 	int started;
-	_Atomic int stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct kvd_io *sink;
-	struct kvd_reader *rd;
-	struct kvdoc_catalog cat;
+	struct doc_bg g;
 	_Atomic uint64_t reaped;
 } T = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -65,61 +56,9 @@ uint64_t doc_ttl_reaped(void)
 	return atomic_load(&T.reaped);
 }
 
-/* ---- deletes on the committers ---- */
-
-/* Wait until n requests came back: the documents they deleted. */
-static uint64_t wait_done(unsigned n)
+static void count_deleted(void *arg, const struct kvd_pend *pd)
 {
-	uint64_t deleted = 0;
-
-	while (n > 0) {
-		struct pollfd p = {.fd = T.sink->efd, .events = POLLIN};
-		struct kvd_wreq *w;
-		uint64_t v;
-
-		if (poll(&p, 1, 1000) > 0 && read(T.sink->efd, &v, 8) < 0) {
-			/* consumed by an earlier read */
-		}
-		w = atomic_exchange(&T.sink->done, NULL);
-		while (w) {
-			struct kvd_wreq *next = w->next;
-
-			deleted += w->op.status == KV_OK && w->op.result == 1;
-			free(w->op.val);
-			kvd_wreq_free(T.sink, w);
-			n--;
-			w = next;
-		}
-	}
-	return deleted;
-}
-
-/* A DELETE merge of document key k with operand op, submitted. */
-static int submit(struct kv_slice k, struct kv_slice op)
-{
-	struct kvd_wreq *w = kvd_wreq_new(T.sink, KVD_ITEM_HDR + k.n + op.n);
-	uint16_t kn = (uint16_t)k.n;
-	uint32_t vn = (uint32_t)op.n;
-
-	if (!w)
-		return -1;
-	memset(&w->op, 0, sizeof(w->op));
-	w->io = T.sink;
-	w->pend = NULL;
-	w->tracked = 0;
-	w->shard = (uint16_t)kvd_shard_of(k.p, k.n, T.srv->nshards);
-	w->op.kind = KVD_W_MERGE;
-	w->op.ks = KVD_KS_DOC;
-	w->op.flags = KVDOC_MERGE_BASE + KVDOC_OP_DELETE;
-	w->op.items = w->data;
-	memcpy(w->data, &kn, 2);
-	memcpy(w->data + 2, &vn, 4);
-	memcpy(w->data + KVD_ITEM_HDR, k.p, k.n);
-	memcpy(w->data + KVD_ITEM_HDR + k.n, op.p, op.n);
-	w->op.items_len = KVD_ITEM_HDR + k.n + op.n;
-	w->op.nitems = 1;
-	kvd_committer_submit(T.srv->com, w);
-	return 0;
+	*(uint64_t *)arg += pd->status == KV_OK && pd->result == 1;
 }
 
 /* ---- one index ---- */
@@ -223,31 +162,29 @@ static uint64_t reap_index(const struct ttl_ix *t)
 	    .filter = q, .hint = t->key.p, .hint_len = (uint32_t)t->key.n};
 
 	b.q = q;
-	if (doc_plan_choose(&T.cat, t->coll, &mq, &plan, &e) <= 0 ||
-	    kvdoc_ix_section(&T.cat, t->coll, 0, &op) ||
+	if (doc_plan_choose(&T.g.cat, t->coll, &mq, &plan, &e) <= 0 ||
+	    kvdoc_ix_section(&T.g.cat, t->coll, 0, &op) ||
 	    kvdoc_op_delete(&op, 0, bson_get_data(&f), f.len))
 		goto out;
-	while (!doc_plan_done(plan) && seen < PASS_MAX && !T.stop) {
-		unsigned out = 0;
-
+	while (!doc_plan_done(plan) && seen < PASS_MAX && !T.g.stop) {
 		b.keys.len = 0;
-		if (doc_plan_batch(plan, T.rd, T.srv->nshards, kvd_now_ms(),
+		if (doc_plan_batch(plan, T.g.rd, T.g.srv->nshards, kvd_now_ms(),
 				   BATCH, keep, &b))
 			break;
-		kvd_reader_reset(T.rd); /* nothing read is used past here */
+		kvd_reader_reset(T.g.rd); /* nothing read is used past here */
 		for (size_t p = 0; p < b.keys.len; p += 1u + b.keys.data[p]) {
-			if (submit((struct kv_slice){b.keys.data + p + 1,
-						     b.keys.data[p]},
-				   (struct kv_slice){op.data, op.len}))
+			if (doc_bg_merge(&T.g, KVD_KS_DOC,
+					 KVDOC_MERGE_BASE + KVDOC_OP_DELETE, -1,
+					 (struct kv_slice){b.keys.data + p + 1,
+							   b.keys.data[p]},
+					 (struct kv_slice){op.data, op.len}, 0))
 				break;
-			out++;
+			seen++;
 		}
-		kvd_committer_flush(T.srv->com);
-		n += wait_done(out);
-		seen += out;
+		doc_bg_wait(&T.g, count_deleted, &n);
 	}
 out:
-	kvd_reader_reset(T.rd);
+	kvd_reader_reset(T.g.rd);
 	doc_plan_free(plan);
 	mql_match_free(q);
 	bson_destroy(&f);
@@ -286,12 +223,10 @@ static void pass(void)
 	struct ttl_list l = {0};
 	uint64_t n = 0;
 
-	if (T.srv->cfg->read_only || kvd_repl_write_ok() != KV_OK)
-		return;
-	if (kvdoc_catalog_refresh(&T.cat, T.rd, kvd_now_ms()) == KV_OK)
-		kvdoc_catalog_indexes(&T.cat, 0, each_ix, &l);
-	kvd_reader_reset(T.rd);
-	for (size_t i = 0; i < l.n && !T.stop; i++)
+	if (kvdoc_catalog_refresh(&T.g.cat, T.g.rd, kvd_now_ms()) == KV_OK)
+		kvdoc_catalog_indexes(&T.g.cat, 0, each_ix, &l);
+	kvd_reader_reset(T.g.rd);
+	for (size_t i = 0; i < l.n && !T.g.stop; i++)
 		n += reap_index(&l.v[i]);
 	free(l.v);
 	if (n) {
@@ -301,18 +236,34 @@ static void pass(void)
 	}
 }
 
+/* A replica and a read-only server leave their documents to the
+ * primary's records. */
+static bool writable(void)
+{
+	return !T.g.srv->cfg->read_only && kvd_repl_write_ok() == KV_OK;
+}
+
 static void *ttl_main(void *arg)
 {
+	int resumed = 0;
+
 	(void)arg;
 	pthread_mutex_lock(&T.mu);
-	while (!T.stop) {
+	while (!T.g.stop) {
+		if (!resumed && writable()) { /* once, first */
+			pthread_mutex_unlock(&T.mu);
+			doc_build_resume(&T.g);
+			pthread_mutex_lock(&T.mu);
+			resumed = 1;
+			continue;
+		}
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += T.srv->cfg->mongo_ttl_interval;
+		ts.tv_sec += T.g.srv->cfg->mongo_ttl_interval;
 		pthread_cond_timedwait(&T.cv, &T.mu, &ts);
-		if (T.stop)
-			break;
+		if (T.g.stop || !writable())
+			continue;
 		pthread_mutex_unlock(&T.mu);
 		pass();
 		pthread_mutex_lock(&T.mu);
@@ -323,15 +274,12 @@ static void *ttl_main(void *arg)
 
 int doc_ttl_start(struct kvd_server *srv)
 {
-	T.srv = srv;
-	if (!(T.sink = calloc(1, sizeof(*T.sink))))
+	if (doc_bg_init(&T.g, srv) ||
+	    pthread_create(&T.thread, NULL, ttl_main, NULL)) {
+		doc_bg_free(&T.g);
 		return -1;
-	T.sink->srv = srv;
-	T.sink->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (T.sink->efd < 0 || !(T.rd = kvd_reader_new(srv->store)) ||
-	    pthread_create(&T.thread, NULL, ttl_main, NULL))
-		return -1;
-	pthread_setname_np(T.thread, "kvd-ttl");
+	}
+	pthread_setname_np(T.thread, "kvd-docs");
 	T.started = 1;
 	return 0;
 }
@@ -341,20 +289,10 @@ void doc_ttl_stop(void)
 	if (!T.started)
 		return;
 	pthread_mutex_lock(&T.mu);
-	T.stop = 1;
+	T.g.stop = 1;
 	pthread_cond_signal(&T.cv);
 	pthread_mutex_unlock(&T.mu);
 	pthread_join(T.thread, NULL);
 	T.started = 0;
-	kvd_reader_free(T.rd);
-	kvdoc_catalog_free(&T.cat);
-	while (T.sink->free_wreq) {
-		struct kvd_wreq *w = T.sink->free_wreq;
-
-		T.sink->free_wreq = w->next;
-		free(w);
-	}
-	close(T.sink->efd);
-	free(T.sink);
-	T.sink = NULL;
+	doc_bg_free(&T.g);
 }

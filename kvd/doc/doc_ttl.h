@@ -1,7 +1,8 @@
-/* doc_ttl.h - the TTL monitor of kvd's documents (doc_ttl.c): one thread
- * that, every mongo-ttl-interval seconds, deletes the documents whose
- * date under a TTL index (expireAfterSeconds) is that many seconds past,
- * as mongod's TTL monitor does. */
+/* doc_ttl.h - the documents' background thread (doc_ttl.c, doc_bg.h): at
+ * start it builds again the indexes a stop left building (doc_build.c),
+ * then it is the TTL monitor: every mongo-ttl-interval seconds it deletes
+ * the documents whose date under a TTL index (expireAfterSeconds) is that
+ * many seconds past, as mongod's TTL monitor does. */
 #ifndef KVD_DOC_DOC_TTL_H
 #define KVD_DOC_DOC_TTL_H
 

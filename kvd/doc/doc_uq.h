@@ -33,6 +33,14 @@ struct doc_uq_host {
 	 * another failure with info empty) */
 	void (*fail)(void *ctx, const struct mql_error *e, const bson_t *info);
 	const char *db, *coll;
+	/* A thread that is no io thread (doc_build.c) gives its own way to
+	 * send a merge (0, or -1), its reader and catalog; NULL: the
+	 * connection's merges, the io thread's (doc_ix.h). */
+	int (*send)(void *ctx, unsigned ks, unsigned id, struct kv_slice k,
+		    struct kv_slice v, uint32_t tag);
+	struct kvd_reader *rd;
+	const struct kvdoc_catalog *cat;
+	unsigned nshards;
 };
 
 struct doc_uq {
