@@ -302,12 +302,12 @@ int kvdoc_ix_apply(struct kvd_merge *m, struct kv_slice sec,
 		if ((rc = apply_one(m, &x, res, old, oldn, new_, newn, e)))
 			return rc;
 	}
-	if (tl_need.err || tl_rel.err) {
-		kv_buf_free(&tl_need);
-		kv_buf_free(&tl_rel);
-		return ENOMEM;
-	}
-	return lists_out(m);
+	rc = tl_need.err || tl_rel.err ? ENOMEM : lists_out(m);
+	/* given back at once: they hold anything only under a unique index,
+	 * and a committer thread's buffer would outlive it */
+	kv_buf_free(&tl_need);
+	kv_buf_free(&tl_rel);
+	return rc;
 }
 
 /* The keys of doc (n bytes) for the unique indexes of section sec (only
