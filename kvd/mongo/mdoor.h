@@ -212,6 +212,8 @@ struct mdoor_wop {
 				 * document, initialized by the door) */
 	bson_t value;	      /* FAM: the document before the change, or
 				 * after it with return_new; empty: none */
+	bson_t errinfo;	      /* err's fields for the write error: 11000 of a
+			 * unique index gives {keyPattern, keyValue} */
 };
 
 struct mdoor_wbatch {

@@ -60,10 +60,6 @@ static int spec_opt(bson_iter_t *it, bson_t *out, struct mql_error *err)
 	const uint8_t *d;
 	uint32_t n;
 
-	if (!strcmp(k, "unique") && bson_iter_as_bool(it))
-		return mdoor_err(err, MQL_NotImplemented,
-				 "unique secondary indexes are not supported "
-				 "by kvd yet");
 	if (!strcmp(k, "unique") || !strcmp(k, "sparse")) {
 		if (bson_iter_as_bool(it))
 			bson_append_bool(out, k, -1, true);
