@@ -95,6 +95,9 @@ int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
  * *sec's version, *sec becomes collection coll's section from it (built
  * in tmp).  0, or -1 out of memory. */
 void kvdoc_ix_registry_set(const uint8_t *img, size_t n);
+/* The committers' copy's version (0: none): a catalog made anew after
+ * FLUSHALL counts on from it (catalog.c). */
+uint64_t kvdoc_ix_registry_version(void);
 int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp);
 /* Take the section from the front of *op: 0 with *sec and *res (may be
  * NULL) the key list of the reservations the operand holds (unique.h;

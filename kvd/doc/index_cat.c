@@ -327,6 +327,16 @@ void kvdoc_ix_registry_set(const uint8_t *img, size_t n)
 	pthread_mutex_unlock(&reg_mu);
 }
 
+uint64_t kvdoc_ix_registry_version(void)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&reg_mu);
+	v = reg.version;
+	pthread_mutex_unlock(&reg_mu);
+	return v;
+}
+
 int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp)
 {
 	uint64_t v;
