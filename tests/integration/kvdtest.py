@@ -85,10 +85,16 @@ class Server:
     def start(self, timeout=15, port=None):
         """port: listen there (a restart that peers must find again)."""
         for _ in range(5):
+            # none of the ports the test's own options name (two probes
+            # of free_port may give one port)
+            taken = {str(a) for a in self.extra}
             self.port = port or free_port()
+            while not port and str(self.port) in taken:
+                self.port = free_port()
             if self.resp:
                 self.resp_port = free_port()
-                while self.resp_port == self.port:  # two probes, one port
+                while self.resp_port == self.port or \
+                        str(self.resp_port) in taken:
                     self.resp_port = free_port()
             self.log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(self.argv(), stdout=self.log,
