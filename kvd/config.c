@@ -79,6 +79,11 @@ static const struct opt options[] = {
      "directory"},
     {"durability", OPT_ENUM, F(durability), 0, 0, "sync", durability_names,
      "sync: reply after fsync; async: reply after write(2), flush on a timer"},
+    {"io-thread-flush", OPT_ENUM, F(io_thread_flush), 0, 0, "yes", yes_no,
+     "sync mode: an io thread commits its own writes when the shard's "
+     "committer is idle, flushing the journal through its io_uring ring "
+     "and answering from the completion; no: every write goes through the "
+     "committer"},
     {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
      NULL, "async mode: how often each shard's journal is flushed to disk"},
     {"memtable-size", OPT_SIZE, F(memtable_size), 64ull << 10, 1ull << 36,

@@ -39,6 +39,7 @@ struct kvd_config {
 	unsigned checkpoint_interval_ms;
 	uint64_t journal_segment_size;
 	unsigned journal_truncate_corrupt;
+	unsigned io_thread_flush; /* sync mode: flushes in io threads' rings */
 	uint64_t max_key;
 	uint64_t max_value;
 	uint64_t max_frame;
