@@ -128,8 +128,11 @@ int kvd_server_start_committers(struct kvd_server *srv)
 	    .reap_interval_ms = &srv->cfg->reaper_interval_ms,
 	    .flush_interval_ms = &srv->cfg->flush_interval_ms,
 	    .start_ms = srv->start_ms,
-	    .ring = srv->cfg->durability == KVD_DUR_SYNC &&
-		    srv->cfg->io_thread_flush,
+	    .ring = srv->cfg->durability != KVD_DUR_SYNC	? KVD_RING_OFF
+		    : srv->cfg->io_thread_flush == KVD_IOF_RING ? KVD_RING_ON
+		    : srv->cfg->io_thread_flush == KVD_IOF_INLINE
+			? KVD_RING_INLINE
+			: KVD_RING_OFF,
 	    .hooks = {.arg = srv,
 		      .complete = complete,
 		      .committed = committed,

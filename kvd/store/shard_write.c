@@ -1322,7 +1322,7 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 
 /* Test shims (tests/reliability/powerloss.c, under LD_PRELOAD) define these
  * to see, and to fail, the journal flushes an io thread makes through
- * io_uring, which no libc wrapper sees: begin before the flush is issued
+ * io_uring or the system call, which no libc wrapper sees: begin before the flush is issued
  * (a tag, or a negative errno: do not issue it, it failed so), end with
  * its result (the result to act on).  Found once, at the first batch; NULL
  * in a server run without a shim. */
@@ -1334,10 +1334,10 @@ static pthread_once_t fi_once = PTHREAD_ONCE_INIT;
 
 static void fi_find(void)
 {
-	fi_begin = (fi_begin_fn)(uintptr_t)dlsym(RTLD_DEFAULT,
-						 "kvd_fi_ring_sync_begin");
+	fi_begin =
+	    (fi_begin_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "kvd_fi_io_sync_begin");
 	fi_end =
-	    (fi_end_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "kvd_fi_ring_sync_end");
+	    (fi_end_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "kvd_fi_io_sync_end");
 }
 
 int kvd_shard_commit_begin(struct kvd_wtxn *t, int *fd, int *fault)

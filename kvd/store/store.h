@@ -647,8 +647,8 @@ struct kvd_commit_hooks {
 	 * with ring_flush, tagged cookie, and goes back to its sockets; the
 	 * flush's completion is reported to kvd_committer_flushed(cookie,
 	 * res), on that thread or on whoever waits for it.  ring_flush
-	 * returns the ring, or NULL when this thread has none (the flush is
-	 * then made at once).  ring_wait (any thread): wait a little for a
+	 * returns the ring, or NULL: the caller flushes in place, blocking
+	 * (this thread has nothing else to do, or no room in its ring).  ring_wait (any thread): wait a little for a
 	 * flush started in ring, and report those completed.  ring_here: 1
 	 * when the calling thread has a ring (else its writes go to the
 	 * committers). */
@@ -670,8 +670,9 @@ struct kvd_commit_opts {
 	const unsigned *flush_interval_ms;
 	uint64_t start_ms; /* kvd_committers_lastsave before any save */
 	/* Sync mode: an io thread commits its own writes when the shard's
-	 * committer is idle, flushing through its ring (hooks.ring_flush) */
-	int ring;
+	 * committer is idle, flushing through its ring (hooks.ring_flush),
+	 * or with INLINE, with its own fdatasync (blocking) */
+	enum { KVD_RING_OFF, KVD_RING_ON, KVD_RING_INLINE } ring;
 	struct kvd_commit_hooks hooks;
 };
 

@@ -127,17 +127,19 @@ class Durability(unittest.TestCase):
             audit(self, srv.port, acked)
             self.assertEqual(srv.client().call(COUNT), [OK, 8 * 400])
 
-    def test_sync_ring_commits(self):
-        """Sync mode: an io thread commits its own writes when the shard's
-        committer is idle and flushes the journal through its io_uring ring
-        (io-thread-flush, docs/architecture.md section 4), answering from
-        the flush's completion.  With writers one request at a time, and
+    def sync_io_thread_commits(self, mode):
+        """Sync mode, io-thread-flush ring or inline: an io thread commits
+        its own writes when the shard's committer is idle and flushes the
+        journal itself, through its io_uring ring (answering from the
+        flush's completion) or with its own fdatasync (docs/architecture.md
+        section 4).  With writers one request at a time, and
         memtables frozen every few hundred writes (a freeze hands the batch
         to the committer), every write is acknowledged once, read back at
         once by its writer and by another connection, and survives kill
         -9."""
         with Server(threads=2, durability="sync",
-                    args=["--memtable-size", "64k", "--checkpoint-interval-ms", "50"]) as srv:
+                    args=["--memtable-size", "64k", "--checkpoint-interval-ms", "50",
+                          "--io-thread-flush", mode]) as srv:
             acked, errors = [], []
 
             def one_by_one(n):
@@ -169,6 +171,12 @@ class Durability(unittest.TestCase):
             srv.start()
             audit(self, srv.port, acked)
             self.assertEqual(srv.client().call(COUNT), [OK, 8 * 300])
+
+    def test_sync_ring_commits(self):
+        self.sync_io_thread_commits("ring")
+
+    def test_sync_inline_commits(self):
+        self.sync_io_thread_commits("inline")
 
     def test_sync_commits_stay_with_committers(self):
         """Sync mode with io-thread-flush no never commits on an io

@@ -20,8 +20,9 @@
  * EIO; SHORT writes half the bytes, as a filesystem that runs out of room
  * part way does).  KVD_FI_LOG=FILE gets one text line per sync and write of
  * a tracked file, so a test can see that a failed fsync is never retried.
- * kvd's flushes through io_uring count as syncs too (kvd_fi_ring_sync_*,
- * below; "ring-sync" and "inject-ring-sync" in that log).
+ * An io thread's flushes of its own writes (through io_uring, or the
+ * system call) count as syncs too (kvd_fi_io_sync_*, below; "io-sync" and
+ * "inject-io-sync" in that log).
  *
  * KVD_FI_ARM=FILE: count calls towards N only while FILE exists, so that
  * a test can let kvd start before the count begins.
@@ -460,8 +461,8 @@ int ftruncate(int fd, off_t len)
 
 /* ===================== Syncs ===================== */
 
-/* A sync of fd starts (ring: one kvd issues through io_uring, named so
- * in KVD_FI_LOG): 0 for an untracked file, -errno when the fault fails it
+/* A sync of fd starts (ring: one of kvd's io threads, through io_uring or
+ * the system call, named so in KVD_FI_LOG): 0 for an untracked file, -errno when the fault fails it
  * (not issued: begin and end logged now), else its sequence number, with
  * its begin logged. */
 static long sync_begin(int fd, int ring)
@@ -479,7 +480,7 @@ static long sync_begin(int fd, int ring)
 			;
 	}
 	if (fault_hit(&sync_fault, file)) {
-		fi_line(ring ? "inject-ring-sync" : "inject-sync", file,
+		fi_line(ring ? "inject-io-sync" : "inject-sync", file,
 			sync_fault.nth, sync_fault.err);
 		pthread_mutex_lock(&mu);
 		seq = (long)++next_seq;
@@ -505,7 +506,7 @@ static void sync_end(int fd, long seq, int rc, int ring)
 	pthread_mutex_lock(&mu);
 	log_rec(PL_SYNC_END, file, (uint64_t)seq, 0, rc, NULL, 0);
 	pthread_mutex_unlock(&mu);
-	fi_line(ring ? "ring-sync" : "sync", file, seq, rc ? -1 : 0);
+	fi_line(ring ? "io-sync" : "sync", file, seq, rc ? -1 : 0);
 }
 
 static int traced_sync(int fd, int (*real)(int))
@@ -524,23 +525,24 @@ static int traced_sync(int fd, int (*real)(int))
 	return rc;
 }
 
-/* kvd's io threads flush the journal through io_uring (IORING_OP_FSYNC),
- * which no libc wrapper sees: kvd calls these around each such flush
- * (found with dlsym, kvd/store/shard_write.c), so that the log and the
- * faults cover them as they cover fdatasync.  begin: a tag for end, or a
+/* kvd's io threads flush the journal through io_uring (IORING_OP_FSYNC)
+ * or the fdatasync system call itself, neither of which a libc wrapper
+ * sees: kvd calls these around each such flush (found with dlsym,
+ * kvd/store/shard_write.c), so that the log and the faults cover them as
+ * they cover fdatasync.  begin: a tag for end, or a
  * negative errno (the flush is not issued and fails so); end: the result
  * kvd acts on. */
-int kvd_fi_ring_sync_begin(int fd);
-int kvd_fi_ring_sync_end(int fd, int tag, int res);
+int kvd_fi_io_sync_begin(int fd);
+int kvd_fi_io_sync_end(int fd, int tag, int res);
 
-int kvd_fi_ring_sync_begin(int fd)
+int kvd_fi_io_sync_begin(int fd)
 {
 	long seq = sync_begin(fd, 1);
 
 	return seq > INT32_MAX ? 0 : (int)seq;
 }
 
-int kvd_fi_ring_sync_end(int fd, int tag, int res)
+int kvd_fi_io_sync_end(int fd, int tag, int res)
 {
 	sync_end(fd, tag, res, 1);
 	return res;

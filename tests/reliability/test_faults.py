@@ -160,7 +160,7 @@ class Faults(unittest.TestCase):
         self.assertEqual(len(hit), 1, "the fault was not injected exactly once")
         path = ev[hit[0]][1]
         later = [e for e in ev[hit[0] + 1:]
-                 if e[0] in ("sync", "ring-sync") and e[1] == path]
+                 if e[0] in ("sync", "io-sync") and e[1] == path]
         self.assertEqual(later, [], "fsync of %s issued again after it failed" % path)
         return path
 
@@ -177,24 +177,30 @@ class Faults(unittest.TestCase):
                               r"this shard accepts no more writes until restart")
         self.failed_shard_1(st)
 
-    def test_journal_ring_fsync_fails(self):
-        """Sync mode, writes one at a time: the io thread commits each
-        itself and flushes the journal through its io_uring ring
-        (io-thread-flush, the default; docs/architecture.md section 4).
-        That flush fails: the batch's writer and every later writer of the
-        shard get SHARD_FAILED, nothing acknowledged is lost, and the flush
-        is never issued again.  (No freeze of an old memtable here: a
-        freeze due hands the batch to the committer.)"""
+    def io_thread_fsync_fails(self, mode):
+        """Sync mode, writes one at a time, io-thread-flush mode: the io
+        thread commits each itself and flushes the journal (through its
+        io_uring ring, or with its own fdatasync; docs/architecture.md
+        section 4).  That flush fails: the batch's writer and every later
+        writer of the shard get SHARD_FAILED, nothing acknowledged is lost,
+        and the flush is never issued again.  (No freeze of an old memtable
+        here: a freeze due hands the batch to the committer.)"""
         st, log, refused = self.run_fault(
             "sync", {"KVD_FI_SYNC_FAIL": JOURNAL + ":1"},
-            args=["--checkpoint-interval-ms", "600000"])
+            args=["--checkpoint-interval-ms", "600000", "--io-thread-flush", mode])
         self.assertEqual([e[0] for e in self.events() if e[0].startswith("inject")],
-                         ["inject-ring-sync"])
+                         ["inject-io-sync"])
         self.assertIn(JOURNAL, self.check_never_retried())
         self.assertRegex(log, r" E .*shard-001: journal flush failed: Input/output error; "
                               r"this shard accepts no more writes until restart")
         self.failed_shard_1(st)
         self.assertGreater(st[b"inline_commits"], 0)
+
+    def test_journal_ring_fsync_fails(self):
+        self.io_thread_fsync_fails("ring")
+
+    def test_journal_inline_fsync_fails(self):
+        self.io_thread_fsync_fails("inline")
 
     def test_journal_committer_fsync_fails(self):
         """The same with io-thread-flush no: the committer's fdatasync
