@@ -98,7 +98,7 @@ struct kvd_committer {
 	_Atomic(const void *) ring_owner; /* the io thread (its self_tok) */
 	void *ring;			  /* its ring, for ring_wait */
 	struct kvd_wreq *ring_first;	  /* the batch's requests */
-	uint64_t ring_n, ring_t0, ring_now;
+	uint64_t ring_n, ring_t0;
 	int ring_full;
 	struct kvd_wtxn *ring_t;
 	/* Oldest first, before the queue: requests an io thread took from
