@@ -446,21 +446,27 @@ static int send_prepared(struct pconn *pc, const char *name, int n)
 	return 0;
 }
 
+/* Room for need bytes in pc->jbuf; 0, or -1 out of memory. */
+static int jbuf_reserve(struct pconn *pc, size_t need)
+{
+	char *b;
+
+	if (need <= pc->jcap)
+		return 0;
+	if (!(b = realloc(pc->jbuf, need)))
+		return -1;
+	pc->jbuf = b;
+	pc->jcap = need;
+	return 0;
+}
+
 /* --record doc's insert: the key and the document, as jsonb's binary form
  * (a version byte, 1, and the text).  Its reads, scans and updates take
  * the parameters of --record fields' statements of the same names. */
 static int send_doc(struct pconn *pc, const struct kb_req *r)
 {
-	size_t need = pgdoc_max(r->fv, r->nfv) + 1;
-
-	if (need > pc->jcap) {
-		char *b = realloc(pc->jbuf, need);
-
-		if (!b)
-			return -1;
-		pc->jbuf = b;
-		pc->jcap = need;
-	}
+	if (jbuf_reserve(pc, pgdoc_max(r->fv, r->nfv) + 1))
+		return -1;
 	pc->jbuf[0] = 1;
 	pc->vals[1] = pc->jbuf;
 	pc->lens[1] = (int)(1 + pgdoc_encode(r->fv, r->nfv, pc->jbuf + 1));
@@ -471,17 +477,10 @@ static int send_doc(struct pconn *pc, const struct kb_req *r)
  * msgpack map as the jsonb document, an upsert. */
 static int send_value_doc(struct pconn *pc, const struct kb_req *r)
 {
-	size_t need = pgdoc_value_max(r->vlen) + 1;
 	long n;
 
-	if (need > pc->jcap) {
-		char *b = realloc(pc->jbuf, need);
-
-		if (!b)
-			return -1;
-		pc->jbuf = b;
-		pc->jcap = need;
-	}
+	if (jbuf_reserve(pc, pgdoc_value_max(r->vlen) + 1))
+		return -1;
 	if ((n = pgdoc_from_value(r->val, r->vlen, pc->jbuf + 1)) < 0)
 		return -1;
 	pc->jbuf[0] = 1;
@@ -611,16 +610,10 @@ static void judge_doc(struct pconn *pc, PGresult *res, struct kb_reply *out)
 	size_t len = (size_t)PQgetlength(res, 0, 0);
 	int n;
 
-	if (len > pc->jcap) {
-		char *b = realloc(pc->jbuf, len);
-
-		if (!b) {
-			out->status = REPLY_ERROR;
-			out->msg = "out of memory";
-			return;
-		}
-		pc->jbuf = b;
-		pc->jcap = len;
+	if (jbuf_reserve(pc, len)) {
+		out->status = REPLY_ERROR;
+		out->msg = "out of memory";
+		return;
 	}
 	n = len && v[0] == 1
 		? pgdoc_decode(v + 1, len - 1, pc->fv, pc->nf, pc->jbuf)

@@ -30,8 +30,8 @@
  * transaction, W goes to a shard committer, A is answered on the spot, T
  * runs other operations in an exclusive section.  Numbers 21-39 are the
  * string, key and transaction operations, 33-38 the hash operations, 40-44
- * replication's, 45-49 the document operations (docs/protocol.md,
- * "Documents"). */
+ * replication's, 45-56 the document operations (docs/protocol.md,
+ * "Documents"; 50-56 its databases, collections and indexes). */
 #define KV_OP_LIST(X)                                                          \
 	X(HELLO, 1, A)                                                         \
 	X(PING, 2, A)                                                          \
@@ -80,7 +80,14 @@
 	X(DOCGET, 46, R)                                                       \
 	X(DOCUPDATE, 47, W)                                                    \
 	X(DOCDELETE, 48, W)                                                    \
-	X(DOCFIND, 49, R)
+	X(DOCFIND, 49, R)                                                      \
+	X(DOCDBS, 50, R)                                                       \
+	X(DOCCOLLS, 51, R)                                                     \
+	X(DOCCREATE, 52, W)                                                    \
+	X(DOCDROP, 53, W)                                                      \
+	X(DOCIXCREATE, 54, W)                                                  \
+	X(DOCIXLIST, 55, R)                                                    \
+	X(DOCIXDROP, 56, W)
 
 enum kv_op {
 #define KV_OP_ENUM(name, num, kind) KV_OP_##name = num,

@@ -704,7 +704,9 @@ const struct cmd kvcli_cmds[] = {
      "field, CSV field,value rows.  A hash too large for one reply is read\n"
      "in pages, its fields then in byte order.  Exit status 1 if KEY does\n"
      "not exist.\n"},
-    {"doc", cmd_doc, "insert|find|update|delete DB.COLL ...",
+    {"doc", cmd_doc,
+     "insert|find|update|delete|databases|collections|create|drop|indexes|"
+     "create-index|drop-index ...",
      "MongoDB's documents in the collection COLL of the database DB (the\n"
      "ones kvd's MongoDB door serves), given and printed as JSON (MongoDB's\n"
      "extended JSON: {\"$oid\": ...}, {\"$numberLong\": ...} ...):\n"
@@ -723,6 +725,17 @@ const struct cmd kvcli_cmds[] = {
      "  doc delete DB.COLL FILTER [--multi]\n"
      "                                 delete the first match (or every\n"
      "                                 one); prints how many\n"
+     "  doc databases | doc collections [DB]\n"
+     "                                 list databases, or DB.COLL names\n"
+     "  doc create DB.COLL [OPTIONS]   an empty collection (exit 1: exists)\n"
+     "  doc drop DB.COLL               drop it (exit 1: none)\n"
+     "  doc indexes DB.COLL            print its index specifications\n"
+     "  doc create-index DB.COLL SPEC|KEY... [--name N] [--sparse]\n"
+     "           [--unique] [--partial FILTER] [--expire SECONDS]\n"
+     "                                 create and build indexes; prints\n"
+     "                                 the indexes before and after\n"
+     "  doc drop-index DB.COLL NAME|KEY\n"
+     "                                 drop one (\"*\": all but _id_)\n"
      "Documents print as relaxed extended JSON, one per line, whatever the\n"
      "output style.  A failure MongoDB would report (duplicate _id, unknown\n"
      "operator) prints its text and code; exit status 2.  find exits 1\n"
@@ -756,7 +769,10 @@ const struct cmd kvcli_cmds[] = {
      "\"value\":...},...]}.  --base64 puts every key, value and field in\n"
      "base64 (load it with --base64); --tsv writes TSV instead (load it\n"
      "with --tsv), which holds neither expiries nor hashes (a hash stops\n"
-     "it with an error).\n"},
+     "it with an error).  Then, unless --prefix or --tsv, kvd's documents:\n"
+     "the line {\"kvcli_dump\":2}, and each collection's row, its\n"
+     "documents' and its indexes' (BSON in base64), which load restores\n"
+     "byte for byte, building the indexes.\n"},
     {"help", c_help, "[COMMAND]", "List the commands, or explain one.\n"},
     {NULL, NULL, NULL, NULL},
 };

@@ -26,7 +26,7 @@ static const struct cli_opt o_delete[] = {{"multi", 0, 0}, {0, 0, 0}};
 
 /* DB.COLL split at its first dot into db and coll (NUL-ended copies):
  * 0, or -1 (message printed). */
-static int split_ns(const char *ns, char *db, char *coll)
+int doc_split_ns(const char *ns, char *db, char *coll)
 {
 	const char *dot = strchr(ns, '.');
 
@@ -46,7 +46,7 @@ static int split_ns(const char *ns, char *db, char *coll)
 
 /* JSON text as BSON: NULL (message printed) when it is not a JSON
  * object. */
-static bson_t *from_json(const char *what, const char *s)
+bson_t *doc_from_json(const char *what, const char *s)
 {
 	bson_error_t e;
 	bson_t *b =
@@ -59,7 +59,7 @@ static bson_t *from_json(const char *what, const char *s)
 }
 
 /* One document's BSON bytes as a line of relaxed extended JSON. */
-static void out_doc(struct cli *cli, kvc_val v)
+void doc_out(struct cli *cli, kvc_val v)
 {
 	bson_t b;
 	char *s;
@@ -75,8 +75,24 @@ static void out_doc(struct cli *cli, kvc_val v)
 	out_maybe_flush(cli);
 }
 
+void doc_out_counts(struct cli *cli, const char *a, unsigned long long x,
+		    const char *b, unsigned long long y)
+{
+	char line[160];
+
+	if (cli->fmt == FMT_JSON)
+		snprintf(line, sizeof(line), "{\"%s\":%llu,\"%s\":%llu}\n", a,
+			 x, b, y);
+	else if (cli->fmt == FMT_CSV)
+		snprintf(line, sizeof(line), "%s,%s\r\n%llu,%llu\r\n", a, b, x,
+			 y);
+	else
+		snprintf(line, sizeof(line), "%s %llu %s %llu\n", a, x, b, y);
+	kv_buf_append(&cli->ob, line, strlen(line));
+}
+
 /* A failed call: MongoDB's text and code for DOC_ERROR. */
-static int fail(struct cli *cli, const char *what, int rc)
+int doc_fail(struct cli *cli, const char *what, int rc)
 {
 	if (rc != -KVC_DOC_ERROR)
 		return cli_fail(cli, what, rc);
@@ -87,15 +103,10 @@ static int fail(struct cli *cli, const char *what, int rc)
 	return EXIT_ERROR;
 }
 
-struct dargs {
-	struct cli_args a;
-	char db[256], coll[256];
-};
-
 /* Parse a subcommand's arguments (argv[0] is "insert" ...), split its
  * DB.COLL and connect: -1 to go on, else the exit code. */
-static int start(struct cli *cli, int argc, char **argv,
-		 const struct cli_opt *opts, int min, int max, struct dargs *d)
+int doc_start(struct cli *cli, int argc, char **argv,
+	      const struct cli_opt *opts, int min, int max, struct dargs *d)
 {
 	const struct cmd *cmd = cli_find("doc");
 	int rc = cli_args(cmd, argc, argv, opts, &d->a);
@@ -108,7 +119,7 @@ static int start(struct cli *cli, int argc, char **argv,
 		cli_usage(cmd);
 		return EXIT_ERROR;
 	}
-	if (split_ns(d->a.pos[0], d->db, d->coll))
+	if (doc_split_ns(d->a.pos[0], d->db, d->coll))
 		return EXIT_ERROR;
 	return cli_connect(cli) ? EXIT_ERROR : -1;
 }
@@ -119,7 +130,7 @@ static int doc_insert(struct cli *cli, int argc, char **argv)
 	bson_t **b = NULL;
 	kvc_val *docs = NULL, id;
 	kvc_reply *r;
-	int n, rc = start(cli, argc, argv, NULL, 2, -1, &d);
+	int n, rc = doc_start(cli, argc, argv, NULL, 2, -1, &d);
 
 	if (rc >= 0)
 		return rc;
@@ -131,17 +142,17 @@ static int doc_insert(struct cli *cli, int argc, char **argv)
 		char what[32];
 
 		snprintf(what, sizeof(what), "document %d", i + 1);
-		if (!(b[i] = from_json(what, d.a.pos[i + 1])))
+		if (!(b[i] = doc_from_json(what, d.a.pos[i + 1])))
 			rc = EXIT_ERROR;
 		else
 			docs[i] = (kvc_val){bson_get_data(b[i]), b[i]->len};
 	}
 	if (!rc &&
 	    (rc = kvc_doc_insert(cli->c, d.db, d.coll, docs, (size_t)n, &r)))
-		rc = fail(cli, "doc insert", rc);
+		rc = doc_fail(cli, "doc insert", rc);
 	else if (!rc)
 		while (kvc_reply_next(r, NULL, &id) == 0)
-			out_doc(cli, id);
+			doc_out(cli, id);
 	for (int i = 0; b && i < n; i++)
 		if (b[i])
 			bson_destroy(b[i]);
@@ -161,16 +172,16 @@ static int find_id(struct cli *cli, struct dargs *d, const char *value)
 	kv_buf_append(&json, "{\"_id\": ", 8);
 	kv_buf_append(&json, value, strlen(value));
 	kv_buf_append(&json, "}", 2); /* and the NUL */
-	id = json.err ? NULL : from_json("--id", (const char *)json.data);
+	id = json.err ? NULL : doc_from_json("--id", (const char *)json.data);
 	kv_buf_free(&json);
 	if (!id)
 		return EXIT_ERROR;
 	rc = kvc_doc_get(cli->c, d->db, d->coll, bson_get_data(id), id->len,
 			 &doc);
 	if (rc == 0)
-		out_doc(cli, doc);
+		doc_out(cli, doc);
 	bson_destroy(id);
-	return rc ? fail(cli, "doc find", rc) : EXIT_OK;
+	return rc ? doc_fail(cli, "doc find", rc) : EXIT_OK;
 }
 
 /* The query of find's arguments into q (its BSON in b[]): 0 or -1. */
@@ -186,7 +197,7 @@ static int query(struct dargs *d, kvc_doc_query *q, bson_t *b[3])
 	for (int i = 0; i < 3; i++) {
 		if (!src[i])
 			continue;
-		if (!(b[i] = from_json(names[i], src[i])))
+		if (!(b[i] = doc_from_json(names[i], src[i])))
 			return -1;
 		*dst[i] = (kvc_val){bson_get_data(b[i]), b[i]->len};
 	}
@@ -210,7 +221,7 @@ static int doc_find(struct cli *cli, int argc, char **argv)
 	kvc_doc_query q = {0};
 	kvc_val cur = {NULL, 0}, doc;
 	kvc_reply *r;
-	int rc = start(cli, argc, argv, o_find, 1, 2, &d);
+	int rc = doc_start(cli, argc, argv, o_find, 1, 2, &d);
 
 	if (rc >= 0)
 		return rc;
@@ -220,11 +231,11 @@ static int doc_find(struct cli *cli, int argc, char **argv)
 		rc = EXIT_ERROR;
 	while (rc < 0) {
 		if ((rc = kvc_doc_find(cli->c, d.db, d.coll, &q, &cur, &r))) {
-			rc = fail(cli, "doc find", rc);
+			rc = doc_fail(cli, "doc find", rc);
 			break;
 		}
 		while (kvc_reply_next(r, NULL, &doc) == 0)
-			out_doc(cli, doc);
+			doc_out(cli, doc);
 		rc = -1;
 		if (kvc_reply_cursor(r, &cur)) {
 			rc = EXIT_OK; /* -KVC_END: done */
@@ -250,13 +261,12 @@ static int doc_update(struct cli *cli, int argc, char **argv)
 	bson_t *f = NULL, *u = NULL;
 	uint64_t matched = 0, modified = 0;
 	kvc_val up;
-	char line[160];
-	int rc = start(cli, argc, argv, o_update, 3, 3, &d);
+	int rc = doc_start(cli, argc, argv, o_update, 3, 3, &d);
 
 	if (rc >= 0)
 		return rc;
-	if (!(f = from_json("the filter", d.a.pos[1])) ||
-	    !(u = from_json("the update", d.a.pos[2]))) {
+	if (!(f = doc_from_json("the filter", d.a.pos[1])) ||
+	    !(u = doc_from_json("the update", d.a.pos[2]))) {
 		rc = EXIT_ERROR;
 		goto out;
 	}
@@ -266,17 +276,12 @@ static int doc_update(struct cli *cli, int argc, char **argv)
 				(d.a.set[1] ? KVC_DOC_MULTI : 0),
 			    &matched, &modified, &up);
 	if (rc) {
-		rc = fail(cli, "doc update", rc);
+		rc = doc_fail(cli, "doc update", rc);
 		goto out;
 	}
-	snprintf(line, sizeof(line),
-		 cli->fmt == FMT_JSON ? "{\"matched\":%llu,\"modified\":%llu}\n"
-		 : cli->fmt == FMT_CSV ? "matched,modified\r\n%llu,%llu\r\n"
-				       : "matched %llu modified %llu\n",
-		 (unsigned long long)matched, (unsigned long long)modified);
-	kv_buf_append(&cli->ob, line, strlen(line));
+	doc_out_counts(cli, "matched", matched, "modified", modified);
 	if (up.p) /* the upserted {_id} */
-		out_doc(cli, up);
+		doc_out(cli, up);
 out:
 	if (f)
 		bson_destroy(f);
@@ -290,37 +295,39 @@ static int doc_delete(struct cli *cli, int argc, char **argv)
 	struct dargs d;
 	bson_t *f;
 	uint64_t n = 0;
-	int rc = start(cli, argc, argv, o_delete, 2, 2, &d);
+	int rc = doc_start(cli, argc, argv, o_delete, 2, 2, &d);
 
 	if (rc >= 0)
 		return rc;
-	if (!(f = from_json("the filter", d.a.pos[1])))
+	if (!(f = doc_from_json("the filter", d.a.pos[1])))
 		return EXIT_ERROR;
 	rc = kvc_doc_delete(cli->c, d.db, d.coll, bson_get_data(f), f->len,
 			    d.a.set[0] ? KVC_DOC_MULTI : 0, &n);
 	bson_destroy(f);
 	if (rc)
-		return fail(cli, "doc delete", rc);
+		return doc_fail(cli, "doc delete", rc);
 	out_int(cli, "deleted", (long long)n);
 	return EXIT_OK;
 }
 
 int cmd_doc(struct cli *cli, int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		int (*fn)(struct cli *, int, char **);
-	} subs[] = {{"insert", doc_insert},
-		    {"find", doc_find},
-		    {"update", doc_update},
-		    {"delete", doc_delete}};
+	static const struct doc_sub subs[] = {{"insert", doc_insert},
+					      {"find", doc_find},
+					      {"update", doc_update},
+					      {"delete", doc_delete},
+					      {NULL, NULL}};
+	const struct doc_sub *const tables[] = {subs, doc_admin_subs};
 
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
-		return cli_usage(cli_find("doc")), EXIT_OK;
-	for (size_t i = 0; argc >= 2 && i < sizeof(subs) / sizeof(subs[0]); i++)
-		if (!strcasecmp(argv[1], subs[i].name))
-			return subs[i].fn(cli, argc - 1, argv + 1);
-	fprintf(stderr, "kvcli doc: give insert, find, update or delete\n");
+		return cli_help(cli_find("doc"), stdout), EXIT_OK;
+	for (int t = 0; argc >= 2 && t < 2; t++)
+		for (const struct doc_sub *s = tables[t]; s->name; s++)
+			if (!strcasecmp(argv[1], s->name))
+				return s->fn(cli, argc - 1, argv + 1);
+	fprintf(stderr, "kvcli doc: give insert, find, update, delete, "
+			"databases, collections, create, drop, indexes, "
+			"create-index or drop-index\n");
 	cli_usage(cli_find("doc"));
 	return EXIT_ERROR;
 }

@@ -12,8 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json.h"
-#include "kvcli.h"
+#include "dumpdoc.h"
 
 #define DUMP_BATCH 10000
 
@@ -112,5 +111,9 @@ int cmd_dump(struct cli *cli, int argc, char **argv)
 	kvc_scan_close(s);
 	if (rc != -KVC_END)
 		return cli_fail(cli, "dump", rc);
+	/* documents: all of them, in a whole dump of JSON lines (TSV has no
+	 * place for them, a prefix names keys) */
+	if (!a.set[TSV] && !a.set[PREFIX])
+		return dumpdoc_all(cli, a.set[B64]);
 	return EXIT_OK;
 }

@@ -9,6 +9,8 @@
  *   cmds_v2.c the version 2 operations (rename ... bitop) and txn
  *   cmds_hash.c hset, hget, hgetall
  *   cmds_doc.c doc insert|find|update|delete: documents as JSON
+ *   cmds_docadmin.c doc databases|collections|create|drop|indexes|
+ *            create-index|drop-index
  *   out.c    the four output styles (raw, readable, JSON, CSV)
  *   load.c   kvcli load: bulk loading, pipelined
  *   dump.c   kvcli dump: JSON lines or TSV that load reads back
@@ -174,8 +176,41 @@ int cmd_hset(struct cli *cli, int argc, char **argv);
 int cmd_hget(struct cli *cli, int argc, char **argv);
 int cmd_hgetall(struct cli *cli, int argc, char **argv);
 
-/* ---- documents (cmds_doc.c) ---- */
+/* ---- documents (cmds_doc.c; cmds_docadmin.c the subcommands of
+ * databases, collections and indexes) ---- */
 
 int cmd_doc(struct cli *cli, int argc, char **argv);
+
+/* A subcommand's parsed arguments and its DB.COLL. */
+struct dargs {
+	struct cli_args a;
+	char db[256], coll[256];
+};
+/* Parse a subcommand's arguments (argv[0] is its name), min to max
+ * positionals (max -1: any), split its DB.COLL (the first) and connect:
+ * -1 to go on, else the exit code. */
+int doc_start(struct cli *cli, int argc, char **argv,
+	      const struct cli_opt *opts, int min, int max, struct dargs *d);
+/* DB.COLL split at its first dot: 0, or -1 (message printed). */
+int doc_split_ns(const char *ns, char *db, char *coll);
+/* JSON text (MongoDB's extended JSON) as BSON, or NULL (message
+ * printed). */
+struct _bson_t *doc_from_json(const char *what, const char *s);
+/* One BSON document as a line of relaxed extended JSON. */
+void doc_out(struct cli *cli, kvc_val v);
+/* A failed call's message (MongoDB's text and code for DOC_ERROR): the
+ * exit code. */
+int doc_fail(struct cli *cli, const char *what, int rc);
+
+/* Two counts as one record: "A x B y", {"A":x,"B":y}, or CSV. */
+void doc_out_counts(struct cli *cli, const char *a, unsigned long long x,
+		    const char *b, unsigned long long y);
+/* A subcommand of doc: argv[0] is its name.  cmds_docadmin.c's, up to
+ * {NULL, NULL}. */
+struct doc_sub {
+	const char *name;
+	int (*fn)(struct cli *cli, int argc, char **argv);
+};
+extern const struct doc_sub doc_admin_subs[];
 
 #endif

@@ -24,8 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
-#include "kvcli.h"
+#include "dumpdoc.h"
 
 #define LOAD_CHUNK (1u << 20)
 #define LOAD_MAX_LINE (512u << 20)
@@ -42,7 +41,8 @@ struct inflight {
 	uint64_t first, last; /* line numbers */
 	uint32_t rows;
 	size_t bytes;
-	int missing_ok; /* a DEL before a hash: NOT_FOUND is fine */
+	int ok_st; /* a status that is fine too (a DEL before a hash:
+		    * NOT_FOUND; a collection's create: EXISTS), or 0 */
 };
 
 struct loader {
@@ -79,6 +79,7 @@ struct loader {
 	struct kv_buf hf;    /* size_t[4] per field */
 	struct kv_buf hvals; /* kvc_val[2] per field, when sent */
 
+	struct ldoc docs; /* dump's document rows (dumpdoc.c) */
 	struct json_doc doc;
 	char why[128];
 	struct kv_buf scratch;
@@ -154,8 +155,7 @@ static int take_reply(struct loader *L)
 	L->fl_head = (L->fl_head + 1) % L->window;
 	L->fl_len--;
 	L->fl_bytes -= f->bytes;
-	if (rc == 0 && (rc = kvc_reply_status(r)) == -KVC_NOT_FOUND &&
-	    f->missing_ok)
+	if (rc == 0 && (rc = kvc_reply_status(r)) != 0 && rc == f->ok_st)
 		rc = 0;
 	if (rc == 0) {
 		L->rows += f->rows;
@@ -188,17 +188,28 @@ static int make_room(struct loader *L, size_t bytes)
 
 /* A request was queued (rc its kvc_send_* result): account for it. */
 static int queued(struct loader *L, int rc, uint32_t rows, size_t bytes,
-		  int missing_ok)
+		  int ok_st)
+{
+	return load_sent(L, rc, L->n ? L->first : L->line, rows, bytes, ok_st);
+}
+
+int load_room(struct loader *L, size_t bytes)
+{
+	return make_room(L, bytes);
+}
+
+int load_sent(struct loader *L, int rc, uint64_t first, uint32_t rows,
+	      size_t bytes, int ok_st)
 {
 	struct inflight *f = &L->fl[(L->fl_head + L->fl_len) % L->window];
 
 	if (rc == 0)
 		rc = kvc_flush(L->cli->c);
-	f->first = L->n ? L->first : L->line;
+	f->first = first;
 	f->last = L->line;
 	f->rows = rows;
 	f->bytes = bytes;
-	f->missing_ok = missing_ok;
+	f->ok_st = ok_st;
 	if (rc == 0) {
 		L->fl_len++;
 		L->fl_bytes += f->bytes;
@@ -273,7 +284,8 @@ static void send_special(struct loader *L)
 		    (kvc_val){L->data.data + o[4 * j + 2], o[4 * j + 3]};
 	}
 	if (make_room(L, 0) ||
-	    queued(L, kvc_send_del(L->cli->c, k.p, k.len), 0, 0, 1) ||
+	    queued(L, kvc_send_del(L->cli->c, k.p, k.len), 0, 0,
+		   -KVC_NOT_FOUND) ||
 	    make_room(L, bytes))
 		return;
 	rc = queued(L, kvc_send_hset(L->cli->c, k.p, k.len, fv, fv + nf, nf), 1,
@@ -455,6 +467,9 @@ static const char *json_meta(struct loader *L, const char *s, int m, uint32_t i)
 	return NULL;
 }
 
+/* json_row's answer for a row it sent itself (dump's document rows). */
+static const char taken[] = "";
+
 static const char *json_row(struct loader *L, const char *s, size_t n)
 {
 	const struct json_tok *t;
@@ -470,6 +485,8 @@ static const char *json_row(struct loader *L, const char *s, size_t n)
 			 L->doc.err_at + 1, L->doc.err);
 		return L->why;
 	}
+	if (ldoc_row(&L->docs, s, &L->doc, &why))
+		return why ? why : taken;
 	t = L->doc.t;
 	if (t[0].type != JSON_OBJECT)
 		return "not a JSON object";
@@ -595,6 +612,10 @@ static void row(struct loader *L, const char *s, size_t n)
 	if (n == 0 || (n == 1 && s[0] == '\r'))
 		return; /* blank lines separate nothing, store nothing */
 	why = L->tsv ? tsv_row(L, s, n) : json_row(L, s, n);
+	if (why == taken) {
+		L->data.len = start;
+		return;
+	}
 	if (why) {
 		L->data.len = start;
 		L->data.err = 0;
@@ -720,6 +741,7 @@ static void free_loader(struct loader *L)
 	kv_buf_free(&L->hf);
 	kv_buf_free(&L->hvals);
 	json_doc_free(&L->doc);
+	ldoc_free(&L->docs);
 	if (L->fd > 0)
 		close(L->fd);
 }
@@ -800,10 +822,17 @@ int cmd_load(struct cli *cli, int argc, char **argv)
 	L.tsv |= a.set[TSV];
 	if (cli_connect(cli) || (rc = limits(&L)))
 		goto done;
+	L.docs = (struct ldoc){.L = &L,
+			       .c = cli->c,
+			       .max_bytes = L.max_bytes,
+			       .b64 = L.b64,
+			       .line = &L.line};
 	L.progress = isatty(2);
 	L.t0 = L.last_draw = now_s();
 	rc = read_input(&L) ? EXIT_ERROR : EXIT_OK;
 	send_batch(&L); /* what came before a --strict stop is stored */
+	if (!L.dead)
+		ldoc_flush(&L.docs);
 	while (L.fl_len && !L.dead)
 		take_reply(&L);
 	for (; L.fl_len; L.fl_len--) /* unanswered: their fate is unknown */

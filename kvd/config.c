@@ -60,6 +60,10 @@ static const struct opt options[] = {
     {"mongo-port", OPT_UINT, F(mongo_port), 0, 65535, "0", NULL,
      "MongoDB wire protocol port (docs/mongodb.md); 0 disables it "
      "(suggested: 27017)"},
+    {"mongo-ttl-interval", OPT_UINT, F(mongo_ttl_interval), 1, 86400, "60",
+     NULL,
+     "seconds between passes of the TTL monitor, which deletes documents "
+     "expired under a TTL index (expireAfterSeconds)"},
     {"resp-flushall", OPT_ENUM, F(resp_flushall), 0, 0, "yes", bool_names,
      "whether RESP FLUSHALL and FLUSHDB may empty the store"},
     {"metrics-port", OPT_UINT, F(metrics_port), 0, 65535, "0", NULL,

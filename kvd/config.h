@@ -25,6 +25,7 @@ struct kvd_config {
 	unsigned port;
 	unsigned resp_port;
 	unsigned mongo_port;
+	unsigned mongo_ttl_interval; /* seconds between TTL monitor passes */
 	unsigned metrics_port;
 	char metrics_bind[64];
 	/* Unix sockets of the native protocol and of RESP ("": none), made

@@ -10,6 +10,7 @@
 #include "ops/backup.h"
 #include "config.h"
 #include "doc/doc_mdoor.h"
+#include "doc/doc_ttl.h"
 #include "kvd.h"
 #include "log.h"
 #include "net/loop.h"
@@ -158,6 +159,8 @@ int main(int argc, char **argv)
 		return fail(err);
 	if (doc_mdoor_start(&srv, argc, argv, err, sizeof(err)))
 		return fail(err);
+	if (doc_ttl_start(&srv))
+		return fail("cannot start the TTL monitor");
 	if (kvd_io_start(&srv))
 		return fail("cannot start threads");
 	log_info(
@@ -176,6 +179,7 @@ int main(int argc, char **argv)
 	sd_notify(0, "READY=1");
 	wait_for_stop(&set, &cfg, argc, argv);
 	kvd_replica_stop(); /* it waits for committers: before they stop */
+	doc_ttl_stop();	    /* so does it */
 	kvd_io_stop(&srv);
 	kvd_committers_stop(srv.com);
 	kvd_repl_stop(&srv);

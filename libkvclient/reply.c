@@ -156,15 +156,17 @@ static int check_fields(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 }
 
 /* DOCINSERT: [0, [{_id}, ...]] (n ids); DOCFIND: [0, [document, ...],
- * cursor or nil] */
+ * cursor or nil]; DOCDBS and DOCIXLIST: [0, [name or spec, ...]] */
 static int check_docs(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 		      uint32_t n)
 {
 	int find = r->req.op == KV_OP_DOCFIND;
 	struct kv_mp_obj o;
 
+	int list = r->req.op == KV_OP_DOCDBS || r->req.op == KV_OP_DOCIXLIST;
+
 	if (n != (find ? 2u : 1u) || next(&p, end, &o) ||
-	    o.type != KV_MP_ARRAY || (!find && o.len != r->req.n))
+	    o.type != KV_MP_ARRAY || (!find && !list && o.len != r->req.n))
 		return -1;
 	r->it = p;
 	r->left = o.len;
@@ -226,8 +228,15 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 		bad = n != 3 || take_int(&p, end, 1) || take_int(&p, end, 1) ||
 		      take_bytes(&p, end, 1);
 		break;
+	case KV_OP_DOCIXCREATE:
+		bad = n != 3 || take_int(&p, end, 1) || take_int(&p, end, 1) ||
+		      take_int(&p, end, 1);
+		break;
 	case KV_OP_DOCINSERT:
+	case KV_OP_DOCDBS:
+	case KV_OP_DOCIXLIST:
 	case KV_OP_DOCFIND: return check_docs(r, p, end, n);
+	case KV_OP_DOCCOLLS: return check_fields(r, p, end, n);
 	case KV_OP_MGET:
 	case KV_OP_HGET:
 		bad = n != r->req.n;
@@ -248,7 +257,8 @@ static int check_ok(kvc_reply *r, const uint8_t *p, const uint8_t *end,
 	case KV_OP_BITOP:
 	case KV_OP_HSET:
 	case KV_OP_HDEL:
-	case KV_OP_DOCDELETE: bad = n != 1 || take_int(&p, end, 1); break;
+	case KV_OP_DOCDELETE:
+	case KV_OP_DOCIXDROP: bad = n != 1 || take_int(&p, end, 1); break;
 	case KV_OP_INCR:
 	case KV_OP_HINCRBY:
 	case KV_OP_TTL:
@@ -443,11 +453,11 @@ int kvc_reply_value(const kvc_reply *r, kvc_val *val)
 int kvc_reply_int(const kvc_reply *r, int64_t *v)
 {
 	static const uint8_t ops[] = {
-	    KV_OP_INCR,	    KV_OP_TTL,	  KV_OP_APPEND,	  KV_OP_MDEL,
-	    KV_OP_EXISTS,   KV_OP_COUNT,  KV_OP_BACKUP,	  KV_OP_SETRANGE,
-	    KV_OP_SETBIT,   KV_OP_GETBIT, KV_OP_BITCOUNT, KV_OP_BITPOS,
-	    KV_OP_BITOP,    KV_OP_HSET,	  KV_OP_HDEL,	  KV_OP_HINCRBY,
-	    KV_OP_DOCDELETE};
+	    KV_OP_INCR,	     KV_OP_TTL,	     KV_OP_APPEND,   KV_OP_MDEL,
+	    KV_OP_EXISTS,    KV_OP_COUNT,    KV_OP_BACKUP,   KV_OP_SETRANGE,
+	    KV_OP_SETBIT,    KV_OP_GETBIT,   KV_OP_BITCOUNT, KV_OP_BITPOS,
+	    KV_OP_BITOP,     KV_OP_HSET,     KV_OP_HDEL,     KV_OP_HINCRBY,
+	    KV_OP_DOCDELETE, KV_OP_DOCIXDROP};
 	const uint8_t *p = r->res;
 	struct kv_mp_obj o;
 
@@ -466,8 +476,9 @@ int kvc_reply_int(const kvc_reply *r, int64_t *v)
 static int walkable(const kvc_reply *r)
 {
 	static const uint8_t ops[] = {
-	    KV_OP_TXN,	   KV_OP_MGET,	KV_OP_SCAN,	 KV_OP_HGET,
-	    KV_OP_HGETALL, KV_OP_HSCAN, KV_OP_DOCINSERT, KV_OP_DOCFIND};
+	    KV_OP_TXN,	   KV_OP_MGET,	   KV_OP_SCAN,	    KV_OP_HGET,
+	    KV_OP_HGETALL, KV_OP_HSCAN,	   KV_OP_DOCINSERT, KV_OP_DOCFIND,
+	    KV_OP_DOCDBS,  KV_OP_DOCCOLLS, KV_OP_DOCIXLIST};
 
 	if (!memchr(ops, r->req.op, sizeof(ops)))
 		return -KVC_INVALID;
@@ -500,7 +511,8 @@ int kvc_reply_next(kvc_reply *r, kvc_val *key, kvc_val *val)
 		return 0;
 	}
 	if (r->req.op == KV_OP_MGET || r->req.op == KV_OP_HGET ||
-	    r->req.op == KV_OP_DOCINSERT || r->req.op == KV_OP_DOCFIND) {
+	    r->req.op == KV_OP_DOCINSERT || r->req.op == KV_OP_DOCFIND ||
+	    r->req.op == KV_OP_DOCDBS || r->req.op == KV_OP_DOCIXLIST) {
 		if (key)
 			*key = none;
 		next(&r->it, r->end, &o);
@@ -589,21 +601,32 @@ int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor)
 	return 0;
 }
 
+/* The reply's first n results, unsigned integers checked by check_ok,
+ * into *out[i] (each may be NULL); where they end. */
+static const uint8_t *uints(const kvc_reply *r, uint64_t *const *out,
+			    unsigned n)
+{
+	const uint8_t *p = r->res;
+	struct kv_mp_obj o;
+
+	for (unsigned i = 0; i < n; i++) {
+		next(&p, r->end, &o);
+		if (out[i])
+			*out[i] = o.v.u;
+	}
+	return p;
+}
+
 int kvc_reply_doc_update(const kvc_reply *r, uint64_t *matched,
 			 uint64_t *modified, kvc_val *upserted)
 {
-	const uint8_t *p = r->res;
+	const uint8_t *p;
 	struct kv_mp_obj o;
 	int rc = kind(r, KV_OP_DOCUPDATE, KV_OP_DOCUPDATE);
 
 	if (rc)
 		return rc;
-	next(&p, r->end, &o); /* all checked by check_ok */
-	if (matched)
-		*matched = o.v.u;
-	next(&p, r->end, &o);
-	if (modified)
-		*modified = o.v.u;
+	p = uints(r, (uint64_t *const[]){matched, modified}, 2);
 	next(&p, r->end, &o);
 	val_of(&o, upserted);
 	return 0;
@@ -715,4 +738,18 @@ int kvc_txn_result(kvc_val sub, kvc_val *value, int64_t *num)
 		}
 	}
 	return p == end ? st : -KVC_PROTOCOL;
+}
+
+int kvc_reply_doc_ixcreate(const kvc_reply *r, uint64_t *before,
+			   uint64_t *after, int *created)
+{
+	uint64_t made = 0;
+	int rc = kind(r, KV_OP_DOCIXCREATE, KV_OP_DOCIXCREATE);
+
+	if (rc)
+		return rc;
+	uints(r, (uint64_t *const[]){before, after, &made}, 3);
+	if (created)
+		*created = made != 0;
+	return 0;
 }

@@ -853,3 +853,98 @@ int kvc_send_doc_find(kvc_conn *c, const char *db, const char *coll,
 	put_opt_val(c, cursor);
 	return finish(c, start, KV_OP_DOCFIND, 0, 0);
 }
+
+/* ---- databases, collections, indexes (1.6) ---- */
+
+int kvc_send_doc_dbs(kvc_conn *c)
+{
+	size_t start;
+	int rc = begin(c, KV_OP_DOCDBS, 0, &start);
+
+	return rc ? rc : finish(c, start, KV_OP_DOCDBS, 0, 0);
+}
+
+int kvc_send_doc_colls(kvc_conn *c, const char *db)
+{
+	size_t start;
+	int rc;
+
+	if (!name_ok(db))
+		return invalid(c, "database name");
+	if ((rc = begin(c, KV_OP_DOCCOLLS, 1, &start)))
+		return rc;
+	kv_mp_bin(&c->out, db, strlen(db));
+	return finish(c, start, KV_OP_DOCCOLLS, 0, 0);
+}
+
+int kvc_send_doc_create(kvc_conn *c, const char *db, const char *coll,
+			const void *opts, size_t olen)
+{
+	size_t start;
+	int rc;
+
+	if (!bytes_ok(opts, olen) || (olen && olen < 5))
+		return invalid(c, "options");
+	if ((rc = doc_begin(c, KV_OP_DOCCREATE, db, coll, 3, &start)))
+		return rc;
+	put_doc(c, opts, olen);
+	return finish(c, start, KV_OP_DOCCREATE, 0, 0);
+}
+
+/* A request of a namespace alone: [op, db, coll]. */
+static int ns_only(kvc_conn *c, unsigned op, const char *db, const char *coll)
+{
+	size_t start;
+	int rc = doc_begin(c, op, db, coll, 2, &start);
+
+	return rc ? rc : finish(c, start, op, 0, 0);
+}
+
+int kvc_send_doc_drop(kvc_conn *c, const char *db, const char *coll)
+{
+	return ns_only(c, KV_OP_DOCDROP, db, coll);
+}
+
+int kvc_send_doc_create_indexes(kvc_conn *c, const char *db, const char *coll,
+				const kvc_val *specs, size_t n)
+{
+	size_t start;
+	int rc;
+
+	if (!keys_ok(specs, n) || n > 64)
+		return invalid(c, "index specifications");
+	for (size_t i = 0; i < n; i++)
+		if (specs[i].len < 5)
+			return invalid(c, "a specification shorter than 5 "
+					  "bytes");
+	if ((rc = doc_begin(c, KV_OP_DOCIXCREATE, db, coll, (uint32_t)n + 2,
+			    &start)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		kv_mp_bin(&c->out, specs[i].p, specs[i].len);
+	return finish(c, start, KV_OP_DOCIXCREATE, 0, 0);
+}
+
+int kvc_send_doc_indexes(kvc_conn *c, const char *db, const char *coll)
+{
+	return ns_only(c, KV_OP_DOCIXLIST, db, coll);
+}
+
+int kvc_send_doc_drop_index(kvc_conn *c, const char *db, const char *coll,
+			    const char *name, const void *key, size_t klen)
+{
+	size_t start;
+	int rc;
+
+	if (!name == !klen || (name && (!*name || strlen(name) > 1024)) ||
+	    !bytes_ok(key, klen) || (klen && klen < 5))
+		return invalid(c, "an index name or a key pattern");
+	if ((rc = doc_begin(c, KV_OP_DOCIXDROP, db, coll, 4, &start)))
+		return rc;
+	if (name)
+		kv_mp_bin(&c->out, name, strlen(name));
+	else
+		kv_mp_nil(&c->out);
+	put_doc(c, key, klen);
+	return finish(c, start, KV_OP_DOCIXDROP, 0, 0);
+}

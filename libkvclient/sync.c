@@ -525,6 +525,72 @@ int kvc_doc_find(kvc_conn *c, const char *db, const char *coll,
 		  : run(c, kvc_send_doc_find(c, db, coll, q, cursor), replyp);
 }
 
+int kvc_doc_dbs(kvc_conn *c, kvc_reply **replyp)
+{
+	int rc = idle(c);
+
+	return rc ? rc : run(c, kvc_send_doc_dbs(c), replyp);
+}
+
+int kvc_doc_colls(kvc_conn *c, const char *db, kvc_reply **replyp)
+{
+	int rc = idle(c);
+
+	return rc ? rc : run(c, kvc_send_doc_colls(c, db), replyp);
+}
+
+int kvc_doc_create(kvc_conn *c, const char *db, const char *coll,
+		   const void *opts, size_t olen)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : status_only(c,
+				kvc_send_doc_create(c, db, coll, opts, olen));
+}
+
+int kvc_doc_drop(kvc_conn *c, const char *db, const char *coll)
+{
+	int rc = idle(c);
+
+	return rc ? rc : status_only(c, kvc_send_doc_drop(c, db, coll));
+}
+
+int kvc_doc_create_indexes(kvc_conn *c, const char *db, const char *coll,
+			   const kvc_val *specs, size_t n, uint64_t *before,
+			   uint64_t *after)
+{
+	kvc_reply *r;
+	int rc = idle(c);
+
+	if (rc ||
+	    (rc = run(c, kvc_send_doc_create_indexes(c, db, coll, specs, n),
+		      &r)))
+		return rc;
+	return kvc_reply_doc_ixcreate(r, before, after, NULL);
+}
+
+int kvc_doc_indexes(kvc_conn *c, const char *db, const char *coll,
+		    kvc_reply **replyp)
+{
+	int rc = idle(c);
+
+	return rc ? rc : run(c, kvc_send_doc_indexes(c, db, coll), replyp);
+}
+
+int kvc_doc_drop_index(kvc_conn *c, const char *db, const char *coll,
+		       const char *name, const void *key, size_t klen,
+		       uint64_t *was)
+{
+	int rc = idle(c);
+
+	return rc ? rc
+		  : uint_result(
+			c,
+			kvc_send_doc_drop_index(c, db, coll, name, key, klen),
+			was);
+}
+
 int64_t kvc_doc_errcode(const kvc_conn *c)
 {
 	return c ? c->doc_code : 0;

@@ -144,8 +144,16 @@ static int img_parse(const struct kvd_merge *m, const struct cat_op *o,
 
 	memset(g, 0, sizeof(*g));
 	g->next = 1;
-	if (!m->live || m->old.n < CAT_HDR)
+	/* A catalog made anew (the first collection, or the first after
+	 * FLUSHALL emptied the store) counts its versions on from the
+	 * committers' copy: were they to start again at 1, that copy of the
+	 * catalog before FLUSHALL would stay "newer" (kvdoc_ix_fresh), and
+	 * document merges would keep the indexes of collections gone instead
+	 * of the new ones'. */
+	if (!m->live || m->old.n < CAT_HDR) {
+		g->version = kvdoc_ix_registry_version();
 		return 0;
+	}
 	g->version = rd64(m->old.p);
 	g->next = rd32(m->old.p + 8);
 	g->n = rd32(m->old.p + 12);

@@ -5,6 +5,7 @@
 #include "doc.h"
 
 #include "index.h"
+#include "unique.h"
 
 #include <string.h>
 
@@ -120,17 +121,29 @@ static int doc_live(const struct kvd_merge *m)
 	return m->live && m->type == KVD_VT_DOC;
 }
 
+/* The reservations the merge's operand holds (take_section's; a
+ * committer runs one merge at a time). */
+static __thread struct kv_slice tl_res;
+
 /* The index entries of a change from old to new (index.h): 0, ENOMEM,
- * or the write refused with MongoDB's error. */
+ * or the write refused with MongoDB's error, or put off until the keys a
+ * unique index needs are reserved (unique.h: the reply lists them). */
 static int ix_change(struct kvd_merge *m, struct kv_slice sec,
 		     const uint8_t *old, size_t oldn, const uint8_t *new_,
 		     size_t newn)
 {
 	struct mql_error e = {0};
-	int rc = kvdoc_ix_apply(m, sec, old, oldn, new_, newn, &e);
+	int rc = kvdoc_ix_apply(m, sec, tl_res, old, oldn, new_, newn, &e);
 
 	if (rc == ENOMEM)
 		return ENOMEM;
+	if (rc == KVDOC_IX_NEED) {
+		m->action = KVD_MERGE_KEEP;
+		m->image->len = 0;
+		m->side->len = 0;
+		m->result = -(int64_t)KVDOC_NEED_RESERVE;
+		return 0;
+	}
 	if (rc) {
 		m->reply->len = 0;
 		return merge_error(m, &e);
@@ -149,7 +162,7 @@ static int take_section(struct kvd_merge *m, struct kv_slice *sec)
 	uint32_t coll;
 
 	m->action = KVD_MERGE_KEEP;
-	if (kvdoc_ix_take(&m->operand, sec) || m->key.n < 4) {
+	if (kvdoc_ix_take(&m->operand, sec, &tl_res) || m->key.n < 4) {
 		m->status = KV_BAD_ARGS;
 		return -1;
 	}
@@ -349,6 +362,7 @@ void kvdoc_register(struct kvd_merge_op *ops)
 	    [KVDOC_OP_DELETE] = op_delete,
 	    [KVDOC_OP_CATALOG] = kvdoc_catalog_merge,
 	    [KVDOC_OP_REINDEX] = kvdoc_reindex_merge,
+	    [KVDOC_OP_RESERVE] = kvdoc_uq_merge,
 	};
 
 	for (unsigned i = 0; i < KVDOC_NOPS; i++) {

@@ -76,6 +76,7 @@ enum {
 	KVDOC_OP_DELETE,
 	KVDOC_OP_CATALOG,
 	KVDOC_OP_REINDEX, /* index.h: an index build's entries of one doc */
+	KVDOC_OP_RESERVE, /* unique.h: a unique key's reservation */
 	KVDOC_NOPS
 };
 

@@ -17,6 +17,13 @@ struct kvd_pend;
 struct kvd_io *doc_mdoor_io(void);
 const struct kvdoc_catalog *doc_mdoor_catalog(void);
 
+/* doc_mdoor_list.c's listings (mdoor_store's list_databases and
+ * list_collections). */
+int doc_mdoor_list_dbs(void *ctx, mdoor_db_cb cb, void *cbctx,
+		       struct mql_error *err);
+int doc_mdoor_list_colls(void *ctx, const char *db, mdoor_coll_cb cb,
+			 void *cbctx, struct mql_error *err);
+
 /* Is b an index command's batch (IXCREATE, IXDROP)? */
 bool doc_ix_kind(const struct mdoor_wbatch *b);
 /* Run it (doc_mdoor.c's write hands it over): b->done when finished. */

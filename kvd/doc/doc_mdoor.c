@@ -31,6 +31,7 @@
 #include "doc.h"
 #include "doc_ix.h"
 #include "doc_plan.h"
+#include "doc_uq.h"
 #include "index.h"
 #include "kv_status.h"
 #include "mongo/mql_value.h"
@@ -74,92 +75,6 @@ static int coll_id(const char *db, const char *coll, uint32_t *id)
 	const struct kvdoc_catalog *c = catalog();
 
 	return c ? kvdoc_catalog_find(c, db, coll, id, NULL) : -1;
-}
-
-/* ===================== listings ===================== */
-
-struct dbs {
-	char names[256][KVDOC_NAME_MAX + 1];
-	size_t n;
-};
-
-static int each_db(void *arg, uint32_t id, struct kv_slice db,
-		   struct kv_slice coll, struct kv_slice opts)
-{
-	struct dbs *d = arg;
-
-	(void)id, (void)coll, (void)opts;
-	for (size_t i = 0; i < d->n; i++)
-		if (strlen(d->names[i]) == db.n &&
-		    !memcmp(d->names[i], db.p, db.n))
-			return 0;
-	if (d->n == 256)
-		return 1;
-	memcpy(d->names[d->n], db.p, db.n);
-	d->names[d->n++][db.n] = '\0';
-	return 0;
-}
-
-static int list_dbs(void *ctx, mdoor_db_cb cb, void *cbctx,
-		    struct mql_error *err)
-{
-	const struct kvdoc_catalog *c = catalog();
-	struct dbs *d;
-
-	(void)ctx;
-	if (!c || !(d = calloc(1, sizeof(*d))))
-		return mql_error_set(err, MQL_InternalError, "catalog");
-	kvdoc_catalog_each(c, NULL, each_db, d);
-	for (size_t i = 0; i < d->n; i++) {
-		struct mdoor_db_info info = {.name = d->names[i],
-					     .size_on_disk = 4096};
-
-		if (cb(cbctx, &info))
-			break;
-	}
-	free(d);
-	return 0;
-}
-
-struct colls {
-	mdoor_coll_cb cb;
-	void *cbctx;
-};
-
-static int each_coll(void *arg, uint32_t id, struct kv_slice db,
-		     struct kv_slice coll, struct kv_slice opts)
-{
-	struct colls *cs = arg;
-	char name[KVDOC_NAME_MAX + 1];
-	uint8_t uuid[16] = {0};
-	struct mdoor_coll_info info = {.name = name, .uuid = uuid};
-
-	(void)db;
-	memcpy(name, coll.p, coll.n);
-	name[coll.n] = '\0';
-	/* the id is the collection's identity: never reused */
-	uuid[12] = (uint8_t)(id >> 24);
-	uuid[13] = (uint8_t)(id >> 16);
-	uuid[14] = (uint8_t)(id >> 8);
-	uuid[15] = (uint8_t)id;
-	if (opts.n >= 5) {
-		info.options = opts.p;
-		info.options_len = (uint32_t)opts.n;
-	}
-	return cs->cb(cs->cbctx, &info);
-}
-
-static int list_colls(void *ctx, const char *db, mdoor_coll_cb cb, void *cbctx,
-		      struct mql_error *err)
-{
-	const struct kvdoc_catalog *c = catalog();
-	struct colls cs = {cb, cbctx};
-
-	(void)ctx;
-	if (!c)
-		return mql_error_set(err, MQL_InternalError, "catalog");
-	kvdoc_catalog_each(c, db, each_coll, &cs);
-	return 0;
 }
 
 /* ===================== scans ===================== */
@@ -446,6 +361,8 @@ struct dmw {
 	struct kv_buf opnd;	  /* the operand every key of it gets */
 	unsigned mid;		  /* and its merge id */
 	const bson_value_t *upid; /* an upsert's _id */
+	bool unique;	  /* an insert under a unique index (send_unique) */
+	struct doc_uq uq; /* doc_uq.h: their reservations */
 };
 
 static void step(struct dmw *w);
@@ -467,6 +384,7 @@ static void finish(struct dmw *w)
 	w->c->mwrite = NULL;
 	if (w->scan)
 		scan_close(w->scan);
+	doc_uq_free(&w->uq);
 	kv_buf_free(&w->keys);
 	kv_buf_free(&w->opnd);
 	free(w);
@@ -485,9 +403,40 @@ static int send_merge(struct dmw *w, unsigned ks, unsigned id, const uint8_t *k,
 	return 0;
 }
 
+/* An insert into a collection with a unique index: through the
+ * reservations' driver (doc_uq.h), its keys reserved before its merge. */
+static int send_unique(struct dmw *w, struct mql_error *e)
+{
+	struct kv_buf want = {0};
+	const struct mdoor_wop *op = &w->b->ops[w->i];
+	int rc = 0;
+
+	doc_uq_stmt(&w->uq, w->cid, w->mid, &w->opnd);
+	while (!rc && w->kpos < w->keys.len) {
+		const uint8_t *p = w->keys.data + w->kpos;
+
+		want.len = 0;
+		if (w->mid == KVDOC_OP_INSERT &&
+		    doc_uq_keys((struct kv_slice){w->opnd.data, w->opnd.len},
+				op->doc, op->len, &want, e)) {
+			rc = -1;
+			break;
+		}
+		rc = doc_uq_push(&w->uq, p + 1, p[0],
+				 (struct kv_slice){want.data, want.len});
+		w->kpos += 1u + p[0];
+	}
+	kv_buf_free(&want);
+	if (!rc && !w->out && doc_uq_step(&w->uq) < 0)
+		rc = -1;
+	return rc && !e->code ? oom(e) : rc;
+}
+
 /* Send the statement's next keys, up to the window. */
 static int send_keys(struct dmw *w, struct mql_error *e)
 {
+	if (w->unique)
+		return send_unique(w, e);
 	while (w->kpos < w->keys.len && w->out < WINDOW) {
 		const uint8_t *p = w->keys.data + w->kpos;
 
@@ -659,6 +608,12 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 	/* the collection's indexes, which the merge keeps (index.h) */
 	if (kvdoc_ix_section(catalog(), w->have ? w->cid : 0, 0, &w->opnd))
 		return oom(&op->err);
+	/* an insert's unique keys are known: reserved before its merge;
+	 * other writes go out at once, and a merge that finds its document
+	 * gaining a unique key asks for reservations (doc_uq_back) */
+	w->unique =
+	    k == MDOOR_W_INSERT &&
+	    kvdoc_ix_has_unique((struct kv_slice){w->opnd.data, w->opnd.len});
 	if (k == MDOOR_W_INSERT) {
 		if (doc_id(op->doc, op->len, &it) ||
 		    add_key(w, bson_iter_value(&it), &op->err))
@@ -746,10 +701,10 @@ static void stmt_result(struct dmw *w, struct mdoor_wop *op,
 		op->n++;
 		op->nmodified += pd->result == KVDOC_R_MODIFIED;
 	}
-	if (w->b->kind == MDOOR_W_FAM && pd->val && pd->vlen >= 5) {
+	if (w->b->kind == MDOOR_W_FAM && pd->val && doc_uq_len(pd) >= 5) {
 		bson_t v;
 
-		if (bson_init_static(&v, pd->val, pd->vlen)) {
+		if (bson_init_static(&v, pd->val, doc_uq_len(pd))) {
 			bson_reinit(&op->value);
 			bson_concat(&op->value, &v);
 		}
@@ -865,9 +820,18 @@ void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
 		return;
 	}
 	op = &w->b->ops[w->i];
-	stmt_result(w, op, pd);
+	if (pd->aux)
+		doc_uq_result(&w->uq, pd);
+	else if (!doc_uq_back(&w->uq, pd))
+		stmt_result(w, op, pd);
 	if (send_keys(w, &op->err) == 0 && w->out)
 		return;
+	if (w->out)
+		return;
+	/* documents whose merge asked for reservations, keys let go */
+	doc_uq_stmt(&w->uq, w->cid, w->mid, &w->opnd);
+	if (doc_uq_step(&w->uq) < 0 && !op->err.code)
+		oom(&op->err);
 	if (w->out)
 		return;
 	/* a multi-document statement's next batch (MongoDB's multi-updates
@@ -925,6 +889,40 @@ static int writable(struct mdoor_wbatch *b)
 	return -1;
 }
 
+/* The reservations' driver reports to the statement running. */
+static void uq_doc_back(void *ctx, const struct kvd_pend *pd)
+{
+	struct dmw *w = ctx;
+
+	stmt_result(w, &w->b->ops[w->i], pd);
+}
+
+static void uq_fail(void *ctx, const struct mql_error *e, const bson_t *info)
+{
+	struct dmw *w = ctx;
+	struct mdoor_wop *op = &w->b->ops[w->i];
+
+	if (op->err.code)
+		return;
+	op->err = *e;
+	/* a batch of the native protocol leaves errinfo zeroed: unused */
+	if (op->errinfo.len == 5)
+		bson_concat(&op->errinfo, info);
+}
+
+static void uq_host(struct dmw *w)
+{
+	struct doc_uq_host h = {.c = w->c,
+				.out = &w->out,
+				.ctx = w,
+				.doc_back = uq_doc_back,
+				.fail = uq_fail,
+				.db = w->b->db,
+				.coll = w->b->coll};
+
+	doc_uq_init(&w->uq, &h);
+}
+
 static void write_batch(void *ctx, struct mdoor_wbatch *b)
 {
 	struct kvd_conn *c = b->conn;
@@ -950,6 +948,7 @@ static void write_batch(void *ctx, struct mdoor_wbatch *b)
 	w->b = b;
 	w->c = c;
 	c->mwrite = w;
+	uq_host(w);
 	if (!b_is_catalog(b->kind)) {
 		step(w);
 		return;
@@ -966,8 +965,8 @@ static void write_batch(void *ctx, struct mdoor_wbatch *b)
 }
 
 const struct mdoor_store doc_mdoor_store = {
-    .list_databases = list_dbs,
-    .list_collections = list_colls,
+    .list_databases = doc_mdoor_list_dbs,
+    .list_collections = doc_mdoor_list_colls,
     .coll_stats = coll_stats,
     .scan = scan_open,
     .scan_next = scan_next,

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "doc_ix.h"
+#include "doc_uq.h"
 #include "index.h"
 #include "kv_status.h"
 #include "net/conn.h"
@@ -43,6 +44,7 @@ struct ixw {
 	struct kv_buf keys, opnd;
 	unsigned out;
 	struct mql_error berr; /* the build's failure */
+	struct doc_uq uq;      /* a unique index's reservations */
 };
 
 bool doc_ix_kind(const struct mdoor_wbatch *b)
@@ -79,6 +81,7 @@ static void finish(struct ixw *w)
 	if (!b->err.code)
 		b->ix_after = n_indexes(b, NULL);
 	w->c->mwrite = NULL;
+	doc_uq_free(&w->uq);
 	kv_buf_free(&w->keys);
 	kv_buf_free(&w->opnd);
 	free(w);
@@ -272,7 +275,9 @@ static void added(struct ixw *w, const struct kvd_pend *pd)
 	fence(w);
 }
 
-static void built_one(struct ixw *w, const struct kvd_pend *pd)
+/* One document's REINDEX came back (a unique index's, through the
+ * reservations' driver too). */
+static void reindexed(struct ixw *w, const struct kvd_pend *pd)
 {
 	if (!w->berr.code && pd->result < 0)
 		mql_error_set(&w->berr, (int)-pd->result, "%.*s",
@@ -281,6 +286,34 @@ static void built_one(struct ixw *w, const struct kvd_pend *pd)
 	else if (!w->berr.code && pd->status != KV_OK)
 		mql_error_set(&w->berr, MQL_InternalError,
 			      "index build failed (%d)", pd->status);
+}
+
+static void uq_back(void *ctx, const struct kvd_pend *pd)
+{
+	reindexed(ctx, pd);
+}
+
+static void uq_fail(void *ctx, const struct mql_error *e, const bson_t *info)
+{
+	struct ixw *w = ctx;
+
+	(void)info;
+	if (!w->berr.code)
+		w->berr = *e;
+}
+
+static void built_one(struct ixw *w, const struct kvd_pend *pd)
+{
+	/* a unique index's documents ask for their reservations first */
+	if (pd->aux)
+		doc_uq_result(&w->uq, pd);
+	else if (!doc_uq_back(&w->uq, pd))
+		reindexed(w, pd);
+	if (w->out)
+		return;
+	doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
+	if (doc_uq_step(&w->uq) < 0 && !w->berr.code)
+		mql_error_set(&w->berr, MQL_InternalError, "out of memory");
 	if (w->out)
 		return;
 	if (!w->berr.code) {
@@ -351,6 +384,13 @@ void doc_ix_write(struct mdoor_wbatch *b)
 	w->b = b;
 	w->c = b->conn;
 	w->c->mwrite = w;
+	doc_uq_init(&w->uq, &(struct doc_uq_host){.c = w->c,
+						  .out = &w->out,
+						  .ctx = w,
+						  .doc_back = uq_back,
+						  .fail = uq_fail,
+						  .db = b->db,
+						  .coll = b->coll});
 	b->ix_before = n_indexes(b, NULL);
 	b->ix_created_coll = b->ix_before == 0;
 	if (!b->ix_before)

@@ -135,10 +135,91 @@ static int diff(struct kvd_merge *m, uint32_t id, const struct kv_buf *ob,
 	return rc;
 }
 
+/* ---- unique indexes (unique.h) ----
+ *
+ * A key list is [u32 index id][u16 len][key]...: the keys an operand says
+ * its document holds the reservation of, the keys a merge asks for, the
+ * keys it lets go. */
+
+/* The committer's lists, filled by kvdoc_ix_apply (one merge at a time
+ * per committer thread). */
+static __thread struct kv_buf tl_need, tl_rel;
+
+static int list_add(struct kv_buf *b, uint32_t id, struct kv_slice k)
+{
+	uint8_t h[6] = {(uint8_t)id,	     (uint8_t)(id >> 8),
+			(uint8_t)(id >> 16), (uint8_t)(id >> 24),
+			(uint8_t)k.n,	     (uint8_t)(k.n >> 8)};
+
+	return kv_buf_append(b, h, 6) || kv_buf_append(b, k.p, k.n) ? ENOMEM
+								    : 0;
+}
+
+int kvdoc_keylist_next(struct kv_slice *l, uint32_t *id, struct kv_slice *k)
+{
+	size_t n;
+
+	if (l->n < 6)
+		return 0;
+	n = (size_t)l->p[4] | (size_t)l->p[5] << 8;
+	if (l->n - 6 < n)
+		return 0;
+	*id = rd32(l->p);
+	*k = (struct kv_slice){l->p + 6, n};
+	l->p += 6 + n;
+	l->n -= 6 + n;
+	return 1;
+}
+
+bool kvdoc_keylist_has(struct kv_slice l, uint32_t id, struct kv_slice k)
+{
+	uint32_t i;
+	struct kv_slice x;
+
+	while (kvdoc_keylist_next(&l, &i, &x))
+		if (i == id && x.n == k.n && !memcmp(x.p, k.p, k.n))
+			return true;
+	return false;
+}
+
+/* Is k among the keys of b (collect's)? */
+static bool keys_have(const struct kv_buf *b, struct kv_slice k)
+{
+	struct kv_slice x;
+
+	for (size_t pos = 0; key_at(b, pos, &x); pos += 2 + x.n)
+		if (x.n == k.n && !memcmp(x.p, k.p, k.n))
+			return true;
+	return false;
+}
+
+/* A unique index's part: every key the new image gains (not in the old
+ * one, whose keys the document holds already) must be reserved for it
+ * (in res), else it is asked for (tl_need); the keys it loses, and
+ * those reserved but not kept, are let go (tl_rel). */
+static int unique_part(const struct sec_ix *x, struct kv_slice res,
+		       const struct kv_buf *ob, const struct kv_buf *nb)
+{
+	struct kv_slice k, l = res;
+	uint32_t id;
+	int rc = 0;
+
+	for (size_t pos = 0; !rc && key_at(nb, pos, &k); pos += 2 + k.n)
+		if (!keys_have(ob, k) && !kvdoc_keylist_has(res, x->id, k))
+			rc = list_add(&tl_need, x->id, k);
+	for (size_t pos = 0; !rc && key_at(ob, pos, &k); pos += 2 + k.n)
+		if (!keys_have(nb, k))
+			rc = list_add(&tl_rel, x->id, k);
+	while (!rc && kvdoc_keylist_next(&l, &id, &k))
+		if (id == x->id && !keys_have(nb, k) && !keys_have(ob, k))
+			rc = list_add(&tl_rel, x->id, k);
+	return rc;
+}
+
 /* One index's side writes. */
 static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
-		     const uint8_t *old, size_t oldn, const uint8_t *new_,
-		     size_t newn, struct mql_error *e)
+		     struct kv_slice res, const uint8_t *old, size_t oldn,
+		     const uint8_t *new_, size_t newn, struct mql_error *e)
 {
 	struct mql_index *ix = NULL;
 	struct mql_match *pf = NULL;
@@ -157,6 +238,8 @@ static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
 	    (rc = doc_keys(ix, pf, new_, newn, &nb, e)) != 0)
 		goto out;
 	rc = ob.err || nb.err ? ENOMEM : diff(m, x->id, &ob, &nb);
+	if (!rc && (x->flags & KVDOC_IXF_UNIQUE))
+		rc = unique_part(x, res, &ob, &nb);
 out:
 	kv_buf_free(&ob);
 	kv_buf_free(&nb);
@@ -165,34 +248,130 @@ out:
 	return rc;
 }
 
-int kvdoc_ix_apply(struct kvd_merge *m, struct kv_slice sec, const uint8_t *old,
-		   size_t oldn, const uint8_t *new_, size_t newn,
-		   struct mql_error *e)
+/* [u8 len][the document's key] in front of a list for the door. */
+static int put_dkey(struct kv_buf *b, struct kv_slice dk)
+{
+	uint8_t n = (uint8_t)dk.n;
+
+	return kv_buf_append(b, &n, 1) || kv_buf_append(b, dk.p, dk.n) ? ENOMEM
+								       : 0;
+}
+
+/* The lists, once every index is done: the keys to reserve first as the
+ * whole reply (KVDOC_IX_NEED), or the keys let go as the reply's trailer
+ * (unique.h). */
+static int lists_out(struct kvd_merge *m)
+{
+	uint8_t t[8];
+	size_t at;
+
+	if (tl_need.len) {
+		m->reply->len = 0;
+		if (put_dkey(m->reply, m->key) ||
+		    kv_buf_append(m->reply, tl_need.data, tl_need.len))
+			return ENOMEM;
+		return KVDOC_IX_NEED;
+	}
+	if (!tl_rel.len)
+		return 0;
+	at = m->reply->len;
+	if (put_dkey(m->reply, m->key) ||
+	    kv_buf_append(m->reply, tl_rel.data, tl_rel.len))
+		return ENOMEM;
+	for (int i = 0; i < 4; i++) {
+		t[i] = (uint8_t)((m->reply->len - at) >> (8 * i));
+		t[4 + i] = (uint8_t)(KVDOC_REL_MAGIC >> (8 * i));
+	}
+	return kv_buf_append(m->reply, t, 8) ? ENOMEM : 0;
+}
+
+int kvdoc_ix_apply(struct kvd_merge *m, struct kv_slice sec,
+		   struct kv_slice res, const uint8_t *old, size_t oldn,
+		   const uint8_t *new_, size_t newn, struct mql_error *e)
 {
 	const uint8_t *p = sec.p + 4, *end = sec.p + sec.n;
 	uint32_t n = sec.n >= 4 ? rd32(sec.p) : 0;
 	struct sec_ix x;
 	int rc;
 
+	tl_need.len = tl_rel.len = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		if (sec_next(&p, end, &x))
 			return mql_error_set(e, MQL_InternalError,
 					     "malformed index section");
-		if ((rc = apply_one(m, &x, old, oldn, new_, newn, e)))
+		if ((rc = apply_one(m, &x, res, old, oldn, new_, newn, e)))
 			return rc;
 	}
-	return 0;
+	rc = tl_need.err || tl_rel.err ? ENOMEM : lists_out(m);
+	/* given back at once: they hold anything only under a unique index,
+	 * and a committer thread's buffer would outlive it */
+	kv_buf_free(&tl_need);
+	kv_buf_free(&tl_rel);
+	return rc;
+}
+
+/* The keys of doc (n bytes) for the unique indexes of section sec (only
+ * the one of id only, when not 0), as a key list appended to out: 0,
+ * ENOMEM, or -1 with e (a document the index cannot take). */
+int kvdoc_ix_unique_keys(struct kv_slice sec, uint32_t only, const uint8_t *doc,
+			 size_t n, struct kv_buf *out, struct mql_error *e)
+{
+	const uint8_t *p = sec.p + 4, *end = sec.p + sec.n;
+	uint32_t cnt = sec.n >= 4 ? rd32(sec.p) : 0;
+	struct kv_buf keys = {0};
+	struct sec_ix x;
+	int rc = 0;
+
+	for (uint32_t i = 0; !rc && i < cnt; i++) {
+		struct mql_index *ix = NULL;
+		struct mql_match *pf = NULL;
+		struct kv_slice k;
+
+		if (sec_next(&p, end, &x))
+			return mql_error_set(e, MQL_InternalError,
+					     "malformed index section");
+		if (!(x.flags & KVDOC_IXF_UNIQUE) || (only && x.id != only))
+			continue;
+		keys.len = 0;
+		rc = mql_index_compile(
+		    x.key.p, (uint32_t)x.key.n,
+		    x.flags & KVDOC_IXF_SPARSE ? MQL_INDEX_SPARSE : 0, &ix, e);
+		if (!rc && x.pfe.n)
+			rc = mql_match_compile(x.pfe.p, (uint32_t)x.pfe.n, &pf,
+					       e);
+		if (!rc)
+			rc = doc_keys(ix, pf, doc, n, &keys, e);
+		for (size_t pos = 0; !rc && key_at(&keys, pos, &k);
+		     pos += 2 + k.n)
+			rc = list_add(out, x.id, k);
+		mql_match_free(pf);
+		mql_index_free(ix);
+	}
+	kv_buf_free(&keys);
+	return rc ? rc : out->err ? ENOMEM : 0;
+}
+
+bool kvdoc_ix_has_unique(struct kv_slice sec)
+{
+	const uint8_t *p = sec.p + 4, *end = sec.p + sec.n;
+	uint32_t cnt = sec.n >= 4 ? rd32(sec.p) : 0;
+	struct sec_ix x;
+
+	for (uint32_t i = 0; i < cnt && !sec_next(&p, end, &x); i++)
+		if (x.flags & KVDOC_IXF_UNIQUE)
+			return true;
+	return false;
 }
 
 int kvdoc_reindex_merge(void *ctx, struct kvd_merge *m)
 {
-	struct kv_slice op = m->operand, sec;
+	struct kv_slice op = m->operand, sec, res;
 	struct mql_error e = {0};
 	int rc;
 
 	(void)ctx;
 	m->action = KVD_MERGE_KEEP;
-	if (kvdoc_ix_take(&op, &sec) || op.n) {
+	if (kvdoc_ix_take(&op, &sec, &res) || op.n) {
 		m->status = KV_BAD_ARGS;
 		return 0;
 	}
@@ -200,9 +379,14 @@ int kvdoc_reindex_merge(void *ctx, struct kvd_merge *m)
 		return 0; /* gone since the build's scan saw it */
 	/* from nothing to the document: its entries (a put of an entry
 	 * that is there already is the same entry) */
-	rc = kvdoc_ix_apply(m, sec, NULL, 0, m->old.p, m->old.n, &e);
+	rc = kvdoc_ix_apply(m, sec, res, NULL, 0, m->old.p, m->old.n, &e);
 	if (rc == ENOMEM)
 		return ENOMEM;
+	if (rc == KVDOC_IX_NEED) { /* reservations first (unique.h) */
+		m->side->len = 0;
+		m->result = -(int64_t)KVDOC_NEED_RESERVE;
+		return 0;
+	}
 	if (rc) { /* a document the index cannot take: the build fails */
 		m->side->len = 0;
 		m->result = -(int64_t)(e.code ? e.code : 1);

@@ -40,6 +40,7 @@
 #ifndef KVD_DOC_INDEX_H
 #define KVD_DOC_INDEX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "doc.h"
@@ -94,16 +95,45 @@ int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
  * *sec's version, *sec becomes collection coll's section from it (built
  * in tmp).  0, or -1 out of memory. */
 void kvdoc_ix_registry_set(const uint8_t *img, size_t n);
+/* The committers' copy's version (0: none): a catalog made anew after
+ * FLUSHALL counts on from it (catalog.c). */
+uint64_t kvdoc_ix_registry_version(void);
 int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp);
-/* Take the section from the front of *op: 0 with *sec, or -1. */
-int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec);
+/* Take the section from the front of *op: 0 with *sec and *res (may be
+ * NULL) the key list of the reservations the operand holds (unique.h;
+ * empty: none), or -1.  A section whose version has KVDOC_SEC_RES set is
+ * followed by [u32 len][key list]. */
+#define KVDOC_SEC_RES (1ull << 63)
+int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec,
+		  struct kv_slice *res);
 
 /* A merge's side writes for a document going from old to new (either may
  * be NULL: an insert, a delete) under the document key key: 0, or -1 with
- * e (MongoDB's error: the write fails), or ENOMEM. */
-int kvdoc_ix_apply(struct kvd_merge *m, struct kv_slice sec, const uint8_t *old,
-		   size_t oldn, const uint8_t *new_, size_t newn,
-		   struct mql_error *e);
+ * e (MongoDB's error: the write fails), or ENOMEM.  For a unique index,
+ * res lists the keys whose reservation the operand holds (unique.h): a
+ * key the new image gains that is not in it returns KVDOC_IX_NEED with
+ * m->reply [u8 len][document key][key list] of the keys to reserve (the
+ * caller fails the write with result -KVDOC_NEED_RESERVE); otherwise
+ * the keys the document lets go (lost, or reserved and not kept) end
+ * the reply as its trailer: [u8 len][document key][key list][u32 its
+ * length][u32 KVDOC_REL_MAGIC], after whatever reply came before. */
+#define KVDOC_IX_NEED 2
+#define KVDOC_NEED_RESERVE 0x40000000
+#define KVDOC_REL_MAGIC 0x4c52564bu
+int kvdoc_ix_apply(struct kvd_merge *m, struct kv_slice sec,
+		   struct kv_slice res, const uint8_t *old, size_t oldn,
+		   const uint8_t *new_, size_t newn, struct mql_error *e);
+
+/* Key lists ([u32 index id][u16 len][key]...): the next entry of *l (1,
+ * or 0 at its end); whether l holds (id, k). */
+int kvdoc_keylist_next(struct kv_slice *l, uint32_t *id, struct kv_slice *k);
+bool kvdoc_keylist_has(struct kv_slice l, uint32_t id, struct kv_slice k);
+/* The keys of doc for the unique indexes of sec (only the one of id only,
+ * when not 0), appended to out as a key list: 0, ENOMEM, or -1 with e. */
+int kvdoc_ix_unique_keys(struct kv_slice sec, uint32_t only, const uint8_t *doc,
+			 size_t n, struct kv_buf *out, struct mql_error *e);
+/* Has section sec a unique index? */
+bool kvdoc_ix_has_unique(struct kv_slice sec);
 
 /* REINDEX's merge: operand a section; writes the current document's
  * entries (a build's step), leaving the document as it is. */

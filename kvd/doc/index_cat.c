@@ -327,6 +327,16 @@ void kvdoc_ix_registry_set(const uint8_t *img, size_t n)
 	pthread_mutex_unlock(&reg_mu);
 }
 
+uint64_t kvdoc_ix_registry_version(void)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&reg_mu);
+	v = reg.version;
+	pthread_mutex_unlock(&reg_mu);
+	return v;
+}
+
 int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp)
 {
 	uint64_t v;
@@ -334,8 +344,9 @@ int kvdoc_ix_fresh(struct kv_slice *sec, uint32_t coll, struct kv_buf *tmp)
 
 	if (sec->n < 12)
 		return 0;
-	v = (uint64_t)rd32(sec->p + sec->n - 8) |
-	    (uint64_t)rd32(sec->p + sec->n - 4) << 32;
+	v = ((uint64_t)rd32(sec->p + sec->n - 8) |
+	     (uint64_t)rd32(sec->p + sec->n - 4) << 32) &
+	    ~KVDOC_SEC_RES;
 	if (v == 0) /* a section of no catalog: as given */
 		return 0;
 	pthread_mutex_lock(&reg_mu);
@@ -360,9 +371,11 @@ static int skip_blob(const uint8_t **p, const uint8_t *end)
 	return 0;
 }
 
-int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec)
+int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec,
+		  struct kv_slice *res)
 {
 	const uint8_t *p = op->p, *end = op->p + op->n;
+	struct kv_slice r = {0};
 	uint32_t n;
 
 	if (op->n < 4)
@@ -380,6 +393,14 @@ int kvdoc_ix_take(struct kv_slice *op, struct kv_slice *sec)
 		return -1;
 	p += 8;
 	*sec = (struct kv_slice){op->p, (size_t)(p - op->p)};
+	if (rd32(p - 4) & 0x80000000u) { /* KVDOC_SEC_RES */
+		if (end - p < 4 || (size_t)(end - p - 4) < (n = rd32(p)))
+			return -1;
+		r = (struct kv_slice){p + 4, n};
+		p += 4 + n;
+	}
+	if (res)
+		*res = r;
 	op->p = p;
 	op->n = (size_t)(end - p);
 	return 0;

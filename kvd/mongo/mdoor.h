@@ -212,6 +212,8 @@ struct mdoor_wop {
 				 * document, initialized by the door) */
 	bson_t value;	      /* FAM: the document before the change, or
 				 * after it with return_new; empty: none */
+	bson_t errinfo;	      /* err's fields for the write error: 11000 of a
+			 * unique index gives {keyPattern, keyValue} */
 };
 
 struct mdoor_wbatch {
@@ -310,6 +312,35 @@ struct mdoor_store {
  * 2 BadValue for two _ids, mql_key_id's for an _id no key encodes). */
 int mdoor_doc_prepare(const uint8_t *doc, uint32_t len, bson_t *out,
 		      struct mql_error *err);
+
+/* The checks of create, createIndexes, listIndexes and dropIndexes, for
+ * the door's commands and kvd's native operations alike (so both refuse
+ * and name things the same way).
+ *
+ * mdoor_create_opts - create's options from it (an iterator not yet
+ * started, over the command or an options document) into opts: what kvd
+ * does not do refused (115), the generic command fields left out.  0, or
+ * -1 with err.
+ * mdoor_index_specs - the specifications of the array at indexes checked
+ * and normalized as mongod does into opts ({indexes: [spec...]}, the _id
+ * index left out: always there), the store's IXCREATE options.  0, or -1
+ * with err (67, 197, 9, ...; 2 for an empty array).
+ * mdoor_index_drop_opts - dropIndexes' index value (a name, "*", a key
+ * pattern, or an array of one name) into opts ({index: name}), the
+ * store's IXDROP options.  0, or -1 with err (26 no collection, 27 no
+ * such index, 72 the _id index).
+ * mdoor_index_list - db.coll's indexes as listIndexes shows them (_id_
+ * first) appended to the array arr as "0", "1", ... (*n of them).  0, or
+ * -1 with err (26 no collection). */
+int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err);
+int mdoor_index_specs(const bson_iter_t *indexes, bson_t *opts,
+		      struct mql_error *err);
+int mdoor_index_drop_opts(const struct mdoor_store *st, const char *db,
+			  const char *coll, const bson_iter_t *index,
+			  bson_t *opts, struct mql_error *err);
+int mdoor_index_list(const struct mdoor_store *st, const char *db,
+		     const char *coll, bson_t *arr, uint32_t *n,
+		     struct mql_error *err);
 
 /* ===================== the door ===================== */
 

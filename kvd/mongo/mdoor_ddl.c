@@ -56,7 +56,7 @@ static int submit_ddl(struct mdoor_req *r, enum mdoor_wkind kind,
 	return mdoor_submit(r, &w->b, ddl_done, w, mdoor_wstate_free, err);
 }
 
-static int cmd_create(struct mdoor_req *r, struct mql_error *err)
+int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err)
 {
 	static const char *const refused[] = {
 	    "capped",
@@ -75,38 +75,41 @@ static int cmd_create(struct mdoor_req *r, struct mql_error *err)
 	    "collation",
 	    NULL,
 	};
-	bson_iter_t it;
-	bson_t opts = BSON_INITIALIZER;
-	const char *coll;
-	int rc;
 
-	if (mdoor_coll_arg(r, &coll, err))
-		goto fail;
-	mdoor_cmd_value(r, &it);
-	while (bson_iter_next(&it)) {
-		const char *k = bson_iter_key(&it);
+	while (bson_iter_next(it)) {
+		const char *k = bson_iter_key(it);
 
 		for (size_t i = 0; refused[i]; i++)
 			if (!strcmp(k, refused[i]) &&
-			    !(BSON_ITER_HOLDS_BOOL(&it) &&
-			      !bson_iter_bool(&it))) {
-				mdoor_err(err, MQL_NotImplemented,
-					  "create's '%s' option is not "
-					  "supported by kvd",
-					  k);
-				goto fail;
-			}
+			    !(BSON_ITER_HOLDS_BOOL(it) && !bson_iter_bool(it)))
+				return mdoor_err(err, MQL_NotImplemented,
+						 "create's '%s' option is not "
+						 "supported by kvd",
+						 k);
 		if (k[0] != '$' && strcmp(k, "lsid") && strcmp(k, "comment") &&
 		    strcmp(k, "writeConcern") && strcmp(k, "apiVersion") &&
 		    strcmp(k, "apiStrict") && strcmp(k, "apiDeprecationErrors"))
-			bson_append_iter(&opts, NULL, 0, &it);
+			bson_append_iter(opts, NULL, 0, it);
 	}
+	return 0;
+}
+
+static int cmd_create(struct mdoor_req *r, struct mql_error *err)
+{
+	bson_iter_t it;
+	bson_t opts = BSON_INITIALIZER;
+	const char *coll;
+	int rc = -1;
+
+	if (mdoor_coll_arg(r, &coll, err))
+		goto out;
+	mdoor_cmd_value(r, &it);
+	if (mdoor_create_opts(&it, &opts, err))
+		goto out;
 	rc = submit_ddl(r, MDOOR_W_CREATE, coll, &opts, err);
+out:
 	bson_destroy(&opts);
 	return rc;
-fail:
-	bson_destroy(&opts);
-	return -1;
 }
 
 static int cmd_drop(struct mdoor_req *r, struct mql_error *err)
@@ -304,34 +307,43 @@ static int list_spec(void *ctx, const uint8_t *spec, uint32_t len)
 	return 0;
 }
 
+int mdoor_index_list(const struct mdoor_store *st, const char *db,
+		     const char *coll, bson_t *arr, uint32_t *n,
+		     struct mql_error *err)
+{
+	struct mdoor_coll_stats cs;
+	struct listing l = {.docs = arr, .err = err};
+	int rc;
+
+	id_index(arr, "0");
+	l.n = 1;
+	if (st->list_indexes)
+		rc = st->list_indexes(st->ctx, db, coll, list_spec, &l, err);
+	else
+		rc = st->coll_stats(st->ctx, db, coll, &cs, err);
+	if (rc == 0)
+		mdoor_err(err, MDOOR_NamespaceNotFound,
+			  "ns does not exist: %s.%s", db, coll);
+	*n = l.n;
+	return rc > 0 ? 0 : -1;
+}
+
 static int cmd_listindexes(struct mdoor_req *r, struct mql_error *err)
 {
 	static const struct mdoor_arg spec[] = {
 	    {"cursor", MDOOR_T_OBJECT, false},
 	};
-	struct mdoor *d = r->mc->d;
-	struct mdoor_coll_stats st;
 	struct listing l = {.err = err};
 	mdoor_av a[1];
 	const char *coll;
 	char ns[MDOOR_NAME_MAX];
-	int rc;
 
 	if (mdoor_coll_arg(r, &coll, err) || mdoor_args(r, spec, 1, a, err))
 		return -1;
-	rc = d->store.coll_stats(d->store.ctx, r->db, coll, &st, err);
-	if (rc < 0)
-		return -1;
-	if (rc == 0)
-		return mdoor_err(err, MDOOR_NamespaceNotFound,
-				 "ns does not exist: %s.%s", r->db, coll);
 	snprintf(ns, sizeof(ns), "%s", coll);
 	l.docs = bson_new();
-	id_index(l.docs, "0");
-	l.n = 1;
-	if (d->store.list_indexes &&
-	    d->store.list_indexes(d->store.ctx, r->db, coll, list_spec, &l,
-				  err) < 0) {
+	if (mdoor_index_list(&r->mc->d->store, r->db, coll, l.docs, &l.n,
+			     err)) {
 		bson_destroy(l.docs);
 		return -1;
 	}

@@ -60,10 +60,6 @@ static int spec_opt(bson_iter_t *it, bson_t *out, struct mql_error *err)
 	const uint8_t *d;
 	uint32_t n;
 
-	if (!strcmp(k, "unique") && bson_iter_as_bool(it))
-		return mdoor_err(err, MQL_NotImplemented,
-				 "unique secondary indexes are not supported "
-				 "by kvd yet");
 	if (!strcmp(k, "unique") || !strcmp(k, "sparse")) {
 		if (bson_iter_as_bool(it))
 			bson_append_bool(out, k, -1, true);
@@ -160,6 +156,38 @@ static int spec_norm(bson_iter_t *spec, bson_t *out, struct mql_error *err)
 	return 1;
 }
 
+int mdoor_index_specs(const bson_iter_t *indexes, bson_t *opts,
+		      struct mql_error *err)
+{
+	bson_t arr;
+	bson_iter_t it;
+	char k[16];
+	const char *key;
+	uint32_t n = 0;
+	int s = 0;
+
+	if (!bson_iter_recurse(indexes, &it))
+		return mdoor_err(err, MQL_TypeMismatch,
+				 "'indexes' must be an array");
+	BSON_APPEND_ARRAY_BEGIN(opts, "indexes", &arr);
+	while (s >= 0 && bson_iter_next(&it)) {
+		bson_t one = BSON_INITIALIZER;
+
+		if ((s = spec_norm(&it, &one, err)) > 0) {
+			bson_uint32_to_string(n++, &key, k, sizeof(k));
+			bson_append_document(&arr, key, -1, &one);
+		}
+		bson_destroy(&one);
+	}
+	bson_append_array_end(opts, &arr);
+	if (s < 0)
+		return -1;
+	if (bson_iter_recurse(indexes, &it) && !bson_iter_next(&it))
+		return mdoor_err(err, MQL_BadValue,
+				 "Must specify at least one index");
+	return 0;
+}
+
 int mdoor_cmd_createindexes(struct mdoor_req *r, struct mql_error *err)
 {
 	static const struct mdoor_arg spec[] = {
@@ -167,12 +195,8 @@ int mdoor_cmd_createindexes(struct mdoor_req *r, struct mql_error *err)
 	    {"commitQuorum", MDOOR_T_ANY, false},
 	};
 	mdoor_av a[2];
-	bson_t opts = BSON_INITIALIZER, arr;
-	bson_iter_t it;
+	bson_t opts = BSON_INITIALIZER;
 	const char *coll;
-	char k[16];
-	const char *key;
-	uint32_t n = 0;
 	int rc = -1;
 
 	if (!r->mc->d->store.list_indexes) { /* a store without indexes */
@@ -182,28 +206,8 @@ int mdoor_cmd_createindexes(struct mdoor_req *r, struct mql_error *err)
 		goto out;
 	}
 	if (mdoor_coll_arg(r, &coll, err) || mdoor_args(r, spec, 2, a, err) ||
-	    !bson_iter_recurse(&a[0].it, &it))
+	    mdoor_index_specs(&a[0].it, &opts, err))
 		goto out;
-	BSON_APPEND_ARRAY_BEGIN(&opts, "indexes", &arr);
-	while (bson_iter_next(&it)) {
-		bson_t one = BSON_INITIALIZER;
-		int s = spec_norm(&it, &one, err);
-
-		if (s > 0) {
-			bson_uint32_to_string(n++, &key, k, sizeof(k));
-			bson_append_document(&arr, key, -1, &one);
-		}
-		bson_destroy(&one);
-		if (s < 0) {
-			bson_append_array_end(&opts, &arr);
-			goto out;
-		}
-	}
-	bson_append_array_end(&opts, &arr);
-	if (bson_iter_recurse(&a[0].it, &it) && !bson_iter_next(&it)) {
-		mdoor_err(err, MQL_BadValue, "Must specify at least one index");
-		goto out;
-	}
 	rc = submit(r, MDOOR_W_IXCREATE, coll, &opts, err);
 out:
 	bson_destroy(&opts);
@@ -236,72 +240,82 @@ static int find_key(void *ctx, const uint8_t *spec, uint32_t len)
 	return 1;
 }
 
-int mdoor_cmd_dropindexes(struct mdoor_req *r, struct mql_error *err)
+static int no_spec(void *ctx, const uint8_t *spec, uint32_t len)
 {
-	static const struct mdoor_arg spec[] = {
-	    {"index", MDOOR_T_STRING | MDOOR_T_OBJECT | MDOOR_T_ARRAY, true},
-	};
-	struct mdoor *d = r->mc->d;
-	struct mdoor_coll_stats st;
-	struct by_key bk = {0};
-	mdoor_av a[1];
-	bson_t opts = BSON_INITIALIZER;
-	bson_iter_t it;
-	const char *coll, *name = NULL;
-	int rc = -1;
+	(void)ctx, (void)spec, (void)len;
+	return 0;
+}
 
-	if (!d->store.list_indexes) {
-		mdoor_err(err, MQL_NotImplemented,
-			  "dropIndexes is not supported by this store: only "
-			  "the _id index exists");
-		goto out;
-	}
-	if (mdoor_coll_arg(r, &coll, err) || mdoor_args(r, spec, 1, a, err))
-		goto out;
-	if ((rc = d->store.coll_stats(d->store.ctx, r->db, coll, &st, err)) <=
-	    0) {
-		if (rc == 0)
-			mdoor_err(err, MDOOR_NamespaceNotFound,
-				  "ns not found %s.%s", r->db, coll);
-		rc = -1;
-		goto out;
-	}
-	rc = -1;
-	it = a[0].it;
+int mdoor_index_drop_opts(const struct mdoor_store *st, const char *db,
+			  const char *coll, const bson_iter_t *index,
+			  bson_t *opts, struct mql_error *err)
+{
+	struct by_key bk = {0};
+	bson_iter_t it = *index;
+	const char *name = NULL;
+	int rc;
+
+	if (!st->list_indexes)
+		return mdoor_err(err, MQL_NotImplemented,
+				 "dropIndexes is not supported by this store: "
+				 "only the _id index exists");
+	if ((rc = st->list_indexes(st->ctx, db, coll, no_spec, NULL, err)) <= 0)
+		return rc == 0 ? mdoor_err(err, MDOOR_NamespaceNotFound,
+					   "ns not found %s.%s", db, coll)
+			       : -1;
 	if (BSON_ITER_HOLDS_ARRAY(&it)) { /* one name: as a string */
 		bson_iter_t e;
 
 		if (!bson_iter_recurse(&it, &e) || !bson_iter_next(&e) ||
-		    !BSON_ITER_HOLDS_UTF8(&e) || bson_iter_next(&e)) {
-			mdoor_err(err, MQL_NotImplemented,
-				  "dropIndexes of several names at once is "
-				  "not supported by kvd: drop them one by "
-				  "one");
-			goto out;
-		}
+		    !BSON_ITER_HOLDS_UTF8(&e) || bson_iter_next(&e))
+			return mdoor_err(err, MQL_NotImplemented,
+					 "dropIndexes of several names at "
+					 "once is not supported by kvd: drop "
+					 "them one by one");
 		bson_iter_recurse(&it, &it);
 		bson_iter_next(&it);
 	}
 	if (BSON_ITER_HOLDS_UTF8(&it)) {
 		name = bson_iter_utf8(&it, NULL);
-	} else {
+	} else if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
 		bson_iter_document(&it, &bk.klen, &bk.key);
-		if (d->store.list_indexes)
-			d->store.list_indexes(d->store.ctx, r->db, coll,
-					      find_key, &bk, err);
+		st->list_indexes(st->ctx, db, coll, find_key, &bk, err);
 		name = bk.name;
-		if (!name[0]) {
-			mdoor_err(err, MQL_IndexNotFound,
-				  "can't find index with key: %s",
-				  bson_iter_key(&it));
-			goto out;
-		}
+		if (!name[0])
+			return mdoor_err(err, MQL_IndexNotFound,
+					 "can't find index with key: %s",
+					 bson_iter_key(&it));
+	} else {
+		return mdoor_err(err, MQL_TypeMismatch,
+				 "index must be a string or an object");
 	}
-	if (!strcmp(name, "_id_")) {
-		mdoor_err(err, MDOOR_InvalidOptions, "cannot drop _id index");
+	if (!strcmp(name, "_id_"))
+		return mdoor_err(err, MDOOR_InvalidOptions,
+				 "cannot drop _id index");
+	BSON_APPEND_UTF8(opts, "index", name);
+	return 0;
+}
+
+int mdoor_cmd_dropindexes(struct mdoor_req *r, struct mql_error *err)
+{
+	static const struct mdoor_arg spec[] = {
+	    {"index", MDOOR_T_STRING | MDOOR_T_OBJECT | MDOOR_T_ARRAY, true},
+	};
+	mdoor_av a[1];
+	bson_t opts = BSON_INITIALIZER;
+	const char *coll;
+	int rc = -1;
+
+	if (!r->mc->d->store.list_indexes) {
+		mdoor_err(err, MQL_NotImplemented,
+			  "dropIndexes is not supported by this store: only "
+			  "the _id index exists");
 		goto out;
 	}
-	BSON_APPEND_UTF8(&opts, "index", name);
+	if (mdoor_coll_arg(r, &coll, err) || mdoor_args(r, spec, 1, a, err) ||
+	    mdoor_index_drop_opts(&r->mc->d->store, r->db, coll, &a[0].it,
+				  &opts, err))
+		goto out;
 	rc = submit(r, MDOOR_W_IXDROP, coll, &opts, err);
 out:
 	bson_destroy(&opts);

@@ -161,6 +161,7 @@ static int upd_stmts(struct mdoor_req *r, struct mdoor_wstate *w,
 			op->q_bson = op->u_bson = NULL;
 			bson_destroy(&op->upserted);
 			bson_destroy(&op->value);
+			bson_destroy(&op->errinfo);
 			w->b.nops--;
 			if (mdoor_wstate_refuse(w, i, &e))
 				return mdoor_err(err, MDOOR_ExceededMemoryLimit,

@@ -34,6 +34,7 @@ void mdoor_wstate_free(void *p)
 		mql_sort_free((struct mql_sort *)w->ops[i].sort);
 		bson_destroy(&w->ops[i].upserted);
 		bson_destroy(&w->ops[i].value);
+		bson_destroy(&w->ops[i].errinfo);
 		free((void *)w->ops[i].q_bson);
 		free((void *)w->ops[i].u_bson);
 	}
@@ -102,6 +103,7 @@ struct mdoor_wop *mdoor_wstate_op(struct mdoor_wstate *w, uint32_t i)
 
 	bson_init(&op->upserted);
 	bson_init(&op->value);
+	bson_init(&op->errinfo);
 	w->stmt[w->b.nops++] = i;
 	return op;
 }
@@ -129,7 +131,7 @@ int mdoor_wstate_refuse(struct mdoor_wstate *w, uint32_t i,
 }
 
 static void write_error(bson_t *arr, uint32_t *n, uint32_t index, int code,
-			const char *msg)
+			const char *msg, const bson_t *info)
 {
 	char key[16];
 	const char *k;
@@ -139,6 +141,8 @@ static void write_error(bson_t *arr, uint32_t *n, uint32_t index, int code,
 	bson_append_document_begin(arr, k, -1, &e);
 	BSON_APPEND_INT32(&e, "index", (int32_t)index);
 	BSON_APPEND_INT32(&e, "code", code);
+	if (info && !bson_empty(info)) /* mongod's order: keys, errmsg */
+		bson_concat(&e, info);
 	BSON_APPEND_UTF8(&e, "errmsg", msg);
 	bson_append_document_end(arr, &e);
 }
@@ -164,7 +168,7 @@ void mdoor_write_errors(struct mdoor_wstate *w, bson_t *reply)
 					BSON_APPEND_ARRAY_BEGIN(
 					    reply, "writeErrors", &arr);
 				write_error(&arr, &n, w->stmt[i], op->err.code,
-					    op->err.msg);
+					    op->err.msg, &op->errinfo);
 			}
 			i++;
 		} else {
@@ -172,7 +176,7 @@ void mdoor_write_errors(struct mdoor_wstate *w, bson_t *reply)
 				BSON_APPEND_ARRAY_BEGIN(reply, "writeErrors",
 							&arr);
 			write_error(&arr, &n, w->pre[j].index, w->pre[j].code,
-				    w->pre[j].msg);
+				    w->pre[j].msg, NULL);
 			j++;
 		}
 		if (n && w->ordered)

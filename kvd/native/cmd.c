@@ -809,6 +809,15 @@ static const struct kvd_op_desc ops[KV_OP_MAX] = {
     [KV_OP_DOCUPDATE] = {kvd_op_docupdate, NULL, OPH_SECTION, 1, 0, 4, 5},
     [KV_OP_DOCDELETE] = {kvd_op_docdelete, NULL, OPH_SECTION, 1, 0, 3, 4},
     [KV_OP_DOCFIND] = {kvd_op_docfind, NULL, OPH_READ, 0, 0, 2, 9},
+    /* databases, collections and indexes (cmd_docadmin.c): the changes
+     * are the door's store's writes, as the document writes are */
+    [KV_OP_DOCDBS] = {kvd_op_docdbs, NULL, OPH_READ, 0, 0, 0, 0},
+    [KV_OP_DOCCOLLS] = {kvd_op_doccolls, NULL, OPH_READ, 0, 0, 1, 1},
+    [KV_OP_DOCCREATE] = {kvd_op_doccreate, NULL, OPH_SECTION, 1, 0, 2, 3},
+    [KV_OP_DOCDROP] = {kvd_op_docdrop, NULL, OPH_SECTION, 1, 0, 2, 2},
+    [KV_OP_DOCIXCREATE] = {kvd_op_docixcreate, NULL, OPH_SECTION, 1, 0, 3, VAR},
+    [KV_OP_DOCIXLIST] = {kvd_op_docixlist, NULL, OPH_READ, 0, 0, 2, 2},
+    [KV_OP_DOCIXDROP] = {kvd_op_docixdrop, NULL, OPH_SECTION, 1, 0, 3, 4},
     [KV_OP_REPLSYNC] = ANSWER(op_repl, 5, 5),
     [KV_OP_REPLPULL] = ANSWER(op_repl, 2, 2),
     [KV_OP_REPLSNAP] = ANSWER(op_repl, 3, 3),

@@ -18,6 +18,7 @@
  * connection reads nothing else meanwhile, so its replies stay in order.
  * MongoDB's errors are answered as [DOC_ERROR, message, code].
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,9 +47,8 @@ void kvd_doc_reply_error(struct kvd_conn *c, const struct mql_error *e)
 	kvd_reply_end(c, off);
 }
 
-/* Answer e now (behind earlier writes' replies) and count it. */
-static int answer_error(struct kvd_conn *c, unsigned op,
-			const struct mql_error *e)
+int kvd_doc_answer_error(struct kvd_conn *c, unsigned op,
+			 const struct mql_error *e)
 {
 	size_t mark = c->out.len;
 
@@ -61,8 +61,8 @@ static int answer_error(struct kvd_conn *c, unsigned op,
 /* A database or collection name: 1..255 bytes, MongoDB's rules (no NUL,
  * a database without '.', '/', '\\', ' ', '"' or '$', a collection not
  * empty and without '$'). */
-static int check_name(const struct kv_mp_obj *o, int is_db, char *out,
-		      struct mql_error *e)
+int kvd_doc_name(const struct kv_mp_obj *o, int is_db, char *out,
+		 struct mql_error *e)
 {
 	static const char bad_db[] = "./\\ \"$";
 
@@ -83,9 +83,9 @@ static int check_name(const struct kv_mp_obj *o, int is_db, char *out,
 
 int kvd_doc_ns(struct kvd_req *r, char *db, char *coll, struct mql_error *e)
 {
-	int rc = check_name(&r->a[0], 1, db, e);
+	int rc = kvd_doc_name(&r->a[0], 1, db, e);
 
-	return rc ? rc : check_name(&r->a[1], 0, coll, e);
+	return rc ? rc : kvd_doc_name(&r->a[1], 0, coll, e);
 }
 
 int kvd_doc_bson(const struct kv_mp_obj *o, int depth, struct mql_error *e)
@@ -101,7 +101,7 @@ int kvd_doc_bson(const struct kv_mp_obj *o, int depth, struct mql_error *e)
 static int fail(struct kvd_conn *c, struct kvd_req *r, int rc,
 		const struct mql_error *e)
 {
-	return rc == KV_DOC_ERROR ? answer_error(c, r->op, e) : rc;
+	return rc == KV_DOC_ERROR ? kvd_doc_answer_error(c, r->op, e) : rc;
 }
 
 /* ===================== DOCGET ===================== */
@@ -136,14 +136,14 @@ int kvd_op_docget(struct kvd_conn *c, struct kvd_req *r)
 		mql_error_set(
 		    &e, MQL_BadValue,
 		    "DOCGET takes a document whose first field is _id");
-		return answer_error(c, r->op, &e);
+		return kvd_doc_answer_error(c, r->op, &e);
 	}
 	if ((rc = kvd_doc_coll(c, db, coll, &cid)) < 0)
 		return KV_INTERNAL;
 	if (rc == 0)
 		return KV_NOT_FOUND;
 	if (kvdoc_key(cid, bson_iter_value(&it), key, &klen, &e))
-		return answer_error(c, r->op, &e);
+		return kvd_doc_answer_error(c, r->op, &e);
 	rc = kvdoc_get(c->io->reader, c->io->srv->nshards, key, klen,
 		       c->io->now_ms, &doc);
 	if (rc)
@@ -170,6 +170,10 @@ struct ndw {
 	struct mql_update *u;
 	bson_value_t new_id;
 	uint8_t *q_bson, *u_bson;
+	/* a collection or index change (kvd_doc_change): its options and
+	 * its answer */
+	uint8_t *opts;
+	int (*reply)(struct kvd_conn *c, const struct mdoor_wbatch *b);
 };
 
 static void ndw_free(struct ndw *w)
@@ -186,6 +190,7 @@ static void ndw_free(struct ndw *w)
 	mql_update_free(w->u);
 	free(w->q_bson);
 	free(w->u_bson);
+	free(w->opts);
 	free(w);
 }
 
@@ -194,7 +199,7 @@ static struct ndw *ndw_new(struct kvd_conn *c, unsigned op, size_t nops,
 {
 	struct ndw *w = calloc(1, sizeof(*w));
 
-	if (!w || !(w->ops = calloc(nops, sizeof(*w->ops)))) {
+	if (!w || !(w->ops = calloc(nops ? nops : 1, sizeof(*w->ops)))) {
 		free(w);
 		return NULL;
 	}
@@ -291,7 +296,9 @@ static void write_done(struct mdoor_wbatch *b)
 		ndw_free(w);
 		return;
 	}
-	if (b->err.code) {
+	if (w->reply) {
+		st = w->reply(c, b);
+	} else if (b->err.code) {
 		st = KV_DOC_ERROR;
 		kvd_doc_reply_error(c, &b->err);
 	} else if ((op = failed(w, &i))) {
@@ -336,6 +343,29 @@ static int start(struct kvd_conn *c, struct ndw *w)
 	doc_mdoor_enter(c->io);
 	doc_mdoor_store.write(NULL, &w->b);
 	return KVD_ANSWERED;
+}
+
+int kvd_doc_change(struct kvd_conn *c, unsigned op, int kind, const char *db,
+		   const char *coll, const bson_t *opts,
+		   int (*reply)(struct kvd_conn *c,
+				const struct mdoor_wbatch *b))
+{
+	struct ndw *w = ndw_new(c, op, 0, (enum mdoor_wkind)kind);
+
+	if (!w || (opts && !(w->opts = malloc(opts->len)))) {
+		if (w)
+			ndw_free(w);
+		return KV_INTERNAL;
+	}
+	snprintf(w->db, sizeof(w->db), "%s", db);
+	snprintf(w->coll, sizeof(w->coll), "%s", coll);
+	if (opts) {
+		memcpy(w->opts, bson_get_data(opts), opts->len);
+		w->b.options = w->opts;
+		w->b.options_len = opts->len;
+	}
+	w->reply = reply;
+	return start(c, w);
 }
 
 /* DOCINSERT: [45, db, coll, document, ...] -> [0, [{_id: v}, ...]] */

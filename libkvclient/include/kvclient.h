@@ -684,6 +684,48 @@ KVC_API int kvc_doc_find(kvc_conn *c, const char *db, const char *coll,
  * -KVC_DOC_ERROR; 0 otherwise. */
 KVC_API int64_t kvc_doc_errcode(const kvc_conn *c);
 
+/* Databases, collections and indexes (libkvclient 1.6, KVCLIENT_1.6;
+ * docs/protocol.md operations 50-56).  Index specifications and the
+ * refusals are the MongoDB door's createIndexes, listIndexes and
+ * dropIndexes' (docs/mongodb.md, "Indexes"). */
+
+/* DOCDBS: the databases into *replyp; walk them with
+ * kvc_reply_next(r, NULL, &name). */
+KVC_API int kvc_doc_dbs(kvc_conn *c, kvc_reply **replyp);
+/* DOCCOLLS: db's collections into *replyp; walk them with
+ * kvc_reply_next(r, &name, &options) (options: create's, BSON; {} when
+ * none).  A database with none (or none such) lists nothing. */
+KVC_API int kvc_doc_colls(kvc_conn *c, const char *db, kvc_reply **replyp);
+/* DOCCREATE: create db.coll with create's options (BSON, or NULL, 0).
+ * -KVC_EXISTS when it exists; -KVC_DOC_ERROR 238 for an option kvd does
+ * not do (capped, validator, ...). */
+KVC_API int kvc_doc_create(kvc_conn *c, const char *db, const char *coll,
+			   const void *opts, size_t olen);
+/* DOCDROP: drop db.coll, its documents and indexes.  -KVC_NOT_FOUND
+ * when there is none. */
+KVC_API int kvc_doc_drop(kvc_conn *c, const char *db, const char *coll);
+/* DOCIXCREATE: create the n (1..64) indexes specs (BSON, as
+ * createIndexes' "indexes": {key: {...}, name: ..., options}) and build
+ * them over the documents there, answering once built; the collection
+ * is created if needed.  *before and *after (may be NULL) count the
+ * indexes with _id_; equal when they all existed.  An index that exists
+ * with other options or key is -KVC_DOC_ERROR 85 or 86. */
+KVC_API int kvc_doc_create_indexes(kvc_conn *c, const char *db,
+				   const char *coll, const kvc_val *specs,
+				   size_t n, uint64_t *before, uint64_t *after);
+/* DOCIXLIST: db.coll's index specifications, _id_ first, into *replyp;
+ * walk them with kvc_reply_next(r, NULL, &spec).  -KVC_DOC_ERROR 26
+ * when there is no such collection. */
+KVC_API int kvc_doc_indexes(kvc_conn *c, const char *db, const char *coll,
+			    kvc_reply **replyp);
+/* DOCIXDROP: drop the index named name ("*": every one but _id_), or,
+ * with name NULL, the one whose key pattern is key (BSON).  *was (may
+ * be NULL) counts the indexes there were, with _id_.  -KVC_DOC_ERROR 27
+ * for no such index, 26 no such collection, 72 for _id_. */
+KVC_API int kvc_doc_drop_index(kvc_conn *c, const char *db, const char *coll,
+			       const char *name, const void *key, size_t klen,
+			       uint64_t *was);
+
 /* ===================== Maps (HELLO, STATS) ===================== */
 
 /* Find the entry named name (a string key) at the top level of a msgpack
@@ -791,6 +833,21 @@ KVC_API int kvc_send_doc_delete(kvc_conn *c, const char *db, const char *coll,
 				unsigned flags);
 KVC_API int kvc_send_doc_find(kvc_conn *c, const char *db, const char *coll,
 			      const kvc_doc_query *q, const kvc_val *cursor);
+/* (1.6: kvc_reply_next for DOCDBS, DOCCOLLS and DOCIXLIST,
+ * kvc_reply_doc_ixcreate for DOCIXCREATE, kvc_reply_int for DOCIXDROP,
+ * kvc_reply_status for DOCCREATE and DOCDROP.) */
+KVC_API int kvc_send_doc_dbs(kvc_conn *c);
+KVC_API int kvc_send_doc_colls(kvc_conn *c, const char *db);
+KVC_API int kvc_send_doc_create(kvc_conn *c, const char *db, const char *coll,
+				const void *opts, size_t olen);
+KVC_API int kvc_send_doc_drop(kvc_conn *c, const char *db, const char *coll);
+KVC_API int kvc_send_doc_create_indexes(kvc_conn *c, const char *db,
+					const char *coll, const kvc_val *specs,
+					size_t n);
+KVC_API int kvc_send_doc_indexes(kvc_conn *c, const char *db, const char *coll);
+KVC_API int kvc_send_doc_drop_index(kvc_conn *c, const char *db,
+				    const char *coll, const char *name,
+				    const void *key, size_t klen);
 
 /* Number of queued or sent requests whose replies have not been read. */
 KVC_API size_t kvc_pending(const kvc_conn *c);
@@ -824,7 +881,8 @@ KVC_API const char *kvc_reply_error(const kvc_reply *r);
 KVC_API int kvc_reply_value(const kvc_reply *r, kvc_val *val);
 
 /* INCR, TTL, APPEND, MDEL, EXISTS, COUNT, BACKUP, SETRANGE, SETBIT,
- * GETBIT, BITCOUNT, BITPOS, BITOP, HSET, HDEL, HINCRBY, DOCDELETE. */
+ * GETBIT, BITCOUNT, BITPOS, BITOP, HSET, HDEL, HINCRBY, DOCDELETE,
+ * DOCIXDROP. */
 KVC_API int kvc_reply_int(const kvc_reply *r, int64_t *v);
 
 /* MGET and SCAN: the next item; -KVC_END after the last.  MGET gives
@@ -852,6 +910,11 @@ KVC_API int kvc_reply_cursor(const kvc_reply *r, kvc_val *cursor);
  * inserted ({ NULL, 0 }: none); any pointer may be NULL. */
 KVC_API int kvc_reply_doc_update(const kvc_reply *r, uint64_t *matched,
 				 uint64_t *modified, kvc_val *upserted);
+
+/* DOCIXCREATE: the indexes before and after (with _id_) and whether
+ * the collection was created by it; any pointer may be NULL. */
+KVC_API int kvc_reply_doc_ixcreate(const kvc_reply *r, uint64_t *before,
+				   uint64_t *after, int *created);
 
 /* HELLO, STATS: the msgpack map (see kvc_map_uint). */
 KVC_API int kvc_reply_map(const kvc_reply *r, kvc_val *map);

@@ -3,13 +3,14 @@ documents given and printed as JSON (extended JSON types kept), finds
 with filters, projections, sorts, skip and limit over many pages, updates
 and upserts, deletes, MongoDB's errors and exit statuses, batch mode;
 and the cross-door test: what kvcli inserts, pymongo finds on kvd's
---mongo-port, and what pymongo inserts, kvcli finds."""
+--mongo-port, and what pymongo inserts, kvcli finds; doc databases,
+collections, create, drop, indexes, create-index and drop-index."""
 
 import json
 import subprocess
 
 from cliutil import KVCLI, CliCase
-from kvdtest import free_port, main
+from kvdtest import free_port, main, mongo_client
 
 
 def lines(out):
@@ -99,7 +100,9 @@ class Doc(CliCase):
         self.assertIn(b"is not DB.COLL", err)
         rc, _, err = self.run_cli("doc", "frob", ns)
         self.assertEqual(rc, 2)
-        self.assertIn(b"give insert, find, update or delete", err)
+        self.assertIn(b"give insert, find, update, delete, databases, "
+                      b"collections, create, drop, indexes, create-index or "
+                      b"drop-index", err)
         rc, _, err = self.run_cli("doc", "update", ns, "{}")
         self.assertEqual(rc, 2)
         self.assertIn(b"wrong number of arguments", err)
@@ -120,13 +123,7 @@ class Doc(CliCase):
         self.assertEqual(p.returncode, 2)
 
     def test_cross_door(self):
-        try:
-            from pymongo import MongoClient
-        except ImportError:
-            self.skipTest("pymongo is not installed")
-        m = MongoClient("127.0.0.1", self.mport, directConnection=True,
-                        serverSelectionTimeoutMS=5000)
-        self.addCleanup(m.close)
+        m = mongo_client(self, self.mport)
         coll = m["cross"]["things"]
         self.ok("doc", "insert", "cross.things",
                 '{"_id": "cli", "n": {"$numberLong": "5"}, "at": {"$date": "2026-01-02T03:04:05Z"}}')
@@ -139,6 +136,62 @@ class Doc(CliCase):
         self.ok("doc", "update", "cross.things", '{"_id": "py"}', '{"$push": {"tags": "c"}}')
         self.assertEqual(coll.find_one({"_id": "py"})["tags"], ["a", "b", "c"])
         self.assertEqual(coll.count_documents({}), 2)
+
+    def test_doc_admin_commands(self):
+        self.assertEqual(self.ok("doc", "create", "adm.a"), b"OK\n")
+        rc, _, err = self.run_cli("doc", "create", "adm.a")
+        self.assertEqual(rc, 1, err)
+        self.ok("doc", "create", "adm.b", '{"storageEngine": {}}')
+        rc, _, err = self.run_cli("doc", "create", "adm.c", '{"capped": true}')
+        self.assertEqual(rc, 2)
+        self.assertIn(b"(MongoDB code 238)", err)
+        self.ok("doc", "insert", "x.y", '{"_id": 1, "a": 2}')
+        def ours(out):  # the other tests' databases are there too
+            return [n for n in out.split()
+                    if n.split(b".")[0] in (b"adm", b"x")]
+
+        self.assertEqual(ours(self.ok("doc", "databases")), [b"adm", b"x"])
+        self.assertEqual(ours(self.ok("doc", "collections")),
+                         [b"adm.a", b"adm.b", b"x.y"])
+        self.assertEqual(self.ok("doc", "collections", "adm").split(),
+                         [b"adm.a", b"adm.b"])
+        self.assertEqual(self.ok("--json", "doc", "collections", "x"),
+                         b'"x.y"\n')
+        self.assertEqual(self.ok("doc", "create-index", "x.y", '{"a": 1, "b": -1}',
+                                 "--sparse"),
+                         b"before 1 after 2\n")
+        self.assertEqual(self.ok("--json", "doc", "create-index", "x.y",
+                                 '{"key": {"c": 1}, "name": "cc"}'),
+                         b'{"before":2,"after":3}\n')
+        specs = [json.loads(l) for l in
+                 self.ok("doc", "indexes", "x.y").splitlines()]
+        self.assertEqual(specs, [
+            {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+            {"v": 2, "key": {"a": 1, "b": -1}, "name": "a_1_b_-1",
+             "sparse": True},
+            {"v": 2, "key": {"c": 1}, "name": "cc"}])
+        # the door lists what kvcli made
+        m = mongo_client(self, self.mport)
+        self.assertEqual([ix["name"] for ix in
+                          m["x"]["y"].list_indexes()],
+                         ["_id_", "a_1_b_-1", "cc"])
+        rc, _, err = self.run_cli("doc", "create-index", "x.y", '{"c": 1}',
+                                  "--name", "other")
+        self.assertEqual(rc, 2)
+        self.assertIn(b"Index already exists with a different name: cc", err)
+        self.assertEqual(self.ok("doc", "drop-index", "x.y", '{"c": 1}'),
+                         b"3\n")
+        self.assertEqual(self.ok("doc", "drop-index", "x.y", "a_1_b_-1"),
+                         b"2\n")
+        rc, _, err = self.run_cli("doc", "drop-index", "x.y", "nope")
+        self.assertEqual(rc, 2)
+        self.assertIn(b"index not found with name [nope] (MongoDB code 27)",
+                      err)
+        self.assertEqual(self.ok("doc", "drop", "adm.a"), b"OK\n")
+        rc, _, _ = self.run_cli("doc", "drop", "adm.a")
+        self.assertEqual(rc, 1)
+        self.assertEqual(ours(self.ok("doc", "collections")),
+                         [b"adm.b", b"x.y"])
 
 
 if __name__ == "__main__":

@@ -66,7 +66,8 @@ def main():
                 run("nm", "-D", "--defined-only", so).splitlines()]
         bad = [s for s in syms if not s.startswith("kvc_")
                and s not in ("KVCLIENT_1", "KVCLIENT_1.1", "KVCLIENT_1.2",
-                             "KVCLIENT_1.3", "KVCLIENT_1.4", "KVCLIENT_1.5")]
+                             "KVCLIENT_1.3", "KVCLIENT_1.4", "KVCLIENT_1.5",
+                             "KVCLIENT_1.6")]
         assert not bad, bad
         assert "kvc_get@@KVCLIENT_1" in syms
         # What 1.1 added carries its own version, so a program using it
@@ -82,6 +83,12 @@ def main():
         for name in ("kvc_doc_insert", "kvc_doc_find", "kvc_doc_errcode",
                      "kvc_reply_doc_update", "kvc_send_doc_update"):
             assert name + "@@KVCLIENT_1.5" in syms, (name, syms)
+        for name in ("kvc_doc_dbs", "kvc_doc_colls", "kvc_doc_create",
+                     "kvc_doc_drop", "kvc_doc_create_indexes",
+                     "kvc_doc_indexes", "kvc_doc_drop_index",
+                     "kvc_reply_doc_ixcreate", "kvc_send_doc_dbs",
+                     "kvc_send_doc_drop_index"):
+            assert name + "@@KVCLIENT_1.6" in syms, (name, syms)
         # kvd's own entry point into the library (kvc_int.h) stays inside
         assert not [s for s in syms if s.startswith("kvc_send_raw")], syms
         # OpenSSL is the library's own business: linked, never exported.

@@ -2,7 +2,7 @@
  * (kvcli/json.c), msgpack to JSON, and the rows of `kvcli load` in both
  * formats, each with the round trips `kvcli dump | kvcli load` relies on.
  *
- * load.c and dump.c are compiled into this file (their row parsers and
+ * load.c, dump.c and dumpdoc.c are compiled into this file (their row parsers and
  * escapers are static; dump's TSV escaping is out.c's out_tsv_field), with
  * libkvclient; their commands, which need a server, are never run.
  *
@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "dump.c"
+#include "dumpdoc.c"
 #include "load.c"
 
 #include "fuzz.h"
@@ -198,6 +199,7 @@ static void loader_free(struct loader *L)
 	kv_buf_free(&L->data);
 	kv_buf_free(&L->scratch);
 	json_doc_free(&L->doc);
+	ldoc_free(&L->docs);
 }
 
 static void check_row(struct loader *L, kvc_val key, kvc_val val)

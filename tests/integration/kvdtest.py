@@ -107,6 +107,11 @@ class Server:
         # another, so the native one answering does not mean the RESP one
         # does yet (a loaded machine once showed the gap).
         ports = [self.port] + ([self.resp_port] if self.resp else [])
+        # and those a test names itself (/metrics, the MongoDB door)
+        for i, a in enumerate(self.extra[:-1]):
+            if a in ("--metrics-port", "--mongo-port") and \
+                    str(self.extra[i + 1]) != "0":
+                ports.append(int(self.extra[i + 1]))
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -342,6 +347,28 @@ class ServerCase(unittest.TestCase):
 
     def tearDown(self):
         self.c.close()
+
+    def assert_doc_error(self, reply, code, text=None):
+        """reply is [DOC_ERROR, text, code] (docs/protocol.md,
+        "Documents"), its text holding text when given."""
+        self.assertEqual(reply[0], DOC_ERROR, reply)
+        self.assertEqual(len(reply), 3, reply)
+        self.assertEqual(reply[2], code, reply)
+        if text:
+            self.assertIn(text, reply[1], reply)
+
+
+def mongo_client(case, port):
+    """A pymongo client of the MongoDB door on port, closed after case's
+    test; without pymongo the test is skipped."""
+    try:
+        from pymongo import MongoClient
+    except ImportError:
+        case.skipTest("pymongo is not installed")
+    m = MongoClient("127.0.0.1", port, directConnection=True,
+                    serverSelectionTimeoutMS=5000)
+    case.addCleanup(m.close)
+    return m
 
 
 def main():

@@ -141,8 +141,10 @@ RESP = {
     "watch": (["WATCH", "rk"], set()),
 }
 
-# The operations a TXN may hold (protocol.md, TXN).
-IN_TXN = {n for n, (_, kind) in OPS.items() if kind in "RW"} - {
+# The operations a TXN may hold (protocol.md, TXN; the document
+# operations are not among them: protocol.md, "Documents").
+IN_TXN = {n for n, (_, kind) in OPS.items()
+          if kind in "RW" and not n.startswith("DOC")} - {
     "SCAN", "COUNT", "FLUSHALL", "HSET", "HGET", "HGETALL", "HDEL", "HINCRBY",
     "HSCAN"}
 

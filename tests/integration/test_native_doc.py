@@ -8,7 +8,7 @@ import threading
 
 import bson
 import kvproto as P
-from kvdtest import Server, ServerCase, free_port, main
+from kvdtest import Server, ServerCase, free_port, main, mongo_client
 
 E = bson.encode
 D = bson.decode
@@ -39,13 +39,6 @@ class NativeDoc(ServerCase):
     def coll(self):
         NativeDoc.serial += 1
         return b"c%d" % NativeDoc.serial
-
-    def assert_doc_error(self, reply, code, text=None):
-        self.assertEqual(reply[0], P.DOC_ERROR, reply)
-        self.assertEqual(len(reply), 3, reply)
-        self.assertEqual(reply[2], code, reply)
-        if text:
-            self.assertIn(text, reply[1], reply)
 
     def test_insert_get(self):
         c, k = self.c, self.coll()
@@ -317,14 +310,8 @@ class CrossDoor(ServerCase):
     SERVER = {"threads": 2, "args": ("--mongo-port", str(mport))}
 
     def test_both_ways(self):
-        try:
-            from pymongo import MongoClient
-        except ImportError:
-            self.skipTest("pymongo is not installed")
         c = self.c
-        m = MongoClient("127.0.0.1", self.mport, directConnection=True,
-                        serverSelectionTimeoutMS=5000)
-        self.addCleanup(m.close)
+        m = mongo_client(self, self.mport)
         coll = m["xdb"]["people"]
         self.assertEqual(c.call(P.DOCINSERT, b"xdb", b"people",
                                 E({"_id": "n1", "name": "ann", "age": 30}))[0],

@@ -160,6 +160,27 @@ EXPECT = {
                       [(DOCINSERT, b"om", b"c" + t, bson.encode({"_id": 2}))],
                       (DOCFIND, b"om", b"c" + t),
                       lambda r: r == [OK, [bson.encode({"_id": 2})], None])),
+    # databases, collections and indexes: a listing or drop of indexes
+    # of a collection that does not exist is MongoDB's error 26
+    "DOCDBS": op("R", lambda t: [], own=lambda t: (
+        [(DOCCREATE, b"od" + t, b"c")], (DOCDBS,),
+        lambda r: r[0] == OK and b"od" + t in r[1])),
+    "DOCCOLLS": op("R", lambda t: [b"om"], own=lambda t: (
+        [(DOCCREATE, b"om", b"c" + t)], (DOCCOLLS, b"om"),
+        lambda r: r[0] == OK and b"c" + t in r[1][::2])),
+    "DOCCREATE": op("W", lambda t: [b"om", b"c" + t, bson.encode({})]),
+    "DOCDROP": op("W", lambda t: [b"om", b"c" + t]),
+    "DOCIXCREATE": op("W", lambda t: [b"om", b"c" + t, bson.encode(
+        {"key": {"a": 1}, "name": "a"})], more=lambda t: [bson.encode(
+            {"key": {"f" + t.decode(): 1}, "name": "f" + t.decode()})]),
+    "DOCIXLIST": op("R", lambda t: [b"om", b"c" + t], ok=FINE | {DOC_ERROR},
+                    own=lambda t: (
+                        [(DOCIXCREATE, b"om", b"c" + t, bson.encode(
+                            {"key": {"a": 1}, "name": "a"}))],
+                        (DOCIXLIST, b"om", b"c" + t),
+                        lambda r: r[0] == OK and len(r[1]) == 2)),
+    "DOCIXDROP": op("W", lambda t: [b"om", b"c" + t, b"*", None],
+                    ok=FINE | {DOC_ERROR}),
     # replication (docs/protocol.md): a full copy for a replica with
     # nothing; a pull or snapshot chunk without one is refused with a text
     "REPLSYNC": op("A", lambda t: [b"", 2, bytes(16), 0, 0], ok={OK}),
@@ -187,7 +208,8 @@ def counts(e):
 # (protocol.md's `?`): from this count up, a request is well formed.
 MIN_ARGS = {"HELLO": 0, "PING": 0, "PUT": 2, "SCAN": 0, "COUNT": 0,
             "RENAME": 2, "COPY": 2, "GETEX": 1, "BITCOUNT": 1, "BITPOS": 2,
-            "HSCAN": 1, "DOCUPDATE": 4, "DOCDELETE": 3, "DOCFIND": 2}
+            "HSCAN": 1, "DOCUPDATE": 4, "DOCDELETE": 3, "DOCFIND": 2,
+            "DOCCREATE": 2, "DOCIXDROP": 3}
 
 
 def optional(e, i):

@@ -287,7 +287,8 @@ class Startup(unittest.TestCase):
             task = "/proc/%d/task" % srv.proc.pid
             want = ["kvd"] + ["kvd-%s/%d" % (w, i)
                               for w in ("io", "commit", "ckpt")
-                              for i in range(3)] + ["kvd-repl-send", "kvd-replica"]
+                              for i in range(3)] + ["kvd-repl-send", "kvd-replica",
+                                                    "kvd-docs"]
             deadline = time.time() + 10
             while True:
                 names = []

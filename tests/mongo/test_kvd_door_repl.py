@@ -1,6 +1,7 @@
 """test_kvd_door_repl.py - documents travel as kvd's other data does: a
 replica of a real primary serves the primary's documents and collections
-through its own door and refuses writes there (10107
+(those the native protocol's operations 50-56 make too, which it refuses
+as every native write) through its own door and refuses writes there (10107
 NotWritablePrimary, as a MongoDB secondary does), as does a read-only
 kvd; a BACKUP restored into a new data directory serves the documents
 and collections it was taken with.
@@ -12,6 +13,7 @@ import sys
 import tempfile
 import unittest
 
+import bson
 import kvdtest
 from kvdtest import BACKUP, OK
 
@@ -123,6 +125,31 @@ class DoorReplica(unittest.TestCase):
                 lambda: "empty" not in rc.t.list_collection_names(), 30,
                 "the drop")
             self.assertTrue(rc.t.c.find_one({"_id": 1})["after"])
+            # the native protocol's collection and index changes (50-56)
+            # are the same writes: they arrive, and a replica refuses them
+            nc = p.srv.client()
+            spec = bson.encode({"key": {"s": 1}, "name": "s_native"})
+            self.assertEqual(nc.call(kvdtest.DOCIXCREATE, b"t", b"c", spec),
+                             [OK, 2, 3, 0])
+            self.assertEqual(nc.call(kvdtest.DOCCREATE, b"t", b"nat"), [OK])
+            nc.close()
+            kvdtest.wait_for(
+                lambda: "nat" in rc.t.list_collection_names() and
+                "s_native" in [i["name"] for i in rc.t.c.list_indexes()],
+                30, "the native changes")
+            plan = rc.t.c.find({"s": "xx"}).explain()
+            self.assertIn("s_native", str(plan["queryPlanner"]))
+            self.assertEqual(rc.t.c.count_documents({"s": "xx"}),
+                             len([i for i in range(1000)
+                                  if i % 50 == 2 and i % 7 != 6]))
+            rn = r.srv.client()
+            for req in [(kvdtest.DOCCREATE, b"t", b"x"),
+                        (kvdtest.DOCDROP, b"t", b"c"),
+                        (kvdtest.DOCIXCREATE, b"t", b"c", spec),
+                        (kvdtest.DOCIXDROP, b"t", b"c", b"s_native")]:
+                self.assertEqual(rn.call(*req)[0],
+                                 kvdtest.REPLICA_READ_ONLY, req)
+            rn.close()
             # writes through the replica's door are refused
             refused(self, r.mport)
             with self.assertRaises(pymongo.errors.PyMongoError):

@@ -5,14 +5,16 @@ and partial indexes, explain naming the index the planner chose, sorts the
 index gives, hints, entries kept by updates and deletes, a build while
 other clients write, and kill -9 during writes and a build: every document
 found through each ready index, no entry returning a document that does
-not match (each index's answer compared with a collection scan's), and a
-replica answering through the index its primary built.
+not match (each index's answer compared with a collection scan's), a
+build cut by kill -9 built again at start with no createIndexes (a unique
+one too), and a replica answering through the index its primary built.
 """
 
 import os
 import random
 import sys
 import threading
+import time
 import unittest
 
 import kvdtest
@@ -114,13 +116,6 @@ class Indexes(unittest.TestCase):
             c.insert_one({"_id": 2, "a": [1], "b": [2]})
         self.assertEqual(e.exception.code, 171)
         self.assertIsNone(c.find_one({"_id": 2}))
-
-    def test_unique_refused(self):
-        """Unique secondary indexes are not enforced yet: refused, never
-        accepted and ignored."""
-        with self.assertRaises(pymongo.errors.OperationFailure) as e:
-            self.db.u.create_index("a", unique=True)
-        self.assertEqual(e.exception.code, 238)
 
     def test_queries(self):
         c = self.db.q
@@ -322,6 +317,68 @@ class Kill9(unittest.TestCase):
                 self.assertEqual(ids(c.find({"b": v})),
                                  ids(c.find({"b": v}).hint(NATURAL)))
             cl.close()
+        finally:
+            h.stop()
+
+
+class Resume(unittest.TestCase):
+    def kill_mid_build(self, h, c, **kw):
+        """createIndexes of {f: 1} (kw its options), kill -9 once the index
+        is listed and before the command answered."""
+        done = threading.Event()
+        name = kw.get("name")
+
+        def build():
+            try:
+                h.client("").t.r.create_index("f", **kw)
+                done.set()
+            except pymongo.errors.PyMongoError:
+                pass
+        t = threading.Thread(target=build)
+        t.start()
+        kvdtest.wait_for(lambda: name in [i["name"] for i in
+                                          c.list_indexes()], 60,
+                         "the index listed")
+        h.srv.kill9()
+        t.join()
+        self.assertFalse(done.is_set(), "the build ended before the kill")
+
+    def test_build_resumes_after_kill9(self):
+        """An index whose build a kill -9 cut is built again at start,
+        with no createIndexes: then used, and exact; a unique one too,
+        and enforced."""
+        h = KvdHost(password=None)
+        try:
+            c = h.client("").t.r
+            c.insert_many([{"_id": i, "f": i % 97 if i >= 2000 else i}
+                           for i in range(30000)])
+            self.kill_mid_build(h, c, name="f_1")
+            h.srv.start(port=h.srv.port)
+            c = h.client("").t.r
+            kvdtest.wait_for(lambda: plan(c.find({"f": 3})) == "f_1", 120,
+                             "the build resumed")
+            for v in list(range(97)) + [1500, 1999]:
+                self.assertEqual(ids(c.find({"f": v}).hint([("f", 1)])),
+                                 ids(c.find({"f": v}).hint(NATURAL)))
+            # a unique index's build, cut: resumed, and enforced
+            c.drop_index("f_1")
+            c.delete_many({"_id": {"$gte": 2000}})
+            self.kill_mid_build(h, c, name="fu", unique=True)
+            t0 = time.time()
+            h.srv.start(port=h.srv.port)
+            c = h.client("").t.r
+            def ready():
+                try:  # a hint of an index not built yet is refused
+                    return plan(c.find({"f": 3}).hint([("f", 1)])) == "fu"
+                except pymongo.errors.OperationFailure:
+                    return False
+            kvdtest.wait_for(ready, 120, "the unique build resumed")
+            print("unique build of 2000 documents resumed in %.1f s" %
+                  (time.time() - t0), file=sys.stderr)
+            self.assertRaises(pymongo.errors.DuplicateKeyError,
+                              c.insert_one, {"_id": "x", "f": 1999})
+            c.insert_one({"_id": "y", "f": 2000})
+            self.assertEqual(ids(c.find({"f": 5}).hint([("f", 1)])), [5])
         finally:
             h.stop()
 

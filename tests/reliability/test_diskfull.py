@@ -258,7 +258,7 @@ class DiskFull(unittest.TestCase):
             self.assertEqual(c.call(GET, acked[500]), [NOT_FOUND])
             # the checkpoint's failures: named, and not a line per retry
             log = srv.log_text().decode(errors="replace").splitlines()
-            fails = [ln for ln in log if "checkpoint" in ln and "failed" in ln]
+            fails = [ln for ln in log if "checkpoint" in ln and "failed:" in ln]
             self.assertEqual([ln for ln in fails if "Input/output error" in ln], [])
             minutes = (time.monotonic() - t0) / 60
             self.assertLessEqual(len(fails), srv.threads * (int(minutes) + 1),

@@ -1,0 +1,258 @@
+/* doc_build.c - index builds that a stop left unfinished, built again at
+ * start by the documents' background thread (doc_bg.h), so that an index
+ * never stays unused after a kill -9 mid-build.
+ *
+ * An index left BUILDING in the catalog was kept by every write since it
+ * was added (writes keep building indexes), and after a restart every io
+ * thread's copy of the catalog has it, so reading the collection again
+ * and sending each document a REINDEX (its entries from its image then,
+ * in order with the writes to it), as createIndexes does, builds it
+ * whole; IXREADY then lets the planner use it.  A unique index's
+ * documents take their keys' reservations through the same driver as the
+ * door's (doc_uq.h), with this thread's merges and reads.  A build that
+ * fails (a duplicate key, a document the index cannot take) drops the
+ * index, as mongod does, and says so in the log.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "doc_bg.h"
+#include "doc_uq.h"
+#include "index.h"
+#include "kv_status.h"
+#include "kvd.h"
+#include "log.h"
+
+#define BATCH 256
+
+struct build {
+	struct doc_bg *g;
+	uint32_t id, coll;
+	char db[KVDOC_NAME_MAX + 1], cname[KVDOC_NAME_MAX + 1];
+	char name[256];
+	struct kv_buf opnd, keys;
+	struct doc_uq uq;
+	struct mql_error err;
+	int status;	  /* a catalog merge's */
+	unsigned uq_sent; /* the driver's count (g->out counts them) */
+};
+
+static void fail_msg(struct build *b, int code, const char *msg, size_t n)
+{
+	if (!b->err.code)
+		mql_error_set(&b->err, code, "%.*s", (int)(n < 400 ? n : 400),
+			      msg);
+}
+
+static void reindexed(void *arg, const struct kvd_pend *pd)
+{
+	struct build *b = arg;
+
+	if (pd->status != KV_OK)
+		fail_msg(b, MQL_InternalError, "a REINDEX failed", 16);
+	else if (pd->result < 0)
+		fail_msg(b, (int)-pd->result,
+			 pd->val ? (const char *)pd->val : "", pd->vlen);
+}
+
+static void uq_fail(void *arg, const struct mql_error *e, const bson_t *info)
+{
+	struct build *b = arg;
+
+	(void)info;
+	if (!b->err.code)
+		b->err = *e;
+}
+
+static int uq_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
+		   struct kv_slice v, uint32_t tag)
+{
+	struct build *b = arg;
+
+	return doc_bg_merge(b->g, ks, id, -1, k, v, tag);
+}
+
+/* A merge of the build came back: the driver's, or a REINDEX. */
+static void back(void *arg, const struct kvd_pend *pd)
+{
+	struct build *b = arg;
+
+	if (pd->aux)
+		doc_uq_result(&b->uq, pd);
+	else if (!doc_uq_back(&b->uq, pd))
+		reindexed(b, pd);
+}
+
+static void catalog_back(void *arg, const struct kvd_pend *pd)
+{
+	((struct build *)arg)->status = pd->status;
+}
+
+static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
+		    unsigned type, uint64_t exp)
+{
+	struct build *b = arg;
+	uint8_t n = (uint8_t)key.n;
+
+	(void)val, (void)exp;
+	if (type != KVD_VT_DOC || key.n > KVDOC_KEY_MAX)
+		return 0;
+	return kv_buf_append(&b->keys, &n, 1) ||
+	       kv_buf_append(&b->keys, key.p, key.n);
+}
+
+/* Every document's REINDEX, a batch at a time, and the reservations of
+ * those that ask for them: 0, or -1 (b->err). */
+static int reindex_all(struct build *b)
+{
+	struct doc_bg *g = b->g;
+	struct kvdoc_scan s;
+	int rc = 0;
+
+	kvdoc_scan_init(&s, b->coll);
+	while (!s.done && !b->err.code && !g->stop) {
+		b->keys.len = 0;
+		if (kvdoc_scan_batch(&s, g->rd, BATCH, kvd_now_ms(), keep_key,
+				     b)) {
+			fail_msg(b, MQL_InternalError, "reading failed", 14);
+			break;
+		}
+		for (size_t p = 0; p < b->keys.len; p += 1u + b->keys.data[p])
+			if (doc_bg_merge(
+				g, KVD_KS_DOC,
+				KVDOC_MERGE_BASE + KVDOC_OP_REINDEX, -1,
+				(struct kv_slice){b->keys.data + p + 1,
+						  b->keys.data[p]},
+				(struct kv_slice){b->opnd.data, b->opnd.len},
+				0))
+				fail_msg(b, MQL_InternalError, "no memory", 9);
+		doc_bg_wait(g, back, b);
+		/* the documents that asked for reservations, one by one */
+		while (!g->stop && (rc = doc_uq_step(&b->uq)) > 0)
+			doc_bg_wait(g, back, b);
+		if (rc < 0)
+			fail_msg(b, MQL_InternalError, "no memory", 9);
+	}
+	doc_bg_wait(g, back, b);
+	return b->err.code || g->stop ? -1 : 0;
+}
+
+/* A catalog change of the index: its status. */
+static int catalog(struct build *b, unsigned op, const void *o, size_t on)
+{
+	struct kv_buf v = {0};
+
+	b->status = KV_INTERNAL;
+	if (!kvdoc_op_catalog(&v, op, 0, b->db, b->cname, o, (uint32_t)on) &&
+	    !doc_bg_merge(b->g, KVD_KS_CATALOG,
+			  KVDOC_MERGE_BASE + KVDOC_OP_CATALOG, 0,
+			  (struct kv_slice){(const uint8_t *)KVDOC_CATALOG_KEY,
+					    sizeof(KVDOC_CATALOG_KEY) - 1},
+			  (struct kv_slice){v.data, v.len}, 0))
+		doc_bg_wait(b->g, catalog_back, b);
+	kv_buf_free(&v);
+	return b->status;
+}
+
+static void build_one(struct build *b)
+{
+	struct doc_bg *g = b->g;
+	uint8_t id[4] = {(uint8_t)b->id, (uint8_t)(b->id >> 8),
+			 (uint8_t)(b->id >> 16), (uint8_t)(b->id >> 24)};
+	struct doc_uq_host h = {.ctx = b,
+				.out = &b->uq_sent,
+				.doc_back = reindexed,
+				.fail = uq_fail,
+				.db = b->db,
+				.coll = b->cname,
+				.send = uq_send,
+				.rd = g->rd,
+				.cat = &g->cat,
+				.nshards = g->srv->nshards};
+
+	doc_uq_init(&b->uq, &h);
+	doc_uq_stmt(&b->uq, b->coll, KVDOC_OP_REINDEX, &b->opnd);
+	if (kvdoc_ix_section(&g->cat, b->coll, b->id, &b->opnd))
+		fail_msg(b, MQL_InternalError, "no memory", 9);
+	else if (!reindex_all(b) &&
+		 catalog(b, KVDOC_CAT_IXREADY, id, 4) == KV_OK)
+		log_info("index %s of %s.%s: its build, left unfinished, "
+			 "built again",
+			 b->name, b->db, b->cname);
+	if (b->err.code && !g->stop) {
+		catalog(b, KVDOC_CAT_IXDROP, b->name, strlen(b->name));
+		log_warn("index %s of %s.%s: its build, left unfinished, "
+			 "failed again (%d: %s); the index is dropped",
+			 b->name, b->db, b->cname, b->err.code, b->err.msg);
+	}
+	doc_uq_free(&b->uq);
+}
+
+/* ---- the indexes left building ---- */
+
+struct left {
+	struct build *v;
+	size_t n, cap;
+};
+
+static int each_building(void *arg, const struct kvdoc_ix *ix)
+{
+	struct left *l = arg;
+	struct build *b;
+	bson_iter_t it;
+
+	if (ix->state != KVDOC_IX_BUILDING)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 4;
+		struct build *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return 1;
+		l->v = v;
+		l->cap = cap;
+	}
+	b = memset(&l->v[l->n++], 0, sizeof(*b));
+	b->id = ix->id;
+	b->coll = ix->coll;
+	if (bson_iter_init_from_data(&it, ix->spec.p, ix->spec.n) &&
+	    bson_iter_find(&it, "name") && BSON_ITER_HOLDS_UTF8(&it))
+		snprintf(b->name, sizeof(b->name), "%s",
+			 bson_iter_utf8(&it, NULL));
+	return 0;
+}
+
+static int name_coll(void *arg, uint32_t id, struct kv_slice db,
+		     struct kv_slice coll, struct kv_slice opts)
+{
+	struct build *b = arg;
+
+	(void)opts;
+	if (id != b->coll)
+		return 0;
+	snprintf(b->db, sizeof(b->db), "%.*s", (int)db.n, db.p);
+	snprintf(b->cname, sizeof(b->cname), "%.*s", (int)coll.n, coll.p);
+	return 1;
+}
+
+void doc_build_resume(struct doc_bg *g)
+{
+	struct left l = {0};
+
+	if (kvdoc_catalog_refresh(&g->cat, g->rd, kvd_now_ms()) == KV_OK)
+		kvdoc_catalog_indexes(&g->cat, 0, each_building, &l);
+	for (size_t i = 0; i < l.n && !g->stop; i++) {
+		struct build *b = &l.v[i];
+
+		b->g = g;
+		kvdoc_catalog_each(&g->cat, NULL, name_coll, b);
+		if (b->db[0])
+			build_one(b);
+		kv_buf_free(&b->opnd);
+		kv_buf_free(&b->keys);
+	}
+	kvd_reader_reset(g->rd);
+	free(l.v);
+}

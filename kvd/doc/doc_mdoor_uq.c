@@ -1,0 +1,557 @@
+/* doc_mdoor_uq.c - unique indexes on the io thread (doc_uq.h): a
+ * document's reservations taken one after another, taken over from a
+ * holder whose document no longer has the key (a crash's or a failed
+ * write's leftover), the document's merge sent with what it holds, and
+ * the keys a write let go released once the document is seen without
+ * them.  docs/architecture.md, "Unique indexes", gives the argument. */
+#include "doc_uq.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "doc_ix.h"
+#include "index.h"
+#include "kv_status.h"
+#include "mongo/mql_value.h"
+#include "net/conn.h"
+#include "net/loop.h"
+#include "net/router.h"
+#include "net/write.h"
+#include "unique.h"
+
+/* A key held by a write under way is asked for again at most this many
+ * times (each a round through its committer) before the write fails as
+ * a duplicate; a document whose merge keeps asking for new keys (it
+ * changes meanwhile) is written again at most UQ_ROUNDS times. */
+#define UQ_TRIES 2000
+#define UQ_ROUNDS 16
+
+enum { UQ_IDLE, UQ_RESERVE, UQ_DOC };
+
+static uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
+
+void doc_uq_init(struct doc_uq *u, const struct doc_uq_host *h)
+{
+	memset(u, 0, sizeof(*u));
+	u->h = *h;
+}
+
+static void end_token(struct doc_uq *u)
+{
+	if (u->token)
+		kvdoc_uq_end(u->token);
+	u->token = 0;
+}
+
+void doc_uq_free(struct doc_uq *u)
+{
+	end_token(u);
+	kv_buf_free(&u->q);
+	kv_buf_free(&u->rel);
+	kv_buf_free(&u->want);
+	kv_buf_free(&u->held);
+	kv_buf_free(&u->tmp);
+	kv_buf_free(&u->sec);
+}
+
+void doc_uq_stmt(struct doc_uq *u, uint32_t cid, unsigned mid,
+		 const struct kv_buf *opnd)
+{
+	u->cid = cid;
+	u->mid = mid;
+	u->opnd = opnd;
+}
+
+/* [u8 len][key][u32 n][list] onto b. */
+static int put_block(struct kv_buf *b, const uint8_t *dkey, size_t dn,
+		     struct kv_slice l)
+{
+	uint8_t n = (uint8_t)dn,
+		h[4] = {(uint8_t)l.n, (uint8_t)(l.n >> 8), (uint8_t)(l.n >> 16),
+			(uint8_t)(l.n >> 24)};
+
+	return kv_buf_append(b, &n, 1) || kv_buf_append(b, dkey, dn) ||
+		       kv_buf_append(b, h, 4) || kv_buf_append(b, l.p, l.n)
+		   ? -1
+		   : 0;
+}
+
+/* The block at b->data + *pos: 1 and *pos past it, or 0 at the end. */
+static int get_block(const struct kv_buf *b, size_t *pos, struct kv_slice *dk,
+		     struct kv_slice *l)
+{
+	const uint8_t *p = b->data + *pos;
+	size_t left = b->len - *pos;
+
+	if (*pos >= b->len || left < 5u + p[0])
+		return 0;
+	*dk = (struct kv_slice){p + 1, p[0]};
+	*l = (struct kv_slice){p + 5 + p[0], rd32(p + 1 + p[0])};
+	if (left - 5 - p[0] < l->n)
+		return 0;
+	*pos += 5u + p[0] + l->n;
+	return 1;
+}
+
+int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
+		struct kv_slice want)
+{
+	return put_block(&u->q, dkey, dn, want);
+}
+
+size_t doc_uq_len(const struct kvd_pend *pd)
+{
+	uint32_t n;
+
+	if (!pd->val || pd->vlen < 8 ||
+	    rd32(pd->val + pd->vlen - 4) != KVDOC_REL_MAGIC)
+		return pd->vlen;
+	n = rd32(pd->val + pd->vlen - 8);
+	return n <= pd->vlen - 8 ? pd->vlen - 8 - n : pd->vlen;
+}
+
+/* Keep the keys pd's merge let go, for doc_uq_step. */
+static void keep_released(struct doc_uq *u, const struct kvd_pend *pd)
+{
+	size_t at = doc_uq_len(pd);
+	const uint8_t *t = pd->val + at;
+
+	if (at == pd->vlen || pd->vlen - at - 8 < 1u + t[0])
+		return;
+	put_block(&u->rel, t + 1, t[0],
+		  (struct kv_slice){t + 1 + t[0], pd->vlen - at - 9 - t[0]});
+}
+
+int doc_uq_back(struct doc_uq *u, const struct kvd_pend *pd)
+{
+	if (pd->status == KV_OK && pd->result == -KVDOC_NEED_RESERVE &&
+	    pd->val && pd->vlen >= 1u + pd->val[0]) {
+		put_block(&u->q, pd->val + 1, pd->val[0],
+			  (struct kv_slice){pd->val + 1 + pd->val[0],
+					    pd->vlen - 1 - pd->val[0]});
+		return 1;
+	}
+	if (pd->status == KV_OK)
+		keep_released(u, pd);
+	return 0;
+}
+
+/* The reader and the catalog the driver reads with. */
+static struct kvd_reader *reader(const struct doc_uq *u)
+{
+	return u->h.rd ? u->h.rd : doc_mdoor_io()->reader;
+}
+
+static const struct kvdoc_catalog *cat(const struct doc_uq *u)
+{
+	return u->h.rd ? u->h.cat : doc_mdoor_catalog();
+}
+
+static unsigned nshards(const struct doc_uq *u)
+{
+	return u->h.rd ? u->h.nshards : doc_mdoor_io()->srv->nshards;
+}
+
+static int send(struct doc_uq *u, unsigned ks, unsigned op, struct kv_slice k,
+		struct kv_slice v, uint32_t tag)
+{
+	if (u->h.send
+		? u->h.send(u->h.ctx, ks, KVDOC_MERGE_BASE + op, k, v, tag)
+		: kvd_write_merge(u->h.c, 0, ks, KVDOC_MERGE_BASE + op, -1, k,
+				  v, tag))
+		return -1;
+	++*u->h.out;
+	return 0;
+}
+
+/* ---- one document ---- */
+
+/* The keys of index id in the document under dkey, now: a key list in
+ * u->tmp (empty: no document, or none). */
+static int doc_keys_now(struct doc_uq *u, struct kv_slice dk, uint32_t id)
+{
+	const struct kvdoc_catalog *c = cat(u);
+	struct kv_slice doc, sec;
+	struct kv_buf fresh = {0};
+	struct mql_error e;
+	int rc;
+
+	u->tmp.len = u->sec.len = 0;
+	rc = kvdoc_get(reader(u), nshards(u), dk.p, dk.n, kvd_now_ms(), &doc);
+	if (rc == KV_NOT_FOUND)
+		return 0;
+	if (rc || kvdoc_ix_section(c, u->cid, 0, &u->sec))
+		return -1;
+	sec = (struct kv_slice){u->sec.data, u->sec.len};
+	rc = kvdoc_ix_fresh(&sec, u->cid, &fresh);
+	/* a document its index could not take holds no key of it */
+	if (!rc &&
+	    kvdoc_ix_unique_keys(sec, id, doc.p, doc.n, &u->tmp, &e) == ENOMEM)
+		rc = -1;
+	kv_buf_free(&fresh);
+	return rc;
+}
+
+struct find_ix {
+	uint32_t id;
+	struct kv_slice spec;
+};
+
+static int find_one(void *arg, const struct kvdoc_ix *ix)
+{
+	struct find_ix *f = arg;
+
+	if (ix->id != f->id)
+		return 0;
+	f->spec = ix->spec;
+	return 1;
+}
+
+/* MongoDB's duplicate key error for key k of index id, with info
+ * {keyPattern, keyValue}. */
+static void dup_error(struct doc_uq *u, uint32_t id, struct kv_slice k,
+		      struct mql_error *e, bson_t *info)
+{
+	const struct kvdoc_catalog *c = cat(u);
+	struct find_ix f = {id, {0}};
+	const char *name = "?";
+	bson_iter_t it, kt;
+	bson_t kv = BSON_INITIALIZER, pat;
+	char s[300] = "", v[200];
+	size_t off = 0, used, sl = 0;
+
+	if (c)
+		kvdoc_catalog_indexes(c, u->cid, find_one, &f);
+	if (f.spec.n && bson_iter_init_from_data(&it, f.spec.p, f.spec.n) &&
+	    bson_iter_find(&it, "name") && BSON_ITER_HOLDS_UTF8(&it))
+		name = bson_iter_utf8(&it, NULL);
+	if (f.spec.n && bson_iter_init_from_data(&it, f.spec.p, f.spec.n) &&
+	    bson_iter_find(&it, "key") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+	    bson_iter_recurse(&it, &kt)) {
+		const uint8_t *d;
+		uint32_t dn;
+
+		bson_iter_document(&it, &dn, &d);
+		if (bson_init_static(&pat, d, dn))
+			BSON_APPEND_DOCUMENT(info, "keyPattern", &pat);
+		while (bson_iter_next(&kt) && off < k.n) {
+			bool desc = bson_iter_as_double(&kt) < 0;
+			bson_iter_t vt;
+
+			if (mql_key_decode(k.p + off, k.n - off, desc, &kv,
+					   bson_iter_key(&kt), &used, NULL))
+				break;
+			off += used;
+			if (bson_iter_init_find(&vt, &kv, bson_iter_key(&kt)))
+				mql_value_str(bson_iter_value(&vt), v,
+					      sizeof(v));
+			sl += (size_t)snprintf(s + sl, sizeof(s) - sl,
+					       "%s%s: %s", sl ? ", " : "",
+					       bson_iter_key(&kt), v);
+			if (sl >= sizeof(s))
+				sl = sizeof(s) - 1;
+		}
+		BSON_APPEND_DOCUMENT(info, "keyValue", &kv);
+	}
+	bson_destroy(&kv);
+	mql_error_set(e, 11000,
+		      "E11000 duplicate key error collection: %s.%s index: "
+		      "%s dup key: { %s }",
+		      u->h.db, u->h.coll, name, s);
+}
+
+/* The document is not written: every key it took is let go. */
+static void give_up(struct doc_uq *u, const struct mql_error *e,
+		    const bson_t *info)
+{
+	u->h.fail(u->h.ctx, e, info);
+	end_token(u);
+	if (u->held.len)
+		put_block(&u->rel, u->dkey, u->dkn,
+			  (struct kv_slice){u->held.data, u->held.len});
+	u->phase = UQ_IDLE;
+	u->qpos = u->q.len; /* the statement stops there */
+}
+
+static void give_up_msg(struct doc_uq *u, int code, const char *msg)
+{
+	struct mql_error e = {0};
+	bson_t none = BSON_INITIALIZER;
+
+	mql_error_set(&e, code, "%s", msg);
+	give_up(u, &e, &none);
+	bson_destroy(&none);
+}
+
+/* The want entry at wpos. */
+static int want_at(struct doc_uq *u, uint32_t *id, struct kv_slice *k)
+{
+	struct kv_slice l = {u->want.data + u->wpos, u->want.len - u->wpos};
+
+	return kvdoc_keylist_next(&l, id, k);
+}
+
+static int send_reserve(struct doc_uq *u, uint32_t id, struct kv_slice k)
+{
+	uint8_t rk[KVDOC_UQ_KEY_MAX];
+	size_t rn = kvdoc_uq_key(id, k.p, k.n, rk);
+
+	u->tmp.len = 0;
+	if (kvdoc_uq_op(&u->tmp, KVDOC_UQ_TAKE, u->token, u->expect, u->dkey,
+			u->dkn))
+		return -1;
+	return send(u, KVD_KS_INDEX, KVDOC_OP_RESERVE,
+		    (struct kv_slice){rk, rn},
+		    (struct kv_slice){u->tmp.data, u->tmp.len}, DOC_UQ_TAG_RES);
+}
+
+/* The document's merge: the statement's operand, its section marked as
+ * followed by the reservations held (index.h, KVDOC_SEC_RES). */
+static int send_doc(struct doc_uq *u)
+{
+	struct kv_slice op = {u->opnd->data, u->opnd->len}, sec;
+	uint8_t n[4] = {(uint8_t)u->held.len, (uint8_t)(u->held.len >> 8),
+			(uint8_t)(u->held.len >> 16),
+			(uint8_t)(u->held.len >> 24)};
+
+	if (kvdoc_ix_take(&op, &sec, NULL))
+		return -1;
+	u->tmp.len = 0;
+	if (kv_buf_append(&u->tmp, sec.p, sec.n) ||
+	    kv_buf_append(&u->tmp, n, 4) ||
+	    kv_buf_append(&u->tmp, u->held.data, u->held.len) ||
+	    kv_buf_append(&u->tmp, op.p, op.n))
+		return -1;
+	u->tmp.data[sec.n - 1] |= 0x80; /* the version's top bit */
+	u->phase = UQ_DOC;
+	return send(u, KVD_KS_DOC, u->mid, (struct kv_slice){u->dkey, u->dkn},
+		    (struct kv_slice){u->tmp.data, u->tmp.len}, DOC_UQ_TAG_DOC);
+}
+
+/* A reservation held by another document (its value v): taken over when
+ * that document does not have the key (a leftover), else a duplicate. */
+static int held_by(struct doc_uq *u, struct kv_slice v)
+{
+	struct kv_slice k, hk = {v.p + 8, v.n - 8};
+	struct mql_error e = {0};
+	bson_t info = BSON_INITIALIZER;
+	uint32_t id;
+	int rc;
+
+	if (v.n < 12 || !want_at(u, &id, &k))
+		return -1;
+	if ((rc = doc_keys_now(u, hk, id)) < 0)
+		return -1;
+	if (kvdoc_keylist_has((struct kv_slice){u->tmp.data, u->tmp.len}, id,
+			      k)) {
+		dup_error(u, id, k, &e, &info);
+		give_up(u, &e, &info);
+		bson_destroy(&info);
+		return 0;
+	}
+	bson_destroy(&info);
+	u->expect = rd64(v.p);
+	return send_reserve(u, id, k);
+}
+
+static void reserved(struct doc_uq *u, const struct kvd_pend *pd)
+{
+	uint32_t id;
+	struct kv_slice k;
+
+	if (pd->status != KV_OK || !want_at(u, &id, &k)) {
+		give_up_msg(u, MQL_InternalError, "reserving a key failed");
+		return;
+	}
+	if (pd->result == KVDOC_UQ_GRANTED) {
+		kv_buf_append(&u->held, u->want.data + u->wpos, 6 + k.n);
+		u->wpos += 6 + k.n;
+		u->expect = 0;
+		u->tries = 0;
+		if (doc_uq_step(u) < 0)
+			give_up_msg(u, MQL_InternalError, "out of memory");
+		return;
+	}
+	if (++u->tries > UQ_TRIES) {
+		struct mql_error e = {0};
+		bson_t info = BSON_INITIALIZER;
+
+		dup_error(u, id, k, &e, &info);
+		give_up(u, &e, &info);
+		bson_destroy(&info);
+		return;
+	}
+	if (pd->result == KVDOC_UQ_BUSY
+		? send_reserve(u, id, k)
+		: held_by(u, (struct kv_slice){pd->val, pd->vlen}))
+		give_up_msg(u, MQL_InternalError, "out of memory");
+}
+
+static void doc_back(struct doc_uq *u, const struct kvd_pend *pd)
+{
+	if (pd->status == KV_OK && pd->result == -KVDOC_NEED_RESERVE) {
+		/* its document changed since: the keys it has now */
+		if (++u->rounds > UQ_ROUNDS || !pd->val ||
+		    pd->vlen < 1u + pd->val[0]) {
+			give_up_msg(u, 112,
+				    "write conflict: the document "
+				    "kept changing");
+			return;
+		}
+		u->want.len = u->wpos = 0;
+		kv_buf_append(&u->want, pd->val + 1 + pd->val[0],
+			      pd->vlen - 1 - pd->val[0]);
+		u->phase = UQ_RESERVE;
+		if (doc_uq_step(u) < 0)
+			give_up_msg(u, MQL_InternalError, "out of memory");
+		return;
+	}
+	u->h.doc_back(u->h.ctx, pd);
+	end_token(u);
+	if (pd->status == KV_OK && pd->result >= 0)
+		keep_released(u, pd);
+	else if (u->held.len) /* not written: nothing it took is kept */
+		put_block(&u->rel, u->dkey, u->dkn,
+			  (struct kv_slice){u->held.data, u->held.len});
+	u->phase = UQ_IDLE;
+}
+
+void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd)
+{
+	if (pd->aux == DOC_UQ_TAG_RES && u->phase == UQ_RESERVE)
+		reserved(u, pd);
+	else if (pd->aux == DOC_UQ_TAG_DOC && u->phase == UQ_DOC)
+		doc_back(u, pd);
+	/* DOC_UQ_TAG_REL: a release, whatever it found */
+}
+
+/* ---- releases ---- */
+
+/* Release key k of index id that document dk let go, when its
+ * reservation still names dk under a token no write holds, and dk's
+ * document (read after that) lacks the key: a RELEASE of exactly that
+ * token, which a write taking it again meanwhile has changed. */
+static int release_one(struct doc_uq *u, struct kv_slice dk, uint32_t id,
+		       struct kv_slice k)
+{
+	uint8_t rk[KVDOC_UQ_KEY_MAX];
+	size_t rn = kvdoc_uq_key(id, k.p, k.n, rk);
+	struct kv_slice v;
+	unsigned type;
+	uint64_t tok;
+
+	if (kvd_reader_getk(reader(u), kvd_shard_of(rk, rn, nshards(u)),
+			    KVD_KS_INDEX, rk, rn, kvd_now_ms(), &v,
+			    &type) != KV_OK ||
+	    v.n < 8 || v.n - 8 != dk.n || memcmp(v.p + 8, dk.p, dk.n))
+		return 0;
+	tok = rd64(v.p);
+	if (kvdoc_uq_live(tok) || doc_keys_now(u, dk, id) < 0 ||
+	    kvdoc_keylist_has((struct kv_slice){u->tmp.data, u->tmp.len}, id,
+			      k))
+		return 0;
+	u->tmp.len = 0;
+	if (kvdoc_uq_op(&u->tmp, KVDOC_UQ_RELEASE, 0, tok, dk.p, dk.n))
+		return -1;
+	return send(u, KVD_KS_INDEX, KVDOC_OP_RESERVE,
+		    (struct kv_slice){rk, rn},
+		    (struct kv_slice){u->tmp.data, u->tmp.len}, DOC_UQ_TAG_REL)
+		   ? -1
+		   : 1;
+}
+
+static int releases(struct doc_uq *u)
+{
+	struct kv_slice dk, l, k;
+	size_t pos = 0;
+	uint32_t id, cid;
+	int n = 0, rc;
+
+	while (get_block(&u->rel, &pos, &dk, &l)) {
+		if (dk.n < 4)
+			continue;
+		cid = (uint32_t)dk.p[0] << 24 | (uint32_t)dk.p[1] << 16 |
+		      (uint32_t)dk.p[2] << 8 | dk.p[3];
+		if (cid != u->cid)
+			continue;
+		while (kvdoc_keylist_next(&l, &id, &k))
+			if ((rc = release_one(u, dk, id, k)) < 0)
+				return -1;
+			else
+				n += rc;
+	}
+	u->rel.len = 0;
+	return n;
+}
+
+/* The next document of the queue: its token, then its reservations. */
+static void next_doc(struct doc_uq *u)
+{
+	struct kv_slice dk, l;
+
+	get_block(&u->q, &u->qpos, &dk, &l);
+	memcpy(u->dkey, dk.p, dk.n);
+	u->dkn = dk.n;
+	u->want.len = u->held.len = u->wpos = 0;
+	kv_buf_append(&u->want, l.p, l.n);
+	u->expect = 0;
+	u->tries = u->rounds = 0;
+	u->token = kvdoc_uq_begin();
+	u->phase = UQ_RESERVE;
+}
+
+int doc_uq_step(struct doc_uq *u)
+{
+	uint32_t id;
+	struct kv_slice k;
+	int n;
+
+	for (;;) {
+		if (u->phase == UQ_DOC)
+			return 1;
+		if (u->phase == UQ_RESERVE) {
+			if (!u->token || u->want.err)
+				return -1;
+			/* a key held already (a key the merge asks for
+			 * again) is not asked for twice */
+			while (want_at(u, &id, &k) &&
+			       kvdoc_keylist_has(
+				   (struct kv_slice){u->held.data, u->held.len},
+				   id, k))
+				u->wpos += 6 + k.n;
+			if (want_at(u, &id, &k))
+				return send_reserve(u, id, k) ? -1 : 1;
+			return send_doc(u) ? -1 : 1;
+		}
+		if (u->qpos < u->q.len) {
+			next_doc(u);
+			continue;
+		}
+		u->q.len = u->qpos = 0;
+		if (!u->rel.len)
+			return 0;
+		if ((n = releases(u)) != 0)
+			return n < 0 ? -1 : 1;
+	}
+}
+
+int doc_uq_keys(struct kv_slice op, const uint8_t *doc, size_t n,
+		struct kv_buf *out, struct mql_error *e)
+{
+	struct kv_slice sec;
+
+	if (kvdoc_ix_take(&op, &sec, NULL))
+		return mql_error_set(e, MQL_InternalError, "operand");
+	return kvdoc_ix_unique_keys(sec, 0, doc, n, out, e) ? -1 : 0;
+}

@@ -1,0 +1,93 @@
+/* doc_uq.h - the io thread's part of unique indexes (doc_mdoor_uq.c;
+ * unique.h; docs/architecture.md, "Unique indexes"): a document write
+ * whose document gains keys of a unique index takes their reservations
+ * first, one at a time in the order its merge listed them, then sends
+ * its merge with the list of what it holds; and the keys a write let go
+ * are released once nothing can still need them.
+ *
+ * The driver serves one statement's writes (doc_mdoor.c) or an index
+ * build's (doc_mdoor_ix.c), which call it: doc_uq_back for each of their
+ * own document merges (aux 0), doc_uq_result for the driver's (aux a
+ * DOC_UQ_TAG_*), and doc_uq_step once none of their merges is out.  It
+ * runs one document at a time (its merges counted in *host.out): an
+ * insert's, whose keys are known, or those whose merge asked. */
+#ifndef KVD_DOC_DOC_UQ_H
+#define KVD_DOC_DOC_UQ_H
+
+#include <bson/bson.h>
+
+#include "doc.h"
+
+struct kvd_conn;
+struct kvd_pend;
+
+enum { DOC_UQ_TAG_RES = 1, DOC_UQ_TAG_DOC = 2, DOC_UQ_TAG_REL = 3 };
+
+struct doc_uq_host {
+	struct kvd_conn *c;
+	unsigned *out; /* the caller's merges in flight, the driver's too */
+	void *ctx;
+	/* the merge of a document the driver wrote came back */
+	void (*doc_back)(void *ctx, const struct kvd_pend *pd);
+	/* it was not written: e (11000 with info {keyPattern, keyValue}, or
+	 * another failure with info empty) */
+	void (*fail)(void *ctx, const struct mql_error *e, const bson_t *info);
+	const char *db, *coll;
+	/* A thread that is no io thread (doc_build.c) gives its own way to
+	 * send a merge (0, or -1), its reader and catalog; NULL: the
+	 * connection's merges, the io thread's (doc_ix.h). */
+	int (*send)(void *ctx, unsigned ks, unsigned id, struct kv_slice k,
+		    struct kv_slice v, uint32_t tag);
+	struct kvd_reader *rd;
+	const struct kvdoc_catalog *cat;
+	unsigned nshards;
+};
+
+struct doc_uq {
+	struct doc_uq_host h;
+	/* the statement's: its collection, its merge and operand */
+	uint32_t cid;
+	unsigned mid;
+	const struct kv_buf *opnd;
+	/* documents to write: [u8 len][key][u32 n][key list to reserve] */
+	struct kv_buf q;
+	size_t qpos;
+	/* keys to let go: [u8 len][document key][u32 n][key list] */
+	struct kv_buf rel;
+	/* the document under way */
+	int phase;
+	uint8_t dkey[KVDOC_KEY_MAX];
+	size_t dkn;
+	struct kv_buf want, held, tmp, sec;
+	size_t wpos;
+	uint64_t token, expect;
+	unsigned tries, rounds;
+};
+
+void doc_uq_init(struct doc_uq *u, const struct doc_uq_host *h);
+/* Free it (a write under way is given up: its token ends). */
+void doc_uq_free(struct doc_uq *u);
+/* The statement's collection, merge id (KVDOC_OP_*) and operand. */
+void doc_uq_stmt(struct doc_uq *u, uint32_t cid, unsigned mid,
+		 const struct kv_buf *opnd);
+/* Queue the document of key dkey, with the keys to reserve first (a key
+ * list; may be empty: its merge says).  0, or -1 out of memory. */
+int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
+		struct kv_slice want);
+/* One of the caller's document merges came back: 1 when it asked for
+ * reservations (the driver writes that document again: the caller
+ * ignores pd), else 0 (its keys let go are kept for later). */
+int doc_uq_back(struct doc_uq *u, const struct kvd_pend *pd);
+/* The driver's merge came back. */
+void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd);
+/* Go on while none of the caller's merges is out: 1 with merges out,
+ * 0 when nothing is left to do, -1 out of memory. */
+int doc_uq_step(struct doc_uq *u);
+/* The bytes of pd's reply before the trailer of keys let go. */
+size_t doc_uq_len(const struct kvd_pend *pd);
+/* The unique keys of an insert's document (n bytes) for the indexes of
+ * operand op's section, as a key list into out: 0, or -1 with e. */
+int doc_uq_keys(struct kv_slice op, const uint8_t *doc, size_t n,
+		struct kv_buf *out, struct mql_error *e);
+
+#endif

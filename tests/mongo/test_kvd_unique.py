@@ -1,0 +1,332 @@
+"""test_kvd_unique.py - unique indexes through a real kvd's --mongo-port
+(pymongo): MongoDB's duplicate key error (11000, its errmsg, keyPattern and
+keyValue) for insert, update, replace, findAndModify and upserts, ordered
+and unordered batches, a missing field as null, sparse and partial unique
+indexes, compound keys, multikey; a build over duplicates failing and
+leaving no index; 8 writers on separate connections inserting overlapping
+keys into documents on different shards (one success per key); kill -9
+under concurrent unique inserts, then an audit; a replica and a backup
+carrying the reservations.
+"""
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import unittest
+
+import kvdtest
+
+try:
+    import pymongo
+    from pymongo.errors import BulkWriteError, DuplicateKeyError
+except ImportError:
+    print("skipped: pymongo is not installed (python3-pymongo)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_kvd_door import KvdHost  # noqa: E402
+
+NATURAL = [("$natural", 1)]
+
+
+class Unique(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.host = KvdHost(password=None, threads=4)
+        cls.cl = cls.host.client("")
+        cls.db = cls.cl.uq
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cl.close()
+        cls.host.stop()
+
+    def dup(self, fn, pattern=None, value=None):
+        with self.assertRaises(DuplicateKeyError) as e:
+            fn()
+        self.assertEqual(e.exception.code, 11000)
+        if pattern is not None:
+            self.assertEqual(dict(e.exception.details["keyPattern"]),
+                             pattern)
+            self.assertEqual(dict(e.exception.details["keyValue"]), value)
+        return e.exception
+
+    def test_insert_update_replace(self):
+        c = self.db.iur
+        c.create_index("a", unique=True)
+        self.assertTrue([i for i in c.list_indexes()
+                         if i["name"] == "a_1"][0]["unique"])
+        c.insert_one({"_id": 1, "a": 1})
+        e = self.dup(lambda: c.insert_one({"_id": 2, "a": 1}),
+                     {"a": 1}, {"a": 1})
+        self.assertEqual(
+            e.details["errmsg"],
+            "E11000 duplicate key error collection: uq.iur index: a_1 "
+            "dup key: { a: 1 }")
+        self.assertIsNone(c.find_one({"_id": 2}))
+        c.insert_one({"_id": 2, "a": 2})
+        self.dup(lambda: c.update_one({"_id": 2}, {"$set": {"a": 1}}),
+                 {"a": 1}, {"a": 1})
+        self.dup(lambda: c.replace_one({"_id": 2}, {"a": 1}))
+        self.dup(lambda: c.find_one_and_update({"_id": 2},
+                                               {"$set": {"a": 1}}))
+        self.dup(lambda: c.update_one({"a": 5}, {"$set": {"b": 1}, "$setOnInsert": {"a": 1}},
+                                      upsert=True))
+        self.assertEqual(c.find_one({"_id": 2})["a"], 2)
+        # a value given up is free again: by update, then by delete
+        c.update_one({"_id": 1}, {"$set": {"a": 10}})
+        c.update_one({"_id": 2}, {"$set": {"a": 1}})
+        c.delete_one({"_id": 2})
+        c.insert_one({"_id": 3, "a": 1})
+        c.find_one_and_update({"_id": 9}, {"$set": {"a": 9}}, upsert=True)
+        self.dup(lambda: c.insert_one({"_id": 4, "a": 9}))
+        # updating the document that has the key keeps it
+        c.update_one({"_id": 3}, {"$set": {"a": 1, "z": 1}})
+        self.assertEqual(sorted((d["_id"], d["a"]) for d in c.find()),
+                         [(1, 10), (3, 1), (9, 9)])
+        self.assertEqual([d["_id"] for d in c.find({"a": 1}).hint("a_1")],
+                         [3])
+
+    def test_batches(self):
+        c = self.db.bat
+        c.create_index("k", unique=True)
+        with self.assertRaises(BulkWriteError) as e:
+            c.insert_many([{"_id": i, "k": i % 3} for i in range(6)])
+        d = e.exception.details
+        self.assertEqual(d["nInserted"], 3)
+        self.assertEqual([(w["index"], w["code"]) for w in d["writeErrors"]],
+                         [(3, 11000)])
+        c.delete_many({})
+        with self.assertRaises(BulkWriteError) as e:
+            c.insert_many([{"_id": i, "k": i % 3} for i in range(6)],
+                          ordered=False)
+        d = e.exception.details
+        self.assertEqual(d["nInserted"], 3)
+        self.assertEqual([(w["index"], w["code"]) for w in d["writeErrors"]],
+                         [(3, 11000), (4, 11000), (5, 11000)])
+        self.assertEqual(sorted(x["k"] for x in c.find()), [0, 1, 2])
+        # a multi-update giving two documents one value stops there
+        c.insert_one({"_id": 10, "k": 5, "g": 1})
+        c.insert_one({"_id": 11, "k": 6, "g": 1})
+        self.dup(lambda: c.update_many({"g": 1}, {"$set": {"k": 7}}))
+        self.assertEqual(c.count_documents({"k": 7}), 1)
+
+    def test_missing_sparse_partial(self):
+        c = self.db.msp
+        c.create_index("a", unique=True)
+        c.insert_one({"_id": 1})
+        self.dup(lambda: c.insert_one({"_id": 2}), {"a": 1}, {"a": None})
+        self.dup(lambda: c.insert_one({"_id": 2, "a": None}))
+        s = self.db.msp2
+        s.create_index("a", unique=True, sparse=True)
+        s.insert_many([{"_id": 1}, {"_id": 2}, {"_id": 3, "a": 1}])
+        self.dup(lambda: s.insert_one({"_id": 4, "a": 1}))
+        p = self.db.msp3
+        p.create_index("a", unique=True,
+                       partialFilterExpression={"b": {"$gt": 0}})
+        p.insert_many([{"_id": 1, "a": 1, "b": 0}, {"_id": 2, "a": 1, "b": 1}])
+        self.dup(lambda: p.insert_one({"_id": 3, "a": 1, "b": 5}))
+        p.insert_one({"_id": 4, "a": 1})
+        # leaving the filter frees the key
+        p.update_one({"_id": 2}, {"$set": {"b": -1}})
+        p.insert_one({"_id": 5, "a": 1, "b": 2})
+
+    def test_compound_multikey(self):
+        c = self.db.cm
+        c.create_index([("a", 1), ("b", -1)], unique=True)
+        c.insert_many([{"_id": 1, "a": 1, "b": 1}, {"_id": 2, "a": 1, "b": 2},
+                       {"_id": 3, "a": 2, "b": 1}])
+        e = self.dup(lambda: c.insert_one({"_id": 4, "a": 1, "b": 2}),
+                     {"a": 1, "b": -1}, {"a": 1, "b": 2})
+        self.assertIn("index: a_1_b_-1 dup key: { a: 1, b: 2 }",
+                      e.details["errmsg"])
+        m = self.db.mk
+        m.create_index("t", unique=True)
+        m.insert_one({"_id": 1, "t": ["x", "y"]})
+        m.insert_one({"_id": 2, "t": ["z", "z"]})  # one document: allowed
+        self.dup(lambda: m.insert_one({"_id": 3, "t": ["w", "y"]}))
+        m.update_one({"_id": 1}, {"$pull": {"t": "y"}})
+        m.insert_one({"_id": 3, "t": ["w", "y"]})
+
+    def test_build_over_duplicates(self):
+        c = self.db.bd
+        c.insert_many([{"_id": i, "a": i % 50} for i in range(100)])
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.create_index("a", unique=True)
+        self.assertEqual(e.exception.code, 11000)
+        self.assertEqual([i["name"] for i in c.list_indexes()], ["_id_"])
+        c.delete_many({"_id": {"$gte": 50}})
+        c.create_index("a", unique=True)
+        self.dup(lambda: c.insert_one({"_id": 1000, "a": 7}))
+        c.insert_one({"_id": 1000, "a": 77})
+        self.assertEqual([d["_id"] for d in c.find({"a": 7})], [7])
+
+    def test_concurrent_writers(self):
+        """8 writers on their own connections insert documents (their
+        _ids spread over the shards) whose keys overlap: one success per
+        key, every other insert 11000."""
+        c = self.db.cw
+        c.create_index("k", unique=True)
+        keys = 200
+        wins = [[] for _ in range(8)]
+        errs = []
+
+        def run(t):
+            cc = self.host.client("").uq.cw
+            order = list(range(keys))
+            random.Random(t).shuffle(order)
+            for k in order:
+                try:
+                    cc.insert_one({"_id": "%d-%d" % (t, k), "k": k})
+                    wins[t].append(k)
+                except DuplicateKeyError as e:
+                    if e.code != 11000:
+                        errs.append(e)
+                except pymongo.errors.PyMongoError as e:
+                    errs.append(e)
+            cc.database.client.close()
+        ts = [threading.Thread(target=run, args=(t,)) for t in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errs, [])
+        won = sorted(k for w in wins for k in w)
+        self.assertEqual(won, list(range(keys)))
+        self.assertEqual(c.count_documents({}), keys)
+        for k in range(0, keys, 7):
+            self.assertEqual(len(list(c.find({"k": k}).hint(NATURAL))), 1)
+
+
+class Durable(unittest.TestCase):
+    def test_kill9_audit(self):
+        """kill -9 while 4 clients insert, update and delete under a unique
+        index: after restart every key is held by one document at most,
+        every acknowledged insert is there, and the keys of documents lost
+        before their acknowledgement, or of leftovers, are free again."""
+        h = KvdHost(password=None, threads=4)
+        stop = threading.Event()
+        acked = [dict() for _ in range(4)]
+        try:
+            c = h.client("").t.k
+            c.create_index("k", unique=True)
+
+            def run(t):
+                wc = h.client("").t.k
+                rnd = random.Random(t)
+                n = 0
+                while not stop.is_set():
+                    k = rnd.randrange(300)
+                    i = "%d-%d" % (t, n)
+                    n += 1
+                    try:
+                        if n % 5 == 0:
+                            wc.update_one({"k": k}, {"$set": {
+                                "k": rnd.randrange(300)}})
+                        else:
+                            wc.insert_one({"_id": i, "k": k})
+                            acked[t][i] = k
+                    except DuplicateKeyError:
+                        pass
+                    except pymongo.errors.PyMongoError:
+                        return
+            ts = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+            for t in ts:
+                t.start()
+            kvdtest.wait_for(lambda: sum(len(a) for a in acked) >= 150, 120,
+                             "inserts")
+            h.srv.kill9()
+            stop.set()
+            for t in ts:
+                t.join()
+            h.srv.start(port=h.srv.port)
+            c = h.client("").t.k
+            docs = {d["_id"]: d.get("k") for d in c.find().hint(NATURAL)}
+            for a in acked:
+                for i in a:
+                    self.assertIn(i, docs)
+            held = {}
+            for i, k in docs.items():
+                self.assertNotIn(k, held, "key %r twice" % k)
+                held[k] = i
+            # every key not held can be taken, a held one cannot
+            for k in range(300):
+                if k in held:
+                    self.assertRaises(DuplicateKeyError, c.insert_one,
+                                      {"_id": "n%d" % k, "k": k})
+                else:
+                    c.insert_one({"_id": "n%d" % k, "k": k})
+            self.assertEqual(c.count_documents({}), len(docs) + 300 -
+                             len(held))
+        finally:
+            stop.set()
+            h.stop()
+
+
+class Carried(unittest.TestCase):
+    """Reservations are keys of the store like any other: a replica and a
+    restored backup have them, so once on their own they still refuse a
+    duplicate (without them the key would look free)."""
+
+    def fill(self, cl):
+        c = cl.t.u
+        c.create_index("k", unique=True)
+        c.insert_many([{"_id": i, "k": i} for i in range(50)])
+        c.update_one({"_id": 7}, {"$set": {"k": 1007}})
+
+    def check(self, cl):
+        c = cl.t.u
+        for k in (0, 49, 1007):
+            self.assertRaises(DuplicateKeyError, c.insert_one,
+                              {"_id": "x%d" % k, "k": k})
+        c.insert_one({"_id": "x7", "k": 7})  # let go by the update
+
+    def test_replica(self):
+        p = KvdHost(password=None)
+        r = None
+        try:
+            self.fill(p.client(""))
+            p.client("").t.u.insert_one({"_id": "last", "k": "last"})
+            r = KvdHost(password=None,
+                        args=["--replicaof", "127.0.0.1", str(p.srv.port)])
+            rc = r.client("")
+            kvdtest.wait_for(
+                lambda: rc.t.u.find_one({"_id": "last"}) is not None, 60,
+                "the replica's copy")
+            rc.close()
+            r.srv.stop()
+            # the replica's data on its own, as a primary
+            r.srv.extra = ["--mongo-port", str(r.mport)]
+            r.srv.start()
+            self.check(r.client(""))
+        finally:
+            if r:
+                r.stop()
+            p.stop()
+
+    def test_backup(self):
+        tmp = tempfile.mkdtemp(prefix="kvduqbk-")
+        bk = os.path.join(tmp, "bk")
+        h = KvdHost(password=None, args=["--backup-anywhere", "yes"])
+        try:
+            self.fill(h.client(""))
+            c = h.srv.client()
+            st, _ = c.call(kvdtest.BACKUP, bk.encode())
+            self.assertEqual(st, kvdtest.OK)
+            c.close()
+        finally:
+            h.stop()
+        r = KvdHost(password=None, data_dir=os.path.join(tmp, "restored"),
+                    args=["--restore", bk])
+        try:
+            self.check(r.client(""))
+        finally:
+            r.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
