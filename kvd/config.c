@@ -43,6 +43,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug",
 					  NULL};
 static const char *const bool_names[] = {"no", "yes", NULL};
 static const char *const tls_auth_names[] = {"no", "yes", "optional", NULL};
+static const char *const io_flush_names[] = {"no", "ring", "inline", NULL};
 
 #define F(field)                                                               \
 	offsetof(struct kvd_config, field),                                    \
@@ -83,6 +84,14 @@ static const struct opt options[] = {
      "directory"},
     {"durability", OPT_ENUM, F(durability), 0, 0, "sync", durability_names,
      "sync: reply after fsync; async: reply after write(2), flush on a timer"},
+    {"io-thread-flush", OPT_ENUM, F(io_thread_flush), 0, 0, "ring",
+     io_flush_names,
+     "sync mode: an io thread commits its own writes when the shard's "
+     "committer is idle and flushes the journal itself: ring: through its "
+     "io_uring ring, serving other connections meanwhile and answering "
+     "from the completion; inline: with fdatasync, blocking; no: every "
+     "write goes through the shard's committer (bench/RESULTS.md, Write "
+     "CPU)"},
     {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
      NULL, "async mode: how often each shard's journal is flushed to disk"},
     {"memtable-size", OPT_SIZE, F(memtable_size), 64ull << 10, 1ull << 36,

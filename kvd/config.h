@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdint.h>
 
+/* io-thread-flush: no (the committers), ring, inline (fdatasync) */
+enum kvd_io_flush { KVD_IOF_NO, KVD_IOF_RING, KVD_IOF_INLINE };
+
 enum kvd_durability {
 	KVD_DUR_SYNC, /* reply after data and meta page are on disk */
 	KVD_DUR_ASYNC, /* reply after the commit reaches the OS; flush on a timer */
@@ -40,6 +43,8 @@ struct kvd_config {
 	unsigned checkpoint_interval_ms;
 	uint64_t journal_segment_size;
 	unsigned journal_truncate_corrupt;
+	/* sync mode: io threads flush their own writes (enum kvd_io_flush) */
+	unsigned io_thread_flush;
 	uint64_t max_key;
 	uint64_t max_value;
 	uint64_t max_frame;

@@ -101,6 +101,24 @@ static void forget(void *arg, unsigned shard)
 	kvd_keyspace_forget(shard);
 }
 
+static void *ring_flush(void *arg, int fd, int fault, void *cookie)
+{
+	(void)arg;
+	return kvd_io_jring_flush(fd, fault, cookie);
+}
+
+static void ring_wait(void *arg, void *ring)
+{
+	(void)arg;
+	kvd_io_jring_wait(ring);
+}
+
+static int ring_here(void *arg)
+{
+	(void)arg;
+	return kvd_io_jring_here();
+}
+
 int kvd_server_start_committers(struct kvd_server *srv)
 {
 	struct kvd_commit_opts o = {
@@ -110,6 +128,11 @@ int kvd_server_start_committers(struct kvd_server *srv)
 	    .reap_interval_ms = &srv->cfg->reaper_interval_ms,
 	    .flush_interval_ms = &srv->cfg->flush_interval_ms,
 	    .start_ms = srv->start_ms,
+	    .ring = srv->cfg->durability != KVD_DUR_SYNC	? KVD_RING_OFF
+		    : srv->cfg->io_thread_flush == KVD_IOF_RING ? KVD_RING_ON
+		    : srv->cfg->io_thread_flush == KVD_IOF_INLINE
+			? KVD_RING_INLINE
+			: KVD_RING_OFF,
 	    .hooks = {.arg = srv,
 		      .complete = complete,
 		      .committed = committed,
@@ -118,7 +141,10 @@ int kvd_server_start_committers(struct kvd_server *srv)
 		      .reaped = reaped,
 		      .publish = publish,
 		      .drop = drop,
-		      .forget = forget},
+		      .forget = forget,
+		      .ring_flush = ring_flush,
+		      .ring_wait = ring_wait,
+		      .ring_here = ring_here},
 	};
 
 	return kvd_committers_start(&srv->com, &o);

@@ -87,6 +87,11 @@ void kvd_io_enter(struct kvd_io *io)
 	self_io = io;
 }
 
+struct kvd_io *kvd_io_self(void)
+{
+	return self_io;
+}
+
 void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w)
 {
 	struct kvd_wreq *old;

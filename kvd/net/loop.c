@@ -638,6 +638,7 @@ static void begin_stop(struct kvd_io *io)
 static void on_wake(struct kvd_io *io)
 {
 	arm_wake(io);
+	kvd_io_jring_reap(io); /* its flushes' completions wake it too */
 	kvd_io_completed(io, atomic_exchange_explicit(&io->done, NULL,
 						      memory_order_acquire));
 	for (int i = 0; i < KVD_NPROTO; i++) /* other threads' work here */
@@ -869,6 +870,16 @@ int kvd_io_create(struct kvd_server *srv, char *err, size_t errlen)
 		}
 		if (ring_init(io, err, errlen))
 			return -1;
+		if (srv->cfg->durability == KVD_DUR_SYNC &&
+		    srv->cfg->io_thread_flush) {
+			char why[128];
+
+			if (kvd_io_jring_init(io, why, sizeof(why)))
+				log_warn("io thread %u: no ring for journal "
+					 "flushes (%s): its writes go to the "
+					 "committers",
+					 i, why);
+		}
 	}
 	return 0;
 }
@@ -928,6 +939,7 @@ void kvd_io_destroy(struct kvd_server *srv)
 		for (int j = 0; j < KVD_NLISTEN; j++)
 			if (io->lfd[j] >= 0)
 				close(io->lfd[j]);
+		kvd_io_jring_free(io);
 		if (io->efd >= 0)
 			close(io->efd);
 		while (io->free_wreq) {

@@ -1,11 +1,13 @@
 /* loop.h - io threads: one io_uring ring each, and everything they own.
  *
- * Every io_uring call in kvd is in loop.c.  An io thread accepts on its own
+ * Every io_uring call in kvd is in loop.c, but the journal flushes of
+ * loop_flush.c.  An io thread accepts on its own
  * SO_REUSEPORT listener (multishot accept), receives with multishot recv
  * into a provided-buffer ring, parses and answers reads in place, hands
  * writes to committers, and sends each connection's replies once per loop
- * turn.  It never blocks except in io_uring_submit_and_wait, and in async
- * mode in the journal's write(2) of its own writes (committer.c).
+ * turn.  It never blocks except in io_uring_submit_and_wait, and in the
+ * journal's write(2) of its own writes (committer.c); in sync mode their
+ * flush goes through a second, small ring of its own (loop_flush.c).
  */
 #ifndef KVD_LOOP_H
 #define KVD_LOOP_H
@@ -18,6 +20,7 @@
 #include "store.h"
 
 struct kvd_ring;
+struct kvd_jring;
 
 /* Listener slots: one per protocol (enum kvd_proto_id) and kind, slot
  * kind * KVD_NPROTO + id; listen.c binds those configured, and says which
@@ -31,6 +34,9 @@ struct kvd_io {
 	unsigned idx;
 	struct kvd_server *srv;
 	struct kvd_ring *ring;
+	/* sync mode with io-thread-flush: the journal flushes of the
+	 * writes this thread commits itself (loop_flush.c); NULL: none */
+	struct kvd_jring *jring;
 	struct kvd_reader *reader;
 	uint64_t now_ms;  /* wall clock, refreshed every loop turn */
 	uint64_t turn_ns; /* monotonic clock when this loop turn began */
@@ -93,6 +99,23 @@ void kvd_io_destroy(struct kvd_server *srv);
 void kvd_io_complete(struct kvd_io *io, struct kvd_wreq *w);
 /* The calling thread is io's (io.c). */
 void kvd_io_enter(struct kvd_io *io);
+/* The io thread running on the calling thread, or NULL (io.c). */
+struct kvd_io *kvd_io_self(void);
+
+/* Journal flushes in an io thread's own ring (loop_flush.c; the committers'
+ * ring hooks, store.h).  init: io's ring, with io's eventfd told of each
+ * completion (-1: none, said in err; its writes then go to the
+ * committers); free.  flush (on io's thread): start a data flush of fd,
+ * or with fault a no-op, tagged cookie; the ring, or NULL.  wait (any
+ * thread): report the flushes completed, or wait up to a millisecond for
+ * one.  reap (io's thread, on its wake-ups): report those completed.
+ * here: the calling thread is an io thread with such a ring. */
+int kvd_io_jring_init(struct kvd_io *io, char *err, size_t errlen);
+void kvd_io_jring_free(struct kvd_io *io);
+void *kvd_io_jring_flush(int fd, int fault, void *cookie);
+void kvd_io_jring_wait(void *jring);
+void kvd_io_jring_reap(struct kvd_io *io);
+int kvd_io_jring_here(void);
 /* io's thread answers a list of completed requests (io.c). */
 void kvd_io_completed(struct kvd_io *io, struct kvd_wreq *w);
 

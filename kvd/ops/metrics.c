@@ -168,7 +168,7 @@ static void commits(struct kvd_server *srv, struct kv_buf *b)
 	     "Write requests (per shard part) committed.",
 	     offsetof(struct kvd_commit_stats, writes)},
 	    {"kvd_inline_commits_total",
-	     "Batches an io thread committed itself (async mode).",
+	     "Batches an io thread committed itself, without the committer.",
 	     offsetof(struct kvd_commit_stats, inline_batches)},
 	    {"kvd_commit_failures_total", "Batches whose commit failed.",
 	     offsetof(struct kvd_commit_stats, failures)},

@@ -19,9 +19,12 @@
  * answered once the write reached the OS, and the committer flushes the
  * journal every flush-interval-ms.  The journal and the memtable have one
  * writer at a time, whoever holds the shard's run_mu: its committer, or
- * in async mode an io thread that found the committer idle and commits
- * its own turn's writes (try_inline); an exclusive section holds them all
- * off.
+ * an io thread that found the committer idle and commits its own turn's
+ * writes (try_inline); an exclusive section holds them all off.  In sync
+ * mode such an io thread starts the batch's flush in its own ring and
+ * goes on serving; until the flush ends the batch is the shard's writer
+ * (ring_busy), and whoever needs the shard next waits for that flush
+ * itself (settle) rather than for the io thread.
  *
  * What is not the store's goes through the hooks given at start
  * (kvd_commit_hooks): handing a request back, replication, keyspace
@@ -38,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -84,7 +88,22 @@ struct kvd_committer {
 	 * or the start; save_failed: the last of them failed. */
 	_Atomic uint64_t save_req, save_done, saved_ms;
 	atomic_int save_failed;
-	struct kvd_commit_stats st; /* written under run_mu only */
+	struct kvd_commit_stats st; /* written by the shard's writer only */
+	/* Sync mode: a batch an io thread committed itself whose journal
+	 * flush is in flight in that thread's ring (ring_batch).  Until it
+	 * ends (ring_done) that batch is the shard's writer: set under
+	 * run_mu and the shared txn_lock, cleared by whoever reports the
+	 * flush; whoever takes the writer role next settles it first. */
+	atomic_int ring_busy;
+	_Atomic(const void *) ring_owner; /* the io thread (its self_tok) */
+	void *ring;			  /* its ring, for ring_wait */
+	struct kvd_wreq *ring_first;	  /* the batch's requests */
+	uint64_t ring_n, ring_t0;
+	int ring_full;
+	struct kvd_wtxn *ring_t;
+	/* Oldest first, before the queue: requests an io thread took from
+	 * the queue and could not commit itself (ring_batch) */
+	_Atomic(struct kvd_wreq *) handoff;
 };
 
 /* Every shard's committer. */
@@ -186,6 +205,8 @@ static pthread_once_t txn_once = PTHREAD_ONCE_INIT;
  * being queued (kvd_committer_submit). */
 static __thread struct kvd_wreq **cap_tail;
 static __thread struct kvd_excl *excl_cur; /* this thread's section */
+/* Its address names the calling thread (kvd_committer.ring_owner). */
+static __thread char self_tok;
 
 /* For top -H and ps -L; a name that does not fit is simply not set. */
 static void name_thread(pthread_t t, const char *what, unsigned i)
@@ -267,12 +288,16 @@ static void push(struct kvd_committer *c, struct kvd_wreq *head,
 		tail->next = old;
 	while (!atomic_compare_exchange_weak_explicit(
 	    &c->queue, &old, head, memory_order_seq_cst, memory_order_relaxed));
-	if (atomic_load(&c->sleeping))
+	/* A ring batch in flight: whoever ends it sees the queue (seq_cst,
+	 * against ring_done's) and has it taken; the committer would only
+	 * wait for that flush. */
+	if (atomic_load(&c->sleeping) && !atomic_load(&c->ring_busy))
 		wake(c);
 }
 
 static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 				  int nowait);
+static int try_ring(struct kvd_committer *c, struct kvd_wreq *head);
 
 /* Async mode: commit an io thread's writes of one turn (newest first) on
  * that thread when the shard's committer is idle, so that the request is
@@ -281,17 +306,19 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
  * (memtable and journal) over with a happens-before edge; an exclusive
  * section or a pause holds the committers off through txn_lock and
  * run_mu, and so this too.  Anything that may wait (a freeze, a
- * checkpoint for room, sync mode's fdatasync) stays with the committer:
- * an io thread that finds one due, the lock taken or others' writes
- * queued hands its writes over as before.  1 when they were taken. */
+ * checkpoint for room) stays with the committer: an io thread that finds
+ * one due, the lock taken or others' writes queued hands its writes over
+ * as before.  Sync mode: try_ring.  1 when they were taken. */
 static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 {
 	struct kvd_wreq *fifo, *w = head;
 	unsigned n = 0;
 
+	if (!c->com->o.async)
+		return try_ring(c, head);
 	/* Only a committer asleep is idle: one awake would block on run_mu
 	 * behind this thread instead of taking its next batch. */
-	if (!c->com->o.async || follower(c->com) ||
+	if (follower(c->com) ||
 	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->queue, memory_order_relaxed) ||
 	    atomic_load(&pause_req) || atomic_load(&c->failed))
@@ -326,24 +353,74 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	return 1;
 }
 
+/* Shards whose queue this thread is to take (sync mode): its ring batch
+ * there ended with others' writes queued, which waited for it
+ * (ring_done); its next kvd_committer_flush commits them. */
+static __thread uint8_t take_mark[KVD_MAX_SHARDS];
+static __thread uint16_t take_shards[KVD_MAX_SHARDS];
+static __thread unsigned take_n;
+
+/* Shard s's queue: taken by this thread's next ring batch there, or, when
+ * it cannot, handed to the committer, woken for it (nobody woke it: the
+ * pushers saw a flush in flight, push). */
+static void take_queue(struct kvd_commit *com, unsigned s)
+{
+	struct kvd_committer *c = &com->c[s];
+
+	take_mark[s] = 0;
+	if (atomic_load(&c->queue) && !try_ring(c, NULL) &&
+	    atomic_load(&c->sleeping))
+		wake(c);
+}
+
 void kvd_committer_flush(struct kvd_commit *com)
 {
+	unsigned kept = 0;
+
 	for (unsigned i = 0; i < turn_n; i++) {
 		unsigned s = turn_shards[i];
 		struct kvd_committer *c = &com->c[s];
 		struct kvd_wreq *head = turn_head[s], *tail = turn_tail[s];
 
+		/* This thread's own flush of that shard is in flight: its
+		 * completion wakes this thread, whose next turn commits
+		 * these as the next batch (a committer would first wait for
+		 * that flush anyway). */
+		if (atomic_load(&c->ring_busy) &&
+		    atomic_load(&c->ring_owner) == &self_tok) {
+			turn_shards[kept++] = (uint16_t)s;
+			continue;
+		}
+		take_mark[s] = 0; /* try_ring takes the queue with these */
 		turn_head[s] = turn_tail[s] = NULL;
 		if (!try_inline(c, head))
 			push(c, head, tail);
 	}
-	turn_n = 0;
+	turn_n = kept;
+	for (unsigned i = 0; i < take_n; i++)
+		if (take_mark[take_shards[i]])
+			take_queue(com, take_shards[i]);
+	take_n = 0;
 }
 
 static struct kvd_wreq *take_all(struct kvd_committer *c)
 {
 	return reverse(
 	    atomic_exchange_explicit(&c->queue, NULL, memory_order_acquire));
+}
+
+/* The committer's next requests, oldest first: what an io thread handed
+ * back (ring_batch), then the queue. */
+static struct kvd_wreq *take_work(struct kvd_committer *c)
+{
+	struct kvd_wreq *h = atomic_exchange(&c->handoff, NULL), *w = h;
+
+	if (!h)
+		return take_all(c);
+	while (w->next)
+		w = w->next;
+	w->next = take_all(c);
+	return h;
 }
 
 /* Hand back every request of list w, failed with status. */
@@ -599,6 +676,229 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 	return end;
 }
 
+/* ---- Sync commits through an io thread's ring ---- */
+
+/* The flush of c's ring batch ended with res: the batch becomes visible
+ * and its requests go back, or it fails, and with it the shard (a failed
+ * flush is never retried).  On the io thread that started it, or on a
+ * thread that settles it; never two at once (the ring's lock). */
+static void ring_done(struct kvd_committer *c, int res)
+{
+	struct kvd_commit *com = c->com;
+	struct kvd_wreq *first = c->ring_first;
+	uint64_t n = c->ring_n, t0 = kvd_mono_ns() - c->ring_t0;
+	int rc = kvd_shard_commit_done(c->ring_t, res);
+
+	c->ring_first = NULL;
+	kvd_count(&c->st.commit_ns, t0);
+	if (rc == 0) {
+		kvd_count(&c->st.commit_hist[kvd_lat_bucket(t0)], 1);
+		for (struct kvd_wreq *w = first; w; w = w->next)
+			ev_applied(com, c->shard, &w->op);
+		ev_publish(com, NULL);
+		if (c->ring_full)
+			kvd_count(&c->st.failures, 1);
+		kvd_count(&c->st.commits, 1);
+		kvd_count(&c->st.writes, n);
+		kvd_count(&c->st.inline_batches, 1);
+		kvd_count(&c->st.batch_hist[batch_bucket(n)], 1);
+		if (n > kvd_read(&c->st.max_batch))
+			atomic_store_explicit(&c->st.max_batch, n,
+					      memory_order_relaxed);
+	} else {
+		ev_drop(com);
+		kvd_count(&c->st.failures, 1);
+		if (rc == KV_SHARD_FAILED)
+			atomic_store(&c->failed, 1);
+	}
+	/* The shard is free before its requests go back: their io thread
+	 * may commit its next writes as soon as it sees them answered. */
+	atomic_store(&c->ring_busy, 0);
+	if (rc == 0)
+		committed(com, c->shard, first);
+	else
+		fail_all(com, first, rc);
+	/* Others' writes queued meanwhile, nobody woke for them (push): the
+	 * owner takes them with its next batch; anyone else (a thread that
+	 * settles: about to write the shard, or an exclusive section) leaves
+	 * them to the committer. */
+	if (!atomic_load(&c->queue))
+		return;
+	if (atomic_load(&c->ring_owner) == &self_tok &&
+	    c->shard < KVD_MAX_SHARDS && take_n < KVD_MAX_SHARDS) {
+		if (!take_mark[c->shard]) {
+			take_mark[c->shard] = 1;
+			take_shards[take_n++] = (uint16_t)c->shard;
+		}
+	} else if (atomic_load(&c->sleeping)) {
+		wake(c);
+	}
+}
+
+void kvd_committer_flushed(void *cookie, int res)
+{
+	ring_done(cookie, res);
+}
+
+/* Wait until no ring batch of c is in flight, reporting its flush
+ * ourselves when it completes: the io thread that started it may be
+ * waiting for us (an exclusive section, say), so we never wait for it.
+ * The caller is to be the shard's next writer (run_mu or txn_lock held
+ * exclusively), so no new ring batch starts meanwhile. */
+static void settle(struct kvd_committer *c)
+{
+	struct kvd_commit_hooks *h = &c->com->o.hooks;
+
+	while (atomic_load(&c->ring_busy))
+		h->ring_wait(h->arg, c->ring);
+}
+
+/* Requests taken from the queue (and the io thread's own after them) that
+ * a ring batch cannot take: the committer commits them, before anything
+ * queued after them (under run_mu). */
+static void handoff(struct kvd_committer *c, struct kvd_wreq *fifo)
+{
+	struct kvd_wreq *h = atomic_load(&c->handoff);
+
+	if (h) {
+		while (h->next)
+			h = h->next;
+		h->next = fifo;
+	} else {
+		atomic_store(&c->handoff, fifo);
+	}
+	wake(c);
+}
+
+/* A list a ring batch takes whole: plain writes, one batch's worth. */
+static int ring_fits(const struct kvd_wreq *w, uint64_t *n)
+{
+	uint64_t bytes = 0;
+
+	for (*n = 0; w; w = w->next, ++*n) {
+		if (is_copy(w))
+			return 0;
+		bytes += w->op.items_len;
+		if (*n > 0 && (*n >= BATCH_MAX_OPS || bytes > BATCH_MAX_BYTES))
+			return 0;
+	}
+	return 1;
+}
+
+/* Sync mode, on an io thread holding run_mu and the shared txn_lock: apply
+ * list first as one batch, append it to the journal and start its flush
+ * in this thread's ring; ring_done answers it.  What cannot go so (a
+ * freeze or a checkpoint due, a SAVE, a failed batch of several, which
+ * the committer splits) goes to the committer whole and in order
+ * (handoff). */
+static void ring_batch(struct kvd_committer *c, struct kvd_wreq *first)
+{
+	struct kvd_commit *com = c->com;
+	struct kvd_wtxn *t;
+	uint64_t now = kvd_now_ms(), n;
+	int rc, fd, fault, full = 0;
+	void *ring;
+
+	if (!ring_fits(first, &n) ||
+	    kvd_shard_begin_nowait(com->o.store, c->shard, &t)) {
+		handoff(c, first);
+		return;
+	}
+	rc = 0;
+	for (struct kvd_wreq *w = first; w && !rc; w = w->next) {
+		if ((rc = kvd_shard_apply(t, &w->op, now, com->o.max_value)))
+			kvd_shard_abort(t);
+		full |= w->op.status == KV_MAP_FULL;
+	}
+	c->ring_t0 = kvd_mono_ns();
+	if (rc || (rc = kvd_shard_commit_begin(t, &fd, &fault))) {
+		/* As run_list: a request alone fails alone (a full disk, say);
+		 * several are split by the committer. */
+		ev_drop(com);
+		if (n > 1) {
+			handoff(c, first);
+			return;
+		}
+		kvd_count(&c->st.failures, 1);
+		if (rc == KV_SHARD_FAILED)
+			atomic_store(&c->failed, 1);
+		fail_all(com, first, rc);
+		return;
+	}
+	c->ring_first = first;
+	c->ring_n = n;
+	c->ring_t = t;
+	c->ring_full = full;
+	atomic_store(&c->ring_owner, &self_tok);
+	atomic_store(&c->ring_busy, 1);
+	if (fd < 0) { /* nothing to flush: a batch of refusals, say */
+		ring_done(c, 0);
+		return;
+	}
+	/* inline: the io thread's own fdatasync, which blocks it but spares
+	 * the switches to and from the kernel's worker that runs a ring's
+	 * flush (docs/architecture.md section 12) */
+	ring = com->o.ring == KVD_RING_INLINE
+		   ? NULL
+		   : com->o.hooks.ring_flush(com->o.hooks.arg, fd, fault, c);
+	if (ring) {
+		c->ring = ring;
+		return;
+	}
+	/* io-thread-flush inline, or no room in the ring: flush in place
+	 * (the system call itself: a test shim saw this flush through its
+	 * hooks). */
+	ring_done(c, fault ? fault : syscall(SYS_fdatasync, fd) ? -errno : 0);
+}
+
+/* Sync mode: commit an io thread's writes of one turn (newest first; NULL:
+ * none), after the writes queued for the shard (which waited for this
+ * thread's previous flush, push), as one batch whose journal flush goes
+ * through this thread's ring: no thread hop for its own, one for the
+ * others'.  As try_inline's, only when the committer sleeps and nothing
+ * may wait.  1 when they were taken. */
+static int try_ring(struct kvd_committer *c, struct kvd_wreq *head)
+{
+	const struct kvd_commit_hooks *h = &c->com->o.hooks;
+	struct kvd_wreq *q, *mine;
+
+	if (!c->com->o.ring || !h->ring_here || !h->ring_here(h->arg) ||
+	    follower(c->com) ||
+	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
+	    atomic_load(&pause_req) || atomic_load(&c->failed) ||
+	    atomic_load(&c->ring_busy) || atomic_load(&c->handoff))
+		return 0;
+	if (pthread_mutex_trylock(&c->run_mu))
+		return 0;
+	if (pthread_rwlock_tryrdlock(&txn_lock)) {
+		pthread_mutex_unlock(&c->run_mu);
+		return 0;
+	}
+	if (atomic_load(&pause_req) || atomic_load(&c->ring_busy) ||
+	    atomic_load(&c->handoff)) {
+		pthread_rwlock_unlock(&txn_lock);
+		pthread_mutex_unlock(&c->run_mu);
+		return 0;
+	}
+	/* What is queued came before this thread's own writes. */
+	q = take_all(c);
+	mine = reverse(head);
+	if (q) {
+		struct kvd_wreq *w = q;
+
+		while (w->next)
+			w = w->next;
+		w->next = mine;
+	} else {
+		q = mine;
+	}
+	if (q)
+		ring_batch(c, q);
+	pthread_rwlock_unlock(&txn_lock);
+	pthread_mutex_unlock(&c->run_mu);
+	return 1;
+}
+
 /* With nothing queued: reclaim expired keys in a batch of their own. */
 static void idle_reap(struct kvd_committer *c, uint64_t now)
 {
@@ -702,8 +1002,8 @@ static void wait_for_work(struct kvd_committer *c)
 	timeout = (int)(due > now ? due - now : 0);
 
 	atomic_store(&c->sleeping, 1);
-	if (!atomic_load(&c->queue) && poll(&pfd, 1, timeout) > 0 &&
-	    read(c->efd, &buf, sizeof(buf)) < 0) {
+	if (!atomic_load(&c->queue) && !atomic_load(&c->handoff) &&
+	    poll(&pfd, 1, timeout) > 0 && read(c->efd, &buf, sizeof(buf)) < 0) {
 		/* EAGAIN: another wake-up already consumed it. */
 	}
 	atomic_store(&c->sleeping, 0);
@@ -840,9 +1140,10 @@ static void *committer_main(void *arg)
 	for (;;) {
 		/* Held whenever this thread works (try_inline). */
 		pthread_mutex_lock(&c->run_mu);
+		settle(c);
 		maybe_pause(c);
 		maybe_save(c);
-		w = take_all(c);
+		w = take_work(c);
 		if (!w) {
 			if (atomic_load(&c->stop))
 				break;
@@ -897,6 +1198,8 @@ void kvd_excl_begin(struct kvd_excl *x, struct kvd_commit *com)
 	kvd_committer_flush(com);
 	pthread_once(&txn_once, txn_lock_init);
 	pthread_rwlock_wrlock(&txn_lock);
+	for (unsigned i = 0; i < com->n; i++)
+		settle(&com->c[i]);
 	atomic_fetch_add(&excl_seq, 1);
 	memset(x, 0, sizeof(*x));
 	x->com = com;

@@ -127,6 +127,17 @@ int kvj_append(struct kvj *j, const struct kvj_entry *e, size_t n,
  * before; a failed flush is never retried. */
 int kvj_sync(struct kvj *j);
 
+/* kvj_sync_fd, kvj_sync_done - kvj_sync in two halves, for a caller that
+ * flushes the journal itself (an io thread, through io_uring): kvj_sync_fd
+ * sets *fd to the descriptor to flush (the current segment; -1 when
+ * nothing was appended since the last flush) and returns 0, or the error
+ * that failed the journal; kvj_sync_done takes the flush's result, 0 or a negative errno.  No
+ * append may come between the two.  Returns as kvj_sync: 0, or the error
+ * that failed the journal now or before (a failed flush is never
+ * retried). */
+int kvj_sync_fd(const struct kvj *j, int *fd);
+int kvj_sync_done(struct kvj *j, int res);
+
 /* kvj_release - recycle every segment whose records are all at or below
  * upto_lsn (a checkpointed LSN); never the current one.  Up to max_spares
  * of them become spares, reused by later segments; the rest are deleted.

@@ -451,6 +451,26 @@ int kvj_sync(struct kvj *j)
 	return 0;
 }
 
+int kvj_sync_fd(const struct kvj *j, int *fd)
+{
+	*fd = -1;
+	if (j->err)
+		return j->err;
+	if (j->synced_lsn + 1 < j->next_lsn)
+		*fd = j->fd;
+	return 0;
+}
+
+int kvj_sync_done(struct kvj *j, int res)
+{
+	if (j->err)
+		return j->err;
+	if (res < 0)
+		return fail(j, res);
+	j->synced_lsn = j->next_lsn - 1;
+	return 0;
+}
+
 int kvj_release(struct kvj *j, uint64_t upto_lsn)
 {
 	unsigned done = 0;

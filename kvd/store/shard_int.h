@@ -75,6 +75,10 @@ struct kvd_wtxn {
 	 * known in this batch), and the page size */
 	int64_t room_pages;
 	uint64_t psize;
+	/* a batch whose flush is in flight (kvd_shard_commit_begin): its
+	 * first LSN and bytes, and the test shim's tag for its flush */
+	uint64_t pend_first, pend_bytes;
+	int pend_fd, pend_fi;
 };
 
 struct shard {

@@ -7,7 +7,10 @@
  * (kvm_publish), where readers see them all at once. */
 #include "shard_int.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1240,44 +1243,41 @@ static int only_deletes(const struct kvd_wtxn *t)
 	return 1;
 }
 
-int kvd_shard_commit(struct kvd_wtxn *t, int sync)
+/* The batch's records appended to the journal (not flushed): *first gets
+ * their first LSN, *bytes their size.  0 or a KV_* code. */
+static int commit_write(struct kvd_wtxn *t, uint64_t *first, uint64_t *bytes)
 {
 	struct shard *sh = &t->st->sh[t->idx];
-	uint64_t first, bytes;
-	int rc = 0;
+	int rc;
 
-	if (!t->nents)
-		goto out;
-	if (build_recs(t, &bytes)) {
-		rc = KV_INTERNAL;
-		goto out;
-	}
+	if (build_recs(t, bytes))
+		return KV_INTERNAL;
 	/* A batch of deletes may take the journal's reserved spare: on a
 	 * full disk, no new segment can be made for it, and deletes are how
 	 * room is freed through kvd (docs/architecture.md, section 8). */
 	rc = only_deletes(t)
-		 ? kvj_append_recs_reserve(sh->j, t->recs, t->nents, &first)
-		 : kvj_append_recs(sh->j, t->recs, t->nents, &first);
-	if (rc) {
-		rc = append_fail(sh, rc);
-		goto out;
-	}
-	atomic_fetch_add(&sh->jbytes, bytes);
+		 ? kvj_append_recs_reserve(sh->j, t->recs, t->nents, first)
+		 : kvj_append_recs(sh->j, t->recs, t->nents, first);
+	if (rc)
+		return append_fail(sh, rc);
+	atomic_fetch_add(&sh->jbytes, *bytes);
 	shard_publish_spares(sh); /* the batch may have taken or made one */
-	if (sync) {
-		if ((rc = kvj_sync(sh->j))) {
-			rc = shard_fail(sh, "flush", rc);
-			goto out;
-		}
-		atomic_fetch_add(&sh->fsyncs, 1);
-	}
+	return 0;
+}
+
+/* The batch, in the journal (and flushed if need be), into the active
+ * memtable and visible.  0 or a KV_* code. */
+static int commit_publish(struct kvd_wtxn *t, uint64_t first, uint64_t bytes)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	int rc;
+
 	if ((rc = insert_all(t, first))) {
 		/* In the journal, not in memory: a restart replays it.  What
 		 * was inserted stays unpublished, so readers never see part
 		 * of the batch (a failed shard is never checkpointed). */
 		log_error("%s: memtable: %s", sh->path, kvm_strerror(rc));
-		rc = shard_fail(sh, "memtable insert", -ENOMEM);
-		goto out;
+		return shard_fail(sh, "memtable insert", -ENOMEM);
 	}
 	/* The whole batch at once (docs/architecture.md, section 7), before
 	 * any of its requests is answered. */
@@ -1288,11 +1288,108 @@ int kvd_shard_commit(struct kvd_wtxn *t, int sync)
 	sh->last_batch_ms = t->begun_ms;
 	if (!sh->active_ms)
 		sh->active_ms = kvd_now_ms();
-out:
+	return 0;
+}
+
+/* The batch is over, committed or not: the writer's state for the next. */
+static void commit_end(struct kvd_wtxn *t)
+{
 	t->nents = 0;
 	kv_buf_trim(&t->data, 1 << 20);
 	kv_buf_trim(&t->tmp, 1 << 20);
 	kvd_reader_reset(t->rd);
+}
+
+int kvd_shard_commit(struct kvd_wtxn *t, int sync)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	uint64_t first = 0, bytes = 0;
+	int rc = 0;
+
+	if (t->nents && !(rc = commit_write(t, &first, &bytes)) && sync) {
+		if ((rc = kvj_sync(sh->j)))
+			rc = shard_fail(sh, "flush", rc);
+		else
+			atomic_fetch_add(&sh->fsyncs, 1);
+	}
+	if (t->nents && !rc)
+		rc = commit_publish(t, first, bytes);
+	commit_end(t);
+	return rc;
+}
+
+/* ---- A flush made by the caller (sync mode, an io thread's ring) ---- */
+
+/* Test shims (tests/reliability/powerloss.c, under LD_PRELOAD) define these
+ * to see, and to fail, the journal flushes an io thread makes through
+ * io_uring or the system call, which no libc wrapper sees: begin before the flush is issued
+ * (a tag, or a negative errno: do not issue it, it failed so), end with
+ * its result (the result to act on).  Found once, at the first batch; NULL
+ * in a server run without a shim. */
+typedef int (*fi_begin_fn)(int fd);
+typedef int (*fi_end_fn)(int fd, int tag, int res);
+static fi_begin_fn fi_begin;
+static fi_end_fn fi_end;
+static pthread_once_t fi_once = PTHREAD_ONCE_INIT;
+
+static void fi_find(void)
+{
+	fi_begin =
+	    (fi_begin_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "kvd_fi_io_sync_begin");
+	fi_end =
+	    (fi_end_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "kvd_fi_io_sync_end");
+}
+
+int kvd_shard_commit_begin(struct kvd_wtxn *t, int *fd, int *fault)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	int rc;
+
+	*fd = -1;
+	*fault = 0;
+	t->pend_first = t->pend_bytes = 0;
+	t->pend_fd = -1;
+	if (!t->nents)
+		return 0;
+	if ((rc = commit_write(t, &t->pend_first, &t->pend_bytes)) ||
+	    (rc = kvj_sync_fd(sh->j, fd))) {
+		if (rc < 0)
+			rc = shard_fail(sh, "flush", rc);
+		commit_end(t);
+		return rc;
+	}
+	pthread_once(&fi_once, fi_find);
+	t->pend_fd = *fd;
+	t->pend_fi = fi_begin && *fd >= 0 ? fi_begin(*fd) : 0;
+	if (t->pend_fi < 0)
+		*fault = t->pend_fi;
+	return 0;
+}
+
+int kvd_shard_commit_done(struct kvd_wtxn *t, int res)
+{
+	struct shard *sh = &t->st->sh[t->idx];
+	int rc = 0;
+
+	if (!t->nents)
+		goto out;
+	if (t->pend_fd >= 0) {
+		if (t->pend_fi < 0)
+			res = t->pend_fi; /* the shim failed it unissued */
+		else if (fi_end)
+			res = fi_end(t->pend_fd, t->pend_fi, res);
+		/* A failed flush fails the journal for good: never retried
+		 * (the kernel may have dropped the pages it could not
+		 * write, so a later flush that succeeds proves nothing). */
+		if ((rc = kvj_sync_done(sh->j, res))) {
+			rc = shard_fail(sh, "flush", rc);
+			goto out;
+		}
+		atomic_fetch_add(&sh->fsyncs, 1);
+	}
+	rc = commit_publish(t, t->pend_first, t->pend_bytes);
+out:
+	commit_end(t);
 	return rc;
 }
 

@@ -411,6 +411,18 @@ void kvd_shard_batch_keys(const struct kvd_wtxn *t, size_t from,
  * unwritten. */
 int kvd_shard_commit(struct kvd_wtxn *t, int sync);
 void kvd_shard_abort(struct kvd_wtxn *t);
+/* kvd_shard_commit in sync mode, in two halves, for a writer that flushes
+ * the journal itself without waiting (an io thread, through its ring):
+ * begin appends the batch to the journal and sets *fd to the descriptor
+ * to flush (-1: nothing to flush, call done at once) and *fault to a
+ * negative errno when a test shim fails that flush (do not issue it; done
+ * then fails the batch).  0, or a KV_* code: the batch is gone, as
+ * kvd_shard_commit's.  After 0, t stays the writer's until done, which
+ * takes the flush's result (0 or a negative errno), makes the batch
+ * visible, and returns as kvd_shard_commit.  Nothing else may write the
+ * shard in between. */
+int kvd_shard_commit_begin(struct kvd_wtxn *t, int *fd, int *fault);
+int kvd_shard_commit_done(struct kvd_wtxn *t, int res);
 /* Committer housekeeping between batches: recycle checkpointed journal
  * segments, freeze an old memtable, drop the committer's snapshot. */
 void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now);
@@ -629,6 +641,20 @@ struct kvd_commit_hooks {
 	void (*publish)(void *arg, const uint8_t *failed);
 	void (*drop)(void *arg);
 	void (*forget)(void *arg, unsigned shard);
+	/* Sync mode with kvd_commit_opts.ring (both NULL: never).  An io
+	 * thread committing its own writes starts its batch's journal flush
+	 * (fd; with fault, a no-op that a test shim fails) in its own ring
+	 * with ring_flush, tagged cookie, and goes back to its sockets; the
+	 * flush's completion is reported to kvd_committer_flushed(cookie,
+	 * res), on that thread or on whoever waits for it.  ring_flush
+	 * returns the ring, or NULL: the caller flushes in place, blocking
+	 * (this thread has nothing else to do, or no room in its ring).  ring_wait (any thread): wait a little for a
+	 * flush started in ring, and report those completed.  ring_here: 1
+	 * when the calling thread has a ring (else its writes go to the
+	 * committers). */
+	void *(*ring_flush)(void *arg, int fd, int fault, void *cookie);
+	void (*ring_wait)(void *arg, void *ring);
+	int (*ring_here)(void *arg);
 };
 
 struct kvd_commit_opts {
@@ -643,6 +669,10 @@ struct kvd_commit_opts {
 	const unsigned *reap_interval_ms;
 	const unsigned *flush_interval_ms;
 	uint64_t start_ms; /* kvd_committers_lastsave before any save */
+	/* Sync mode: an io thread commits its own writes when the shard's
+	 * committer is idle, flushing through its ring (hooks.ring_flush),
+	 * or with INLINE, with its own fdatasync (blocking) */
+	enum { KVD_RING_OFF, KVD_RING_ON, KVD_RING_INLINE } ring;
 	struct kvd_commit_hooks hooks;
 };
 
@@ -657,6 +687,10 @@ void kvd_committer_submit(struct kvd_commit *com, struct kvd_wreq *w);
  * kvd_committer_submit holds them until the end of the thread's loop turn,
  * which calls this (so does kvd_excl_begin, before it locks). */
 void kvd_committer_flush(struct kvd_commit *com);
+/* A journal flush started by hooks.ring_flush ended with res (0 or a
+ * negative errno): its batch becomes visible and is answered, or fails
+ * with its shard.  Called once per flush, under the ring's lock. */
+void kvd_committer_flushed(void *cookie, int res);
 /* Stop every committer between two batches, each once its shard's LMDB
  * holds everything it acknowledged (a checkpoint), and wait until all
  * have; a backup opens its snapshots meanwhile.  0, or the KV_* code of a

@@ -20,6 +20,9 @@
  * EIO; SHORT writes half the bytes, as a filesystem that runs out of room
  * part way does).  KVD_FI_LOG=FILE gets one text line per sync and write of
  * a tracked file, so a test can see that a failed fsync is never retried.
+ * An io thread's flushes of its own writes (through io_uring, or the
+ * system call) count as syncs too (kvd_fi_io_sync_*, below; "io-sync" and
+ * "inject-io-sync" in that log).
  *
  * KVD_FI_ARM=FILE: count calls towards N only while FILE exists, so that
  * a test can let kvd start before the count begins.
@@ -458,13 +461,17 @@ int ftruncate(int fd, off_t len)
 
 /* ===================== Syncs ===================== */
 
-static int traced_sync(int fd, int (*real)(int))
+/* A sync of fd starts (ring: one of kvd's io threads, through io_uring or
+ * the system call, named so in KVD_FI_LOG): 0 for an untracked file, -errno when the fault fails it
+ * (not issued: begin and end logged now), else its sequence number, with
+ * its begin logged. */
+static long sync_begin(int fd, int ring)
 {
-	int file = tracked(fd), rc, saved;
-	uint64_t seq;
+	int file = tracked(fd);
+	long seq;
 
 	if (!file)
-		return real(fd);
+		return 0;
 	if (delay_ms > 0 && strstr(paths[file - 1], delay_sub)) {
 		struct timespec ts = {delay_ms / 1000,
 				      delay_ms % 1000 * 1000000L};
@@ -473,27 +480,72 @@ static int traced_sync(int fd, int (*real)(int))
 			;
 	}
 	if (fault_hit(&sync_fault, file)) {
-		fi_line("inject-sync", file, sync_fault.nth, sync_fault.err);
+		fi_line(ring ? "inject-io-sync" : "inject-sync", file,
+			sync_fault.nth, sync_fault.err);
 		pthread_mutex_lock(&mu);
-		seq = ++next_seq;
-		log_rec(PL_SYNC_BEGIN, file, seq, 0, 0, NULL, 0);
-		log_rec(PL_SYNC_END, file, seq, 0, -EIO, NULL, 0);
+		seq = (long)++next_seq;
+		log_rec(PL_SYNC_BEGIN, file, (uint64_t)seq, 0, 0, NULL, 0);
+		log_rec(PL_SYNC_END, file, (uint64_t)seq, 0, -EIO, NULL, 0);
 		pthread_mutex_unlock(&mu);
-		errno = sync_fault.err > 0 ? sync_fault.err : EIO;
-		return -1;
+		return -(sync_fault.err > 0 ? sync_fault.err : EIO);
 	}
 	pthread_mutex_lock(&mu);
-	seq = ++next_seq;
-	log_rec(PL_SYNC_BEGIN, file, seq, 0, 0, NULL, 0);
+	seq = (long)++next_seq;
+	log_rec(PL_SYNC_BEGIN, file, (uint64_t)seq, 0, 0, NULL, 0);
 	pthread_mutex_unlock(&mu);
+	return seq;
+}
+
+/* The sync sync_begin numbered seq returned rc (0 or -errno). */
+static void sync_end(int fd, long seq, int rc, int ring)
+{
+	int file = tracked(fd);
+
+	if (!file || seq <= 0)
+		return;
+	pthread_mutex_lock(&mu);
+	log_rec(PL_SYNC_END, file, (uint64_t)seq, 0, rc, NULL, 0);
+	pthread_mutex_unlock(&mu);
+	fi_line(ring ? "io-sync" : "sync", file, seq, rc ? -1 : 0);
+}
+
+static int traced_sync(int fd, int (*real)(int))
+{
+	long seq = sync_begin(fd, 0);
+	int rc, saved;
+
+	if (seq < 0) {
+		errno = (int)-seq;
+		return -1;
+	}
 	rc = real(fd);
 	saved = errno;
-	pthread_mutex_lock(&mu);
-	log_rec(PL_SYNC_END, file, seq, 0, rc ? -saved : 0, NULL, 0);
-	pthread_mutex_unlock(&mu);
-	fi_line("sync", file, (long)seq, rc);
+	sync_end(fd, seq, rc ? -saved : 0, 0);
 	errno = saved;
 	return rc;
+}
+
+/* kvd's io threads flush the journal through io_uring (IORING_OP_FSYNC)
+ * or the fdatasync system call itself, neither of which a libc wrapper
+ * sees: kvd calls these around each such flush (found with dlsym,
+ * kvd/store/shard_write.c), so that the log and the faults cover them as
+ * they cover fdatasync.  begin: a tag for end, or a
+ * negative errno (the flush is not issued and fails so); end: the result
+ * kvd acts on. */
+int kvd_fi_io_sync_begin(int fd);
+int kvd_fi_io_sync_end(int fd, int tag, int res);
+
+int kvd_fi_io_sync_begin(int fd)
+{
+	long seq = sync_begin(fd, 1);
+
+	return seq > INT32_MAX ? 0 : (int)seq;
+}
+
+int kvd_fi_io_sync_end(int fd, int tag, int res)
+{
+	sync_end(fd, tag, res, 1);
+	return res;
 }
 
 int fsync(int fd)

@@ -159,7 +159,8 @@ class Faults(unittest.TestCase):
         hit = [i for i, e in enumerate(ev) if e[0].startswith("inject")]
         self.assertEqual(len(hit), 1, "the fault was not injected exactly once")
         path = ev[hit[0]][1]
-        later = [e for e in ev[hit[0] + 1:] if e[0] == "sync" and e[1] == path]
+        later = [e for e in ev[hit[0] + 1:]
+                 if e[0] in ("sync", "io-sync") and e[1] == path]
         self.assertEqual(later, [], "fsync of %s issued again after it failed" % path)
         return path
 
@@ -175,6 +176,43 @@ class Faults(unittest.TestCase):
         self.assertRegex(log, r" E .*shard-001: journal flush failed: Input/output error; "
                               r"this shard accepts no more writes until restart")
         self.failed_shard_1(st)
+
+    def io_thread_fsync_fails(self, mode):
+        """Sync mode, writes one at a time, io-thread-flush mode: the io
+        thread commits each itself and flushes the journal (through its
+        io_uring ring, or with its own fdatasync; docs/architecture.md
+        section 4).  That flush fails: the batch's writer and every later
+        writer of the shard get SHARD_FAILED, nothing acknowledged is lost,
+        and the flush is never issued again.  (No freeze of an old memtable
+        here: a freeze due hands the batch to the committer.)"""
+        st, log, refused = self.run_fault(
+            "sync", {"KVD_FI_SYNC_FAIL": JOURNAL + ":1"},
+            args=["--checkpoint-interval-ms", "600000", "--io-thread-flush", mode])
+        self.assertEqual([e[0] for e in self.events() if e[0].startswith("inject")],
+                         ["inject-io-sync"])
+        self.assertIn(JOURNAL, self.check_never_retried())
+        self.assertRegex(log, r" E .*shard-001: journal flush failed: Input/output error; "
+                              r"this shard accepts no more writes until restart")
+        self.failed_shard_1(st)
+        self.assertGreater(st[b"inline_commits"], 0)
+
+    def test_journal_ring_fsync_fails(self):
+        self.io_thread_fsync_fails("ring")
+
+    def test_journal_inline_fsync_fails(self):
+        self.io_thread_fsync_fails("inline")
+
+    def test_journal_committer_fsync_fails(self):
+        """The same with io-thread-flush no: the committer's fdatasync
+        fails, with the same outcome."""
+        st, log, refused = self.run_fault(
+            "sync", {"KVD_FI_SYNC_FAIL": JOURNAL + ":1"},
+            args=["--checkpoint-interval-ms", "600000", "--io-thread-flush", "no"])
+        self.assertEqual([e[0] for e in self.events() if e[0].startswith("inject")],
+                         ["inject-sync"])
+        self.assertIn(JOURNAL, self.check_never_retried())
+        self.failed_shard_1(st)
+        self.assertEqual(st[b"inline_commits"], 0)
 
     def test_journal_fsync_fails_async_flush(self):
         # the async flush of shard 1's journal fails
