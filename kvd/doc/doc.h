@@ -17,7 +17,7 @@
  * one value in keyspace KVD_KS_CATALOG on shard 0, changed only by the
  * KVDOC_OP_CATALOG merge on shard 0's committer: two io threads creating
  * one collection at once get one id (the second finds it), ids are never
- * reused (a dropped collection's documents stay unreachable under its id),
+ * reused (a dropped collection's documents are purged under its id),
  * and the catalog is journaled, replicated, backed up and recovered as
  * any value.  Its image:
  *
