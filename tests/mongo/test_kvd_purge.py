@@ -172,6 +172,32 @@ class Purge(unittest.TestCase):
         finally:
             h.srv.cleanup()
 
+    def test_replica_gets_the_deletes(self):
+        # The replica does not purge: the primary's deletes arrive as
+        # records and leave its shards as empty of the dropped keys.
+        h = host(args=["--mongo-ttl-interval", "1"])
+        r = None
+        try:
+            db = h.client("").t
+            fill(db.rep, 2000)
+            r = kvdtest.Server(resp=True, durability="async",
+                               args=["--mongo-ttl-interval", "1",
+                                     "--replicaof", "127.0.0.1",
+                                     str(h.srv.port)]).start()
+            docs, ixs = self.ids(h.srv)
+            ids = set(docs) | set(ixs)
+            kvdtest.wait_for(lambda: self.ids(r) == (docs, ixs), 60,
+                             "the replica's copy")
+            db.rep.drop()
+            kvdtest.wait_for(lambda: gone(h.srv, ids), 60,
+                             "the primary's purge")
+            kvdtest.wait_for(lambda: self.ids(r) == ({}, {}), 60,
+                             "the deletes on the replica")
+        finally:
+            if r:
+                r.cleanup()
+            h.srv.cleanup()
+
     def test_purge_goes_on_after_kill9(self):
         # A TTL interval of an hour: after the first pass at start, the
         # thread waits that long, so the drop's keys are still there when
