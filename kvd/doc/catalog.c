@@ -79,8 +79,9 @@ int kvdoc_op_catalog(struct kv_buf *out, unsigned op, unsigned flags,
 	uint8_t h[3] = {(uint8_t)op, (uint8_t)flags, (uint8_t)dn}, c = 0;
 	uint8_t ol[4];
 
-	if (!dn || dn > KVDOC_NAME_MAX || cn > KVDOC_NAME_MAX ||
-	    (op != KVDOC_CAT_DROPDB && !cn))
+	if ((!dn && op != KVDOC_CAT_PURGED) || dn > KVDOC_NAME_MAX ||
+	    cn > KVDOC_NAME_MAX ||
+	    (op != KVDOC_CAT_DROPDB && op != KVDOC_CAT_PURGED && !cn))
 		return -1;
 	c = (uint8_t)cn;
 	wr32(ol, opts ? olen : 0);
@@ -119,6 +120,8 @@ static int cat_parse(struct kv_slice s, struct cat_op *o)
 	if (end - p < 4 || (size_t)(end - p - 4) != (olen = rd32(p)))
 		return -1;
 	o->opts = (struct kv_slice){p + 4, olen};
+	if (o->op == KVDOC_CAT_PURGED)
+		return o->opts.n == 4 ? 0 : -1;
 	return o->op > KVDOC_CAT_IXREADY || !o->db.n ? -1 : 0;
 }
 
@@ -131,10 +134,36 @@ static int slice_eq(struct kv_slice a, struct kv_slice b)
 struct cat_img {
 	uint64_t version;
 	uint32_t next, n;
-	struct kv_slice ents; /* the collections' entries */
-	struct kv_slice ixs;  /* the indexes' tail (index.h) */
-	uint32_t cid;	      /* the named collection's id (0: absent) */
+	struct kv_slice ents;  /* the collections' entries */
+	struct kv_slice ixs;   /* the indexes' tail (index.h) */
+	struct kv_slice purge; /* the purge list's ids ([u32]...) */
+	uint32_t cid;	       /* the named collection's id (0: absent) */
 };
+
+/* The indexes' tail and the purge list after it (none in an image
+ * written before either). */
+static int tails_parse(const uint8_t *p, const uint8_t *end, struct cat_img *g)
+{
+	const uint8_t *q = p + 4;
+	struct kvdoc_ix ix;
+	uint32_t n;
+
+	g->ixs = (struct kv_slice){p, 0};
+	if (end - p < 4)
+		return 0;
+	n = rd32(p);
+	for (uint32_t i = 0; i < n; i++)
+		if (kvdoc_ix_next(&q, end, &ix))
+			return -1;
+	g->ixs.n = (size_t)(q - p);
+	if (end - q < 4)
+		return 0;
+	n = rd32(q);
+	if ((size_t)(end - q - 4) < (size_t)n * 4)
+		return -1;
+	g->purge = (struct kv_slice){q + 4, (size_t)n * 4};
+	return 0;
+}
 
 static int img_parse(const struct kvd_merge *m, const struct cat_op *o,
 		     struct cat_img *g)
@@ -168,8 +197,7 @@ static int img_parse(const struct kvd_merge *m, const struct cat_op *o,
 	}
 	g->ents = (struct kv_slice){m->old.p + CAT_HDR,
 				    (size_t)(p - m->old.p - CAT_HDR)};
-	g->ixs = (struct kv_slice){p, (size_t)(end - p)};
-	return 0;
+	return tails_parse(p, end, g);
 }
 
 static void put_ent(struct kv_buf *b, uint32_t id, const struct cat_op *o,
@@ -189,14 +217,39 @@ static void put_ent(struct kv_buf *b, uint32_t id, const struct cat_op *o,
 	kv_buf_append(b, opts.p, opts.n);
 }
 
+/* The purge list: the old one's ids but PURGED's, then gone's.  For
+ * PURGED, m->result is 1 when its id was listed, else 0. */
+static void purge_put(struct kvd_merge *m, const struct cat_op *o,
+		      const struct cat_img *g, const struct kv_buf *gone)
+{
+	uint32_t n = 0, id = o->op == KVDOC_CAT_PURGED ? rd32(o->opts.p) : 0;
+	size_t at = m->image->len;
+	uint8_t cnt[4] = {0};
+
+	kv_buf_append(m->image, cnt, 4);
+	for (size_t i = 0; i + 4 <= g->purge.n; i += 4) {
+		if (id && rd32(g->purge.p + i) == id) {
+			m->result = 1;
+			continue;
+		}
+		kv_buf_append(m->image, g->purge.p + i, 4);
+		n++;
+	}
+	kv_buf_append(m->image, gone->data, gone->len);
+	n += (uint32_t)(gone->len / 4);
+	if (!m->image->err)
+		wr32(m->image->data + at, n);
+}
+
 /* The new image: the old one's entries but the dropped ones, then the
- * created one, then the indexes' tail; version + 1.  The number of
+ * created one, then the indexes' tail, then the purge list (the dropped
+ * collections' and indexes' ids added); version + 1.  The number of
  * collections dropped, or -1. */
 static int cat_rewrite(struct kvd_merge *m, const struct cat_op *o,
 		       struct cat_img *g)
 {
 	const uint8_t *p = g->ents.p, *end = g->ents.p + g->ents.n;
-	struct kv_buf *b = m->image, live = {0};
+	struct kv_buf *b = m->image, live = {0}, gone = {0};
 	uint8_t hdr[CAT_HDR] = {0}, idb[4];
 	uint32_t kept = 0, dropped = 0, next = g->next;
 	struct cat_ent e;
@@ -211,6 +264,8 @@ static int cat_rewrite(struct kvd_merge *m, const struct cat_op *o,
 		    (o->op == KVDOC_CAT_DROPDB || slice_eq(e.coll, o->coll))) {
 			dropped++;
 			m->result = o->op == KVDOC_CAT_DROP ? e.id : dropped;
+			wr32(idb, e.id);
+			kv_buf_append(&gone, idb, 4);
 			continue;
 		}
 		kv_buf_append(b, e.raw.p, e.raw.n);
@@ -231,9 +286,16 @@ static int cat_rewrite(struct kvd_merge *m, const struct cat_op *o,
 		kv_buf_append(&live, idb, 4);
 		kept++;
 	}
-	if (live.err ||
-	    kvdoc_ix_rewrite(m, o->op, o->opts, g->ixs, &live, g->cid, &next))
+	if (live.err || kvdoc_ix_rewrite(m, o->op, o->opts, g->ixs, &live,
+					 g->cid, &next, &gone))
 		goto out;
+	if (m->status != KV_OK || m->result < 0) { /* refused: no change */
+		rc = 0;
+		goto out;
+	}
+	if (gone.err)
+		goto out;
+	purge_put(m, o, g, &gone);
 	if (b->err)
 		goto out;
 	wr64(b->data, g->version + 1);
@@ -242,6 +304,7 @@ static int cat_rewrite(struct kvd_merge *m, const struct cat_op *o,
 	rc = (int)dropped;
 out:
 	kv_buf_free(&live);
+	kv_buf_free(&gone);
 	return rc;
 }
 
@@ -287,7 +350,8 @@ int kvdoc_catalog_merge(void *ctx, struct kvd_merge *m)
 		m->status = KV_NOT_FOUND;
 		return 0;
 	}
-	if (o.op == KVDOC_CAT_DROPDB && !dropped)
+	if ((o.op == KVDOC_CAT_DROPDB && !dropped) ||
+	    (o.op == KVDOC_CAT_PURGED && m->result != 1))
 		return 0;
 	m->action = KVD_MERGE_STORE;
 	m->new_type = KVD_VT_PLAIN;
@@ -376,6 +440,26 @@ void kvdoc_catalog_indexes(const struct kvdoc_catalog *c, uint32_t coll,
 	for (uint32_t i = 0; i < n && !kvdoc_ix_next(&p, end, &ix); i++)
 		if ((!coll || ix.coll == coll) && fn(arg, &ix))
 			return;
+}
+
+int kvdoc_catalog_purge_first(const struct kvdoc_catalog *c, uint32_t *id)
+{
+	struct cat_img g;
+	const uint8_t *p, *end;
+	struct cat_ent e;
+
+	if (c->img.len < CAT_HDR)
+		return 0;
+	p = c->img.data + CAT_HDR;
+	end = c->img.data + c->img.len;
+	for (uint32_t i = 0, n = rd32(c->img.data + 12); i < n; i++)
+		if (ent_next(&p, end, &e))
+			return 0;
+	memset(&g, 0, sizeof(g));
+	if (tails_parse(p, end, &g) || g.purge.n < 4)
+		return 0;
+	*id = rd32(g.purge.p);
+	return 1;
 }
 
 struct find_arg {

@@ -17,7 +17,7 @@
  * one value in keyspace KVD_KS_CATALOG on shard 0, changed only by the
  * KVDOC_OP_CATALOG merge on shard 0's committer: two io threads creating
  * one collection at once get one id (the second finds it), ids are never
- * reused (a dropped collection's documents stay unreachable under its id),
+ * reused (a dropped collection's documents are purged under its id),
  * and the catalog is journaled, replicated, backed up and recovered as
  * any value.  Its image:
  *
@@ -25,7 +25,12 @@
  *     [u32 id][u8 dblen][db][u8 clen][coll][u32 olen][options BSON]
  *
  * little-endian; version grows at every change, so an io thread's copy
- * (struct kvdoc_catalog) is refreshed only when it moved.
+ * (struct kvdoc_catalog) is refreshed only when it moved.  The indexes'
+ * tail follows (index.h), then the purge list, [u32 n][u32 id]...: the
+ * ids of collections and indexes dropped whose keys the documents'
+ * background thread has not deleted yet (doc_purge.c; an image without
+ * the list has none).  DROP, DROPDB and IXDROP append to it, PURGED
+ * takes an id off.
  *
  * Writes are merge operations (store.h, KVD_W_MERGE), computed by the
  * document's shard's committer on its current image, so no update is lost
@@ -101,6 +106,7 @@ enum {
 	KVDOC_CAT_IXADD,   /* options: the index's spec (index.h) */
 	KVDOC_CAT_IXDROP,  /* options: its name ("*": every one) */
 	KVDOC_CAT_IXREADY, /* options: [u32 index id] (built) */
+	KVDOC_CAT_PURGED,  /* options: [u32 id] (its keys deleted); db "" */
 };
 
 /* The catalog's one key (keyspace KVD_KS_CATALOG, shard 0). */
@@ -163,6 +169,8 @@ typedef int (*kvdoc_coll_fn)(void *arg, uint32_t id, struct kv_slice db,
 			     struct kv_slice coll, struct kv_slice opts);
 void kvdoc_catalog_each(const struct kvdoc_catalog *c, const char *db,
 			kvdoc_coll_fn fn, void *arg);
+/* The first id of the purge list: 1 with *id, or 0 when it is empty. */
+int kvdoc_catalog_purge_first(const struct kvdoc_catalog *c, uint32_t *id);
 
 /* ---- documents, as an io thread reads them ---- */
 

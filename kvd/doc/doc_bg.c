@@ -76,6 +76,29 @@ int doc_bg_merge(struct doc_bg *g, unsigned ks, unsigned id, int shard,
 	return 0;
 }
 
+int doc_bg_del(struct doc_bg *g, unsigned ks, unsigned shard,
+	       struct kv_slice items, uint32_t nitems, uint32_t tag)
+{
+	struct kvd_wreq *w = kvd_wreq_new(g->sink, items.n);
+
+	if (!w)
+		return -1;
+	memset(&w->op, 0, sizeof(w->op));
+	w->io = g->sink;
+	w->pend = (void *)(uintptr_t)tag;
+	w->tracked = 0;
+	w->shard = (uint16_t)shard;
+	w->op.kind = KVD_W_DEL;
+	w->op.ks = (uint8_t)ks;
+	w->op.items = w->data;
+	memcpy(w->data, items.p, items.n);
+	w->op.items_len = items.n;
+	w->op.nitems = nitems;
+	kvd_committer_submit(g->srv->com, w);
+	g->out++;
+	return 0;
+}
+
 void doc_bg_wait(struct doc_bg *g,
 		 void (*fn)(void *arg, const struct kvd_pend *pd), void *arg)
 {

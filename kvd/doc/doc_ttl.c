@@ -41,6 +41,7 @@
 
 #define BATCH 256
 #define PASS_MAX 100000
+#define PURGE_WAIT_MS 50 /* between purge passes while the list is not empty */
 
 static struct {
 	pthread_t thread;
@@ -245,7 +246,8 @@ static bool writable(void)
 
 static void *ttl_main(void *arg)
 {
-	int resumed = 0;
+	int resumed = 0, purging = 1; /* a purge a stop cut goes on */
+	uint64_t last = kvd_now_ms(); /* the last TTL pass */
 
 	(void)arg;
 	pthread_mutex_lock(&T.mu);
@@ -260,12 +262,26 @@ static void *ttl_main(void *arg)
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += T.g.srv->cfg->mongo_ttl_interval;
+		if (purging) /* comes back soon while the list is not empty */
+			ts.tv_nsec += PURGE_WAIT_MS * 1000000L;
+		else
+			ts.tv_sec += T.g.srv->cfg->mongo_ttl_interval;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
 		pthread_cond_timedwait(&T.cv, &T.mu, &ts);
-		if (T.g.stop || !writable())
+		if (T.g.stop || !writable()) {
+			purging = 0; /* the primary's deletes come */
 			continue;
+		}
 		pthread_mutex_unlock(&T.mu);
-		pass();
+		if (kvd_now_ms() - last >=
+		    T.g.srv->cfg->mongo_ttl_interval * 1000ull) {
+			last = kvd_now_ms();
+			pass();
+		}
+		purging = doc_purge_pass(&T.g);
 		pthread_mutex_lock(&T.mu);
 	}
 	pthread_mutex_unlock(&T.mu);

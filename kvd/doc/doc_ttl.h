@@ -2,7 +2,9 @@
  * start it builds again the indexes a stop left building (doc_build.c),
  * then it is the TTL monitor: every mongo-ttl-interval seconds it deletes
  * the documents whose date under a TTL index (expireAfterSeconds) is that
- * many seconds past, as mongod's TTL monitor does. */
+ * many seconds past, as mongod's TTL monitor does; and it deletes the keys
+ * of dropped collections and indexes (doc_purge.c), every 50 ms while
+ * some are left. */
 #ifndef KVD_DOC_DOC_TTL_H
 #define KVD_DOC_DOC_TTL_H
 

@@ -74,11 +74,12 @@ void kvdoc_catalog_indexes(const struct kvdoc_catalog *c, uint32_t coll,
  * collections' entries are written to m->image): ixs is the old image's
  * tail, live the ids of the collections kept (n of them, as [u32]...),
  * cid the collection the index operation names (0: none), *next the id
- * counter.  0, or -1 (malformed: KV_INTERNAL), with m's result and status
- * set for the index operations. */
+ * counter; the ids of the indexes it drops (by name or with their
+ * collection) are appended to gone as [u32]... .  0, or -1 (malformed:
+ * KV_INTERNAL), with m's result and status set for the index operations. */
 int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 		     struct kv_slice ixs, const struct kv_buf *live,
-		     uint32_t cid, uint32_t *next);
+		     uint32_t cid, uint32_t *next, struct kv_buf *gone);
 
 /* ---- operands ---- */
 

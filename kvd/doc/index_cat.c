@@ -183,14 +183,14 @@ static bool drops(unsigned op, struct kv_slice name, const struct kvdoc_ix *ix,
 
 int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 		     struct kv_slice ixs, const struct kv_buf *live,
-		     uint32_t cid, uint32_t *next)
+		     uint32_t cid, uint32_t *next, struct kv_buf *gone)
 {
 	const uint8_t *p = ixs.p + 4, *end = ixs.p + ixs.n;
 	uint32_t n = ixs.n >= 4 ? rd32(ixs.p) : 0, kept = 0, hit = 0;
 	size_t at = m->image->len;
 	struct spec nw;
 	struct kvdoc_ix ix;
-	uint8_t cnt[4] = {0};
+	uint8_t cnt[4] = {0}, idb[4];
 	int c;
 
 	if (op == KVDOC_CAT_IXADD && spec_read(opts, &nw))
@@ -199,10 +199,11 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 	for (uint32_t i = 0; i < n; i++) {
 		if (kvdoc_ix_next(&p, end, &ix))
 			return -1;
-		if (!is_live(live, ix.coll))
-			continue; /* its collection was dropped */
-		if (drops(op, opts, &ix, cid)) {
-			hit++;
+		if (!is_live(live, ix.coll) || drops(op, opts, &ix, cid)) {
+			/* dropped, or its collection was: its keys to purge */
+			hit += is_live(live, ix.coll);
+			wr32(idb, ix.id);
+			kv_buf_append(gone, idb, 4);
 			continue;
 		}
 		if (op == KVDOC_CAT_IXREADY && opts.n == 4 &&
