@@ -299,6 +299,25 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 				  int nowait);
 static int try_ring(struct kvd_committer *c, struct kvd_wreq *head);
 
+/* The writer role for an io thread (try_inline, try_ring): the shard's
+ * run_mu, then txn_lock shared, both without waiting; 1 when taken. */
+static int role_try(struct kvd_committer *c)
+{
+	if (pthread_mutex_trylock(&c->run_mu))
+		return 0;
+	if (pthread_rwlock_tryrdlock(&txn_lock)) {
+		pthread_mutex_unlock(&c->run_mu);
+		return 0;
+	}
+	return 1;
+}
+
+static void role_drop(struct kvd_committer *c)
+{
+	pthread_rwlock_unlock(&txn_lock);
+	pthread_mutex_unlock(&c->run_mu);
+}
+
 /* Async mode: commit an io thread's writes of one turn (newest first) on
  * that thread when the shard's committer is idle, so that the request is
  * answered in the turn that read it, without two thread hops.  The
@@ -334,22 +353,16 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	}
 	if (n > INLINE_MAX)
 		return 0;
-	if (pthread_mutex_trylock(&c->run_mu))
+	if (!role_try(c))
 		return 0;
-	if (pthread_rwlock_tryrdlock(&txn_lock)) {
-		pthread_mutex_unlock(&c->run_mu);
-		return 0;
-	}
 	/* Under the lock: what is queued now came before us. */
 	if (atomic_load(&c->queue) || atomic_load(&pause_req)) {
-		pthread_rwlock_unlock(&txn_lock);
-		pthread_mutex_unlock(&c->run_mu);
+		role_drop(c);
 		return 0;
 	}
 	for (fifo = reverse(head); fifo;)
 		fifo = run_batch(c, fifo, 1);
-	pthread_rwlock_unlock(&txn_lock);
-	pthread_mutex_unlock(&c->run_mu);
+	role_drop(c);
 	return 1;
 }
 
@@ -868,16 +881,11 @@ static int try_ring(struct kvd_committer *c, struct kvd_wreq *head)
 	    atomic_load(&pause_req) || atomic_load(&c->failed) ||
 	    atomic_load(&c->ring_busy) || atomic_load(&c->handoff))
 		return 0;
-	if (pthread_mutex_trylock(&c->run_mu))
+	if (!role_try(c))
 		return 0;
-	if (pthread_rwlock_tryrdlock(&txn_lock)) {
-		pthread_mutex_unlock(&c->run_mu);
-		return 0;
-	}
 	if (atomic_load(&pause_req) || atomic_load(&c->ring_busy) ||
 	    atomic_load(&c->handoff)) {
-		pthread_rwlock_unlock(&txn_lock);
-		pthread_mutex_unlock(&c->run_mu);
+		role_drop(c);
 		return 0;
 	}
 	/* What is queued came before this thread's own writes. */
@@ -894,8 +902,7 @@ static int try_ring(struct kvd_committer *c, struct kvd_wreq *head)
 	}
 	if (q)
 		ring_batch(c, q);
-	pthread_rwlock_unlock(&txn_lock);
-	pthread_mutex_unlock(&c->run_mu);
+	role_drop(c);
 	return 1;
 }
 
