@@ -33,9 +33,9 @@ static int ddl_done(struct mdoor_req *r, struct mdoor_wbatch *b,
 	return 0;
 }
 
-static int submit_ddl(struct mdoor_req *r, enum mdoor_wkind kind,
-		      const char *coll, const bson_t *opts,
-		      struct mql_error *err)
+int mdoor_submit_ddl(struct mdoor_req *r, enum mdoor_wkind kind,
+		     const char *coll, const bson_t *opts,
+		     mdoor_finish_fn finish, struct mql_error *err)
 {
 	struct mdoor_wstate *w = mdoor_wstate_new(r, kind, coll, 0, true);
 
@@ -53,7 +53,7 @@ static int submit_ddl(struct mdoor_req *r, enum mdoor_wkind kind,
 		w->b.options = w->arena;
 		w->b.options_len = opts->len;
 	}
-	return mdoor_submit(r, &w->b, ddl_done, w, mdoor_wstate_free, err);
+	return mdoor_submit(r, &w->b, finish, w, mdoor_wstate_free, err);
 }
 
 int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err)
@@ -106,7 +106,7 @@ static int cmd_create(struct mdoor_req *r, struct mql_error *err)
 	mdoor_cmd_value(r, &it);
 	if (mdoor_create_opts(&it, &opts, err))
 		goto out;
-	rc = submit_ddl(r, MDOOR_W_CREATE, coll, &opts, err);
+	rc = mdoor_submit_ddl(r, MDOOR_W_CREATE, coll, &opts, ddl_done, err);
 out:
 	bson_destroy(&opts);
 	return rc;
@@ -118,12 +118,12 @@ static int cmd_drop(struct mdoor_req *r, struct mql_error *err)
 
 	if (mdoor_coll_arg(r, &coll, err))
 		return -1;
-	return submit_ddl(r, MDOOR_W_DROP, coll, NULL, err);
+	return mdoor_submit_ddl(r, MDOOR_W_DROP, coll, NULL, ddl_done, err);
 }
 
 static int cmd_dropdatabase(struct mdoor_req *r, struct mql_error *err)
 {
-	return submit_ddl(r, MDOOR_W_DROPDB, NULL, NULL, err);
+	return mdoor_submit_ddl(r, MDOOR_W_DROPDB, NULL, NULL, ddl_done, err);
 }
 
 /* ===================== listings ===================== */

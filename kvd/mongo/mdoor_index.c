@@ -35,23 +35,6 @@ static int ix_done(struct mdoor_req *r, struct mdoor_wbatch *b,
 	return 0;
 }
 
-static int submit(struct mdoor_req *r, enum mdoor_wkind kind, const char *coll,
-		  const bson_t *opts, struct mql_error *err)
-{
-	struct mdoor_wstate *w = mdoor_wstate_new(r, kind, coll, 0, true);
-
-	if (!w || !(w->arena = malloc(opts->len))) {
-		if (w)
-			mdoor_wstate_free(w);
-		return mdoor_err(err, MDOOR_ExceededMemoryLimit,
-				 "out of memory");
-	}
-	memcpy(w->arena, bson_get_data(opts), opts->len);
-	w->b.options = w->arena;
-	w->b.options_len = opts->len;
-	return mdoor_submit(r, &w->b, ix_done, w, mdoor_wstate_free, err);
-}
-
 /* One option of a specification into out; 0, or -1 with err. */
 static int spec_opt(bson_iter_t *it, bson_t *out, struct mql_error *err)
 {
@@ -208,7 +191,7 @@ int mdoor_cmd_createindexes(struct mdoor_req *r, struct mql_error *err)
 	if (mdoor_coll_arg(r, &coll, err) || mdoor_args(r, spec, 2, a, err) ||
 	    mdoor_index_specs(&a[0].it, &opts, err))
 		goto out;
-	rc = submit(r, MDOOR_W_IXCREATE, coll, &opts, err);
+	rc = mdoor_submit_ddl(r, MDOOR_W_IXCREATE, coll, &opts, ix_done, err);
 out:
 	bson_destroy(&opts);
 	return rc;
@@ -316,7 +299,7 @@ int mdoor_cmd_dropindexes(struct mdoor_req *r, struct mql_error *err)
 	    mdoor_index_drop_opts(&r->mc->d->store, r->db, coll, &a[0].it,
 				  &opts, err))
 		goto out;
-	rc = submit(r, MDOOR_W_IXDROP, coll, &opts, err);
+	rc = mdoor_submit_ddl(r, MDOOR_W_IXDROP, coll, &opts, ix_done, err);
 out:
 	bson_destroy(&opts);
 	return rc;

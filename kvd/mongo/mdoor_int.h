@@ -208,6 +208,13 @@ int mdoor_submit(struct mdoor_req *r, struct mdoor_wbatch *b,
 		 mdoor_finish_fn finish, void *state,
 		 void (*state_free)(void *), struct mql_error *err);
 
+/* mdoor_submit_ddl - a catalog change (create, drop, index builds and
+ * drops) of collection coll with opts (copied; may be NULL) handed to the
+ * store as mdoor_submit does. */
+int mdoor_submit_ddl(struct mdoor_req *r, enum mdoor_wkind kind,
+		     const char *coll, const bson_t *opts,
+		     mdoor_finish_fn finish, struct mql_error *err);
+
 /* mdoor_answer - send r's reply: its fields and ok: 1 (rc >= 0), or the
  * error alone; nothing for moreToCome.  mdoor_req_free - and free r. */
 void mdoor_answer(struct mdoor_req *r, int rc, const struct mql_error *err);
