@@ -57,6 +57,41 @@ def audit(test, port, keys):
     return len(keys)
 
 
+def one_by_one_writers(test, srv, prefix, each):
+    """8 writers, one request at a time, each of its keys read back at
+    once by its writer and by another connection; the writes went through
+    io threads' own commits (inline_commits) and checkpoints ran.  The
+    keys acknowledged."""
+    acked, errors = [], []
+
+    def one_by_one(n):
+        c, other = Client(srv.port), Client(srv.port)
+        for i in range(each):
+            k = prefix + b"%02d:%04d" % (n, i)
+            v = value_of(k)
+            if c.call(PUT, k, v) != [OK]:
+                errors.append(k)
+                continue
+            acked.append(k)
+            if c.call(GET, k) != [OK, v] or other.call(GET, k) != [OK, v]:
+                errors.append(k)
+        c.close()
+        other.close()
+
+    threads = [threading.Thread(target=one_by_one, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    test.assertEqual(errors, [])
+    test.assertEqual(len(acked), 8 * each)
+    st = srv.client().call(STATS)[1]
+    test.assertGreater(st[b"inline_commits"], 0)
+    test.assertLessEqual(st[b"inline_commits"], st[b"commits"])
+    test.assertGreater(sum(s[b"checkpoints"] for s in st[b"shards"]), 0)
+    return acked
+
+
 class Durability(unittest.TestCase):
     def test_concurrent_writers_then_restart(self):
         with Server(threads=2) as srv:
@@ -90,33 +125,7 @@ class Durability(unittest.TestCase):
         with Server(threads=2, durability="async",
                     args=["--memtable-size", "64k", "--checkpoint-interval-ms", "50",
                           "--metrics-port", str(mport)]) as srv:
-            acked, errors = [], []
-
-            def one_by_one(n):
-                c, other = Client(srv.port), Client(srv.port)
-                for i in range(400):
-                    k = b"i%02d:%04d" % (n, i)
-                    v = value_of(k)
-                    if c.call(PUT, k, v) != [OK]:
-                        errors.append(k)
-                        continue
-                    acked.append(k)
-                    if c.call(GET, k) != [OK, v] or other.call(GET, k) != [OK, v]:
-                        errors.append(k)
-                c.close()
-                other.close()
-
-            threads = [threading.Thread(target=one_by_one, args=(n,)) for n in range(8)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            self.assertEqual(errors, [])
-            self.assertEqual(len(acked), 8 * 400)
-            st = srv.client().call(STATS)[1]
-            self.assertGreater(st[b"inline_commits"], 0)
-            self.assertLessEqual(st[b"inline_commits"], st[b"commits"])
-            self.assertGreater(sum(s[b"checkpoints"] for s in st[b"shards"]), 0)
+            acked = one_by_one_writers(self, srv, b"i", 400)
             _, body = http_get(mport, b"/metrics")
             inl = [float(line.split()[-1]) for line in body.splitlines()
                    if line.startswith("kvd_inline_commits_total{")]
@@ -140,33 +149,7 @@ class Durability(unittest.TestCase):
         with Server(threads=2, durability="sync",
                     args=["--memtable-size", "64k", "--checkpoint-interval-ms", "50",
                           "--io-thread-flush", mode]) as srv:
-            acked, errors = [], []
-
-            def one_by_one(n):
-                c, other = Client(srv.port), Client(srv.port)
-                for i in range(300):
-                    k = b"r%02d:%04d" % (n, i)
-                    v = value_of(k)
-                    if c.call(PUT, k, v) != [OK]:
-                        errors.append(k)
-                        continue
-                    acked.append(k)
-                    if c.call(GET, k) != [OK, v] or other.call(GET, k) != [OK, v]:
-                        errors.append(k)
-                c.close()
-                other.close()
-
-            threads = [threading.Thread(target=one_by_one, args=(n,)) for n in range(8)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            self.assertEqual(errors, [])
-            self.assertEqual(len(acked), 8 * 300)
-            st = srv.client().call(STATS)[1]
-            self.assertGreater(st[b"inline_commits"], 0)
-            self.assertLessEqual(st[b"inline_commits"], st[b"commits"])
-            self.assertGreater(sum(s[b"checkpoints"] for s in st[b"shards"]), 0)
+            acked = one_by_one_writers(self, srv, b"r", 300)
             srv.kill9()
             srv.start()
             audit(self, srv.port, acked)
