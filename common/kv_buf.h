@@ -49,4 +49,13 @@ void kv_buf_trim(struct kv_buf *b, size_t keep);
 
 void kv_buf_free(struct kv_buf *b);
 
+/* Free *b when the calling thread ends.  For a static __thread buffer:
+ * the thread's TLS block goes with the thread, the heap memory it points
+ * to would not (a leak per io or committer thread that ends, which
+ * LeakSanitizer reports).  Call it before the buffer's first growth;
+ * calling it again for the same buffer is harmless.  0, or -1 when the
+ * thread has KV_BUF_TLS_MAX buffers registered already. */
+#define KV_BUF_TLS_MAX 16
+int kv_buf_free_at_exit(struct kv_buf *b);
+
 #endif

@@ -168,6 +168,8 @@ static int take_section(struct kvd_merge *m, struct kv_slice *sec)
 	}
 	coll = (uint32_t)m->key.p[0] << 24 | (uint32_t)m->key.p[1] << 16 |
 	       (uint32_t)m->key.p[2] << 8 | m->key.p[3];
+	if (!tl_sec.data)
+		(void)kv_buf_free_at_exit(&tl_sec);
 	if (kvdoc_ix_fresh(sec, coll, &tl_sec)) {
 		m->status = KV_INTERNAL;
 		return -1;

@@ -23,6 +23,7 @@
  */
 #include "doc_mdoor.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,8 @@ void doc_mdoor_enter(struct kvd_io *io)
 /* The calling thread's catalog, brought up to date. */
 static const struct kvdoc_catalog *catalog(void)
 {
+	if (!tl_cat.img.data)
+		(void)kv_buf_free_at_exit(&tl_cat.img);
 	if (kvdoc_catalog_refresh(&tl_cat, tl_io->reader, tl_io->now_ms))
 		return NULL;
 	return &tl_cat;
@@ -135,17 +138,25 @@ static int refill(struct dscan *d)
 	return 0;
 }
 
-/* {_id: 1}: the index a collection's documents are kept in. */
-static const struct mql_index *id_index(void)
+/* {_id: 1}: the index a collection's documents are kept in, compiled
+ * once for every thread (a compiled index is read only). */
+static struct mql_index *id_ix;
+static pthread_once_t id_ix_once = PTHREAD_ONCE_INIT;
+
+static void id_index_compile(void)
 {
 	static const uint8_t spec[] = {14,  0, 0, 0, 0x10, '_', 'i',
 				       'd', 0, 1, 0, 0,	   0,	0};
-	static __thread struct mql_index *ix;
 	struct mql_error e;
 
-	if (!ix && mql_index_compile(spec, sizeof(spec), 0, &ix, &e))
-		ix = NULL;
-	return ix;
+	if (mql_index_compile(spec, sizeof(spec), 0, &id_ix, &e))
+		id_ix = NULL;
+}
+
+static const struct mql_index *id_index(void)
+{
+	(void)pthread_once(&id_ix_once, id_index_compile);
+	return id_ix;
 }
 
 /* Read only the _id intervals the filter allows ({_id: {$gte: k}}, an

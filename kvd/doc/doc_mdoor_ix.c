@@ -84,7 +84,7 @@ static void finish(struct ixw *w)
 	doc_uq_free(&w->uq);
 	kv_buf_free(&w->keys);
 	kv_buf_free(&w->opnd);
-	free(w);
+	bson_free(w);
 	b->done(b);
 }
 
@@ -372,7 +372,8 @@ void doc_ix_abandon(struct kvd_conn *c)
 
 void doc_ix_write(struct mdoor_wbatch *b)
 {
-	struct ixw *w = calloc(1, sizeof(*w));
+	/* libbson's types in it ask for 128-byte alignment */
+	struct ixw *w = BSON_ALIGNED_ALLOC0(struct ixw);
 	bson_iter_t it;
 	const char *name = "";
 

@@ -150,9 +150,16 @@ static int list_add(struct kv_buf *b, uint32_t id, struct kv_slice k)
 	uint8_t h[6] = {(uint8_t)id,	     (uint8_t)(id >> 8),
 			(uint8_t)(id >> 16), (uint8_t)(id >> 24),
 			(uint8_t)k.n,	     (uint8_t)(k.n >> 8)};
-
 	return kv_buf_append(b, h, 6) || kv_buf_append(b, k.p, k.n) ? ENOMEM
 								    : 0;
+}
+
+/* list_add to the committer's lists (freed when its thread ends). */
+static int tls_list_add(struct kv_buf *b, uint32_t id, struct kv_slice k)
+{
+	if (!b->data)
+		(void)kv_buf_free_at_exit(b);
+	return list_add(b, id, k);
 }
 
 int kvdoc_keylist_next(struct kv_slice *l, uint32_t *id, struct kv_slice *k)
@@ -206,13 +213,13 @@ static int unique_part(const struct sec_ix *x, struct kv_slice res,
 
 	for (size_t pos = 0; !rc && key_at(nb, pos, &k); pos += 2 + k.n)
 		if (!keys_have(ob, k) && !kvdoc_keylist_has(res, x->id, k))
-			rc = list_add(&tl_need, x->id, k);
+			rc = tls_list_add(&tl_need, x->id, k);
 	for (size_t pos = 0; !rc && key_at(ob, pos, &k); pos += 2 + k.n)
 		if (!keys_have(nb, k))
-			rc = list_add(&tl_rel, x->id, k);
+			rc = tls_list_add(&tl_rel, x->id, k);
 	while (!rc && kvdoc_keylist_next(&l, &id, &k))
 		if (id == x->id && !keys_have(nb, k) && !keys_have(ob, k))
-			rc = list_add(&tl_rel, x->id, k);
+			rc = tls_list_add(&tl_rel, x->id, k);
 	return rc;
 }
 

@@ -201,7 +201,7 @@ void mdoor_req_free(struct mdoor_req *r)
 	if (r->state_free && r->state)
 		r->state_free(r->state);
 	bson_destroy(&r->reply);
-	free(r);
+	bson_free(r); /* BSON_ALIGNED_ALLOC0's */
 }
 
 static void conn_free(struct mdoor_conn *mc)

@@ -131,7 +131,8 @@ struct mdoor_cursor *mdoor_cursor_new(struct mdoor_conn *mc, const char *db,
 				      struct mdoor_cursor_src *src,
 				      struct mql_error *err)
 {
-	struct mdoor_cursor *c = calloc(1, sizeof(*c));
+	/* libbson's types in it ask for 128-byte alignment */
+	struct mdoor_cursor *c = BSON_ALIGNED_ALLOC0(struct mdoor_cursor);
 
 	if (!c) {
 		mdoor_err(err, MDOOR_ExceededMemoryLimit, "out of memory");
@@ -181,7 +182,7 @@ void mdoor_cursor_free(struct mdoor *d, struct mdoor_cursor *c)
 		bson_destroy(c->src.list);
 	bson_destroy(&c->out);
 	free(c->stash);
-	free(c);
+	bson_free(c);
 }
 
 /* ===================== the registry (d->lock held) ===================== */

@@ -170,7 +170,7 @@ static void message(struct mdoor_conn *mc, const uint8_t *p, uint32_t len)
 		}
 		return;
 	}
-	r = calloc(1, sizeof(*r));
+	r = BSON_ALIGNED_ALLOC0(struct mdoor_req); /* bson_t: 128-aligned */
 	if (!r) {
 		mc->closing = true;
 		mc->d->host.close(mc->conn);

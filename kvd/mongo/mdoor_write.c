@@ -42,7 +42,7 @@ void mdoor_wstate_free(void *p)
 		free(w->pre[i].msg);
 	mql_project_free(w->proj);
 	free(w->pre);
-	free(w->ops);
+	bson_free(w->ops);
 	free(w->stmt);
 	free(w->ids);
 	free(w->arena);
@@ -57,7 +57,9 @@ struct mdoor_wstate *mdoor_wstate_new(struct mdoor_req *r,
 
 	if (!w)
 		return NULL;
-	w->ops = calloc(nstmt ? nstmt : 1, sizeof(*w->ops));
+	/* libbson's types in a mdoor_wop ask for 128-byte alignment */
+	w->ops = bson_aligned_alloc0(BSON_ALIGNOF(struct mdoor_wop),
+				     (nstmt ? nstmt : 1) * sizeof(*w->ops));
 	w->stmt = calloc(nstmt ? nstmt : 1, sizeof(*w->stmt));
 	w->ids = calloc(nstmt ? nstmt : 1, sizeof(*w->ids));
 	if (!w->ops || !w->stmt || !w->ids) {

@@ -111,6 +111,8 @@ static __thread struct kvdoc_catalog tl_cat;
 int kvd_doc_coll(struct kvd_conn *c, const char *db, const char *coll,
 		 uint32_t *id)
 {
+	if (!tl_cat.img.data)
+		(void)kv_buf_free_at_exit(&tl_cat.img);
 	if (kvdoc_catalog_refresh(&tl_cat, c->io->reader, c->io->now_ms))
 		return -1;
 	return kvdoc_catalog_find(&tl_cat, db, coll, id, NULL);
@@ -184,8 +186,8 @@ static void ndw_free(struct ndw *w)
 		if (w->docs)
 			bson_destroy(&w->docs[i]);
 	}
-	free(w->ops);
-	free(w->docs);
+	bson_free(w->ops);
+	bson_free(w->docs);
 	mql_match_free(w->q);
 	mql_update_free(w->u);
 	free(w->q_bson);
@@ -199,7 +201,10 @@ static struct ndw *ndw_new(struct kvd_conn *c, unsigned op, size_t nops,
 {
 	struct ndw *w = calloc(1, sizeof(*w));
 
-	if (!w || !(w->ops = calloc(nops ? nops : 1, sizeof(*w->ops)))) {
+	/* libbson's types in a mdoor_wop ask for 128-byte alignment */
+	if (!w || !(w->ops = bson_aligned_alloc0(BSON_ALIGNOF(struct mdoor_wop),
+						 (nops ? nops : 1) *
+						     sizeof(*w->ops)))) {
 		free(w);
 		return NULL;
 	}
@@ -381,7 +386,8 @@ int kvd_op_docinsert(struct kvd_conn *c, struct kvd_req *r)
 	if (n > INSERT_MAX)
 		return KV_BAD_ARGS;
 	if (!(w = ndw_new(c, r->op, n, MDOOR_W_INSERT)) ||
-	    !(w->docs = calloc(n, sizeof(*w->docs)))) {
+	    !(w->docs = bson_aligned_alloc0(BSON_ALIGNOF(bson_t),
+					    n * sizeof(*w->docs)))) {
 		if (w)
 			ndw_free(w);
 		return KV_INTERNAL;

@@ -237,8 +237,12 @@ static int update(uint32_t coll, int32_t n, const char *upd, const char *filter,
 		out[0] = '\0';
 		if (reply.n && bson_init_static(&r, reply.p, reply.n))
 			j = bson_as_relaxed_extended_json(&r, NULL);
-		snprintf(out, cap, "%s",
-			 j ? j : (reply.n ? (const char *)reply.p : ""));
+		/* an error's text is not NUL-terminated */
+		if (j)
+			snprintf(out, cap, "%s", j);
+		else
+			snprintf(out, cap, "%.*s", (int)reply.n,
+				 reply.n ? (const char *)reply.p : "");
 		bson_free(j);
 	}
 	free((void *)reply.p);
