@@ -1,5 +1,6 @@
 /* agg_int.h - what the files of the aggregation executor share (agg.c
- * compiles stages, agg_run.c runs them, agg_group.c is $group): the
+ * compiles stages, agg_run.c runs them, agg_group.c is $group,
+ * agg_lookup.c $lookup): the
  * compiled stages and the running state of one stage in a cursor. */
 #ifndef KVD_MONGO_AGG_INT_H
 #define KVD_MONGO_AGG_INT_H
@@ -23,6 +24,7 @@ enum agg_kind {
 	AG_COUNT,
 	AG_GROUP,
 	AG_UNWIND,
+	AG_LOOKUP,
 };
 
 enum agg_acc_op {
@@ -49,6 +51,14 @@ struct agg_group {
 	size_t nacc;
 };
 
+/* $lookup's equality form. */
+struct agg_lookup {
+	char *from;	       /* collection, same database */
+	char *foreign;	       /* foreignField, dotted */
+	struct mql_path local; /* localField */
+	struct mql_path as;
+};
+
 struct agg_stage {
 	enum agg_kind kind;
 	size_t user; /* index of the stage the user wrote */
@@ -64,6 +74,7 @@ struct agg_stage {
 	struct agg_group group;
 	struct mql_path path, index; /* $unwind */
 	bool has_index, preserve;
+	struct agg_lookup *lookup;
 };
 
 struct mql_pipeline {
@@ -71,7 +82,7 @@ struct mql_pipeline {
 	uint32_t len;
 	struct agg_stage *st;
 	size_t n, nuser;
-	size_t sort_mem, group_mem;
+	size_t sort_mem, group_mem, lookup_mem;
 };
 
 /* ---- running (agg_run.c, agg_group.c) ------------------------------ */
@@ -97,5 +108,31 @@ int agg_group_compile(struct agg_group *g, const bson_value_t *spec,
 void agg_group_spec_free(struct agg_group *g);
 
 int agg_too_large(struct mql_error *err);
+
+/* agg_set_path - copy doc into out with the value at components i.. of p
+ * set to v (NULL: removed), making documents on the way as MongoDB's
+ * setNestedField.  false when out would pass libbson's limit. */
+bool agg_set_path(const uint8_t *doc, uint32_t len, const struct mql_path *p,
+		  size_t i, const bson_value_t *v, bson_t *out);
+
+/* ---- $lookup (agg_lookup.c) ----------------------------------------- */
+
+struct lookup_run;
+
+int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
+		       struct mql_error *err);
+void agg_lookup_spec_free(struct agg_lookup *l);
+
+/* The next output of the $lookup stage i: its input with the `as` array
+ * set, built in out.  *lr is the stage's state (made at the first call),
+ * *mem the bytes it holds (limit: 292 past it). */
+int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
+		    const struct agg_lookup *spec, struct lookup_run **lr,
+		    size_t limit, size_t *mem, bson_t *out, const uint8_t **doc,
+		    uint32_t *len, struct mql_error *err);
+void agg_lookup_free(struct lookup_run *lr);
+
+/* The cursor's foreign reader (NULL: none given). */
+const struct mql_agg_foreign *agg_foreign(const struct mql_agg_cursor *c);
 
 #endif

@@ -1,0 +1,437 @@
+/* agg_lookup.c - $lookup's equality form (mql_agg.h): each input document
+ * gets, at its `as` path, the array of the documents of `from` whose
+ * foreignField equals a value of its localField, as MongoDB's
+ * DocumentSourceLookUp makes them: every value the local path reaches
+ * (arrays on the way and at its end traversed), null when it reaches none
+ * (so a missing localField joins the foreign documents whose foreignField
+ * is null or missing), matched by MongoDB's query equality on the foreign
+ * side (an array there matches by any of its elements).
+ *
+ * Two ways to read `from`, chosen once per cursor by the caller's
+ * mql_agg_foreign.indexed: with an index on foreignField, one equality
+ * read per input document (the store's planner serves it); without one,
+ * the whole collection read once and held (its bytes counted against
+ * lookup_mem, 292 past it), each input document's filter matched against
+ * the held documents, so that a join of n documents with m reads the
+ * foreign collection once rather than n times.  The documents of one `as`
+ * array are at most 16 MiB + 16 KiB together (4568, as MongoDB), the
+ * document made at most 16 MiB (10334). */
+#include <string.h>
+
+#include "agg_int.h"
+#include "mql_int.h"
+#include "mql_match.h"
+#include "mql_value.h"
+
+/* ---- compiling ------------------------------------------------------ */
+
+void agg_lookup_spec_free(struct agg_lookup *l)
+{
+	if (!l)
+		return;
+	bson_free(l->from);
+	bson_free(l->foreign);
+	mql_path_free(&l->local);
+	mql_path_free(&l->as);
+	bson_free(l);
+}
+
+/* A field path as MongoDB's FieldPath accepts it, parsed into out. */
+static int field_path(const bson_value_t *v, struct mql_path *out,
+		      struct mql_error *err)
+{
+	const char *s = v->value.v_utf8.str;
+	size_t len = v->value.v_utf8.len;
+
+	if (len == 0)
+		return mql_error_set(err, 40352,
+				     "FieldPath cannot be constructed with "
+				     "empty string");
+	if (strlen(s) != len)
+		return mql_error_set(err, 16411,
+				     "FieldPath field names may not contain "
+				     "'\\0'.");
+	for (size_t i = 0; i <= len; i++) {
+		bool start = i == 0 || s[i - 1] == '.';
+
+		if (start && (i == len || s[i] == '.'))
+			return mql_error_set(err, 15998,
+					     "FieldPath field names may not be "
+					     "empty strings.");
+		if (start && s[i] == '$')
+			return mql_error_set(err, 16410,
+					     "FieldPath field names may not "
+					     "start with '$'. Consider using "
+					     "$getField or $setField.");
+	}
+	return mql_path_parse(s, len, out, err);
+}
+
+/* The arguments: copies of the values (an iterator's value changes as it
+ * moves; their strings stay inside the pipeline's bytes). */
+struct largs {
+	bson_value_t vfrom, vlocal, vforeign, vas;
+	const bson_value_t *from, *local, *foreign, *as;
+	bool let, pipeline, from_doc;
+};
+
+static int lookup_arg(struct largs *a, bson_iter_t *it, struct mql_error *err)
+{
+	const char *k = bson_iter_key(it);
+	const bson_value_t *v = bson_iter_value(it);
+
+	if (!strcmp(k, "pipeline")) {
+		a->pipeline = true;
+		return 0;
+	}
+	if (!strcmp(k, "let")) {
+		a->let = true;
+		if (v->value_type != BSON_TYPE_DOCUMENT)
+			return mql_error_set(err, MQL_FailedToParse,
+					     "$lookup argument 'let' must be "
+					     "an object, is type %s",
+					     mql_type_name(v->value_type));
+		return 0;
+	}
+	if (!strcmp(k, "from")) {
+		a->from_doc = v->value_type == BSON_TYPE_DOCUMENT;
+		if (v->value_type != BSON_TYPE_UTF8 && !a->from_doc)
+			return mql_error_set(err, MQL_FailedToParse,
+					     "$lookup 'from' field must be "
+					     "either a string or an object, "
+					     "but found %s",
+					     mql_type_name(v->value_type));
+		a->vfrom = *v;
+		a->from = &a->vfrom;
+		return 0;
+	}
+	/* MongoDB checks the type before the name */
+	if (v->value_type != BSON_TYPE_UTF8)
+		return mql_error_set(err, MQL_FailedToParse,
+				     "$lookup argument '%s' must be a string, "
+				     "found %s",
+				     k, mql_type_name(v->value_type));
+	if (!strcmp(k, "as")) {
+		a->vas = *v;
+		a->as = &a->vas;
+	} else if (!strcmp(k, "localField")) {
+		a->vlocal = *v;
+		a->local = &a->vlocal;
+	} else if (!strcmp(k, "foreignField")) {
+		a->vforeign = *v;
+		a->foreign = &a->vforeign;
+	} else {
+		return mql_error_set(err, MQL_FailedToParse,
+				     "unknown argument to $lookup: %s", k);
+	}
+	return 0;
+}
+
+static int lookup_check(const struct largs *a, struct mql_error *err)
+{
+	if (a->pipeline || a->from_doc)
+		return mql_error_set(err, MQL_NotImplemented,
+				     "$lookup with %s is not supported by kvd: "
+				     "only {from, localField, foreignField, "
+				     "as} with 'from' a collection of the same "
+				     "database",
+				     a->pipeline ? "a 'pipeline'"
+						 : "'from' as {db, coll}");
+	if (!a->from)
+		return mql_error_set(err, MQL_FailedToParse,
+				     "$lookup stage without explicit "
+				     "collection must have a pipeline with "
+				     "$documents as first stage");
+	if (a->from->value.v_utf8.len == 0 ||
+	    strlen(a->from->value.v_utf8.str) != a->from->value.v_utf8.len)
+		return mql_error_set(err, 73, "invalid $lookup namespace: '%s'",
+				     a->from->value.v_utf8.str);
+	if (!a->as)
+		return mql_error_set(err, MQL_FailedToParse,
+				     "must specify 'as' field for a $lookup");
+	if (!a->local || !a->foreign)
+		return mql_error_set(err, MQL_FailedToParse,
+				     "$lookup requires either 'pipeline' or "
+				     "both 'localField' and 'foreignField' to "
+				     "be specified");
+	if (a->let)
+		return mql_error_set(err, MQL_FailedToParse,
+				     "$lookup with a 'let' argument must also "
+				     "specify 'pipeline'");
+	return 0;
+}
+
+int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
+		       struct mql_error *err)
+{
+	struct largs a = {0};
+	struct mql_path fp = {0};
+	struct agg_lookup *l;
+	bson_iter_t it;
+	int rc;
+
+	if (spec->value_type != BSON_TYPE_DOCUMENT)
+		return mql_error_set(err, MQL_FailedToParse,
+				     "the $lookup specification must be an "
+				     "Object, but found %s",
+				     mql_type_name(spec->value_type));
+	bson_iter_init_from_data(&it, spec->value.v_doc.data,
+				 spec->value.v_doc.data_len);
+	while (bson_iter_next(&it)) {
+		if (lookup_arg(&a, &it, err) < 0)
+			return -1;
+	}
+	if (lookup_check(&a, err) < 0)
+		return -1;
+	l = s->lookup = bson_malloc0(sizeof(*l));
+	l->from = bson_strdup(a.from->value.v_utf8.str);
+	l->foreign = bson_strdup(a.foreign->value.v_utf8.str);
+	rc = field_path(a.as, &l->as, err);
+	if (rc == 0)
+		rc = field_path(a.local, &l->local, err);
+	if (rc == 0)
+		rc = field_path(a.foreign, &fp, err);
+	mql_path_free(&fp);
+	return rc;
+}
+
+/* ---- running -------------------------------------------------------- */
+
+struct held {
+	uint8_t *doc;
+	uint32_t len;
+};
+
+struct lookup_run {
+	int mode; /* 1: read by index per document, 0: held */
+	struct held *held;
+	size_t nheld, cap;
+};
+
+void agg_lookup_free(struct lookup_run *lr)
+{
+	if (!lr)
+		return;
+	for (size_t i = 0; i < lr->nheld; i++)
+		bson_free(lr->held[i].doc);
+	bson_free(lr->held);
+	bson_free(lr);
+}
+
+/* Read the whole foreign collection once into lr. */
+static int hold(const struct mql_agg_foreign *f, const struct agg_lookup *l,
+		struct lookup_run *lr, size_t limit, size_t *mem,
+		struct mql_error *err)
+{
+	static const uint8_t all[5] = {5, 0, 0, 0, 0};
+	const uint8_t *d;
+	uint32_t n;
+	void *rd;
+	int rc;
+
+	if (f->open(f->ctx, l->from, all, sizeof(all), &rd, err) < 0)
+		return -1;
+	while ((rc = f->next(rd, &d, &n, err)) > 0) {
+		*mem += n + sizeof(struct held);
+		if (*mem > limit) {
+			rc = mql_error_set(
+			    err, MQL_QueryExceededMemoryLimitNoDiskUseAllowed,
+			    "$lookup exceeded the memory limit of %zu bytes "
+			    "holding the collection %s (no index on '%s'); "
+			    "kvd does not spill to disk (allowDiskUse does "
+			    "not lift the limit)",
+			    limit, l->from, l->foreign);
+			break;
+		}
+		mql_grow((void **)&lr->held, &lr->cap, lr->nheld, 1,
+			 sizeof(*lr->held));
+		lr->held[lr->nheld].doc = bson_malloc(n);
+		memcpy(lr->held[lr->nheld].doc, d, n);
+		lr->held[lr->nheld++].len = n;
+	}
+	f->close(rd);
+	return rc < 0 ? -1 : 0;
+}
+
+/* The values of localField, as a BSON array. */
+struct vals {
+	bson_t *arr;
+	uint32_t n;
+	bool regex;
+};
+
+static int add_val(void *ctx, const bson_value_t *v, unsigned flags, long pos)
+{
+	struct vals *x = ctx;
+	char key[16];
+	const char *k;
+
+	(void)pos;
+	if (flags & (MQL_PATH_MISSING | MQL_PATH_WHOLE_ARRAY))
+		return 0;
+	x->regex |= v->value_type == BSON_TYPE_REGEX;
+	bson_uint32_to_string(x->n++, &k, key, sizeof(key));
+	return mql_append(x->arr, k, -1, v) ? 0 : -1;
+}
+
+/* {f: {$eq: v}}: a regular expression as a value, not a pattern. */
+static void eq_of(bson_t *out, const char *f, const bson_value_t *v)
+{
+	bson_t c;
+
+	bson_append_document_begin(out, f, -1, &c);
+	mql_append(&c, "$eq", 3, v);
+	bson_append_document_end(out, &c);
+}
+
+/* The query of the foreign documents that join doc, as MongoDB's
+ * makeMatchStageFromInput: an $eq for one value, an $in for several, an
+ * $or of $eq when one of them is a regular expression. */
+static int make_filter(const struct agg_lookup *l, const uint8_t *doc,
+		       uint32_t len, bson_t *out)
+{
+	bson_t arr = BSON_INITIALIZER, c, o;
+	struct vals x = {&arr, 0, false};
+	bson_value_t av, nul = {.value_type = BSON_TYPE_NULL};
+	bson_iter_t it;
+	int rc = 0;
+
+	if (mql_path_walk(&l->local, 0, doc, len, MQL_PATH_EXPAND, add_val, &x))
+		rc = -1;
+	else if (x.n == 0)
+		eq_of(out, l->foreign, &nul);
+	else if (x.n == 1 && bson_iter_init(&it, &arr) && bson_iter_next(&it))
+		eq_of(out, l->foreign, bson_iter_value(&it));
+	else if (!x.regex) {
+		mql_doc_value(&arr, BSON_TYPE_ARRAY, &av);
+		bson_append_document_begin(out, l->foreign, -1, &c);
+		mql_append(&c, "$in", 3, &av);
+		bson_append_document_end(out, &c);
+	} else {
+		bson_append_array_begin(out, "$or", 3, &o);
+		bson_iter_init(&it, &arr);
+		while (bson_iter_next(&it)) {
+			bson_append_document_begin(&o, bson_iter_key(&it), -1,
+						   &c);
+			eq_of(&c, l->foreign, bson_iter_value(&it));
+			bson_append_document_end(&o, &c);
+		}
+		bson_append_array_end(out, &o);
+	}
+	bson_destroy(&arr);
+	return rc;
+}
+
+/* Append one joined document to the `as` array. */
+static int add_match(const struct agg_lookup *l, bson_t *arr, uint32_t *n,
+		     size_t *total, const uint8_t *doc, uint32_t len,
+		     struct mql_error *err)
+{
+	char key[16];
+	const char *k;
+	bson_t d;
+
+	*total += len;
+	if (*total > MQL_AGG_LOOKUP_MAX)
+		return mql_error_set(err, 4568,
+				     "Total size of documents in %s matching "
+				     "pipeline's $lookup stage exceeds %d "
+				     "bytes",
+				     l->from, MQL_AGG_LOOKUP_MAX);
+	bson_uint32_to_string((*n)++, &k, key, sizeof(key));
+	if (!bson_init_static(&d, doc, len) ||
+	    !bson_append_document(arr, k, -1, &d))
+		return agg_too_large(err);
+	return 0;
+}
+
+/* The documents that match filter into arr: from the held collection, or
+ * by a read of the foreign one. */
+static int gather(const struct mql_agg_foreign *f, const struct agg_lookup *l,
+		  const struct lookup_run *lr, const bson_t *filter,
+		  bson_t *arr, struct mql_error *err)
+{
+	struct mql_match *m = NULL;
+	const uint8_t *d;
+	size_t total = 0;
+	uint32_t n = 0, dl;
+	void *rd;
+	int rc = 0;
+
+	if (lr->mode == 0) {
+		if (mql_match_compile(bson_get_data(filter), filter->len, &m,
+				      err) < 0)
+			return -1;
+		for (size_t i = 0; rc == 0 && i < lr->nheld; i++) {
+			if (mql_match_doc(m, lr->held[i].doc, lr->held[i].len,
+					  NULL))
+				rc = add_match(l, arr, &n, &total,
+					       lr->held[i].doc, lr->held[i].len,
+					       err);
+		}
+		mql_match_free(m);
+		return rc;
+	}
+	if (f->open(f->ctx, l->from, bson_get_data(filter), filter->len, &rd,
+		    err) < 0)
+		return -1;
+	while (rc == 0 && (rc = f->next(rd, &d, &dl, err)) > 0)
+		rc = add_match(l, arr, &n, &total, d, dl, err);
+	f->close(rd);
+	return rc < 0 ? -1 : 0;
+}
+
+static int lookup_start(const struct mql_agg_foreign *f,
+			const struct agg_lookup *l, struct lookup_run **lr,
+			size_t limit, size_t *mem, struct mql_error *err)
+{
+	int ix;
+
+	if (!f)
+		return mql_error_set(err, MQL_NotImplemented,
+				     "$lookup has no reader of the collection "
+				     "%s here",
+				     l->from);
+	ix = f->indexed(f->ctx, l->from, l->foreign, err);
+	if (ix < 0)
+		return -1;
+	*lr = bson_malloc0(sizeof(**lr));
+	(*lr)->mode = ix > 0;
+	return ix > 0 ? 0 : hold(f, l, *lr, limit, mem, err);
+}
+
+int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
+		    const struct agg_lookup *spec, struct lookup_run **lr,
+		    size_t limit, size_t *mem, bson_t *out, const uint8_t **doc,
+		    uint32_t *len, struct mql_error *err)
+{
+	const struct mql_agg_foreign *f = agg_foreign(c);
+	bson_t filter = BSON_INITIALIZER, arr = BSON_INITIALIZER;
+	bson_value_t av;
+	const uint8_t *d;
+	uint32_t l;
+	int rc = agg_pull(c, i, &d, &l, err);
+
+	if (rc <= 0)
+		return rc;
+	if (!*lr && lookup_start(f, spec, lr, limit, mem, err) < 0)
+		return -1;
+	if (make_filter(spec, d, l, &filter) < 0)
+		rc = agg_too_large(err);
+	else if (gather(f, spec, *lr, &filter, &arr, err) < 0)
+		rc = -1;
+	if (rc > 0) {
+		bson_reinit(out);
+		mql_doc_value(&arr, BSON_TYPE_ARRAY, &av);
+		if (!agg_set_path(d, l, &spec->as, 0, &av, out) ||
+		    out->len > MQL_MAX_DOC_SIZE)
+			rc = agg_too_large(err);
+	}
+	bson_destroy(&filter);
+	bson_destroy(&arr);
+	if (rc > 0) {
+		*doc = bson_get_data(out);
+		*len = out->len;
+	}
+	return rc;
+}
