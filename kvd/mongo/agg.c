@@ -573,6 +573,12 @@ void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out)
 		out->after_match = p->st[i].user + 1;
 		i++;
 	}
+	/* a $group by a field whose order the caller may read in */
+	if (i < p->n && p->st[i].kind == AG_GROUP && p->st[i].group.order) {
+		out->group_order = p->st[i].group.order;
+		out->group_order_bson = p->st[i].group.order_bson;
+		out->group_order_len = p->st[i].group.order_len;
+	}
 	/* a $sortByCount's $sort is not the user's stage: arg is NULL */
 	if (i < p->n && p->st[i].kind == AG_SORT && p->st[i].arg) {
 		out->sort = p->st[i].sort;

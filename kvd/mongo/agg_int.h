@@ -49,6 +49,11 @@ struct agg_group {
 	struct mql_expr *id;
 	struct agg_acc *acc;
 	size_t nacc;
+	/* _id is a field path "$f": the order {f: 1} that lets the group
+	 * stream (its spec, owned), or NULL */
+	struct mql_sort *order;
+	uint8_t *order_bson;
+	uint32_t order_len;
 };
 
 /* $lookup's equality form. */
@@ -102,6 +107,27 @@ int agg_group_run(struct mql_agg_cursor *c, size_t i,
 int agg_group_emit(struct group_run *g, const struct agg_group *spec,
 		   bson_t *out, struct mql_error *err);
 void agg_group_free(struct group_run *g);
+
+/* The pieces of a run, for the streaming $group (agg_group_stream.c): a
+ * new empty run; one document added to it (memory growth added to *mem);
+ * the key of its first group; 292's error. */
+struct group_run *agg_group_new(const struct agg_group *spec);
+int agg_group_add(struct group_run *g, const struct agg_group *spec,
+		  const uint8_t *doc, uint32_t len, size_t *mem,
+		  struct mql_error *err);
+bool agg_group_first_key(const struct group_run *g, bson_value_t *v);
+int agg_group_mem_fail(struct mql_error *err);
+
+/* A $group fed in the order of its _id (agg_group_stream.c): the next
+ * group, emitted as soon as the key changes, so that it holds one group
+ * at a time (and the groups of array keys, which an order does not keep
+ * together, until the end).  *gs made at the first call. */
+struct group_stream;
+int agg_group_stream(struct mql_agg_cursor *c, size_t i,
+		     const struct agg_group *spec, struct group_stream **gs,
+		     size_t limit, size_t *mem, bson_t *out,
+		     struct mql_error *err);
+void agg_group_stream_free(struct group_stream *gs);
 
 int agg_group_compile(struct agg_group *g, const bson_value_t *spec,
 		      struct mql_error *err);

@@ -27,8 +27,10 @@ struct run {
 	/* $sort */
 	struct sort_item *items;
 	size_t n, cap, pos;
-	/* $group */
+	/* $group; streamed when its input comes in its _id's order */
 	struct group_run *g;
+	struct group_stream *gs;
+	bool stream;
 	/* $unwind: a copy of the document and its array's elements */
 	uint8_t *cur;
 	uint32_t cur_len;
@@ -405,6 +407,15 @@ static int group_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 	struct run *r = &c->runs[i];
 	int rc;
 
+	if (r->stream) {
+		rc = agg_group_stream(c, i, &r->st->group, &r->gs,
+				      c->p->group_mem, &r->mem, &r->out, err);
+		if (rc > 0) {
+			*doc = bson_get_data(&r->out);
+			*len = r->out.len;
+		}
+		return rc;
+	}
 	if (!r->started) {
 		r->started = true;
 		if (agg_group_run(c, i, &r->st->group, &r->g, c->p->group_mem,
@@ -524,6 +535,13 @@ int mql_agg_next(struct mql_agg_cursor *c, const uint8_t **doc, uint32_t *len,
 	return rc;
 }
 
+void mql_agg_stream_group(struct mql_agg_cursor *c)
+{
+	if (c->n > 0 && c->runs[0].st->kind == AG_GROUP &&
+	    c->runs[0].st->group.order)
+		c->runs[0].stream = true;
+}
+
 void mql_agg_set_foreign(struct mql_agg_cursor *c,
 			 const struct mql_agg_foreign *f)
 {
@@ -556,6 +574,7 @@ void mql_agg_close(struct mql_agg_cursor *c)
 			item_free(&r->items[j]);
 		bson_free(r->items);
 		agg_group_free(r->g);
+		agg_group_stream_free(r->gs);
 		bson_free(r->cur);
 		bson_free(r->el);
 		agg_lookup_free(r->lk);

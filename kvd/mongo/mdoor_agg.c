@@ -121,17 +121,24 @@ static int open_source(struct mdoor_req *r, const char *coll, const mdoor_av *a,
 	q.sort_bson = lead.sort_bson;
 	q.sort_len = lead.sort_len;
 	q.want = lead.sort ? lead.sort_limit : -1;
+	if (!lead.sort && lead.group_order) { /* $group by an index's field */
+		q.sort = lead.group_order;
+		q.sort_bson = lead.group_order_bson;
+		q.sort_len = lead.group_order_len;
+	}
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[A_HINT].it))
 		mdoor_arg_doc(&a[A_HINT].it, &q.hint, &q.hint_len);
 	if (d->store.scan(d->store.ctx, &q, &src->scan, &info, err))
 		return -1;
+	src->stream_group = !lead.sort && lead.group_order && info.sorted;
 	src->pipe_from = lead.sort && info.sorted ? lead.after_sort
 			 : lead.match		  ? lead.after_match
 						  : 0;
 	return 0;
 }
 
-/* explain's $cursor stage: the store's plan of the leading $match. */
+/* explain's $cursor stage: the store's plan of the leading $match (and
+ * the order of a leading $sort, or of a $group that may stream). */
 static int explain_cursor(struct mdoor_req *r, const char *coll,
 			  const struct mql_agg_lead *lead, bson_t *stages,
 			  struct mql_error *err)
@@ -152,6 +159,9 @@ static int explain_cursor(struct mdoor_req *r, const char *coll,
 		return -1;
 	if (m)
 		q.filter = m;
+	q.sort = lead->sort ? lead->sort : lead->group_order;
+	q.sort_bson = lead->sort ? lead->sort_bson : lead->group_order_bson;
+	q.sort_len = lead->sort ? lead->sort_len : lead->group_order_len;
 	if (!d->store.explain)
 		BSON_APPEND_UTF8(&plan, "stage", "COLLSCAN");
 	else if (d->store.explain(d->store.ctx, &q, &plan, &stats, err))

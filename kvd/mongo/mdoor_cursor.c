@@ -158,6 +158,8 @@ struct mdoor_cursor *mdoor_cursor_new(struct mdoor_conn *mc, const char *db,
 
 		mdoor_foreign_init(&c->foreign, mc->d, db, &f);
 		mql_agg_set_foreign(c->agg, &f);
+		if (c->src.stream_group)
+			mql_agg_stream_group(c->agg);
 	}
 	return c;
 fail:

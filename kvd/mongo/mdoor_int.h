@@ -357,8 +357,9 @@ struct mdoor_cursor_src {
 		       * instead of a scan */
 	struct mql_pipeline *pipe; /* owned, or NULL */
 	size_t pipe_from;	   /* first stage to run */
-	struct mql_project *proj;  /* owned, or NULL */
-	int64_t skip, limit;	   /* done by the door (limit -1: none) */
+	bool stream_group; /* the scan yields in its first $group's order */
+	struct mql_project *proj; /* owned, or NULL */
+	int64_t skip, limit;	  /* done by the door (limit -1: none) */
 };
 
 /* ---- $lookup's foreign reads (mdoor_lookup.c) ------------------------ */

@@ -118,6 +118,13 @@ struct mql_agg_lead {
 	int64_t sort_limit; /* the $sort needs only its first sort_limit
 			     * documents (a $limit follows, maybe after a
 			     * $skip), or -1 */
+	/* A $group first or right after the $match whose _id is a field
+	 * path "$f": the order {f: 1} in which it can stream (NULL: none).
+	 * A caller whose scan yields in that order (an index on f) runs
+	 * the pipeline from after_match and calls mql_agg_stream_group. */
+	const struct mql_sort *group_order;
+	const uint8_t *group_order_bson;
+	uint32_t group_order_len;
 };
 
 void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out);
@@ -141,6 +148,12 @@ struct mql_agg_cursor;
  * last stage: 2 BadValue). */
 int mql_agg_open(const struct mql_pipeline *p, size_t from, mql_agg_source src,
 		 void *ctx, struct mql_agg_cursor **out, struct mql_error *err);
+
+/* mql_agg_stream_group - the cursor's first stage is lead.group_order's
+ * $group and its source yields in that order: it emits each group when
+ * the key changes instead of holding them all (agg_group_stream.c).  A
+ * no-op for any other first stage.  Before the first mql_agg_next. */
+void mql_agg_stream_group(struct mql_agg_cursor *c);
 
 /* mql_agg_foreign - how $lookup reads the collection its `from` names
  * (in the pipeline's database).  The caller gives one to a cursor whose
