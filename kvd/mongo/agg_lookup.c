@@ -36,17 +36,14 @@ void agg_lookup_spec_free(struct agg_lookup *l)
 	bson_free(l);
 }
 
-/* A field path as MongoDB's FieldPath accepts it, parsed into out. */
+/* A field path (not empty: lookup_check saw to it) as MongoDB's FieldPath
+ * accepts it, parsed into out. */
 static int field_path(const bson_value_t *v, struct mql_path *out,
 		      struct mql_error *err)
 {
 	const char *s = v->value.v_utf8.str;
 	size_t len = v->value.v_utf8.len;
 
-	if (len == 0)
-		return mql_error_set(err, 40352,
-				     "FieldPath cannot be constructed with "
-				     "empty string");
 	if (strlen(s) != len)
 		return mql_error_set(err, 16411,
 				     "FieldPath field names may not contain "
@@ -97,9 +94,8 @@ static int lookup_arg(struct largs *a, bson_iter_t *it, struct mql_error *err)
 		a->from_doc = v->value_type == BSON_TYPE_DOCUMENT;
 		if (v->value_type != BSON_TYPE_UTF8 && !a->from_doc)
 			return mql_error_set(err, MQL_FailedToParse,
-					     "$lookup 'from' field must be "
-					     "either a string or an object, "
-					     "but found %s",
+					     "$lookup 'from' field must be a "
+					     "string, but found %s",
 					     mql_type_name(v->value_type));
 		a->vfrom = *v;
 		a->from = &a->vfrom;
@@ -146,10 +142,11 @@ static int lookup_check(const struct largs *a, struct mql_error *err)
 	    strlen(a->from->value.v_utf8.str) != a->from->value.v_utf8.len)
 		return mql_error_set(err, 73, "invalid $lookup namespace: '%s'",
 				     a->from->value.v_utf8.str);
-	if (!a->as)
+	if (!a->as || a->as->value.v_utf8.len == 0)
 		return mql_error_set(err, MQL_FailedToParse,
 				     "must specify 'as' field for a $lookup");
-	if (!a->local || !a->foreign)
+	if (!a->local || !a->foreign || a->local->value.v_utf8.len == 0 ||
+	    a->foreign->value.v_utf8.len == 0)
 		return mql_error_set(err, MQL_FailedToParse,
 				     "$lookup requires either 'pipeline' or "
 				     "both 'localField' and 'foreignField' to "
@@ -173,8 +170,7 @@ int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
 	if (spec->value_type != BSON_TYPE_DOCUMENT)
 		return mql_error_set(err, MQL_FailedToParse,
 				     "the $lookup specification must be an "
-				     "Object, but found %s",
-				     mql_type_name(spec->value_type));
+				     "Object");
 	bson_iter_init_from_data(&it, spec->value.v_doc.data,
 				 spec->value.v_doc.data_len);
 	while (bson_iter_next(&it)) {

@@ -49,6 +49,7 @@
  *   4568  "Total size of documents in <from> matching pipeline's $lookup
  *          stage exceeds 16793600 bytes";
  *   238 NotImplemented  a $lookup on a cursor given no mql_agg_foreign;
+ *   1 InternalError  a streamed $group whose input was not in order;
  *   whatever the source callback reports.
  *
  * Threading: a compiled pipeline is read-only and may be shared; a cursor

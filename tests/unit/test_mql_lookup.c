@@ -373,7 +373,7 @@ static void test_errors(void)
 	     "E9 $lookup requires either 'pipeline' or both 'localField' and "
 	     "'foreignField' to be specified"},
 	    {"{'from': 1, 'localField': 'b', 'foreignField': 'c', 'as': 'd'}",
-	     "E9 $lookup 'from' field must be either a string or an object"},
+	     "E9 $lookup 'from' field must be a string, but found int"},
 	    {"{'from': 'a', 'localField': 1, 'foreignField': 'c', 'as': 'd'}",
 	     "E9 $lookup argument 'localField' must be a string, found int"},
 	    {"{'from': 'a', 'x': 'b', 'foreignField': 'c', 'as': 'd'}",
@@ -391,7 +391,9 @@ static void test_errors(void)
 	     "'d'}",
 	     "E15998 "},
 	    {"{'from': 'a', 'localField': 'b', 'foreignField': '', 'as': 'd'}",
-	     "E40352 "},
+	     "E9 $lookup requires either"},
+	    {"{'from': 'a', 'localField': 'b', 'foreignField': 'c', 'as': ''}",
+	     "E9 must specify 'as' field for a $lookup"},
 	    {"{'from': 'a', 'let': {}, 'pipeline': [], 'as': 'd'}",
 	     "E238 $lookup with a 'pipeline' is not supported by kvd"},
 	    {"{'from': {'db': 'x', 'coll': 'a'}, 'localField': 'b', "
