@@ -236,6 +236,16 @@ class Lookup(unittest.TestCase):
         b = by_id(self.agg("big_l", [lookup("big_fix", "k", "k", "j"),
                                      {"$sort": {"_id": 1}}]))
         self.assertEqual(a, b)
+        # across getMores (batches of 5): the same, both ways
+        for f in ("big_f", "big_fix"):
+            got = by_id(self.db.big_l.aggregate(
+                [lookup(f, "k", "k", "j"), {"$sort": {"_id": 1}}],
+                batchSize=5))
+            self.assertEqual(got, a, f)
+            got = by_id(sorted(self.db.big_l.aggregate(
+                [lookup(f, "k", "k", "j")], batchSize=5),
+                key=lambda d: d["_id"]))
+            self.assertEqual(got, a, f)
         # and what the rule says: a value joins equal keys, null (or no
         # value) joins null and missing keys
         fk = {i: (i % 37 if i % 11 else None) for i in range(600)}
