@@ -40,7 +40,8 @@ static int f_open(void *ctx, const char *coll, const uint8_t *filter,
 		  uint32_t len, void **rd, struct mql_error *err)
 {
 	struct foreign *f = ctx;
-	struct fread *r = bson_malloc0(sizeof(*r));
+	/* a bson_iter_t inside: libbson aligns it to 128 bytes */
+	struct fread *r = BSON_ALIGNED_ALLOC0(struct fread);
 	bson_t q;
 	char *s;
 
