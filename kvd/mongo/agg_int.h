@@ -60,6 +60,7 @@ struct agg_group {
 struct agg_lookup {
 	char *from;	       /* collection, same database */
 	char *foreign;	       /* foreignField, dotted */
+	struct mql_path fpath; /* foreignField */
 	struct mql_path local; /* localField */
 	struct mql_path as;
 };
@@ -157,6 +158,22 @@ int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
 		    size_t limit, size_t *mem, bson_t *out, const uint8_t **doc,
 		    uint32_t *len, struct mql_error *err);
 void agg_lookup_free(struct lookup_run *lr);
+
+/* The foreign collection held (agg_lookup_held.c): read once through f
+ * and filed by the hashes of its foreignField values (*out made even on
+ * failure; 292 past limit).  find calls hit for each held document, in
+ * the collection's order, that m matches among those filed under a value
+ * of vals (an array of the local values). */
+struct lookup_held;
+typedef int (*agg_lookup_hit)(void *ctx, const uint8_t *doc, uint32_t len,
+			      struct mql_error *err);
+int agg_lookup_hold(const struct mql_agg_foreign *f, const struct agg_lookup *l,
+		    struct lookup_held **out, size_t limit, size_t *mem,
+		    struct mql_error *err);
+int agg_lookup_held_find(struct lookup_held *h, const bson_t *vals,
+			 const struct mql_match *m, agg_lookup_hit hit,
+			 void *ctx, struct mql_error *err);
+void agg_lookup_held_free(struct lookup_held *h);
 
 /* The cursor's foreign reader (NULL: none given). */
 const struct mql_agg_foreign *agg_foreign(const struct mql_agg_cursor *c);

@@ -10,10 +10,11 @@
  * Two ways to read `from`, chosen once per cursor by the caller's
  * mql_agg_foreign.indexed: with an index on foreignField, one equality
  * read per input document (the store's planner serves it); without one,
- * the whole collection read once and held (its bytes counted against
- * lookup_mem, 292 past it), each input document's filter matched against
- * the held documents, so that a join of n documents with m reads the
- * foreign collection once rather than n times.  The documents of one `as`
+ * the whole collection read once and held, hashed by foreignField
+ * (agg_lookup_held.c; its bytes counted against lookup_mem, 292 past it),
+ * each input document's filter matched against the documents filed under
+ * its values, so that a join of n documents with m reads the foreign
+ * collection once rather than n times, and tests few of its documents.  The documents of one `as`
  * array are at most 16 MiB + 16 KiB together (4568, as MongoDB), the
  * document made at most 16 MiB (10334). */
 #include <string.h>
@@ -32,6 +33,7 @@ void agg_lookup_spec_free(struct agg_lookup *l)
 	bson_free(l->from);
 	bson_free(l->foreign);
 	mql_path_free(&l->local);
+	mql_path_free(&l->fpath);
 	mql_path_free(&l->as);
 	bson_free(l);
 }
@@ -162,7 +164,6 @@ int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
 		       struct mql_error *err)
 {
 	struct largs a = {0};
-	struct mql_path fp = {0};
 	struct agg_lookup *l;
 	bson_iter_t it;
 	int rc;
@@ -186,67 +187,22 @@ int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
 	if (rc == 0)
 		rc = field_path(a.local, &l->local, err);
 	if (rc == 0)
-		rc = field_path(a.foreign, &fp, err);
-	mql_path_free(&fp);
+		rc = field_path(a.foreign, &l->fpath, err);
 	return rc;
 }
 
 /* ---- running -------------------------------------------------------- */
 
-struct held {
-	uint8_t *doc;
-	uint32_t len;
-};
-
 struct lookup_run {
-	int mode; /* 1: read by index per document, 0: held */
-	struct held *held;
-	size_t nheld, cap;
+	struct lookup_held *held; /* NULL: read by index per document */
 };
 
 void agg_lookup_free(struct lookup_run *lr)
 {
 	if (!lr)
 		return;
-	for (size_t i = 0; i < lr->nheld; i++)
-		bson_free(lr->held[i].doc);
-	bson_free(lr->held);
+	agg_lookup_held_free(lr->held);
 	bson_free(lr);
-}
-
-/* Read the whole foreign collection once into lr. */
-static int hold(const struct mql_agg_foreign *f, const struct agg_lookup *l,
-		struct lookup_run *lr, size_t limit, size_t *mem,
-		struct mql_error *err)
-{
-	static const uint8_t all[5] = {5, 0, 0, 0, 0};
-	const uint8_t *d;
-	uint32_t n;
-	void *rd;
-	int rc;
-
-	if (f->open(f->ctx, l->from, all, sizeof(all), &rd, err) < 0)
-		return -1;
-	while ((rc = f->next(rd, &d, &n, err)) > 0) {
-		*mem += n + sizeof(struct held);
-		if (*mem > limit) {
-			rc = mql_error_set(
-			    err, MQL_QueryExceededMemoryLimitNoDiskUseAllowed,
-			    "$lookup exceeded the memory limit of %zu bytes "
-			    "holding the collection %s (no index on '%s'); "
-			    "kvd does not spill to disk (allowDiskUse does "
-			    "not lift the limit)",
-			    limit, l->from, l->foreign);
-			break;
-		}
-		mql_grow((void **)&lr->held, &lr->cap, lr->nheld, 1,
-			 sizeof(*lr->held));
-		lr->held[lr->nheld].doc = bson_malloc(n);
-		memcpy(lr->held[lr->nheld].doc, d, n);
-		lr->held[lr->nheld++].len = n;
-	}
-	f->close(rd);
-	return rc < 0 ? -1 : 0;
 }
 
 /* The values of localField, as a BSON array. */
@@ -270,6 +226,19 @@ static int add_val(void *ctx, const bson_value_t *v, unsigned flags, long pos)
 	return mql_append(x->arr, k, -1, v) ? 0 : -1;
 }
 
+/* Every value localField reaches in doc into x (null when none). */
+static int local_values(const struct agg_lookup *l, const uint8_t *doc,
+			uint32_t len, struct vals *x)
+{
+	if (mql_path_walk(&l->local, 0, doc, len, MQL_PATH_EXPAND, add_val, x))
+		return -1;
+	if (x->n == 0) {
+		x->n = 1;
+		return bson_append_null(x->arr, "0", 1) ? 0 : -1;
+	}
+	return 0;
+}
+
 /* {f: {$eq: v}}: a regular expression as a value, not a pattern. */
 static void eq_of(bson_t *out, const char *f, const bson_value_t *v)
 {
@@ -280,32 +249,26 @@ static void eq_of(bson_t *out, const char *f, const bson_value_t *v)
 	bson_append_document_end(out, &c);
 }
 
-/* The query of the foreign documents that join doc, as MongoDB's
+/* The query of the foreign documents that join the values x, as MongoDB's
  * makeMatchStageFromInput: an $eq for one value, an $in for several, an
  * $or of $eq when one of them is a regular expression. */
-static int make_filter(const struct agg_lookup *l, const uint8_t *doc,
-		       uint32_t len, bson_t *out)
+static void make_filter(const struct agg_lookup *l, const struct vals *x,
+			bson_t *out)
 {
-	bson_t arr = BSON_INITIALIZER, c, o;
-	struct vals x = {&arr, 0, false};
-	bson_value_t av, nul = {.value_type = BSON_TYPE_NULL};
+	bson_value_t av;
 	bson_iter_t it;
-	int rc = 0;
+	bson_t c, o;
 
-	if (mql_path_walk(&l->local, 0, doc, len, MQL_PATH_EXPAND, add_val, &x))
-		rc = -1;
-	else if (x.n == 0)
-		eq_of(out, l->foreign, &nul);
-	else if (x.n == 1 && bson_iter_init(&it, &arr) && bson_iter_next(&it))
+	if (x->n == 1 && bson_iter_init(&it, x->arr) && bson_iter_next(&it)) {
 		eq_of(out, l->foreign, bson_iter_value(&it));
-	else if (!x.regex) {
-		mql_doc_value(&arr, BSON_TYPE_ARRAY, &av);
+	} else if (!x->regex) {
+		mql_doc_value(x->arr, BSON_TYPE_ARRAY, &av);
 		bson_append_document_begin(out, l->foreign, -1, &c);
 		mql_append(&c, "$in", 3, &av);
 		bson_append_document_end(out, &c);
 	} else {
 		bson_append_array_begin(out, "$or", 3, &o);
-		bson_iter_init(&it, &arr);
+		bson_iter_init(&it, x->arr);
 		while (bson_iter_next(&it)) {
 			bson_append_document_begin(&o, bson_iter_key(&it), -1,
 						   &c);
@@ -314,65 +277,65 @@ static int make_filter(const struct agg_lookup *l, const uint8_t *doc,
 		}
 		bson_append_array_end(out, &o);
 	}
-	bson_destroy(&arr);
-	return rc;
 }
 
+/* The `as` array being built. */
+struct joined {
+	const struct agg_lookup *l;
+	bson_t *arr;
+	uint32_t n;
+	size_t total;
+};
+
 /* Append one joined document to the `as` array. */
-static int add_match(const struct agg_lookup *l, bson_t *arr, uint32_t *n,
-		     size_t *total, const uint8_t *doc, uint32_t len,
+static int add_match(void *ctx, const uint8_t *doc, uint32_t len,
 		     struct mql_error *err)
 {
+	struct joined *j = ctx;
 	char key[16];
 	const char *k;
 	bson_t d;
 
-	*total += len;
-	if (*total > MQL_AGG_LOOKUP_MAX)
+	j->total += len;
+	if (j->total > MQL_AGG_LOOKUP_MAX)
 		return mql_error_set(err, 4568,
 				     "Total size of documents in %s matching "
 				     "pipeline's $lookup stage exceeds %d "
 				     "bytes",
-				     l->from, MQL_AGG_LOOKUP_MAX);
-	bson_uint32_to_string((*n)++, &k, key, sizeof(key));
+				     j->l->from, MQL_AGG_LOOKUP_MAX);
+	bson_uint32_to_string(j->n++, &k, key, sizeof(key));
 	if (!bson_init_static(&d, doc, len) ||
-	    !bson_append_document(arr, k, -1, &d))
+	    !bson_append_document(j->arr, k, -1, &d))
 		return agg_too_large(err);
 	return 0;
 }
 
-/* The documents that match filter into arr: from the held collection, or
+/* The documents that match filter into j: from the held collection, or
  * by a read of the foreign one. */
-static int gather(const struct mql_agg_foreign *f, const struct agg_lookup *l,
-		  const struct lookup_run *lr, const bson_t *filter,
-		  bson_t *arr, struct mql_error *err)
+static int gather(const struct mql_agg_foreign *f, const struct lookup_run *lr,
+		  const struct vals *x, const bson_t *filter, struct joined *j,
+		  struct mql_error *err)
 {
 	struct mql_match *m = NULL;
 	const uint8_t *d;
-	size_t total = 0;
-	uint32_t n = 0, dl;
+	uint32_t dl;
 	void *rd;
 	int rc = 0;
 
-	if (lr->mode == 0) {
+	if (lr->held) {
 		if (mql_match_compile(bson_get_data(filter), filter->len, &m,
 				      err) < 0)
 			return -1;
-		for (size_t i = 0; rc == 0 && i < lr->nheld; i++) {
-			if (mql_match_doc(m, lr->held[i].doc, lr->held[i].len,
-					  NULL))
-				rc = add_match(l, arr, &n, &total,
-					       lr->held[i].doc, lr->held[i].len,
-					       err);
-		}
+		rc = agg_lookup_held_find(lr->held, x->arr, m, add_match, j,
+					  err);
 		mql_match_free(m);
 		return rc;
 	}
-	if (f->open(f->ctx, l->from, bson_get_data(filter), filter->len, &rd,
+	if (f->open(f->ctx, j->l->from, bson_get_data(filter), filter->len, &rd,
 		    err) < 0)
 		return -1;
 	while (rc == 0 && (rc = f->next(rd, &d, &dl, err)) > 0)
-		rc = add_match(l, arr, &n, &total, d, dl, err);
+		rc = add_match(j, d, dl, err);
 	f->close(rd);
 	return rc < 0 ? -1 : 0;
 }
@@ -392,8 +355,39 @@ static int lookup_start(const struct mql_agg_foreign *f,
 	if (ix < 0)
 		return -1;
 	*lr = bson_malloc0(sizeof(**lr));
-	(*lr)->mode = ix > 0;
-	return ix > 0 ? 0 : hold(f, l, *lr, limit, mem, err);
+	return ix > 0 ? 0
+		      : agg_lookup_hold(f, l, &(*lr)->held, limit, mem, err);
+}
+
+/* doc with the `as` array of its joined documents, into out. */
+static int join(const struct mql_agg_foreign *f, const struct agg_lookup *l,
+		const struct lookup_run *lr, const uint8_t *doc, uint32_t len,
+		bson_t *out, struct mql_error *err)
+{
+	bson_t vals = BSON_INITIALIZER, filter = BSON_INITIALIZER,
+	       arr = BSON_INITIALIZER;
+	struct vals x = {&vals, 0, false};
+	struct joined j = {l, &arr, 0, 0};
+	bson_value_t av;
+	int rc = 0;
+
+	if (local_values(l, doc, len, &x) < 0)
+		rc = agg_too_large(err);
+	if (rc == 0) {
+		make_filter(l, &x, &filter);
+		rc = gather(f, lr, &x, &filter, &j, err);
+	}
+	if (rc == 0) {
+		bson_reinit(out);
+		mql_doc_value(&arr, BSON_TYPE_ARRAY, &av);
+		if (!agg_set_path(doc, len, &l->as, 0, &av, out) ||
+		    out->len > MQL_MAX_DOC_SIZE)
+			rc = agg_too_large(err);
+	}
+	bson_destroy(&vals);
+	bson_destroy(&filter);
+	bson_destroy(&arr);
+	return rc;
 }
 
 int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
@@ -402,8 +396,6 @@ int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
 		    uint32_t *len, struct mql_error *err)
 {
 	const struct mql_agg_foreign *f = agg_foreign(c);
-	bson_t filter = BSON_INITIALIZER, arr = BSON_INITIALIZER;
-	bson_value_t av;
 	const uint8_t *d;
 	uint32_t l;
 	int rc = agg_pull(c, i, &d, &l, err);
@@ -412,22 +404,9 @@ int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
 		return rc;
 	if (!*lr && lookup_start(f, spec, lr, limit, mem, err) < 0)
 		return -1;
-	if (make_filter(spec, d, l, &filter) < 0)
-		rc = agg_too_large(err);
-	else if (gather(f, spec, *lr, &filter, &arr, err) < 0)
-		rc = -1;
-	if (rc > 0) {
-		bson_reinit(out);
-		mql_doc_value(&arr, BSON_TYPE_ARRAY, &av);
-		if (!agg_set_path(d, l, &spec->as, 0, &av, out) ||
-		    out->len > MQL_MAX_DOC_SIZE)
-			rc = agg_too_large(err);
-	}
-	bson_destroy(&filter);
-	bson_destroy(&arr);
-	if (rc > 0) {
-		*doc = bson_get_data(out);
-		*len = out->len;
-	}
-	return rc;
+	if (join(f, spec, *lr, d, l, out, err) < 0)
+		return -1;
+	*doc = bson_get_data(out);
+	*len = out->len;
+	return 1;
 }

@@ -183,6 +183,6 @@ int mdoor_lookup_explain(struct mdoor *d, const char *db, const char *from,
 	/* without an index the collection is read once and held */
 	BSON_APPEND_INT64(out, "collectionScans", ix > 0 ? 0 : 1);
 	BSON_APPEND_UTF8(out, "strategy",
-			 ix > 0 ? "IndexedLoopJoin" : "NestedLoopJoin");
+			 ix > 0 ? "IndexedLoopJoin" : "HashJoin");
 	return 0;
 }

@@ -163,9 +163,10 @@ void mql_agg_stream_group(struct mql_agg_cursor *c);
  * indexed - 1 when a read of coll by an equality on field is an index
  *   read (an index whose first key is field answers it), 0 when each read
  *   would scan the collection, -1 with err.  With 0, $lookup reads the
- *   whole collection once (filter {}), holds it (lookup_mem) and matches
- *   every input document against it in memory; with 1, it reads once per
- *   input document with the equality filter.
+ *   whole collection once (filter {}), holds it hashed by foreignField
+ *   (lookup_mem) and matches each input document against the documents
+ *   filed under its values; with 1, it reads once per input document
+ *   with the equality filter.
  * open - a read of coll's documents that match the query document
  *   filter[0..len) (made by $lookup: {field: {$eq: v}}, {field: {$in:
  *   [...]}} or an $or of $eq); a missing collection reads nothing.  0

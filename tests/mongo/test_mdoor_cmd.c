@@ -248,7 +248,7 @@ static void test_aggregate(struct tconn *c)
 	       "{ 'v' : { '$lookup' : { 'from' : 'p', 'localField' : 'n', "
 	       "'foreignField' : 'n', 'as' : 'j' }, 'indexesUsed' : [  ], "
 	       "'collectionScans' : 1, 'strategy' : "
-	       "'NestedLoopJoin' } }");
+	       "'HashJoin' } }");
 	EXPECT(c,
 	       "{'aggregate': 'p', 'pipeline': [{'$match': {'v': 3}}], "
 	       "'explain': true}",

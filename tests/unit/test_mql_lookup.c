@@ -286,6 +286,66 @@ static void test_values(void)
 	bson_destroy(f.colls);
 }
 
+/* The held collection's hash join gives what matching every document
+ * gives (the reader's answer with indexed = 1 here): equal numbers of
+ * other types, NaN, null, undefined and missing, arrays as elements and
+ * as whole values, paths through arrays of documents. */
+static void test_held_equals_matching(void)
+{
+	static const char *colls =
+	    "{'f': [{'_id': 1, 'k': 1}, {'_id': 2, 'k': 1.0}, {'_id': 3, "
+	    "'k': {'$numberLong': '1'}}, {'_id': 4, 'k': {'$numberDecimal': "
+	    "'1.00'}}, {'_id': 5, 'k': {'$numberDouble': 'NaN'}}, {'_id': 6, "
+	    "'k': null}, {'_id': 7, 'k': {'$undefined': true}}, {'_id': 8}, "
+	    "{'_id': 9, 'k': [1, 2]}, {'_id': 10, 'k': [[1, 2], 3]}, {'_id': "
+	    "11, 'k': []}, {'_id': 12, 'k': [null]}, {'_id': 13, 'k': 'a'}, "
+	    "{'_id': 14, 'k': {'x': 1}}, {'_id': 15, 'k': [{'x': 1}]}], "
+	    "'g': [{'_id': 1, 'a': [{'b': 1}, {'c': 2}]}, {'_id': 2, 'a': "
+	    "{'b': [2, 3]}}, {'_id': 3, 'a': [1, 2]}, {'_id': 4, 'a': [{'b': "
+	    "[null]}]}]}";
+	static const char *locals[] = {
+	    "[{'_id': 1, 'k': 1}]",
+	    "[{'_id': 1, 'k': {'$numberDecimal': '1'}}]",
+	    "[{'_id': 1, 'k': {'$numberDouble': 'NaN'}}]",
+	    "[{'_id': 1}]",
+	    "[{'_id': 1, 'k': null}]",
+	    "[{'_id': 1, 'k': [[1, 2]]}]",
+	    "[{'_id': 1, 'k': [2, 'a', 3]}]",
+	    "[{'_id': 1, 'k': []}]",
+	    "[{'_id': 1, 'k': {'x': 1}}]",
+	    "[{'_id': 1, 'k': [[]]}]",
+	};
+	static const char *pipes[] = {LK("f", "k", "k", "j"),
+				      LK("g", "k", "a.b", "j")};
+	struct foreign f = {J(colls), 1, 0, 0, ""};
+
+	for (size_t p = 0; p < 2; p++) {
+		for (size_t i = 0; i < sizeof(locals) / sizeof(*locals); i++) {
+			char *want, *got;
+
+			f.indexed = 1;
+			want = run(pipes[p], locals[i], &f);
+			f.indexed = 0;
+			got = run(pipes[p], locals[i], &f);
+			CHECK(want[0] != 'E' && strcmp(got, want) == 0,
+			      "%s over %s: held %s, matching %s", pipes[p],
+			      locals[i], got, want);
+			bson_free(want);
+			bson_free(got);
+		}
+	}
+	/* and what MongoDB's equality says for two of them */
+	check(LK("f", "k", "k", "j"), "[{'_id': 0}]", &f,
+	      "[{'_id': 0, 'j': [{'_id': 6, 'k': null}, {'_id': 7, 'k': "
+	      "{'$undefined': true}}, {'_id': 8}, {'_id': 12, 'k': [null]}]}]");
+	check("[{'$lookup': {'from': 'f', 'localField': 'k', 'foreignField': "
+	      "'k', 'as': 'j'}}, {'$project': {'j._id': 1}}]",
+	      "[{'_id': 0, 'k': 1}]", &f,
+	      "[{'_id': 0, 'j': [{'_id': 1}, {'_id': 2}, {'_id': 3}, {'_id': "
+	      "4}, {'_id': 9}]}]");
+	bson_destroy(f.colls);
+}
+
 /* A collection of n documents {_id: i, k: 1, pad: <size bytes>}. */
 static bson_t *padded(int n, size_t size)
 {
@@ -441,6 +501,7 @@ int main(void)
 {
 	test_manual();
 	test_values();
+	test_held_equals_matching();
 	test_bounds();
 	test_errors();
 	test_explain_info();
