@@ -56,12 +56,16 @@ struct agg_group {
 	uint32_t order_len;
 };
 
-/* $lookup's equality form. */
+/* $lookup: the equality form, the concise correlated form (equality
+ * then a pipeline over the matches), or a pipeline over the whole
+ * collection (uncorrelated: no let). */
 struct agg_lookup {
-	char *from;	       /* collection, same database */
-	char *foreign;	       /* foreignField, dotted */
-	struct mql_path fpath; /* foreignField */
-	struct mql_path local; /* localField */
+	char *from;		  /* collection, same database */
+	bool eq;		  /* localField and foreignField given */
+	struct mql_pipeline *sub; /* or NULL */
+	char *foreign;		  /* foreignField, dotted (eq) */
+	struct mql_path fpath;	  /* foreignField */
+	struct mql_path local;	  /* localField */
 	struct mql_path as;
 };
 

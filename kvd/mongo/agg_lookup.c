@@ -35,6 +35,7 @@ void agg_lookup_spec_free(struct agg_lookup *l)
 	mql_path_free(&l->local);
 	mql_path_free(&l->fpath);
 	mql_path_free(&l->as);
+	mql_pipeline_free(l->sub);
 	bson_free(l);
 }
 
@@ -69,9 +70,9 @@ static int field_path(const bson_value_t *v, struct mql_path *out,
 /* The arguments: copies of the values (an iterator's value changes as it
  * moves; their strings stay inside the pipeline's bytes). */
 struct largs {
-	bson_value_t vfrom, vlocal, vforeign, vas;
-	const bson_value_t *from, *local, *foreign, *as;
-	bool let, pipeline, from_doc;
+	bson_value_t vfrom, vlocal, vforeign, vas, vpipe;
+	const bson_value_t *from, *local, *foreign, *as, *pipe;
+	bool let, from_doc;
 };
 
 static int lookup_arg(struct largs *a, bson_iter_t *it, struct mql_error *err)
@@ -80,7 +81,12 @@ static int lookup_arg(struct largs *a, bson_iter_t *it, struct mql_error *err)
 	const bson_value_t *v = bson_iter_value(it);
 
 	if (!strcmp(k, "pipeline")) {
-		a->pipeline = true;
+		if (v->value_type != BSON_TYPE_ARRAY)
+			return mql_error_set(err, MQL_TypeMismatch,
+					     "'pipeline' option must be "
+					     "specified as an array");
+		a->vpipe = *v;
+		a->pipe = &a->vpipe;
 		return 0;
 	}
 	if (!strcmp(k, "let")) {
@@ -125,16 +131,19 @@ static int lookup_arg(struct largs *a, bson_iter_t *it, struct mql_error *err)
 	return 0;
 }
 
+static bool given(const bson_value_t *v)
+{
+	return v && v->value.v_utf8.len > 0;
+}
+
+/* What MongoDB's createFromBson checks after reading the arguments. */
 static int lookup_check(const struct largs *a, struct mql_error *err)
 {
-	if (a->pipeline || a->from_doc)
+	if (a->from_doc)
 		return mql_error_set(err, MQL_NotImplemented,
-				     "$lookup with %s is not supported by kvd: "
-				     "only {from, localField, foreignField, "
-				     "as} with 'from' a collection of the same "
-				     "database",
-				     a->pipeline ? "a 'pipeline'"
-						 : "'from' as {db, coll}");
+				     "$lookup with 'from' as {db, coll} is not "
+				     "supported by kvd: 'from' names a "
+				     "collection of the same database");
 	if (!a->from)
 		return mql_error_set(err, MQL_FailedToParse,
 				     "$lookup stage without explicit "
@@ -147,8 +156,17 @@ static int lookup_check(const struct largs *a, struct mql_error *err)
 	if (!a->as || a->as->value.v_utf8.len == 0)
 		return mql_error_set(err, MQL_FailedToParse,
 				     "must specify 'as' field for a $lookup");
-	if (!a->local || !a->foreign || a->local->value.v_utf8.len == 0 ||
-	    a->foreign->value.v_utf8.len == 0)
+	if (a->pipe && a->let)
+		return mql_error_set(err, MQL_NotImplemented,
+				     "$lookup with 'let' is not supported by "
+				     "kvd (nor $expr): its pipeline may not "
+				     "refer to the input document");
+	if (a->pipe && given(a->local) != given(a->foreign))
+		return mql_error_set(err, MQL_FailedToParse,
+				     "$lookup requires both or neither of "
+				     "'localField' and 'foreignField' to be "
+				     "specified");
+	if (!a->pipe && (!given(a->local) || !given(a->foreign)))
 		return mql_error_set(err, MQL_FailedToParse,
 				     "$lookup requires either 'pipeline' or "
 				     "both 'localField' and 'foreignField' to "
@@ -182,12 +200,18 @@ int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
 		return -1;
 	l = s->lookup = bson_malloc0(sizeof(*l));
 	l->from = bson_strdup(a.from->value.v_utf8.str);
-	l->foreign = bson_strdup(a.foreign->value.v_utf8.str);
+	l->eq = given(a.local);
 	rc = field_path(a.as, &l->as, err);
-	if (rc == 0)
+	if (rc == 0 && l->eq) {
+		l->foreign = bson_strdup(a.foreign->value.v_utf8.str);
 		rc = field_path(a.local, &l->local, err);
-	if (rc == 0)
-		rc = field_path(a.foreign, &l->fpath, err);
+		if (rc == 0)
+			rc = field_path(a.foreign, &l->fpath, err);
+	}
+	if (rc == 0 && a.pipe)
+		rc = mql_pipeline_compile(a.pipe->value.v_doc.data,
+					  a.pipe->value.v_doc.data_len, NULL,
+					  &l->sub, err);
 	return rc;
 }
 
@@ -195,6 +219,7 @@ int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
 
 struct lookup_run {
 	struct lookup_held *held; /* NULL: read by index per document */
+	bson_t *once;		  /* the uncorrelated form's array */
 };
 
 void agg_lookup_free(struct lookup_run *lr)
@@ -202,6 +227,8 @@ void agg_lookup_free(struct lookup_run *lr)
 	if (!lr)
 		return;
 	agg_lookup_held_free(lr->held);
+	if (lr->once)
+		bson_destroy(lr->once);
 	bson_free(lr);
 }
 
@@ -279,15 +306,17 @@ static void make_filter(const struct agg_lookup *l, const struct vals *x,
 	}
 }
 
-/* The `as` array being built. */
+/* An array of documents being built: the `as` array (at most
+ * MQL_AGG_LOOKUP_MAX bytes of documents: 4568), or the matches a pipeline
+ * will read (at most the stage's memory limit: 292). */
 struct joined {
 	const struct agg_lookup *l;
 	bson_t *arr;
 	uint32_t n;
-	size_t total;
+	size_t total, max;
 };
 
-/* Append one joined document to the `as` array. */
+/* Append one document to j. */
 static int add_match(void *ctx, const uint8_t *doc, uint32_t len,
 		     struct mql_error *err)
 {
@@ -297,12 +326,18 @@ static int add_match(void *ctx, const uint8_t *doc, uint32_t len,
 	bson_t d;
 
 	j->total += len;
-	if (j->total > MQL_AGG_LOOKUP_MAX)
+	if (j->total > j->max && j->max == MQL_AGG_LOOKUP_MAX)
 		return mql_error_set(err, 4568,
 				     "Total size of documents in %s matching "
 				     "pipeline's $lookup stage exceeds %d "
 				     "bytes",
 				     j->l->from, MQL_AGG_LOOKUP_MAX);
+	if (j->total > j->max)
+		return mql_error_set(
+		    err, MQL_QueryExceededMemoryLimitNoDiskUseAllowed,
+		    "$lookup exceeded the memory limit of %zu bytes with the "
+		    "documents of %s one input joins",
+		    j->max, j->l->from);
 	bson_uint32_to_string(j->n++, &k, key, sizeof(key));
 	if (!bson_init_static(&d, doc, len) ||
 	    !bson_append_document(j->arr, k, -1, &d))
@@ -351,7 +386,7 @@ static int lookup_start(const struct mql_agg_foreign *f,
 				     "$lookup has no reader of the collection "
 				     "%s here",
 				     l->from);
-	ix = f->indexed(f->ctx, l->from, l->foreign, err);
+	ix = l->eq ? f->indexed(f->ctx, l->from, l->foreign, err) : 1;
 	if (ix < 0)
 		return -1;
 	*lr = bson_malloc0(sizeof(**lr));
@@ -359,33 +394,126 @@ static int lookup_start(const struct mql_agg_foreign *f,
 		      : agg_lookup_hold(f, l, &(*lr)->held, limit, mem, err);
 }
 
-/* doc with the `as` array of its joined documents, into out. */
-static int join(const struct mql_agg_foreign *f, const struct agg_lookup *l,
-		const struct lookup_run *lr, const uint8_t *doc, uint32_t len,
-		bson_t *out, struct mql_error *err)
+/* A pipeline's source: the documents of an array, or of a read. */
+struct sub_src {
+	bson_iter_t it;
+	const struct mql_agg_foreign *f;
+	void *rd;
+};
+
+static int sub_next(void *ctx, const uint8_t **doc, uint32_t *len,
+		    struct mql_error *err)
+{
+	struct sub_src *s = ctx;
+
+	if (s->rd)
+		return s->f->next(s->rd, doc, len, err);
+	if (!bson_iter_next(&s->it))
+		return 0;
+	bson_iter_document(&s->it, len, doc);
+	return 1;
+}
+
+/* Run l's pipeline over src into the `as` array j (with the same reader
+ * for the $lookup stages it may hold). */
+static int run_sub(const struct mql_agg_foreign *f, const struct agg_lookup *l,
+		   struct sub_src *src, struct joined *j, struct mql_error *err)
+{
+	struct mql_agg_cursor *c;
+	const uint8_t *d;
+	uint32_t dl;
+	int rc;
+
+	if (mql_agg_open(l->sub, 0, sub_next, src, &c, err) < 0)
+		return -1;
+	if (f)
+		mql_agg_set_foreign(c, f);
+	while ((rc = mql_agg_next(c, &d, &dl, err)) > 0) {
+		if (add_match(j, d, dl, err) < 0) {
+			rc = -1;
+			break;
+		}
+	}
+	mql_agg_close(c);
+	return rc;
+}
+
+/* {from, pipeline, as}: the pipeline over the whole collection, the
+ * same for every input document, so run once. */
+static int uncorrelated(const struct mql_agg_foreign *f,
+			const struct agg_lookup *l, struct lookup_run *lr,
+			size_t *mem, struct mql_error *err)
+{
+	static const uint8_t all[5] = {5, 0, 0, 0, 0};
+	struct sub_src src = {.f = f};
+	struct joined j = {l, NULL, 0, 0, MQL_AGG_LOOKUP_MAX};
+	int rc;
+
+	if (lr->once)
+		return 0;
+	lr->once = j.arr = bson_new();
+	if (f->open(f->ctx, l->from, all, sizeof(all), &src.rd, err) < 0)
+		return -1;
+	rc = run_sub(f, l, &src, &j, err);
+	f->close(src.rd);
+	*mem += lr->once->len;
+	return rc;
+}
+
+/* The `as` array of doc into arr: its equality matches, through the
+ * pipeline when there is one. */
+static int joined_of(const struct mql_agg_foreign *f,
+		     const struct agg_lookup *l, const struct lookup_run *lr,
+		     const uint8_t *doc, uint32_t len, size_t limit,
+		     bson_t *arr, struct mql_error *err)
 {
 	bson_t vals = BSON_INITIALIZER, filter = BSON_INITIALIZER,
-	       arr = BSON_INITIALIZER;
+	       matched = BSON_INITIALIZER;
 	struct vals x = {&vals, 0, false};
-	struct joined j = {l, &arr, 0, 0};
-	bson_value_t av;
+	struct joined j = {l, arr, 0, 0, MQL_AGG_LOOKUP_MAX};
+	struct joined m = {l, &matched, 0, 0, limit};
+	struct sub_src src = {.f = f};
 	int rc = 0;
 
 	if (local_values(l, doc, len, &x) < 0)
 		rc = agg_too_large(err);
 	if (rc == 0) {
 		make_filter(l, &x, &filter);
-		rc = gather(f, lr, &x, &filter, &j, err);
+		rc = gather(f, lr, &x, &filter, l->sub ? &m : &j, err);
+	}
+	if (rc == 0 && l->sub) {
+		bson_iter_init(&src.it, &matched);
+		rc = run_sub(f, l, &src, &j, err);
+	}
+	bson_destroy(&vals);
+	bson_destroy(&filter);
+	bson_destroy(&matched);
+	return rc;
+}
+
+/* doc with the `as` array of its joined documents, into out. */
+static int join(const struct mql_agg_foreign *f, const struct agg_lookup *l,
+		struct lookup_run *lr, const uint8_t *doc, uint32_t len,
+		size_t limit, size_t *mem, bson_t *out, struct mql_error *err)
+{
+	bson_t arr = BSON_INITIALIZER;
+	const bson_t *as = &arr;
+	bson_value_t av;
+	int rc;
+
+	if (l->eq) {
+		rc = joined_of(f, l, lr, doc, len, limit, &arr, err);
+	} else {
+		rc = uncorrelated(f, l, lr, mem, err);
+		as = lr->once;
 	}
 	if (rc == 0) {
 		bson_reinit(out);
-		mql_doc_value(&arr, BSON_TYPE_ARRAY, &av);
+		mql_doc_value(as, BSON_TYPE_ARRAY, &av);
 		if (!agg_set_path(doc, len, &l->as, 0, &av, out) ||
 		    out->len > MQL_MAX_DOC_SIZE)
 			rc = agg_too_large(err);
 	}
-	bson_destroy(&vals);
-	bson_destroy(&filter);
 	bson_destroy(&arr);
 	return rc;
 }
@@ -404,7 +532,7 @@ int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
 		return rc;
 	if (!*lr && lookup_start(f, spec, lr, limit, mem, err) < 0)
 		return -1;
-	if (join(f, spec, *lr, d, l, out, err) < 0)
+	if (join(f, spec, *lr, d, l, limit, mem, out, err) < 0)
 		return -1;
 	*doc = bson_get_data(out);
 	*len = out->len;

@@ -373,9 +373,10 @@ struct mdoor_foreign {
 
 void mdoor_foreign_init(struct mdoor_foreign *f, struct mdoor *d,
 			const char *db, struct mql_agg_foreign *out);
-/* mdoor_lookup_explain - append what a $lookup of from by field reads
- * with to out: indexesUsed (the index the store's planner takes, or
- * none), collectionScans, strategy.  0, or -1 with err. */
+/* mdoor_lookup_explain - append what a $lookup of from by field (NULL: a
+ * pipeline over the whole collection) reads with to out: indexesUsed (the
+ * index the store's planner takes, or none), collectionScans, strategy.
+ * 0, or -1 with err. */
 int mdoor_lookup_explain(struct mdoor *d, const char *db, const char *from,
 			 const char *field, bson_t *out, struct mql_error *err);
 

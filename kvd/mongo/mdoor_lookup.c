@@ -171,6 +171,13 @@ int mdoor_lookup_explain(struct mdoor *d, const char *db, const char *from,
 	int ix;
 
 	mdoor_foreign_init(&f, d, db, &fa);
+	if (!field) { /* no equality: the pipeline reads the collection */
+		BSON_APPEND_ARRAY_BEGIN(out, "indexesUsed", &arr);
+		bson_append_array_end(out, &arr);
+		BSON_APPEND_INT64(out, "collectionScans", 1);
+		BSON_APPEND_UTF8(out, "strategy", "Uncorrelated");
+		return 0;
+	}
 	ix = f_indexed(&f, from, field, err);
 	if (ix > 0)
 		ix = plan_index(&f, from, field, name, sizeof(name), err);

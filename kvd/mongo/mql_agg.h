@@ -10,11 +10,13 @@
  * through (a top-k).  $group accumulators: $sum $avg $min $max $first
  * $last $push $addToSet $count; its _id is any expression mql_expr.h
  * evaluates (a field path, a document of expressions, a constant, null).
- * $lookup is the equality form {from, localField, foreignField, as}: it
+ * $lookup: the equality form {from, localField, foreignField, as}, the
+ * same with a pipeline run over each input's matches, and {from,
+ * pipeline, as} (a pipeline over the whole collection, run once); it
  * reads its `from` collection through the caller's struct
- * mql_agg_foreign (agg_lookup.c says how); its pipeline forms ({let,
- * pipeline}, or a pipeline with localField and foreignField) and a `from`
- * in another database are refused with 238.  MongoDB's other stages
+ * mql_agg_foreign (agg_lookup.c says how).  `let` (and so any pipeline
+ * that refers to the input document) and a `from` in another database
+ * are refused with 238.  MongoDB's other stages
  * ($facet $bucket $replaceRoot $out $merge ...) are refused with 238
  * NotImplemented; a name MongoDB does not know, with 40324.  Adding a
  * stage is one entry in agg.c's table of stages.
@@ -189,7 +191,8 @@ void mql_agg_set_foreign(struct mql_agg_cursor *c,
 			 const struct mql_agg_foreign *f);
 
 /* mql_pipeline_lookup - the i-th $lookup stage (i from 0) of stages [from,
- * nstages): true with its from and foreignField (valid until
+ * nstages): true with its from and foreignField (NULL for a pipeline
+ * without one; valid until
  * mql_pipeline_free) and its place among the user's stages; false when
  * there is no such stage.  For explain. */
 bool mql_pipeline_lookup(const struct mql_pipeline *p, size_t from, size_t i,

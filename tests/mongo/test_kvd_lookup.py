@@ -6,10 +6,13 @@ an unknown `from`, a dotted `as` that replaces a field, the index path
 (explain names the index; its results equal the held-collection path's
 for the same data), the 16 MiB bounds of the joined documents (4568) and
 of the document made (10334), the 100 MiB bound of a held foreign
-collection (292), MongoDB's error codes for malformed $lookup stages, and
-the pipeline forms refused with 238.
+collection (292), MongoDB's error codes for malformed $lookup stages, the
+pipeline forms without `let` (the manual's uncorrelated subquery, a
+correlated pipeline after the equality), and `let` and `from: {db, coll}`
+refused with 238.
 """
 
+import datetime
 import os
 import sys
 import unittest
@@ -353,8 +356,6 @@ class Lookup(unittest.TestCase):
             {"from": "inventory", "let": {"i": "$item"},
              "pipeline": [{"$match": {"$expr": {"$eq": ["$sku", "$$i"]}}}],
              "as": "x"},
-            {"from": "inventory", "localField": "item",
-             "foreignField": "sku", "pipeline": [], "as": "x"},
             {"from": {"db": "other", "coll": "inventory"},
              "localField": "item", "foreignField": "sku", "as": "x"},
         ):
@@ -362,6 +363,59 @@ class Lookup(unittest.TestCase):
                 self.agg("orders", [{"$lookup": spec}])
             self.assertEqual(e.exception.code, 238, spec)
             self.assertIn("not supported by kvd", str(e.exception))
+        self.assertEqual(self.code("orders", [{"$lookup": {
+            "from": "inventory", "pipeline": {}, "as": "x"}}]), 14)
+        self.assertEqual(self.code("orders", [{"$lookup": {
+            "from": "inventory", "localField": "item", "pipeline": [],
+            "as": "x"}}]), 9)
+
+    def test_uncorrelated_pipeline(self):
+        # the manual's "Perform an Uncorrelated Subquery with $lookup",
+        # its $replaceRoot written as the $project that gives the same
+        d = datetime.datetime
+        self.db.absences.insert_many([
+            {"_id": 1, "student": "Ann Aardvark",
+             "sickdays": [d(2018, 5, 1), d(2018, 8, 23)]},
+            {"_id": 2, "student": "Zoe Zebra",
+             "sickdays": [d(2018, 2, 1), d(2018, 5, 23)]}])
+        self.db.holidays.insert_many([
+            {"_id": 1, "year": 2018, "name": "New Years",
+             "date": d(2018, 1, 1)},
+            {"_id": 2, "year": 2018, "name": "Pi Day", "date": d(2018, 3, 14)},
+            {"_id": 3, "year": 2018, "name": "Ice Cream Day",
+             "date": d(2018, 7, 15)},
+            {"_id": 4, "year": 2017, "name": "New Years",
+             "date": d(2017, 1, 1)},
+            {"_id": 5, "year": 2017, "name": "Ice Cream Day",
+             "date": d(2017, 7, 16)}])
+        p = [{"$lookup": {"from": "holidays", "pipeline": [
+            {"$match": {"year": 2018}},
+            {"$project": {"_id": 0, "name": 1, "date": 1}}],
+            "as": "holidays"}}]
+        hol = [{"name": "New Years", "date": d(2018, 1, 1)},
+               {"name": "Pi Day", "date": d(2018, 3, 14)},
+               {"name": "Ice Cream Day", "date": d(2018, 7, 15)}]
+        got = self.agg("absences", p)
+        self.assertEqual([g["holidays"] for g in got], [hol, hol])
+        self.assertEqual([g["student"] for g in got],
+                         ["Ann Aardvark", "Zoe Zebra"])
+        st = self.explain_lookup("absences", p)
+        self.assertEqual((st[0]["indexesUsed"], st[0]["strategy"]),
+                         ([], "Uncorrelated"))
+
+    def test_correlated_pipeline_without_let(self):
+        p = [{"$lookup": {"from": "inventory_ix", "localField": "item",
+                          "foreignField": "sku", "pipeline": [
+                              {"$project": {"_id": 0, "instock": 1}}],
+                          "as": "inv"}}, {"$sort": {"_id": 1}}]
+        got = self.agg("orders", p)
+        self.assertEqual([g["inv"] for g in got],
+                         [[{"instock": 120}], [{"instock": 70}], [{}, {}]])
+        self.assertEqual(self.explain_lookup("orders", p)[0]["indexesUsed"],
+                         ["sku_1"])
+        p[0]["$lookup"]["from"] = "inventory"
+        self.assertEqual([g["inv"] for g in self.agg("orders", p)],
+                         [[{"instock": 120}], [{"instock": 70}], [{}, {}]])
 
 
 if __name__ == "__main__":

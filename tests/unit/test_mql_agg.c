@@ -382,8 +382,8 @@ static void test_errors(void)
 	R("[{}]", "[]", "E40323 ");
 	R("[1]", "[]",
 	  "E14 Each element of the 'pipeline' array must be an object");
-	R("[{'$lookup': {'from': 'x', 'pipeline': [], 'as': 'y'}}]", "[]",
-	  "E238 ");
+	R("[{'$lookup': {'from': 'x', 'let': {}, 'pipeline': [], 'as': 'y'}}]",
+	  "[]", "E238 ");
 	R("[{'$graphLookup': {}}]", "[]", "E238 ");
 	R("[{'$match': 1}]", "[]",
 	  "E15959 the match filter must be an expression in an object");

@@ -346,6 +346,47 @@ static void test_held_equals_matching(void)
 	bson_destroy(f.colls);
 }
 
+/* The pipeline forms without let: over the equality's matches (concise
+ * correlated), or over the whole collection (uncorrelated, read once). */
+static void test_pipelines(void)
+{
+	struct foreign f = {J(COLLS), 1, 0, 0, ""};
+
+	check("[{'$lookup': {'from': 'inventory', 'localField': 'item', "
+	      "'foreignField': 'sku', 'pipeline': [{'$project': {'_id': 0, "
+	      "'instock': 1}}], 'as': 'inv'}}]",
+	      ORDERS, &f,
+	      "[{'_id': 1, 'item': 'almonds', 'price': 12, 'quantity': 2, "
+	      "'inv': [{'instock': 120}]}, {'_id': 2, 'item': 'pecans', "
+	      "'price': 20, 'quantity': 1, 'inv': [{'instock': 70}]}, "
+	      "{'_id': 3, 'inv': [{}, {}]}]");
+	f.indexed = 0;
+	check("[{'$lookup': {'from': 'members', 'localField': 'l', "
+	      "'foreignField': 'name', 'pipeline': [{'$count': 'n'}], 'as': "
+	      "'c'}}]",
+	      "[{'_id': 1, 'l': ['artie', 'panda', 'nobody']}]", &f,
+	      "[{'_id': 1, 'l': ['artie', 'panda', 'nobody'], 'c': [{'n': "
+	      "2}]}]");
+	f.opens = 0;
+	check("[{'$lookup': {'from': 'inventory', 'pipeline': [{'$match': "
+	      "{'instock': {'$gte': 70}}}, {'$project': {'sku': 1}}], 'as': "
+	      "'big'}}, {'$project': {'big': 1}}]",
+	      "[{'_id': 1}, {'_id': 2}]", &f,
+	      "[{'_id': 1, 'big': [{'_id': 1, 'sku': 'almonds'}, {'_id': 2, "
+	      "'sku': 'bread'}, {'_id': 4, 'sku': 'pecans'}]}, {'_id': 2, "
+	      "'big': [{'_id': 1, 'sku': 'almonds'}, {'_id': 2, 'sku': "
+	      "'bread'}, {'_id': 4, 'sku': 'pecans'}]}]");
+	CHECK(f.opens == 1, "uncorrelated: read once, %d", f.opens);
+	/* a $lookup inside the pipeline reads through the same reader */
+	check("[{'$lookup': {'from': 'inventory', 'localField': 'item', "
+	      "'foreignField': 'sku', 'pipeline': [{'$lookup': {'from': "
+	      "'members', 'localField': 'sku', 'foreignField': 'name', 'as': "
+	      "'m'}}, {'$project': {'m': 1, '_id': 0}}], 'as': 'inv'}}, "
+	      "{'$match': {'_id': 1}}, {'$project': {'inv': 1}}]",
+	      ORDERS, &f, "[{'_id': 1, 'inv': [{'m': []}]}]");
+	bson_destroy(f.colls);
+}
+
 /* A collection of n documents {_id: i, k: 1, pad: <size bytes>}. */
 static bson_t *padded(int n, size_t size)
 {
@@ -456,7 +497,16 @@ static void test_errors(void)
 	    {"{'from': 'a', 'localField': 'b', 'foreignField': 'c', 'as': ''}",
 	     "E9 must specify 'as' field for a $lookup"},
 	    {"{'from': 'a', 'let': {}, 'pipeline': [], 'as': 'd'}",
-	     "E238 $lookup with a 'pipeline' is not supported by kvd"},
+	     "E238 $lookup with 'let' is not supported by kvd"},
+	    {"{'from': 'a', 'pipeline': {}, 'as': 'd'}",
+	     "E14 'pipeline' option must be specified as an array"},
+	    {"{'from': 'a', 'pipeline': [1], 'as': 'd'}",
+	     "E14 Each element of the 'pipeline' array must be an object"},
+	    {"{'from': 'a', 'pipeline': [{'$bogus': 1}], 'as': 'd'}",
+	     "E40324 "},
+	    {"{'from': 'a', 'localField': 'b', 'pipeline': [], 'as': 'd'}",
+	     "E9 $lookup requires both or neither of 'localField' and "
+	     "'foreignField' to be specified"},
 	    {"{'from': {'db': 'x', 'coll': 'a'}, 'localField': 'b', "
 	     "'foreignField': 'c', 'as': 'd'}",
 	     "E238 "},
@@ -502,6 +552,7 @@ int main(void)
 	test_manual();
 	test_values();
 	test_held_equals_matching();
+	test_pipelines();
 	test_bounds();
 	test_errors();
 	test_explain_info();
