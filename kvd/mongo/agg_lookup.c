@@ -14,9 +14,16 @@
  * (agg_lookup_held.c; its bytes counted against lookup_mem, 292 past it),
  * each input document's filter matched against the documents filed under
  * its values, so that a join of n documents with m reads the foreign
- * collection once rather than n times, and tests few of its documents.  The documents of one `as`
- * array are at most 16 MiB + 16 KiB together (4568, as MongoDB), the
- * document made at most 16 MiB (10334). */
+ * collection once rather than n times, and tests few of its documents.
+ * The documents of one `as` array are at most 16 MiB + 16 KiB together
+ * (4568, as MongoDB), the document made at most 16 MiB (10334).
+ *
+ * With a pipeline and no let: after the equality, the pipeline runs over
+ * each input's matches (held for it, at most lookup_mem bytes: 292) and
+ * its results make `as`; without localField and foreignField it runs once
+ * over the whole collection and every input gets the same array.  The
+ * pipeline's own $sort and $group have their default limits, and its
+ * $lookup stages read through the same reader. */
 #include <string.h>
 
 #include "agg_int.h"
