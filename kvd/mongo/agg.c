@@ -375,6 +375,11 @@ static int p_unwind(struct parse *x)
 	return 0;
 }
 
+static int p_lookup(struct parse *x)
+{
+	return agg_lookup_compile(add(x, AG_LOOKUP), x->v, x->err);
+}
+
 static const struct {
 	const char *name;
 	int (*parse)(struct parse *x);
@@ -391,11 +396,11 @@ static const struct {
     {"$group", p_group},
     {"$sortByCount", p_sortbycount},
     {"$unwind", p_unwind},
+    {"$lookup", p_lookup},
 };
 
 /* MongoDB's stages that this executor does not run. */
 static const char *const unsupported[] = {
-    "$lookup",
     "$graphLookup",
     "$facet",
     "$bucket",
@@ -500,6 +505,7 @@ void mql_pipeline_free(struct mql_pipeline *p)
 		agg_group_spec_free(&s->group);
 		mql_path_free(&s->path);
 		mql_path_free(&s->index);
+		agg_lookup_spec_free(s->lookup);
 	}
 	bson_free(p->st);
 	bson_free(p->bson);
@@ -526,6 +532,8 @@ int mql_pipeline_compile(const uint8_t *stages_bson, uint32_t len,
 	    opts && opts->sort_mem ? opts->sort_mem : MQL_AGG_SORT_MEM_DEFAULT;
 	p->group_mem = opts && opts->group_mem ? opts->group_mem
 					       : MQL_AGG_GROUP_MEM_DEFAULT;
+	p->lookup_mem = opts && opts->lookup_mem ? opts->lookup_mem
+						 : MQL_AGG_LOOKUP_MEM_DEFAULT;
 	bson_iter_init_from_data(&it, p->bson, len);
 	while (bson_iter_next(&it)) {
 		if (p->nuser == MQL_AGG_MAX_STAGES) {
@@ -565,6 +573,12 @@ void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out)
 		out->after_match = p->st[i].user + 1;
 		i++;
 	}
+	/* a $group by a field whose order the caller may read in */
+	if (i < p->n && p->st[i].kind == AG_GROUP && p->st[i].group.order) {
+		out->group_order = p->st[i].group.order;
+		out->group_order_bson = p->st[i].group.order_bson;
+		out->group_order_len = p->st[i].group.order_len;
+	}
 	/* a $sortByCount's $sort is not the user's stage: arg is NULL */
 	if (i < p->n && p->st[i].kind == AG_SORT && p->st[i].arg) {
 		out->sort = p->st[i].sort;
@@ -573,4 +587,20 @@ void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out)
 		out->after_sort = p->st[i].user + 1;
 		out->sort_limit = p->st[i].topk;
 	}
+}
+
+bool mql_pipeline_lookup(const struct mql_pipeline *p, size_t from, size_t i,
+			 const char **coll, const char **field, size_t *stage)
+{
+	for (size_t k = 0; k < p->n; k++) {
+		const struct agg_stage *s = &p->st[k];
+
+		if (s->kind != AG_LOOKUP || s->user < from || i-- > 0)
+			continue;
+		*coll = s->lookup->from;
+		*field = s->lookup->foreign;
+		*stage = s->user;
+		return true;
+	}
+	return false;
 }

@@ -9,6 +9,7 @@
 
 #include "agg_int.h"
 #include "mql_int.h"
+#include "mql_sort.h"
 #include "mql_value.h"
 
 /* ---- compiling ------------------------------------------------------ */
@@ -38,7 +39,30 @@ void agg_group_spec_free(struct agg_group *g)
 		mql_expr_free(g->acc[i].arg);
 	}
 	bson_free(g->acc);
+	mql_sort_free(g->order);
+	bson_free(g->order_bson);
 	memset(g, 0, sizeof(*g));
+}
+
+/* _id: "$f" (a field, not a variable): the order {f: 1} in which the
+ * group may stream.  None when the path does not make a sort. */
+static void group_order(struct agg_group *g, const bson_value_t *id)
+{
+	bson_t spec = BSON_INITIALIZER;
+	struct mql_error e;
+	const char *s = id->value.v_utf8.str;
+
+	if (id->value_type != BSON_TYPE_UTF8 || id->value.v_utf8.len < 2 ||
+	    s[0] != '$' || s[1] == '$' || !mql_expr_is_field_path(g->id))
+		return;
+	bson_append_int32(&spec, s + 1, (int)id->value.v_utf8.len - 1, 1);
+	if (mql_sort_compile(bson_get_data(&spec), spec.len, &g->order, &e) ==
+	    0) {
+		g->order_len = spec.len;
+		g->order_bson = bson_malloc(spec.len);
+		memcpy(g->order_bson, bson_get_data(&spec), spec.len);
+	}
+	bson_destroy(&spec);
 }
 
 static int find_op(const char *name, enum agg_acc_op *op, struct mql_error *err)
@@ -119,9 +143,14 @@ int agg_group_compile(struct agg_group *g, const bson_value_t *spec,
 		if (strcmp(k, "_id") == 0) {
 			mql_expr_free(g->id);
 			g->id = NULL;
+			mql_sort_free(g->order);
+			bson_free(g->order_bson);
+			g->order = NULL;
+			g->order_bson = NULL;
 			if (mql_expr_compile(bson_iter_value(&it), &g->id,
 					     err) < 0)
 				return -1;
+			group_order(g, bson_iter_value(&it));
 			continue;
 		}
 		mql_grow((void **)&g->acc, &cap, g->nacc, 1, sizeof(*g->acc));
@@ -431,7 +460,7 @@ static int eval(struct group_run *g, const struct mql_expr *e,
 	return 1;
 }
 
-static int group_mem_fail(struct mql_error *err)
+int agg_group_mem_fail(struct mql_error *err)
 {
 	return mql_error_set(err, MQL_QueryExceededMemoryLimitNoDiskUseAllowed,
 			     "Exceeded memory limit for $group, but didn't "
@@ -439,9 +468,9 @@ static int group_mem_fail(struct mql_error *err)
 			     "opt in.");
 }
 
-static int group_add(struct group_run *g, const struct agg_group *spec,
-		     const uint8_t *doc, uint32_t len, size_t *mem,
-		     struct mql_error *err)
+int agg_group_add(struct group_run *g, const struct agg_group *spec,
+		  const uint8_t *doc, uint32_t len, size_t *mem,
+		  struct mql_error *err)
 {
 	static const bson_value_t null = {.value_type = BSON_TYPE_NULL};
 	bson_value_t v;
@@ -476,25 +505,40 @@ static int group_add(struct group_run *g, const struct agg_group *spec,
 	return 0;
 }
 
+struct group_run *agg_group_new(const struct agg_group *spec)
+{
+	/* a bson_t inside: libbson aligns it to 128 bytes */
+	struct group_run *g = BSON_ALIGNED_ALLOC0(struct group_run);
+
+	vset_init(&g->keys);
+	bson_init(&g->scratch);
+	g->nacc = spec->nacc;
+	return g;
+}
+
+bool agg_group_first_key(const struct group_run *g, bson_value_t *v)
+{
+	if (g->keys.n == 0)
+		return false;
+	vset_get(&g->keys, 0, v);
+	return true;
+}
+
 int agg_group_run(struct mql_agg_cursor *c, size_t i,
 		  const struct agg_group *spec, struct group_run **out,
 		  size_t limit, size_t *mem, struct mql_error *err)
 {
-	/* a bson_t inside: libbson aligns it to 128 bytes */
-	struct group_run *g = BSON_ALIGNED_ALLOC0(struct group_run);
+	struct group_run *g = agg_group_new(spec);
 	const uint8_t *doc;
 	uint32_t len;
 	int rc;
 
 	*out = g;
-	vset_init(&g->keys);
-	bson_init(&g->scratch);
-	g->nacc = spec->nacc;
 	while ((rc = agg_pull(c, i, &doc, &len, err)) > 0) {
-		if (group_add(g, spec, doc, len, mem, err) < 0)
+		if (agg_group_add(g, spec, doc, len, mem, err) < 0)
 			return -1;
 		if (*mem > limit)
-			return group_mem_fail(err);
+			return agg_group_mem_fail(err);
 	}
 	return rc;
 }

@@ -27,19 +27,25 @@ struct run {
 	/* $sort */
 	struct sort_item *items;
 	size_t n, cap, pos;
-	/* $group */
+	/* $group; streamed when its input comes in its _id's order */
 	struct group_run *g;
+	struct group_stream *gs;
+	bool stream;
 	/* $unwind: a copy of the document and its array's elements */
 	uint8_t *cur;
 	uint32_t cur_len;
 	bson_value_t *el;
 	size_t nel, elcap, elpos;
+	/* $lookup */
+	struct lookup_run *lk;
 };
 
 struct mql_agg_cursor {
 	const struct mql_pipeline *p;
 	mql_agg_source src;
 	void *ctx;
+	struct mql_agg_foreign foreign;
+	bool has_foreign;
 	struct run *runs;
 	size_t n;
 	int state; /* 1 running, 0 ended, -1 failed */
@@ -221,10 +227,9 @@ static bool doc_get(const struct mql_path *p, const uint8_t *doc, uint32_t len,
 	return true;
 }
 
-/* Copy doc into out with the value at components i.. of p set to v (NULL:
- * removed), making documents on the way as MongoDB's setNestedField. */
-static bool set_path(const uint8_t *doc, uint32_t len, const struct mql_path *p,
-		     size_t i, const bson_value_t *v, bson_t *out)
+/* agg_int.h: $unwind and $lookup set their fields with it. */
+bool agg_set_path(const uint8_t *doc, uint32_t len, const struct mql_path *p,
+		  size_t i, const bson_value_t *v, bson_t *out)
 {
 	static const uint8_t empty[5] = {5, 0, 0, 0, 0};
 	const struct mql_path_part *pt = &p->parts[i];
@@ -249,10 +254,10 @@ static bool set_path(const uint8_t *doc, uint32_t len, const struct mql_path *p,
 		}
 		ok = bson_append_document_begin(out, k, (int)kl, &child) &&
 		     (e->value_type == BSON_TYPE_DOCUMENT
-			  ? set_path(e->value.v_doc.data,
-				     e->value.v_doc.data_len, p, i + 1, v,
-				     &child)
-			  : set_path(empty, 5, p, i + 1, v, &child)) &&
+			  ? agg_set_path(e->value.v_doc.data,
+					 e->value.v_doc.data_len, p, i + 1, v,
+					 &child)
+			  : agg_set_path(empty, 5, p, i + 1, v, &child)) &&
 		     bson_append_document_end(out, &child);
 	}
 	if (!ok || found || !v)
@@ -260,7 +265,7 @@ static bool set_path(const uint8_t *doc, uint32_t len, const struct mql_path *p,
 	if (i + 1 == p->n)
 		return bson_append_value(out, pt->s, (int)pt->len, v);
 	return bson_append_document_begin(out, pt->s, (int)pt->len, &child) &&
-	       set_path(empty, 5, p, i + 1, v, &child) &&
+	       agg_set_path(empty, 5, p, i + 1, v, &child) &&
 	       bson_append_document_end(out, &child);
 }
 
@@ -283,7 +288,7 @@ static int unwind_emit(struct run *r, const uint8_t *doc, uint32_t len,
 	if (set) {
 		bson_t *dst = st->has_index ? &tmp : &r->out;
 
-		ok = set_path(doc, len, &st->path, 0, v, dst);
+		ok = agg_set_path(doc, len, &st->path, 0, v, dst);
 		doc = bson_get_data(dst);
 		len = dst->len;
 	}
@@ -291,7 +296,7 @@ static int unwind_emit(struct run *r, const uint8_t *doc, uint32_t len,
 		memset(&iv, 0, sizeof(iv));
 		iv.value_type = idx >= 0 ? BSON_TYPE_INT64 : BSON_TYPE_NULL;
 		iv.value.v_int64 = idx;
-		ok = set_path(doc, len, &st->index, 0, &iv, &r->out);
+		ok = agg_set_path(doc, len, &st->index, 0, &iv, &r->out);
 	}
 	bson_destroy(&tmp);
 	if (!ok || r->out.len > MQL_MAX_DOC_SIZE)
@@ -402,6 +407,15 @@ static int group_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 	struct run *r = &c->runs[i];
 	int rc;
 
+	if (r->stream) {
+		rc = agg_group_stream(c, i, &r->st->group, &r->gs,
+				      c->p->group_mem, &r->mem, &r->out, err);
+		if (rc > 0) {
+			*doc = bson_get_data(&r->out);
+			*len = r->out.len;
+		}
+		return rc;
+	}
 	if (!r->started) {
 		r->started = true;
 		if (agg_group_run(c, i, &r->st->group, &r->g, c->p->group_mem,
@@ -459,6 +473,10 @@ static int stage_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 	case AG_COUNT: return count_next(c, i, doc, len, err);
 	case AG_GROUP: return group_next(c, i, doc, len, err);
 	case AG_UNWIND: return unwind_next(c, i, doc, len, err);
+	case AG_LOOKUP:
+		return agg_lookup_next(c, i, st->lookup, &r->lk,
+				       c->p->lookup_mem, &r->mem, &r->out, doc,
+				       len, err);
 	}
 	return mql_error_set(err, MQL_InternalError, "unknown stage");
 }
@@ -517,6 +535,25 @@ int mql_agg_next(struct mql_agg_cursor *c, const uint8_t **doc, uint32_t *len,
 	return rc;
 }
 
+void mql_agg_stream_group(struct mql_agg_cursor *c)
+{
+	if (c->n > 0 && c->runs[0].st->kind == AG_GROUP &&
+	    c->runs[0].st->group.order)
+		c->runs[0].stream = true;
+}
+
+void mql_agg_set_foreign(struct mql_agg_cursor *c,
+			 const struct mql_agg_foreign *f)
+{
+	c->foreign = *f;
+	c->has_foreign = true;
+}
+
+const struct mql_agg_foreign *agg_foreign(const struct mql_agg_cursor *c)
+{
+	return c->has_foreign ? &c->foreign : NULL;
+}
+
 size_t mql_agg_mem(const struct mql_agg_cursor *c)
 {
 	size_t m = 0;
@@ -537,8 +574,10 @@ void mql_agg_close(struct mql_agg_cursor *c)
 			item_free(&r->items[j]);
 		bson_free(r->items);
 		agg_group_free(r->g);
+		agg_group_stream_free(r->gs);
 		bson_free(r->cur);
 		bson_free(r->el);
+		agg_lookup_free(r->lk);
 		bson_destroy(&r->out);
 	}
 	bson_free(c->runs);

@@ -2,8 +2,13 @@
  * its leading $match (and a $sort first or right after it) given to the
  * store's scan, which may use an index for them; the remaining stages run
  * by the door over the scan's documents in a cursor, bounded as
- * mql_agg.h says.  Collection-less aggregates (aggregate: 1, $currentOp,
- * $documents) and explain are refused with 238 NotImplemented. */
+ * mql_agg.h says ($lookup reading other collections through
+ * mdoor_lookup.c).  explain: true answers MongoDB's shape of a pipeline's
+ * plan: a $cursor stage with the store's plan of the leading $match, then
+ * the stages the door runs, each $lookup with the index it reads by.
+ * Collection-less aggregates (aggregate: 1, $currentOp, $documents) are
+ * refused with 238 NotImplemented. */
+#include <stdio.h>
 #include <string.h>
 
 #include "mdoor_int.h"
@@ -68,10 +73,7 @@ static int refuse(struct mdoor_req *r, const mdoor_av *a, struct mql_error *err)
 		return mdoor_err(err, MQL_NotImplemented,
 				 "aggregate without a collection (aggregate: "
 				 "1) is not supported by kvd");
-	if (mdoor_arg_bool(&a[A_EXPLAIN].it))
-		return mdoor_err(err, MQL_NotImplemented,
-				 "explain is not supported by kvd");
-	if (!mdoor_has(&a[A_CURSOR].it))
+	if (!mdoor_has(&a[A_CURSOR].it) && !mdoor_arg_bool(&a[A_EXPLAIN].it))
 		return mdoor_err(err, MQL_FailedToParse,
 				 "The 'cursor' option is required, except for "
 				 "aggregate with the explain argument");
@@ -119,14 +121,125 @@ static int open_source(struct mdoor_req *r, const char *coll, const mdoor_av *a,
 	q.sort_bson = lead.sort_bson;
 	q.sort_len = lead.sort_len;
 	q.want = lead.sort ? lead.sort_limit : -1;
+	if (!lead.sort && lead.group_order) { /* $group by an index's field */
+		q.sort = lead.group_order;
+		q.sort_bson = lead.group_order_bson;
+		q.sort_len = lead.group_order_len;
+	}
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[A_HINT].it))
 		mdoor_arg_doc(&a[A_HINT].it, &q.hint, &q.hint_len);
 	if (d->store.scan(d->store.ctx, &q, &src->scan, &info, err))
 		return -1;
+	src->stream_group = !lead.sort && lead.group_order && info.sorted;
 	src->pipe_from = lead.sort && info.sorted ? lead.after_sort
 			 : lead.match		  ? lead.after_match
 						  : 0;
 	return 0;
+}
+
+/* explain's $cursor stage: the store's plan of the leading $match (and
+ * the order of a leading $sort, or of a $group that may stream). */
+static int explain_cursor(struct mdoor_req *r, const char *coll,
+			  const struct mql_agg_lead *lead, bson_t *stages,
+			  struct mql_error *err)
+{
+	static const uint8_t empty[5] = {5, 0, 0, 0, 0};
+	struct mdoor *d = r->mc->d;
+	struct mdoor_query q = {.db = r->db, .coll = coll, .want = -1};
+	struct mql_match *m = NULL;
+	bson_t plan = BSON_INITIALIZER, stats = BSON_INITIALIZER, st, cur, qp,
+	       pq;
+	char ns[MDOOR_NAME_MAX + MDOOR_DB_MAX];
+	int rc = 0;
+
+	q.filter = lead->match;
+	q.filter_bson = lead->match ? lead->match_bson : empty;
+	q.filter_len = lead->match ? lead->match_len : 5;
+	if (!lead->match && mql_match_compile(empty, 5, &m, err))
+		return -1;
+	if (m)
+		q.filter = m;
+	q.sort = lead->sort ? lead->sort : lead->group_order;
+	q.sort_bson = lead->sort ? lead->sort_bson : lead->group_order_bson;
+	q.sort_len = lead->sort ? lead->sort_len : lead->group_order_len;
+	if (!d->store.explain)
+		BSON_APPEND_UTF8(&plan, "stage", "COLLSCAN");
+	else if (d->store.explain(d->store.ctx, &q, &plan, &stats, err))
+		rc = -1;
+	if (rc == 0) {
+		snprintf(ns, sizeof(ns), "%s.%s", r->db, coll);
+		bson_init_static(&pq, q.filter_bson, q.filter_len);
+		BSON_APPEND_DOCUMENT_BEGIN(stages, "0", &st);
+		BSON_APPEND_DOCUMENT_BEGIN(&st, "$cursor", &cur);
+		BSON_APPEND_DOCUMENT_BEGIN(&cur, "queryPlanner", &qp);
+		BSON_APPEND_UTF8(&qp, "namespace", ns);
+		BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &pq);
+		BSON_APPEND_DOCUMENT(&qp, "winningPlan", &plan);
+		bson_append_document_end(&cur, &qp);
+		bson_append_document_end(&st, &cur);
+		bson_append_document_end(stages, &st);
+	}
+	mql_match_free(m);
+	bson_destroy(&plan);
+	bson_destroy(&stats);
+	return rc;
+}
+
+/* explain: the stages after the $cursor, as the user wrote them, each
+ * $lookup followed by what it reads with. */
+static int explain_stages(struct mdoor_req *r, const struct mql_pipeline *pipe,
+			  const uint8_t *p, uint32_t plen, size_t from,
+			  bson_t *stages, struct mql_error *err)
+{
+	const char *coll, *field;
+	size_t lk = 0, at = SIZE_MAX, n = 1, i = 0;
+	bson_iter_t it, one;
+	bson_t st;
+	char key[16];
+	const char *k;
+
+	if (!mql_pipeline_lookup(pipe, from, lk, &coll, &field, &at))
+		at = SIZE_MAX;
+	bson_iter_init_from_data(&it, p, plen);
+	for (; bson_iter_next(&it); i++) {
+		if (i < from || !bson_iter_recurse(&it, &one) ||
+		    !bson_iter_next(&one))
+			continue;
+		bson_uint32_to_string((uint32_t)n++, &k, key, sizeof(key));
+		bson_append_document_begin(stages, k, -1, &st);
+		bson_append_value(&st, bson_iter_key(&one), -1,
+				  bson_iter_value(&one));
+		if (i == at) {
+			if (mdoor_lookup_explain(r->mc->d, r->db, coll, field,
+						 &st, err))
+				return -1;
+			if (!mql_pipeline_lookup(pipe, from, ++lk, &coll,
+						 &field, &at))
+				at = SIZE_MAX;
+		}
+		bson_append_document_end(stages, &st);
+	}
+	return 0;
+}
+
+static int agg_explain(struct mdoor_req *r, const char *coll,
+		       const struct mql_pipeline *pipe, const uint8_t *p,
+		       uint32_t plen, struct mql_error *err)
+{
+	struct mql_agg_lead lead;
+	bson_t stages;
+	int rc;
+
+	mql_pipeline_lead(pipe, &lead);
+	BSON_APPEND_UTF8(&r->reply, "explainVersion", "1");
+	BSON_APPEND_ARRAY_BEGIN(&r->reply, "stages", &stages);
+	rc = explain_cursor(r, coll, &lead, &stages, err);
+	if (rc == 0)
+		rc = explain_stages(r, pipe, p, plen,
+				    lead.match ? lead.after_match : 0, &stages,
+				    err);
+	bson_append_array_end(&r->reply, &stages);
+	return rc;
 }
 
 static int cmd_aggregate(struct mdoor_req *r, struct mql_error *err)
@@ -147,6 +260,12 @@ static int cmd_aggregate(struct mdoor_req *r, struct mql_error *err)
 	mdoor_arg_doc(&a[A_PIPE].it, &p, &plen);
 	if (mql_pipeline_compile(p, plen, NULL, &src.pipe, err))
 		return -1;
+	if (mdoor_arg_bool(&a[A_EXPLAIN].it)) {
+		int rc = agg_explain(r, coll, src.pipe, p, plen, err);
+
+		mql_pipeline_free(src.pipe);
+		return rc;
+	}
 	if (open_source(r, coll, a, &src, err)) {
 		if (src.scan)
 			d->store.scan_close(src.scan);

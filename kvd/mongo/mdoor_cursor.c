@@ -39,6 +39,7 @@ struct mdoor_cursor {
 	char ns[MDOOR_NAME_MAX];
 	struct mdoor_cursor_src src;
 	struct mql_agg_cursor *agg;
+	struct mdoor_foreign foreign; /* what its $lookup stages read */
 	bool eof;
 	bool stashed; /* stash holds the next document */
 	uint8_t *stash;
@@ -151,6 +152,14 @@ struct mdoor_cursor *mdoor_cursor_new(struct mdoor_conn *mc, const char *db,
 			 err)) {
 		mdoor_cursor_free(mc->d, c);
 		return NULL;
+	}
+	if (c->agg) {
+		struct mql_agg_foreign f;
+
+		mdoor_foreign_init(&c->foreign, mc->d, db, &f);
+		mql_agg_set_foreign(c->agg, &f);
+		if (c->src.stream_group)
+			mql_agg_stream_group(c->agg);
 	}
 	return c;
 fail:

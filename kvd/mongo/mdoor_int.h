@@ -357,9 +357,28 @@ struct mdoor_cursor_src {
 		       * instead of a scan */
 	struct mql_pipeline *pipe; /* owned, or NULL */
 	size_t pipe_from;	   /* first stage to run */
-	struct mql_project *proj;  /* owned, or NULL */
-	int64_t skip, limit;	   /* done by the door (limit -1: none) */
+	bool stream_group; /* the scan yields in its first $group's order */
+	struct mql_project *proj; /* owned, or NULL */
+	int64_t skip, limit;	  /* done by the door (limit -1: none) */
 };
+
+/* ---- $lookup's foreign reads (mdoor_lookup.c) ------------------------ */
+
+/* The reader a cursor gives its pipeline's $lookup stages: scans of the
+ * store in db (kept by the cursor, so it lives as long as the reads). */
+struct mdoor_foreign {
+	struct mdoor *d;
+	char db[MDOOR_DB_MAX];
+};
+
+void mdoor_foreign_init(struct mdoor_foreign *f, struct mdoor *d,
+			const char *db, struct mql_agg_foreign *out);
+/* mdoor_lookup_explain - append what a $lookup of from by field (NULL: a
+ * pipeline over the whole collection) reads with to out: indexesUsed (the
+ * index the store's planner takes, or none), collectionScans, strategy.
+ * 0, or -1 with err. */
+int mdoor_lookup_explain(struct mdoor *d, const char *db, const char *from,
+			 const char *field, bson_t *out, struct mql_error *err);
 
 /* mdoor_cursor_new - a cursor over src (taken over, freed on failure
  * too) for the namespace db.coll.  NULL with err set on failure (out of

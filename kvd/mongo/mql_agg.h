@@ -5,22 +5,28 @@
  * on at the next getMore).
  *
  * Stages: $match $project $addFields $set $unset $sort $skip $limit
- * $count $group $sortByCount $unwind.  A $sort followed by a $limit (or a
- * $skip then a $limit) keeps only the documents the limit lets through (a
- * top-k).  $group accumulators: $sum $avg $min $max $first $last $push
- * $addToSet $count; its _id is any expression mql_expr.h evaluates (a
- * field path, a document of expressions, a constant, null).  MongoDB's
- * other stages ($lookup $facet $bucket $replaceRoot $out $merge ...) are
- * refused with 238 NotImplemented; a name MongoDB does not know, with
- * 40324.  Adding a stage is one entry in agg.c's table of stages; $lookup
- * will take its foreign collection as a second mql_agg_source given to
- * mql_agg_open.
+ * $count $group $sortByCount $unwind $lookup.  A $sort followed by a $limit
+ * (or a $skip then a $limit) keeps only the documents the limit lets
+ * through (a top-k).  $group accumulators: $sum $avg $min $max $first
+ * $last $push $addToSet $count; its _id is any expression mql_expr.h
+ * evaluates (a field path, a document of expressions, a constant, null).
+ * $lookup: the equality form {from, localField, foreignField, as}, the
+ * same with a pipeline run over each input's matches, and {from,
+ * pipeline, as} (a pipeline over the whole collection, run once); it
+ * reads its `from` collection through the caller's struct
+ * mql_agg_foreign (agg_lookup.c says how).  `let` (and so any pipeline
+ * that refers to the input document) and a `from` in another database
+ * are refused with 238.  MongoDB's other stages
+ * ($facet $bucket $replaceRoot $out $merge ...) are refused with 238
+ * NotImplemented; a name MongoDB does not know, with 40324.  Adding a
+ * stage is one entry in agg.c's table of stages.
  *
- * Memory: the stages that hold documents ($sort, $group, $sortByCount)
- * count the bytes they hold and fail past a limit (MongoDB's 100 MiB by
- * default) with 292 QueryExceededMemoryLimitNoDiskUseAllowed; nothing is
- * spilled to disk (allowDiskUse is not supported).  Every other stage
- * holds one document at a time.
+ * Memory: the stages that hold documents ($sort, $group, $sortByCount,
+ * and $lookup when it holds its foreign collection) count the bytes they
+ * hold and fail past a limit (MongoDB's 100 MiB by default) with 292
+ * QueryExceededMemoryLimitNoDiskUseAllowed; nothing is spilled to disk
+ * (allowDiskUse is not supported).  Every other stage holds one document
+ * at a time ($lookup: one document and its `as` array, at most 16 MiB).
  *
  * Errors of mql_pipeline_compile (-1, err set):
  *   40324  "Unrecognized pipeline stage name: '$foo'"
@@ -42,6 +48,10 @@
  *          sorting.", "Exceeded memory limit for $group, but didn't allow
  *          external sort. Pass allowDiskUse:true to opt in.";
  *   10334 BSONObjectTooLarge  a document a stage makes passes 16 MiB;
+ *   4568  "Total size of documents in <from> matching pipeline's $lookup
+ *          stage exceeds 16793600 bytes";
+ *   238 NotImplemented  a $lookup on a cursor given no mql_agg_foreign;
+ *   1 InternalError  a streamed $group whose input was not in order;
  *   whatever the source callback reports.
  *
  * Threading: a compiled pipeline is read-only and may be shared; a cursor
@@ -64,14 +74,20 @@
  * internalDocumentSourceGroupMaxMemoryBytes. */
 #define MQL_AGG_SORT_MEM_DEFAULT (100u * 1024 * 1024)
 #define MQL_AGG_GROUP_MEM_DEFAULT (100u * 1024 * 1024)
+#define MQL_AGG_LOOKUP_MEM_DEFAULT (100u * 1024 * 1024)
+
+/* MongoDB's BSONObjMaxInternalSize: the bytes of one $lookup's matches. */
+#define MQL_AGG_LOOKUP_MAX (16 * 1024 * 1024 + 16 * 1024)
 
 /* MongoDB's internalPipelineLengthLimit: more stages fail with 7749501
  * "Pipeline length must be no longer than 1000 stages." */
 #define MQL_AGG_MAX_STAGES 1000
 
 struct mql_agg_opts {
-	size_t sort_mem;  /* bytes one $sort may hold; 0: the default */
-	size_t group_mem; /* bytes one $group may hold; 0: the default */
+	size_t sort_mem;   /* bytes one $sort may hold; 0: the default */
+	size_t group_mem;  /* bytes one $group may hold; 0: the default */
+	size_t lookup_mem; /* bytes one $lookup may hold of its foreign
+			    * collection; 0: the default */
 };
 
 struct mql_pipeline;
@@ -105,6 +121,13 @@ struct mql_agg_lead {
 	int64_t sort_limit; /* the $sort needs only its first sort_limit
 			     * documents (a $limit follows, maybe after a
 			     * $skip), or -1 */
+	/* A $group first or right after the $match whose _id is a field
+	 * path "$f": the order {f: 1} in which it can stream (NULL: none).
+	 * A caller whose scan yields in that order (an index on f) runs
+	 * the pipeline from after_match and calls mql_agg_stream_group. */
+	const struct mql_sort *group_order;
+	const uint8_t *group_order_bson;
+	uint32_t group_order_len;
 };
 
 void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out);
@@ -128,6 +151,52 @@ struct mql_agg_cursor;
  * last stage: 2 BadValue). */
 int mql_agg_open(const struct mql_pipeline *p, size_t from, mql_agg_source src,
 		 void *ctx, struct mql_agg_cursor **out, struct mql_error *err);
+
+/* mql_agg_stream_group - the cursor's first stage is lead.group_order's
+ * $group and its source yields in that order: it emits each group when
+ * the key changes instead of holding them all (agg_group_stream.c).  A
+ * no-op for any other first stage.  Before the first mql_agg_next. */
+void mql_agg_stream_group(struct mql_agg_cursor *c);
+
+/* mql_agg_foreign - how $lookup reads the collection its `from` names
+ * (in the pipeline's database).  The caller gives one to a cursor whose
+ * pipeline has a $lookup (mql_agg_set_foreign); ctx must outlive it.
+ *
+ * indexed - 1 when a read of coll by an equality on field is an index
+ *   read (an index whose first key is field answers it), 0 when each read
+ *   would scan the collection, -1 with err.  With 0, $lookup reads the
+ *   whole collection once (filter {}), holds it hashed by foreignField
+ *   (lookup_mem) and matches each input document against the documents
+ *   filed under its values; with 1, it reads once per input document
+ *   with the equality filter.
+ * open - a read of coll's documents that match the query document
+ *   filter[0..len) (made by $lookup: {field: {$eq: v}}, {field: {$in:
+ *   [...]}} or an $or of $eq); a missing collection reads nothing.  0
+ *   with *rd, -1 with err.
+ * next - as mql_agg_source, on rd.  close - end the read. */
+struct mql_agg_foreign {
+	void *ctx;
+	int (*indexed)(void *ctx, const char *coll, const char *field,
+		       struct mql_error *err);
+	int (*open)(void *ctx, const char *coll, const uint8_t *filter,
+		    uint32_t len, void **rd, struct mql_error *err);
+	int (*next)(void *rd, const uint8_t **doc, uint32_t *len,
+		    struct mql_error *err);
+	void (*close)(void *rd);
+};
+
+/* mql_agg_set_foreign - the reader of the cursor's $lookup stages (copied),
+ * before its first mql_agg_next. */
+void mql_agg_set_foreign(struct mql_agg_cursor *c,
+			 const struct mql_agg_foreign *f);
+
+/* mql_pipeline_lookup - the i-th $lookup stage (i from 0) of stages [from,
+ * nstages): true with its from and foreignField (NULL for a pipeline
+ * without one; valid until
+ * mql_pipeline_free) and its place among the user's stages; false when
+ * there is no such stage.  For explain. */
+bool mql_pipeline_lookup(const struct mql_pipeline *p, size_t from, size_t i,
+			 const char **coll, const char **field, size_t *stage);
 
 /* mql_agg_next - the next result: 1 with *doc, *len (valid until the next
  * call or mql_agg_close), 0 at the end, -1 with err set.  After -1 or 0

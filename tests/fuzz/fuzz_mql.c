@@ -20,8 +20,12 @@
  *     "0", "1" ..., which the encoding assumes);
  *   - the first document, read as a pipeline (an array's bytes are a
  *     document's), compiles or is refused with a code, and runs over the
- *     documents (with memory limits of a few KiB) to well-formed results.
+ *     documents (with memory limits of a few KiB) to well-formed results,
+ *     its $lookup stages reading the same documents (through an index or
+ *     held, as the input's length says), a leading $group streamed or not
+ *     (an input out of order is an error, never a crash).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
@@ -225,9 +229,74 @@ static int docs_next(void *ctx, const uint8_t **doc, uint32_t *len,
 	return 1;
 }
 
+/* $lookup's reader: every `from` names the input's documents; indexed
+ * or not as the caller says (both ways must run). */
+struct fdocs {
+	const struct piece *pc;
+	size_t n;
+	int indexed;
+};
+
+struct fread {
+	struct docs d;
+	struct mql_match *m;
+};
+
+static int f_indexed(void *ctx, const char *coll, const char *field,
+		     struct mql_error *err)
+{
+	(void)coll;
+	(void)field;
+	(void)err;
+	return ((struct fdocs *)ctx)->indexed;
+}
+
+static int f_open(void *ctx, const char *coll, const uint8_t *filter,
+		  uint32_t len, void **rd, struct mql_error *err)
+{
+	struct fdocs *f = ctx;
+	struct fread *r = calloc(1, sizeof(*r));
+	int rc;
+
+	(void)coll;
+	FUZZ_CHECK(r != NULL);
+	r->d = (struct docs){f->pc, 3, f->n};
+	rc = mql_match_compile(filter, len, &r->m, err);
+	checked_err(rc, err);
+	if (rc < 0) {
+		free(r);
+		return -1;
+	}
+	*rd = r;
+	return 0;
+}
+
+static int f_next(void *rd, const uint8_t **doc, uint32_t *len,
+		  struct mql_error *err)
+{
+	struct fread *r = rd;
+	int rc;
+
+	while ((rc = docs_next(&r->d, doc, len, err)) > 0)
+		if (mql_match_doc(r->m, *doc, *len, NULL))
+			return 1;
+	return rc;
+}
+
+static void f_close(void *rd)
+{
+	struct fread *r = rd;
+
+	mql_match_free(r->m);
+	free(r);
+}
+
 static void run_pipeline(const struct piece *pc, size_t n)
 {
-	struct mql_agg_opts o = {.sort_mem = 4096, .group_mem = 4096};
+	struct mql_agg_opts o = {
+	    .sort_mem = 4096, .group_mem = 4096, .lookup_mem = 8192};
+	struct fdocs fd = {pc, n, (int)(n & 1)};
+	struct mql_agg_foreign fa = {&fd, f_indexed, f_open, f_next, f_close};
 	struct mql_pipeline *p;
 	struct mql_agg_cursor *c;
 	struct mql_error err = {0};
@@ -242,6 +311,9 @@ static void run_pipeline(const struct piece *pc, size_t n)
 		return;
 	rc = mql_agg_open(p, 0, docs_next, &d, &c, &err);
 	FUZZ_CHECK(rc == 0);
+	mql_agg_set_foreign(c, &fa);
+	if (n & 2) /* whether or not its input is in order */
+		mql_agg_stream_group(c);
 	while ((rc = mql_agg_next(c, &doc, &len, &err)) > 0)
 		FUZZ_CHECK(mql_bson_check(doc, len, MQL_MAX_DOC_SIZE,
 					  MQL_MAX_INPUT_DEPTH, NULL) == 0);

@@ -226,6 +226,38 @@ static void test_aggregate(struct tconn *c)
 	    40324, "Unrecognized pipeline stage name: '$foo'");
 	EXPECT_ERR(c, "{'aggregate': 1, 'pipeline': [], 'cursor': {}}", 238,
 		   NULL);
+	/* $lookup reads through the store's scans (each one closed: main
+	 * checks), here of the same collection; nosuch joins nothing */
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$match': {'_id': 2}}, "
+	       "{'$lookup': {'from': 'p', 'localField': 't', 'foreignField': "
+	       "'t', 'as': 'j'}}, {'$project': {'j._id': 1}}], 'cursor': {}}",
+	       "cursor.firstBatch",
+	       "{ 'v' : [ { '_id' : 2, 'j' : [ { '_id' : 1 }, { '_id' : 2 } ] "
+	       "} ] }");
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$lookup': {'from': 'nosuch', "
+	       "'localField': 'n', 'foreignField': 'n', 'as': 'j'}}, "
+	       "{'$project': {'j': 1}}], 'cursor': {'batchSize': 1}}",
+	       "cursor.firstBatch", "{ 'v' : [ { '_id' : 1, 'j' : [  ] } ] }");
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$match': {'v': 3}}, "
+	       "{'$lookup': {'from': 'p', 'localField': 'n', 'foreignField': "
+	       "'n', 'as': 'j'}}], 'explain': true}",
+	       "stages.1",
+	       "{ 'v' : { '$lookup' : { 'from' : 'p', 'localField' : 'n', "
+	       "'foreignField' : 'n', 'as' : 'j' }, 'indexesUsed' : [  ], "
+	       "'collectionScans' : 1, 'strategy' : "
+	       "'HashJoin' } }");
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$match': {'v': 3}}], "
+	       "'explain': true}",
+	       "stages.0.$cursor.queryPlanner.parsedQuery",
+	       "{ 'v' : { 'v' : 3 } }");
+	EXPECT_ERR(c,
+		   "{'aggregate': 'p', 'pipeline': [{'$lookup': {'from': 'p', "
+		   "'localField': 'n', 'foreignField': 'n'}}], 'cursor': {}}",
+		   9, "must specify 'as' field for a $lookup");
 }
 
 static void test_update(struct tconn *c)

@@ -27,6 +27,7 @@ static int src_next(void *ctx, const uint8_t **doc, uint32_t *len,
 }
 
 static const struct mql_agg_opts *opts;
+static bool stream; /* the source yields in its first $group's order */
 static bson_t last; /* the results of the last run, {"0": doc, ...} */
 
 /* Run pipeline (a JSON array) over docs (a JSON array) from stage `from`;
@@ -53,6 +54,8 @@ static char *run_from(const char *pipeline, const char *docs, size_t from,
 				  opts, &p, &err);
 	if (rc == 0)
 		rc = mql_agg_open(p, from, src_next, s, &c, &err);
+	if (rc == 0 && stream)
+		mql_agg_stream_group(c);
 	while (rc == 0 && (rc = mql_agg_next(c, &d, &l, &err)) > 0) {
 		bson_t doc;
 		char key[16];
@@ -379,7 +382,9 @@ static void test_errors(void)
 	R("[{}]", "[]", "E40323 ");
 	R("[1]", "[]",
 	  "E14 Each element of the 'pipeline' array must be an object");
-	R("[{'$lookup': {'from': 'x'}}]", "[]", "E238 ");
+	R("[{'$lookup': {'from': 'x', 'let': {}, 'pipeline': [], 'as': 'y'}}]",
+	  "[]", "E238 ");
+	R("[{'$graphLookup': {}}]", "[]", "E238 ");
 	R("[{'$match': 1}]", "[]",
 	  "E15959 the match filter must be an expression in an object");
 	R("[{'$match': {'a': {'$bogus': 1}}}]", "[]",
@@ -513,6 +518,100 @@ static void test_memory(void)
 	free(docs);
 }
 
+/* A $group fed in its _id's order emits each group as its key changes:
+ * one group held at a time, equal numbers one group, array keys kept
+ * aside and given last, an input out of order refused. */
+static void test_stream(void)
+{
+	struct mql_agg_opts small = {.group_mem = 20000};
+	char *docs = bson_strdup("[");
+	struct mql_agg_lead lead;
+	struct mql_pipeline *p;
+	struct mql_error err;
+	bson_t *pb;
+	bson_value_t pv;
+
+	for (int i = 0; i < 1000; i++) {
+		char *d = bson_strdup_printf("%s%s{'_id': %d, 'v': %d}", docs,
+					     i ? ", " : "", 1000 - i, i);
+
+		bson_free(docs);
+		docs = d;
+	}
+	{
+		char *d = bson_strdup_printf("%s]", docs);
+
+		bson_free(docs);
+		docs = d;
+	}
+	opts = &small;
+	R("[{'$group': {'_id': '$v', 'n': {'$sum': 1}}}, {'$count': 'n'}]",
+	  docs, "E292 Exceeded memory limit for $group");
+	stream = true;
+	R("[{'$group': {'_id': '$v', 'n': {'$sum': 1}}}, {'$count': 'n'}]",
+	  docs, "[{'n': 1000}]");
+	R("[{'$group': {'_id': '$v', 'f': {'$first': '$_id'}}}, {'$limit': 2}]",
+	  docs, "[{'_id': 0, 'f': 1000}, {'_id': 1, 'f': 999}]");
+	opts = NULL;
+	R("[{'$group': {'_id': '$k', 'ids': {'$push': '$_id'}}}]",
+	  "[{'_id': 1}, {'_id': 2, 'k': null}, {'_id': 3, 'k': 1}, "
+	  "{'_id': 4, 'k': 1.0}, {'_id': 5, 'k': [1, 2]}, {'_id': 6, 'k': "
+	  "{'$numberLong': '2'}}, {'_id': 7, 'k': 'a'}, {'_id': 8, 'k': [1, "
+	  "2]}]",
+	  "[{'_id': null, 'ids': [1, 2]}, {'_id': 1, 'ids': [3, 4]}, {'_id': "
+	  "2, 'ids': [6]}, {'_id': 'a', 'ids': [7]}, {'_id': [1, 2], 'ids': "
+	  "[5, 8]}]");
+	R("[{'$group': {'_id': '$k'}}]", "[{'k': 2}, {'k': 1}]",
+	  "E1 $group's input was not in the order of its _id");
+	/* after a $match the caller did */
+	R2("[{'$match': {'k': {'$gt': 0}}}, {'$group': {'_id': '$k', 'n': "
+	   "{'$sum': 1}}}]",
+	   "[{'k': 1}, {'k': 1}, {'k': 3}]", 1,
+	   "[{'_id': 1, 'n': 2}, {'_id': 3, 'n': 1}]");
+	/* a stage other than a $group first: nothing changes */
+	R("[{'$project': {'k': 1, '_id': 0}}]", "[{'k': 2}, {'k': 1}]",
+	  "[{'k': 2}, {'k': 1}]");
+	stream = false;
+	bson_free(docs);
+	/* the order a planner is offered */
+	pb = J("{'p': [{'$match': {'a': 1}}, {'$group': {'_id': '$b.c', 'n': "
+	       "{'$sum': 1}}}]}");
+	pv = V(pb);
+	mql_pipeline_compile(pv.value.v_doc.data, pv.value.v_doc.data_len, NULL,
+			     &p, &err);
+	mql_pipeline_lead(p, &lead);
+	{
+		bson_t o;
+		char *os;
+
+		bson_init_static(&o, lead.group_order_bson,
+				 lead.group_order_len);
+		os = S(&o);
+		CHECK(lead.group_order && strcmp(os, "{ 'b.c' : 1 }") == 0,
+		      "group order %s", os);
+		bson_free(os);
+	}
+	mql_pipeline_free(p);
+	bson_destroy(pb);
+	for (int i = 0; i < 4; i++) {
+		static const char *const none[] = {
+		    "{'p': [{'$group': {'_id': null}}]}",
+		    "{'p': [{'$group': {'_id': '$$ROOT'}}]}",
+		    "{'p': [{'$group': {'_id': {'a': '$a'}}}]}",
+		    "{'p': [{'$sort': {'a': 1}}, {'$group': {'_id': '$a'}}]}",
+		};
+
+		pb = J(none[i]);
+		pv = V(pb);
+		mql_pipeline_compile(pv.value.v_doc.data,
+				     pv.value.v_doc.data_len, NULL, &p, &err);
+		mql_pipeline_lead(p, &lead);
+		CHECK(!lead.group_order, "no group order: %s", none[i]);
+		mql_pipeline_free(p);
+		bson_destroy(pb);
+	}
+}
+
 /* A source that fails: its error comes out of mql_agg_next. */
 static void test_source_error(void)
 {
@@ -629,6 +728,7 @@ int main(void)
 	test_errors();
 	test_length();
 	test_memory();
+	test_stream();
 	test_source_error();
 	test_cursor();
 	test_lead();
