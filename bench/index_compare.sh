@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/index_compare.sh - secondary indexes side by side: kvd's MongoDB
-# door (kvbench -D mongodb) against PostgreSQL 15 keeping the same
+# door (kvbench -D mongowire) against PostgreSQL 15 keeping the same
 # documents as jsonb with btree expression indexes (kvbench -D postgres),
 # in one run on one machine, many connections at once (issue 35).
 #
@@ -34,13 +34,19 @@
 # the journal's fdatasync), PostgreSQL fsync on, synchronous_commit on.
 # kvd --threads 2; PostgreSQL with its defaults but max_connections.
 #
+# kvbench talks to kvd with -D mongowire: OP_MSG written by kvbench on
+# non-blocking sockets in its own loop, as its postgres driver uses libpq's
+# pipeline mode; -D mongodb (libmongoc, a thread per connection) costs the
+# client several times the CPU per request, which on a small machine the
+# servers' figures pay for (KDRIVER=mongodb to use it anyway).
+#
 # Environment: RECORDS (100000) for a-d, DURATION (10) seconds and OPS
 # (2000000) at most per run, REPEAT (3), THREADS (2) and CONNS (8, per
 # thread) for the runs, LOAD_CONNS (32 per thread) for the loads,
 # BUILD_RECORDS (1000000; 0 leaves e and f out), ROWS ("a b c d e f"),
 # TMPDIR, KVD / KVBENCH to take the binaries from elsewhere than BUILD_DIR,
 # PROFILE (a row a..d: perf record on kvd during its last kvd run, the top
-# of the report printed; needs perf).
+# of the report printed; needs perf), KDRIVER (mongowire).
 #
 # This is a benchmark, not a test: it prints figures and never fails on
 # them (exit 3 when a run failed).  bench/RESULTS.md ("Secondary indexes
@@ -58,6 +64,7 @@ LOAD_CONNS=${LOAD_CONNS:-32}
 BUILD_RECORDS=${BUILD_RECORDS:-1000000}
 ROWS=${ROWS:-a b c d e f}
 PROFILE=${PROFILE:-}
+KDRIVER=${KDRIVER:-mongowire}
 KVD=${KVD:-$BUILD/kvd/kvd}
 KVBENCH=${KVBENCH:-$BUILD/bench/kvbench}
 PGBIN=/usr/lib/postgresql/15/bin
@@ -121,7 +128,7 @@ bench() {
 	who=$1 name=$2
 	shift 2
 	if [ "$who" = k ]; then
-		set -- -D mongodb --port "$MPORT" --server-pid "$KVD_PID" "$@"
+		set -- -D "$KDRIVER" --port "$MPORT" --server-pid "$KVD_PID" "$@"
 	else
 		set -- -D postgres --port "$PGPORT" \
 			--conninfo "user=kvbench dbname=postgres" --server-pid "$PG_PID" "$@"
@@ -133,11 +140,54 @@ bench() {
 		done
 		echo
 	} | sed "s/--server-pid [0-9]*/--server-pid PID/; s/--port [0-9]*/--port PORT/" >>"$WORK/commands"
-	if ! "$KVBENCH" -q -s 1 --json "$WORK/$name.json" "$@" >"$WORK/$name.out" 2>&1; then
+	spid=$KVD_PID
+	[ "$who" = p ] && spid=$PG_PID
+	if ! $PY "$WORK/cpu.py" "$spid" "$WORK/$name.cpu" \
+		"$KVBENCH" -q -s 1 --json "$WORK/$name.json" "$@" >"$WORK/$name.out" 2>&1; then
 		echo "index_compare: $name failed: $(tail -1 "$WORK/$name.out")" >&2
 		echo "$name" >>"$WORK/failed"
 	fi
 }
+
+# cpu.py PID OUT CMD...: runs CMD and writes to OUT the CPU seconds the
+# server spent meanwhile (PID's process and its descendants, with the
+# children it reaped: PostgreSQL's backends) and CMD's own (kvbench's).
+# On a shared machine a run's ops/s depends on what else runs; the CPU a
+# server spends per operation much less.
+cat >"$WORK/cpu.py" <<'EOF'
+import os, resource, subprocess, sys, time
+tck = os.sysconf("SC_CLK_TCK")
+def stat(p):
+    try:
+        with open("/proc/%d/stat" % p) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return int(v[1]), [int(x) for x in v[11:15]]
+    except (OSError, IndexError, ValueError):
+        return None, None
+def server(root):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            ppid, _ = stat(int(d))
+            if ppid is not None:
+                kids.setdefault(ppid, []).append(int(d))
+    todo, total = [root], 0
+    while todo:
+        p = todo.pop()
+        _, t = stat(p)
+        if t:
+            total += t[0] + t[1] + (t[2] + t[3] if p == root else 0)
+        todo += kids.get(p, [])
+    return total / tck
+pid, out = int(sys.argv[1]), sys.argv[2]
+s0, c0 = server(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+rc = subprocess.call(sys.argv[3:])
+time.sleep(0.3)  # the backends that ended: reaped by the postmaster
+s1, c1 = server(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(out, "w") as f:
+    f.write("%.3f %.3f\n" % (s1 - s0, c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime))
+sys.exit(rc)
+EOF
 
 # In odd repetitions kvd first, in even ones PostgreSQL first.
 pair() {
@@ -166,7 +216,7 @@ echo "index_compare: kvd pid $KVD_PID (mongo port), PostgreSQL pid $PG_PID, work
 	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
 	echo "kvd: $("$KVD" --version 2>&1 | head -1), --threads 2 --durability sync --max-clients 10000 --mongo-port PORT"
 	echo "PostgreSQL: $("$PGBIN/postgres" --version), max_connections=$PGMAX, defaults otherwise (fsync on, synchronous_commit on)"
-	echo "runs: $THREADS threads x $CONNS connections, $DURATION s (at most $OPS ops), $REPEAT repetitions; loads $THREADS x $LOAD_CONNS connections"
+	echo "runs: $THREADS threads x $CONNS connections, $DURATION s (at most $OPS ops), $REPEAT repetitions; loads $THREADS x $LOAD_CONNS connections; kvbench -D $KDRIVER for kvd"
 	echo "started $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$WORK/header"
 : >"$WORK/commands"
@@ -313,33 +363,49 @@ def rep(name, phase="run"):
             return p
     return None
 
-def fig(p):
+def cpu(name):
+    try:
+        return [float(x) for x in open(os.path.join(work, name + ".cpu")).read().split()]
+    except (OSError, ValueError):
+        return [0.0, 0.0]
+
+def fig(p, name=None):
     if p is None or p.get("latency_ms") is None:
         return None
     lat = p["latency_ms"]
+    srv, cli = cpu(name) if name else (0.0, 0.0)
+    n = max(p["ops"], 1)
     return {"ops": p["ops_per_sec"], "p50": lat["p50"], "p99": lat["p99"],
-            "err": p["errors"]["total"], "items": p.get("scan_items", 0) / max(p["ops"], 1)}
+            "err": p["errors"]["total"], "items": p.get("scan_items", 0) / n,
+            "scpu": srv * 1e6 / n, "ccpu": cli * 1e6 / n}
 
 def f(x, k):
-    return "-" if x is None else ("{:,.0f}".format(x[k]) if k == "ops" else "%.3g" % x[k])
+    if x is None:
+        return "-"
+    if k == "ops":
+        return "{:,.0f}".format(x[k])
+    if k in ("scpu", "ccpu"):
+        return "%.0f" % x[k] if x[k] else "-"
+    return "%.3g" % x[k]
 
 def med(xs):
     xs = [x for x in xs if x]
     if not xs:
         return None
-    return {k: statistics.median(x[k] for x in xs) for k in ("ops", "p50", "p99", "err", "items")}
+    return {k: statistics.median(x[k] for x in xs) for k in ("ops", "p50", "p99", "err", "items", "scpu", "ccpu")}
 
 def line(title, k, p, spread=""):
     ratio = "%.2fx" % (k["ops"] / p["ops"]) if k and p and p["ops"] else "-"
-    print("%-46s %10s %7s %7s %10s %7s %7s %7s %s" % (title, f(k, "ops"), f(k, "p50"), f(k, "p99"),
-          f(p, "ops"), f(p, "p50"), f(p, "p99"), ratio, spread))
+    print("%-42s %9s %6s %6s %5s %9s %6s %6s %5s %6s  %s" % (title, f(k, "ops"), f(k, "p50"), f(k, "p99"),
+          f(k, "scpu"), f(p, "ops"), f(p, "p50"), f(p, "p99"), f(p, "scpu"), ratio, spread))
 
 print(open(os.path.join(work, "header")).read().rstrip())
+print("us/op: the server's CPU time (user + system, all its threads or processes) per operation")
 print()
-print("%-46s %10s %7s %7s %10s %7s %7s %7s %s" % ("row", "kvd ops/s", "p50 ms", "p99 ms", "pg ops/s",
-      "p50 ms", "p99 ms", "ratio", "runs (kvd / pg ops/s)"))
+print("%-42s %9s %6s %6s %5s %9s %6s %6s %5s %6s  %s" % ("row", "kvd ops/s", "p50ms", "p99ms", "us/op",
+      "pg ops/s", "p50ms", "p99ms", "us/op", "ratio", "runs (kvd / pg ops/s)"))
 if "a" in rows or "b" in rows:
-    line("load %d docs, 3 indexes (inserts)" % records, fig(rep("load-k", "load")), fig(rep("load-p", "load")))
+    line("load %d docs, 3 indexes (inserts)" % records, fig(rep("load-k", "load"), "load-k"), fig(rep("load-p", "load"), "load-p"))
 titles = {"a": "a. point find {k: v} (10 docs)",
           "b": "b. range r >= v sort r limit 100",
           "c": "c. YCSB E, ranges on r (1..100) + 5% ins",
@@ -347,7 +413,8 @@ titles = {"a": "a. point find {k: v} (10 docs)",
 for row in "abcd":
     if row not in rows:
         continue
-    runs = {who: [fig(rep("%s-%d-%s" % (row, i, who))) for i in range(1, repeat + 1)] for who in "kp"}
+    runs = {who: [fig(rep("%s-%d-%s" % (row, i, who)), "%s-%d-%s" % (row, i, who)) for i in range(1, repeat + 1)]
+            for who in "kp"}
     spread = " / ".join(",".join("-" if x is None else "%.0f" % x["ops"] for x in runs[who]) for who in "kp")
     k, p = med(runs["k"]), med(runs["p"])
     items = ""
@@ -355,7 +422,7 @@ for row in "abcd":
         items = "  [docs/query kvd %.1f, pg %.1f]" % (k["items"], p["items"])
     line(titles[row], k, p, spread + items)
 if "e" in rows:
-    lk, lp = fig(rep("e-load-k", "load")), fig(rep("e-load-p", "load"))
+    lk, lp = fig(rep("e-load-k", "load"), "e-load-k"), fig(rep("e-load-p", "load"), "e-load-p")
     line("e. load %d docs, no index (inserts)" % brecords, lk, lp)
     def secs(who):
         try:
@@ -363,20 +430,21 @@ if "e" in rows:
         except (OSError, ValueError):
             return None
     bk, bp = secs("k"), secs("p")
-    print("%-46s %10s %7s %7s %10s %7s %7s %7s" % ("e. build 3 indexes on %d docs (seconds)" % brecords,
-          "-" if bk is None else "%.2f s" % bk, "", "", "-" if bp is None else "%.2f s" % bp, "", "",
+    print("%-42s %9s %6s %6s %5s %9s %6s %6s %5s %6s" % ("e. build 3 indexes on %d docs" % brecords,
+          "-" if bk is None else "%.2f s" % bk, "", "", "", "-" if bp is None else "%.2f s" % bp, "", "", "",
           "%.2fx" % (bp / bk) if bk and bp else "-"))
 if "f" in rows:
     print()
     print("f. kvd alone at %d documents (indexed, e's collection):" % brecords)
-    g = fig(rep("f-ixget"))
+    g = fig(rep("f-ixget"), "f-ixget")
     for w, title in (("ixget", "find {_id: key} (1 doc)"), ("ixeq", "find {r: v} through r_1 (1 doc)"),
                      ("ixpoint", "find {k: v} through k_1 (10 docs)")):
-        x = fig(rep("f-" + w))
+        x = fig(rep("f-" + w), "f-" + w)
         rel = ""
         if x and g and x["ops"]:
             rel = "get/this %.2fx ops/s, p50 %.2fx" % (g["ops"] / x["ops"], x["p50"] / g["p50"] if g["p50"] else 0)
-        print("  %-44s %10s ops/s p50 %6s ms p99 %6s ms  %s" % (title, f(x, "ops"), f(x, "p50"), f(x, "p99"), rel))
+        print("  %-38s %9s ops/s p50 %6s ms p99 %6s ms %5s us/op  %s" % (title, f(x, "ops"), f(x, "p50"),
+              f(x, "p99"), f(x, "scpu"), rel))
     lk = fig(rep("e-load-k", "load"))
     try:
         bk = float(open(os.path.join(work, "e-build-k")).read())

@@ -41,7 +41,7 @@ const struct kb_driver *const kb_drivers[] = {
     &driver_pg,
 #endif
 #ifdef KB_HAVE_MONGO
-    &driver_mongo,
+    &driver_mongo, &driver_mongowire,
 #endif
     NULL,
 };
@@ -63,7 +63,9 @@ static void usage(FILE *f)
 	    "\n"
 	    "target\n"
 	    "  -D, --driver NAME       kvd (default), redis, postgres, "
-	    "mongodb\n"
+	    "mongodb,\n"
+	    "                          mongowire (ix workloads: OP_MSG "
+	    "without libmongoc)\n"
 	    "  -H, --host HOST         server address, or a Unix socket's "
 	    "/path\n"
 	    "                          (default 127.0.0.1)\n"
@@ -522,9 +524,15 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 	}
 	c->target.index = c->wl->kind == WL_INDEX;
 	if (c->target.index && strcmp(c->driver->name, "mongodb") &&
+	    strcmp(c->driver->name, "mongowire") &&
 	    strcmp(c->driver->name, "postgres")) {
-		fprintf(stderr, "kvbench: %s: mongodb and postgres only\n",
+		fprintf(stderr,
+			"kvbench: %s: mongodb, mongowire and postgres only\n",
 			c->wl->name);
+		goto out;
+	}
+	if (!c->target.index && !strcmp(c->driver->name, "mongowire")) {
+		fprintf(stderr, "kvbench: mongowire: the ix workloads only\n");
 		goto out;
 	}
 	if (c->target.index && !c->target.table)

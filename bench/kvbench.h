@@ -173,7 +173,7 @@ struct kb_driver {
 };
 
 extern const struct kb_driver driver_kvd, driver_kvd_split, driver_redis,
-    driver_pg, driver_mongo;
+    driver_pg, driver_mongo, driver_mongowire;
 
 /* The drivers built into this binary, NULL-terminated. */
 extern const struct kb_driver *const kb_drivers[];

@@ -14,17 +14,18 @@ case $out in
 esac
 [ $rc = 0 ] || { echo "FAIL: index_compare.sh exited $rc"; exit 1; }
 for row in "load 300 docs, 3 indexes" "a. point find" "b. range" "c. YCSB E" \
-	"d. inserts, 3 indexes" "e. load 500 docs" "e. build 3 indexes on 500 docs" \
+	"d. inserts, 3 indexes" "e. load 500 docs" "e. build 3 indexes on 500 docs" "us/op" \
 	"find {_id: key}" "find {r: v} through r_1" "find {k: v} through k_1" \
-	"10,000,000 documents at these rates" "IXSCAN r_1" "Index Scan using ixdocs_r" \
+	"10,000,000 documents at these rates" "IXSCAN r_1" "pg  ixdocs r = 7, generic plan" \
 	"e-build-pg: psql" "f-ixpoint: kvbench"; do
 	case $out in
 	*"$row"*) ;;
 	*) echo "FAIL: no line with '$row'"; exit 1 ;;
 	esac
 done
-# every row's figures, not a dash: each run answered
-if echo "$out" | grep -E '^(a|b|c|d)\. ' | grep -q ' - '; then
+# every row's figures: each run's ops/s, kvd's and PostgreSQL's (a dash
+# when a run failed)
+if [ "$(echo "$out" | grep -E '^(a|b|c|d)\. ' | grep -cE ' [0-9]+ / [0-9]+')" != 4 ]; then
 	echo "FAIL: a row without figures"
 	exit 1
 fi
