@@ -294,13 +294,13 @@ while [ $rep -le "$REPEAT" ]; do
 		if [ "$row" = "$PROFILE" ] && [ "$rep" = "$REPEAT" ] && command -v perf >/dev/null; then
 			# PostgreSQL's run first, kvd's under perf record.
 			run_r p
-			perf record -g -o "$WORK/perf.data" -p "$KVD_PID" -- sleep "$DURATION" \
+			perf record -o "$WORK/perf.data" -p "$KVD_PID" -- sleep "$DURATION" \
 				>/dev/null 2>&1 &
 			perf_pid=$!
 			run_r k
 			wait "$perf_pid" || true
-			perf report -i "$WORK/perf.data" --no-children --percent-limit 1.5 \
-				--stdio 2>/dev/null | grep -v '^$' | grep '^ ' | head -40 >"$WORK/profile" || true
+			perf report -i "$WORK/perf.data" --sort dso,symbol --percent-limit 1 \
+				--stdio 2>/dev/null | grep '^ ' | head -30 >"$WORK/profile" || true
 		else
 			pair "$rep" run_r
 		fi
@@ -460,7 +460,7 @@ print(open(os.path.join(work, "plans")).read().rstrip())
 prof = os.path.join(work, "profile")
 if os.path.exists(prof):
     print()
-    print("kvd profile (perf record -g during its last run of the PROFILE row, self time):")
+    print("kvd profile (perf record during its last run of the PROFILE row, by library and symbol):")
     print(open(prof).read().rstrip())
 print()
 print("commands (PORT, PID: the run's):")
