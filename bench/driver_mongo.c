@@ -479,8 +479,11 @@ static int mongo_send(void *c, const struct kb_req *r)
 	j->count = r->count;
 	j->ival = r->ival;
 	if ((r->kind == REQ_IXFIND || r->kind == REQ_IXRANGE) &&
-	    (r->field < IX_K || r->field > IX_ID))
-		goto fail;
+	    (r->field < IX_K || r->field > IX_ID)) {
+		snprintf(mc->err, sizeof(mc->err), "no such index field");
+		free(j);
+		return -1;
+	}
 	memcpy(j->key, r->key, r->klen);
 	if (r->kind == REQ_INSERT || r->kind == REQ_UPDATE)
 		j->doc = fields_doc(r);
