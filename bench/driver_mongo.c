@@ -17,6 +17,13 @@
  * BinData}.  A put is a replaceOne with upsert, a get converts the
  * document back to the same msgpack bytes (so --verify compares them).
  *
+ * The indexed-document workloads (ixdocs.h): setup creates the indexes
+ * k_1, r_1 and s_1 (one createIndexes, unless --no-index); an insert is
+ * insertOne of the document; a query find {k: v}, {r: v} or {_id: key}, a
+ * range find {r: {$gte: v}} sorted by {r: 1} with a limit, every document
+ * read whole.  A query that finds nothing answers "not found": every value
+ * asked for is one a loaded document has.
+ *
  * libmongoc has no asynchronous API: each connection is one mongoc client
  * driven by a thread of its own, which takes the requests queued by send()
  * in order and says each reply is ready through an eventfd that the engine
@@ -43,6 +50,7 @@ struct mjob {
 	enum kb_req_kind kind;
 	int field;
 	unsigned count;
+	int64_t ival; /* IXFIND, IXRANGE */
 	char key[KB_REQ_KEY_MAX + 1];
 	bson_t *doc; /* INSERT, PUT: the document; UPDATE: the $set */
 	/* the reply */
@@ -165,16 +173,51 @@ fail:
 	return NULL;
 }
 
+/* createIndexes of k_1, r_1 and s_1 on the collection: the index
+ * workloads'.  Indexes already there are the server's note, not an
+ * error. */
+static int create_indexes(mongoc_client_t *c, const char *db,
+			  const struct kb_target *t, char *err, size_t errlen)
+{
+	static const char *const fields[] = {"k", "r", "s"};
+	bson_t cmd = BSON_INITIALIZER, arr, spec, key;
+	bson_error_t e;
+	char name[8], idx[4];
+	int ok;
+
+	BSON_APPEND_UTF8(&cmd, "createIndexes", t->table);
+	BSON_APPEND_ARRAY_BEGIN(&cmd, "indexes", &arr);
+	for (int i = 0; i < 3; i++) {
+		snprintf(idx, sizeof(idx), "%d", i);
+		snprintf(name, sizeof(name), "%s_1", fields[i]);
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, idx, &spec);
+		BSON_APPEND_DOCUMENT_BEGIN(&spec, "key", &key);
+		BSON_APPEND_INT32(&key, fields[i], 1);
+		bson_append_document_end(&spec, &key);
+		BSON_APPEND_UTF8(&spec, "name", name);
+		bson_append_document_end(&arr, &spec);
+	}
+	bson_append_array_end(&cmd, &arr);
+	ok = mongoc_client_command_simple(c, db, &cmd, NULL, NULL, &e);
+	if (!ok)
+		snprintf(err, errlen, "createIndexes: %s", e.message);
+	bson_destroy(&cmd);
+	return ok ? 0 : -1;
+}
+
 static int mongo_setup(const struct kb_target *t, char *err, size_t errlen)
 {
 	const char *db;
 	mongoc_client_t *c = open_client(t, &db, err, errlen);
+	int rc = 0;
 
 	if (!c)
 		return -1;
+	if (t->index && !t->no_index)
+		rc = create_indexes(c, db, t, err, errlen);
 	free((char *)db);
 	mongoc_client_destroy(c);
-	return 0;
+	return rc;
 }
 
 /* ---- the worker ------------------------------------------------------ */
@@ -192,6 +235,49 @@ static void job_error(struct mjob *j, const bson_error_t *e)
 	j->status = REPLY_ERROR;
 	j->failed = conn_error(e);
 	snprintf(j->msg, sizeof(j->msg), "%s", e->message);
+}
+
+static const char *const ix_names[] = {"k", "r", "_id"};
+
+/* The index workloads' filter and options: {f: v} or {_id: key}; {r:
+ * {$gte: v}} sorted by r, with a limit. */
+static void ix_query(const struct mjob *j, bson_t *filter, bson_t *opts)
+{
+	bson_t sub;
+
+	if (j->kind == REQ_IXRANGE) {
+		BSON_APPEND_DOCUMENT_BEGIN(filter, "r", &sub);
+		BSON_APPEND_INT64(&sub, "$gte", j->ival);
+		bson_append_document_end(filter, &sub);
+		BSON_APPEND_DOCUMENT_BEGIN(opts, "sort", &sub);
+		BSON_APPEND_INT32(&sub, "r", 1);
+		bson_append_document_end(opts, &sub);
+		BSON_APPEND_INT64(opts, "limit", j->count);
+	} else if (j->field == IX_ID) {
+		BSON_APPEND_UTF8(filter, "_id", j->key);
+	} else {
+		BSON_APPEND_INT64(filter, ix_names[j->field], j->ival);
+	}
+}
+
+static void run_ix_find(struct mconn *mc, struct mjob *j)
+{
+	bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
+	mongoc_cursor_t *cur;
+	const bson_t *d;
+	bson_error_t e;
+
+	ix_query(j, &filter, &opts);
+	cur = mongoc_collection_find_with_opts(mc->coll, &filter, &opts, NULL);
+	while (mongoc_cursor_next(cur, &d))
+		j->items++;
+	if (mongoc_cursor_error(cur, &e))
+		job_error(j, &e);
+	else if (j->kind == REQ_IXFIND && !j->items)
+		j->status = REPLY_NOT_FOUND;
+	mongoc_cursor_destroy(cur);
+	bson_destroy(&filter);
+	bson_destroy(&opts);
 }
 
 static void run_find(struct mconn *mc, struct mjob *j)
@@ -244,7 +330,7 @@ static void run_write(struct mconn *mc, struct mjob *j)
 	bool ok;
 
 	BSON_APPEND_UTF8(&filter, "_id", j->key);
-	if (j->kind == REQ_INSERT) {
+	if (j->kind == REQ_INSERT || j->kind == REQ_IXINSERT) {
 		ok = mongoc_collection_insert_one(mc->coll, j->doc, NULL,
 						  &reply, &e);
 	} else if (j->kind == REQ_PUT) {
@@ -284,8 +370,10 @@ static void *worker(void *arg)
 			return NULL;
 		j->status = REPLY_OK;
 		if (j->kind == REQ_INSERT || j->kind == REQ_PUT ||
-		    j->kind == REQ_UPDATE)
+		    j->kind == REQ_UPDATE || j->kind == REQ_IXINSERT)
 			run_write(mc, j);
+		else if (j->kind == REQ_IXFIND || j->kind == REQ_IXRANGE)
+			run_ix_find(mc, j);
 		else
 			run_find(mc, j);
 		pthread_mutex_lock(&mc->mu);
@@ -389,13 +477,20 @@ static int mongo_send(void *c, const struct kb_req *r)
 	j->kind = r->kind;
 	j->field = r->field;
 	j->count = r->count;
+	j->ival = r->ival;
+	if ((r->kind == REQ_IXFIND || r->kind == REQ_IXRANGE) &&
+	    (r->field < IX_K || r->field > IX_ID)) {
+		snprintf(mc->err, sizeof(mc->err), "no such index field");
+		free(j);
+		return -1;
+	}
 	memcpy(j->key, r->key, r->klen);
 	if (r->kind == REQ_INSERT || r->kind == REQ_UPDATE)
 		j->doc = fields_doc(r);
-	else if (r->kind == REQ_PUT)
+	else if (r->kind == REQ_PUT || r->kind == REQ_IXINSERT)
 		j->doc = mconv_value_doc(r->key, r->klen, r->val, r->vlen);
 	if ((r->kind == REQ_INSERT || r->kind == REQ_UPDATE ||
-	     r->kind == REQ_PUT) &&
+	     r->kind == REQ_PUT || r->kind == REQ_IXINSERT) &&
 	    !j->doc)
 		goto fail;
 	pthread_mutex_lock(&mc->mu);

@@ -26,6 +26,17 @@
  * (kvbench_doc), each msgpack map sent as its JSON (pgdoc_from_value), a
  * write an upsert of the whole document, a read SELECT doc.
  *
+ * The indexed-document workloads (ixdocs.h): the table (ixdocs) is (id
+ * text primary key, doc jsonb) with three btree expression indexes,
+ * ((doc->>'k')::bigint), ((doc->>'r')::bigint) and ((doc->>'s')), made by
+ * setup unless --no-index; an insert is a plain INSERT (a duplicate id is
+ * an error, as insertOne's); a query SELECT id, doc ... WHERE
+ * (doc->>'k')::bigint = $1 (r likewise, or id = $1); a range WHERE
+ * (doc->>'r')::bigint >= $1 ORDER BY (doc->>'r')::bigint LIMIT $2: the
+ * expressions the indexes are on, so that the planner can use them
+ * (bench/index_compare.sh prints its plans).  A query that finds nothing
+ * answers "not found".
+ *
  * Every statement is prepared, with binary parameters and results.
  *
  * Pipelining uses libpq's pipeline mode (PostgreSQL 14 and later), with a
@@ -56,6 +67,7 @@ struct pconn {
 	int *lens, *fmts;
 	struct kb_fval *fv;
 	int doc;    /* --record doc */
+	int index;  /* the index workloads */
 	char *jbuf; /* its documents: sent, or read unescaped */
 	size_t jcap;
 };
@@ -159,6 +171,39 @@ static char *fields_table_sql(const char *tab, unsigned nf)
 	return sql;
 }
 
+/* The index workloads' expressions, by enum kb_ixfield, and s's. */
+static const char *const ix_expr[] = {
+    "((doc->>'k')::bigint)", "((doc->>'r')::bigint)", "id", "(doc->>'s')"};
+
+/* CREATE INDEX IF NOT EXISTS <table>_<f> ON <table> (<expr>) for k, r and
+ * s. */
+static int ix_indexes(PGconn *c, const struct kb_target *t, const char *tab,
+		      char *err, size_t errlen)
+{
+	static const int which[] = {0, 1, 3};
+	static const char *const suffix[] = {"_k", "_r", "_s"};
+	char name[256], sql[768];
+
+	for (int i = 0; i < 3; i++) {
+		char *id;
+		int rc;
+
+		snprintf(name, sizeof(name), "%.200s%s", t->table, suffix[i]);
+		if (!(id = PQescapeIdentifier(c, name, strlen(name)))) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		snprintf(sql, sizeof(sql),
+			 "CREATE INDEX IF NOT EXISTS %s ON %s (%s)", id, tab,
+			 ix_expr[which[i]]);
+		PQfreemem(id);
+		rc = exec_ok(c, PQexec(c, sql), err, errlen);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
 static int pg_setup(const struct kb_target *t, char *err, size_t errlen)
 {
 	PGconn *c = open_pg(t, err, errlen);
@@ -167,6 +212,22 @@ static int pg_setup(const struct kb_target *t, char *err, size_t errlen)
 
 	if (!c)
 		return -1;
+	if (t->index) {
+		if ((tab = table_ident(c, t))) {
+			char ct[512];
+
+			snprintf(ct, sizeof(ct),
+				 "CREATE TABLE IF NOT EXISTS %.400s "
+				 "(id text PRIMARY KEY, doc jsonb)",
+				 tab);
+			rc = exec_ok(c, PQexec(c, ct), err, errlen);
+			if (!rc && !t->no_index)
+				rc = ix_indexes(c, t, tab, err, errlen);
+			PQfreemem(tab);
+		}
+		PQfinish(c);
+		return rc;
+	}
 	if ((tab = table_ident(c, t))) {
 		if (t->doc && (sql = malloc(strlen(tab) + 128)))
 			sprintf(sql,
@@ -379,6 +440,31 @@ out:
 	return rc;
 }
 
+/* The index workloads' statements: ixq0..2 (by enum kb_ixfield), ixrange,
+ * ixins. */
+static int prepare_ix(PGconn *c, const char *tab, char *err, size_t errlen)
+{
+	char sql[512], name[16];
+
+	for (int f = IX_K; f <= IX_ID; f++) {
+		snprintf(name, sizeof(name), "ixq%d", f);
+		snprintf(sql, sizeof(sql),
+			 "SELECT id, doc FROM %.300s WHERE %s = $1", tab,
+			 ix_expr[f]);
+		if (prepare_one(c, name, sql, err, errlen))
+			return -1;
+	}
+	snprintf(sql, sizeof(sql),
+		 "SELECT id, doc FROM %.300s WHERE %s >= $1 ORDER BY %s "
+		 "LIMIT $2",
+		 tab, ix_expr[IX_R], ix_expr[IX_R]);
+	if (prepare_one(c, "ixrange", sql, err, errlen))
+		return -1;
+	snprintf(sql, sizeof(sql),
+		 "INSERT INTO %.300s (id, doc) VALUES ($1, $2)", tab);
+	return prepare_one(c, "ixins", sql, err, errlen);
+}
+
 static void pg_close(void *c);
 
 static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
@@ -390,13 +476,15 @@ static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
 	if (!pc || !(pc->c = open_pg(t, err, errlen)))
 		goto fail;
 	if (!(tab = table_ident(pc->c, t)) ||
-	    (t->doc && t->fields
+	    (t->index ? prepare_ix(pc->c, tab, err, errlen)
+	     : t->doc && t->fields
 		 ? prepare_doc(pc->c, tab, t->fieldcount, err, errlen)
 	     : t->fields
 		 ? prepare_fields(pc->c, tab, t->fieldcount, err, errlen)
 		 : prepare(pc->c, tab, t->doc, err, errlen)))
 		goto fail;
 	pc->doc = t->doc;
+	pc->index = t->index;
 	if (PQsetnonblocking(pc->c, 1) || !PQenterPipelineMode(pc->c)) {
 		snprintf(err, errlen, "postgres: %s", PQerrorMessage(pc->c));
 		goto fail;
@@ -545,6 +633,44 @@ static int send_fields(struct pconn *pc, const struct kb_req *r)
 	return send_prepared(pc, name, n);
 }
 
+/* The index workloads' requests: int8 values, binary; an insert's
+ * document as jsonb's binary form (a version byte, 1, and the text). */
+static int send_ix(struct pconn *pc, const struct kb_req *r)
+{
+	unsigned char v[8], limit[8];
+	char name[16];
+	long n;
+
+	switch (r->kind) {
+	case REQ_IXINSERT:
+		if (jbuf_reserve(pc, pgdoc_value_max(r->vlen) + 1) ||
+		    (n = pgdoc_from_value(r->val, r->vlen, pc->jbuf + 1)) < 0)
+			return -1;
+		pc->jbuf[0] = 1;
+		pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
+		pc->vals[1] = pc->jbuf, pc->lens[1] = (int)(1 + n);
+		return send_prepared(pc, "ixins", 2);
+	case REQ_IXRANGE:
+		int8_be(v, (uint64_t)r->ival);
+		int8_be(limit, r->count);
+		pc->vals[0] = (const char *)v, pc->lens[0] = 8;
+		pc->vals[1] = (const char *)limit, pc->lens[1] = 8;
+		return send_prepared(pc, "ixrange", 2);
+	case REQ_IXFIND:
+		if (r->field < IX_K || r->field > IX_ID)
+			return -1;
+		snprintf(name, sizeof(name), "ixq%d", r->field);
+		if (r->field == IX_ID) {
+			pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
+		} else {
+			int8_be(v, (uint64_t)r->ival);
+			pc->vals[0] = (const char *)v, pc->lens[0] = 8;
+		}
+		return send_prepared(pc, name, 1);
+	default: return -1;
+	}
+}
+
 static int pg_send(void *c, const struct kb_req *r)
 {
 	struct pconn *pc = c;
@@ -552,6 +678,8 @@ static int pg_send(void *c, const struct kb_req *r)
 	const char *name = "get";
 	int n = 1;
 
+	if (pc->index)
+		return send_ix(pc, r);
 	if (r->kind != REQ_GET && r->kind != REQ_PUT && r->kind != REQ_SCAN)
 		return send_fields(pc, r);
 	pc->vals[0] = r->key, pc->lens[0] = (int)r->klen;
@@ -648,8 +776,11 @@ static void judge(struct pconn *pc, PGresult *res, enum kb_req_kind kind,
 		judge_row(pc, res, out);
 	} else if (kind == REQ_UPDATE && strcmp(PQcmdTuples(res), "0") == 0) {
 		out->status = REPLY_NOT_FOUND; /* no such row */
-	} else if (kind == REQ_SCAN || kind == REQ_FSCAN) {
+	} else if (kind == REQ_SCAN || kind == REQ_FSCAN ||
+		   kind == REQ_IXRANGE || kind == REQ_IXFIND) {
 		out->items = (unsigned)PQntuples(res);
+		if (kind == REQ_IXFIND && out->items == 0)
+			out->status = REPLY_NOT_FOUND;
 	}
 }
 

@@ -277,6 +277,9 @@ static int redis_send(void *c, const struct kb_req *r)
 	case REQ_UPDATE: return send_hset(rc, r);
 	case REQ_SCAN:
 	case REQ_FSCAN: return send_scan(rc, r);
+	case REQ_IXFIND:
+	case REQ_IXRANGE:
+	case REQ_IXINSERT: break; /* mongodb and postgres only (kvbench.c) */
 	}
 	return -1;
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "fieldops.h"
+#include "ixdocs.h"
 #include "report.h"
 #include "server.h"
 
@@ -239,6 +240,10 @@ static void value_req(struct thread *t, struct slot *s, struct kb_req *req)
 {
 	struct kb_run *run = t->e->run;
 
+	if (run->ws.cfg->wl->kind == WL_INDEX) {
+		ix_req(&run->ws, &t->rng, &s->op, t->kbuf, t->vbuf, req);
+		return;
+	}
 	memset(req, 0, sizeof(*req));
 	req->kind = REQ_GET;
 	req->field = -1;
@@ -373,7 +378,8 @@ static void complete_ok(struct thread *t, struct slot *s,
 
 	if (s->measured)
 		hist_record(&t->hist[s->op.type], now - s->start);
-	if (s->kind == REQ_SCAN || s->kind == REQ_FSCAN)
+	if (s->kind == REQ_SCAN || s->kind == REQ_FSCAN ||
+	    s->kind == REQ_IXRANGE || s->kind == REQ_IXFIND)
 		t->scan_items += r->items;
 	if (s->kind == REQ_PUT && run->vlogs && !t->fo_on)
 		vlog_push(&run->vlogs[t->idx], &s->op.id, s->vhash, s->sent,

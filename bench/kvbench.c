@@ -41,7 +41,7 @@ const struct kb_driver *const kb_drivers[] = {
     &driver_pg,
 #endif
 #ifdef KB_HAVE_MONGO
-    &driver_mongo,
+    &driver_mongo, &driver_mongowire,
 #endif
     NULL,
 };
@@ -56,11 +56,16 @@ static void usage(FILE *f)
 	    f,
 	    "usage: kvbench [options] WORKLOAD\n"
 	    "\n"
-	    "WORKLOAD: a b c d e f (YCSB core workloads), ingest, uuid, geo\n"
+	    "WORKLOAD: a b c d e f (YCSB core workloads), ingest, uuid, geo,\n"
+	    "          ixpoint ixeq ixget ixrange ixscan ixinsert (documents "
+	    "with\n"
+	    "          3 secondary indexes; mongodb and postgres)\n"
 	    "\n"
 	    "target\n"
 	    "  -D, --driver NAME       kvd (default), redis, postgres, "
-	    "mongodb\n"
+	    "mongodb,\n"
+	    "                          mongowire (ix workloads: OP_MSG "
+	    "without libmongoc)\n"
 	    "  -H, --host HOST         server address, or a Unix socket's "
 	    "/path\n"
 	    "                          (default 127.0.0.1)\n"
@@ -97,7 +102,11 @@ static void usage(FILE *f)
 	    "      --table NAME        postgres table / mongodb collection / "
 	    "redis scan index "
 	    "(default\n"
-	    "                          usertable, --record value: kvbench)\n"
+	    "                          usertable, --record value: kvbench,\n"
+	    "                          the ix workloads: ixdocs)\n"
+	    "      --no-index          ix workloads: create no index (a load "
+	    "to\n"
+	    "                          time an index build on)\n"
 	    "      --server CMD        start the server with CMD, stop it at "
 	    "the end\n"
 	    "      --server-pid PID    report the peak RSS of the server PID\n"
@@ -191,6 +200,7 @@ enum {
 	O_INSECURE,
 	O_RECORD,
 	O_USER,
+	O_NO_INDEX,
 };
 
 static const struct option long_opts[] = {
@@ -210,6 +220,7 @@ static const struct option long_opts[] = {
     {"insecure", no_argument, NULL, O_INSECURE},
     {"conninfo", required_argument, NULL, O_CONNINFO},
     {"table", required_argument, NULL, O_TABLE},
+    {"no-index", no_argument, NULL, O_NO_INDEX},
     {"user", required_argument, NULL, O_USER},
     {"server", required_argument, NULL, O_SERVER},
     {"server-pid", required_argument, NULL, O_SERVER_PID},
@@ -380,6 +391,7 @@ static int apply_option(struct kb_config *c, int opt, char *a)
 	case O_NO_AUTH_WARNING: c->no_auth_warning = 1; return 0;
 	case O_CONNINFO: c->target.conninfo = a; return 0;
 	case O_TABLE: c->target.table = a; return 0;
+	case O_NO_INDEX: c->target.no_index = 1; return 0;
 	case O_USER: c->target.user = a; return 0;
 	case O_SERVER: c->server_cmd = a; return 0;
 	case O_VERIFY: c->verify = 1; return 0;
@@ -510,6 +522,21 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 				"from jsonb as JSON, not as written\n");
 		goto out;
 	}
+	c->target.index = c->wl->kind == WL_INDEX;
+	if (c->target.index && strcmp(c->driver->name, "mongodb") &&
+	    strcmp(c->driver->name, "mongowire") &&
+	    strcmp(c->driver->name, "postgres")) {
+		fprintf(stderr,
+			"kvbench: %s: mongodb, mongowire and postgres only\n",
+			c->wl->name);
+		goto out;
+	}
+	if (!c->target.index && !strcmp(c->driver->name, "mongowire")) {
+		fprintf(stderr, "kvbench: mongowire: the ix workloads only\n");
+		goto out;
+	}
+	if (c->target.index && !c->target.table)
+		c->target.table = "ixdocs";
 	c->target.scans = c->p.scanproportion > 0;
 	c->target.fields = c->wl->kind == WL_YCSB && c->record == RECORD_FIELDS;
 	c->target.fieldcount = c->p.fieldcount;

@@ -64,7 +64,17 @@ enum kb_req_kind {
 	REQ_UPDATE, /* fv: the fields written (one, or all) */
 	REQ_INSERT, /* fv: every field of the record */
 	REQ_FSCAN,  /* count records from key on; field as READ */
+	/* The indexed-document workloads (ixdocs.h), mongodb and postgres:
+	 * the documents whose field (enum kb_ixfield) equals ival (IX_ID:
+	 * key); count documents from r >= ival on, in r's order; an insert
+	 * of document key, val being its other fields as a msgpack map. */
+	REQ_IXFIND,
+	REQ_IXRANGE,
+	REQ_IXINSERT,
 };
+
+/* The fields of the indexed documents a query names. */
+enum kb_ixfield { IX_K, IX_R, IX_ID };
 
 #define KB_REQ_KEY_MAX 128 /* the longest key a workload makes */
 #define KB_FIELD_NAME_MAX 16
@@ -86,6 +96,7 @@ struct kb_req {
 	int field;		  /* READ, FSCAN: the field, or -1 for all */
 	const struct kb_fval *fv; /* UPDATE, INSERT */
 	unsigned nfv;
+	int64_t ival; /* IXFIND, IXRANGE */
 };
 
 /* "field<idx>" into buf (KB_FIELD_NAME_MAX bytes); its length. */
@@ -120,6 +131,10 @@ struct kb_target {
 	int scans;	      /* the workload scans: keep an ordered index */
 	int fields;	      /* records of fields (--record fields) */
 	unsigned fieldcount;  /* their number (postgres: the columns) */
+	/* The indexed-document workloads: their documents and the three
+	 * secondary indexes on k, r and s, which setup creates unless
+	 * no_index (--no-index: a load to time an index build after). */
+	int index, no_index;
 	/* TLS: --tls or a kvds:// URL, and its options (see kvclient.h's
 	 * struct kvc_tls_opts; drivers with tls_port 0 refuse it). */
 	int tls, insecure;
@@ -158,7 +173,7 @@ struct kb_driver {
 };
 
 extern const struct kb_driver driver_kvd, driver_kvd_split, driver_redis,
-    driver_pg, driver_mongo;
+    driver_pg, driver_mongo, driver_mongowire;
 
 /* The drivers built into this binary, NULL-terminated. */
 extern const struct kb_driver *const kb_drivers[];

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ixdocs.h"
 #include "mpw.h"
 #include "record.h"
 
@@ -45,6 +46,22 @@ const struct kb_workload kb_workloads[] = {
      0, 0, DIST_UNIFORM, 1000},
     {"geo", "geo: documents written in random order, then random reads", WL_GEO,
      1, 0, 0, 0, 0, DIST_UNIFORM, 1000},
+    /* Documents with secondary indexes (ixdocs.h). */
+    {"ixpoint", "ixpoint: find {k: v} through an index, 10 documents", WL_INDEX,
+     1, 0, 0, 0, 0, DIST_UNIFORM, 100, IX_K},
+    {"ixeq", "ixeq: find {r: v} through an index, 1 document", WL_INDEX, 1, 0,
+     0, 0, 0, DIST_UNIFORM, 100, IX_R},
+    {"ixget", "ixget: find {_id: key}, 1 document", WL_INDEX, 1, 0, 0, 0, 0,
+     DIST_UNIFORM, 100, IX_ID},
+    {"ixrange",
+     "ixrange: find {r: {$gte: v}} sort {r: 1} limit 100 through an index",
+     WL_INDEX, 0, 0, 0, 1, 0, DIST_UNIFORM, 100, IX_R},
+    {"ixscan",
+     "ixscan: YCSB E through an index, 95% ranges on r (1..100) / 5% "
+     "insert, zipfian",
+     WL_INDEX, 0, 0, 0.05, 0.95, 0, DIST_ZIPFIAN, 100, IX_R},
+    {"ixinsert", "ixinsert: inserts into a collection with 3 indexes", WL_INDEX,
+     0, 0, 1, 0, 0, DIST_UNIFORM, 100, IX_R},
 };
 const size_t kb_nworkloads = sizeof(kb_workloads) / sizeof(kb_workloads[0]);
 
@@ -123,6 +140,10 @@ void wl_defaults(struct kb_config *cfg, unsigned ncpu)
 		p->recordcount = 10000000;
 		cfg->vmin = 20;
 		cfg->vmax = 200;
+		break;
+	case WL_INDEX:
+		if (strcmp(w->name, "ixrange") == 0)
+			p->minscanlength = 100; /* always 100 documents */
 		break;
 	case WL_GEO:
 	case WL_YCSB: break;
@@ -329,7 +350,17 @@ int wl_finish(struct kb_config *cfg, char *err, size_t errlen)
 		cfg->ops = p->operationcount;
 	if (cfg->wl->kind == WL_INGEST || cfg->wl->kind == WL_UUID)
 		cfg->do_run = 0; /* they are one load */
-	if (cfg->wl->kind != WL_YCSB) {
+	if (cfg->wl->kind == WL_INDEX && cfg->verify) {
+		snprintf(err, errlen, "--verify: not for the index workloads");
+		return -1;
+	}
+	if (cfg->wl->kind == WL_INDEX && cfg->vmax) {
+		snprintf(err, errlen,
+			 "index documents: -p fieldlength sets "
+			 "their size");
+		return -1;
+	}
+	if (cfg->wl->kind != WL_YCSB && cfg->wl->kind != WL_INDEX) {
 		/* Only the proportions and the distribution apply. */
 		p->scanproportion = p->insertproportion = 0;
 		p->readmodifywriteproportion = 0;
@@ -387,11 +418,13 @@ int wl_shared_init(struct kb_wshared *ws, const struct kb_config *cfg)
 	if (p->requestdistribution == DIST_ZIPFIAN)
 		ws->keyspace += (uint64_t)((double)p->operationcount *
 					   p->insertproportion * 2.0);
-	ws->load_count =
-	    cfg->wl->kind == WL_YCSB ? p->insertcount : p->recordcount;
+	ws->load_count = cfg->wl->kind == WL_YCSB || cfg->wl->kind == WL_INDEX
+			     ? p->insertcount
+			     : p->recordcount;
 	switch (cfg->wl->kind) {
 	case WL_YCSB: ws->max_value = ycsb_max_value(p); break;
 	case WL_GEO: ws->max_value = 512; break;
+	case WL_INDEX: ws->max_value = ix_max_value(p); break;
 	default: ws->max_value = cfg->vmax;
 	}
 	ws->rmw_field_seed = cfg->seed * 0x9e3779b97f4a7c15ull + 1;
@@ -541,6 +574,7 @@ static int load_next(struct kb_wshared *ws, struct kb_wthread *wt,
 		op->id.lo = geo_permute(wt->load_next++, ws->load_count);
 		return 1;
 	case WL_YCSB:
+	case WL_INDEX:
 		if (wt->load_next >= wt->load_end)
 			return 0;
 		op->id.lo = ws->p->insertstart + wt->load_next++;
@@ -590,7 +624,7 @@ uint64_t wl_keynum(const struct kb_wshared *ws, const struct kb_op *op)
 {
 	enum kb_wl_kind k = ws->cfg->wl->kind;
 
-	if ((k == WL_YCSB || k == WL_GEO) &&
+	if ((k == WL_YCSB || k == WL_GEO || k == WL_INDEX) &&
 	    op->id.lo - ws->p->insertstart < ws->keyspace)
 		return op->id.lo - ws->p->insertstart;
 	return UINT64_MAX;
@@ -639,6 +673,7 @@ size_t wl_key(const struct kb_wshared *ws, const struct kb_key *id, char *buf)
 	case WL_GEO:
 		n = snprintf(buf, KB_KEY_MAX, "geo:%010" PRIu64, id->lo);
 		break;
+	case WL_INDEX: return ix_key(id->lo, buf);
 	}
 	return (size_t)n;
 }
@@ -768,6 +803,7 @@ size_t wl_value(struct kb_wshared *ws, struct kb_wthread *wt, struct kb_rng *r,
 	switch (cfg->wl->kind) {
 	case WL_YCSB: return ycsb_value(ws, wt, r, op, buf);
 	case WL_GEO: return geo_value(r, buf);
+	case WL_INDEX: return ix_value(ws->p, r, op->id.lo, buf);
 	case WL_INGEST:
 	case WL_UUID: break;
 	}

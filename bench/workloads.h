@@ -16,7 +16,7 @@ struct kb_key {
 	uint64_t hi, lo;
 };
 
-enum kb_wl_kind { WL_YCSB, WL_INGEST, WL_UUID, WL_GEO };
+enum kb_wl_kind { WL_YCSB, WL_INGEST, WL_UUID, WL_GEO, WL_INDEX };
 
 struct kb_workload {
 	const char *name;
@@ -26,6 +26,7 @@ struct kb_workload {
 	double read, update, insert, scan, rmw;
 	int dist; /* enum kb_dist */
 	unsigned maxscanlength;
+	int ixfield; /* WL_INDEX: what a read looks for (enum kb_ixfield) */
 };
 
 /* NULL if unknown; accepts "a", "A", "workloada", "ycsb-a". */

@@ -1,0 +1,491 @@
+/* driver_mongowire.c - kvbench's second MongoDB driver: OP_MSG written and
+ * read by kvbench itself (libbson for the documents), on a non-blocking
+ * socket in the engine's own loop, as the postgres driver does with libpq.
+ *
+ * Why: libmongoc has no asynchronous API, so driver_mongo.c runs one
+ * thread per connection and hands each request and reply between two
+ * threads; on a small machine that client costs more CPU per request than
+ * the server it measures (bench/RESULTS.md, "Secondary indexes").  This
+ * one costs what encoding a command and counting a reply's documents cost.
+ *
+ * It speaks only what the index workloads send (ixdocs.h): find with a
+ * filter, sort, limit and singleBatch (the reply's firstBatch counted, no
+ * cursor left open), and insert of one document.  No TLS, no
+ * authentication (a password is refused), no hello: commands are sent
+ * straight away, which kvd's door and mongod both accept.  The database
+ * is "kvbench", as the other driver's default; setup creates the indexes
+ * with the same createIndexes.  Requests may be pipelined (-P): replies
+ * come back in order on a connection.
+ */
+#include <arpa/inet.h>
+#include <bson/bson.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kvbench.h"
+#include "mongo_conv.h"
+
+#define MW_DB "kvbench"
+#define MW_OP_MSG 2013
+#define MW_MAX_MSG (48u << 20) /* a reply larger than MongoDB's is wrong */
+
+struct mwbuf {
+	uint8_t *p;
+	size_t len, cap, off; /* off: consumed (in) or written (out) */
+};
+
+struct mwconn {
+	int fd;
+	const char *coll;
+	int32_t next_id;
+	struct mwbuf out, in;
+	size_t done; /* the bytes of the last reply handed out */
+	char err[256];
+};
+
+static int buf_reserve(struct mwbuf *b, size_t more)
+{
+	size_t cap = b->cap ? b->cap : 4096;
+	uint8_t *p;
+
+	if (b->len + more <= b->cap)
+		return 0;
+	if (b->off) { /* slide what is left to the front first */
+		memmove(b->p, b->p + b->off, b->len - b->off);
+		b->len -= b->off;
+		b->off = 0;
+		if (b->len + more <= b->cap)
+			return 0;
+	}
+	while (cap < b->len + more)
+		cap *= 2;
+	if (!(p = realloc(b->p, cap)))
+		return -1;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* One OP_MSG of cmd (flags 0, one section of kind 0) onto out. */
+static int queue_msg(struct mwconn *mc, const bson_t *cmd)
+{
+	uint32_t n = 16 + 4 + 1 + cmd->len;
+	uint8_t *p;
+
+	if (buf_reserve(&mc->out, n))
+		return -1;
+	p = mc->out.p + mc->out.len;
+	put_le32(p, n);
+	put_le32(p + 4, (uint32_t)mc->next_id++);
+	put_le32(p + 8, 0);
+	put_le32(p + 12, MW_OP_MSG);
+	put_le32(p + 16, 0);
+	p[20] = 0;
+	memcpy(p + 21, bson_get_data(cmd), cmd->len);
+	mc->out.len += n;
+	return 0;
+}
+
+/* ---- commands ---------------------------------------------------------- */
+
+static const char *const ix_names[] = {"k", "r", "_id"};
+
+/* find: {f: v} or {_id: key}, or {r: {$gte: v}} sorted by r with limit
+ * count; singleBatch so that no cursor stays open on the server. */
+static void find_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
+{
+	bson_t filter, sub;
+
+	BSON_APPEND_UTF8(cmd, "find", mc->coll);
+	BSON_APPEND_DOCUMENT_BEGIN(cmd, "filter", &filter);
+	if (r->kind == REQ_IXRANGE) {
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "r", &sub);
+		BSON_APPEND_INT64(&sub, "$gte", r->ival);
+		bson_append_document_end(&filter, &sub);
+	} else if (r->field == IX_ID) {
+		bson_append_utf8(&filter, "_id", 3, r->key, (int)r->klen);
+	} else {
+		BSON_APPEND_INT64(&filter, ix_names[r->field], r->ival);
+	}
+	bson_append_document_end(cmd, &filter);
+	if (r->kind == REQ_IXRANGE) {
+		BSON_APPEND_DOCUMENT_BEGIN(cmd, "sort", &sub);
+		BSON_APPEND_INT32(&sub, "r", 1);
+		bson_append_document_end(cmd, &sub);
+		BSON_APPEND_INT64(cmd, "limit", r->count);
+	}
+	BSON_APPEND_BOOL(cmd, "singleBatch", true);
+}
+
+static int insert_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
+{
+	bson_t *doc = mconv_value_doc(r->key, r->klen, r->val, r->vlen);
+	bson_t arr;
+
+	if (!doc)
+		return -1;
+	BSON_APPEND_UTF8(cmd, "insert", mc->coll);
+	BSON_APPEND_ARRAY_BEGIN(cmd, "documents", &arr);
+	BSON_APPEND_DOCUMENT(&arr, "0", doc);
+	bson_append_array_end(cmd, &arr);
+	bson_destroy(doc);
+	return 0;
+}
+
+static int mw_send(void *c, const struct kb_req *r)
+{
+	struct mwconn *mc = c;
+	bson_t cmd = BSON_INITIALIZER;
+	int rc = -1;
+
+	if (r->kind == REQ_IXINSERT) {
+		if (insert_cmd(mc, r, &cmd))
+			goto out;
+	} else if ((r->kind == REQ_IXFIND || r->kind == REQ_IXRANGE) &&
+		   r->field >= IX_K && r->field <= IX_ID) {
+		find_cmd(mc, r, &cmd);
+	} else {
+		snprintf(mc->err, sizeof(mc->err),
+			 "mongowire: the ix workloads only");
+		goto out;
+	}
+	BSON_APPEND_UTF8(&cmd, "$db", MW_DB);
+	rc = queue_msg(mc, &cmd);
+	if (rc)
+		snprintf(mc->err, sizeof(mc->err), "out of memory");
+out:
+	bson_destroy(&cmd);
+	return rc;
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static int dial(const struct kb_target *t, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC,
+				 .ai_socktype = SOCK_STREAM},
+			*ai, *a;
+	char port[16];
+	int fd = -1, one = 1, rc;
+
+	snprintf(port, sizeof(port), "%u", t->port);
+	if ((rc = getaddrinfo(t->host, port, &hints, &ai))) {
+		snprintf(err, errlen, "%s: %s", t->host, gai_strerror(rc));
+		return -1;
+	}
+	for (a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s:%u: %s", t->host, t->port,
+			 strerror(errno));
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int check_target(const struct kb_target *t, char *err, size_t errlen)
+{
+	if (t->password || t->tls || t->conninfo || t->host[0] == '/') {
+		snprintf(err, errlen,
+			 "mongowire: TCP without TLS or a password only "
+			 "(-D mongodb has them)");
+		return -1;
+	}
+	return 0;
+}
+
+static void mw_close(void *c)
+{
+	struct mwconn *mc = c;
+
+	if (mc->fd >= 0)
+		close(mc->fd);
+	free(mc->out.p);
+	free(mc->in.p);
+	free(mc);
+}
+
+/* One command, blocking, on a fresh connection: setup's.  0, or -1 with
+ * the server's errmsg. */
+static int run_blocking(struct mwconn *mc, const bson_t *cmd, char *err,
+			size_t errlen);
+
+static void *mw_connect(const struct kb_target *t, char *err, size_t errlen)
+{
+	struct mwconn *mc;
+
+	if (check_target(t, err, errlen))
+		return NULL;
+	if (!(mc = calloc(1, sizeof(*mc)))) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	mc->coll = t->table;
+	mc->next_id = 1;
+	if ((mc->fd = dial(t, err, errlen)) < 0) {
+		mw_close(mc);
+		return NULL;
+	}
+	return mc;
+}
+
+static int mw_fd(void *c)
+{
+	return ((struct mwconn *)c)->fd;
+}
+
+static int mw_flush(void *c)
+{
+	struct mwconn *mc = c;
+	struct mwbuf *b = &mc->out;
+
+	while (b->off < b->len) {
+		ssize_t n = send(mc->fd, b->p + b->off, b->len - b->off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 1;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(mc->err, sizeof(mc->err), "send: %s",
+				 strerror(errno));
+			return -1;
+		}
+		b->off += (size_t)n;
+	}
+	b->off = b->len = 0;
+	return 0;
+}
+
+static int mw_input(void *c)
+{
+	struct mwconn *mc = c;
+
+	for (;;) {
+		ssize_t n;
+
+		if (buf_reserve(&mc->in, 16384))
+			return -1;
+		n = recv(mc->fd, mc->in.p + mc->in.len, mc->in.cap - mc->in.len,
+			 MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(mc->err, sizeof(mc->err), "%s",
+				 n ? strerror(errno) : "connection closed");
+			return -1;
+		}
+		mc->in.len += (size_t)n;
+	}
+}
+
+/* ---- replies ----------------------------------------------------------- */
+
+/* The documents of reply's cursor.firstBatch; -1 when it has none. */
+static int first_batch(const bson_t *reply)
+{
+	bson_iter_t it, sub;
+	int n = 0;
+
+	if (!bson_iter_init_find(&it, reply, "cursor") ||
+	    !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &sub) ||
+	    !bson_iter_find(&sub, "firstBatch") ||
+	    !BSON_ITER_HOLDS_ARRAY(&sub) || !bson_iter_recurse(&sub, &it))
+		return -1;
+	while (bson_iter_next(&it))
+		n++;
+	return n;
+}
+
+/* The first message of "errmsg" in reply or in its writeErrors, or NULL
+ * when the command succeeded. */
+static const char *reply_error(const bson_t *reply)
+{
+	bson_iter_t it, sub, e;
+
+	if (bson_iter_init_find(&it, reply, "ok") && !bson_iter_as_bool(&it))
+		return bson_iter_init_find(&it, reply, "errmsg") &&
+			       BSON_ITER_HOLDS_UTF8(&it)
+			   ? bson_iter_utf8(&it, NULL)
+			   : "command failed";
+	if (bson_iter_init_find(&it, reply, "writeErrors") &&
+	    BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &sub) &&
+	    bson_iter_next(&sub)) {
+		if (BSON_ITER_HOLDS_DOCUMENT(&sub) &&
+		    bson_iter_recurse(&sub, &e) &&
+		    bson_iter_find(&e, "errmsg") && BSON_ITER_HOLDS_UTF8(&e))
+			return bson_iter_utf8(&e, NULL);
+		return "write error";
+	}
+	return NULL;
+}
+
+/* The body of the next complete message in in: 1 (reply set up), 0 not
+ * all there yet, -1 not an OP_MSG of one body section. */
+static int next_msg(struct mwconn *mc, bson_t *reply)
+{
+	struct mwbuf *b = &mc->in;
+	const uint8_t *p;
+	uint32_t n, blen;
+
+	b->off += mc->done;
+	mc->done = 0;
+	if (b->off == b->len)
+		b->off = b->len = 0;
+	if (b->len - b->off < 4)
+		return 0;
+	p = b->p + b->off;
+	n = get_le32(p);
+	if (n < 26 || n > MW_MAX_MSG)
+		return -1;
+	if (b->len - b->off < n)
+		return 0;
+	blen = get_le32(p + 21);
+	if (get_le32(p + 12) != MW_OP_MSG || p[20] != 0 || blen > n - 21 ||
+	    !bson_init_static(reply, p + 21, blen))
+		return -1;
+	mc->done = n;
+	return 1;
+}
+
+static int mw_reply(void *c, enum kb_req_kind kind, int field,
+		    struct kb_reply *out)
+{
+	struct mwconn *mc = c;
+	bson_t reply;
+	const char *e;
+	int rc = next_msg(mc, &reply), items;
+
+	(void)field;
+	if (rc <= 0) {
+		if (rc < 0)
+			snprintf(mc->err, sizeof(mc->err),
+				 "mongowire: a reply that is not OP_MSG");
+		return rc;
+	}
+	memset(out, 0, sizeof(*out));
+	out->status = REPLY_OK;
+	if ((e = reply_error(&reply))) {
+		snprintf(mc->err, sizeof(mc->err), "%s", e);
+		out->status = REPLY_ERROR;
+		out->msg = mc->err;
+	} else if (kind == REQ_IXFIND || kind == REQ_IXRANGE) {
+		if ((items = first_batch(&reply)) < 0) {
+			out->status = REPLY_ERROR;
+			out->msg = "a find reply without cursor.firstBatch";
+		} else {
+			out->items = (unsigned)items;
+			if (kind == REQ_IXFIND && items == 0)
+				out->status = REPLY_NOT_FOUND;
+		}
+	}
+	return 1;
+}
+
+static const char *mw_errmsg(void *c)
+{
+	return ((struct mwconn *)c)->err;
+}
+
+static int run_blocking(struct mwconn *mc, const bson_t *cmd, char *err,
+			size_t errlen)
+{
+	struct kb_reply r;
+	int rc;
+
+	if (queue_msg(mc, cmd)) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	while ((rc = mw_flush(mc)) == 1)
+		usleep(1000);
+	while (rc == 0 && (rc = mw_reply(mc, REQ_IXINSERT, -1, &r)) == 0) {
+		usleep(1000);
+		rc = mw_input(mc);
+	}
+	if (rc < 0 || r.status != REPLY_OK) {
+		snprintf(err, errlen, "%s", mc->err);
+		return -1;
+	}
+	return 0;
+}
+
+/* createIndexes of k_1, r_1 and s_1, as driver_mongo.c's. */
+static int mw_setup(const struct kb_target *t, char *err, size_t errlen)
+{
+	static const char *const fields[] = {"k", "r", "s"};
+	struct mwconn *mc;
+	bson_t cmd = BSON_INITIALIZER, arr, spec, key;
+	char name[8], idx[4];
+	int rc;
+
+	if (!(mc = mw_connect(t, err, errlen)))
+		return -1;
+	if (!t->index || t->no_index) {
+		mw_close(mc);
+		return 0;
+	}
+	BSON_APPEND_UTF8(&cmd, "createIndexes", t->table);
+	BSON_APPEND_ARRAY_BEGIN(&cmd, "indexes", &arr);
+	for (int i = 0; i < 3; i++) {
+		snprintf(idx, sizeof(idx), "%d", i);
+		snprintf(name, sizeof(name), "%s_1", fields[i]);
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, idx, &spec);
+		BSON_APPEND_DOCUMENT_BEGIN(&spec, "key", &key);
+		BSON_APPEND_INT32(&key, fields[i], 1);
+		bson_append_document_end(&spec, &key);
+		BSON_APPEND_UTF8(&spec, "name", name);
+		bson_append_document_end(&arr, &spec);
+	}
+	bson_append_array_end(&cmd, &arr);
+	BSON_APPEND_UTF8(&cmd, "$db", MW_DB);
+	rc = run_blocking(mc, &cmd, err, errlen);
+	bson_destroy(&cmd);
+	mw_close(mc);
+	return rc;
+}
+
+const struct kb_driver driver_mongowire = {
+    .name = "mongowire",
+    .default_port = 27017,
+    .fields = 0,
+    .setup = mw_setup,
+    .connect = mw_connect,
+    .fd = mw_fd,
+    .send = mw_send,
+    .flush = mw_flush,
+    .input = mw_input,
+    .reply = mw_reply,
+    .errmsg = mw_errmsg,
+    .close = mw_close,
+};
