@@ -119,6 +119,12 @@ static int ring_here(void *arg)
 	return kvd_io_jring_here();
 }
 
+static int ring_quiet(void *arg)
+{
+	(void)arg;
+	return kvd_io_jring_quiet();
+}
+
 int kvd_server_start_committers(struct kvd_server *srv)
 {
 	struct kvd_commit_opts o = {
@@ -132,7 +138,8 @@ int kvd_server_start_committers(struct kvd_server *srv)
 		    : srv->cfg->io_thread_flush == KVD_IOF_RING ? KVD_RING_ON
 		    : srv->cfg->io_thread_flush == KVD_IOF_INLINE
 			? KVD_RING_INLINE
-			: KVD_RING_OFF,
+		    : srv->cfg->io_thread_flush == KVD_IOF_AUTO ? KVD_RING_AUTO
+								: KVD_RING_OFF,
 	    .hooks = {.arg = srv,
 		      .complete = complete,
 		      .committed = committed,
@@ -144,7 +151,8 @@ int kvd_server_start_committers(struct kvd_server *srv)
 		      .forget = forget,
 		      .ring_flush = ring_flush,
 		      .ring_wait = ring_wait,
-		      .ring_here = ring_here},
+		      .ring_here = ring_here,
+		      .ring_quiet = ring_quiet},
 	};
 
 	return kvd_committers_start(&srv->com, &o);

@@ -327,6 +327,7 @@ void kvd_committer_flush(struct kvd_commit *com)
 			continue;
 		}
 		kvd_cm_ring_untake(s); /* try_ring takes the queue with these */
+		kvd_cm_ring_left(turn_n - i - 1);
 		turn_head[s] = turn_tail[s] = NULL;
 		if (!try_inline(c, head))
 			push(c, head, tail);

@@ -119,5 +119,9 @@ int kvd_cm_ring_mine(const struct kvd_committer *c);
  * (take_queues). */
 void kvd_cm_ring_untake(unsigned s);
 void kvd_cm_ring_take_queues(struct kvd_commit *com);
+/* The calling thread has n more shards' writes to commit in this loop
+ * turn after the one it commits next (io-thread-flush auto flushes only
+ * the last in place). */
+void kvd_cm_ring_left(unsigned n);
 
 #endif

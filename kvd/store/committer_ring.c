@@ -22,6 +22,19 @@
 /* Its address names the calling thread (kvd_committer.ring_owner). */
 static __thread char self_tok;
 
+/* io-thread-flush auto: a batch of at most this many writes is flushed
+ * with the io thread's own fdatasync when nothing else waits for that
+ * thread; a larger one goes through its ring.  One request in flight per
+ * connection makes batches of a few writes (5-9 at 50 connections on two
+ * io threads), a pipeline of 16 makes them of 80-135 (bench/RESULTS.md,
+ * Write CPU after issue 36): a small batch's flush is cheaper blocking,
+ * a large one's is better overlapped with reading the next batch. */
+#define AUTO_INLINE_MAX 16
+
+/* Commits this thread still has to start in its loop turn after the
+ * current one (kvd_cm_ring_left). */
+static __thread unsigned turn_left;
+
 /* Shards whose queue this thread is to take (sync mode): its ring batch
  * there ended with others' writes queued, which waited for it
  * (ring_done); its next kvd_committer_flush commits them. */
@@ -149,6 +162,26 @@ static int ring_fits(const struct kvd_wreq *w, uint64_t *n)
 	return 1;
 }
 
+/* Flush a ring batch of n writes with this thread's own fdatasync rather
+ * than through its ring?  That blocks the thread, but spares the switches
+ * to and from the kernel's worker that runs a ring's flush, and the
+ * wake-up of this thread by its completion (docs/architecture.md section
+ * 12).  inline: always.  auto: when the batch is small, it is the last
+ * this thread commits in its turn (others' flushes go first, through the
+ * ring, and so run beside this one), and the thread has nothing else
+ * ready (ring_quiet: no completion of its sockets waiting): then it would
+ * only sleep in its ring until the flush completed. */
+static int in_place(const struct kvd_committer *c, uint64_t n)
+{
+	const struct kvd_commit *com = c->com;
+	const struct kvd_commit_hooks *h = &com->o.hooks;
+
+	if (com->o.ring == KVD_RING_INLINE)
+		return 1;
+	return com->o.ring == KVD_RING_AUTO && n <= AUTO_INLINE_MAX &&
+	       !turn_left && h->ring_quiet && h->ring_quiet(h->arg);
+}
+
 /* Sync mode, on an io thread holding run_mu and the shared txn_lock: apply
  * list first as one batch, append it to the journal and start its flush
  * in this thread's ring; ring_done answers it.  What cannot go so (a
@@ -199,17 +232,16 @@ static void ring_batch(struct kvd_committer *c, struct kvd_wreq *first)
 		ring_done(c, 0);
 		return;
 	}
-	/* inline: the io thread's own fdatasync, which blocks it but spares
-	 * the switches to and from the kernel's worker that runs a ring's
-	 * flush (docs/architecture.md section 12) */
-	ring = com->o.ring == KVD_RING_INLINE
+	ring = in_place(c, n)
 		   ? NULL
 		   : com->o.hooks.ring_flush(com->o.hooks.arg, fd, fault, c);
 	if (ring) {
 		c->ring = ring;
+		kvd_count(&c->st.ring_flushes, 1);
 		return;
 	}
-	/* io-thread-flush inline, or no room in the ring: flush in place
+	/* io-thread-flush inline or auto's choice, or no room in the ring:
+	 * flush in place
 	 * (the system call itself: a test shim saw this flush through its
 	 * hooks). */
 	ring_done(c, fault ? fault : syscall(SYS_fdatasync, fd) ? -errno : 0);
@@ -270,8 +302,16 @@ void kvd_cm_ring_untake(unsigned s)
 
 void kvd_cm_ring_take_queues(struct kvd_commit *com)
 {
-	for (unsigned i = 0; i < take_n; i++)
+	for (unsigned i = 0; i < take_n; i++) {
+		turn_left = take_n - i - 1;
 		if (take_mark[take_shards[i]])
 			take_queue(com, take_shards[i]);
+	}
 	take_n = 0;
+	turn_left = 0;
+}
+
+void kvd_cm_ring_left(unsigned n)
+{
+	turn_left = n;
 }
