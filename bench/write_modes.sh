@@ -82,7 +82,7 @@ one() { # mode
 		printf "%s %.0f %.2f %.2f %.1f %.2f %.2f\n", m, r,
 		    (a - b) / t * 1e6 / n, (s1 - s0) / n, n / (c1 - c0),
 		    (i1 - i0) / (c1 - c0),
-		    i1 > i0 ? (r1 - r0) / (i1 - i0) : 0 }'
+		    (i1 > i0 ? (r1 - r0) / (i1 - i0) : 0) }'
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
