@@ -91,9 +91,9 @@ static const struct opt options[] = {
      "committer is idle and flushes the journal itself: ring: through its "
      "io_uring ring, serving other connections meanwhile and answering "
      "from the completion; inline: with fdatasync, blocking; auto: inline "
-     "for a batch of at most 16 writes when the thread has nothing else "
-     "ready, else through the ring; no: every write goes through the "
-     "shard's committer (bench/RESULTS.md, Write CPU)"},
+     "for a batch of at most 16 writes (the last of its loop turn), else "
+     "through the ring; no: every write goes through the shard's "
+     "committer (bench/RESULTS.md, Write CPU)"},
     {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
      NULL, "async mode: how often each shard's journal is flushed to disk"},
     {"memtable-size", OPT_SIZE, F(memtable_size), 64ull << 10, 1ull << 36,

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* io-thread-flush: no (the committers), ring, inline (fdatasync), auto
- * (inline for a small batch on an idle thread, else ring) */
+ * (inline for a small batch, else ring) */
 enum kvd_io_flush { KVD_IOF_NO, KVD_IOF_RING, KVD_IOF_INLINE, KVD_IOF_AUTO };
 
 enum kvd_durability {

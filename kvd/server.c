@@ -119,12 +119,6 @@ static int ring_here(void *arg)
 	return kvd_io_jring_here();
 }
 
-static int ring_quiet(void *arg)
-{
-	(void)arg;
-	return kvd_io_jring_quiet();
-}
-
 int kvd_server_start_committers(struct kvd_server *srv)
 {
 	struct kvd_commit_opts o = {
@@ -151,8 +145,7 @@ int kvd_server_start_committers(struct kvd_server *srv)
 		      .forget = forget,
 		      .ring_flush = ring_flush,
 		      .ring_wait = ring_wait,
-		      .ring_here = ring_here,
-		      .ring_quiet = ring_quiet},
+		      .ring_here = ring_here},
 	};
 
 	return kvd_committers_start(&srv->com, &o);

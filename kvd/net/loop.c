@@ -734,16 +734,6 @@ static void time_turn(struct kvd_io *io)
 	}
 }
 
-int kvd_io_quiet(struct kvd_io *io)
-{
-	struct io_uring *r = &io->ring->ring;
-
-	return !io_uring_cq_ready(r) &&
-	       !(IO_URING_READ_ONCE(*r->sq.kflags) & IORING_SQ_TASKRUN) &&
-	       !atomic_load_explicit(&io->done, memory_order_relaxed) &&
-	       !io->local_done;
-}
-
 static void *io_main(void *arg)
 {
 	struct kvd_io *io = arg;
@@ -814,12 +804,9 @@ static void *io_main(void *arg)
 
 static int ring_init(struct kvd_io *io, char *err, size_t errlen)
 {
-	/* TASKRUN_FLAG: the kernel flags completions it holds back for this
-	 * thread, which kvd_io_quiet reads */
-	static const unsigned tries[] = {
-	    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
-		IORING_SETUP_TASKRUN_FLAG,
-	    IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, 0};
+	static const unsigned tries[] = {IORING_SETUP_SINGLE_ISSUER |
+					     IORING_SETUP_DEFER_TASKRUN,
+					 IORING_SETUP_COOP_TASKRUN, 0};
 	struct kvd_ring *r = io->ring;
 	struct io_uring_buf_reg reg = {0};
 	int rc = -EINVAL;

@@ -116,12 +116,6 @@ void *kvd_io_jring_flush(int fd, int fault, void *cookie);
 void kvd_io_jring_wait(void *jring);
 void kvd_io_jring_reap(struct kvd_io *io);
 int kvd_io_jring_here(void);
-/* The calling thread is an io thread with such a ring and nothing else
- * ready: no completion of its main ring waiting, posted or held back by
- * the kernel (IORING_SQ_TASKRUN), and no finished request handed back
- * (loop_flush.c, from kvd_io_quiet: loop.c, io's thread). */
-int kvd_io_jring_quiet(void);
-int kvd_io_quiet(struct kvd_io *io);
 /* io's thread answers a list of completed requests (io.c). */
 void kvd_io_completed(struct kvd_io *io, struct kvd_wreq *w);
 

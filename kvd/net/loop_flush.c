@@ -81,13 +81,6 @@ int kvd_io_jring_here(void)
 	return io && io->jring;
 }
 
-int kvd_io_jring_quiet(void)
-{
-	struct kvd_io *io = kvd_io_self();
-
-	return io && io->jring && kvd_io_quiet(io);
-}
-
 /* Submit what is queued.  A submission the kernel refused for the moment
  * stays queued, and counts as in flight: the next flush or wait submits it
  * (never twice: the queue's head moves only when the kernel takes it). */

@@ -23,12 +23,12 @@
 static __thread char self_tok;
 
 /* io-thread-flush auto: a batch of at most this many writes is flushed
- * with the io thread's own fdatasync when nothing else waits for that
- * thread; a larger one goes through its ring.  One request in flight per
- * connection makes batches of a few writes (5-9 at 50 connections on two
- * io threads), a pipeline of 16 makes them of 80-135 (bench/RESULTS.md,
- * Write CPU after issue 36): a small batch's flush is cheaper blocking,
- * a large one's is better overlapped with reading the next batch. */
+ * with the io thread's own fdatasync; a larger one goes through its ring.
+ * One request in flight per connection makes batches of a few writes (6-11
+ * at 50 connections on two io threads), a pipeline of 16 makes them of
+ * 80-180 (bench/RESULTS.md, Write CPU after issue 36): a small batch's
+ * flush is cheaper blocking, a large one's is better overlapped with
+ * reading the next batch. */
 #define AUTO_INLINE_MAX 16
 
 /* Commits this thread still has to start in its loop turn after the
@@ -166,20 +166,20 @@ static int ring_fits(const struct kvd_wreq *w, uint64_t *n)
  * than through its ring?  That blocks the thread, but spares the switches
  * to and from the kernel's worker that runs a ring's flush, and the
  * wake-up of this thread by its completion (docs/architecture.md section
- * 12).  inline: always.  auto: when the batch is small, it is the last
- * this thread commits in its turn (others' flushes go first, through the
- * ring, and so run beside this one), and the thread has nothing else
- * ready (ring_quiet: no completion of its sockets waiting): then it would
- * only sleep in its ring until the flush completed. */
+ * 12).  inline: always.  auto: when the batch is small and the last this
+ * thread commits in its turn (others' flushes go first, through the ring,
+ * and so run beside this one).  A further condition, that the thread have
+ * no socket completion waiting (IORING_SQ_TASKRUN), sent three quarters
+ * of the batches of one-request-at-a-time clients to the ring and
+ * measured no better than ring itself: it is not taken. */
 static int in_place(const struct kvd_committer *c, uint64_t n)
 {
 	const struct kvd_commit *com = c->com;
-	const struct kvd_commit_hooks *h = &com->o.hooks;
 
 	if (com->o.ring == KVD_RING_INLINE)
 		return 1;
 	return com->o.ring == KVD_RING_AUTO && n <= AUTO_INLINE_MAX &&
-	       !turn_left && h->ring_quiet && h->ring_quiet(h->arg);
+	       !turn_left;
 }
 
 /* Sync mode, on an io thread holding run_mu and the shared txn_lock: apply

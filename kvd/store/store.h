@@ -654,13 +654,10 @@ struct kvd_commit_hooks {
 	 * (this thread has nothing else to do, or no room in its ring).  ring_wait (any thread): wait a little for a
 	 * flush started in ring, and report those completed.  ring_here: 1
 	 * when the calling thread has a ring (else its writes go to the
-	 * committers).  ring_quiet (KVD_RING_AUTO; NULL: never): 1 when the
-	 * calling io thread has nothing else ready, so that a flush in place
-	 * keeps nobody waiting but the batch's own writers. */
+	 * committers). */
 	void *(*ring_flush)(void *arg, int fd, int fault, void *cookie);
 	void (*ring_wait)(void *arg, void *ring);
 	int (*ring_here)(void *arg);
-	int (*ring_quiet)(void *arg);
 };
 
 struct kvd_commit_opts {
@@ -678,8 +675,8 @@ struct kvd_commit_opts {
 	/* Sync mode: an io thread commits its own writes when the shard's
 	 * committer is idle, flushing through its ring (hooks.ring_flush),
 	 * or with INLINE, with its own fdatasync (blocking), or with AUTO,
-	 * with its own for a small batch when it has nothing else ready
-	 * (hooks.ring_quiet), through the ring otherwise */
+	 * with its own for a small batch, the last of its loop turn, through
+	 * the ring otherwise */
 	enum { KVD_RING_OFF, KVD_RING_ON, KVD_RING_INLINE, KVD_RING_AUTO } ring;
 	struct kvd_commit_hooks hooks;
 };
