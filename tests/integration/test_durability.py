@@ -194,8 +194,10 @@ class Durability(unittest.TestCase):
     def test_sync_auto_large_batches_through_ring(self):
         """io-thread-flush auto: batches of more than 16 writes (pipelines
         of 200 from four connections) have their flush go through the io
-        thread's ring; every acknowledged write survives kill -9."""
-        with Server(threads=2, durability="sync",
+        thread's ring; every acknowledged write survives kill -9.  One
+        shard, so that no batch goes to the ring for being one of two in
+        its loop turn: only its size sends it there."""
+        with Server(threads=1, durability="sync",
                     args=["--io-thread-flush", "auto"]) as srv:
             acked = []
             threads = [threading.Thread(target=writer,
@@ -225,6 +227,38 @@ class Durability(unittest.TestCase):
             st = c.call(STATS)[1]
             self.assertGreater(st[b"commits"], 0)
             self.assertEqual(st[b"inline_commits"], 0)
+
+    def test_sync_auto_two_shards_in_one_turn(self):
+        """io-thread-flush auto, one io thread over two shards (a data
+        directory made with --threads 2, opened with --threads 1), one
+        connection sending one write to each shard at a time: every loop
+        turn has a batch of one for each shard.  The first goes through
+        the ring, the last is flushed in place beside it, so about half
+        of the io thread's flushes go each way; every write survives
+        kill -9."""
+        with Server(threads=2, durability="sync",
+                    args=["--io-thread-flush", "auto"]) as srv:
+            keys = shard_keys(srv.client(), 150, prefix=b"t")
+            srv.stop()
+            srv.threads = 1
+            srv.start()
+            c = srv.client()
+            st0 = c.call(STATS)[1]
+            acked = []
+            for k0, k1 in zip(keys[0], keys[1]):
+                for k, r in zip((k0, k1), c.pipeline([(PUT, k0, value_of(k0)),
+                                                      (PUT, k1, value_of(k1))])):
+                    if r == [OK]:
+                        acked.append(k)
+            self.assertEqual(len(acked), 300)
+            st = c.call(STATS)[1]
+            ring = st[b"ring_flushes"] - st0[b"ring_flushes"]
+            inl = st[b"inline_commits"] - st0[b"inline_commits"]
+            self.assertGreater(ring, 0)
+            self.assertLess(ring, inl)
+            srv.kill9()
+            srv.start()
+            audit(self, srv.port, acked)
 
     def kill9_rounds(self, durability, rounds):
         """relutil's crash rounds (both ports, the full write mix, the
