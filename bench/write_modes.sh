@@ -1,17 +1,20 @@
 #!/bin/bash
 # write_modes.sh - kvd sync against itself, one io-thread-flush mode after
-# another (no, ring, inline), alternated REPEAT times: for each run, a new
+# another (no, ring, inline, auto), alternated REPEAT times: for each run, a new
 # kvd on a new data directory, 30,000 SETs to warm it, then N SETs with
 # redis-benchmark on its RESP port, and around them the server's
 # utime+stime (/proc/PID/stat), its threads' voluntary context switches
-# (/proc/PID/task/*/status) and its STATS commits and inline_commits.
+# (/proc/PID/task/*/status) and its STATS commits, inline_commits and
+# ring_flushes.
 #
 #   bench/write_modes.sh [KVD_BINARY [PIPELINE]]
-#   N=200000 REPEAT=3 MODES="no ring inline" bench/write_modes.sh build/kvd/kvd 1
+#   N=200000 REPEAT=3 MODES="no ring inline auto" bench/write_modes.sh build/kvd/kvd 1
 #
 # Prints one line per run: mode, req/s, CPU us per request, voluntary
-# context switches per request, writes per commit, and the share of
-# commits an io thread made itself; then the medians per mode.
+# context switches per request, writes per commit, the share of commits
+# an io thread made itself, and the share of those whose flush went
+# through its ring (the rest: its own fdatasync); then the medians per
+# mode.
 # bench/RESULTS.md ("Write CPU") quotes it.  Loopback only, bounded by N.
 set -eu
 
@@ -19,7 +22,7 @@ KVD=${1:-build/kvd/kvd}
 P=${2:-1}
 N=${N:-200000}
 REPEAT=${REPEAT:-3}
-MODES=${MODES:-no ring inline}
+MODES=${MODES:-no ring inline auto}
 TICK=$(getconf CLK_TCK)
 KVCLI=${KVCLI:-$(dirname "$KVD")/../kvcli/kvcli}
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/write_modes.XXXXXX")
@@ -43,7 +46,7 @@ switches() {
 stat_of() { "$KVCLI" -p "$1" stats | awk -v k="$2" '$1 == k { print $2 }'; }
 
 one() { # mode
-	local port resp before after cs0 cs1 c0 c1 i0 i1 out rps
+	local port resp before after cs0 cs1 c0 c1 i0 i1 r0 r1 out rps
 	port=$(free_port)
 	resp=$(free_port)
 	rm -rf "$DIR/data"
@@ -61,28 +64,31 @@ one() { # mode
 	cs0=$(switches "$KP")
 	c0=$(stat_of "$port" commits)
 	i0=$(stat_of "$port" inline_commits)
+	r0=$(stat_of "$port" ring_flushes)
 	out=$(redis-benchmark -h 127.0.0.1 -p "$resp" -t set -n "$N" \
 		-r 1000000 -d 100 -c 50 -P "$P" --csv | tail -1)
 	after=$(cpu "$KP")
 	cs1=$(switches "$KP")
 	c1=$(stat_of "$port" commits)
 	i1=$(stat_of "$port" inline_commits)
+	r1=$(stat_of "$port" ring_flushes)
 	kill "$KP"
 	wait "$KP" || true
 	KP=
 	rps=$(echo "$out" | cut -d, -f2 | tr -d '"')
 	awk -v m="$1" -v r="$rps" -v b="$before" -v a="$after" -v t="$TICK" \
 		-v n="$N" -v s0="$cs0" -v s1="$cs1" -v c0="$c0" -v c1="$c1" \
-		-v i0="$i0" -v i1="$i1" 'BEGIN {
-		printf "%s %.0f %.2f %.2f %.1f %.2f\n", m, r,
+		-v i0="$i0" -v i1="$i1" -v r0="$r0" -v r1="$r1" 'BEGIN {
+		printf "%s %.0f %.2f %.2f %.1f %.2f %.2f\n", m, r,
 		    (a - b) / t * 1e6 / n, (s1 - s0) / n, n / (c1 - c0),
-		    (i1 - i0) / (c1 - c0) }'
+		    (i1 - i0) / (c1 - c0),
+		    (i1 > i0 ? (r1 - r0) / (i1 - i0) : 0) }'
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# $KVD, SET -P $P -c 50, N=$N, REPEAT=$REPEAT, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# mode req/s cpu_us_per_req switches_per_req writes_per_commit inline_share"
+echo "# mode req/s cpu_us_per_req switches_per_req writes_per_commit inline_share ring_share"
 RES=$DIR/results
 : >"$RES"
 for r in $(seq 1 "$REPEAT"); do

@@ -43,7 +43,8 @@ static const char *const level_names[] = {"error", "warn", "info", "debug",
 					  NULL};
 static const char *const bool_names[] = {"no", "yes", NULL};
 static const char *const tls_auth_names[] = {"no", "yes", "optional", NULL};
-static const char *const io_flush_names[] = {"no", "ring", "inline", NULL};
+static const char *const io_flush_names[] = {"no", "ring", "inline", "auto",
+					     NULL};
 
 #define F(field)                                                               \
 	offsetof(struct kvd_config, field),                                    \
@@ -89,9 +90,10 @@ static const struct opt options[] = {
      "sync mode: an io thread commits its own writes when the shard's "
      "committer is idle and flushes the journal itself: ring: through its "
      "io_uring ring, serving other connections meanwhile and answering "
-     "from the completion; inline: with fdatasync, blocking; no: every "
-     "write goes through the shard's committer (bench/RESULTS.md, Write "
-     "CPU)"},
+     "from the completion; inline: with fdatasync, blocking; auto: inline "
+     "for a batch of at most 16 writes (the last of its loop turn), else "
+     "through the ring; no: every write goes through the shard's "
+     "committer (bench/RESULTS.md, Write CPU)"},
     {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
      NULL, "async mode: how often each shard's journal is flushed to disk"},
     {"memtable-size", OPT_SIZE, F(memtable_size), 64ull << 10, 1ull << 36,

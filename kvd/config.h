@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <stdint.h>
 
-/* io-thread-flush: no (the committers), ring, inline (fdatasync) */
-enum kvd_io_flush { KVD_IOF_NO, KVD_IOF_RING, KVD_IOF_INLINE };
+/* io-thread-flush: no (the committers), ring, inline (fdatasync), auto
+ * (inline for a small batch, else ring) */
+enum kvd_io_flush { KVD_IOF_NO, KVD_IOF_RING, KVD_IOF_INLINE, KVD_IOF_AUTO };
 
 enum kvd_durability {
 	KVD_DUR_SYNC, /* reply after data and meta page are on disk */

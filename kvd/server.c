@@ -132,7 +132,8 @@ int kvd_server_start_committers(struct kvd_server *srv)
 		    : srv->cfg->io_thread_flush == KVD_IOF_RING ? KVD_RING_ON
 		    : srv->cfg->io_thread_flush == KVD_IOF_INLINE
 			? KVD_RING_INLINE
-			: KVD_RING_OFF,
+		    : srv->cfg->io_thread_flush == KVD_IOF_AUTO ? KVD_RING_AUTO
+								: KVD_RING_OFF,
 	    .hooks = {.arg = srv,
 		      .complete = complete,
 		      .committed = committed,

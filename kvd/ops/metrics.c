@@ -170,6 +170,10 @@ static void commits(struct kvd_server *srv, struct kv_buf *b)
 	    {"kvd_inline_commits_total",
 	     "Batches an io thread committed itself, without the committer.",
 	     offsetof(struct kvd_commit_stats, inline_batches)},
+	    {"kvd_ring_flushes_total",
+	     "Of those (sync mode), the batches whose journal flush went "
+	     "through the io thread's ring rather than its own fdatasync.",
+	     offsetof(struct kvd_commit_stats, ring_flushes)},
 	    {"kvd_commit_failures_total", "Batches whose commit failed.",
 	     offsetof(struct kvd_commit_stats, failures)},
 	    {"kvd_expired_keys_total", "Expired keys reclaimed.",

@@ -61,6 +61,7 @@ void kvd_stats_sum(struct kvd_server *srv, struct kvd_totals *t)
 		t->failures += kvd_read(&c->failures);
 		t->reaped += kvd_read(&c->reaped);
 		t->inline_commits += kvd_read(&c->inline_batches);
+		t->ring_flushes += kvd_read(&c->ring_flushes);
 		if (mb > t->max_batch)
 			t->max_batch = mb;
 	}
@@ -151,7 +152,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	struct kvd_totals t;
 
 	kvd_stats_sum(srv, &t);
-	kv_mp_map(b, 27);
+	kv_mp_map(b, 28);
 	kv_mp_cstr(b, "server"); /* first: kvcli stats prints it first */
 	kv_mp_cstr(b, "kvd " KVD_VERSION);
 	kv_u(b, "uptime_ms", io->now_ms - srv->start_ms);
@@ -173,6 +174,7 @@ void kvd_stats_encode(struct kvd_io *io, struct kv_buf *b)
 	kv_mp_cstr(b, "commit_seconds");
 	kv_mp_double(b, (double)t.commit_ns / 1e9);
 	kv_u(b, "inline_commits", t.inline_commits);
+	kv_u(b, "ring_flushes", t.ring_flushes);
 	kv_u(b, "commit_failures", t.failures);
 	kv_u(b, "expired_reaped", t.reaped);
 	kv_u(b, "write_backpressure", t.write_pauses);

@@ -21,7 +21,7 @@ struct kvd_totals {
 	uint64_t calls[KV_OP_MAX], errors[KV_OP_MAX];
 	uint64_t bytes_in, bytes_out, accepted, refused, conns;
 	uint64_t commits, writes, max_batch, commit_ns, failures, reaped;
-	uint64_t inline_commits;
+	uint64_t inline_commits, ring_flushes;
 	uint64_t resp_calls, resp_errors;
 	uint64_t write_pauses, preauth_closed;
 	/* TLS handshakes in flight (all io threads), the most one io thread

@@ -24,7 +24,7 @@
  * mode such an io thread starts the batch's flush in its own ring and
  * goes on serving; until the flush ends the batch is the shard's writer
  * (ring_busy), and whoever needs the shard next waits for that flush
- * itself (settle) rather than for the io thread.
+ * itself (settle) rather than for the io thread: committer_ring.c.
  *
  * What is not the store's goes through the hooks given at start
  * (kvd_commit_hooks): handing a request back, replication, keyspace
@@ -45,73 +45,14 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "committer_int.h"
 #include "kv_status.h"
 #include "store_log.h"
-
-/* One batch carries at most this much (one request larger than that goes
- * alone), so that a flood of writes cannot delay the first writer's reply
- * without bound.  4 MiB already makes one journal write and flush cheap per
- * byte; the batch is copied once more into the journal's write buffer, so
- * more would only cost memory. */
-#define BATCH_MAX_OPS 4096
-#define BATCH_MAX_BYTES (4u << 20)
 #define REAP_PER_TXN 1000
 /* An io thread commits its own writes to a shard (async mode) only when
  * its turn has at most this many for it (try_inline). */
 #define INLINE_MAX 16
 #define READER_CHECK_MS 10000
-
-/* One shard's writer. */
-struct kvd_committer {
-	_Atomic(struct kvd_wreq *) queue; /* Treiber stack, newest first */
-	int efd;			  /* wakes the committer */
-	atomic_int sleeping; /* in wait_for_work: a pusher must wake it */
-	pthread_t thread;
-	/* Held by whoever writes the shard: the committer while it works, or
-	 * an io thread committing its own writes (async mode). */
-	pthread_mutex_t run_mu;
-	unsigned shard;
-	struct kvd_commit *com;
-	atomic_int stop;
-	/* A journal write or flush, or a checkpoint, failed: refuse writes,
-	 * and never flush again, until restart.  Set by the committer (which
-	 * also copies the checkpointer's verdict); read by STATS. */
-	atomic_int failed;
-	uint64_t last_reap_ms; /* due reaper-interval-ms after it, read live */
-	/* async mode: the last flush; the next is due flush-interval-ms
-	 * after it, read live (a SIGHUP may change it meanwhile) */
-	uint64_t last_flush_ms;
-	uint64_t next_check_ms;
-	/* BGSAVE: checkpoints asked for (save_req) and done (save_done), as
-	 * generations, so that one asked for while another runs is not lost;
-	 * saved_ms: when this shard last finished one of them (SAVE's too),
-	 * or the start; save_failed: the last of them failed. */
-	_Atomic uint64_t save_req, save_done, saved_ms;
-	atomic_int save_failed;
-	struct kvd_commit_stats st; /* written by the shard's writer only */
-	/* Sync mode: a batch an io thread committed itself whose journal
-	 * flush is in flight in that thread's ring (ring_batch).  Until it
-	 * ends (ring_done) that batch is the shard's writer: set under
-	 * run_mu and the shared txn_lock, cleared by whoever reports the
-	 * flush; whoever takes the writer role next settles it first. */
-	atomic_int ring_busy;
-	_Atomic(const void *) ring_owner; /* the io thread (its self_tok) */
-	void *ring;			  /* its ring, for ring_wait */
-	struct kvd_wreq *ring_first;	  /* the batch's requests */
-	uint64_t ring_n, ring_t0;
-	int ring_full;
-	struct kvd_wtxn *ring_t;
-	/* Oldest first, before the queue: requests an io thread took from
-	 * the queue and could not commit itself (ring_batch) */
-	_Atomic(struct kvd_wreq *) handoff;
-};
-
-/* Every shard's committer. */
-struct kvd_commit {
-	struct kvd_commit_opts o;
-	unsigned n;
-	struct kvd_committer *c;
-};
 
 /* ---- the hooks ---- */
 
@@ -120,14 +61,14 @@ static void complete(struct kvd_commit *com, struct kvd_wreq *w)
 	com->o.hooks.complete(com->o.hooks.arg, w);
 }
 
-static int follower(const struct kvd_commit *com)
+int kvd_cm_follower(const struct kvd_commit *com)
 {
 	return com->o.hooks.follower && com->o.hooks.follower(com->o.hooks.arg);
 }
 
 /* A committed batch's requests go back, through the committed hook, or
  * one by one. */
-static void committed(struct kvd_commit *com, unsigned shard,
+void kvd_cm_committed(struct kvd_commit *com, unsigned shard,
 		      struct kvd_wreq *list)
 {
 	if (com->o.hooks.committed) {
@@ -142,7 +83,7 @@ static void committed(struct kvd_commit *com, unsigned shard,
 	}
 }
 
-static void ev_applied(struct kvd_commit *com, unsigned shard,
+void kvd_cm_ev_applied(struct kvd_commit *com, unsigned shard,
 		       const struct kvd_wop *op)
 {
 	if (com->o.hooks.applied)
@@ -156,13 +97,13 @@ static void ev_reaped(struct kvd_commit *com, unsigned shard,
 		com->o.hooks.reaped(com->o.hooks.arg, shard, t, from);
 }
 
-static void ev_publish(struct kvd_commit *com, const uint8_t *failed)
+void kvd_cm_ev_publish(struct kvd_commit *com, const uint8_t *failed)
 {
 	if (com->o.hooks.publish)
 		com->o.hooks.publish(com->o.hooks.arg, failed);
 }
 
-static void ev_drop(struct kvd_commit *com)
+void kvd_cm_ev_drop(struct kvd_commit *com)
 {
 	if (com->o.hooks.drop)
 		com->o.hooks.drop(com->o.hooks.arg);
@@ -190,6 +131,11 @@ static atomic_int pause_req;
 static unsigned paused;
 static int pause_rc; /* under pause_mu: a checkpoint that failed */
 
+int kvd_cm_pausing(void)
+{
+	return atomic_load(&pause_req);
+}
+
 /* Transactions (EXEC, WATCH): committers hold this shared around each
  * round of batches and housekeeping; an io thread holding it exclusively
  * knows no batch is under way on any shard, and may then apply and commit
@@ -205,8 +151,6 @@ static pthread_once_t txn_once = PTHREAD_ONCE_INIT;
  * being queued (kvd_committer_submit). */
 static __thread struct kvd_wreq **cap_tail;
 static __thread struct kvd_excl *excl_cur; /* this thread's section */
-/* Its address names the calling thread (kvd_committer.ring_owner). */
-static __thread char self_tok;
 
 /* For top -H and ps -L; a name that does not fit is simply not set. */
 static void name_thread(pthread_t t, const char *what, unsigned i)
@@ -218,7 +162,7 @@ static void name_thread(pthread_t t, const char *what, unsigned i)
 	pthread_setname_np(t, name);
 }
 
-static void wake(struct kvd_committer *c)
+void kvd_cm_wake(struct kvd_committer *c)
 {
 	uint64_t one = 1;
 
@@ -259,7 +203,7 @@ void kvd_committer_submit(struct kvd_commit *com, struct kvd_wreq *w)
 
 /* A list in the other order: the queue is newest first, a batch oldest
  * first. */
-static struct kvd_wreq *reverse(struct kvd_wreq *w)
+struct kvd_wreq *kvd_cm_reverse(struct kvd_wreq *w)
 {
 	struct kvd_wreq *r = NULL;
 
@@ -292,16 +236,15 @@ static void push(struct kvd_committer *c, struct kvd_wreq *head,
 	 * against ring_done's) and has it taken; the committer would only
 	 * wait for that flush. */
 	if (atomic_load(&c->sleeping) && !atomic_load(&c->ring_busy))
-		wake(c);
+		kvd_cm_wake(c);
 }
 
 static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 				  int nowait);
-static int try_ring(struct kvd_committer *c, struct kvd_wreq *head);
 
 /* The writer role for an io thread (try_inline, try_ring): the shard's
  * run_mu, then txn_lock shared, both without waiting; 1 when taken. */
-static int role_try(struct kvd_committer *c)
+int kvd_cm_role_try(struct kvd_committer *c)
 {
 	if (pthread_mutex_trylock(&c->run_mu))
 		return 0;
@@ -312,7 +255,7 @@ static int role_try(struct kvd_committer *c)
 	return 1;
 }
 
-static void role_drop(struct kvd_committer *c)
+void kvd_cm_role_drop(struct kvd_committer *c)
 {
 	pthread_rwlock_unlock(&txn_lock);
 	pthread_mutex_unlock(&c->run_mu);
@@ -334,10 +277,10 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	unsigned n = 0;
 
 	if (!c->com->o.async)
-		return try_ring(c, head);
+		return kvd_cm_try_ring(c, head);
 	/* Only a committer asleep is idle: one awake would block on run_mu
 	 * behind this thread instead of taking its next batch. */
-	if (follower(c->com) ||
+	if (kvd_cm_follower(c->com) ||
 	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->queue, memory_order_relaxed) ||
 	    atomic_load(&pause_req) || atomic_load(&c->failed))
@@ -353,37 +296,17 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	}
 	if (n > INLINE_MAX)
 		return 0;
-	if (!role_try(c))
+	if (!kvd_cm_role_try(c))
 		return 0;
 	/* Under the lock: what is queued now came before us. */
 	if (atomic_load(&c->queue) || atomic_load(&pause_req)) {
-		role_drop(c);
+		kvd_cm_role_drop(c);
 		return 0;
 	}
-	for (fifo = reverse(head); fifo;)
+	for (fifo = kvd_cm_reverse(head); fifo;)
 		fifo = run_batch(c, fifo, 1);
-	role_drop(c);
+	kvd_cm_role_drop(c);
 	return 1;
-}
-
-/* Shards whose queue this thread is to take (sync mode): its ring batch
- * there ended with others' writes queued, which waited for it
- * (ring_done); its next kvd_committer_flush commits them. */
-static __thread uint8_t take_mark[KVD_MAX_SHARDS];
-static __thread uint16_t take_shards[KVD_MAX_SHARDS];
-static __thread unsigned take_n;
-
-/* Shard s's queue: taken by this thread's next ring batch there, or, when
- * it cannot, handed to the committer, woken for it (nobody woke it: the
- * pushers saw a flush in flight, push). */
-static void take_queue(struct kvd_commit *com, unsigned s)
-{
-	struct kvd_committer *c = &com->c[s];
-
-	take_mark[s] = 0;
-	if (atomic_load(&c->queue) && !try_ring(c, NULL) &&
-	    atomic_load(&c->sleeping))
-		wake(c);
 }
 
 void kvd_committer_flush(struct kvd_commit *com)
@@ -399,26 +322,23 @@ void kvd_committer_flush(struct kvd_commit *com)
 		 * completion wakes this thread, whose next turn commits
 		 * these as the next batch (a committer would first wait for
 		 * that flush anyway). */
-		if (atomic_load(&c->ring_busy) &&
-		    atomic_load(&c->ring_owner) == &self_tok) {
+		if (kvd_cm_ring_mine(c)) {
 			turn_shards[kept++] = (uint16_t)s;
 			continue;
 		}
-		take_mark[s] = 0; /* try_ring takes the queue with these */
+		kvd_cm_ring_untake(s); /* try_ring takes the queue with these */
+		kvd_cm_ring_left(turn_n - i - 1);
 		turn_head[s] = turn_tail[s] = NULL;
 		if (!try_inline(c, head))
 			push(c, head, tail);
 	}
 	turn_n = kept;
-	for (unsigned i = 0; i < take_n; i++)
-		if (take_mark[take_shards[i]])
-			take_queue(com, take_shards[i]);
-	take_n = 0;
+	kvd_cm_ring_take_queues(com);
 }
 
-static struct kvd_wreq *take_all(struct kvd_committer *c)
+struct kvd_wreq *kvd_cm_take_all(struct kvd_committer *c)
 {
-	return reverse(
+	return kvd_cm_reverse(
 	    atomic_exchange_explicit(&c->queue, NULL, memory_order_acquire));
 }
 
@@ -429,15 +349,15 @@ static struct kvd_wreq *take_work(struct kvd_committer *c)
 	struct kvd_wreq *h = atomic_exchange(&c->handoff, NULL), *w = h;
 
 	if (!h)
-		return take_all(c);
+		return kvd_cm_take_all(c);
 	while (w->next)
 		w = w->next;
-	w->next = take_all(c);
+	w->next = kvd_cm_take_all(c);
 	return h;
 }
 
 /* Hand back every request of list w, failed with status. */
-static void fail_all(struct kvd_commit *com, struct kvd_wreq *w, int status)
+void kvd_cm_fail_all(struct kvd_commit *com, struct kvd_wreq *w, int status)
 {
 	while (w) {
 		struct kvd_wreq *next = w->next;
@@ -451,7 +371,7 @@ static void fail_all(struct kvd_commit *com, struct kvd_wreq *w, int status)
 	}
 }
 
-static unsigned batch_bucket(uint64_t n)
+unsigned kvd_cm_batch_bucket(uint64_t n)
 {
 	unsigned b = 0;
 
@@ -535,7 +455,7 @@ static void requeue(struct kvd_committer *c, struct kvd_wreq *fifo)
 {
 	struct kvd_wreq *tail = fifo;
 
-	push(c, reverse(fifo), tail);
+	push(c, kvd_cm_reverse(fifo), tail);
 }
 
 /* Commit the n requests of list first, in order; when that fails in a way
@@ -549,12 +469,12 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 	int rc, full = 0, begun = 0;
 
 	if (atomic_load(&c->failed)) {
-		fail_all(c->com, first, KV_SHARD_FAILED);
+		kvd_cm_fail_all(c->com, first, KV_SHARD_FAILED);
 		return;
 	}
 	rc = commit_list(c, first, now, reap, &full, nowait, &begun);
 	if (rc)
-		ev_drop(c->com); /* what it reaped is reaped again */
+		kvd_cm_ev_drop(c->com); /* what it reaped is reaped again */
 	if (rc == -EAGAIN) {
 		requeue(c, first);
 		return;
@@ -563,8 +483,8 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		/* Committed and visible: its keyspace events, before the
 		 * requests go back (and are freed). */
 		for (w = first; w; w = w->next)
-			ev_applied(c->com, c->shard, &w->op);
-		ev_publish(c->com, NULL);
+			kvd_cm_ev_applied(c->com, c->shard, &w->op);
+		kvd_cm_ev_publish(c->com, NULL);
 		/* Writes refused for a full map count as a failed batch,
 		 * as when the whole transaction was refused: that is what
 		 * operators watch. */
@@ -574,17 +494,17 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		kvd_count(&c->st.writes, n);
 		if (nowait)
 			kvd_count(&c->st.inline_batches, 1);
-		kvd_count(&c->st.batch_hist[batch_bucket(n)], 1);
+		kvd_count(&c->st.batch_hist[kvd_cm_batch_bucket(n)], 1);
 		if (n > kvd_read(&c->st.max_batch))
 			atomic_store_explicit(&c->st.max_batch, n,
 					      memory_order_relaxed);
-		committed(c->com, c->shard, first);
+		kvd_cm_committed(c->com, c->shard, first);
 		return;
 	}
 	kvd_count(&c->st.failures, 1);
 	if (rc == KV_SHARD_FAILED) {
 		atomic_store(&c->failed, 1);
-		fail_all(c->com, first, rc);
+		kvd_cm_fail_all(c->com, first, rc);
 		return;
 	}
 	/* A batch refused before it began (a checkpoint failing for room)
@@ -599,7 +519,7 @@ static void run_list(struct kvd_committer *c, struct kvd_wreq *first,
 		run_list(c, second, n - n / 2, now, 0, nowait);
 		return;
 	}
-	fail_all(c->com, first, rc);
+	kvd_cm_fail_all(c->com, first, rc);
 }
 
 /* A checkpoint a SAVE or BGSAVE asked for has ended with rc. */
@@ -644,7 +564,7 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 	return next;
 }
 
-static int is_copy(const struct kvd_wreq *w)
+int kvd_cm_is_copy(const struct kvd_wreq *w)
 {
 	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD ||
 	       w->op.kind == KVD_W_CHECKPOINT;
@@ -669,9 +589,9 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 	size_t bytes = 0;
 	int reap = 0;
 
-	if (is_copy(w))
+	if (kvd_cm_is_copy(w))
 		return run_copy(c, w);
-	for (end = w; end && n < BATCH_MAX_OPS && !is_copy(end) &&
+	for (end = w; end && n < BATCH_MAX_OPS && !kvd_cm_is_copy(end) &&
 		      (n == 0 || bytes + end->op.items_len <= BATCH_MAX_BYTES);
 	     end = end->next) {
 		n++;
@@ -681,229 +601,12 @@ static struct kvd_wreq *run_batch(struct kvd_committer *c, struct kvd_wreq *w,
 	last->next = NULL; /* the batch is a list of its own from here on */
 	/* A replica reaps nothing itself: its primary's deletions come as
 	 * records, and its journal must hold the primary's LSNs only. */
-	if (!nowait && now >= next_reap(c) && !follower(c->com)) {
+	if (!nowait && now >= next_reap(c) && !kvd_cm_follower(c->com)) {
 		c->last_reap_ms = now;
 		reap = 1;
 	}
 	run_list(c, first, n, now, reap, nowait);
 	return end;
-}
-
-/* ---- Sync commits through an io thread's ring ---- */
-
-/* The flush of c's ring batch ended with res: the batch becomes visible
- * and its requests go back, or it fails, and with it the shard (a failed
- * flush is never retried).  On the io thread that started it, or on a
- * thread that settles it; never two at once (the ring's lock). */
-static void ring_done(struct kvd_committer *c, int res)
-{
-	struct kvd_commit *com = c->com;
-	struct kvd_wreq *first = c->ring_first;
-	uint64_t n = c->ring_n, t0 = kvd_mono_ns() - c->ring_t0;
-	int rc = kvd_shard_commit_done(c->ring_t, res);
-
-	c->ring_first = NULL;
-	kvd_count(&c->st.commit_ns, t0);
-	if (rc == 0) {
-		kvd_count(&c->st.commit_hist[kvd_lat_bucket(t0)], 1);
-		for (struct kvd_wreq *w = first; w; w = w->next)
-			ev_applied(com, c->shard, &w->op);
-		ev_publish(com, NULL);
-		if (c->ring_full)
-			kvd_count(&c->st.failures, 1);
-		kvd_count(&c->st.commits, 1);
-		kvd_count(&c->st.writes, n);
-		kvd_count(&c->st.inline_batches, 1);
-		kvd_count(&c->st.batch_hist[batch_bucket(n)], 1);
-		if (n > kvd_read(&c->st.max_batch))
-			atomic_store_explicit(&c->st.max_batch, n,
-					      memory_order_relaxed);
-	} else {
-		ev_drop(com);
-		kvd_count(&c->st.failures, 1);
-		if (rc == KV_SHARD_FAILED)
-			atomic_store(&c->failed, 1);
-	}
-	/* The shard is free before its requests go back: their io thread
-	 * may commit its next writes as soon as it sees them answered. */
-	atomic_store(&c->ring_busy, 0);
-	if (rc == 0)
-		committed(com, c->shard, first);
-	else
-		fail_all(com, first, rc);
-	/* Others' writes queued meanwhile, nobody woke for them (push): the
-	 * owner takes them with its next batch; anyone else (a thread that
-	 * settles: about to write the shard, or an exclusive section) leaves
-	 * them to the committer. */
-	if (!atomic_load(&c->queue))
-		return;
-	if (atomic_load(&c->ring_owner) == &self_tok &&
-	    c->shard < KVD_MAX_SHARDS && take_n < KVD_MAX_SHARDS) {
-		if (!take_mark[c->shard]) {
-			take_mark[c->shard] = 1;
-			take_shards[take_n++] = (uint16_t)c->shard;
-		}
-	} else if (atomic_load(&c->sleeping)) {
-		wake(c);
-	}
-}
-
-void kvd_committer_flushed(void *cookie, int res)
-{
-	ring_done(cookie, res);
-}
-
-/* Wait until no ring batch of c is in flight, reporting its flush
- * ourselves when it completes: the io thread that started it may be
- * waiting for us (an exclusive section, say), so we never wait for it.
- * The caller is to be the shard's next writer (run_mu or txn_lock held
- * exclusively), so no new ring batch starts meanwhile. */
-static void settle(struct kvd_committer *c)
-{
-	struct kvd_commit_hooks *h = &c->com->o.hooks;
-
-	while (atomic_load(&c->ring_busy))
-		h->ring_wait(h->arg, c->ring);
-}
-
-/* Requests taken from the queue (and the io thread's own after them) that
- * a ring batch cannot take: the committer commits them, before anything
- * queued after them (under run_mu). */
-static void handoff(struct kvd_committer *c, struct kvd_wreq *fifo)
-{
-	struct kvd_wreq *h = atomic_load(&c->handoff);
-
-	if (h) {
-		while (h->next)
-			h = h->next;
-		h->next = fifo;
-	} else {
-		atomic_store(&c->handoff, fifo);
-	}
-	wake(c);
-}
-
-/* A list a ring batch takes whole: plain writes, one batch's worth. */
-static int ring_fits(const struct kvd_wreq *w, uint64_t *n)
-{
-	uint64_t bytes = 0;
-
-	for (*n = 0; w; w = w->next, ++*n) {
-		if (is_copy(w))
-			return 0;
-		bytes += w->op.items_len;
-		if (*n > 0 && (*n >= BATCH_MAX_OPS || bytes > BATCH_MAX_BYTES))
-			return 0;
-	}
-	return 1;
-}
-
-/* Sync mode, on an io thread holding run_mu and the shared txn_lock: apply
- * list first as one batch, append it to the journal and start its flush
- * in this thread's ring; ring_done answers it.  What cannot go so (a
- * freeze or a checkpoint due, a SAVE, a failed batch of several, which
- * the committer splits) goes to the committer whole and in order
- * (handoff). */
-static void ring_batch(struct kvd_committer *c, struct kvd_wreq *first)
-{
-	struct kvd_commit *com = c->com;
-	struct kvd_wtxn *t;
-	uint64_t now = kvd_now_ms(), n;
-	int rc, fd, fault, full = 0;
-	void *ring;
-
-	if (!ring_fits(first, &n) ||
-	    kvd_shard_begin_nowait(com->o.store, c->shard, &t)) {
-		handoff(c, first);
-		return;
-	}
-	rc = 0;
-	for (struct kvd_wreq *w = first; w && !rc; w = w->next) {
-		if ((rc = kvd_shard_apply(t, &w->op, now, com->o.max_value)))
-			kvd_shard_abort(t);
-		full |= w->op.status == KV_MAP_FULL;
-	}
-	c->ring_t0 = kvd_mono_ns();
-	if (rc || (rc = kvd_shard_commit_begin(t, &fd, &fault))) {
-		/* As run_list: a request alone fails alone (a full disk, say);
-		 * several are split by the committer. */
-		ev_drop(com);
-		if (n > 1) {
-			handoff(c, first);
-			return;
-		}
-		kvd_count(&c->st.failures, 1);
-		if (rc == KV_SHARD_FAILED)
-			atomic_store(&c->failed, 1);
-		fail_all(com, first, rc);
-		return;
-	}
-	c->ring_first = first;
-	c->ring_n = n;
-	c->ring_t = t;
-	c->ring_full = full;
-	atomic_store(&c->ring_owner, &self_tok);
-	atomic_store(&c->ring_busy, 1);
-	if (fd < 0) { /* nothing to flush: a batch of refusals, say */
-		ring_done(c, 0);
-		return;
-	}
-	/* inline: the io thread's own fdatasync, which blocks it but spares
-	 * the switches to and from the kernel's worker that runs a ring's
-	 * flush (docs/architecture.md section 12) */
-	ring = com->o.ring == KVD_RING_INLINE
-		   ? NULL
-		   : com->o.hooks.ring_flush(com->o.hooks.arg, fd, fault, c);
-	if (ring) {
-		c->ring = ring;
-		return;
-	}
-	/* io-thread-flush inline, or no room in the ring: flush in place
-	 * (the system call itself: a test shim saw this flush through its
-	 * hooks). */
-	ring_done(c, fault ? fault : syscall(SYS_fdatasync, fd) ? -errno : 0);
-}
-
-/* Sync mode: commit an io thread's writes of one turn (newest first; NULL:
- * none), after the writes queued for the shard (which waited for this
- * thread's previous flush, push), as one batch whose journal flush goes
- * through this thread's ring: no thread hop for its own, one for the
- * others'.  As try_inline's, only when the committer sleeps and nothing
- * may wait.  1 when they were taken. */
-static int try_ring(struct kvd_committer *c, struct kvd_wreq *head)
-{
-	const struct kvd_commit_hooks *h = &c->com->o.hooks;
-	struct kvd_wreq *q, *mine;
-
-	if (!c->com->o.ring || !h->ring_here || !h->ring_here(h->arg) ||
-	    follower(c->com) ||
-	    !atomic_load_explicit(&c->sleeping, memory_order_relaxed) ||
-	    atomic_load(&pause_req) || atomic_load(&c->failed) ||
-	    atomic_load(&c->ring_busy) || atomic_load(&c->handoff))
-		return 0;
-	if (!role_try(c))
-		return 0;
-	if (atomic_load(&pause_req) || atomic_load(&c->ring_busy) ||
-	    atomic_load(&c->handoff)) {
-		role_drop(c);
-		return 0;
-	}
-	/* What is queued came before this thread's own writes. */
-	q = take_all(c);
-	mine = reverse(head);
-	if (q) {
-		struct kvd_wreq *w = q;
-
-		while (w->next)
-			w = w->next;
-		w->next = mine;
-	} else {
-		q = mine;
-	}
-	if (q)
-		ring_batch(c, q);
-	role_drop(c);
-	return 1;
 }
 
 /* With nothing queued: reclaim expired keys in a batch of their own. */
@@ -913,7 +616,7 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	int n, rc;
 
 	c->last_reap_ms = now;
-	if (atomic_load(&c->failed) || follower(c->com) ||
+	if (atomic_load(&c->failed) || kvd_cm_follower(c->com) ||
 	    kvd_shard_begin(c->com->o.store, c->shard, &t))
 		return;
 	n = kvd_shard_reap(t, now, REAP_PER_TXN);
@@ -925,11 +628,11 @@ static void idle_reap(struct kvd_committer *c, uint64_t now)
 	rc = kvd_shard_commit(t, !c->com->o.async);
 	if (rc == 0) {
 		kvd_count(&c->st.reaped, (uint64_t)n);
-		ev_publish(c->com, NULL);
-		committed(c->com, c->shard, NULL); /* new records */
+		kvd_cm_ev_publish(c->com, NULL);
+		kvd_cm_committed(c->com, c->shard, NULL); /* new records */
 		return;
 	}
-	ev_drop(c->com);
+	kvd_cm_ev_drop(c->com);
 	if (rc == KV_SHARD_FAILED) /* not a full disk */
 		atomic_store(&c->failed, 1);
 }
@@ -1065,7 +768,7 @@ int kvd_committers_bgsave(struct kvd_commit *com, int again)
 		return 1;
 	for (unsigned i = 0; i < com->n; i++) {
 		atomic_fetch_add(&com->c[i].save_req, 1);
-		wake(&com->c[i]);
+		kvd_cm_wake(&com->c[i]);
 	}
 	return busy;
 }
@@ -1119,7 +822,7 @@ int kvd_committers_pause(struct kvd_commit *com)
 	pthread_mutex_unlock(&pause_mu);
 	atomic_store(&pause_req, 1);
 	for (unsigned i = 0; i < com->n; i++)
-		wake(&com->c[i]);
+		kvd_cm_wake(&com->c[i]);
 	pthread_mutex_lock(&pause_mu);
 	while (paused < com->n)
 		pthread_cond_wait(&pause_cv, &pause_mu);
@@ -1147,7 +850,7 @@ static void *committer_main(void *arg)
 	for (;;) {
 		/* Held whenever this thread works (try_inline). */
 		pthread_mutex_lock(&c->run_mu);
-		settle(c);
+		kvd_cm_settle(c);
 		maybe_pause(c);
 		maybe_save(c);
 		w = take_work(c);
@@ -1206,7 +909,7 @@ void kvd_excl_begin(struct kvd_excl *x, struct kvd_commit *com)
 	pthread_once(&txn_once, txn_lock_init);
 	pthread_rwlock_wrlock(&txn_lock);
 	for (unsigned i = 0; i < com->n; i++)
-		settle(&com->c[i]);
+		kvd_cm_settle(&com->c[i]);
 	atomic_fetch_add(&excl_seq, 1);
 	memset(x, 0, sizeof(*x));
 	x->com = com;
@@ -1233,12 +936,12 @@ static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 
 	w->next = NULL;
 	if (atomic_load(&com->c[s].failed)) {
-		fail_all(com, w, KV_SHARD_FAILED);
+		kvd_cm_fail_all(com, w, KV_SHARD_FAILED);
 		return;
 	}
 	if (!x->t[s] && (rc = kvd_shard_begin(com->o.store, s, &x->t[s]))) {
 		x->t[s] = NULL;
-		fail_all(com, w, rc);
+		kvd_cm_fail_all(com, w, rc);
 		return;
 	}
 	rc = kvd_shard_apply(x->t[s], &w->op, kvd_now_ms(), com->o.max_value);
@@ -1249,10 +952,10 @@ static void excl_apply(struct kvd_excl *x, struct kvd_wreq *w)
 		w->next = x->head[s];
 		x->head[s] = NULL;
 		x->failed[s] = 1; /* and their keyspace events */
-		fail_all(com, w, rc);
+		kvd_cm_fail_all(com, w, rc);
 		return;
 	}
-	ev_applied(com, s, &w->op); /* published once committed */
+	kvd_cm_ev_applied(com, s, &w->op); /* published once committed */
 	*(x->head[s] ? &x->tail[s]->next : &x->head[s]) = w;
 	x->tail[s] = w;
 	x->open = 1;
@@ -1291,14 +994,14 @@ void kvd_excl_commit(struct kvd_excl *x)
 			atomic_store(&com->c[s].failed, 1);
 		if (rc) {
 			x->failed[s] = 1;
-			fail_all(com, x->head[s], rc);
+			kvd_cm_fail_all(com, x->head[s], rc);
 		} else {
-			committed(com, s, x->head[s]);
+			kvd_cm_committed(com, s, x->head[s]);
 		}
 		x->head[s] = x->tail[s] = NULL;
 	}
 	x->open = 0;
-	ev_publish(com, x->failed);
+	kvd_cm_ev_publish(com, x->failed);
 	memset(x->failed, 0, sizeof(x->failed));
 }
 

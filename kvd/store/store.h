@@ -607,6 +607,9 @@ struct kvd_commit_stats {
 	kvd_counter commits, writes, max_batch, commit_ns, failures;
 	kvd_counter reaped;
 	kvd_counter inline_batches; /* committed by an io thread */
+	/* of those (sync mode), the ones whose journal flush went through
+	 * the io thread's ring; the others', its own fdatasync */
+	kvd_counter ring_flushes;
 	kvd_counter commit_hist[KVD_LAT_BUCKETS];  /* journal write + flush */
 	kvd_counter batch_hist[KVD_BATCH_BUCKETS]; /* writes per commit */
 };
@@ -671,8 +674,10 @@ struct kvd_commit_opts {
 	uint64_t start_ms; /* kvd_committers_lastsave before any save */
 	/* Sync mode: an io thread commits its own writes when the shard's
 	 * committer is idle, flushing through its ring (hooks.ring_flush),
-	 * or with INLINE, with its own fdatasync (blocking) */
-	enum { KVD_RING_OFF, KVD_RING_ON, KVD_RING_INLINE } ring;
+	 * or with INLINE, with its own fdatasync (blocking), or with AUTO,
+	 * with its own for a small batch, the last of its loop turn, through
+	 * the ring otherwise */
+	enum { KVD_RING_OFF, KVD_RING_ON, KVD_RING_INLINE, KVD_RING_AUTO } ring;
 	struct kvd_commit_hooks hooks;
 };
 

@@ -137,29 +137,84 @@ class Durability(unittest.TestCase):
             self.assertEqual(srv.client().call(COUNT), [OK, 8 * 400])
 
     def sync_io_thread_commits(self, mode):
-        """Sync mode, io-thread-flush ring or inline: an io thread commits
-        its own writes when the shard's committer is idle and flushes the
-        journal itself, through its io_uring ring (answering from the
-        flush's completion) or with its own fdatasync (docs/architecture.md
-        section 4).  With writers one request at a time, and
-        memtables frozen every few hundred writes (a freeze hands the batch
-        to the committer), every write is acknowledged once, read back at
-        once by its writer and by another connection, and survives kill
-        -9."""
+        """Sync mode, io-thread-flush ring, inline or auto: an io thread
+        commits its own writes when the shard's committer is idle and
+        flushes the journal itself, through its io_uring ring (answering
+        from the flush's completion) or with its own fdatasync
+        (docs/architecture.md section 4).  With writers one request at a
+        time, and memtables frozen every few hundred writes (a freeze
+        hands the batch to the committer), every write is acknowledged
+        once, read back at once by its writer and by another connection,
+        and survives kill -9.  STATS before the kill."""
         with Server(threads=2, durability="sync",
                     args=["--memtable-size", "64k", "--checkpoint-interval-ms", "50",
                           "--io-thread-flush", mode]) as srv:
             acked = one_by_one_writers(self, srv, b"r", 300)
+            st = srv.client().call(STATS)[1]
             srv.kill9()
             srv.start()
             audit(self, srv.port, acked)
             self.assertEqual(srv.client().call(COUNT), [OK, 8 * 300])
+            return st
 
     def test_sync_ring_commits(self):
-        self.sync_io_thread_commits("ring")
+        st = self.sync_io_thread_commits("ring")
+        # every io thread's flush through its ring (room there is ample)
+        self.assertEqual(st[b"ring_flushes"], st[b"inline_commits"])
 
     def test_sync_inline_commits(self):
-        self.sync_io_thread_commits("inline")
+        st = self.sync_io_thread_commits("inline")
+        self.assertEqual(st[b"ring_flushes"], 0)
+
+    def test_sync_auto_commits(self):
+        """io-thread-flush auto, writers one request at a time: batches of
+        a few writes, most flushed in place (the io thread's own
+        fdatasync), the others through the ring (the thread had another
+        shard's batch to flush in the same turn, which goes first)."""
+        st = self.sync_io_thread_commits("auto")
+        self.assertLess(st[b"ring_flushes"], st[b"inline_commits"])
+
+    def test_sync_auto_one_writer_in_place(self):
+        """io-thread-flush auto, one connection writing one request at a
+        time: each batch is one write, the only one of its loop turn, so
+        every io-thread flush is that thread's own fdatasync; every write
+        survives kill -9."""
+        with Server(threads=2, durability="sync",
+                    args=["--io-thread-flush", "auto"]) as srv:
+            acked = []
+            writer(srv.port, b"o", 400, acked, 1)
+            self.assertEqual(len(acked), 400)
+            st = srv.client().call(STATS)[1]
+            self.assertGreaterEqual(st[b"inline_commits"], 300)
+            self.assertEqual(st[b"ring_flushes"], 0)
+            srv.kill9()
+            srv.start()
+            audit(self, srv.port, acked)
+
+    def test_sync_auto_large_batches_through_ring(self):
+        """io-thread-flush auto: batches of more than 16 writes (pipelines
+        of 200 from four connections) have their flush go through the io
+        thread's ring; every acknowledged write survives kill -9.  One
+        shard, so that no batch goes to the ring for being one of two in
+        its loop turn: only its size sends it there."""
+        with Server(threads=1, durability="sync",
+                    args=["--io-thread-flush", "auto"]) as srv:
+            acked = []
+            threads = [threading.Thread(target=writer,
+                                        args=(srv.port, b"p%d" % n, 2000, acked, 200))
+                       for n in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(len(acked), 4 * 2000)
+            st = srv.client().call(STATS)[1]
+            self.assertGreater(st[b"inline_commits"], 0)
+            self.assertGreater(st[b"ring_flushes"], 0)
+            srv.kill9()
+            srv.start()
+            audit(self, srv.port, acked)
+            self.assertEqual(srv.client().call(COUNT), [OK, 4 * 2000])
 
     def test_sync_commits_stay_with_committers(self):
         """Sync mode with io-thread-flush no never commits on an io
@@ -172,6 +227,38 @@ class Durability(unittest.TestCase):
             st = c.call(STATS)[1]
             self.assertGreater(st[b"commits"], 0)
             self.assertEqual(st[b"inline_commits"], 0)
+
+    def test_sync_auto_two_shards_in_one_turn(self):
+        """io-thread-flush auto, one io thread over two shards (a data
+        directory made with --threads 2, opened with --threads 1), one
+        connection sending one write to each shard at a time: every loop
+        turn has a batch of one for each shard.  The first goes through
+        the ring, the last is flushed in place beside it, so about half
+        of the io thread's flushes go each way; every write survives
+        kill -9."""
+        with Server(threads=2, durability="sync",
+                    args=["--io-thread-flush", "auto"]) as srv:
+            keys = shard_keys(srv.client(), 150, prefix=b"t")
+            srv.stop()
+            srv.threads = 1
+            srv.start()
+            c = srv.client()
+            st0 = c.call(STATS)[1]
+            acked = []
+            for k0, k1 in zip(keys[0], keys[1]):
+                for k, r in zip((k0, k1), c.pipeline([(PUT, k0, value_of(k0)),
+                                                      (PUT, k1, value_of(k1))])):
+                    if r == [OK]:
+                        acked.append(k)
+            self.assertEqual(len(acked), 300)
+            st = c.call(STATS)[1]
+            ring = st[b"ring_flushes"] - st0[b"ring_flushes"]
+            inl = st[b"inline_commits"] - st0[b"inline_commits"]
+            self.assertGreater(ring, 0)
+            self.assertLess(ring, inl)
+            srv.kill9()
+            srv.start()
+            audit(self, srv.port, acked)
 
     def kill9_rounds(self, durability, rounds):
         """relutil's crash rounds (both ports, the full write mix, the

@@ -37,7 +37,7 @@ import time
 import unittest
 
 from kvdtest import (DISK_FULL, GET, INTERNAL, OK, PUT, SHARD_FAILED, STATS,
-                     Server, free_port, http_get, main, wait_for)
+                     Server, free_port, http_get, main, shard_keys, wait_for)
 from relutil import shim_env, start_with
 
 SHIM = os.environ.get("KVD_POWERLOSS")
@@ -195,12 +195,78 @@ class Faults(unittest.TestCase):
                               r"this shard accepts no more writes until restart")
         self.failed_shard_1(st)
         self.assertGreater(st[b"inline_commits"], 0)
+        return st
 
     def test_journal_ring_fsync_fails(self):
         self.io_thread_fsync_fails("ring")
 
     def test_journal_inline_fsync_fails(self):
-        self.io_thread_fsync_fails("inline")
+        st = self.io_thread_fsync_fails("inline")
+        self.assertEqual(st[b"ring_flushes"], 0)
+
+    def test_journal_auto_fsync_fails(self):
+        """io-thread-flush auto, writes one at a time: batches of one,
+        flushed in place (the io thread's own fdatasync), and that flush
+        fails, with the same outcome."""
+        st = self.io_thread_fsync_fails("auto")
+        self.assertLess(st[b"ring_flushes"] * 2, st[b"inline_commits"])
+
+    def test_journal_auto_ring_fsync_fails(self):
+        """io-thread-flush auto with pipelines of 64 writes, all to shard
+        1: batches of 64, whose flush goes through the io thread's ring
+        for their size alone (no other shard's batch in the turn); the
+        first such flush of shard 1's journal fails.  Every writer of
+        that batch and every later writer of the shard gets SHARD_FAILED,
+        the flush is never issued again, and every acknowledged write is
+        there after a restart; of the refused ones only the failed
+        batch's may have their new value (it was in the journal before
+        its flush failed), the others keep the one they had."""
+        with self.faulty(args=["--checkpoint-interval-ms", "600000",
+                               "--io-thread-flush", "auto"],
+                         KVD_FI_SYNC_FAIL=JOURNAL + ":1") as (srv, arm):
+            c = srv.client()
+            before = self.put_many(c, b"a", 20)
+            rounds = [ks[i:i + 64] for ks in [shard_keys(c, 64 * 6, b"b", b"x")[1]]
+                      for i in range(0, 64 * 6, 64)]
+            ring0 = c.call(STATS)[1][b"ring_flushes"]
+            open(arm, "w").close()
+            during, batch_of, after = {}, {}, 0
+            for n, keys in enumerate(rounds):  # until the fault is in, then three
+                if after == 3:
+                    break
+                after += self.injected()
+                for k, r in zip(keys, c.pipeline([(PUT, k, b"v" + k) for k in keys])):
+                    during[k] = r[0]
+                    batch_of[k] = n
+            self.assertEqual(after, 3, "the fault was not injected in time")
+            st = c.call(STATS)[1]
+            self.assertGreater(st[b"ring_flushes"], ring0)
+            self.assertEqual([e[0] for e in self.events() if e[0].startswith("inject")],
+                             ["inject-io-sync"])
+            self.assertIn(JOURNAL, self.check_never_retried())
+            self.assertEqual([s[b"failed"] for s in st[b"shards"]], [False, True])
+            acked = [k for d in (before, during) for k, s in d.items() if s == OK]
+            refused = [k for k, s in during.items() if s == SHARD_FAILED]
+            self.assertEqual(len(acked) + len(refused), len(before) + len(during))
+            self.assertGreater(len(refused), 64)  # the batch, and later rounds
+            c.close()
+            srv.stop()
+            self.assertRegex(srv.log_text().decode(errors="replace"),
+                             r" E .*shard-001: journal flush failed: Input/output error; "
+                             r"this shard accepts no more writes until restart")
+            srv.start()  # no fault now
+            c = srv.client()
+            for k in acked:
+                self.assertEqual(c.call(GET, k), [OK, b"v" + k])
+            replayed = [k for k in refused if c.call(GET, k) != [OK, b"x"]]
+            # what the restart replayed is from the failed batch, the
+            # first refused round's, and has its new value
+            self.assertEqual([batch_of[k] for k in replayed],
+                             [batch_of[refused[0]]] * len(replayed))
+            for k in replayed:
+                self.assertEqual(c.call(GET, k), [OK, b"v" + k])
+            c.close()
+            srv.stop()
 
     def test_journal_committer_fsync_fails(self):
         """The same with io-thread-flush no: the committer's fdatasync
