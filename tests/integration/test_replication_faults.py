@@ -32,6 +32,25 @@ from replutil import (dump, info, ncli, put_many, rcli, same, syncs,
 PW = "repl-faults-pw"
 
 
+def stop_process(proc):
+    """SIGSTOP proc and wait until every thread of it is stopped: kill()
+    returns before a busy thread on the other core has stopped, and a
+    replica still running for that moment acknowledges the next write."""
+    proc.send_signal(signal.SIGSTOP)
+
+    def stopped():
+        for st in glob.glob("/proc/%d/task/*/stat" % proc.pid):
+            try:
+                with open(st) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state not in ("T", "t"):
+                return False
+        return True
+    wait_until(stopped, 10, "the replica to stop")
+
+
 def metric_repl(srv, mport):
     """srv's /metrics kvd_replication_* samples: {name{labels}: value}."""
     auth = b"Basic " + base64.b64encode(b"x:" + srv.pw.encode())
@@ -88,7 +107,7 @@ class Faults(unittest.TestCase):
         # freeze it as soon as the copy starts, so that it is mid-copy
         wait_until(lambda: b"taking a full copy" in r.log_text(), 20,
                    "the full copy to start")
-        r.proc.send_signal(signal.SIGSTOP)
+        stop_process(r.proc)
         self.assertNotIn(b"full copy done", r.log_text(),
                          "the copy ended before the replica was stopped")
         self.assertTrue(os.path.exists(os.path.join(
@@ -124,7 +143,7 @@ class Faults(unittest.TestCase):
         c = rcli(p, timeout=30)
         wait_until(lambda: c.call("SET", "before", "1") == b"OK", 10,
                    "a first acknowledged write")
-        r.proc.send_signal(signal.SIGSTOP)
+        stop_process(r.proc)
         e = c.call("SET", "held", "1")
         self.assertIsInstance(e, Error)
         self.assertEqual(str(e), "NOREPLICAS Not enough good replicas to "
