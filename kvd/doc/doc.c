@@ -385,6 +385,13 @@ int kvdoc_get(struct kvd_reader *r, unsigned nshards, const uint8_t *key,
 	return rc == KV_OK && type != KVD_VT_DOC ? KV_NOT_FOUND : rc;
 }
 
+void kvdoc_prefetch(struct kvd_reader *r, unsigned nshards, const uint8_t *key,
+		    size_t klen, int step)
+{
+	kvd_reader_prefetch(r, kvd_shard_of(key, klen, nshards), KVD_KS_DOC,
+			    key, klen, step);
+}
+
 void kvdoc_scan_init(struct kvdoc_scan *s, uint32_t coll)
 {
 	memset(s, 0, sizeof(*s));

@@ -178,6 +178,10 @@ int kvdoc_catalog_purge_first(const struct kvdoc_catalog *c, uint32_t *id);
  * *doc (valid until kvd_reader_reset), KV_NOT_FOUND, or KV_INTERNAL. */
 int kvdoc_get(struct kvd_reader *r, unsigned nshards, const uint8_t *key,
 	      size_t klen, uint64_t now, struct kv_slice *doc);
+/* kvd_reader_prefetch's step for the document under key, before a batch
+ * of kvdoc_gets. */
+void kvdoc_prefetch(struct kvd_reader *r, unsigned nshards, const uint8_t *key,
+		    size_t klen, int step);
 
 /* A scan of one collection across every shard, in _id order, in batches:
  * each kvdoc_scan_batch examines at most max documents and the next one

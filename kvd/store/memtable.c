@@ -541,6 +541,22 @@ void kvm_prefetch(const struct kvm *m, const void *key, size_t klen)
 	__builtin_prefetch(&t->slot[hash_key(key, klen) & t->mask]);
 }
 
+void kvm_prefetch_node(const struct kvm *m, const void *key, size_t klen)
+{
+	const struct kvm_hash *t = atomic_load_explicit(
+	    &((struct kvm *)m)->hash, memory_order_acquire);
+	uint64_t v = atomic_load_explicit(
+	    &((struct kvm_hash *)t)->slot[hash_key(key, klen) & t->mask],
+	    memory_order_relaxed);
+	const char *x = (const char *)(uintptr_t)(v & PTR_MASK);
+
+	/* only a hint: the node is not read here, so no ordering is needed */
+	if (x) {
+		__builtin_prefetch(x);
+		__builtin_prefetch(x + 64);
+	}
+}
+
 void kvm_snapshot(const struct kvm *m, struct kvm_snap *s)
 {
 	const struct kvm_node *top = cur_top(m);

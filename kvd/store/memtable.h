@@ -293,6 +293,11 @@ void kvm_publish(struct kvm *m);
  * writer that has a batch of keys calls it a few keys ahead, so that the
  * probe's cache miss overlaps the inserts before it. */
 void kvm_prefetch(const struct kvm *m, const void *key, size_t klen);
+/* kvm_prefetch_node - the second step: start loading the node that slot
+ * names (its header and key, which the probe compares).  Called once the
+ * slot itself has had time to arrive (a pass of kvm_prefetch over a batch
+ * of keys first), it turns a get's two dependent cache misses into none. */
+void kvm_prefetch_node(const struct kvm *m, const void *key, size_t klen);
 
 /* kvm_get - the newest published version of key.  Returns KVM_VALUE or
  * KVM_TOMBSTONE with *e filled, KVM_ABSENT (e untouched), or -EINVAL for a

@@ -694,6 +694,24 @@ int kvd_reader_getv(struct kvd_reader *r, unsigned shard, const void *key,
 	return rget(r, shard, 0, key, klen, now, exp, val, type);
 }
 
+void kvd_reader_prefetch(struct kvd_reader *r, unsigned shard, unsigned ks,
+			 const void *key, size_t klen, int step)
+{
+	uint8_t ik[KVM_MAX_KEY];
+	size_t n = ikey_put(ik, ks, key, klen);
+	struct kvm *m[2];
+
+	if (!n)
+		return;
+	kvd_reader_enter(r); /* the memtables stay while it looks */
+	shard_layers(&r->st->sh[shard], &m[0], &m[1]);
+	for (int i = 0; i < 2; i++)
+		if (m[i] && step)
+			kvm_prefetch_node(m[i], ik, n);
+		else if (m[i])
+			kvm_prefetch(m[i], ik, n);
+}
+
 int kvd_reader_getk(struct kvd_reader *r, unsigned shard, unsigned ks,
 		    const void *key, size_t klen, uint64_t now,
 		    struct kv_slice *val, unsigned *type)

@@ -265,6 +265,14 @@ int kvd_reader_get(struct kvd_reader *r, unsigned shard, const void *key,
 int kvd_reader_getv(struct kvd_reader *r, unsigned shard, const void *key,
 		    size_t klen, uint64_t now, struct kv_slice *val,
 		    unsigned *type, uint64_t *exp);
+/* A hint before a batch of gets: start loading what a get of key in
+ * keyspace ks on shard will read in the memtables, step 0 their hash
+ * slots, step 1 (once every key of the batch had its step 0) the nodes
+ * the slots name.  The gets then find in cache what would otherwise be
+ * two dependent misses each (a range of documents fetched by an index).
+ * No effect on what any read returns. */
+void kvd_reader_prefetch(struct kvd_reader *r, unsigned shard, unsigned ks,
+			 const void *key, size_t klen, int step);
 /* A key of keyspace ks: as kvd_reader_getv (keyspaces other than 0 keep
  * no expiry). */
 int kvd_reader_getk(struct kvd_reader *r, unsigned shard, unsigned ks,
