@@ -24,8 +24,9 @@
  * - The index workloads (ixdocs.h): find with a filter, sort and limit,
  *   insert of one document.
  *
- * Every find asks for singleBatch with its limit as batchSize, so the
- * reply's firstBatch holds every document and no cursor stays open.  No
+ * Every find asks for singleBatch (a record's find with its limit as
+ * batchSize too), so the reply's firstBatch holds every document and no
+ * cursor stays open.  No
  * TLS, no authentication (a password is refused), no hello: commands are
  * sent straight away, which kvd's door and mongod both accept.  The
  * database is "kvbench", as the other driver's default; setup creates the
