@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/doc_compare.sh - documents side by side: kvd's MongoDB door
-# (kvbench -D mongodb) against PostgreSQL 15 keeping the same documents as
+# (kvbench -D mongowire, or KDRIVER) against PostgreSQL 15 keeping the same documents as
 # jsonb (kvbench -D postgres --record doc), in one run on one machine.
 #
 #   bench/doc_compare.sh [BUILD_DIR]        (default: build)
@@ -23,6 +23,22 @@
 #    the process tree (which counts them once).  The peaks are reset
 #    (clear_refs) before each run.
 #
+# Each run's server CPU time per operation (us/op: user + system of all
+# its threads, or of the postmaster and every backend) is measured from
+# /proc around the kvbench process, as bench/index_compare.sh does; the
+# CPU a server spends per operation depends much less than its ops/s on
+# what else the machine runs.  It counts whatever the server does
+# meanwhile, so at a low offered rate (the -R rows) its idle work weighs.
+# For E the load is a kvbench run of its own so that the figure is the
+# run phase's.
+#
+# kvbench talks to kvd with -D mongowire (KDRIVER): OP_MSG written by
+# kvbench on non-blocking sockets in its own loop, the same commands and
+# documents as -D mongodb (libmongoc, a thread per connection), which
+# costs the client several times the CPU per request; on a small machine
+# that client's CPU is taken from the servers' (bench/RESULTS.md,
+# "Documents").  KDRIVER=mongodb uses libmongoc anyway.
+#
 # Both servers are durable on commit: kvd --durability sync (reply after
 # the journal's fdatasync), PostgreSQL fsync on, synchronous_commit on.
 # kvd --threads 2 --max-clients 10000; PostgreSQL with its defaults but
@@ -31,7 +47,7 @@
 # Environment: RECORDS (100000), DURATION (10), OPS (2000000), REPEAT (3),
 # THREADS (2) and CONNS (8, per thread) for YCSB, WORKLOADS ("a b c e f"),
 # GEO_RECORDS (100000), GEO_CONNS ("1 4000"), GEO_MIX (0.5: the share of
-# writes), GEO_RATE (4000), TMPDIR, KVD / KVBENCH to take the binaries from
+# writes), GEO_RATE (4000), KDRIVER (mongowire), TMPDIR, KVD / KVBENCH to take the binaries from
 # elsewhere than BUILD_DIR.  Bounded: every run stops after DURATION
 # seconds or OPS operations.
 #
@@ -52,6 +68,7 @@ GEO_RECORDS=${GEO_RECORDS:-100000}
 GEO_CONNS=${GEO_CONNS:-1 4000}
 GEO_MIX=${GEO_MIX:-0.5}
 GEO_RATE=${GEO_RATE:-4000}
+KDRIVER=${KDRIVER:-mongowire}
 KVD=${KVD:-$BUILD/kvd/kvd}
 KVBENCH=${KVBENCH:-$BUILD/bench/kvbench}
 PGBIN=/usr/lib/postgresql/15/bin
@@ -104,7 +121,7 @@ as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/log" -w -t 60 \
 PG_UP=1
 PG_PID=$(head -1 "$WORK/pg/data/postmaster.pid")
 
-K_ARGS="-D mongodb --port $MPORT"
+K_ARGS="-D $KDRIVER --port $MPORT"
 
 # kvbench against one server: $1 k|p, $2 the report's name, the rest its
 # arguments.  The report is $WORK/$2.json; a failed run is told, not fatal.
@@ -124,11 +141,53 @@ bench() {
 		done
 		echo
 	} | sed "s/--server-pid [0-9]*/--server-pid PID/; s/--port [0-9]*/--port PORT/" >>"$WORK/commands"
-	if ! "$KVBENCH" -q -s 1 --json "$WORK/$name.json" "$@" >"$WORK/$name.out" 2>&1; then
+	spid=$KVD_PID
+	[ "$who" = p ] && spid=$PG_PID
+	if ! $PY "$WORK/cpu.py" "$spid" "$WORK/$name.cpu" \
+		"$KVBENCH" -q -s 1 --json "$WORK/$name.json" "$@" >"$WORK/$name.out" 2>&1; then
 		echo "doc_compare: $name failed: $(tail -1 "$WORK/$name.out")" >&2
 		echo "$name" >>"$WORK/failed"
 	fi
 }
+
+# cpu.py PID OUT CMD...: runs CMD and writes to OUT the CPU seconds the
+# server spent meanwhile (PID's process and its descendants, with the
+# children it reaped: PostgreSQL's backends) and CMD's own (kvbench's);
+# bench/index_compare.sh's.
+cat >"$WORK/cpu.py" <<'EOF'
+import os, resource, subprocess, sys, time
+tck = os.sysconf("SC_CLK_TCK")
+def stat(p):
+    try:
+        with open("/proc/%d/stat" % p) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return int(v[1]), [int(x) for x in v[11:15]]
+    except (OSError, IndexError, ValueError):
+        return None, None
+def server(root):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            ppid, _ = stat(int(d))
+            if ppid is not None:
+                kids.setdefault(ppid, []).append(int(d))
+    todo, total = [root], 0
+    while todo:
+        p = todo.pop()
+        _, t = stat(p)
+        if t:
+            total += t[0] + t[1] + (t[2] + t[3] if p == root else 0)
+        todo += kids.get(p, [])
+    return total / tck
+pid, out = int(sys.argv[1]), sys.argv[2]
+s0, c0 = server(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+rc = subprocess.call(sys.argv[3:])
+time.sleep(0.3)  # the backends that ended: reaped by the postmaster
+s1, c1 = server(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(out, "w") as f:
+    f.write("%.3f %.3f\n" % (s1 - s0, c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime))
+sys.exit(rc)
+EOF
 
 # The peak-memory sampler: every 0.5 s the sum of VmHWM over a process and
 # its descendants, kept at its largest, until $WORK/stop-$2 appears.
@@ -219,6 +278,7 @@ echo "doc_compare: kvd pid $KVD_PID (mongo port), PostgreSQL pid $PG_PID, work i
 {
 	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
 	echo "kvd: $("$KVD" --version 2>&1 | head -1), --threads 2 --durability sync --max-clients 10000 --mongo-port PORT"
+	echo "kvbench -D $KDRIVER for kvd, -D postgres --record doc for PostgreSQL"
 	echo "PostgreSQL: $("$PGBIN/postgres" --version), max_connections=$PGMAX, defaults otherwise (fsync on, synchronous_commit on)"
 	echo "started $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$WORK/header"
@@ -234,7 +294,10 @@ while [ $rep -le "$REPEAT" ]; do
 	for w in $WORKLOADS; do
 		echo "doc_compare: repetition $rep, YCSB $w" >&2
 		if [ "$w" = e ]; then
-			run_w() { bench "$1" "e-$rep-$1" e -r "$RECORDS" $YC -d "$DURATION" -n "$OPS" --table "ycsb_e$rep"; }
+			run_w() {
+				bench "$1" "e-load-$rep-$1" e --phase load -r "$RECORDS" $YC --table "ycsb_e$rep"
+				bench "$1" "e-$rep-$1" e --phase run -r "$RECORDS" $YC -d "$DURATION" -n "$OPS" --table "ycsb_e$rep"
+			}
 		else
 			run_w() { bench "$1" "$w-$rep-$1" "$w" --phase run -r "$RECORDS" $YC -d "$DURATION" -n "$OPS"; }
 		fi
@@ -279,43 +342,63 @@ def rep(name, phase="run"):
             return p
     return None
 
-def fig(p, op=None):
+def cpu(name):
+    """The server's CPU seconds over run name (cpu.py's), 0 unknown."""
+    try:
+        return float(open(os.path.join(work, name + ".cpu")).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+def fig(p, op=None, name=None):
+    """name: the run's, for the server's CPU per operation (us)."""
     if p is None:
         return None
     lat = p["latency_ms"] if op is None else p["ops_by_type"].get(op, {}).get("latency_ms")
     if lat is None:
         return None
     ops = p["ops_per_sec"] if op is None else p["ops_by_type"][op]["ops_per_sec"]
-    return {"ops": ops, "p50": lat["p50"], "p99": lat["p99"], "err": p["errors"]["total"]}
+    scpu = cpu(name) * 1e6 / max(p["ops"], 1) if name else 0.0
+    return {"ops": ops, "p50": lat["p50"], "p99": lat["p99"], "err": p["errors"]["total"],
+            "scpu": scpu}
 
 def f(x, k):
-    return "-" if x is None else ("{:,.0f}".format(x[k]) if k == "ops" else "%.3g" % x[k])
+    if x is None:
+        return "-"
+    if k == "ops":
+        return "{:,.0f}".format(x[k])
+    if k == "scpu":
+        return "%.0f" % x[k] if x[k] else "-"
+    return "%.3g" % x[k]
 
 print(open(os.path.join(work, "header")).read().rstrip())
 print()
-hdr = "%-26s %12s %9s %9s %12s %9s %9s %7s %s" % ("workload", "kvd ops/s", "p50 ms", "p99 ms",
-                                                  "pg ops/s", "p50 ms", "p99 ms", "ratio", "runs (kvd / pg ops/s)")
+print("us/op: the server's CPU time (user + system, all its threads or processes) per operation")
+hdr = "%-26s %12s %9s %9s %6s %12s %9s %9s %6s %7s %s" % ("workload", "kvd ops/s", "p50 ms", "p99 ms",
+                                                          "us/op", "pg ops/s", "p50 ms", "p99 ms", "us/op",
+                                                          "ratio", "runs (kvd / pg ops/s)")
 print(hdr)
 for who in ("k", "p"):
     pass
-l = {w: fig(rep("load-" + w, "load")) for w in ("k", "p")}
+l = {w: fig(rep("load-" + w, "load"), name="load-" + w) for w in ("k", "p")}
 def row(title, k, p, spread=""):
     ratio = "%.2fx" % (k["ops"] / p["ops"]) if k and p and p["ops"] else "-"
-    print("%-26s %12s %9s %9s %12s %9s %9s %7s %s" % (title, f(k, "ops"), f(k, "p50"), f(k, "p99"),
-                                                    f(p, "ops"), f(p, "p50"), f(p, "p99"), ratio, spread))
+    print("%-26s %12s %9s %9s %6s %12s %9s %9s %6s %7s %s" % (title, f(k, "ops"), f(k, "p50"), f(k, "p99"),
+          f(k, "scpu"), f(p, "ops"), f(p, "p50"), f(p, "p99"), f(p, "scpu"), ratio, spread))
 row("load (inserts)", l["k"], l["p"])
 def med(xs):
     xs = [x for x in xs if x]
     if not xs:
         return None
-    return {k: statistics.median(x[k] for x in xs) for k in ("ops", "p50", "p99", "err")}
+    return {k: statistics.median(x[k] for x in xs) for k in ("ops", "p50", "p99", "err", "scpu")}
 for w in wls.split():
-    runs = {who: [fig(rep("%s-%d-%s" % (w, i, who))) for i in range(1, repeat + 1)] for who in "kp"}
+    runs = {who: [fig(rep("%s-%d-%s" % (w, i, who)), name="%s-%d-%s" % (w, i, who))
+                  for i in range(1, repeat + 1)] for who in "kp"}
     spread = " / ".join(",".join("-" if x is None else "%.0f" % x["ops"] for x in runs[who]) for who in "kp")
     row("YCSB " + w.upper(), med(runs["k"]), med(runs["p"]), spread)
 print()
-print("%-34s %-6s %10s %9s %9s %9s %9s %14s %s" % ("geo", "server", "ops/s", "read p50", "read p99",
-                                                   "write p50", "write p99", "peak RSS MiB", "errors"))
+print("%-34s %-6s %10s %9s %9s %9s %9s %6s %14s %s" % ("geo", "server", "ops/s", "read p50", "read p99",
+                                                       "write p50", "write p99", "us/op", "peak RSS MiB",
+                                                       "errors"))
 names = [("geo-%s-%%s" % n, "%s conn%s, closed loop" % (n, "s"[:n != "1"])) for n in geo_conns.split()]
 if max_geo > 1:
     names.append(("geo-%d-rate-%%s" % max_geo, "%d conns, %s req/s offered" % (max_geo, rate)))
@@ -333,8 +416,9 @@ for pat, title in names:
         mem = "%.1f" % (int(hwm) / 1048576)
         if who == "p" and p.get("server"):
             mem += " (PSS %.1f, %s procs)" % (p["server"]["peak_rss_bytes"] / 1048576, procs)
-        print("%-34s %-6s %10s %9s %9s %9s %9s %14s %s" % (title, "kvd" if who == "k" else "pg", f(fig(p), "ops"),
-              f(r, "p50"), f(r, "p99"), f(u, "p50"), f(u, "p99"), mem, p["errors"]["total"]))
+        print("%-34s %-6s %10s %9s %9s %9s %9s %6s %14s %s" % (title, "kvd" if who == "k" else "pg",
+              f(fig(p), "ops"), f(r, "p50"), f(r, "p99"), f(u, "p50"), f(u, "p99"),
+              f(fig(p, name=pat % who), "scpu"), mem, p["errors"]["total"]))
 print()
 print("commands (PORT, PID: the run's):")
 print(open(os.path.join(work, "commands")).read().rstrip())

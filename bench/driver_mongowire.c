@@ -8,14 +8,30 @@
  * the server it measures (bench/RESULTS.md, "Secondary indexes").  This
  * one costs what encoding a command and counting a reply's documents cost.
  *
- * It speaks only what the index workloads send (ixdocs.h): find with a
- * filter, sort, limit and singleBatch (the reply's firstBatch counted, no
- * cursor left open), and insert of one document.  No TLS, no
- * authentication (a password is refused), no hello: commands are sent
- * straight away, which kvd's door and mongod both accept.  The database
- * is "kvbench", as the other driver's default; setup creates the indexes
- * with the same createIndexes.  Requests may be pipelined (-P): replies
- * come back in order on a connection.
+ * It speaks what driver_mongo.c sends, with the same commands and
+ * documents, so that the two measure the same server work:
+ *
+ * - YCSB's records of fields: insert of {_id, field0, ...}; find by _id
+ *   (limit 1, the projection {fieldN: 1} when one field is read), the
+ *   fields of the document found handed back for --verify; update of
+ *   {_id} with $set of the fields written, "n" 0 being "not found"; the
+ *   scan, find {_id: {$gte: key}} sorted by _id with a limit, its
+ *   documents counted.
+ * - --record value and the geo workload: a put is an update of {_id} by
+ *   the whole document with upsert (replaceOne's command), a get a find
+ *   by _id turned back into the msgpack value (mongo_conv.h), a scan as
+ *   above.
+ * - The index workloads (ixdocs.h): find with a filter, sort and limit,
+ *   insert of one document.
+ *
+ * Every find asks for singleBatch (a record's find with its limit as
+ * batchSize too), so the reply's firstBatch holds every document and no
+ * cursor stays open.  No
+ * TLS, no authentication (a password is refused), no hello: commands are
+ * sent straight away, which kvd's door and mongod both accept.  The
+ * database is "kvbench", as the other driver's default; setup creates the
+ * indexes with the same createIndexes.  Requests may be pipelined (-P):
+ * replies come back in order on a connection.
  */
 #include <arpa/inet.h>
 #include <bson/bson.h>
@@ -31,6 +47,7 @@
 
 #include "kvbench.h"
 #include "mongo_conv.h"
+#include "record.h"
 
 #define MW_DB "kvbench"
 #define MW_OP_MSG 2013
@@ -46,7 +63,11 @@ struct mwconn {
 	const char *coll;
 	int32_t next_id;
 	struct mwbuf out, in;
-	size_t done; /* the bytes of the last reply handed out */
+	size_t done;	    /* the bytes of the last reply handed out */
+	struct kb_fval *fv; /* a read's fields, nf of them */
+	unsigned nf;
+	uint8_t *vbuf; /* a get's value */
+	size_t vcap;
 	char err[256];
 };
 
@@ -111,7 +132,7 @@ static const char *const ix_names[] = {"k", "r", "_id"};
 
 /* find: {f: v} or {_id: key}, or {r: {$gte: v}} sorted by r with limit
  * count; singleBatch so that no cursor stays open on the server. */
-static void find_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
+static void ix_find_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
 {
 	bson_t filter, sub;
 
@@ -136,45 +157,171 @@ static void find_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
 	BSON_APPEND_BOOL(cmd, "singleBatch", true);
 }
 
-static int insert_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
+/* A record's find, as driver_mongo.c's run_find: {_id: key} with limit
+ * 1, or the scan {_id: {$gte: key}} sorted by _id with limit count; the
+ * projection {fieldN: 1} when one field is asked for.  batchSize is the
+ * limit so that singleBatch's one batch holds every document (mongod's
+ * first batch is otherwise 101 documents). */
+static void rec_find_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
 {
-	bson_t *doc = mconv_value_doc(r->key, r->klen, r->val, r->vlen);
+	int scan = r->kind == REQ_FSCAN || r->kind == REQ_SCAN;
+	int64_t limit = scan ? (r->count ? r->count : 1) : 1;
+	bson_t filter, sub;
+
+	BSON_APPEND_UTF8(cmd, "find", mc->coll);
+	BSON_APPEND_DOCUMENT_BEGIN(cmd, "filter", &filter);
+	if (scan) {
+		BSON_APPEND_DOCUMENT_BEGIN(&filter, "_id", &sub);
+		bson_append_utf8(&sub, "$gte", 4, r->key, (int)r->klen);
+		bson_append_document_end(&filter, &sub);
+	} else {
+		bson_append_utf8(&filter, "_id", 3, r->key, (int)r->klen);
+	}
+	bson_append_document_end(cmd, &filter);
+	if (scan) {
+		BSON_APPEND_DOCUMENT_BEGIN(cmd, "sort", &sub);
+		BSON_APPEND_INT32(&sub, "_id", 1);
+		bson_append_document_end(cmd, &sub);
+	}
+	if (r->field >= 0 && r->kind != REQ_GET) {
+		char name[KB_FIELD_NAME_MAX];
+		size_t n = kb_field_name((unsigned)r->field, name);
+
+		BSON_APPEND_DOCUMENT_BEGIN(cmd, "projection", &sub);
+		bson_append_int32(&sub, name, (int)n, 1);
+		bson_append_document_end(cmd, &sub);
+	}
+	BSON_APPEND_INT64(cmd, "limit", limit);
+	BSON_APPEND_INT64(cmd, "batchSize", limit);
+	BSON_APPEND_BOOL(cmd, "singleBatch", true);
+}
+
+/* {insert: coll, documents: [doc]}. */
+static void insert_cmd(struct mwconn *mc, const bson_t *doc, bson_t *cmd)
+{
 	bson_t arr;
 
-	if (!doc)
-		return -1;
 	BSON_APPEND_UTF8(cmd, "insert", mc->coll);
 	BSON_APPEND_ARRAY_BEGIN(cmd, "documents", &arr);
 	BSON_APPEND_DOCUMENT(&arr, "0", doc);
 	bson_append_array_end(cmd, &arr);
+}
+
+/* The fields of an insert or of an update's $set into d. */
+static void append_fields(const struct kb_req *r, bson_t *d)
+{
+	char name[KB_FIELD_NAME_MAX];
+
+	for (unsigned i = 0; i < r->nfv; i++) {
+		size_t n = kb_field_name(r->fv[i].idx, name);
+
+		bson_append_utf8(d, name, (int)n, (const char *)r->fv[i].val,
+				 (int)r->fv[i].len);
+	}
+}
+
+/* A record's insert: {_id: key, field0: ..., ...}, as insertOne's. */
+static void rec_insert_cmd(struct mwconn *mc, const struct kb_req *r,
+			   bson_t *cmd)
+{
+	bson_t doc = BSON_INITIALIZER;
+
+	bson_append_utf8(&doc, "_id", 3, r->key, (int)r->klen);
+	append_fields(r, &doc);
+	insert_cmd(mc, &doc, cmd);
+	bson_destroy(&doc);
+}
+
+/* {update: coll, updates: [{q: {_id: key}, u: u, upsert}]}: updateOne
+ * (u a $set) and replaceOne with upsert (u the document), as libmongoc
+ * sends them. */
+static void update_cmd(struct mwconn *mc, const struct kb_req *r,
+		       const bson_t *u, int upsert, bson_t *cmd)
+{
+	bson_t arr, one, q;
+
+	BSON_APPEND_UTF8(cmd, "update", mc->coll);
+	BSON_APPEND_ARRAY_BEGIN(cmd, "updates", &arr);
+	BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &one);
+	BSON_APPEND_DOCUMENT_BEGIN(&one, "q", &q);
+	bson_append_utf8(&q, "_id", 3, r->key, (int)r->klen);
+	bson_append_document_end(&one, &q);
+	BSON_APPEND_DOCUMENT(&one, "u", u);
+	if (upsert)
+		BSON_APPEND_BOOL(&one, "upsert", true);
+	bson_append_document_end(&arr, &one);
+	bson_append_array_end(cmd, &arr);
+}
+
+/* A record's update: $set of the fields written. */
+static void rec_update_cmd(struct mwconn *mc, const struct kb_req *r,
+			   bson_t *cmd)
+{
+	bson_t u = BSON_INITIALIZER, set;
+
+	BSON_APPEND_DOCUMENT_BEGIN(&u, "$set", &set);
+	append_fields(r, &set);
+	bson_append_document_end(&u, &set);
+	update_cmd(mc, r, &u, 0, cmd);
+	bson_destroy(&u);
+}
+
+/* A value's document (mongo_conv.h): inserted (IXINSERT) or replacing
+ * the record with upsert (PUT).  -1 when out of memory. */
+static int value_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
+{
+	bson_t *doc = mconv_value_doc(r->key, r->klen, r->val, r->vlen);
+
+	if (!doc)
+		return -1;
+	if (r->kind == REQ_IXINSERT)
+		insert_cmd(mc, doc, cmd);
+	else
+		update_cmd(mc, r, doc, 1, cmd);
 	bson_destroy(doc);
 	return 0;
+}
+
+/* r's command into cmd: 0, -1 out of memory, -2 a request it cannot
+ * make. */
+static int build_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
+{
+	switch (r->kind) {
+	case REQ_GET:
+	case REQ_READ:
+	case REQ_SCAN:
+	case REQ_FSCAN: rec_find_cmd(mc, r, cmd); return 0;
+	case REQ_INSERT: rec_insert_cmd(mc, r, cmd); return 0;
+	case REQ_UPDATE: rec_update_cmd(mc, r, cmd); return 0;
+	case REQ_PUT:
+	case REQ_IXINSERT: return value_cmd(mc, r, cmd);
+	case REQ_IXFIND:
+	case REQ_IXRANGE:
+		if (r->field < IX_K || r->field > IX_ID)
+			return -2;
+		ix_find_cmd(mc, r, cmd);
+		return 0;
+	}
+	return -2;
 }
 
 static int mw_send(void *c, const struct kb_req *r)
 {
 	struct mwconn *mc = c;
 	bson_t cmd = BSON_INITIALIZER;
-	int rc = -1;
+	int rc = build_cmd(mc, r, &cmd);
 
-	if (r->kind == REQ_IXINSERT) {
-		if (insert_cmd(mc, r, &cmd))
-			goto out;
-	} else if ((r->kind == REQ_IXFIND || r->kind == REQ_IXRANGE) &&
-		   r->field >= IX_K && r->field <= IX_ID) {
-		find_cmd(mc, r, &cmd);
-	} else {
+	if (rc == -2)
 		snprintf(mc->err, sizeof(mc->err),
-			 "mongowire: the ix workloads only");
-		goto out;
+			 "mongowire: a request it cannot send");
+	if (rc == 0) {
+		BSON_APPEND_UTF8(&cmd, "$db", MW_DB);
+		rc = queue_msg(mc, &cmd);
 	}
-	BSON_APPEND_UTF8(&cmd, "$db", MW_DB);
-	rc = queue_msg(mc, &cmd);
-	if (rc)
+	if (rc == -1)
 		snprintf(mc->err, sizeof(mc->err), "out of memory");
-out:
 	bson_destroy(&cmd);
-	return rc;
+	return rc < 0 ? -1 : 0;
 }
 
 /* ---- connections ------------------------------------------------------- */
@@ -229,6 +376,8 @@ static void mw_close(void *c)
 		close(mc->fd);
 	free(mc->out.p);
 	free(mc->in.p);
+	free(mc->fv);
+	free(mc->vbuf);
 	free(mc);
 }
 
@@ -247,8 +396,15 @@ static void *mw_connect(const struct kb_target *t, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	mc->fd = -1;
 	mc->coll = t->table;
 	mc->next_id = 1;
+	mc->nf = t->fieldcount ? t->fieldcount : 1;
+	if (!(mc->fv = calloc(mc->nf, sizeof(*mc->fv)))) {
+		snprintf(err, errlen, "out of memory");
+		mw_close(mc);
+		return NULL;
+	}
 	if ((mc->fd = dial(t, err, errlen)) < 0) {
 		mw_close(mc);
 		return NULL;
@@ -311,8 +467,9 @@ static int mw_input(void *c)
 
 /* ---- replies ----------------------------------------------------------- */
 
-/* The documents of reply's cursor.firstBatch; -1 when it has none. */
-static int first_batch(const bson_t *reply)
+/* The documents of reply's cursor.firstBatch, the first one into *first
+ * (when there is one); -1 when the reply has no firstBatch. */
+static int first_batch(const bson_t *reply, bson_t *first)
 {
 	bson_iter_t it, sub;
 	int n = 0;
@@ -322,9 +479,97 @@ static int first_batch(const bson_t *reply)
 	    !bson_iter_find(&sub, "firstBatch") ||
 	    !BSON_ITER_HOLDS_ARRAY(&sub) || !bson_iter_recurse(&sub, &it))
 		return -1;
-	while (bson_iter_next(&it))
-		n++;
+	while (bson_iter_next(&it)) {
+		if (n++ == 0) {
+			const uint8_t *data;
+			uint32_t len;
+
+			if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+				return -1;
+			bson_iter_document(&it, &len, &data);
+			if (!bson_init_static(first, data, len))
+				return -1;
+		}
+	}
 	return n;
+}
+
+/* A found document's fieldN strings as the record's fields, as
+ * driver_mongo.c's read_fields: a field not one of ours is handed back
+ * with an index no record has, so that --verify counts it wrong. */
+static void read_fields(struct mwconn *mc, const bson_t *d,
+			struct kb_reply *out)
+{
+	bson_iter_t it;
+
+	out->fields = mc->fv;
+	if (!bson_iter_init(&it, d))
+		return;
+	while (bson_iter_next(&it) && out->nfields < mc->nf) {
+		const char *k = bson_iter_key(&it);
+		struct kb_fval *fv;
+		uint32_t len = 0;
+
+		if (strcmp(k, "_id") == 0)
+			continue;
+		fv = &mc->fv[out->nfields++];
+		if (rec_field_index(k, strlen(k), &fv->idx) ||
+		    !BSON_ITER_HOLDS_UTF8(&it)) {
+			fv->idx = UINT32_MAX;
+			fv->val = NULL;
+			fv->len = 0;
+			continue;
+		}
+		fv->val = (const uint8_t *)bson_iter_utf8(&it, &len);
+		fv->len = len;
+	}
+}
+
+/* A find's reply: the documents counted; for a read or a get the first
+ * one handed back (its fields, or its msgpack value); none found is "not
+ * found" but for scans. */
+static void find_reply(struct mwconn *mc, enum kb_req_kind kind,
+		       const bson_t *reply, struct kb_reply *out)
+{
+	bson_t doc;
+	int items = first_batch(reply, &doc);
+
+	if (items < 0) {
+		out->status = REPLY_ERROR;
+		out->msg = "a find reply without cursor.firstBatch";
+		return;
+	}
+	out->items = (unsigned)items;
+	if (kind == REQ_SCAN || kind == REQ_FSCAN || kind == REQ_IXRANGE)
+		return;
+	if (items == 0) {
+		out->status = REPLY_NOT_FOUND;
+		return;
+	}
+	if (kind == REQ_READ) {
+		read_fields(mc, &doc, out);
+	} else if (kind == REQ_GET) {
+		if (mconv_doc_value(&doc, &mc->vbuf, &mc->vcap, &out->vlen)) {
+			out->status = REPLY_ERROR;
+			out->msg = "a document kvbench cannot read back";
+			return;
+		}
+		out->val = mc->vbuf;
+	}
+}
+
+/* An update's reply: "n" 0 (nothing matched) is "not found", as
+ * driver_mongo.c's matchedCount. */
+static void update_reply(const bson_t *reply, struct kb_reply *out)
+{
+	bson_iter_t it;
+
+	if (!bson_iter_init_find(&it, reply, "n")) {
+		out->status = REPLY_ERROR;
+		out->msg = "an update reply without n";
+	} else if (bson_iter_as_int64(&it) == 0) {
+		out->status = REPLY_NOT_FOUND;
+	}
 }
 
 /* The first message of "errmsg" in reply or in its writeErrors, or NULL
@@ -384,7 +629,7 @@ static int mw_reply(void *c, enum kb_req_kind kind, int field,
 	struct mwconn *mc = c;
 	bson_t reply;
 	const char *e;
-	int rc = next_msg(mc, &reply), items;
+	int rc = next_msg(mc, &reply);
 
 	(void)field;
 	if (rc <= 0) {
@@ -399,15 +644,12 @@ static int mw_reply(void *c, enum kb_req_kind kind, int field,
 		snprintf(mc->err, sizeof(mc->err), "%s", e);
 		out->status = REPLY_ERROR;
 		out->msg = mc->err;
-	} else if (kind == REQ_IXFIND || kind == REQ_IXRANGE) {
-		if ((items = first_batch(&reply)) < 0) {
-			out->status = REPLY_ERROR;
-			out->msg = "a find reply without cursor.firstBatch";
-		} else {
-			out->items = (unsigned)items;
-			if (kind == REQ_IXFIND && items == 0)
-				out->status = REPLY_NOT_FOUND;
-		}
+	} else if (kind == REQ_GET || kind == REQ_READ || kind == REQ_SCAN ||
+		   kind == REQ_FSCAN || kind == REQ_IXFIND ||
+		   kind == REQ_IXRANGE) {
+		find_reply(mc, kind, &reply, out);
+	} else if (kind == REQ_UPDATE) {
+		update_reply(&reply, out);
 	}
 	return 1;
 }
@@ -478,7 +720,8 @@ static int mw_setup(const struct kb_target *t, char *err, size_t errlen)
 const struct kb_driver driver_mongowire = {
     .name = "mongowire",
     .default_port = 27017,
-    .fields = 0,
+    .fields = 1,
+    .fields_ops = "insert, find by _id, update $set (OP_MSG)",
     .setup = mw_setup,
     .connect = mw_connect,
     .fd = mw_fd,

@@ -59,13 +59,15 @@ static void usage(FILE *f)
 	    "WORKLOAD: a b c d e f (YCSB core workloads), ingest, uuid, geo,\n"
 	    "          ixpoint ixeq ixget ixrange ixscan ixinsert (documents "
 	    "with\n"
-	    "          3 secondary indexes; mongodb and postgres)\n"
+	    "          3 secondary indexes; mongodb, mongowire and "
+	    "postgres)\n"
 	    "\n"
 	    "target\n"
 	    "  -D, --driver NAME       kvd (default), redis, postgres, "
 	    "mongodb,\n"
-	    "                          mongowire (ix workloads: OP_MSG "
-	    "without libmongoc)\n"
+	    "                          mongowire (every workload, OP_MSG "
+	    "without\n"
+	    "                          libmongoc: no TLS, no password)\n"
 	    "  -H, --host HOST         server address, or a Unix socket's "
 	    "/path\n"
 	    "                          (default 127.0.0.1)\n"
@@ -529,10 +531,6 @@ static int parse_args(struct kb_config *c, int argc, char **argv)
 		fprintf(stderr,
 			"kvbench: %s: mongodb, mongowire and postgres only\n",
 			c->wl->name);
-		goto out;
-	}
-	if (!c->target.index && !strcmp(c->driver->name, "mongowire")) {
-		fprintf(stderr, "kvbench: mongowire: the ix workloads only\n");
 		goto out;
 	}
 	if (c->target.index && !c->target.table)
