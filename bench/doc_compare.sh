@@ -74,120 +74,11 @@ KVBENCH=${KVBENCH:-$BUILD/bench/kvbench}
 PGBIN=/usr/lib/postgresql/15/bin
 PY=/usr/bin/python3
 
-for f in "$KVD" "$KVBENCH" "$PGBIN/initdb"; do
-	[ -x "$f" ] || { echo "doc_compare: $f is missing (build first)" >&2; exit 2; }
-done
-"$KVBENCH" --help 2>&1 | grep -q mongodb ||
-	{ echo "doc_compare: kvbench was built without libmongoc" >&2; exit 2; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/kvd-doccmp.XXXXXX")
-KVD_PID=
-PG_UP=
-cleanup() {
-	[ -n "$KVD_PID" ] && kill "$KVD_PID" 2>/dev/null && wait "$KVD_PID" 2>/dev/null
-	[ -n "$PG_UP" ] && as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -m immediate stop >/dev/null 2>&1
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-# PostgreSQL refuses to run as root: run it as nobody then.
-as_pg() {
-	if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
-}
-
-free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 max_geo=1
 for n in $GEO_CONNS; do [ "$n" -gt "$max_geo" ] && max_geo=$n; done
-
-# ---------------------------------------------------------------- servers
-KPORT=$(free_port)
-MPORT=$(free_port)
-"$KVD" --bind 127.0.0.1 --port "$KPORT" --mongo-port "$MPORT" \
-	--data-dir "$WORK/kvd" --threads 2 --durability sync \
-	--max-clients 10000 --log-level warn 2>"$WORK/kvd.log" &
-KVD_PID=$!
-
-mkdir -p "$WORK/pg"
-if [ "$(id -u)" = 0 ]; then chown nobody "$WORK/pg"; chmod 755 "$WORK"; fi
-as_pg "$PGBIN/initdb" -D "$WORK/pg/data" -U kvbench -A trust -E UTF8 --no-sync >/dev/null
-PGPORT=$(free_port)
-PGMAX=$((max_geo + 100))
-as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/log" -w -t 60 \
-	-o "-p $PGPORT -k $WORK/pg -c listen_addresses=127.0.0.1 -c max_connections=$PGMAX" \
-	start >/dev/null
-PG_UP=1
-PG_PID=$(head -1 "$WORK/pg/data/postmaster.pid")
-
-K_ARGS="-D $KDRIVER --port $MPORT"
-
-# kvbench against one server: $1 k|p, $2 the report's name, the rest its
-# arguments.  The report is $WORK/$2.json; a failed run is told, not fatal.
-bench() {
-	who=$1 name=$2
-	shift 2
-	if [ "$who" = k ]; then
-		set -- $K_ARGS --server-pid "$KVD_PID" "$@"
-	else
-		set -- -D postgres --record doc --port "$PGPORT" \
-			--conninfo "user=kvbench dbname=postgres" --server-pid "$PG_PID" "$@"
-	fi
-	{
-		printf '  %s: kvbench' "$name"
-		for a in "$@"; do
-			case $a in *" "*) printf " '%s'" "$a" ;; *) printf ' %s' "$a" ;; esac
-		done
-		echo
-	} | sed "s/--server-pid [0-9]*/--server-pid PID/; s/--port [0-9]*/--port PORT/" >>"$WORK/commands"
-	spid=$KVD_PID
-	[ "$who" = p ] && spid=$PG_PID
-	if ! $PY "$WORK/cpu.py" "$spid" "$WORK/$name.cpu" \
-		"$KVBENCH" -q -s 1 --json "$WORK/$name.json" "$@" >"$WORK/$name.out" 2>&1; then
-		echo "doc_compare: $name failed: $(tail -1 "$WORK/$name.out")" >&2
-		echo "$name" >>"$WORK/failed"
-	fi
-}
-
-# cpu.py PID OUT CMD...: runs CMD and writes to OUT the CPU seconds the
-# server spent meanwhile (PID's process and its descendants, with the
-# children it reaped: PostgreSQL's backends) and CMD's own (kvbench's);
-# bench/index_compare.sh's.
-cat >"$WORK/cpu.py" <<'EOF'
-import os, resource, subprocess, sys, time
-tck = os.sysconf("SC_CLK_TCK")
-def stat(p):
-    try:
-        with open("/proc/%d/stat" % p) as f:
-            v = f.read().rsplit(")", 1)[1].split()
-        return int(v[1]), [int(x) for x in v[11:15]]
-    except (OSError, IndexError, ValueError):
-        return None, None
-def server(root):
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            ppid, _ = stat(int(d))
-            if ppid is not None:
-                kids.setdefault(ppid, []).append(int(d))
-    todo, total = [root], 0
-    while todo:
-        p = todo.pop()
-        _, t = stat(p)
-        if t:
-            total += t[0] + t[1] + (t[2] + t[3] if p == root else 0)
-        todo += kids.get(p, [])
-    return total / tck
-pid, out = int(sys.argv[1]), sys.argv[2]
-s0, c0 = server(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
-rc = subprocess.call(sys.argv[3:])
-time.sleep(0.3)  # the backends that ended: reaped by the postmaster
-s1, c1 = server(pid), resource.getrusage(resource.RUSAGE_CHILDREN)
-with open(out, "w") as f:
-    f.write("%.3f %.3f\n" % (s1 - s0, c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime))
-sys.exit(rc)
-EOF
+NAME=doc_compare PGMAX=$((max_geo + 100)) PG_REC="--record doc"
+BENCH_DIR=$(dirname "$0")
+. "$BENCH_DIR/peer_servers.sh"
 
 # The peak-memory sampler: every 0.5 s the sum of VmHWM over a process and
 # its descendants, kept at its largest, until $WORK/stop-$2 appears.
@@ -255,12 +146,6 @@ bench_mem() {
 }
 
 # In odd repetitions kvd first, in even ones PostgreSQL first.
-pair() {
-	rep=$1
-	shift
-	if [ $((rep % 2)) = 1 ]; then order="k p"; else order="p k"; fi
-	for who in $order; do "$@" "$who"; done
-}
 
 # kvd is ready when its door accepts a connection.
 $PY - "$MPORT" <<'EOF' || { cat "$WORK/kvd.log" >&2; exit 2; }
@@ -343,7 +228,7 @@ def rep(name, phase="run"):
     return None
 
 def cpu(name):
-    """The server's CPU seconds over run name (cpu.py's), 0 unknown."""
+    """The server's CPU seconds over run name (server_cpu.py's), 0 unknown."""
     try:
         return float(open(os.path.join(work, name + ".cpu")).read().split()[0])
     except (OSError, ValueError, IndexError):
