@@ -179,25 +179,11 @@ fail:
 static int create_indexes(mongoc_client_t *c, const char *db,
 			  const struct kb_target *t, char *err, size_t errlen)
 {
-	static const char *const fields[] = {"k", "r", "s"};
-	bson_t cmd = BSON_INITIALIZER, arr, spec, key;
+	bson_t cmd = BSON_INITIALIZER;
 	bson_error_t e;
-	char name[8], idx[4];
 	int ok;
 
-	BSON_APPEND_UTF8(&cmd, "createIndexes", t->table);
-	BSON_APPEND_ARRAY_BEGIN(&cmd, "indexes", &arr);
-	for (int i = 0; i < 3; i++) {
-		snprintf(idx, sizeof(idx), "%d", i);
-		snprintf(name, sizeof(name), "%s_1", fields[i]);
-		BSON_APPEND_DOCUMENT_BEGIN(&arr, idx, &spec);
-		BSON_APPEND_DOCUMENT_BEGIN(&spec, "key", &key);
-		BSON_APPEND_INT32(&key, fields[i], 1);
-		bson_append_document_end(&spec, &key);
-		BSON_APPEND_UTF8(&spec, "name", name);
-		bson_append_document_end(&arr, &spec);
-	}
-	bson_append_array_end(&cmd, &arr);
+	mconv_ix_create(&cmd, t->table);
 	ok = mongoc_client_command_simple(c, db, &cmd, NULL, NULL, &e);
 	if (!ok)
 		snprintf(err, errlen, "createIndexes: %s", e.message);

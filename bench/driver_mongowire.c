@@ -685,10 +685,8 @@ static int run_blocking(struct mwconn *mc, const bson_t *cmd, char *err,
 /* createIndexes of k_1, r_1 and s_1, as driver_mongo.c's. */
 static int mw_setup(const struct kb_target *t, char *err, size_t errlen)
 {
-	static const char *const fields[] = {"k", "r", "s"};
 	struct mwconn *mc;
-	bson_t cmd = BSON_INITIALIZER, arr, spec, key;
-	char name[8], idx[4];
+	bson_t cmd = BSON_INITIALIZER;
 	int rc;
 
 	if (!(mc = mw_connect(t, err, errlen)))
@@ -697,19 +695,7 @@ static int mw_setup(const struct kb_target *t, char *err, size_t errlen)
 		mw_close(mc);
 		return 0;
 	}
-	BSON_APPEND_UTF8(&cmd, "createIndexes", t->table);
-	BSON_APPEND_ARRAY_BEGIN(&cmd, "indexes", &arr);
-	for (int i = 0; i < 3; i++) {
-		snprintf(idx, sizeof(idx), "%d", i);
-		snprintf(name, sizeof(name), "%s_1", fields[i]);
-		BSON_APPEND_DOCUMENT_BEGIN(&arr, idx, &spec);
-		BSON_APPEND_DOCUMENT_BEGIN(&spec, "key", &key);
-		BSON_APPEND_INT32(&key, fields[i], 1);
-		bson_append_document_end(&spec, &key);
-		BSON_APPEND_UTF8(&spec, "name", name);
-		bson_append_document_end(&arr, &spec);
-	}
-	bson_append_array_end(&cmd, &arr);
+	mconv_ix_create(&cmd, t->table);
 	BSON_APPEND_UTF8(&cmd, "$db", MW_DB);
 	rc = run_blocking(mc, &cmd, err, errlen);
 	bson_destroy(&cmd);

@@ -4,6 +4,7 @@
  * within maps; anything else makes the value opaque ({value: BinData}). */
 #include "mongo_conv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -296,4 +297,25 @@ int mconv_doc_value(const bson_t *d, uint8_t **buf, size_t *cap, size_t *len)
 		return -1;
 	*len = w.len;
 	return 0;
+}
+
+void mconv_ix_create(bson_t *cmd, const char *coll)
+{
+	static const char *const fields[] = {"k", "r", "s"};
+	bson_t arr, spec, key;
+	char name[8], idx[4];
+
+	BSON_APPEND_UTF8(cmd, "createIndexes", coll);
+	BSON_APPEND_ARRAY_BEGIN(cmd, "indexes", &arr);
+	for (int i = 0; i < 3; i++) {
+		snprintf(idx, sizeof(idx), "%d", i);
+		snprintf(name, sizeof(name), "%s_1", fields[i]);
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, idx, &spec);
+		BSON_APPEND_DOCUMENT_BEGIN(&spec, "key", &key);
+		BSON_APPEND_INT32(&key, fields[i], 1);
+		bson_append_document_end(&spec, &key);
+		BSON_APPEND_UTF8(&spec, "name", name);
+		bson_append_document_end(&arr, &spec);
+	}
+	bson_append_array_end(cmd, &arr);
 }
