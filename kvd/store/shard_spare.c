@@ -57,22 +57,30 @@ static int spare_collect(struct shard *sh)
 	return rc;
 }
 
+/* spare_collect, and the helper's failure told: whoever collects it (the
+ * committer's next look, or a stop that comes first) says so. */
+static int spare_collect_told(struct shard *sh)
+{
+	int rc = spare_collect(sh);
+
+	if (rc < 0)
+		kvd_log_ratelimited(
+		    &spare_limit, KVD_LOG_WARN,
+		    "%s: journal: cannot make a spare segment ahead: %s",
+		    sh->path, kvj_strerror(rc));
+	return rc;
+}
+
 void kvd_shard_spare_tend(struct shard *sh, uint64_t now)
 {
 	int state =
 	    atomic_load_explicit(&sh->spare_state, memory_order_acquire);
 	char name[16];
-	int rc;
 
 	if (!sh->j)
 		return;
-	if (state == SPARE_DONE && (rc = spare_collect(sh)) < 0) {
+	if (state == SPARE_DONE && spare_collect_told(sh) < 0)
 		sh->spare_retry_ms = now + SPARE_RETRY_MS;
-		kvd_log_ratelimited(
-		    &spare_limit, KVD_LOG_WARN,
-		    "%s: journal: cannot make a spare segment ahead: %s",
-		    sh->path, kvj_strerror(rc));
-	}
 	shard_publish_spares(sh);
 	/* One ahead beyond the reserve (kept for deletes: shard_write.c) */
 	if (state == SPARE_BUSY || kvj_spares(sh->j) > kvj_reserve(sh->j) ||
@@ -90,6 +98,15 @@ void kvd_shard_spare_tend(struct shard *sh, uint64_t now)
 	pthread_setname_np(sh->spare_thread, name); /* for top -H; may fail */
 }
 
+int kvd_shard_spare_wanted(struct kvd_store *st, unsigned i)
+{
+	struct shard *sh = &st->sh[i];
+
+	return sh->j && !atomic_load(&sh->failed) && !kvj_error(sh->j) &&
+	       atomic_load(&sh->spare_state) == SPARE_IDLE &&
+	       kvj_spares(sh->j) <= kvj_reserve(sh->j);
+}
+
 void kvd_shard_spare_stop(struct shard *sh)
 {
 	/* A helper done since the committer's last look has its file under
@@ -99,7 +116,7 @@ void kvd_shard_spare_stop(struct shard *sh)
 	if (atomic_load(&sh->spare_state) == SPARE_IDLE)
 		return;
 	if (sh->j) {
-		(void)spare_collect(sh);
+		(void)spare_collect_told(sh);
 		return;
 	}
 	pthread_join(sh->spare_thread, NULL);

@@ -434,6 +434,12 @@ int kvd_shard_commit_done(struct kvd_wtxn *t, int res);
 /* Committer housekeeping between batches: recycle checkpointed journal
  * segments, freeze an old memtable, drop the committer's snapshot. */
 void kvd_shard_tick(struct kvd_store *st, unsigned i, uint64_t now);
+/* 1 when shard i's journal is down to its reserve of spare segments and
+ * no helper is making the next one: its committer's next tick would start
+ * one.  A writer that commits without the committer (an io thread) asks
+ * after its batch and wakes the committer, so the segment is made ahead
+ * rather than by a write that crosses into it.  The writer only. */
+int kvd_shard_spare_wanted(struct kvd_store *st, unsigned i);
 /* Checkpoint everything shard i acknowledged and wait until LMDB holds it
  * (backups, SAVE, clean shutdown; the writer).  0 or a KV_*. */
 int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
