@@ -26,8 +26,7 @@ try:
 except ImportError:
     Host = None
 
-FIELDS = ["field%d" % i for i in range(10)]
-UPDATES_ONLY = ["-p", "updateproportion=1", "-p", "readproportion=0"]
+from docverify import FIELDS, UPDATES_ONLY, OneField, Verified  # noqa: E402
 STALE = ["-r", 2, "-n", 20, "-t", 1, "-c", 1, "--phase", "run", *UPDATES_ONLY,
          "-p", "writeallfields=true", "-p", "requestdistribution=sequential", "--verify"]
 
@@ -37,34 +36,8 @@ def built_in():
     return "mongodb" in out and Host is not None
 
 
-class Verified:
-    def verified(self, r, keys=None):
-        """keys: the records read back (None: those the run wrote)."""
-        run = r.phase("run")
-        if run:
-            self.assertEqual(run["errors"]["total"], 0, run["first_error"])
-        v = r.report["verify"]
-        keys = v["keys"] if keys is None else keys
-        self.assertGreater(keys, 0)
-        self.assertEqual((v["keys"], v["ok"], v["lost"], v["mismatched"], v["errors"]),
-                         (keys, keys, 0, 0, 0), v)
-        f = v["fields"]
-        self.assertEqual(f["read_back"], {"checked": 10 * keys, "stale": 0, "corrupt": 0,
-                                          "missing": 0})
-        self.assertEqual((f["run_reads"]["stale"], f["run_reads"]["corrupt"],
-                          f["run_reads"]["missing"]), (0, 0, 0))
-        return f
-
-    def check_docs(self, docs, n):
-        self.assertEqual(len(docs), n)
-        for k, d in docs.items():
-            self.assertTrue(k.startswith("user"), k)
-            self.assertEqual(sorted(d), FIELDS)
-            self.assertTrue(all(isinstance(v, str) and len(v) == 100 for v in d.values()))
-
-
 @unittest.skipUnless(built_in(), "kvbench without its mongodb driver, or no pymongo")
-class MongoDriver(Verified, unittest.TestCase):
+class MongoDriver(OneField, Verified, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.host = Host("--password", "secret", "--user", "kvd")
@@ -94,20 +67,6 @@ class MongoDriver(Verified, unittest.TestCase):
         self.assertEqual(f["run_reads"]["checked"], 10 * reads)  # all fields
         self.check_docs(self.docs(), 300)
         self.assertIn("mongodb", r.report["target"])
-
-    def test_one_field_update_and_read(self):
-        self.bench("-r", 50, "--phase", "load", "a")
-        before = self.docs()
-        r = self.bench("-r", 50, "-n", 40, "-t", 1, "-c", 1, "--phase", "run", *UPDATES_ONLY, "a")
-        self.assertEqual(r.phase("run")["errors"]["total"], 0)
-        after = self.docs()
-        changed = [(k, f) for k in before for f in FIELDS if before[k][f] != after[k][f]]
-        # one field per update (one rewritten twice counts once)
-        self.assertTrue(25 < len(changed) <= 40, len(changed))
-        self.table += "_c"
-        r = self.bench("-r", 50, "-n", 200, "-p", "readallfields=false", "--verify", "c")
-        f = self.verified(r, 50)
-        self.assertEqual(f["run_reads"]["checked"], 200)  # one field each
 
     def test_e_scans_f_rmw(self):
         r = self.bench("-r", 400, "-n", 600, "-t", 2, "-c", 2, "--verify", "e")

@@ -21,8 +21,7 @@ try:
 except ImportError:
     MongoClient = None
 
-FIELDS = ["field%d" % i for i in range(10)]
-UPDATES_ONLY = ["-p", "updateproportion=1", "-p", "readproportion=0"]
+from docverify import FIELDS, OneField, Verified  # noqa: E402
 
 
 def built_in():
@@ -31,7 +30,7 @@ def built_in():
 
 
 @unittest.skipUnless(built_in(), "kvbench without its MongoDB drivers, or no pymongo")
-class MongoWire(unittest.TestCase):
+class MongoWire(OneField, Verified, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.mport = kvdtest.free_port()
@@ -53,21 +52,6 @@ class MongoWire(unittest.TestCase):
 
     def docs(self, table=None):
         return {d.pop("_id"): d for d in self.cl.kvbench[table or self.table].find()}
-
-    def verified(self, r, keys):
-        """The run had no error and --verify read back keys records whole,
-        every field as written."""
-        run = r.phase("run")
-        self.assertEqual(run["errors"]["total"], 0, run["first_error"])
-        v = r.report["verify"]
-        self.assertEqual((v["keys"], v["ok"], v["lost"], v["mismatched"], v["errors"]),
-                         (keys, keys, 0, 0, 0), v)
-        f = v["fields"]
-        self.assertEqual(f["read_back"], {"checked": 10 * keys, "stale": 0, "corrupt": 0,
-                                          "missing": 0})
-        self.assertEqual((f["run_reads"]["stale"], f["run_reads"]["corrupt"],
-                          f["run_reads"]["missing"]), (0, 0, 0))
-        return f
 
     def test_a_load_run_verify(self):
         r = self.bench("-r", 300, "-n", 1000, "-t", 2, "-c", 2, "-P", 2, "--verify", "a")
@@ -119,20 +103,6 @@ class MongoWire(unittest.TestCase):
         self.table += "_all"
         r = self.bench("-r", 200, "-n", 400, "-p", "writeallfields=true", "--verify", "f")
         self.verified(r, 200)
-
-    def test_one_field_update_and_read(self):
-        self.bench("-r", 50, "--phase", "load", "a")
-        before = self.docs()
-        r = self.bench("-r", 50, "-n", 40, "-t", 1, "-c", 1, "--phase", "run", *UPDATES_ONLY, "a")
-        self.assertEqual(r.phase("run")["errors"]["total"], 0)
-        after = self.docs()
-        changed = [(k, f) for k in before for f in FIELDS if before[k][f] != after[k][f]]
-        # one field per update (one rewritten twice counts once)
-        self.assertTrue(25 < len(changed) <= 40, len(changed))
-        self.table += "_c"
-        r = self.bench("-r", 50, "-n", 200, "-p", "readallfields=false", "--verify", "c")
-        f = self.verified(r, 50)
-        self.assertEqual(f["run_reads"]["checked"], 200)  # one field each
 
     def test_missing_records_not_found(self):
         # an update that matched nothing and a read that found nothing
