@@ -24,6 +24,7 @@ import kvdtest  # noqa: E402
 import msgpack  # noqa: E402
 import peers  # noqa: E402
 from kvbenchtest import kvbench  # noqa: E402
+from docverify import Verified  # noqa: E402
 
 FIELDS = ["field%d" % i for i in range(10)]
 UPDATES_ONLY = ["-p", "updateproportion=1", "-p", "readproportion=0"]
@@ -38,7 +39,7 @@ if len(sys.argv) > 5:
 """
 
 
-class Checks:
+class Checks(Verified):
     """Mixed into one TestCase per server.  The subclass provides bench()
     (kvbench against the server), records() ({key: {field: bytes}}) and
     flush()."""
@@ -48,17 +49,6 @@ class Checks:
 
     def near(self, value, want, tol=0.06):
         self.assertLess(abs(value - want), tol, "%.4f, expected %.4f" % (value, want))
-
-    def verified(self, r, keys):
-        v = r.report["verify"]
-        self.assertEqual((v["keys"], v["ok"], v["lost"], v["mismatched"], v["errors"]),
-                         (keys, keys, 0, 0, 0), v)
-        f = v["fields"]
-        self.assertEqual(f["read_back"], {"checked": 10 * keys, "stale": 0, "corrupt": 0,
-                                          "missing": 0})
-        self.assertEqual((f["run_reads"]["stale"], f["run_reads"]["corrupt"],
-                          f["run_reads"]["missing"]), (0, 0, 0))
-        return f
 
     def check_shape(self, recs, n):
         self.assertEqual(len(recs), n)
