@@ -171,6 +171,12 @@ void kvd_cm_wake(struct kvd_committer *c)
 			  strerror(errno));
 }
 
+void kvd_cm_spare_nudge(struct kvd_committer *c)
+{
+	if (kvd_shard_spare_wanted(c->com->o.store, c->shard))
+		kvd_cm_wake(c);
+}
+
 /* An io thread's requests of one loop turn, per shard, newest first (the
  * order of the committer's stack): pushed with one CAS and at most one
  * wake-up per shard at the end of the turn (kvd_committer_flush), instead
@@ -305,6 +311,7 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	}
 	for (fifo = kvd_cm_reverse(head); fifo;)
 		fifo = run_batch(c, fifo, 1);
+	kvd_cm_spare_nudge(c);
 	kvd_cm_role_drop(c);
 	return 1;
 }

@@ -76,6 +76,10 @@ struct kvd_commit {
 
 /* Wake c's committer through its eventfd. */
 void kvd_cm_wake(struct kvd_committer *c);
+/* After a batch an io thread committed itself (the writer role still its):
+ * wake the committer when the shard wants a spare journal segment made
+ * ahead, which only the committer's housekeeping starts. */
+void kvd_cm_spare_nudge(struct kvd_committer *c);
 /* The hooks (kvd_commit_hooks): a replica?; a committed batch's requests
  * back; one request failed back, the list's each with status; keyspace
  * events of an applied write, published, or dropped with their batch. */

@@ -88,11 +88,8 @@ static void ring_done(struct kvd_committer *c, int res)
 		if (rc == KV_SHARD_FAILED)
 			atomic_store(&c->failed, 1);
 	}
-	/* Segments are made ahead by the committer's housekeeping, which
-	 * an io thread's commits skip: tell it when one is wanted (while
-	 * this batch still holds the writer role). */
-	if (rc == 0 && kvd_shard_spare_wanted(com->o.store, c->shard))
-		kvd_cm_wake(c);
+	if (rc == 0) /* while this batch still holds the writer role */
+		kvd_cm_spare_nudge(c);
 	/* The shard is free before its requests go back: their io thread
 	 * may commit its next writes as soon as it sees them answered. */
 	atomic_store(&c->ring_busy, 0);
