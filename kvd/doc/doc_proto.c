@@ -6,9 +6,12 @@
  * (net/auth.h, conn.c), and serverStatus tells kvd's own figures. */
 #include "doc_mdoor.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -153,9 +156,38 @@ static void mongo_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 	doc_mdoor_result(c, pd);
 }
 
+/* The peer's "ip:port" into c->addr (RESP's open fills it for its own
+ * connections; the door's whatsmyuri and logs need it too). */
+static void peer_addr(struct kvd_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	memset(&ss, 0, sizeof(ss));
+	if (getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)&ss;
+
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		port = ntohs(a->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)&ss;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		port = ntohs(a->sin6_port);
+	}
+	snprintf(c->addr, sizeof(c->addr), "%s:%u", host, port);
+}
+
 static void mongo_open(struct kvd_conn *c)
 {
 	struct mdoor_peer peer = {.remote = c->addr, .id = c->id};
+
+	if (!c->addr[0])
+		peer_addr(c);
 
 	c->mdoor = door ? mdoor_conn_open(door, c, &peer) : NULL;
 	if (!c->mdoor)
