@@ -118,17 +118,23 @@ class Admin(Base):
         self.assertEqual(r["names"], ["global", "startupWarnings"])
 
     def test_stats_scale(self):
-        c = self.db.scaled
+        db = self.cl.statsdb
+        c = db.scaled
         c.insert_many([{"_id": i, "s": "x" * 1000} for i in range(50)])
-        one = self.db.command("collStats", "scaled")
-        kib = self.db.command("collStats", "scaled", scale=1024)
+        db.other.insert_many([{"_id": i} for i in range(3)])
+        one = db.command("collStats", "scaled")
+        kib = db.command("collStats", "scaled", scale=1024)
         self.assertEqual((one["count"], kib["count"]), (50, 50))
         self.assertGreater(one["size"], 50 * 1000)
         self.assertEqual(kib["size"], one["size"] // 1024)
-        d1 = self.db.command("dbStats")
-        dk = self.db.command("dbStats", scale=1024)
-        self.assertGreaterEqual(d1["objects"], 50)
+        other = db.command("collStats", "other")
+        # dbStats: the figures of the database's collections together
+        d1 = db.command("dbStats")
+        dk = db.command("dbStats", scale=1024)
+        self.assertEqual((d1["collections"], d1["objects"]), (2, 53))
+        self.assertEqual(d1["dataSize"], one["size"] + other["size"])
         self.assertEqual(dk["dataSize"], d1["dataSize"] // 1024)
+        self.assertEqual(self.cl.nodb.command("dbStats")["objects"], 0)
 
     def test_listings(self):
         self.db.create_collection("lst_a")
