@@ -67,6 +67,28 @@ static int bad_value(const bson_value_t *v, struct mql_error *err)
 			     mql_type_name(v->value_type));
 }
 
+/* A key's field: "$**" anywhere makes a wildcard index (not supported:
+ * 238); another part beginning with '$' is refused as mongod refuses it. */
+static int bad_field(const char *key, struct mql_error *err)
+{
+	const char *p = key;
+
+	for (;;) {
+		if (!strncmp(p, "$**", 3) && (p[3] == '\0' || p[3] == '.'))
+			return mql_error_set(err, MQL_NotImplemented,
+					     "wildcard indexes are not "
+					     "supported");
+		if (*p == '$')
+			return mql_error_set(err, MQL_CannotCreateIndex,
+					     "Index key contains an illegal "
+					     "field name: field name starts "
+					     "with '$'.");
+		if (!(p = strchr(p, '.')))
+			return 0;
+		p++;
+	}
+}
+
 int mql_index_compile(const uint8_t *spec, uint32_t len, unsigned flags,
 		      struct mql_index **out, struct mql_error *err)
 {
@@ -106,6 +128,8 @@ int mql_index_compile(const uint8_t *spec, uint32_t len, unsigned flags,
 				      "Index keys cannot be an empty field.");
 			goto fail;
 		}
+		if (bad_field(bson_iter_key(&it), err))
+			goto fail;
 		ix->desc[ix->n] = d < 0;
 		if (mql_path_parse(bson_iter_key(&it), bson_iter_key_len(&it),
 				   &ix->paths[ix->n++], err) < 0)

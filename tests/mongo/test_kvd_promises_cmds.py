@@ -491,8 +491,9 @@ class Compatibility(Base):
         for kind in ("text", "2d", "2dsphere", "hashed"):
             cases.append({"createIndexes": "cmp", "indexes": [
                 {"key": {"a": kind}, "name": "a_" + kind}]})
-        cases.append({"createIndexes": "cmp", "indexes": [
-            {"key": {"$**": 1}, "name": "wild"}]})
+        for wild in ("$**", "f.$**"):
+            cases.append({"createIndexes": "cmp", "indexes": [
+                {"key": {wild: 1}, "name": "wild"}]})
         for cmd in cases:
             self.assert_code(self.call(cmd), 238)
         for upd in ({"q": {}, "u": {"$set": {"a.$[e]": 0}},
@@ -507,6 +508,12 @@ class Compatibility(Base):
                                .get("code")), 238, r)
         self.assertEqual(self.db.cmp.find_one(), {"_id": 1, "a": [1, 2]})
         self.assertNotIn("capped", self.db.list_collection_names())
+        self.assertEqual([i["name"] for i in self.db.cmp.list_indexes()],
+                         ["_id_"])
+        # another '$' field in a key pattern: mongod's 67
+        r = self.call({"createIndexes": "cmp", "indexes": [
+            {"key": {"a.$b": 1}, "name": "dollar"}]})
+        self.assert_code(r, 67)
 
     def test_refused_59(self):
         for cmd, db in (({"createUser": "u", "pwd": "p", "roles": []},
