@@ -9,7 +9,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -212,6 +214,47 @@ const struct kvd_proto kvd_mongo_proto = {
     .busy_len = 0,
 };
 
+/* getCmdLineOpts shows kvd's argv, but never a password given on it (as
+ * mongod redacts its own): the value of each option below is shown as
+ * "<password>". */
+static const char *const secret_opts[] = {"--requirepass",
+					  "--primary-password"};
+static const char **shown_argv;
+
+static const char *shown_arg(const char *a, bool *next_secret)
+{
+	for (size_t k = 0; k < sizeof(secret_opts) / sizeof(*secret_opts);
+	     k++) {
+		size_t n = strlen(secret_opts[k]);
+
+		if (strncmp(a, secret_opts[k], n))
+			continue;
+		if (a[n] == '\0')
+			*next_secret = true;
+		else if (a[n] == '=')
+			return k ? "--primary-password=<password>"
+				 : "--requirepass=<password>";
+	}
+	return a;
+}
+
+static const char *const *redacted_argv(int argc, char **argv)
+{
+	bool secret = false;
+
+	free(shown_argv);
+	if (!(shown_argv = calloc((size_t)argc + 1, sizeof(*shown_argv))))
+		return NULL;
+	for (int i = 0; i < argc; i++) {
+		bool was = secret;
+
+		secret = false;
+		shown_argv[i] =
+		    was ? "<password>" : shown_arg(argv[i], &secret);
+	}
+	return shown_argv;
+}
+
 int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
 		    size_t errlen)
 {
@@ -223,7 +266,6 @@ int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
 	    .host = host_name,
 	    .pid = getpid(),
 	    .start_ms = srv->start_ms,
-	    .argv = (const char *const *)argv,
 	    .preauth_max_message = 16384,
 	};
 	struct mdoor_host h = {
@@ -241,9 +283,9 @@ int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
 	};
 	char hn[256] = "localhost";
 
-	(void)argc;
 	if (!cfg->mongo_port && !cfg->tls_mongo_port)
 		return 0;
+	mc.argv = redacted_argv(argc, argv);
 	gethostname(hn, sizeof(hn) - 1);
 	snprintf(host_name, sizeof(host_name), "%s:%u", hn,
 		 srv->mongo_port ? srv->mongo_port : cfg->tls_mongo_port);
@@ -257,4 +299,6 @@ void doc_mdoor_stop(void)
 	if (door)
 		mdoor_free(door);
 	door = NULL;
+	free(shown_argv);
+	shown_argv = NULL;
 }
