@@ -67,8 +67,18 @@ static int bad_value(const bson_value_t *v, struct mql_error *err)
 			     mql_type_name(v->value_type));
 }
 
+/* Is p (a part of a dotted key) one of a DBRef's fields? */
+static bool dbref_part(const char *p)
+{
+	size_t n = strcspn(p, ".");
+
+	return (n == 3 && (!strncmp(p, "$db", 3) || !strncmp(p, "$id", 3))) ||
+	       (n == 4 && !strncmp(p, "$ref", 4));
+}
+
 /* A key's field: "$**" anywhere makes a wildcard index (not supported:
- * 238); another part beginning with '$' is refused as mongod refuses it. */
+ * 238); another part beginning with '$' is refused as mongod refuses it,
+ * but for a DBRef's $ref, $id and $db after the first part. */
 static int bad_field(const char *key, struct mql_error *err)
 {
 	const char *p = key;
@@ -78,7 +88,7 @@ static int bad_field(const char *key, struct mql_error *err)
 			return mql_error_set(err, MQL_NotImplemented,
 					     "wildcard indexes are not "
 					     "supported");
-		if (*p == '$')
+		if (*p == '$' && (p == key || !dbref_part(p)))
 			return mql_error_set(err, MQL_CannotCreateIndex,
 					     "Index key contains an illegal "
 					     "field name: field name starts "
