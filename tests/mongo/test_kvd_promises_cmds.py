@@ -323,6 +323,8 @@ class Reads(Base):
 
     def test_count_distinct(self):
         self.assertEqual(self.call({"count": "r", "query": {"v": 2},
+                                    "hint": {"$natural": 1}})["n"], 60)
+        self.assertEqual(self.call({"count": "r", "query": {"v": 2},
                                     "skip": 10, "limit": -5})["n"], 5)
         self.assertEqual(self.call({"count": "r", "limit": -1000})["n"], 300)
         r = self.call({"distinct": "r", "key": "t", "query": {"v": 1}})
@@ -351,6 +353,12 @@ class Reads(Base):
             self.assertEqual(r["executionStats"]["nReturned"], 60, r)
         r = self.call({"explain": {"count": "r", "query": {"v": 1}}})
         self.assertEqual(r["executionStats"]["nReturned"], 60, r)
+        # the scan run to its end: skip, limit and sort not applied
+        r = self.call({"explain": {"find": "r", "filter": {"v": 1},
+                                   "skip": 5, "limit": 2,
+                                   "sort": {"_id": -1}}})
+        self.assertEqual(r["executionStats"]["nReturned"], 60, r)
+        self.assertEqual(r["executionStats"]["totalDocsExamined"], 300, r)
         for cmd in ({"update": "r", "updates": [{"q": {}, "u": {}}]},
                     {"delete": "r", "deletes": [{"q": {}, "limit": 0}]},
                     {"distinct": "r", "key": "v"},
