@@ -292,6 +292,8 @@ class Writes(Base):
         self.assertEqual(c.count_documents({"m": 1}), r.modified_count)
         self.assertEqual(c.count_documents({"g": 2}), sum(moved))
         self.assertEqual(r.modified_count + sum(moved), n)
+        print("updateMany race: %d updated, %d moved first" %
+              (r.modified_count, sum(moved)))
 
 
 class Reads(Base):
