@@ -167,6 +167,13 @@ class Framing(WireCase):
             d.send(struct.pack("<iiiiI", 20 + len(payload), 3, 0, OP_MSG,
                                0) + payload)
             return d.reply()
+        # exactly one kind 0 body: two are 40430, none 40587
+        ping = b"\x00" + bson.encode(PING)
+        for payload, code in ((ping + ping, 40430),
+                              (seq("documents", [{"_id": 0}]), 40587)):
+            d.send(struct.pack("<iiiiI", 20 + len(payload), 4, 0, OP_MSG,
+                               0) + payload)
+            self.assert_error(d.reply(), code)
         body = {"insert": "seq", "$db": "t"}
         r = send(body, [seq("documents", [{"_id": 1}, {"_id": 2}])])
         self.assertEqual((r["ok"], r["n"]), (1.0, 1 + 1), r)
@@ -395,6 +402,21 @@ class Auth(WireCase):
             self.assertEqual(r["authInfo"]["authenticatedUserRoles"],
                              [{"role": "root", "db": "admin"}], r)
             cl.close()
+
+    def test_speculative_authentication(self):
+        """saslStart inside hello is answered in hello's reply: the
+        server's first SCRAM message, continuing the client's nonce."""
+        d = self.door(auth=False)
+        r = d.call({"hello": 1, "$db": "admin", "speculativeAuthenticate": {
+            "saslStart": 1, "mechanism": "SCRAM-SHA-256", "db": "admin",
+            "payload": bson.Binary(b"n,,n=kvd,r=abcdefghijklmnop"),
+            "options": {"skipEmptyExchange": True}}})
+        sa = r["speculativeAuthenticate"]
+        self.assertEqual((sa["conversationId"], sa["done"]), (1, False))
+        f = dict(kv.split("=", 1) for kv in
+                 bytes(sa["payload"]).decode().split(","))
+        self.assertTrue(f["r"].startswith("abcdefghijklmnop"))
+        self.assertEqual(f["i"], "15000")
 
     def test_other_mechanisms_334(self):
         d = self.door(auth=False)
