@@ -11,15 +11,13 @@ of the compatibility table answered with its code.
 
 import os
 import socket
-import struct
 import sys
 import threading
 import unittest
 
 try:
     import bson
-    import pymongo
-    from pymongo.errors import BulkWriteError, OperationFailure
+    from pymongo.errors import OperationFailure
 except ImportError:
     print("skipped: pymongo is not installed (python3-pymongo)")
     sys.exit(77)

@@ -15,8 +15,6 @@ import sys
 import threading
 import unittest
 
-import kvdtest
-
 try:
     import bson
     import pymongo

@@ -10,10 +10,13 @@ kept serving.
 """
 
 import os
-import socket
 import struct
+import subprocess
+import tempfile
 import sys
 import unittest
+
+import kvdtest
 
 try:
     import bson
@@ -444,6 +447,22 @@ class Auth(WireCase):
             self.assertEqual(r["ok"], 1.0, (cmd, r))
         r = d.call({"connectionStatus": 1, "$db": "admin"})
         self.assertEqual(r["authInfo"]["authenticatedUsers"], [])
+
+
+class ControlCharacterPassword(unittest.TestCase):
+    def test_refused_at_start(self):
+        """SASLprep forbids control characters: kvd with its door on
+        and such a password does not start, and says why."""
+        with tempfile.TemporaryDirectory(prefix="kvdsasl-") as data:
+            p = subprocess.run(
+                [os.environ["KVD_BIN"], "--bind", "127.0.0.1", "--port",
+                 str(kvdtest.free_port()), "--data-dir", data,
+                 "--mongo-port", str(kvdtest.free_port()),
+                 "--requirepass", "a\x01b"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                timeout=30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(b"SASLprep", p.stdout)
 
 
 class NoPassword(unittest.TestCase):
