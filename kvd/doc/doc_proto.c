@@ -291,6 +291,8 @@ int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
 		 srv->mongo_port ? srv->mongo_port : cfg->tls_mongo_port);
 	dsrv = srv;
 	door = mdoor_new(&mc, &h, &doc_mdoor_store, err, errlen);
+	free(shown_argv); /* the door keeps its own copy */
+	shown_argv = NULL;
 	return door ? 0 : -1;
 }
 
@@ -299,6 +301,4 @@ void doc_mdoor_stop(void)
 	if (door)
 		mdoor_free(door);
 	door = NULL;
-	free(shown_argv);
-	shown_argv = NULL;
 }
