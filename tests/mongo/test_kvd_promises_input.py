@@ -184,6 +184,33 @@ class BadInput(unittest.TestCase):
         cl.t.c.drop_index("dbref")
         cl.close()
 
+    def test_sasl_arguments(self):
+        """saslStart and saslContinue, before authentication, parsed as
+        mongod's IDL parses them (before any session is looked at)."""
+        d = Door(self.host.mport)
+        self.addCleanup(d.close)
+        pl = bson.Binary(b"n,,n=kvd,r=abcdefghijkl")
+        cases = [
+            ({"saslStart": 1, "mechanism": 1, "payload": pl}, 14),
+            ({"saslStart": 1, "payload": pl}, 40414),
+            ({"saslStart": 1, "mechanism": "SCRAM-SHA-256"}, 40414),
+            ({"saslStart": 1, "mechanism": "SCRAM-SHA-256", "payload": 1},
+             14),
+            ({"saslContinue": 1, "conversationId": "x", "payload": pl}, 14),
+            ({"saslContinue": 1, "payload": pl}, 40414),
+            ({"saslContinue": 1, "conversationId": 1}, 40414),
+            ({"saslContinue": 1, "conversationId": 1, "payload": pl}, 17),
+        ]
+        problems = []
+        for req, code in cases:
+            r = d.call(dict(req, **{"$db": "admin"}))
+            if r is None or (r.get("ok"), r.get("code")) != (0.0, code) \
+                    or not isinstance(r.get("codeName"), str):
+                problems.append("%r: want %d, got %r" % (req, code, r))
+            self.assertEqual(d.call({"ping": 1, "$db": "admin"})["ok"], 1.0)
+        self.assertEqual(problems, [], "\n".join(problems))
+        self.assertTrue(d.scram("kvd", b"secret")[0])
+
     def test_collection_name_not_a_string_is_73(self):
         problems = []
         for name in COLLECTION_FIRST:
