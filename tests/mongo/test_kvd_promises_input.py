@@ -211,6 +211,20 @@ class BadInput(unittest.TestCase):
         self.assertEqual(problems, [], "\n".join(problems))
         self.assertTrue(d.scram("kvd", b"secret")[0])
 
+    def test_hello_arguments(self):
+        d = Door(self.host.mport)
+        self.addCleanup(d.close)
+        problems = []
+        for name in ("hello", "isMaster"):
+            for f, v in (("helloOk", "x"), ("saslSupportedMechs", 5),
+                         ("speculativeAuthenticate", 5)):
+                r = d.call({name: 1, f: v, "$db": "admin"})
+                if (r.get("ok"), r.get("code")) != (0.0, 14):
+                    problems.append("%s %s=%r: %r" % (name, f, v, r))
+            r = d.call({name: 1, "helloOk": 1, "$db": "admin"})
+            self.assertIs(r.get("helloOk"), True, r)
+        self.assertEqual(problems, [], "\n".join(problems))
+
     def test_collection_name_not_a_string_is_73(self):
         problems = []
         for name in COLLECTION_FIRST:
