@@ -99,10 +99,18 @@ class Admin(Base):
         self.assertIn("timedOut", r["metrics"]["cursor"])
         self.assertGreaterEqual(r["connections"]["current"], 1)
         self.assertIn("kvd", r, "kvd's own section")
-        before = r["opcounters"]["insert"]
+        # opcounters count documents inserted and statements of updates
+        # and deletes, as mongod's (SERVER-3817; mongostat reads them)
+        before = r["opcounters"]
         self.db.ss.insert_many([{"_id": i} for i in range(3)])
-        r = self.cl.admin.command("serverStatus")
-        self.assertGreater(r["opcounters"]["insert"], before)
+        self.call({"update": "ss", "updates": [
+            {"q": {"_id": 0}, "u": {"$set": {"a": 1}}},
+            {"q": {"_id": 1}, "u": {"$set": {"a": 1}}}]})
+        self.call({"delete": "ss", "deletes": [
+            {"q": {"_id": 0}, "limit": 1}, {"q": {"_id": 1}, "limit": 1}]})
+        r = self.cl.admin.command("serverStatus")["opcounters"]
+        self.assertEqual([r[k] - before[k] for k in
+                          ("insert", "update", "delete")], [3, 2, 2])
 
     def test_cmdline_and_log(self):
         r = self.cl.admin.command("getCmdLineOpts")
