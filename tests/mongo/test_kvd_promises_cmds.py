@@ -417,6 +417,10 @@ class Cursors(Base):
         self.assertEqual(ids, list(range(20)))
         # serverStatus counts the cursors open now, not those ever opened
         self.assertEqual(self.open_cursors(), opened)
+        # a find whose batch holds exactly the rest: id 0 at once
+        r = b.call({"find": "cur", "batchSize": 20, "$db": "t"})
+        self.assertEqual((len(r["cursor"]["firstBatch"]), r["cursor"]["id"]),
+                         (20, 0))
 
     def test_ids_random_and_distinct(self):
         d = self.door()
