@@ -338,6 +338,28 @@ class Reads(Base):
         r = self.call({"distinct": "r", "key": "t", "query": {"v": 1}})
         self.assertEqual(sorted(r["values"], key=str), [0, 1, 2, "x"])
 
+    def test_count_distinct_hint(self):
+        """count's and distinct's hint, as a find's (docs/mongodb.md, the
+        planner): a key pattern forces the index, so a sparse one gives
+        only the documents it holds, as in mongod; one of no index is 2;
+        {$natural: 1} scans."""
+        c = self.db.hinted
+        c.insert_many([{"_id": i, "w": i % 3} if i % 2 else {"_id": i}
+                       for i in range(30)])
+        c.create_index("w", sparse=True)
+        self.assertEqual(self.call({"count": "hinted"})["n"], 30)
+        self.assertEqual(self.call({"count": "hinted",
+                                    "hint": {"w": 1}})["n"], 15)
+        self.assertEqual(self.call({"count": "hinted",
+                                    "hint": {"$natural": 1}})["n"], 30)
+        r = self.call({"distinct": "hinted", "key": "_id",
+                       "hint": {"w": 1}})
+        self.assertEqual(sorted(r["values"]), list(range(1, 30, 2)))
+        for cmd in ({"count": "hinted", "hint": {"nope": 1}},
+                    {"distinct": "hinted", "key": "w",
+                     "hint": {"nope": 1}}):
+            self.assert_code(self.call(cmd), 2)
+
     def test_aggregate_cursor_required(self):
         r = self.call({"aggregate": "r", "pipeline": [{"$count": "n"}]})
         self.assert_code(r, 9)
