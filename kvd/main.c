@@ -147,7 +147,10 @@ int main(int argc, char **argv)
 		kvd_io_destroy(&srv);
 		return fail(err);
 	}
-	if (kvd_io_create(&srv, err, sizeof(err))) {
+	/* The door before any thread: a configuration it refuses (a
+	 * password SASLprep forbids) ends kvd with nothing running yet. */
+	if (kvd_io_create(&srv, err, sizeof(err)) ||
+	    doc_mdoor_start(&srv, argc, argv, err, sizeof(err))) {
 		kvd_io_destroy(&srv);
 		kvd_store_close(srv.store);
 		return fail(err);
@@ -156,8 +159,6 @@ int main(int argc, char **argv)
 		return fail("cannot start threads");
 	/* Before the io threads: a replica refuses writes from the first. */
 	if (kvd_repl_start(&srv, err, sizeof(err)))
-		return fail(err);
-	if (doc_mdoor_start(&srv, argc, argv, err, sizeof(err)))
 		return fail(err);
 	if (doc_ttl_start(&srv))
 		return fail("cannot start the TTL monitor");

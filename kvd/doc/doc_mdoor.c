@@ -315,6 +315,9 @@ static int count_ix(void *arg, const uint8_t *spec, uint32_t len)
 	return 0;
 }
 
+static int db_stats(void *ctx, const char *db, struct mdoor_coll_stats *out,
+		    struct mql_error *err);
+
 static int coll_stats(void *ctx, const char *db, const char *coll,
 		      struct mdoor_coll_stats *out, struct mql_error *err)
 {
@@ -328,7 +331,7 @@ static int coll_stats(void *ctx, const char *db, const char *coll,
 
 	memset(out, 0, sizeof(*out));
 	if (!coll)
-		return 1; /* a database's figures: none kept */
+		return db_stats(ctx, db, out, err);
 	if ((rc = coll_id(db, coll, &id)) <= 0)
 		return rc < 0 ? mql_error_set(err, MQL_InternalError, "catalog")
 			      : 0;
@@ -348,6 +351,67 @@ static int coll_stats(void *ctx, const char *db, const char *coll,
 	out->storage_size = out->size;
 	out->nindexes = 1;
 	doc_ix_list(NULL, db, coll, count_ix, &out->nindexes, err);
+	return rc < 0 ? -1 : 1;
+}
+
+/* The names of a database's collections, NUL-terminated one after
+ * another: taken from the catalog before any is read, since a read may
+ * refresh the thread's copy of the catalog under the walk. */
+struct names {
+	char *p;
+	size_t n, cap;
+	bool oom;
+};
+
+static int add_name(void *arg, uint32_t id, struct kv_slice db,
+		    struct kv_slice coll, struct kv_slice opts)
+{
+	struct names *nm = arg;
+	char *p;
+
+	(void)id, (void)db, (void)opts;
+	if (nm->n + coll.n + 1 > nm->cap) {
+		size_t cap = (nm->cap ? nm->cap * 2 : 256) + coll.n + 1;
+
+		if (!(p = realloc(nm->p, cap))) {
+			nm->oom = true;
+			return 1;
+		}
+		nm->p = p;
+		nm->cap = cap;
+	}
+	memcpy(nm->p + nm->n, coll.p, coll.n);
+	nm->p[nm->n + coll.n] = '\0';
+	nm->n += coll.n + 1;
+	return 0;
+}
+
+/* dbStats: the sums of the database's collections' figures (each read as
+ * collStats reads it). */
+static int db_stats(void *ctx, const char *db, struct mdoor_coll_stats *out,
+		    struct mql_error *err)
+{
+	const struct kvdoc_catalog *c = catalog();
+	struct names nm = {0};
+	struct mdoor_coll_stats one;
+	int rc = 1;
+
+	if (!c)
+		return mql_error_set(err, MQL_InternalError, "catalog");
+	kvdoc_catalog_each(c, db, add_name, &nm);
+	if (nm.oom)
+		rc = mql_error_set(err, MQL_InternalError, "out of memory");
+	for (size_t at = 0; rc >= 0 && at < nm.n; at += strlen(nm.p + at) + 1) {
+		if ((rc = coll_stats(ctx, db, nm.p + at, &one, err)) < 0)
+			break;
+		out->count += one.count;
+		out->size += one.size;
+		out->storage_size += one.storage_size;
+		out->nindexes += one.nindexes;
+		out->index_size += one.index_size;
+		rc = 1; /* a collection dropped meanwhile counts nothing */
+	}
+	free(nm.p);
 	return rc < 0 ? -1 : 1;
 }
 

@@ -6,9 +6,14 @@
  * (net/auth.h, conn.c), and serverStatus tells kvd's own figures. */
 #include "doc_mdoor.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -153,9 +158,38 @@ static void mongo_wreply(struct kvd_conn *c, struct kvd_pend *pd)
 	doc_mdoor_result(c, pd);
 }
 
+/* The peer's "ip:port" into c->addr (RESP's open fills it for its own
+ * connections; the door's whatsmyuri and logs need it too). */
+static void peer_addr(struct kvd_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	memset(&ss, 0, sizeof(ss));
+	if (getpeername(c->fd, (struct sockaddr *)&ss, &len) != 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)&ss;
+
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		port = ntohs(a->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)&ss;
+
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		port = ntohs(a->sin6_port);
+	}
+	snprintf(c->addr, sizeof(c->addr), "%s:%u", host, port);
+}
+
 static void mongo_open(struct kvd_conn *c)
 {
 	struct mdoor_peer peer = {.remote = c->addr, .id = c->id};
+
+	if (!c->addr[0])
+		peer_addr(c);
 
 	c->mdoor = door ? mdoor_conn_open(door, c, &peer) : NULL;
 	if (!c->mdoor)
@@ -180,6 +214,47 @@ const struct kvd_proto kvd_mongo_proto = {
     .busy_len = 0,
 };
 
+/* getCmdLineOpts shows kvd's argv, but never a password given on it (as
+ * mongod redacts its own): the value of each option below is shown as
+ * "<password>". */
+static const char *const secret_opts[] = {"--requirepass",
+					  "--primary-password"};
+static const char **shown_argv;
+
+static const char *shown_arg(const char *a, bool *next_secret)
+{
+	for (size_t k = 0; k < sizeof(secret_opts) / sizeof(*secret_opts);
+	     k++) {
+		size_t n = strlen(secret_opts[k]);
+
+		if (strncmp(a, secret_opts[k], n))
+			continue;
+		if (a[n] == '\0')
+			*next_secret = true;
+		else if (a[n] == '=')
+			return k ? "--primary-password=<password>"
+				 : "--requirepass=<password>";
+	}
+	return a;
+}
+
+static const char *const *redacted_argv(int argc, char **argv)
+{
+	bool secret = false;
+
+	free(shown_argv);
+	if (!(shown_argv = calloc((size_t)argc + 1, sizeof(*shown_argv))))
+		return NULL;
+	for (int i = 0; i < argc; i++) {
+		bool was = secret;
+
+		secret = false;
+		shown_argv[i] =
+		    was ? "<password>" : shown_arg(argv[i], &secret);
+	}
+	return shown_argv;
+}
+
 int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
 		    size_t errlen)
 {
@@ -191,7 +266,6 @@ int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
 	    .host = host_name,
 	    .pid = getpid(),
 	    .start_ms = srv->start_ms,
-	    .argv = (const char *const *)argv,
 	    .preauth_max_message = 16384,
 	};
 	struct mdoor_host h = {
@@ -209,14 +283,16 @@ int doc_mdoor_start(struct kvd_server *srv, int argc, char **argv, char *err,
 	};
 	char hn[256] = "localhost";
 
-	(void)argc;
 	if (!cfg->mongo_port && !cfg->tls_mongo_port)
 		return 0;
+	mc.argv = redacted_argv(argc, argv);
 	gethostname(hn, sizeof(hn) - 1);
 	snprintf(host_name, sizeof(host_name), "%s:%u", hn,
 		 srv->mongo_port ? srv->mongo_port : cfg->tls_mongo_port);
 	dsrv = srv;
 	door = mdoor_new(&mc, &h, &doc_mdoor_store, err, errlen);
+	free(shown_argv); /* the door keeps its own copy */
+	shown_argv = NULL;
 	return door ? 0 : -1;
 }
 

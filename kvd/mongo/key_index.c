@@ -67,6 +67,38 @@ static int bad_value(const bson_value_t *v, struct mql_error *err)
 			     mql_type_name(v->value_type));
 }
 
+/* Is p (a part of a dotted key) one of a DBRef's fields? */
+static bool dbref_part(const char *p)
+{
+	size_t n = strcspn(p, ".");
+
+	return (n == 3 && (!strncmp(p, "$db", 3) || !strncmp(p, "$id", 3))) ||
+	       (n == 4 && !strncmp(p, "$ref", 4));
+}
+
+/* A key's field: "$**" anywhere makes a wildcard index (not supported:
+ * 238); another part beginning with '$' is refused as mongod refuses it,
+ * but for a DBRef's $ref, $id and $db after the first part. */
+static int bad_field(const char *key, struct mql_error *err)
+{
+	const char *p = key;
+
+	for (;;) {
+		if (!strncmp(p, "$**", 3) && (p[3] == '\0' || p[3] == '.'))
+			return mql_error_set(err, MQL_NotImplemented,
+					     "wildcard indexes are not "
+					     "supported");
+		if (*p == '$' && (p == key || !dbref_part(p)))
+			return mql_error_set(err, MQL_CannotCreateIndex,
+					     "Index key contains an illegal "
+					     "field name: field name starts "
+					     "with '$'.");
+		if (!(p = strchr(p, '.')))
+			return 0;
+		p++;
+	}
+}
+
 int mql_index_compile(const uint8_t *spec, uint32_t len, unsigned flags,
 		      struct mql_index **out, struct mql_error *err)
 {
@@ -106,6 +138,8 @@ int mql_index_compile(const uint8_t *spec, uint32_t len, unsigned flags,
 				      "Index keys cannot be an empty field.");
 			goto fail;
 		}
+		if (bad_field(bson_iter_key(&it), err))
+			goto fail;
 		ix->desc[ix->n] = d < 0;
 		if (mql_path_parse(bson_iter_key(&it), bson_iter_key_len(&it),
 				   &ix->paths[ix->n++], err) < 0)

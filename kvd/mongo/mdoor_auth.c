@@ -208,7 +208,13 @@ static int do_start(struct mdoor_conn *mc, bson_iter_t *it, const char *db,
 	while (bson_iter_next(it)) {
 		const char *k = bson_iter_key(it);
 
-		if (!strcmp(k, "mechanism") && BSON_ITER_HOLDS_UTF8(it))
+		if (!strcmp(k, "mechanism") && !BSON_ITER_HOLDS_UTF8(it))
+			return mdoor_err(err, MQL_TypeMismatch,
+					 "BSON field 'saslStart.mechanism' is "
+					 "the wrong type '%s', expected type "
+					 "'string'",
+					 mql_type_name(bson_iter_type(it)));
+		if (!strcmp(k, "mechanism"))
 			mech = bson_iter_utf8(it, NULL);
 		else if (!strcmp(k, "payload") && payload(it, &p, &n))
 			return mdoor_err(err, MQL_TypeMismatch,
@@ -323,6 +329,38 @@ static void authenticated(struct mdoor_conn *mc, struct mdoor_scram *s)
 		mc->d->host.authed(mc->conn);
 }
 
+/* saslContinue's arguments as mongod's IDL parses them, before any
+ * session is looked at: conversationId (a number) and payload required. */
+static int continue_args(bson_iter_t *it, const char **p, uint32_t *n,
+			 struct mql_error *err)
+{
+	bool conv = false;
+
+	while (bson_iter_next(it)) {
+		const char *k = bson_iter_key(it);
+
+		if (!strcmp(k, "payload") && payload(it, p, n))
+			return mdoor_err(err, MQL_TypeMismatch,
+					 "payload must be binData or string");
+		if (!strcmp(k, "conversationId")) {
+			if (!BSON_ITER_HOLDS_NUMBER(it))
+				return mdoor_err(
+				    err, MQL_TypeMismatch,
+				    "BSON field 'saslContinue.conversationId' "
+				    "is the wrong type '%s', expected type "
+				    "'int'",
+				    mql_type_name(bson_iter_type(it)));
+			conv = true;
+		}
+	}
+	if (!conv || !*p)
+		return mdoor_err(err, MDOOR_IDLFailedToParse,
+				 "BSON field 'saslContinue.%s' is missing but "
+				 "a required field",
+				 conv ? "payload" : "conversationId");
+	return 0;
+}
+
 static int cmd_saslcontinue(struct mdoor_req *r, struct mql_error *err)
 {
 	struct mdoor_conn *mc = r->mc;
@@ -334,12 +372,9 @@ static int cmd_saslcontinue(struct mdoor_req *r, struct mql_error *err)
 	int rc;
 
 	mdoor_cmd_value(r, &it);
-	while (bson_iter_next(&it))
-		if (!strcmp(bson_iter_key(&it), "payload") &&
-		    payload(&it, &p, &n))
-			return mdoor_err(err, MQL_TypeMismatch,
-					 "payload must be binData or string");
-	if (!s || !p) {
+	if (continue_args(&it, &p, &n, err))
+		return -1;
+	if (!s) {
 		mdoor_scram_free(s);
 		mc->scram = NULL;
 		return mdoor_err(err, MDOOR_ProtocolError,

@@ -236,6 +236,8 @@ static void unregister(struct mdoor *d, struct mdoor_cursor *c)
 	d->mem -= c->mem;
 	c->mem = 0;
 	c->registered = false;
+	/* serverStatus's metrics.cursor.open.total: the cursors open now */
+	atomic_fetch_sub_explicit(&d->c_cursors_open, 1, memory_order_relaxed);
 }
 
 static int do_register(struct mdoor_conn *mc, struct mdoor_cursor *c,

@@ -73,8 +73,15 @@ int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 	bson_iter_t it, c;
 	int rc = -1;
 
-	if (!mdoor_cmd_value(r, &it) || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
-	    !bson_iter_recurse(&it, &c) || !bson_iter_next(&c))
+	if (!mdoor_cmd_value(r, &it))
+		return mdoor_err(err, MQL_BadValue,
+				 "explain takes a command document");
+	if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+		return mdoor_err(err, MQL_TypeMismatch,
+				 "BSON field 'explain.explain' is the wrong "
+				 "type '%s', expected type 'object'",
+				 mql_type_name(bson_iter_type(&it)));
+	if (!bson_iter_recurse(&it, &c) || !bson_iter_next(&c))
 		return mdoor_err(err, MQL_BadValue,
 				 "explain takes a command document");
 	if ((strcmp(bson_iter_key(&c), "find") &&

@@ -266,8 +266,15 @@ static int cmd_count(struct mdoor_req *r, struct mql_error *err)
 		mdoor_arg_doc(&a[0].it, &s.filter, &s.flen);
 	else
 		s.filter = empty_doc, s.flen = 5;
+	/* a hint by key pattern forces the index (one of none is 2), as a
+	 * find's; a hint by name is ignored (docs/mongodb.md) */
+	if (BSON_ITER_HOLDS_DOCUMENT(&a[3].it))
+		mdoor_arg_doc(&a[3].it, &s.hint, &s.hlen);
 	if (d->store.count && !s.skip && s.limit < 0) {
-		struct mdoor_query q = {.db = r->db, .coll = s.coll};
+		struct mdoor_query q = {.db = r->db,
+					.coll = s.coll,
+					.hint = s.hint,
+					.hint_len = s.hlen};
 
 		if (mql_match_compile(s.filter, s.flen,
 				      (struct mql_match **)&q.filter, err))
@@ -412,6 +419,8 @@ static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 		mdoor_arg_doc(&a[1].it, &s.filter, &s.flen);
 	else
 		s.filter = empty_doc, s.flen = 5;
+	if (BSON_ITER_HOLDS_DOCUMENT(&a[3].it)) /* as count's */
+		mdoor_arg_doc(&a[3].it, &s.hint, &s.hlen);
 	s.limit = -1;
 	bson_init(&x.values);
 	if (grow(&x)) {

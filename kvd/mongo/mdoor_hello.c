@@ -34,6 +34,39 @@ static void sasl_mechs(struct mdoor_req *r, const bson_iter_t *it, bson_t *out)
 	bson_append_array_end(out, &arr);
 }
 
+/* The types of hello's arguments, as mongod's IDL checks them (a driver
+ * sends them right; a wrong one is 14, not silently taken). */
+static int hello_args(const struct mdoor_req *r, struct mql_error *err)
+{
+	bson_iter_t it;
+	const char *cmd, *want = NULL;
+
+	bson_iter_init_from_data(&it, r->body, r->body_len);
+	if (!bson_iter_next(&it))
+		return 0;
+	cmd = bson_iter_key(&it);
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it);
+
+		if (!strcmp(k, "helloOk") && !BSON_ITER_HOLDS_BOOL(&it) &&
+		    !BSON_ITER_HOLDS_NUMBER(&it))
+			want = "types '[bool, long, int, decimal, double]'";
+		else if (!strcmp(k, "saslSupportedMechs") &&
+			 !BSON_ITER_HOLDS_UTF8(&it))
+			want = "type 'string'";
+		else if (!strcmp(k, "speculativeAuthenticate") &&
+			 !BSON_ITER_HOLDS_DOCUMENT(&it))
+			want = "type 'object'";
+		if (want)
+			return mdoor_err(
+			    err, MQL_TypeMismatch,
+			    "BSON field '%s.%s' is the wrong type "
+			    "'%s', expected %s",
+			    cmd, k, mql_type_name(bson_iter_type(&it)), want);
+	}
+	return 0;
+}
+
 static int hello_reply(struct mdoor_req *r, bool legacy_name,
 		       struct mql_error *err)
 {
@@ -42,7 +75,8 @@ static int hello_reply(struct mdoor_req *r, bool legacy_name,
 	bson_iter_t it;
 	bool hello_ok = false;
 
-	(void)err;
+	if (hello_args(r, err))
+		return -1;
 	bson_iter_init_from_data(&it, r->body, r->body_len);
 	bson_iter_next(&it);
 	if (legacy_name)

@@ -43,8 +43,14 @@ static int spec_opt(bson_iter_t *it, bson_t *out, struct mql_error *err)
 	const uint8_t *d;
 	uint32_t n;
 
-	if (!strcmp(k, "unique") || !strcmp(k, "sparse")) {
-		if (bson_iter_as_bool(it))
+	if (!strcmp(k, "unique") || !strcmp(k, "sparse") ||
+	    !strcmp(k, "background")) {
+		if (!BSON_ITER_HOLDS_NUMBER(it) && !BSON_ITER_HOLDS_BOOL(it))
+			return mdoor_err(err, MQL_TypeMismatch,
+					 "The field '%s' has a value of type "
+					 "%s, which is not convertible to bool",
+					 k, mql_type_name(bson_iter_type(it)));
+		if (strcmp(k, "background") && bson_iter_as_bool(it))
 			bson_append_bool(out, k, -1, true);
 		return 0;
 	}
@@ -72,8 +78,8 @@ static int spec_opt(bson_iter_t *it, bson_t *out, struct mql_error *err)
 		BSON_APPEND_INT64(out, k, v);
 		return 0;
 	}
-	if (!strcmp(k, "background") || !strcmp(k, "v") || !strcmp(k, "ns"))
-		return 0; /* builds always go on in batches; v is 2 */
+	if (!strcmp(k, "v") || !strcmp(k, "ns"))
+		return 0; /* v is 2 */
 	return mdoor_err(err, MQL_InvalidIndexSpecificationOption,
 			 "The field '%s' is not valid for an index "
 			 "specification.",
@@ -96,11 +102,21 @@ static int spec_norm(bson_iter_t *spec, bson_t *out, struct mql_error *err)
 		return mdoor_err(err, MQL_TypeMismatch,
 				 "The 'indexes' elements must be objects");
 	while (bson_iter_next(&it)) {
-		if (!strcmp(bson_iter_key(&it), "key") &&
-		    BSON_ITER_HOLDS_DOCUMENT(&it))
+		bool is_key = !strcmp(bson_iter_key(&it), "key");
+
+		if (!is_key && strcmp(bson_iter_key(&it), "name"))
+			continue;
+		if (is_key ? !BSON_ITER_HOLDS_DOCUMENT(&it)
+			   : !BSON_ITER_HOLDS_UTF8(&it))
+			return mdoor_err(
+			    err, MQL_TypeMismatch,
+			    "The field '%s' must be %s, but got %s",
+			    bson_iter_key(&it),
+			    is_key ? "an object" : "a string",
+			    mql_type_name(bson_iter_type(&it)));
+		if (is_key)
 			bson_iter_document(&it, &kn, &kd);
-		else if (!strcmp(bson_iter_key(&it), "name") &&
-			 BSON_ITER_HOLDS_UTF8(&it))
+		else
 			name = bson_iter_utf8(&it, NULL);
 	}
 	if (!kd)

@@ -224,6 +224,19 @@ static int count_stmts(struct mdoor_docs *d, size_t *n, struct mql_error *err)
 	return 0;
 }
 
+/* serverStatus's opcounters count documents inserted and statements of
+ * updates and deletes, as mongod's do (mongostat's inserts/s): the
+ * dispatcher counted the command as one, the other n - 1 here. */
+static void count_more(struct mdoor *d, const char *field, size_t n)
+{
+	_Atomic uint64_t *c = !strcmp(field, "documents") ? &d->c_insert
+			      : !strcmp(field, "updates") ? &d->c_update
+							  : &d->c_delete;
+
+	if (n > 1)
+		atomic_fetch_add_explicit(c, n - 1, memory_order_relaxed);
+}
+
 int mdoor_write_open(struct mdoor_req *r, const char *field,
 		     const bson_iter_t *arg, struct mdoor_docs *d, size_t *n,
 		     struct mql_error *err)
@@ -237,7 +250,10 @@ int mdoor_write_open(struct mdoor_req *r, const char *field,
 				 "BSON field '%s.%s' is missing but a required "
 				 "field",
 				 r->cmd, field);
-	return count_stmts(d, n, err);
+	if (count_stmts(d, n, err))
+		return -1;
+	count_more(r->mc->d, field, *n);
+	return 0;
 }
 
 /* ===================== insert ===================== */

@@ -20,28 +20,40 @@
 
 #include <stdarg.h>
 
-/* MongoDB's named codes that this library raises (error_codes.yml). */
+/* MongoDB's named codes that this library and the door's store raise
+ * (error_codes.yml): every named code kvd answers with must be here, or
+ * it would go out as "Location<code>", a name MongoDB never gives it. */
 #define MQL_ERROR_CODES(X)                                                     \
 	X(1, InternalError)                                                    \
 	X(2, BadValue)                                                         \
 	X(9, FailedToParse)                                                    \
 	X(14, TypeMismatch)                                                    \
 	X(15, Overflow)                                                        \
+	X(16, InvalidLength)                                                   \
 	X(22, InvalidBSON)                                                     \
+	X(26, NamespaceNotFound)                                               \
 	X(27, IndexNotFound)                                                   \
 	X(28, PathNotViable)                                                   \
 	X(40, ConflictingUpdateOperators)                                      \
+	X(48, NamespaceExists)                                                 \
 	X(52, DollarPrefixedFieldName)                                         \
 	X(54, NotSingleValueField)                                             \
 	X(56, EmptyFieldName)                                                  \
 	X(66, ImmutableField)                                                  \
+	X(67, CannotCreateIndex)                                               \
+	X(73, InvalidNamespace)                                                \
 	X(85, IndexOptionsConflict)                                            \
 	X(86, IndexKeySpecsConflict)                                           \
+	X(100, UnsatisfiableWriteConcern)                                      \
 	X(168, InvalidPipelineOperator)                                        \
+	X(171, CannotIndexParallelArrays)                                      \
 	X(197, InvalidIndexSpecificationOption)                                \
 	X(238, NotImplemented)                                                 \
 	X(292, QueryExceededMemoryLimitNoDiskUseAllowed)                       \
-	X(10334, BSONObjectTooLarge)
+	X(10107, NotWritablePrimary)                                           \
+	X(10334, BSONObjectTooLarge)                                           \
+	X(11000, DuplicateKey)                                                 \
+	X(17280, KeyTooLong)
 
 enum mql_code {
 #define MQL_X(num, name) MQL_##name = num,

@@ -49,9 +49,8 @@
 #define MQL_KEY_ID_MAX 192     /* an encoded _id */
 #define MQL_INDEX_MAX_PARTS 32 /* MongoDB's limit of a compound index */
 
-#define MQL_KeyTooLong 17280
-#define MQL_CannotIndexParallelArrays 171
-#define MQL_CannotCreateIndex 67
+/* MQL_KeyTooLong, MQL_CannotIndexParallelArrays and MQL_CannotCreateIndex
+ * are mql_error.h's, with their names. */
 
 /* ---- values ----------------------------------------------------------- */
 
