@@ -10,7 +10,9 @@
  * keeps no reader of its own: each batch reads from the calling thread's.
  *
  * Writes.  A batch runs its statements one after another (an ordered
- * batch stops at the first that fails); a statement's merges go out
+ * batch stops at the first that fails), except a batch of inserts, whose
+ * documents go out ahead of their results (below, "insert batches sent
+ * ahead"); a statement's merges go out
  * together and come back through the connection's pends (proto wreply ->
  * doc_mdoor_result), in order.  An insert or upsert into a collection the
  * catalog lacks first creates it through shard 0's committer (concurrent
@@ -438,6 +440,13 @@ struct dmw {
 	const bson_value_t *upid; /* an upsert's _id */
 	bool unique;	  /* an insert under a unique index (send_unique) */
 	struct doc_uq uq; /* doc_uq.h: their reservations */
+	/* an insert batch sent ahead of its results (pipe_fill) */
+	bool pipe;
+	size_t next;	    /* the next statement to send */
+	size_t stop;	    /* ordered: the first that failed (nops: none) */
+	size_t bytes;	    /* documents' bytes in flight */
+	unsigned undo;	    /* deletes in flight undoing inserts past stop */
+	struct kv_buf sect; /* the collection's index section */
 };
 
 static void step(struct dmw *w);
@@ -462,6 +471,7 @@ static void finish(struct dmw *w)
 	doc_uq_free(&w->uq);
 	kv_buf_free(&w->keys);
 	kv_buf_free(&w->opnd);
+	kv_buf_free(&w->sect);
 	free(w);
 	b->done(b);
 }
@@ -786,6 +796,177 @@ static void stmt_result(struct dmw *w, struct mdoor_wop *op,
 	}
 }
 
+/* ---- insert batches sent ahead ----
+ *
+ * A batch of inserts does not wait for each document's merge (and, in
+ * sync mode, its flush) before sending the next: up to WINDOW documents
+ * (PIPE_BYTES of them) are in flight at once, so the shards' committers
+ * take them in a few batches and flushes rather than one each; their
+ * results come back in the order sent.  Unordered, that is all.  Ordered,
+ * MongoDB runs nothing after the first failure, so a document is sent
+ * ahead only if no earlier one can fail on its _id: its key is not in the
+ * store and not among those in flight (otherwise it waits until those
+ * came back, and goes alone).  A failure that the check could not foresee
+ * (a concurrent insert of the same _id, an index key refused, a write
+ * error) can still find later documents inserted: they are deleted again
+ * (a delete merge of that _id, after the insert on the same committer)
+ * and reported as not run, as MongoDB would.  Collections with a unique
+ * index keep the statement-at-a-time path (their reservations' driver). */
+#define PIPE_BYTES (16u << 20)
+
+static bool pipe_ok(struct dmw *w)
+{
+	const struct mdoor_wbatch *b = w->b;
+
+	if (b->kind != MDOOR_W_INSERT || b->nops - w->i < 2 || !w->have)
+		return false;
+	w->sect.len = 0;
+	if (kvdoc_ix_section(catalog(), w->cid, 0, &w->sect))
+		return false; /* out of memory: the plain path reports it */
+	return !kvdoc_ix_has_unique(
+	    (struct kv_slice){w->sect.data, w->sect.len});
+}
+
+/* May ordered statement op go before those in flight came back? */
+static bool pipe_safe(struct dmw *w, const uint8_t *k, size_t kn)
+{
+	struct kv_slice doc;
+	size_t p = 0;
+
+	if (!w->out)
+		return true;
+	while (p < w->keys.len) { /* the keys in flight */
+		const uint8_t *q = w->keys.data + p;
+
+		if (q[0] == kn && !memcmp(q + 1, k, kn))
+			return false;
+		p += 1u + q[0];
+	}
+	return kvdoc_get(tl_io->reader, tl_io->srv->nshards, k, kn,
+			 tl_io->now_ms, &doc) == KV_NOT_FOUND;
+}
+
+/* Send the batch's next documents, up to the window: 0, or -1 (out of
+ * memory, in b->err). */
+static int pipe_fill(struct dmw *w)
+{
+	struct mdoor_wbatch *b = w->b;
+
+	if (!w->out)
+		w->keys.len = 0;
+	while (w->next < w->stop && w->next < b->nops && w->out < WINDOW &&
+	       (!w->out || w->bytes < PIPE_BYTES)) {
+		struct mdoor_wop *op = &b->ops[w->next];
+		uint8_t k[KVDOC_KEY_MAX], n;
+		size_t kn;
+		bson_iter_t it;
+
+		if (doc_id(op->doc, op->len, &it) ||
+		    kvdoc_key(w->cid, bson_iter_value(&it), k, &kn, &op->err)) {
+			if (!op->err.code)
+				mql_error_set(&op->err, MQL_BadValue, "no _id");
+			op->ran = true; /* pipe_result steps over it */
+			if (b->ordered)
+				w->stop = w->next;
+			w->next++;
+			continue;
+		}
+		if (b->ordered && !pipe_safe(w, k, kn))
+			break;
+		n = (uint8_t)kn;
+		w->opnd.len = 0;
+		if (kv_buf_append(&w->opnd, w->sect.data, w->sect.len) ||
+		    kv_buf_append(&w->opnd, op->doc, op->len) ||
+		    kv_buf_append(&w->keys, &n, 1) ||
+		    kv_buf_append(&w->keys, k, kn) ||
+		    send_merge(w, KVD_KS_DOC,
+			       KVDOC_MERGE_BASE + KVDOC_OP_INSERT, k, kn,
+			       w->opnd.data, w->opnd.len))
+			return oom(&b->err);
+		w->bytes += op->len;
+		w->next++;
+	}
+	return 0;
+}
+
+/* Delete again the document an ordered batch inserted past its failure. */
+static int pipe_undo(struct dmw *w, const struct mdoor_wop *op)
+{
+	uint8_t k[KVDOC_KEY_MAX];
+	size_t kn;
+	bson_iter_t it;
+	bson_t f;
+	struct mql_error e;
+	int rc = -1;
+
+	mql_error_clear(&e);
+	if (doc_id(op->doc, op->len, &it) ||
+	    kvdoc_key(w->cid, bson_iter_value(&it), k, &kn, &e))
+		return -1;
+	bson_init(&f);
+	w->opnd.len = 0;
+	if (bson_append_value(&f, "_id", 3, bson_iter_value(&it)) &&
+	    !kv_buf_append(&w->opnd, w->sect.data, w->sect.len) &&
+	    !kvdoc_op_delete(&w->opnd, 0, bson_get_data(&f), f.len) &&
+	    !send_merge(w, KVD_KS_DOC, KVDOC_MERGE_BASE + KVDOC_OP_DELETE, k,
+			kn, w->opnd.data, w->opnd.len)) {
+		w->undo++;
+		rc = 0;
+	}
+	bson_destroy(&f);
+	return rc;
+}
+
+/* Every merge came back: past an ordered batch's failure nothing ran. */
+static void pipe_end(struct dmw *w)
+{
+	struct mdoor_wbatch *b = w->b;
+
+	for (size_t i = w->stop + 1; b->ordered && i < b->nops; i++) {
+		b->ops[i].ran = false; /* never sent, or undone */
+		b->ops[i].n = 0;
+		mql_error_clear(&b->ops[i].err);
+	}
+	finish(w);
+}
+
+/* One merge of a pipelined batch came back (in the order sent). */
+static void pipe_result(struct dmw *w, const struct kvd_pend *pd)
+{
+	struct mdoor_wbatch *b = w->b;
+	struct mdoor_wop *op;
+
+	/* once one is undone no insert is sent, and results come back in
+	 * the order sent: with only undos in flight, this is one */
+	if (w->out-- == w->undo) {
+		w->undo--;
+		goto next;
+	}
+	while (b->ops[w->i].ran) /* failed before it was sent */
+		w->i++;
+	op = &b->ops[w->i++];
+	w->bytes -= op->len;
+	w->mid = KVDOC_OP_INSERT;
+	stmt_result(w, op, pd);
+	op->ran = true;
+	if (b->ordered && w->i - 1 < w->stop && op->err.code)
+		w->stop = w->i - 1;
+	else if (b->ordered && w->i - 1 > w->stop) {
+		bool inserted = !op->err.code;
+
+		op->ran = false; /* past the failure: not run, as MongoDB's */
+		op->n = 0;
+		mql_error_clear(&op->err);
+		if (inserted && pipe_undo(w, op) && !b->err.code)
+			oom(&b->err);
+	}
+next:
+	if (!b->err.code && pipe_fill(w) == 0 && w->out)
+		return;
+	if (!w->out)
+		pipe_end(w);
+}
+
 /* ---- the catalog's changes ---- */
 
 static int send_catalog(struct dmw *w, unsigned op, unsigned flags)
@@ -850,6 +1031,15 @@ static void step(struct dmw *w)
 			return;
 		}
 	}
+	if (pipe_ok(w)) {
+		w->pipe = true;
+		w->next = w->i;
+		w->stop = b->nops;
+		pipe_fill(w);
+		if (!w->out)
+			pipe_end(w);
+		return; /* otherwise pipe_result goes on */
+	}
 	for (; w->i < b->nops; w->i++) {
 		struct mdoor_wop *op = &b->ops[w->i];
 
@@ -875,6 +1065,10 @@ void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
 		return;
 	if (doc_ix_kind(w->b)) { /* an index command's (doc_mdoor_ix.c) */
 		doc_ix_result(c, pd);
+		return;
+	}
+	if (w->pipe) {
+		pipe_result(w, pd);
 		return;
 	}
 	w->out--;
