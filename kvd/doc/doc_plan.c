@@ -41,7 +41,20 @@ struct doc_plan {
 	size_t nseen, cseen;
 	/* a batch's entries: [u16 len][document key]... */
 	struct kv_buf keys;
+	/* and their documents, fetched before any is matched */
+	struct fetched *docs;
+	size_t cdocs;
 	int64_t nkeys, ndocs;
+	/* the documents the door reads at most (mdoor_query.want, when the
+	 * plan gives them in the order asked), or 0: the first batch reads
+	 * no more entries than that */
+	int64_t want;
+};
+
+struct fetched {
+	const uint8_t *key; /* into keys */
+	uint16_t klen;
+	struct kv_slice doc; /* valid until the reader's reset */
 };
 
 /* ---- choosing ---- */
@@ -111,6 +124,7 @@ static void plan_free(struct doc_plan *p)
 	mql_index_free(p->ix);
 	mql_bounds_free(&p->b);
 	kv_buf_free(&p->keys);
+	free(p->docs);
 	free(p->seen);
 	free(p);
 }
@@ -155,6 +169,8 @@ static int weigh(void *arg, const struct kvdoc_ix *ix)
 	}
 	follows = sort_follows(k->q, key);
 	p->sorted = follows;
+	if (k->q->want > 0 && (follows || k->q->sort_len <= 5))
+		p->want = k->q->want;
 	/* narrowed fields first; then giving the sort's order */
 	score = p->b.nparts * 2 + (follows ? 1 : 0) + (hinted ? 1000 : 0);
 	if (score == 0 || score <= k->score) {
@@ -349,17 +365,36 @@ static void prefetch(const struct doc_plan *p, struct kvd_reader *r,
 		}
 }
 
-int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
-		   uint64_t now, unsigned max, kvd_scan_fn fn, void *arg)
+/* Room for n fetched documents. */
+static int docs_room(struct doc_plan *p, size_t n)
 {
-	if (p->done)
-		return 0;
-	if (read_entries(p, r, now, max))
+	struct fetched *f;
+
+	if (!(f = realloc(p->docs, n * sizeof(*f))))
 		return -1;
-	prefetch(p, r, nshards);
+	p->docs = f;
+	p->cdocs = n;
+	return 0;
+}
+
+/* A document's first bytes, asked for before it is read: matching it
+ * starts at its header and first fields, each a cache miss otherwise. */
+static void doc_prefetch(struct kv_slice doc)
+{
+	for (size_t at = 0; at < doc.n && at < 256; at += 64)
+		__builtin_prefetch(doc.p + at);
+}
+
+/* The batch's documents, each once, into p->docs (their bytes asked for
+ * as they are found, so that the loads overlap); their number, or -1. */
+static int64_t fetch_docs(struct doc_plan *p, struct kvd_reader *r,
+			  unsigned nshards, uint64_t now)
+{
+	size_t nd = 0;
+
 	for (size_t at = 0; at + 2 <= p->keys.len;) {
 		uint16_t n;
-		struct kv_slice doc;
+		struct fetched *f;
 		const uint8_t *k = p->keys.data + at + 2;
 		int rc;
 
@@ -367,13 +402,44 @@ int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
 		at += 2u + n;
 		if (!first_time(p, k, n))
 			continue;
-		rc = kvdoc_get(r, nshards, k, n, now, &doc);
+		if (nd == p->cdocs && docs_room(p, nd ? 2 * nd : 64))
+			return -1;
+		f = &p->docs[nd];
+		rc = kvdoc_get(r, nshards, k, n, now, &f->doc);
 		if (rc == KV_NOT_FOUND)
 			continue; /* deleted since its entry was read */
 		if (rc)
 			return -1;
+		f->key = k;
+		f->klen = n;
+		doc_prefetch(f->doc);
+		nd++;
+	}
+	return (int64_t)nd;
+}
+
+int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
+		   uint64_t now, unsigned max, kvd_scan_fn fn, void *arg)
+{
+	int64_t nd;
+
+	if (p->done)
+		return 0;
+	/* a find with a limit reads no more entries than it returns
+	 * documents, when each entry is one (the common case) */
+	if (p->want > 0 && p->ndocs == 0 && (uint64_t)p->want < max)
+		max = (unsigned)p->want;
+	if (read_entries(p, r, now, max))
+		return -1;
+	prefetch(p, r, nshards);
+	if ((nd = fetch_docs(p, r, nshards, now)) < 0)
+		return -1;
+	for (int64_t i = 0; i < nd; i++) {
+		const struct fetched *f = &p->docs[i];
+
 		p->ndocs++;
-		if (fn(arg, (struct kv_slice){k, n}, doc, KVD_VT_DOC, 0))
+		if (fn(arg, (struct kv_slice){f->key, f->klen}, f->doc,
+		       KVD_VT_DOC, 0))
 			return -1;
 	}
 	return 0;
