@@ -16,6 +16,8 @@
  */
 #include "doc_plan.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +27,27 @@
 #include "index.h"
 #include "kv_status.h"
 
-struct doc_plan {
-	uint32_t id, coll;
+/* An index as the planner weighs and scans it: its spec's key pattern,
+ * name and kind, and the pattern compiled.  Each io thread keeps the ones
+ * it used last (compiling every ready index of a collection for every
+ * query cost more than a point lookup through one); a plan holds a count
+ * on its own, since a cursor's scan goes on from any io thread.  An
+ * index id is never reused, so an id names one spec for good. */
+struct ixc {
+	atomic_uint refs;
+	uint32_t id;
+	bool plain; /* neither sparse nor partial */
 	char name[128];
+	uint8_t *key; /* the key pattern (BSON) */
+	size_t klen;
 	struct mql_index *ix;
 	bool desc[MQL_INDEX_MAX_PARTS];
 	size_t nparts;
+};
+
+struct doc_plan {
+	uint32_t id, coll;
+	struct ixc *c;
 	struct mql_bounds b;
 	size_t iv; /* the interval being read */
 	uint8_t next[512];
@@ -57,16 +74,41 @@ struct fetched {
 	struct kv_slice doc; /* valid until the reader's reset */
 };
 
-/* ---- choosing ---- */
+/* ---- the indexes each thread compiled ---- */
 
-struct pick {
-	const struct mdoor_query *q;
-	const uint8_t *hint;
-	uint32_t hlen;
-	struct doc_plan *best;
-	size_t score;
-	struct mql_error *err;
-};
+#define IXC_SLOTS 32 /* direct-mapped by index id */
+
+static __thread struct ixc *tl_ixc[IXC_SLOTS];
+static pthread_key_t ixc_key;
+static pthread_once_t ixc_once = PTHREAD_ONCE_INIT;
+static int ixc_key_ok;
+
+static void ixc_unref(struct ixc *c)
+{
+	if (!c ||
+	    atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	mql_index_free(c->ix);
+	free(c->key);
+	free(c);
+}
+
+/* A thread's compiled indexes go with it (destructors run while its TLS
+ * is still there). */
+static void ixc_thread_end(void *arg)
+{
+	struct ixc **slots = arg;
+
+	for (size_t i = 0; i < IXC_SLOTS; i++) {
+		ixc_unref(slots[i]);
+		slots[i] = NULL;
+	}
+}
+
+static void ixc_key_init(void)
+{
+	ixc_key_ok = pthread_key_create(&ixc_key, ixc_thread_end) == 0;
+}
 
 /* The key pattern of a spec, and its name. */
 static int spec_key(struct kv_slice spec, struct kv_slice *key, char *name,
@@ -96,6 +138,63 @@ static int spec_key(struct kv_slice spec, struct kv_slice *key, char *name,
 	return key->n ? 0 : -1;
 }
 
+/* ix compiled, with one count (the caller's); NULL when its spec has no
+ * key pattern, or with err set when the pattern does not compile. */
+static struct ixc *ixc_new(const struct kvdoc_ix *ix, struct mql_error *err)
+{
+	struct ixc *c = calloc(1, sizeof(*c));
+	struct kv_slice key;
+	bson_iter_t it;
+
+	if (!c)
+		return NULL;
+	atomic_init(&c->refs, 1);
+	c->id = ix->id;
+	if (spec_key(ix->spec, &key, c->name, sizeof(c->name), &c->plain) ||
+	    !(c->key = malloc(key.n)) ||
+	    mql_index_compile(key.p, (uint32_t)key.n, 0, &c->ix, err)) {
+		ixc_unref(c);
+		return NULL;
+	}
+	memcpy(c->key, key.p, key.n);
+	c->klen = key.n;
+	if (bson_iter_init_from_data(&it, key.p, key.n))
+		while (bson_iter_next(&it) && c->nparts < MQL_INDEX_MAX_PARTS)
+			c->desc[c->nparts++] = bson_iter_as_double(&it) < 0;
+	return c;
+}
+
+/* The calling thread's compiled copy of ix (its count stays the
+ * thread's: take one to keep it), or NULL as ixc_new. */
+static struct ixc *ixc_get(const struct kvdoc_ix *ix, struct mql_error *err)
+{
+	struct ixc **slot = &tl_ixc[ix->id % IXC_SLOTS], *c = *slot;
+
+	if (c && c->id == ix->id)
+		return c;
+	(void)pthread_once(&ixc_once, ixc_key_init);
+	if (!ixc_key_ok || pthread_setspecific(ixc_key, tl_ixc))
+		return ixc_new(ix, err); /* not kept: a leak otherwise */
+	if (!(c = ixc_new(ix, err)))
+		return NULL;
+	ixc_unref(*slot);
+	*slot = c;
+	return c;
+}
+
+/* ---- choosing ---- */
+
+struct pick {
+	const struct mdoor_query *q;
+	const uint8_t *hint;
+	uint32_t hlen;
+	struct ixc *best; /* one count held */
+	struct mql_bounds b;
+	bool follows;
+	size_t score;
+	struct mql_error *err;
+};
+
 /* Does the query's sort follow the index's fields (a prefix of them, in
  * their directions)? */
 static bool sort_follows(const struct mdoor_query *q, struct kv_slice key)
@@ -121,7 +220,7 @@ static void plan_free(struct doc_plan *p)
 {
 	if (!p)
 		return;
-	mql_index_free(p->ix);
+	ixc_unref(p->c);
 	mql_bounds_free(&p->b);
 	kv_buf_free(&p->keys);
 	free(p->docs);
@@ -129,58 +228,65 @@ static void plan_free(struct doc_plan *p)
 	free(p);
 }
 
-static struct doc_plan *plan_new(const struct kvdoc_ix *ix, struct kv_slice key,
-				 const char *name)
-{
-	struct doc_plan *p = calloc(1, sizeof(*p));
-	bson_iter_t it;
-
-	if (!p)
-		return NULL;
-	p->id = ix->id;
-	p->coll = ix->coll;
-	snprintf(p->name, sizeof(p->name), "%s", name);
-	if (bson_iter_init_from_data(&it, key.p, key.n))
-		while (bson_iter_next(&it) && p->nparts < MQL_INDEX_MAX_PARTS)
-			p->desc[p->nparts++] = bson_iter_as_double(&it) < 0;
-	return p;
-}
-
 static int weigh(void *arg, const struct kvdoc_ix *ix)
 {
 	struct pick *k = arg;
-	struct kv_slice key = {NULL, 0};
-	char name[128] = "";
-	bool plain, hinted, follows;
-	struct doc_plan *p;
+	struct mql_bounds b = {0};
+	bool hinted, follows;
+	struct ixc *c;
 	size_t score;
+	bool kept;
 
-	if (ix->state != KVDOC_IX_READY ||
-	    spec_key(ix->spec, &key, name, sizeof(name), &plain))
-		return 0;
-	hinted = k->hint && k->hlen == key.n && !memcmp(k->hint, key.p, key.n);
-	if ((k->hint && !hinted) || (!plain && !hinted))
-		return 0;
-	if (!(p = plan_new(ix, key, name)) ||
-	    mql_index_compile(key.p, (uint32_t)key.n, 0, &p->ix, k->err) ||
-	    mql_index_bounds(p->ix, k->q->filter, true, &p->b, k->err)) {
-		plan_free(p);
+	if (ix->state != KVDOC_IX_READY || !(c = ixc_get(ix, k->err)))
 		return k->err->code ? 1 : 0;
+	kept = c == tl_ixc[ix->id % IXC_SLOTS];
+	hinted =
+	    k->hint && k->hlen == c->klen && !memcmp(k->hint, c->key, c->klen);
+	if ((k->hint && !hinted) || (!c->plain && !hinted))
+		goto skip;
+	if (mql_index_bounds(c->ix, k->q->filter, true, &b, k->err)) {
+		mql_bounds_free(&b);
+		goto skip;
 	}
-	follows = sort_follows(k->q, key);
-	p->sorted = follows;
-	if (k->q->want > 0 && (follows || k->q->sort_len <= 5))
-		p->want = k->q->want;
+	follows = sort_follows(k->q, (struct kv_slice){c->key, c->klen});
 	/* narrowed fields first; then giving the sort's order */
-	score = p->b.nparts * 2 + (follows ? 1 : 0) + (hinted ? 1000 : 0);
+	score = b.nparts * 2 + (follows ? 1 : 0) + (hinted ? 1000 : 0);
 	if (score == 0 || score <= k->score) {
-		plan_free(p);
-		return 0;
+		mql_bounds_free(&b);
+		goto skip;
 	}
-	plan_free(k->best);
-	k->best = p;
+	if (kept) /* else its one count is ours */
+		atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+	ixc_unref(k->best);
+	mql_bounds_free(&k->b);
+	k->best = c;
+	k->b = b;
+	k->follows = follows;
 	k->score = score;
 	return hinted;
+skip:
+	if (!kept)
+		ixc_unref(c);
+	return k->err->code ? 1 : 0;
+}
+
+/* The plan of the index pick chose (its count and bounds moved in). */
+static struct doc_plan *plan_new(struct pick *k, uint32_t coll)
+{
+	struct doc_plan *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->c = k->best;
+	p->id = k->best->id;
+	p->coll = coll;
+	p->b = k->b;
+	p->sorted = k->follows;
+	if (k->q->want > 0 && (k->follows || k->q->sort_len <= 5))
+		p->want = k->q->want;
+	k->best = NULL;
+	memset(&k->b, 0, sizeof(k->b));
+	return p;
 }
 
 int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
@@ -195,11 +301,14 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 		k.hlen = q->hint_len;
 	}
 	kvdoc_catalog_indexes(c, coll, weigh, &k);
+	if (!err->code && k.best && !(*out = plan_new(&k, coll)))
+		mql_error_set(err, MQL_InternalError, "out of memory");
 	if (err->code) {
-		plan_free(k.best);
+		ixc_unref(k.best);
+		mql_bounds_free(&k.b);
 		return -1;
 	}
-	if (k.hint && !k.best) {
+	if (k.hint && !*out) {
 		/* a hint of {$natural: 1} or of _id is a collection scan */
 		bson_iter_t it;
 
@@ -212,15 +321,14 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 				     "hint provided does not correspond to an "
 				     "existing index");
 	}
-	*out = k.best;
-	return k.best ? 1 : 0;
+	return *out ? 1 : 0;
 }
 
 /* ---- scanning ---- */
 
 const char *doc_plan_name(const struct doc_plan *p)
 {
-	return p->name;
+	return p->c->name;
 }
 
 bool doc_plan_sorted(const struct doc_plan *p)
@@ -283,10 +391,10 @@ static int keep_entry(void *arg, struct kv_slice key, struct kv_slice val,
 
 	(void)val, (void)type, (void)exp;
 	p->nkeys++;
-	for (size_t i = 0; i < p->nparts; i++) {
+	for (size_t i = 0; i < p->c->nparts; i++) {
 		bson_reinit(&scratch);
-		if (mql_key_decode(key.p + at, key.n - at, p->desc[i], &scratch,
-				   "k", &used, &e)) {
+		if (mql_key_decode(key.p + at, key.n - at, p->c->desc[i],
+				   &scratch, "k", &used, &e)) {
 			bson_destroy(&scratch);
 			return 0; /* not an entry of ours: skipped */
 		}
