@@ -45,6 +45,8 @@ struct ixc {
 	size_t nparts;
 };
 
+#define SEEN_INLINE 64
+
 struct doc_plan {
 	uint32_t id, coll;
 	struct ixc *c;
@@ -56,6 +58,8 @@ struct doc_plan {
 	bool sorted;
 	uint64_t *seen; /* hashes of documents given (open addressing) */
 	size_t nseen, cseen;
+	/* its first table, in the plan: most queries give a few documents */
+	uint64_t seen0[SEEN_INLINE];
 	/* a batch's entries: [u16 len][document key]... */
 	struct kv_buf keys;
 	/* and their documents, fetched before any is matched */
@@ -224,7 +228,8 @@ static void plan_free(struct doc_plan *p)
 	mql_bounds_free(&p->b);
 	kv_buf_free(&p->keys);
 	free(p->docs);
-	free(p->seen);
+	if (p->seen != p->seen0)
+		free(p->seen);
 	free(p);
 }
 
@@ -354,8 +359,8 @@ static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
 	size_t i;
 
 	if (2 * (p->nseen + 1) > p->cseen) {
-		size_t c = p->cseen ? 2 * p->cseen : 256;
-		uint64_t *t = calloc(c, sizeof(*t));
+		size_t c = p->cseen ? 2 * p->cseen : SEEN_INLINE;
+		uint64_t *t = p->cseen ? calloc(c, sizeof(*t)) : p->seen0;
 
 		if (!t)
 			return true;
@@ -366,7 +371,8 @@ static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
 					;
 				t[i] = p->seen[j];
 			}
-		free(p->seen);
+		if (p->seen != p->seen0)
+			free(p->seen);
 		p->seen = t;
 		p->cseen = c;
 	}
@@ -378,38 +384,42 @@ static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
 	return true;
 }
 
-/* An entry (without its keyspace): its document's key into keys. */
+/* An entry (without its keyspace): its document's key into keys.  Its
+ * parts are only stepped over (mql_key_skip): the _id after them is what
+ * the fetch needs. */
 static int keep_entry(void *arg, struct kv_slice key, struct kv_slice val,
 		      unsigned type, uint64_t exp)
 {
 	struct doc_plan *p = arg;
-	size_t at = KVDOC_IX_PREFIX, used;
-	uint8_t dk[KVDOC_KEY_MAX];
-	struct mql_error e;
-	bson_t scratch = BSON_INITIALIZER;
+	size_t at = KVDOC_IX_PREFIX;
+	uint8_t *w;
 	uint16_t n;
 
 	(void)val, (void)type, (void)exp;
 	p->nkeys++;
 	for (size_t i = 0; i < p->c->nparts; i++) {
-		bson_reinit(&scratch);
-		if (mql_key_decode(key.p + at, key.n - at, p->c->desc[i],
-				   &scratch, "k", &used, &e)) {
-			bson_destroy(&scratch);
+		long used = key.n > at ? mql_key_skip(key.p + at, key.n - at,
+						      p->c->desc[i])
+				       : -1;
+
+		if (used < 0)
 			return 0; /* not an entry of ours: skipped */
-		}
-		at += used;
+		at += (size_t)used;
 	}
-	bson_destroy(&scratch);
-	if (key.n - at + 4 > sizeof(dk))
+	if (key.n - at + 4 > KVDOC_KEY_MAX)
 		return 0;
-	dk[0] = (uint8_t)(p->coll >> 24);
-	dk[1] = (uint8_t)(p->coll >> 16);
-	dk[2] = (uint8_t)(p->coll >> 8);
-	dk[3] = (uint8_t)p->coll;
-	memcpy(dk + 4, key.p + at, key.n - at);
 	n = (uint16_t)(key.n - at + 4);
-	return kv_buf_append(&p->keys, &n, 2) || kv_buf_append(&p->keys, dk, n);
+	if (kv_buf_reserve(&p->keys, 2u + n))
+		return -1;
+	w = p->keys.data + p->keys.len;
+	memcpy(w, &n, 2);
+	w[2] = (uint8_t)(p->coll >> 24);
+	w[3] = (uint8_t)(p->coll >> 16);
+	w[4] = (uint8_t)(p->coll >> 8);
+	w[5] = (uint8_t)p->coll;
+	memcpy(w + 6, key.p + at, key.n - at);
+	p->keys.len += 2u + n;
+	return 0;
 }
 
 /* The next entries of the intervals, at most max, into p->keys. */
