@@ -188,8 +188,14 @@ static struct ixc *ixc_get(const struct kvdoc_ix *ix, struct mql_error *err)
 
 /* ---- choosing ---- */
 
+#define PICK_PATHS 32
+
 struct pick {
 	const struct mdoor_query *q;
+	/* the paths of the filter's predicates (mql_match_preds), at most
+	 * PICK_PATHS; npaths -1: more than that */
+	const char *path[PICK_PATHS];
+	int npaths;
 	const uint8_t *hint;
 	uint32_t hlen;
 	struct ixc *best; /* one count held */
@@ -233,6 +239,31 @@ static void plan_free(struct doc_plan *p)
 	free(p);
 }
 
+static void pred_path(void *ctx, const struct mql_pred *pr)
+{
+	struct pick *k = ctx;
+
+	if (k->npaths >= 0 && k->npaths < PICK_PATHS)
+		k->path[k->npaths++] = pr->path;
+	else
+		k->npaths = -1;
+}
+
+/* Whether the filter has a predicate on the first field of c's key
+ * pattern (not knowing says yes).  Without one the index narrows
+ * nothing, and its bounds need not be computed. */
+static bool narrows(const struct pick *k, const struct ixc *c)
+{
+	const char *first = (const char *)c->key + 5;
+
+	if (k->npaths < 0 || c->klen <= 6)
+		return true;
+	for (int i = 0; i < k->npaths; i++)
+		if (!strcmp(k->path[i], first))
+			return true;
+	return false;
+}
+
 static int weigh(void *arg, const struct kvdoc_ix *ix)
 {
 	struct pick *k = arg;
@@ -249,11 +280,15 @@ static int weigh(void *arg, const struct kvdoc_ix *ix)
 	    k->hint && k->hlen == c->klen && !memcmp(k->hint, c->key, c->klen);
 	if ((k->hint && !hinted) || (!c->plain && !hinted))
 		goto skip;
+	follows = sort_follows(k->q, (struct kv_slice){c->key, c->klen});
+	/* one that narrows nothing, gives no order and is not hinted scores
+	 * 0: it is never taken */
+	if (!hinted && !follows && !narrows(k, c))
+		goto skip;
 	if (mql_index_bounds(c->ix, k->q->filter, true, &b, k->err)) {
 		mql_bounds_free(&b);
 		goto skip;
 	}
-	follows = sort_follows(k->q, (struct kv_slice){c->key, c->klen});
 	/* narrowed fields first; then giving the sort's order */
 	score = b.nparts * 2 + (follows ? 1 : 0) + (hinted ? 1000 : 0);
 	if (score == 0 || score <= k->score) {
@@ -305,6 +340,7 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 		k.hint = q->hint;
 		k.hlen = q->hint_len;
 	}
+	mql_match_preds(q->filter, pred_path, &k);
 	kvdoc_catalog_indexes(c, coll, weigh, &k);
 	if (!err->code && k.best && !(*out = plan_new(&k, coll)))
 		mql_error_set(err, MQL_InternalError, "out of memory");
