@@ -13,6 +13,9 @@
  * matches the whole filter against it (bounds may be wider than the
  * filter, and a multikey entry's other elements may not match), and
  * yields each document once (an array field gives it several entries).
+ * A query with a limit read in the index's order reads no more entries
+ * than the limit in its first batch; a batch's documents are looked up
+ * before any is matched, so that their loads overlap.
  */
 #include "doc_plan.h"
 
