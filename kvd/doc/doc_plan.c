@@ -13,9 +13,14 @@
  * matches the whole filter against it (bounds may be wider than the
  * filter, and a multikey entry's other elements may not match), and
  * yields each document once (an array field gives it several entries).
+ * A query with a limit read in the index's order reads no more entries
+ * than the limit in its first batch; a batch's documents are looked up
+ * before any is matched, so that their loads overlap.
  */
 #include "doc_plan.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +30,29 @@
 #include "index.h"
 #include "kv_status.h"
 
-struct doc_plan {
-	uint32_t id, coll;
+/* An index as the planner weighs and scans it: its spec's key pattern,
+ * name and kind, and the pattern compiled.  Each io thread keeps the ones
+ * it used last (compiling every ready index of a collection for every
+ * query cost more than a point lookup through one); a plan holds a count
+ * on its own, since a cursor's scan goes on from any io thread.  An
+ * index id is never reused, so an id names one spec for good. */
+struct ixc {
+	atomic_uint refs;
+	uint32_t id;
+	bool plain; /* neither sparse nor partial */
 	char name[128];
+	uint8_t *key; /* the key pattern (BSON) */
+	size_t klen;
 	struct mql_index *ix;
 	bool desc[MQL_INDEX_MAX_PARTS];
 	size_t nparts;
+};
+
+#define SEEN_INLINE 64
+
+struct doc_plan {
+	uint32_t id, coll;
+	struct ixc *c;
 	struct mql_bounds b;
 	size_t iv; /* the interval being read */
 	uint8_t next[512];
@@ -39,21 +61,61 @@ struct doc_plan {
 	bool sorted;
 	uint64_t *seen; /* hashes of documents given (open addressing) */
 	size_t nseen, cseen;
+	/* its first table, in the plan: most queries give a few documents */
+	uint64_t seen0[SEEN_INLINE];
 	/* a batch's entries: [u16 len][document key]... */
 	struct kv_buf keys;
+	/* and their documents, fetched before any is matched */
+	struct fetched *docs;
+	size_t cdocs;
 	int64_t nkeys, ndocs;
+	/* the documents the door reads at most (mdoor_query.want, when the
+	 * plan gives them in the order asked), or 0: the first batch reads
+	 * no more entries than that */
+	int64_t want;
 };
 
-/* ---- choosing ---- */
-
-struct pick {
-	const struct mdoor_query *q;
-	const uint8_t *hint;
-	uint32_t hlen;
-	struct doc_plan *best;
-	size_t score;
-	struct mql_error *err;
+struct fetched {
+	const uint8_t *key; /* into keys */
+	uint16_t klen;
+	struct kv_slice doc; /* valid until the reader's reset */
 };
+
+/* ---- the indexes each thread compiled ---- */
+
+#define IXC_SLOTS 32 /* direct-mapped by index id */
+
+static __thread struct ixc *tl_ixc[IXC_SLOTS];
+static pthread_key_t ixc_key;
+static pthread_once_t ixc_once = PTHREAD_ONCE_INIT;
+static int ixc_key_ok;
+
+static void ixc_unref(struct ixc *c)
+{
+	if (!c ||
+	    atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	mql_index_free(c->ix);
+	free(c->key);
+	free(c);
+}
+
+/* A thread's compiled indexes go with it (destructors run while its TLS
+ * is still there). */
+static void ixc_thread_end(void *arg)
+{
+	struct ixc **slots = arg;
+
+	for (size_t i = 0; i < IXC_SLOTS; i++) {
+		ixc_unref(slots[i]);
+		slots[i] = NULL;
+	}
+}
+
+static void ixc_key_init(void)
+{
+	ixc_key_ok = pthread_key_create(&ixc_key, ixc_thread_end) == 0;
+}
 
 /* The key pattern of a spec, and its name. */
 static int spec_key(struct kv_slice spec, struct kv_slice *key, char *name,
@@ -83,6 +145,69 @@ static int spec_key(struct kv_slice spec, struct kv_slice *key, char *name,
 	return key->n ? 0 : -1;
 }
 
+/* ix compiled, with one count (the caller's); NULL when its spec has no
+ * key pattern, or with err set when the pattern does not compile. */
+static struct ixc *ixc_new(const struct kvdoc_ix *ix, struct mql_error *err)
+{
+	struct ixc *c = calloc(1, sizeof(*c));
+	struct kv_slice key;
+	bson_iter_t it;
+
+	if (!c)
+		return NULL;
+	atomic_init(&c->refs, 1);
+	c->id = ix->id;
+	if (spec_key(ix->spec, &key, c->name, sizeof(c->name), &c->plain) ||
+	    !(c->key = malloc(key.n)) ||
+	    mql_index_compile(key.p, (uint32_t)key.n, 0, &c->ix, err)) {
+		ixc_unref(c);
+		return NULL;
+	}
+	memcpy(c->key, key.p, key.n);
+	c->klen = key.n;
+	if (bson_iter_init_from_data(&it, key.p, key.n))
+		while (bson_iter_next(&it) && c->nparts < MQL_INDEX_MAX_PARTS)
+			c->desc[c->nparts++] = bson_iter_as_double(&it) < 0;
+	return c;
+}
+
+/* The calling thread's compiled copy of ix (its count stays the
+ * thread's: take one to keep it), or NULL as ixc_new. */
+static struct ixc *ixc_get(const struct kvdoc_ix *ix, struct mql_error *err)
+{
+	struct ixc **slot = &tl_ixc[ix->id % IXC_SLOTS], *c = *slot;
+
+	if (c && c->id == ix->id)
+		return c;
+	(void)pthread_once(&ixc_once, ixc_key_init);
+	if (!ixc_key_ok || pthread_setspecific(ixc_key, tl_ixc))
+		return ixc_new(ix, err); /* not kept: a leak otherwise */
+	if (!(c = ixc_new(ix, err)))
+		return NULL;
+	ixc_unref(*slot);
+	*slot = c;
+	return c;
+}
+
+/* ---- choosing ---- */
+
+#define PICK_PATHS 32
+
+struct pick {
+	const struct mdoor_query *q;
+	/* the paths of the filter's predicates (mql_match_preds), at most
+	 * PICK_PATHS; npaths -1: more than that */
+	const char *path[PICK_PATHS];
+	int npaths;
+	const uint8_t *hint;
+	uint32_t hlen;
+	struct ixc *best; /* one count held */
+	struct mql_bounds b;
+	bool follows;
+	size_t score;
+	struct mql_error *err;
+};
+
 /* Does the query's sort follow the index's fields (a prefix of them, in
  * their directions)? */
 static bool sort_follows(const struct mdoor_query *q, struct kv_slice key)
@@ -108,63 +233,103 @@ static void plan_free(struct doc_plan *p)
 {
 	if (!p)
 		return;
-	mql_index_free(p->ix);
+	ixc_unref(p->c);
 	mql_bounds_free(&p->b);
 	kv_buf_free(&p->keys);
-	free(p->seen);
+	free(p->docs);
+	if (p->seen != p->seen0)
+		free(p->seen);
 	free(p);
 }
 
-static struct doc_plan *plan_new(const struct kvdoc_ix *ix, struct kv_slice key,
-				 const char *name)
+static void pred_path(void *ctx, const struct mql_pred *pr)
 {
-	struct doc_plan *p = calloc(1, sizeof(*p));
-	bson_iter_t it;
+	struct pick *k = ctx;
 
-	if (!p)
-		return NULL;
-	p->id = ix->id;
-	p->coll = ix->coll;
-	snprintf(p->name, sizeof(p->name), "%s", name);
-	if (bson_iter_init_from_data(&it, key.p, key.n))
-		while (bson_iter_next(&it) && p->nparts < MQL_INDEX_MAX_PARTS)
-			p->desc[p->nparts++] = bson_iter_as_double(&it) < 0;
-	return p;
+	if (k->npaths >= 0 && k->npaths < PICK_PATHS)
+		k->path[k->npaths++] = pr->path;
+	else
+		k->npaths = -1;
+}
+
+/* Whether the filter has a predicate on the first field of c's key
+ * pattern (not knowing says yes).  Without one the index narrows
+ * nothing, and its bounds need not be computed. */
+static bool narrows(const struct pick *k, const struct ixc *c)
+{
+	const char *first = (const char *)c->key + 5;
+
+	if (k->npaths < 0 || c->klen <= 6)
+		return true;
+	for (int i = 0; i < k->npaths; i++)
+		if (!strcmp(k->path[i], first))
+			return true;
+	return false;
 }
 
 static int weigh(void *arg, const struct kvdoc_ix *ix)
 {
 	struct pick *k = arg;
-	struct kv_slice key = {NULL, 0};
-	char name[128] = "";
-	bool plain, hinted, follows;
-	struct doc_plan *p;
+	struct mql_bounds b = {0};
+	bool hinted, follows;
+	struct ixc *c;
 	size_t score;
+	bool kept;
 
-	if (ix->state != KVDOC_IX_READY ||
-	    spec_key(ix->spec, &key, name, sizeof(name), &plain))
-		return 0;
-	hinted = k->hint && k->hlen == key.n && !memcmp(k->hint, key.p, key.n);
-	if ((k->hint && !hinted) || (!plain && !hinted))
-		return 0;
-	if (!(p = plan_new(ix, key, name)) ||
-	    mql_index_compile(key.p, (uint32_t)key.n, 0, &p->ix, k->err) ||
-	    mql_index_bounds(p->ix, k->q->filter, true, &p->b, k->err)) {
-		plan_free(p);
+	if (ix->state != KVDOC_IX_READY || !(c = ixc_get(ix, k->err)))
 		return k->err->code ? 1 : 0;
+	kept = c == tl_ixc[ix->id % IXC_SLOTS];
+	hinted =
+	    k->hint && k->hlen == c->klen && !memcmp(k->hint, c->key, c->klen);
+	if ((k->hint && !hinted) || (!c->plain && !hinted))
+		goto skip;
+	follows = sort_follows(k->q, (struct kv_slice){c->key, c->klen});
+	/* one that narrows nothing, gives no order and is not hinted scores
+	 * 0: it is never taken */
+	if (!hinted && !follows && !narrows(k, c))
+		goto skip;
+	if (mql_index_bounds(c->ix, k->q->filter, true, &b, k->err)) {
+		mql_bounds_free(&b);
+		goto skip;
 	}
-	follows = sort_follows(k->q, key);
-	p->sorted = follows;
 	/* narrowed fields first; then giving the sort's order */
-	score = p->b.nparts * 2 + (follows ? 1 : 0) + (hinted ? 1000 : 0);
+	score = b.nparts * 2 + (follows ? 1 : 0) + (hinted ? 1000 : 0);
 	if (score == 0 || score <= k->score) {
-		plan_free(p);
-		return 0;
+		mql_bounds_free(&b);
+		goto skip;
 	}
-	plan_free(k->best);
-	k->best = p;
+	if (kept) /* else its one count is ours */
+		atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+	ixc_unref(k->best);
+	mql_bounds_free(&k->b);
+	k->best = c;
+	k->b = b;
+	k->follows = follows;
 	k->score = score;
 	return hinted;
+skip:
+	if (!kept)
+		ixc_unref(c);
+	return k->err->code ? 1 : 0;
+}
+
+/* The plan of the index pick chose (its count and bounds moved in). */
+static struct doc_plan *plan_new(struct pick *k, uint32_t coll)
+{
+	struct doc_plan *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->c = k->best;
+	p->id = k->best->id;
+	p->coll = coll;
+	p->b = k->b;
+	p->sorted = k->follows;
+	if (k->q->want > 0 && (k->follows || k->q->sort_len <= 5))
+		p->want = k->q->want;
+	k->best = NULL;
+	memset(&k->b, 0, sizeof(k->b));
+	return p;
 }
 
 int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
@@ -178,12 +343,16 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 		k.hint = q->hint;
 		k.hlen = q->hint_len;
 	}
+	mql_match_preds(q->filter, pred_path, &k);
 	kvdoc_catalog_indexes(c, coll, weigh, &k);
+	if (!err->code && k.best && !(*out = plan_new(&k, coll)))
+		mql_error_set(err, MQL_InternalError, "out of memory");
 	if (err->code) {
-		plan_free(k.best);
+		ixc_unref(k.best);
+		mql_bounds_free(&k.b);
 		return -1;
 	}
-	if (k.hint && !k.best) {
+	if (k.hint && !*out) {
 		/* a hint of {$natural: 1} or of _id is a collection scan */
 		bson_iter_t it;
 
@@ -196,15 +365,14 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 				     "hint provided does not correspond to an "
 				     "existing index");
 	}
-	*out = k.best;
-	return k.best ? 1 : 0;
+	return *out ? 1 : 0;
 }
 
 /* ---- scanning ---- */
 
 const char *doc_plan_name(const struct doc_plan *p)
 {
-	return p->name;
+	return p->c->name;
 }
 
 bool doc_plan_sorted(const struct doc_plan *p)
@@ -230,8 +398,8 @@ static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
 	size_t i;
 
 	if (2 * (p->nseen + 1) > p->cseen) {
-		size_t c = p->cseen ? 2 * p->cseen : 256;
-		uint64_t *t = calloc(c, sizeof(*t));
+		size_t c = p->cseen ? 2 * p->cseen : SEEN_INLINE;
+		uint64_t *t = p->cseen ? calloc(c, sizeof(*t)) : p->seen0;
 
 		if (!t)
 			return true;
@@ -242,7 +410,8 @@ static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
 					;
 				t[i] = p->seen[j];
 			}
-		free(p->seen);
+		if (p->seen != p->seen0)
+			free(p->seen);
 		p->seen = t;
 		p->cseen = c;
 	}
@@ -254,38 +423,42 @@ static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
 	return true;
 }
 
-/* An entry (without its keyspace): its document's key into keys. */
+/* An entry (without its keyspace): its document's key into keys.  Its
+ * parts are only stepped over (mql_key_skip): the _id after them is what
+ * the fetch needs. */
 static int keep_entry(void *arg, struct kv_slice key, struct kv_slice val,
 		      unsigned type, uint64_t exp)
 {
 	struct doc_plan *p = arg;
-	size_t at = KVDOC_IX_PREFIX, used;
-	uint8_t dk[KVDOC_KEY_MAX];
-	struct mql_error e;
-	bson_t scratch = BSON_INITIALIZER;
+	size_t at = KVDOC_IX_PREFIX;
+	uint8_t *w;
 	uint16_t n;
 
 	(void)val, (void)type, (void)exp;
 	p->nkeys++;
-	for (size_t i = 0; i < p->nparts; i++) {
-		bson_reinit(&scratch);
-		if (mql_key_decode(key.p + at, key.n - at, p->desc[i], &scratch,
-				   "k", &used, &e)) {
-			bson_destroy(&scratch);
+	for (size_t i = 0; i < p->c->nparts; i++) {
+		long used = key.n > at ? mql_key_skip(key.p + at, key.n - at,
+						      p->c->desc[i])
+				       : -1;
+
+		if (used < 0)
 			return 0; /* not an entry of ours: skipped */
-		}
-		at += used;
+		at += (size_t)used;
 	}
-	bson_destroy(&scratch);
-	if (key.n - at + 4 > sizeof(dk))
+	if (key.n - at + 4 > KVDOC_KEY_MAX)
 		return 0;
-	dk[0] = (uint8_t)(p->coll >> 24);
-	dk[1] = (uint8_t)(p->coll >> 16);
-	dk[2] = (uint8_t)(p->coll >> 8);
-	dk[3] = (uint8_t)p->coll;
-	memcpy(dk + 4, key.p + at, key.n - at);
 	n = (uint16_t)(key.n - at + 4);
-	return kv_buf_append(&p->keys, &n, 2) || kv_buf_append(&p->keys, dk, n);
+	if (kv_buf_reserve(&p->keys, 2u + n))
+		return -1;
+	w = p->keys.data + p->keys.len;
+	memcpy(w, &n, 2);
+	w[2] = (uint8_t)(p->coll >> 24);
+	w[3] = (uint8_t)(p->coll >> 16);
+	w[4] = (uint8_t)(p->coll >> 8);
+	w[5] = (uint8_t)p->coll;
+	memcpy(w + 6, key.p + at, key.n - at);
+	p->keys.len += 2u + n;
+	return 0;
 }
 
 /* The next entries of the intervals, at most max, into p->keys. */
@@ -349,17 +522,36 @@ static void prefetch(const struct doc_plan *p, struct kvd_reader *r,
 		}
 }
 
-int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
-		   uint64_t now, unsigned max, kvd_scan_fn fn, void *arg)
+/* Room for n fetched documents. */
+static int docs_room(struct doc_plan *p, size_t n)
 {
-	if (p->done)
-		return 0;
-	if (read_entries(p, r, now, max))
+	struct fetched *f;
+
+	if (!(f = realloc(p->docs, n * sizeof(*f))))
 		return -1;
-	prefetch(p, r, nshards);
+	p->docs = f;
+	p->cdocs = n;
+	return 0;
+}
+
+/* A document's first bytes, asked for before it is read: matching it
+ * starts at its header and first fields, each a cache miss otherwise. */
+static void doc_prefetch(struct kv_slice doc)
+{
+	for (size_t at = 0; at < doc.n && at < 256; at += 64)
+		__builtin_prefetch(doc.p + at);
+}
+
+/* The batch's documents, each once, into p->docs (their bytes asked for
+ * as they are found, so that the loads overlap); their number, or -1. */
+static int64_t fetch_docs(struct doc_plan *p, struct kvd_reader *r,
+			  unsigned nshards, uint64_t now)
+{
+	size_t nd = 0;
+
 	for (size_t at = 0; at + 2 <= p->keys.len;) {
 		uint16_t n;
-		struct kv_slice doc;
+		struct fetched *f;
 		const uint8_t *k = p->keys.data + at + 2;
 		int rc;
 
@@ -367,13 +559,44 @@ int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
 		at += 2u + n;
 		if (!first_time(p, k, n))
 			continue;
-		rc = kvdoc_get(r, nshards, k, n, now, &doc);
+		if (nd == p->cdocs && docs_room(p, nd ? 2 * nd : 64))
+			return -1;
+		f = &p->docs[nd];
+		rc = kvdoc_get(r, nshards, k, n, now, &f->doc);
 		if (rc == KV_NOT_FOUND)
 			continue; /* deleted since its entry was read */
 		if (rc)
 			return -1;
+		f->key = k;
+		f->klen = n;
+		doc_prefetch(f->doc);
+		nd++;
+	}
+	return (int64_t)nd;
+}
+
+int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
+		   uint64_t now, unsigned max, kvd_scan_fn fn, void *arg)
+{
+	int64_t nd;
+
+	if (p->done)
+		return 0;
+	/* a find with a limit reads no more entries than it returns
+	 * documents, when each entry is one (the common case) */
+	if (p->want > 0 && p->ndocs == 0 && (uint64_t)p->want < max)
+		max = (unsigned)p->want;
+	if (read_entries(p, r, now, max))
+		return -1;
+	prefetch(p, r, nshards);
+	if ((nd = fetch_docs(p, r, nshards, now)) < 0)
+		return -1;
+	for (int64_t i = 0; i < nd; i++) {
+		const struct fetched *f = &p->docs[i];
+
 		p->ndocs++;
-		if (fn(arg, (struct kv_slice){k, n}, doc, KVD_VT_DOC, 0))
+		if (fn(arg, (struct kv_slice){f->key, f->klen}, f->doc,
+		       KVD_VT_DOC, 0))
 			return -1;
 	}
 	return 0;

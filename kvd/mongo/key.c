@@ -441,6 +441,141 @@ static bool dec_value(struct dec *d, bson_t *out, const char *key)
 	return false;
 }
 
+/* ---- skipping: a value's length without decoding it -------------------- */
+
+static bool skip_value(struct dec *d);
+
+/* Past a string's escaped bytes and its 0x00 0x01 end. */
+static bool skip_string(struct dec *d)
+{
+	while (d->i + 1 < d->n) {
+		if (d->p[d->i++] != 0)
+			continue;
+		if (d->p[d->i] == 1) {
+			d->i++;
+			return true;
+		}
+		if (d->p[d->i++] != 0xFF)
+			return false;
+	}
+	return false;
+}
+
+static bool skip_cstring(struct dec *d)
+{
+	const uint8_t *nul = memchr(d->p + d->i, 0, d->n - d->i);
+
+	if (!nul)
+		return false;
+	d->i = (size_t)(nul - d->p) + 1;
+	return true;
+}
+
+static bool skip_elems(struct dec *d, bool doc)
+{
+	if (++d->depth > MQL_MAX_INPUT_DEPTH)
+		return false;
+	for (;;) {
+		if (d->i >= d->n)
+			return false;
+		if (d->p[d->i] == 0) {
+			d->i++;
+			d->depth--;
+			return true;
+		}
+		if (doc && (++d->i, !skip_cstring(d)))
+			return false;
+		if (!skip_value(d))
+			return false;
+	}
+}
+
+static bool skip_number(struct dec *d, uint8_t t)
+{
+	const uint8_t *p = d->p + d->i;
+	bson_value_t v;
+	long used;
+
+	if (t != K_NEG && t != K_POS)
+		return true; /* NaN, the infinities and zero: the byte alone */
+	/* an exact one is 11 bytes (the 11th says so), others have a tail */
+	if (d->n - d->i >= 11 && (uint8_t)(t == K_NEG ? ~p[10] : p[10]) == 1)
+		used = 11;
+	else
+		used = key_number_decode(t, p, d->n - d->i, &v);
+	if (used < 0)
+		return false;
+	d->i += (size_t)used;
+	return true;
+}
+
+static bool skip_value(struct dec *d)
+{
+	const uint8_t *p;
+	uint8_t t;
+
+	if (d->i >= d->n)
+		return false;
+	t = d->p[d->i++];
+	switch (t) {
+	case K_MINKEY:
+	case K_UNDEF:
+	case K_NULL:
+	case K_MAXKEY: return true;
+	case K_NAN:
+	case K_NEGINF:
+	case K_NEG:
+	case K_ZERO:
+	case K_POS:
+	case K_POSINF: return skip_number(d, t);
+	case K_STRING:
+	case K_CODE: return skip_string(d);
+	case K_CWS: return skip_string(d) && skip_elems(d, true);
+	case K_DOC:
+	case K_ARRAY: return skip_elems(d, t == K_DOC);
+	case K_BIN: {
+		uint32_t n;
+
+		if (!take(d, 1, &p))
+			return false;
+		n = p[0];
+		if (n == 0xFF) {
+			if (!take(d, 4, &p))
+				return false;
+			n = (uint32_t)get_be(p, 4);
+		}
+		return take(d, 1, &p) && take(d, n, &p);
+	}
+	case K_OID: return take(d, 12, &p);
+	case K_BOOL: return take(d, 1, &p);
+	case K_DATE:
+	case K_TS: return take(d, 8, &p);
+	case K_REGEX: return skip_cstring(d) && skip_cstring(d);
+	case K_DBPTR:
+		return take(d, 4, &p) && take(d, (size_t)get_be(p, 4), &p) &&
+		       take(d, 12, &p);
+	}
+	return false;
+}
+
+long mql_key_skip(const uint8_t *key, size_t len, bool desc)
+{
+	uint8_t inv[512];
+	struct dec d = {key, len, 0, 0};
+
+	if (desc) {
+		/* a descending part is its bytes inverted; its length is that
+		 * of the ascending encoding, read from a copy put back */
+		if (len > sizeof(inv))
+			len = sizeof(inv);
+		for (size_t i = 0; i < len; i++)
+			inv[i] = (uint8_t)~key[i];
+		d.p = inv;
+		d.n = len;
+	}
+	return skip_value(&d) ? (long)d.i : -1;
+}
+
 int mql_key_decode(const uint8_t *key, size_t len, bool desc, bson_t *out,
 		   const char *field, size_t *used, struct mql_error *err)
 {

@@ -68,6 +68,13 @@ int mql_key_encode(const bson_value_t *v, bool desc, uint8_t *buf, size_t cap,
 int mql_key_decode(const uint8_t *key, size_t len, bool desc, bson_t *out,
 		   const char *field, size_t *used, struct mql_error *err);
 
+/* mql_key_skip - the bytes the value encoded at the start of key[0..len)
+ * takes (desc as it was written), without decoding it: where the next
+ * part of a compound key, or an index entry's _id, begins.  -1 when the
+ * bytes are no encoding of this library's (a descending value is read
+ * within its first 512 bytes: every key is shorter). */
+long mql_key_skip(const uint8_t *key, size_t len, bool desc);
+
 /* ---- the primary key ------------------------------------------------- */
 
 /* mql_key_id - the primary key of a document whose _id is id: its

@@ -24,12 +24,42 @@ struct level {
 	bson_iter_t it;
 };
 
+/* Levels on the C stack: most documents nest no deeper, and a check runs
+ * on every command, so the common case allocates nothing (the deepest
+ * allowed, 200 levels, is 25 KiB, which malloc hands out slowly). */
+#define LOCAL_LEVELS 8
+
+/* Room for level `need` (below max_depth + 1): the stack moved to, or
+ * grown on, the heap (out of memory aborts, as the check always did). */
+static void levels_room(struct level **stack, size_t *cap, size_t need,
+			struct level *local, int max_depth)
+{
+	size_t n = *cap;
+	struct level *s;
+
+	if (need < n)
+		return;
+	while (n <= need)
+		n *= 4;
+	if (n > (size_t)max_depth + 1)
+		n = (size_t)max_depth + 1;
+	/* bson_iter_t wants 128-byte alignment, which malloc does not give */
+	if (posix_memalign((void **)&s, 128, sizeof(*s) * n))
+		abort();
+	memcpy(s, *stack, sizeof(*s) * *cap);
+	if (*stack != local)
+		free(*stack);
+	*stack = s;
+	*cap = n;
+}
+
 /* Walks every element with an explicit stack of iterators, so that a
  * hostile document nested a million levels deep costs no stack. */
 int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 		   int max_depth, struct mql_error *err)
 {
-	struct level *stack;
+	struct level local[LOCAL_LEVELS], *stack = local;
+	size_t cap = LOCAL_LEVELS;
 	int depth = 0, rc = -1;
 	uint32_t hdr;
 
@@ -44,10 +74,6 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 				     "BSONObj size: %zu (0x%zx) is invalid. "
 				     "Size must be between 0 and %zu",
 				     len, len, max_size);
-	/* bson_iter_t wants 128-byte alignment, which malloc does not give */
-	if (posix_memalign((void **)&stack, 128,
-			   sizeof(*stack) * (size_t)(max_depth + 1)))
-		abort();
 	if (!bson_iter_init_from_data(&stack[0].it, data, len))
 		goto bad;
 	for (;;) {
@@ -78,8 +104,12 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 				bson_iter_document(it, &sublen, &sub);
 			else
 				bson_iter_array(it, &sublen, &sub);
-			if (!sub || sublen < 5 || sub[sublen - 1] != 0 ||
-			    !bson_iter_recurse(it, &stack[depth + 1].it))
+			if (!sub || sublen < 5 || sub[sublen - 1] != 0)
+				goto bad;
+			levels_room(&stack, &cap, (size_t)depth + 1, local,
+				    max_depth);
+			it = &stack[depth].it;
+			if (!bson_iter_recurse(it, &stack[depth + 1].it))
 				goto bad;
 			depth++;
 		} else if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {
@@ -88,6 +118,8 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 			bson_iter_codewscope(it, &codelen, &sublen, &sub);
 			if (!sub || depth + 1 >= max_depth)
 				goto bad;
+			levels_room(&stack, &cap, (size_t)depth + 1, local,
+				    max_depth);
 			if (!bson_iter_init_from_data(&stack[depth + 1].it, sub,
 						      sublen))
 				goto bad;
@@ -99,7 +131,8 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 bad:
 	check_fail(err);
 fail:
-	free(stack);
+	if (stack != local)
+		free(stack);
 	return rc;
 }
 

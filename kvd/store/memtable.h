@@ -359,6 +359,13 @@ void kvm_iter_init(struct kvm_iter *it, const struct kvm *m);
  * returned (a merge needs them).  A seek after a seek releases the first
  * one's runs.  Returns kvm_iter_valid(). */
 int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen);
+/* kvm_iter_seek for a pass that stops before end (elen 0: no end): the
+ * keys created after the newest run that fall outside [key, end) are left
+ * out before the iterator sorts them, so a short pass (an index lookup
+ * reads a key or a few) does not sort up to KVM_ITER_PEND keys it never
+ * reaches.  Past end the pass may skip keys: the caller stops there. */
+int kvm_iter_seek_range(struct kvm_iter *it, const void *key, size_t klen,
+			const void *end, size_t elen);
 /* Release the runs the last seek took (a no-op after init or fini).  Every
  * seek needs one before kvm_destroy; until then the runs it holds stay
  * allocated. */

@@ -339,7 +339,31 @@ void kvm_iter_fini(struct kvm_iter *it)
 	it->node = NULL;
 }
 
-int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen)
+/* Keep only the pending keys in [key, end) (elen 0: no end). */
+static void pend_clip(struct kvm_iter *it, const uint8_t *key, size_t klen,
+		      const uint8_t *end, size_t elen)
+{
+	uint64_t k0 = 0, k1 = 0, e0 = 0, e1 = 0;
+	unsigned n = 0;
+
+	if (klen)
+		key_prefix(key, klen, &k0, &k1);
+	if (elen)
+		key_prefix(end, elen, &e0, &e1);
+	for (unsigned i = 0; i < it->npend; i++) {
+		const struct kvm_sent *e = &it->pend[i];
+
+		if (klen && sent_cmp_key(e, k0, k1, key, klen) < 0)
+			continue;
+		if (elen && sent_cmp_key(e, e0, e1, end, elen) >= 0)
+			continue;
+		it->pend[n++] = *e;
+	}
+	it->npend = n;
+}
+
+int kvm_iter_seek_range(struct kvm_iter *it, const void *key, size_t klen,
+			const void *end, size_t elen)
 {
 	const struct kvm_node *top;
 	uint64_t p0 = 0, p1 = 0;
@@ -351,6 +375,8 @@ int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen)
 	it->flush_lsn = top->st.flush_lsn;
 	while (!take_view(it))
 		;
+	if (klen || elen)
+		pend_clip(it, key, klen, end, elen);
 	sent_sort(it->pend, it->npend);
 	if (klen)
 		key_prefix(key, klen, &p0, &p1);
@@ -359,11 +385,16 @@ int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen)
 		    klen ? lower_bound(it->v->run[s]->e, it->v->run[s]->n, p0,
 				       p1, key, klen)
 			 : 0;
-	it->pos[it->v->nruns] =
-	    klen ? lower_bound(it->pend, it->npend, p0, p1, key, klen) : 0;
+	/* the pending keys left are all at or after key */
+	it->pos[it->v->nruns] = 0;
 	pick(it);
 	skip_hidden(it);
 	return it->node != NULL;
+}
+
+int kvm_iter_seek(struct kvm_iter *it, const void *key, size_t klen)
+{
+	return kvm_iter_seek_range(it, key, klen, NULL, 0);
 }
 
 int kvm_iter_valid(const struct kvm_iter *it)

@@ -165,16 +165,47 @@ static void heads_release(struct kvd_reader *r)
 		head_release(&r->heads[i]);
 }
 
+/* Where a scan's pass ends, as an ikey (its end, else past its prefix,
+ * else past its keyspace) into ik; its length, 0 for none.  The memtable
+ * iterators leave out the keys created since their last run that lie
+ * beyond it: a lookup of one index value sorts none of them. */
+static size_t end_ikey(const struct kvd_scan *sc, uint8_t *ik)
+{
+	size_t n;
+
+	ik[0] = (uint8_t)sc->ks;
+	if (sc->end.n && sc->end.n < KVM_MAX_KEY) {
+		memcpy(ik + 1, sc->end.p, sc->end.n);
+		return sc->end.n + 1;
+	}
+	if (sc->prefix.n && sc->prefix.n < KVM_MAX_KEY) {
+		memcpy(ik + 1, sc->prefix.p, sc->prefix.n);
+		/* the prefix's successor: its last byte below 0xff, plus 1 */
+		for (n = sc->prefix.n + 1; n > 1 && ik[n - 1] == 0xff; n--)
+			;
+		if (n > 1) {
+			ik[n - 1]++;
+			return n;
+		}
+	}
+	if (sc->ks < 0xff) {
+		ik[0] = (uint8_t)(sc->ks + 1);
+		return 1;
+	}
+	return 0;
+}
+
 /* Shard i's sources at the first key >= from. */
 static int head_seek(struct kvd_reader *r, unsigned i, struct kv_slice from,
 		     const struct kvd_scan *sc, uint64_t now)
 {
 	struct scan_head *h = &r->heads[i];
 	struct kvm *m[2];
-	uint8_t ik[KVM_MAX_KEY];
+	uint8_t ik[KVM_MAX_KEY], end[KVM_MAX_KEY];
 	/* from within the keyspace, as an ikey (a from too long to be a key
 	 * is cut: only keys above it are in range anyway) */
 	size_t n = from.n < KVM_MAX_KEY ? from.n : KVM_MAX_KEY - 1;
+	size_t en = end_ikey(sc, end);
 
 	head_release(h);
 	memset(h, 0, sizeof(*h));
@@ -189,7 +220,8 @@ static int head_seek(struct kvd_reader *r, unsigned i, struct kv_slice from,
 		if (!m[s] || !h->base)
 			continue;
 		kvm_iter_init(&h->it[s], m[s]);
-		h->ivalid[s] = kvm_iter_seek(&h->it[s], ik, n + 1);
+		h->ivalid[s] =
+		    kvm_iter_seek_range(&h->it[s], ik, n + 1, end, en);
 		if (kvm_iter_base_hidden(&h->it[s]))
 			h->base = 0; /* a FLUSHALL hides what is below */
 	}

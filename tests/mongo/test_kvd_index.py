@@ -165,6 +165,46 @@ class Indexes(unittest.TestCase):
         self.audit(c, "l", [0, 10, 77, 99], "l_1")
         self.assertEqual(ids(c.find({"a": 3})), [4])
 
+    def test_limits(self):
+        """A limit read through the index's order: its first batch of
+        entries is the limit's size, so what the entries do not give
+        (documents the filter rejects, an array's second entry, skipped
+        ones, getMore's batches) must come from the batches after it."""
+        c = self.db.lim
+        c.insert_many([{"_id": i, "a": i % 50, "l": [i % 7, 3 + i % 7],
+                        "odd": i % 2} for i in range(500)])
+        c.create_index("a")
+        c.create_index("l")
+
+        def scan(q, key):
+            """The answer of a collection scan, in the index's order
+            (ties by _id, as the index's entries are)."""
+            docs = list(c.find(q).hint(NATURAL))
+            return [d["_id"] for d in sorted(docs, key=key)]
+
+        for q, lim, skip in (({"a": {"$gte": 10}}, 25, 0),
+                             ({"a": {"$gte": 10}}, 25, 7),
+                             ({"a": {"$gte": 10}, "odd": 1}, 30, 0),
+                             ({"a": {"$gte": 10}, "odd": 1}, 30, 11),
+                             ({"a": {"$gte": 48}}, 100, 0)):
+            want = scan(q, lambda d: (d["a"], d["_id"]))[skip:skip + lim]
+            for bs in (0, 4):
+                cur = c.find(q).sort("a", 1).skip(skip).limit(lim)
+                if bs:
+                    cur = cur.batch_size(bs)
+                self.assertEqual([d["_id"] for d in cur], want, (q, lim, bs))
+            self.assertEqual(plan(c.find(q).sort("a", 1).limit(lim)), "a_1")
+        # multikey: a document has two entries, given once
+        q = {"l": {"$gte": 2}}
+        want = scan(q, lambda d: (min(x for x in d["l"] if x >= 2),
+                                  d["_id"]))[:40]
+        got = [d["_id"] for d in c.find(q).sort("l", 1).limit(40)]
+        self.assertEqual(len(set(got)), 40)
+        self.assertEqual(sorted(got), sorted(want))
+        # no sort: the index's order, a limit all the same
+        got = [d["_id"] for d in c.find({"a": 3}).limit(4)]
+        self.assertEqual(got, [3, 53, 103, 153])
+
     def test_sparse_partial(self):
         c = self.db.sp
         c.insert_many([{"_id": i, "a": i} if i % 2 else {"_id": i}

@@ -754,6 +754,37 @@ static void test_order(void)
 		}
 		CHECK(j == n, "order: from %u ended at %u of %u", from, j, n);
 	}
+	/* a pass bounded by an end (the pending keys clipped to it) gives
+	 * every key from the seek up to the end, the pending ones too */
+	for (unsigned from = 0; from < n; from += from < 50 ? 1 : 331) {
+		static const unsigned spans[] = {0, 1, 2, 5, 70, 300};
+
+		for (unsigned s = 0; s < sizeof(spans) / sizeof(spans[0]);
+		     s++) {
+			unsigned to = from + spans[s] < n ? from + spans[s] : n;
+			unsigned j = from;
+
+			kvm_iter_seek_range(&it, ks[from].k, (size_t)ks[from].n,
+					    to < n ? ks[to].k : NULL,
+					    to < n ? (size_t)ks[to].n : 0);
+			for (; kvm_iter_valid(&it); kvm_iter_next(&it), j++) {
+				uint32_t klen;
+				const uint8_t *k = kvm_iter_key(&it, &klen);
+
+				if (to < n && key_cmp(k, klen, ks[to].k,
+						      (size_t)ks[to].n) >= 0)
+					break;
+				if (j >= n || key_cmp(k, klen, ks[j].k,
+						      (size_t)ks[j].n)) {
+					CHECK(0, "range: from %u to %u, key %u",
+					      from, to, j);
+					break;
+				}
+			}
+			CHECK(j == to, "range: from %u to %u ended at %u", from,
+			      to, j);
+		}
+	}
 	kvm_iter_fini(&it);
 	printf("order: %u keys, %zu bytes\n", n, kvm_bytes(m));
 	kvm_destroy(m);

@@ -304,6 +304,17 @@ static void test_order_random(void)
 		struct enc x = {.n = 0};
 
 		mql_key_encode(&v[i], desc, x.b, sizeof(x.b), &x.n, NULL);
+		/* its length without decoding, with bytes after it too */
+		if (mql_key_skip(x.b, x.n, desc) != (long)x.n)
+			bad++;
+		if (x.n < sizeof(x.b)) {
+			x.b[x.n] = desc ? 0x00 : 0xFF;
+			if (mql_key_skip(x.b, x.n + 1, desc) != (long)x.n)
+				bad++;
+		}
+		/* cut short: never a length past the bytes given */
+		if (x.n && mql_key_skip(x.b, x.n - 1, desc) > (long)x.n - 1)
+			bad++;
 		if (mql_key_decode(x.b, x.n, desc, &out, "v", &used, &err) <
 			0 ||
 		    used != x.n || !bson_iter_init(&di, &out) ||
@@ -528,6 +539,9 @@ static int key_cb(void *ctx, const uint8_t *key, size_t len)
 		if (mql_key_decode(key + off, len - off, k->desc[i], &out, f,
 				   &used, NULL) < 0)
 			return -7;
+		if (mql_key_skip(key + off, len - off, k->desc[i]) !=
+		    (long)used)
+			return -9;
 		off += used;
 	}
 	if (off != len)
