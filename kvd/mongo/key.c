@@ -247,6 +247,22 @@ static uint64_t get_be(const uint8_t *p, int n)
 	return x;
 }
 
+/* A binary value's length: one byte, or 0xFF then four big-endian. */
+static bool take_bin_len(struct dec *d, uint32_t *n)
+{
+	const uint8_t *p;
+
+	if (!take(d, 1, &p))
+		return false;
+	*n = p[0];
+	if (*n == 0xFF) {
+		if (!take(d, 4, &p))
+			return false;
+		*n = (uint32_t)get_be(p, 4);
+	}
+	return true;
+}
+
 static bool dec_value(struct dec *d, bson_t *out, const char *key);
 
 /* Elements up to their 0x00, appended to out (documents with their names,
@@ -323,15 +339,7 @@ static bool dec_binary(struct dec *d, bson_t *out, const char *key)
 	const uint8_t *p, *data;
 	uint32_t n;
 
-	if (!take(d, 1, &p))
-		return false;
-	n = p[0];
-	if (n == 0xFF) {
-		if (!take(d, 4, &p))
-			return false;
-		n = (uint32_t)get_be(p, 4);
-	}
-	if (!take(d, 1, &p) || !take(d, n, &data))
+	if (!take_bin_len(d, &n) || !take(d, 1, &p) || !take(d, n, &data))
 		return false;
 	return bson_append_binary(out, key, -1, (bson_subtype_t)p[0], data, n);
 }
@@ -536,15 +544,7 @@ static bool skip_value(struct dec *d)
 	case K_BIN: {
 		uint32_t n;
 
-		if (!take(d, 1, &p))
-			return false;
-		n = p[0];
-		if (n == 0xFF) {
-			if (!take(d, 4, &p))
-				return false;
-			n = (uint32_t)get_be(p, 4);
-		}
-		return take(d, 1, &p) && take(d, n, &p);
+		return take_bin_len(d, &n) && take(d, 1, &p) && take(d, n, &p);
 	}
 	case K_OID: return take(d, 12, &p);
 	case K_BOOL: return take(d, 1, &p);

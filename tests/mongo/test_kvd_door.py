@@ -96,6 +96,24 @@ class KvdHost:
             self.certs.cleanup()
 
 
+class HostCase(unittest.TestCase):
+    """A case class with one kvd (KvdHost(**host_args)) for its tests and
+    a pymongo client of it: cls.host, cls.cl, cls.db (database db_name)."""
+    host_args = {}
+    db_name = "t"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.host = KvdHost(**cls.host_args)
+        cls.cl = cls.host.client()
+        cls.db = cls.cl[cls.db_name]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cl.close()
+        cls.host.stop()
+
+
 class PymongoOnKvd(test_pymongo.PymongoTest):
     @classmethod
     def setUpClass(cls):

@@ -22,7 +22,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_kvd_door import KvdHost  # noqa: E402
+from test_kvd_door import HostCase, KvdHost  # noqa: E402
 
 
 def commits(host):
@@ -37,17 +37,8 @@ def failure(case, call):
                             for x in d["writeErrors"]]
 
 
-class InsertBatch(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.host = KvdHost()
-        cls.cl = cls.host.client()
-        cls.db = cls.cl.ib
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cl.close()
-        cls.host.stop()
+class InsertBatch(HostCase):
+    db_name = "ib"
 
     def setUp(self):
         self.db.c.drop()

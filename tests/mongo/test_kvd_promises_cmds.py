@@ -24,22 +24,12 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from doorwire import Door  # noqa: E402
-from test_kvd_door import KvdHost  # noqa: E402
+from test_kvd_door import HostCase  # noqa: E402
 
 PING = {"ping": 1, "$db": "admin"}
 
 
-class Base(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.host = KvdHost()
-        cls.cl = cls.host.client()
-        cls.db = cls.cl.t
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cl.close()
-        cls.host.stop()
+class Base(HostCase):
 
     def door(self):
         d = Door(self.host.mport, timeout=30)

@@ -25,22 +25,13 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from doorwire import Door  # noqa: E402
-from test_kvd_door import KvdHost  # noqa: E402
+from test_kvd_door import HostCase, KvdHost  # noqa: E402
 
 MiB = 1 << 20
 
 
-class Shared(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.host = KvdHost(durability="async")
-        cls.cl = cls.host.client()
-        cls.db = cls.cl.t
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cl.close()
-        cls.host.stop()
+class Shared(HostCase):
+    host_args = {"durability": "async"}
 
     def tearDown(self):
         self.assertIsNone(self.host.proc.poll(), "kvd exited")
