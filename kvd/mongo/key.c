@@ -247,6 +247,19 @@ static uint64_t get_be(const uint8_t *p, int n)
 	return x;
 }
 
+/* At the end of a document's or array's elements: 1 (passed, one level
+ * up), -1 (the key ends first), 0 (an element follows). */
+static int elems_end(struct dec *d)
+{
+	if (d->i >= d->n)
+		return -1;
+	if (d->p[d->i] != 0)
+		return 0;
+	d->i++;
+	d->depth--;
+	return 1;
+}
+
 /* A binary value's length: one byte, or 0xFF then four big-endian. */
 static bool take_bin_len(struct dec *d, uint32_t *n)
 {
@@ -278,13 +291,10 @@ static bool dec_elems(struct dec *d, bson_t *out, bool doc)
 		const char *name = buf;
 		const uint8_t *nul;
 
-		if (d->i >= d->n)
-			return false;
-		if (d->p[d->i] == 0) {
-			d->i++;
-			d->depth--;
-			return true;
-		}
+		int end = elems_end(d);
+
+		if (end)
+			return end > 0;
 		if (doc) {
 			d->i++; /* the rank byte: the value's type says it */
 			nul = memchr(d->p + d->i, 0, d->n - d->i);
@@ -484,13 +494,10 @@ static bool skip_elems(struct dec *d, bool doc)
 	if (++d->depth > MQL_MAX_INPUT_DEPTH)
 		return false;
 	for (;;) {
-		if (d->i >= d->n)
-			return false;
-		if (d->p[d->i] == 0) {
-			d->i++;
-			d->depth--;
-			return true;
-		}
+		int end = elems_end(d);
+
+		if (end)
+			return end > 0;
 		if (doc && (++d->i, !skip_cstring(d)))
 			return false;
 		if (!skip_value(d))
