@@ -413,6 +413,10 @@ static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 	    unsupported(&a[2].it, false, err))
 		return -1;
 	key = bson_iter_utf8(&a[0].it, &klen);
+	if (!klen) /* mongod's FieldPath check, before the path's own */
+		return mdoor_err(err, 40352,
+				 "FieldPath cannot be constructed with empty "
+				 "string");
 	if (mql_path_parse(key, klen, &path, err))
 		goto out;
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[1].it))

@@ -327,6 +327,10 @@ class Reads(Base):
         self.assertEqual(self.call({"count": "r", "limit": -1000})["n"], 300)
         r = self.call({"distinct": "r", "key": "t", "query": {"v": 1}})
         self.assertEqual(sorted(r["values"], key=str), [0, 1, 2, "x"])
+        # mongod: FieldPath cannot be constructed with empty string
+        with self.assertRaises(OperationFailure) as e:
+            self.db.command({"distinct": "r", "key": ""})
+        self.assertEqual(e.exception.code, 40352)
 
     def test_count_distinct_hint(self):
         """count's and distinct's hint, as a find's (docs/mongodb.md, the
