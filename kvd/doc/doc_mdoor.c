@@ -214,7 +214,8 @@ static int scan_open(void *ctx, const struct mdoor_query *q, void **out,
 	kvdoc_scan_init(&d->s, cid);
 	if (!found)
 		d->s.done = d->empty = 1;
-	else if (mql_match_is_id_eq(q->filter, &id)) {
+	else if (!(q->hint && q->hint_len > 5) && /* checked by the plan */
+		 mql_match_is_id_eq(q->filter, &id)) {
 		if (kvdoc_key(cid, id, d->key, &d->klen, err)) {
 			free(d);
 			return -1;
@@ -612,8 +613,11 @@ static int more_keys(struct dmw *w, struct mql_error *e)
 static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
 		   struct mql_error *e)
 {
-	struct mdoor_query q = {
-	    .db = w->b->db, .coll = w->b->coll, .filter = op->q};
+	struct mdoor_query q = {.db = w->b->db,
+				.coll = w->b->coll,
+				.filter = op->q,
+				.hint = op->hint,
+				.hint_len = op->hint_len};
 	size_t nk = op->sort ? mql_sort_nkeys(op->sort) : 0;
 	bson_value_t *ka = calloc(nk + 1, sizeof(*ka)),
 		     *kb = calloc(nk + 1, sizeof(*kb));
@@ -712,7 +716,8 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 		return send_keys(w, &op->err) ? -1 : (int)w->out;
 	}
 	if (w->have) {
-		if (mql_match_is_id_eq(op->q, &id)) {
+		/* a hint is checked (and used) by the scan, as a find's */
+		if (!op->hint && mql_match_is_id_eq(op->q, &id)) {
 			if (add_key(w, id, &op->err))
 				return -1;
 		} else if (collect(w, op, k != MDOOR_W_FAM && op->multi,

@@ -200,6 +200,10 @@ struct mdoor_wop {
 	 * to another thread (kvd's committers recompile them there). */
 	const uint8_t *q_bson, *u_bson;
 	uint32_t q_len, u_len;
+	/* UPDATE, DELETE, FAM: the hint's key pattern (the door's copy), which
+	 * the scan for the filter's matches takes as a find's; NULL: none */
+	const uint8_t *hint;
+	uint32_t hint_len;
 	bool upsert, multi;	 /* multi: every match (UPDATE, DELETE) */
 	bool remove, return_new; /* FAM */
 	/* out */

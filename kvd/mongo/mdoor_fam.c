@@ -121,7 +121,8 @@ static int compile(struct mdoor_wstate *w, struct mdoor_wop *op,
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[F_QUERY].it))
 		mdoor_arg_doc(&a[F_QUERY].it, &p, &n);
 	if (mql_match_compile(p, n, (struct mql_match **)&op->q, err) ||
-	    mdoor_wop_keep(op, p, n, NULL, 0))
+	    mdoor_wop_keep(op, p, n, NULL, 0) ||
+	    mdoor_wop_hint(op, &a[F_HINT].it))
 		return -1;
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[F_SORT].it)) {
 		mdoor_arg_doc(&a[F_SORT].it, &p, &n);

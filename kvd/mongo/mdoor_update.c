@@ -116,7 +116,8 @@ static int upd_compile(struct mdoor_wstate *w, struct mdoor_wop *op, uint32_t i,
 	if (mql_match_compile(q, ql, (struct mql_match **)&op->q, e) ||
 	    mql_update_compile(u, ul, (struct mql_update **)&op->u, e))
 		return -1;
-	if (mdoor_wop_keep(op, q, ql, u, ul))
+	if (mdoor_wop_keep(op, q, ql, u, ul) ||
+	    mdoor_wop_hint(op, &f[U_HINT].it))
 		return mdoor_err(e, MDOOR_ExceededMemoryLimit, "out of memory");
 	op->multi = mdoor_arg_bool(&f[U_MULTI].it);
 	op->upsert = mdoor_arg_bool(&f[U_UPSERT].it);
@@ -158,7 +159,8 @@ static int upd_stmts(struct mdoor_req *r, struct mdoor_wstate *w,
 			op->u = NULL;
 			free((void *)op->q_bson);
 			free((void *)op->u_bson);
-			op->q_bson = op->u_bson = NULL;
+			free((void *)op->hint);
+			op->q_bson = op->u_bson = op->hint = NULL;
 			bson_destroy(&op->upserted);
 			bson_destroy(&op->value);
 			bson_destroy(&op->errinfo);
@@ -295,7 +297,8 @@ static int del_stmts(struct mdoor_req *r, struct mdoor_wstate *w,
 
 			op->q = m;
 			op->multi = limit == 0;
-			if (mdoor_wop_keep(op, q, ql, NULL, 0))
+			if (mdoor_wop_keep(op, q, ql, NULL, 0) ||
+			    mdoor_wop_hint(op, &f[D_HINT].it))
 				mdoor_err(&e, MDOOR_ExceededMemoryLimit,
 					  "out of memory");
 		}

@@ -37,6 +37,7 @@ void mdoor_wstate_free(void *p)
 		bson_destroy(&w->ops[i].errinfo);
 		free((void *)w->ops[i].q_bson);
 		free((void *)w->ops[i].u_bson);
+		free((void *)w->ops[i].hint);
 	}
 	for (size_t i = 0; i < w->npre; i++)
 		free(w->pre[i].msg);
@@ -75,6 +76,23 @@ struct mdoor_wstate *mdoor_wstate_new(struct mdoor_req *r,
 	w->b.ops = w->ops;
 	w->ordered = ordered;
 	return w;
+}
+
+int mdoor_wop_hint(struct mdoor_wop *op, const bson_iter_t *it)
+{
+	const uint8_t *h;
+	uint32_t hl;
+	uint8_t *c;
+
+	if (!BSON_ITER_HOLDS_DOCUMENT(it)) /* none, or a name: ignored */
+		return 0;
+	mdoor_arg_doc(it, &h, &hl);
+	if (!(c = malloc(hl)))
+		return -1;
+	memcpy(c, h, hl);
+	op->hint = c;
+	op->hint_len = hl;
+	return 0;
 }
 
 int mdoor_wop_keep(struct mdoor_wop *op, const uint8_t *q, uint32_t ql,

@@ -354,6 +354,40 @@ class Reads(Base):
                      "hint": {"nope": 1}}):
             self.assert_code(self.call(cmd), 2)
 
+    def test_write_hint(self):
+        """update's, delete's and findAndModify's hint, as a find's: a
+        sparse index's hint writes only the documents it holds (as
+        mongod), one of no index is 2 (a write error for update and
+        delete, the command's for findAndModify) and writes nothing."""
+        c = self.db.whint
+        c.insert_many([{"_id": i, "w": i % 3} if i % 2 else {"_id": i}
+                       for i in range(30)])
+        c.create_index("w", sparse=True)
+        r = self.call({"update": "whint", "updates": [
+            {"q": {}, "u": {"$set": {"s": 1}}, "multi": True,
+             "hint": {"w": 1}}]})
+        self.assertEqual((r["n"], r["nModified"]), (15, 15))
+        self.assertEqual(c.count_documents({"s": 1}), 15)
+        for cmd in ({"update": "whint", "updates": [
+                        {"q": {"_id": 2}, "u": {"$set": {"b": 1}},
+                         "hint": {"nope": 1}}]},
+                    {"delete": "whint", "deletes": [
+                        {"q": {"_id": 0}, "limit": 1,
+                         "hint": {"nope": 1}}]}):
+            r = self.call(cmd)
+            self.assertEqual(r["n"], 0)
+            self.assertEqual([e["code"] for e in r["writeErrors"]], [2])
+        self.assert_code(self.call({"findAndModify": "whint",
+                                    "query": {"_id": 2},
+                                    "update": {"$set": {"b": 2}},
+                                    "hint": {"nope": 1}}), 2)
+        self.assertEqual(c.count_documents({"b": {"$exists": True}}), 0)
+        self.assertEqual(c.count_documents({"_id": 0}), 1)
+        r = self.call({"delete": "whint", "deletes": [
+            {"q": {}, "limit": 0, "hint": {"w": 1}}]})
+        self.assertEqual(r["n"], 15)
+        self.assertEqual(c.count_documents({}), 15)
+
     def test_aggregate_cursor_required(self):
         r = self.call({"aggregate": "r", "pipeline": [{"$count": "n"}]})
         self.assert_code(r, 9)
