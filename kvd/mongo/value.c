@@ -24,13 +24,44 @@ struct level {
 	bson_iter_t it;
 };
 
+/* Levels kept on the C stack: every document of an ordinary request
+ * nests less, so its check allocates nothing (a heap stack of
+ * max_depth + 1 levels, 25 KiB for a command, was a third of the check's
+ * cost and made malloc consolidate its free lists on every request). */
+#define CHECK_SHALLOW 8
+
+/* The walk's stack, at least need + 1 levels: *st grown (on the heap,
+ * the levels so far copied; *heap set) up to max + 1.  0, or -1. */
+static int check_grow(struct level **st, int *cap, int need, int max, int *heap)
+{
+	struct level *n;
+	int c = *cap;
+
+	if (need < c)
+		return 0;
+	while (c <= need)
+		c *= 2;
+	if (c > max + 1)
+		c = max + 1;
+	/* bson_iter_t wants 128-byte alignment, which malloc does not give */
+	if (posix_memalign((void **)&n, 128, sizeof(*n) * (size_t)c))
+		return -1;
+	memcpy(n, *st, sizeof(*n) * (size_t)*cap);
+	if (*heap)
+		free(*st);
+	*st = n;
+	*cap = c;
+	*heap = 1;
+	return 0;
+}
+
 /* Walks every element with an explicit stack of iterators, so that a
  * hostile document nested a million levels deep costs no stack. */
 int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 		   int max_depth, struct mql_error *err)
 {
-	struct level *stack;
-	int depth = 0, rc = -1;
+	struct level shallow[CHECK_SHALLOW], *stack = shallow;
+	int depth = 0, rc = -1, cap = CHECK_SHALLOW, heap = 0;
 	uint32_t hdr;
 
 	if (len < 5)
@@ -44,10 +75,6 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 				     "BSONObj size: %zu (0x%zx) is invalid. "
 				     "Size must be between 0 and %zu",
 				     len, len, max_size);
-	/* bson_iter_t wants 128-byte alignment, which malloc does not give */
-	if (posix_memalign((void **)&stack, 128,
-			   sizeof(*stack) * (size_t)(max_depth + 1)))
-		abort();
 	if (!bson_iter_init_from_data(&stack[0].it, data, len))
 		goto bad;
 	for (;;) {
@@ -71,6 +98,10 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 					      max_depth);
 				goto fail;
 			}
+			if (check_grow(&stack, &cap, depth + 1, max_depth,
+				       &heap))
+				abort();
+			it = &stack[depth].it; /* the stack may have moved */
 			/* libbson's iterator reads a nested document whose
 			 * last byte is not 0, bson_iter_init_from_data (and
 			 * so the comparisons) will not: refuse it here */
@@ -88,6 +119,10 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 			bson_iter_codewscope(it, &codelen, &sublen, &sub);
 			if (!sub || depth + 1 >= max_depth)
 				goto bad;
+			if (check_grow(&stack, &cap, depth + 1, max_depth,
+				       &heap))
+				abort();
+			it = &stack[depth].it; /* the stack may have moved */
 			if (!bson_iter_init_from_data(&stack[depth + 1].it, sub,
 						      sublen))
 				goto bad;
@@ -99,7 +134,8 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 bad:
 	check_fail(err);
 fail:
-	free(stack);
+	if (heap)
+		free(stack);
 	return rc;
 }
 
