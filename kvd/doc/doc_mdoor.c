@@ -685,6 +685,8 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 {
 	enum mdoor_wkind k = w->b->kind;
 	const bson_value_t *id = NULL;
+	const uint8_t *qb;
+	uint32_t ql;
 	unsigned fl = 0;
 	bson_iter_t it;
 
@@ -735,15 +737,19 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 		return 0;
 	if (k == MDOOR_W_FAM)
 		fl |= op->return_new ? KVDOC_RET_NEW : KVDOC_RET_OLD;
+	/* A filter that is only {_id: v} holds for the document under v's
+	 * key whatever it is (the key is _id's, compared as MongoDB
+	 * compares _ids): the committer would compile and check it for
+	 * nothing.  An upsert's filter stays, as its document's seed. */
+	qb = id && !(fl & KVDOC_UPSERT) ? NULL : op->q_bson;
+	ql = qb ? op->q_len : 0;
 	if (k == MDOOR_W_DELETE || (k == MDOOR_W_FAM && op->remove)) {
 		w->mid = KVDOC_OP_DELETE;
-		if (kvdoc_op_delete(&w->opnd, fl & KVDOC_RET_OLD, op->q_bson,
-				    op->q_len))
+		if (kvdoc_op_delete(&w->opnd, fl & KVDOC_RET_OLD, qb, ql))
 			return oom(&op->err);
 	} else {
 		w->mid = KVDOC_OP_UPDATE;
-		if (kvdoc_op_update(&w->opnd, fl, op->u_bson, op->u_len,
-				    op->q_bson, op->q_len,
+		if (kvdoc_op_update(&w->opnd, fl, op->u_bson, op->u_len, qb, ql,
 				    (fl & KVDOC_UPSERT) ? w->upid : NULL))
 			return oom(&op->err);
 	}

@@ -2,7 +2,9 @@
  * document.  Replacements keep _id; operator updates must leave _id as it
  * was; an upsert's document starts from the query's equalities, gets the
  * update with $setOnInsert, and has its _id first; the result is checked
- * against MongoDB's size and depth limits. */
+ * against MongoDB's size and depth limits.  A $set of fields the document
+ * already holds at its top level, the usual update, is spliced into the
+ * document's bytes in one pass (set_splice). */
 #include <string.h>
 
 #include "mql_int.h"
@@ -167,6 +169,140 @@ done:
 	return rc;
 }
 
+/* ---- $set of top-level fields the document has: spliced ---------- */
+
+/* At most this many fields are spliced; more take the general path. */
+#define SPLICE_MAX 32
+
+/* A field of the update's $set, as raw bytes: [type][key][value]. */
+struct span {
+	const uint8_t *p;
+	uint32_t n;
+	const char *key;
+	size_t kl;
+	int hits; /* fields of the document it replaces */
+};
+
+/* The elements of the document data[0..len) (checked BSON) as spans
+ * (key, start and end) into sp, at most max: their count, or -1. */
+static int spans_of(const uint8_t *data, uint32_t len, struct span *sp, int max)
+{
+	bson_iter_t it;
+	int n = 0;
+
+	if (!bson_iter_init_from_data(&it, data, len))
+		return -1;
+	while (bson_iter_next(&it)) {
+		if (n == max)
+			return -1;
+		if (n)
+			sp[n - 1].n = (uint32_t)(data + bson_iter_offset(&it) -
+						 sp[n - 1].p);
+		sp[n].p = data + bson_iter_offset(&it);
+		sp[n].key = bson_iter_key(&it);
+		sp[n].kl = bson_iter_key_len(&it);
+		sp[n].hits = 0;
+		n++;
+	}
+	if (n)
+		sp[n - 1].n = (uint32_t)(data + len - 1 - sp[n - 1].p);
+	return n;
+}
+
+/* The update is $set of top-level fields other than _id (no dots, no
+ * positional "$") and nothing else: the fields' raw elements into set,
+ * their count; 0 when it is not. */
+static int plain_set(const struct mql_update *u, struct span *set)
+{
+	const uint8_t *sub;
+	uint32_t sublen;
+	bson_iter_t it;
+	int n = 0, k;
+
+	if (u->replacement || u->nops == 0 || u->nops > SPLICE_MAX)
+		return 0;
+	for (size_t i = 0; i < u->nops; i++) {
+		const struct uop *op = u->ops[i];
+
+		if (op->kind != U_SET || op->path.n != 1 ||
+		    !strcmp(op->path.dotted, "$") ||
+		    !strcmp(op->path.dotted, "_id"))
+			return 0;
+	}
+	bson_iter_init_from_data(&it, u->data, u->len);
+	while (bson_iter_next(&it)) {
+		if (strcmp(bson_iter_key(&it), "$set") ||
+		    !BSON_ITER_HOLDS_DOCUMENT(&it))
+			return 0;
+		bson_iter_document(&it, &sublen, &sub);
+		k = spans_of(sub, sublen, set + n, SPLICE_MAX - n);
+		if (k < 0)
+			return 0;
+		n += k;
+	}
+	return (size_t)n == u->nops ? n : 0;
+}
+
+/* A one-pass update for the common case (YCSB's, an application's
+ * "set these fields"): a $set of top-level fields the document holds
+ * once each is the document with those elements' bytes replaced by the
+ * update's, in place, which is what the general walk writes for it
+ * (field order kept, key bytes equal); it is copied in a few memcpys
+ * instead of re-appended field by field.  1 done (out holds the new
+ * document), 0 not this case (out untouched). */
+static int set_splice(const struct mql_update *u, const uint8_t *doc,
+		      uint32_t len, bson_t *out)
+{
+	struct span set[SPLICE_MAX], old[SPLICE_MAX];
+	int at[SPLICE_MAX]; /* old[i] is replaced by set[at[i]], or -1 */
+	int ns = plain_set(u, set), no, i;
+	uint64_t size = len;
+	const uint8_t *pos = doc;
+	uint8_t *base, *q;
+
+	if (!ns || !doc)
+		return 0;
+	/* past SPLICE_MAX fields the document takes the general path */
+	no = spans_of(doc, len, old, SPLICE_MAX);
+	if (no < 0)
+		return 0;
+	for (i = 0; i < no; i++) {
+		at[i] = -1;
+		for (int j = 0; j < ns; j++)
+			if (old[i].kl == set[j].kl &&
+			    !memcmp(old[i].key, set[j].key, set[j].kl)) {
+				at[i] = j;
+				set[j].hits++;
+				size += set[j].n;
+				size -= old[i].n;
+				break;
+			}
+	}
+	for (i = 0; i < ns; i++)
+		if (set[i].hits != 1)
+			return 0; /* a field to create, or one held twice */
+	if (size > MQL_MAX_DOC_SIZE)
+		return 0; /* the general path says so */
+	base = q = bson_reserve_buffer(out, (uint32_t)size);
+	if (!base)
+		return 0;
+	for (i = 0; i < no; i++) {
+		if (at[i] < 0)
+			continue;
+		memcpy(q, pos, (size_t)(old[i].p - pos));
+		q += old[i].p - pos;
+		memcpy(q, set[at[i]].p, set[at[i]].n);
+		q += set[at[i]].n;
+		pos = old[i].p + old[i].n;
+	}
+	memcpy(q, pos, (size_t)(doc + len - pos)); /* its trailing 0 too */
+	base[0] = (uint8_t)size;
+	base[1] = (uint8_t)(size >> 8);
+	base[2] = (uint8_t)(size >> 16);
+	base[3] = (uint8_t)(size >> 24);
+	return 1;
+}
+
 int mql_update_apply(const struct mql_update *u, const uint8_t *doc,
 		     uint32_t len, const struct mql_update_ctx *ctx,
 		     bson_t *out, bool *modified, struct mql_error *err)
@@ -193,8 +329,10 @@ int mql_update_apply(const struct mql_update *u, const uint8_t *doc,
 		bson_destroy(&seed);
 	} else if (u->replacement) {
 		rc = replace(u, doc, len, NULL, ctx, out, err);
-	} else {
+	} else if (!set_splice(u, doc, len, out)) {
 		rc = operators(u, doc, len, ctx, out, err);
+	} else {
+		rc = 0;
 	}
 	if (rc == 0 && out->len > MQL_MAX_DOC_SIZE)
 		rc = mql_error_set(err, MQL_BSONObjectTooLarge,

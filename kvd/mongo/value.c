@@ -24,33 +24,35 @@ struct level {
 	bson_iter_t it;
 };
 
-/* Levels on the C stack: most documents nest no deeper, and a check runs
- * on every command, so the common case allocates nothing (the deepest
- * allowed, 200 levels, is 25 KiB, which malloc hands out slowly). */
-#define LOCAL_LEVELS 8
+/* Levels kept on the C stack: every document of an ordinary request
+ * nests less, so its check allocates nothing (a heap stack of
+ * max_depth + 1 levels, 25 KiB for a command, was a third of the check's
+ * cost and made malloc consolidate its free lists on every request). */
+#define CHECK_SHALLOW 8
 
-/* Room for level `need` (below max_depth + 1): the stack moved to, or
- * grown on, the heap (out of memory aborts, as the check always did). */
-static void levels_room(struct level **stack, size_t *cap, size_t need,
-			struct level *local, int max_depth)
+/* The walk's stack, at least need + 1 levels: *st grown (on the heap,
+ * the levels so far copied; *heap set) up to max + 1.  0, or -1. */
+static int check_grow(struct level **st, int *cap, int need, int max, int *heap)
 {
-	size_t n = *cap;
-	struct level *s;
+	struct level *n;
+	int c = *cap;
 
-	if (need < n)
-		return;
-	while (n <= need)
-		n *= 4;
-	if (n > (size_t)max_depth + 1)
-		n = (size_t)max_depth + 1;
+	if (need < c)
+		return 0;
+	while (c <= need)
+		c *= 2;
+	if (c > max + 1)
+		c = max + 1;
 	/* bson_iter_t wants 128-byte alignment, which malloc does not give */
-	if (posix_memalign((void **)&s, 128, sizeof(*s) * n))
-		abort();
-	memcpy(s, *stack, sizeof(*s) * *cap);
-	if (*stack != local)
-		free(*stack);
-	*stack = s;
-	*cap = n;
+	if (posix_memalign((void **)&n, 128, sizeof(*n) * (size_t)c))
+		return -1;
+	memcpy(n, *st, sizeof(*n) * (size_t)*cap);
+	if (*heap)
+		free(*st);
+	*st = n;
+	*cap = c;
+	*heap = 1;
+	return 0;
 }
 
 /* Walks every element with an explicit stack of iterators, so that a
@@ -58,9 +60,8 @@ static void levels_room(struct level **stack, size_t *cap, size_t need,
 int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 		   int max_depth, struct mql_error *err)
 {
-	struct level local[LOCAL_LEVELS], *stack = local;
-	size_t cap = LOCAL_LEVELS;
-	int depth = 0, rc = -1;
+	struct level shallow[CHECK_SHALLOW], *stack = shallow;
+	int depth = 0, rc = -1, cap = CHECK_SHALLOW, heap = 0;
 	uint32_t hdr;
 
 	if (len < 5)
@@ -97,6 +98,10 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 					      max_depth);
 				goto fail;
 			}
+			if (check_grow(&stack, &cap, depth + 1, max_depth,
+				       &heap))
+				abort();
+			it = &stack[depth].it; /* the stack may have moved */
 			/* libbson's iterator reads a nested document whose
 			 * last byte is not 0, bson_iter_init_from_data (and
 			 * so the comparisons) will not: refuse it here */
@@ -104,12 +109,8 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 				bson_iter_document(it, &sublen, &sub);
 			else
 				bson_iter_array(it, &sublen, &sub);
-			if (!sub || sublen < 5 || sub[sublen - 1] != 0)
-				goto bad;
-			levels_room(&stack, &cap, (size_t)depth + 1, local,
-				    max_depth);
-			it = &stack[depth].it;
-			if (!bson_iter_recurse(it, &stack[depth + 1].it))
+			if (!sub || sublen < 5 || sub[sublen - 1] != 0 ||
+			    !bson_iter_recurse(it, &stack[depth + 1].it))
 				goto bad;
 			depth++;
 		} else if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {
@@ -118,8 +119,10 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 			bson_iter_codewscope(it, &codelen, &sublen, &sub);
 			if (!sub || depth + 1 >= max_depth)
 				goto bad;
-			levels_room(&stack, &cap, (size_t)depth + 1, local,
-				    max_depth);
+			if (check_grow(&stack, &cap, depth + 1, max_depth,
+				       &heap))
+				abort();
+			it = &stack[depth].it; /* the stack may have moved */
 			if (!bson_iter_init_from_data(&stack[depth + 1].it, sub,
 						      sublen))
 				goto bad;
@@ -131,7 +134,7 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 bad:
 	check_fail(err);
 fail:
-	if (stack != local)
+	if (heap)
 		free(stack);
 	return rc;
 }

@@ -400,9 +400,43 @@ static void test_limits(void)
 	}
 }
 
+/* $set of top-level fields the document holds is spliced into its bytes
+ * (update_doc.c): the same document the field-by-field walk makes, in
+ * every shape the splice takes or hands back to the walk. */
+static void test_set_splice(void)
+{
+	/* larger, smaller, nested values; the document's order kept */
+	UM("{'$set': {'c': {'x': [1, 2]}, 'a': 'longer string'}}",
+	   "{'_id': 1, 'a': 's', 'b': 2, 'c': 3}",
+	   "{'_id': 1, 'a': 'longer string', 'b': 2, 'c': {'x': [1, 2]}}", 1);
+	UM("{'$set': {'a': 1}}", "{'_id': 1, 'a': 'a long string', 'b': 2}",
+	   "{'_id': 1, 'a': 1, 'b': 2}", 1);
+	/* the last field, then the type changed at the same size */
+	UM("{'$set': {'z': 'abc'}}", "{'_id': 1, 'y': 0, 'z': 1}",
+	   "{'_id': 1, 'y': 0, 'z': 'abc'}", 1);
+	UM("{'$set': {'a': 1.5}}", "{'_id': 1, 'a': {'$numberLong': '3'}}",
+	   "{'_id': 1, 'a': 1.5}", 1);
+	/* the same bytes: not modified */
+	UM("{'$set': {'a': 'x', 'b': 2}}", "{'_id': 1, 'a': 'x', 'b': 2}",
+	   "{'_id': 1, 'a': 'x', 'b': 2}", 0);
+	/* the walk's cases: a field to create, a field held twice, _id,
+	 * a dotted path */
+	UM("{'$set': {'a': 1, 'n': 2}}", "{'_id': 1, 'a': 0}",
+	   "{'_id': 1, 'a': 1, 'n': 2}", 1);
+	UM("{'$set': {'a': 5}}", "{'_id': 1, 'a': 0, 'b': 1, 'a': 0}",
+	   "{'_id': 1, 'a': 5, 'b': 1, 'a': 5}", 1);
+	UM("{'$set': {'_id': 1, 'a': 2}}", "{'_id': 1, 'a': 0}",
+	   "{'_id': 1, 'a': 2}", 1);
+	U("{'$set': {'_id': 2}}", "{'_id': 1, 'a': 0}",
+	  "E66 Performing an update on the path '_id' would modify");
+	UM("{'$set': {'b.c': 2}}", "{'_id': 1, 'b': {'c': 1}}",
+	   "{'_id': 1, 'b': {'c': 2}}", 1);
+}
+
 int main(void)
 {
 	test_set_unset();
+	test_set_splice();
 	test_arith();
 	test_rename_dates();
 	test_arrays();
