@@ -34,11 +34,16 @@
  * name and kind, and the pattern compiled.  Each io thread keeps the ones
  * it used last (compiling every ready index of a collection for every
  * query cost more than a point lookup through one); a plan holds a count
- * on its own, since a cursor's scan goes on from any io thread.  An
- * index id is never reused, so an id names one spec for good. */
+ * on its own, since a cursor's scan goes on from any io thread.  A copy
+ * is found by the index's id and kept only while its spec is the same
+ * bytes: ids start again from 1 in a catalog that FLUSHALL emptied or a
+ * replica's full resynchronization replaced, and the id of another index
+ * must not bring back this one's pattern. */
 struct ixc {
 	atomic_uint refs;
 	uint32_t id;
+	uint8_t *spec; /* the whole spec (BSON), to tell reuse of an id */
+	size_t slen;
 	bool plain; /* neither sparse nor partial */
 	char name[128];
 	uint8_t *key; /* the key pattern (BSON) */
@@ -97,6 +102,7 @@ static void ixc_unref(struct ixc *c)
 		return;
 	mql_index_free(c->ix);
 	free(c->key);
+	free(c->spec);
 	free(c);
 }
 
@@ -158,13 +164,15 @@ static struct ixc *ixc_new(const struct kvdoc_ix *ix, struct mql_error *err)
 	atomic_init(&c->refs, 1);
 	c->id = ix->id;
 	if (spec_key(ix->spec, &key, c->name, sizeof(c->name), &c->plain) ||
-	    !(c->key = malloc(key.n)) ||
+	    !(c->key = malloc(key.n)) || !(c->spec = malloc(ix->spec.n)) ||
 	    mql_index_compile(key.p, (uint32_t)key.n, 0, &c->ix, err)) {
 		ixc_unref(c);
 		return NULL;
 	}
 	memcpy(c->key, key.p, key.n);
 	c->klen = key.n;
+	memcpy(c->spec, ix->spec.p, ix->spec.n);
+	c->slen = ix->spec.n;
 	if (bson_iter_init_from_data(&it, key.p, key.n))
 		while (bson_iter_next(&it) && c->nparts < MQL_INDEX_MAX_PARTS)
 			c->desc[c->nparts++] = bson_iter_as_double(&it) < 0;
@@ -177,7 +185,8 @@ static struct ixc *ixc_get(const struct kvdoc_ix *ix, struct mql_error *err)
 {
 	struct ixc **slot = &tl_ixc[ix->id % IXC_SLOTS], *c = *slot;
 
-	if (c && c->id == ix->id)
+	if (c && c->id == ix->id && c->slen == ix->spec.n &&
+	    !memcmp(c->spec, ix->spec.p, c->slen))
 		return c;
 	(void)pthread_once(&ixc_once, ixc_key_init);
 	if (!ixc_key_ok || pthread_setspecific(ixc_key, tl_ixc))

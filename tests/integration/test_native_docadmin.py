@@ -134,17 +134,26 @@ class NativeDocAdmin(ServerCase):
         after it are kept by the writes after it (the committers' copy of
         the catalog before it must not stand in for the new one)."""
         c = self.c
-        for r in range(2):
+        for r in range(3):
             k = self.coll()
             self.assertEqual(c.call(P.DOCIXCREATE, b"adm", k,
                                     spec({"f%d" % r: 1}, "f_1"))[0], P.OK)
             self.assertEqual(c.call(P.DOCINSERT, b"adm", k, *[
                 E({"_id": i, "f%d" % r: i % 5}) for i in range(50)])[0],
                 P.OK)
-            coll = self.mongo()["adm"][k.decode()]
-            found = coll.find({"f%d" % r: 3}).hint("f_1")
-            self.assertEqual(sorted(d["_id"] for d in found),
-                             list(range(3, 50, 5)), "round %d" % r)
+            # the index made after FLUSHALL has the id the one before it
+            # had: each io thread must plan with the new key pattern, not
+            # a compiled copy of the old (connections spread over them)
+            for m in [self.mongo() for _ in range(4)]:
+                coll = m["adm"][k.decode()]
+                found = coll.find({"f%d" % r: 3}).hint("f_1")
+                self.assertEqual(sorted(d["_id"] for d in found),
+                                 list(range(3, 50, 5)), "round %d" % r)
+                plan = coll.find({"f%d" % r: 3}).explain()
+                self.assertIn("f_1", str(plan["queryPlanner"]
+                                         ["winningPlan"]), "round %d" % r)
+                self.assertEqual(
+                    plan["executionStats"]["totalKeysExamined"], 10)
             self.assertEqual(c.call(P.FLUSHALL), [P.OK])
 
     def test_index_drop(self):
