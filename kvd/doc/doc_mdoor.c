@@ -214,7 +214,7 @@ static int scan_open(void *ctx, const struct mdoor_query *q, void **out,
 	kvdoc_scan_init(&d->s, cid);
 	if (!found)
 		d->s.done = d->empty = 1;
-	else if (!(q->hint && q->hint_len > 5) && /* checked by the plan */
+	else if (!doc_plan_hinted(q) && /* checked by the plan */
 		 mql_match_is_id_eq(q->filter, &id)) {
 		if (kvdoc_key(cid, id, d->key, &d->klen, err)) {
 			free(d);
@@ -617,7 +617,8 @@ static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
 				.coll = w->b->coll,
 				.filter = op->q,
 				.hint = op->hint,
-				.hint_len = op->hint_len};
+				.hint_len = op->hint_len,
+				.hint_name = op->hint_name};
 	size_t nk = op->sort ? mql_sort_nkeys(op->sort) : 0;
 	bson_value_t *ka = calloc(nk + 1, sizeof(*ka)),
 		     *kb = calloc(nk + 1, sizeof(*kb));

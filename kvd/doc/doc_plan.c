@@ -1,7 +1,8 @@
 /* doc_plan.c - the planner of the MongoDB door over kvd's documents
  * (doc_plan.h): which ready index serves a query, and its scan.
  *
- * The choice, small and honest: a hint names the index (by key pattern);
+ * The choice, small and honest: a hint names the index (by key pattern or
+ * by name);
  * otherwise every ready index that is neither sparse nor partial (they may
  * lack documents the filter matches) is weighed by the number of its
  * leading fields the filter's equality, $in and range predicates narrow
@@ -208,8 +209,9 @@ struct pick {
 	 * PICK_PATHS; npaths -1: more than that */
 	const char *path[PICK_PATHS];
 	int npaths;
-	const uint8_t *hint;
+	const uint8_t *hint; /* a key pattern, or with hname a name */
 	uint32_t hlen;
+	bool hname;
 	struct ixc *best; /* one count held */
 	struct mql_bounds b;
 	bool follows;
@@ -288,8 +290,11 @@ static int weigh(void *arg, const struct kvdoc_ix *ix)
 	if (ix->state != KVDOC_IX_READY || !(c = ixc_get(ix, k->err)))
 		return k->err->code ? 1 : 0;
 	kept = c == tl_ixc[ix->id % IXC_SLOTS];
-	hinted =
-	    k->hint && k->hlen == c->klen && !memcmp(k->hint, c->key, c->klen);
+	if (k->hname)
+		hinted = k->hint && !strcmp((const char *)k->hint, c->name);
+	else
+		hinted = k->hint && k->hlen == c->klen &&
+			 !memcmp(k->hint, c->key, c->klen);
 	if ((k->hint && !hinted) || (!c->plain && !hinted))
 		goto skip;
 	follows = sort_follows(k->q, (struct kv_slice){c->key, c->klen});
@@ -341,6 +346,25 @@ static struct doc_plan *plan_new(struct pick *k, uint32_t coll)
 	return p;
 }
 
+bool doc_plan_hinted(const struct mdoor_query *q)
+{
+	return q->hint && (q->hint_name || q->hint_len > 5);
+}
+
+/* Whether a hint names the collection scan: {$natural: ...}, the _id
+ * index's key pattern or its name. */
+static bool hint_is_scan(const struct pick *k)
+{
+	bson_iter_t it;
+
+	if (k->hname)
+		return !strcmp((const char *)k->hint, "_id_");
+	return bson_iter_init_from_data(&it, k->hint, k->hlen) &&
+	       bson_iter_next(&it) &&
+	       (!strcmp(bson_iter_key(&it), "$natural") ||
+		!strcmp(bson_iter_key(&it), "_id"));
+}
+
 int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 		    const struct mdoor_query *q, struct doc_plan **out,
 		    struct mql_error *err)
@@ -348,9 +372,10 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 	struct pick k = {.q = q, .err = err};
 
 	*out = NULL;
-	if (q->hint && q->hint_len > 5) {
+	if (doc_plan_hinted(q)) {
 		k.hint = q->hint;
 		k.hlen = q->hint_len;
+		k.hname = q->hint_name;
 	}
 	mql_match_preds(q->filter, pred_path, &k);
 	kvdoc_catalog_indexes(c, coll, weigh, &k);
@@ -362,13 +387,7 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 		return -1;
 	}
 	if (k.hint && !*out) {
-		/* a hint of {$natural: 1} or of _id is a collection scan */
-		bson_iter_t it;
-
-		if (bson_iter_init_from_data(&it, k.hint, k.hlen) &&
-		    bson_iter_next(&it) &&
-		    (!strcmp(bson_iter_key(&it), "$natural") ||
-		     !strcmp(bson_iter_key(&it), "_id")))
+		if (hint_is_scan(&k))
 			return 0;
 		return mql_error_set(err, MQL_BadValue,
 				     "hint provided does not correspond to an "

@@ -12,6 +12,9 @@
 
 struct doc_plan;
 
+/* Whether q carries a hint (a key pattern, or an index's name). */
+bool doc_plan_hinted(const struct mdoor_query *q);
+
 /* The plan of q over collection coll: 1 with *out (an index scan), 0 (a
  * collection scan), or -1 with err (a hint naming no index: 2 BadValue;
  * a filter the bounds cannot take). */

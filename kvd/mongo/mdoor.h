@@ -159,8 +159,11 @@ struct mdoor_query {
 	 * limit, an aggregate's $sort + $limit); -1: all.  A hint for the
 	 * store's read-ahead: the door stops reading there anyway. */
 	int64_t want;
-	const uint8_t *hint; /* find's hint document, or NULL */
+	/* find's hint: a key pattern (BSON), or with hint_name an index's
+	 * name (hint_len bytes, NUL after them); NULL: none */
+	const uint8_t *hint;
 	uint32_t hint_len;
+	bool hint_name;
 };
 
 /* What a scan answers about itself. */
@@ -200,10 +203,12 @@ struct mdoor_wop {
 	 * to another thread (kvd's committers recompile them there). */
 	const uint8_t *q_bson, *u_bson;
 	uint32_t q_len, u_len;
-	/* UPDATE, DELETE, FAM: the hint's key pattern (the door's copy), which
-	 * the scan for the filter's matches takes as a find's; NULL: none */
+	/* UPDATE, DELETE, FAM: the hint, a key pattern or with hint_name an
+	 * index's name (the door's copy, NUL-terminated), which the scan for
+	 * the filter's matches takes as a find's; NULL: none */
 	const uint8_t *hint;
 	uint32_t hint_len;
+	bool hint_name;
 	bool upsert, multi;	 /* multi: every match (UPDATE, DELETE) */
 	bool remove, return_new; /* FAM */
 	/* out */

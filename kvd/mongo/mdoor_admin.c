@@ -178,15 +178,24 @@ static int cmd_serverstatus(struct mdoor_req *r, struct mql_error *err)
 	return 0;
 }
 
+/* connectionStatus: the user this connection authenticated as (kvd's
+ * one user, root), and with showPrivileges what root may do: any action
+ * on any resource. */
 static int cmd_connectionstatus(struct mdoor_req *r, struct mql_error *err)
 {
+	static const struct mdoor_arg spec[] = {
+	    {"showPrivileges", MDOOR_T_BOOLISH, false},
+	};
 	struct mdoor_conn *mc = r->mc;
-	bson_t info, arr, one;
+	bool authed = mc->d->auth && mc->authed;
+	bson_t info, arr, one, res, acts;
+	mdoor_av a[1];
 
-	(void)err;
+	if (mdoor_args(r, spec, 1, a, err))
+		return -1;
 	BSON_APPEND_DOCUMENT_BEGIN(&r->reply, "authInfo", &info);
 	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUsers", &arr);
-	if (mc->d->auth && mc->authed) {
+	if (authed) {
 		BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &one);
 		BSON_APPEND_UTF8(&one, "user", mc->user);
 		BSON_APPEND_UTF8(&one, "db", mc->auth_db);
@@ -194,13 +203,28 @@ static int cmd_connectionstatus(struct mdoor_req *r, struct mql_error *err)
 	}
 	bson_append_array_end(&info, &arr);
 	BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserRoles", &arr);
-	if (mc->d->auth && mc->authed) {
+	if (authed) {
 		BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &one);
 		BSON_APPEND_UTF8(&one, "role", "root");
 		BSON_APPEND_UTF8(&one, "db", "admin");
 		bson_append_document_end(&arr, &one);
 	}
 	bson_append_array_end(&info, &arr);
+	if (mdoor_arg_bool(&a[0].it)) {
+		BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserPrivileges",
+					&arr);
+		if (authed) {
+			BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &one);
+			BSON_APPEND_DOCUMENT_BEGIN(&one, "resource", &res);
+			BSON_APPEND_BOOL(&res, "anyResource", true);
+			bson_append_document_end(&one, &res);
+			BSON_APPEND_ARRAY_BEGIN(&one, "actions", &acts);
+			BSON_APPEND_UTF8(&acts, "0", "anyAction");
+			bson_append_array_end(&one, &acts);
+			bson_append_document_end(&arr, &one);
+		}
+		bson_append_array_end(&info, &arr);
+	}
 	bson_append_document_end(&r->reply, &info);
 	return 0;
 }

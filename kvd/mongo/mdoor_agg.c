@@ -126,8 +126,7 @@ static int open_source(struct mdoor_req *r, const char *coll, const mdoor_av *a,
 		q.sort_bson = lead.group_order_bson;
 		q.sort_len = lead.group_order_len;
 	}
-	if (BSON_ITER_HOLDS_DOCUMENT(&a[A_HINT].it))
-		mdoor_arg_doc(&a[A_HINT].it, &q.hint, &q.hint_len);
+	mdoor_arg_hint(&a[A_HINT].it, &q.hint, &q.hint_len, &q.hint_name);
 	if (d->store.scan(d->store.ctx, &q, &src->scan, &info, err))
 		return -1;
 	src->stream_group = !lead.sort && lead.group_order && info.sorted;

@@ -38,7 +38,7 @@ static const char *const generic_args[] = {
     NULL,
 };
 
-static bool is_generic(const char *k)
+bool mdoor_generic_arg(const char *k)
 {
 	for (size_t i = 0; generic_args[i]; i++)
 		if (!strcmp(generic_args[i], k))
@@ -156,7 +156,7 @@ static int one_field(const struct mdoor_req *r, const bson_iter_t *it,
 		out[i].it = *it;
 		return 0;
 	}
-	if (is_generic(k))
+	if (mdoor_generic_arg(k))
 		return 0;
 	return mdoor_err(err, MDOOR_IDLUnknownField,
 			 "BSON field '%s.%s' is an unknown field.", r->cmd, k);
@@ -220,6 +220,17 @@ void mdoor_arg_doc(const bson_iter_t *it, const uint8_t **p, uint32_t *len)
 		bson_iter_array(it, len, p);
 	else
 		bson_iter_document(it, len, p);
+}
+
+void mdoor_arg_hint(const bson_iter_t *it, const uint8_t **p, uint32_t *len,
+		    bool *name)
+{
+	if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+		bson_iter_document(it, len, p);
+	} else if (BSON_ITER_HOLDS_UTF8(it)) {
+		*p = (const uint8_t *)bson_iter_utf8(it, len);
+		*name = true;
+	}
 }
 
 bool mdoor_cmd_value(const struct mdoor_req *r, bson_iter_t *it)

@@ -56,6 +56,14 @@ int mdoor_submit_ddl(struct mdoor_req *r, enum mdoor_wkind kind,
 	return mdoor_submit(r, &w->b, finish, w, mdoor_wstate_free, err);
 }
 
+static bool in_list(const char *const *list, const char *k)
+{
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(list[i], k))
+			return true;
+	return false;
+}
+
 int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err)
 {
 	static const char *const refused[] = {
@@ -75,21 +83,36 @@ int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err)
 	    "collation",
 	    NULL,
 	};
+	/* create's other fields in mongod's IDL: kept in the collection's
+	 * options as mongod keeps them (listCollections shows them) */
+	static const char *const kept[] = {
+	    "storageEngine",
+	    "indexOptionDefaults",
+	    "idIndex",
+	    "autoIndexId",
+	    "flags",
+	    "temp",
+	    NULL,
+	};
 
 	while (bson_iter_next(it)) {
 		const char *k = bson_iter_key(it);
 
-		for (size_t i = 0; refused[i]; i++)
-			if (!strcmp(k, refused[i]) &&
-			    !(BSON_ITER_HOLDS_BOOL(it) && !bson_iter_bool(it)))
-				return mdoor_err(err, MQL_NotImplemented,
-						 "create's '%s' option is not "
-						 "supported by kvd",
-						 k);
-		if (k[0] != '$' && strcmp(k, "lsid") && strcmp(k, "comment") &&
-		    strcmp(k, "writeConcern") && strcmp(k, "apiVersion") &&
-		    strcmp(k, "apiStrict") && strcmp(k, "apiDeprecationErrors"))
+		if (in_list(refused, k)) {
+			if (BSON_ITER_HOLDS_BOOL(it) && !bson_iter_bool(it))
+				continue;
+			return mdoor_err(err, MQL_NotImplemented,
+					 "create's '%s' option is not "
+					 "supported by kvd",
+					 k);
+		}
+		if (in_list(kept, k))
 			bson_append_iter(opts, NULL, 0, it);
+		else if (!mdoor_generic_arg(k))
+			return mdoor_err(err, MDOOR_IDLUnknownField,
+					 "BSON field 'create.%s' is an unknown "
+					 "field.",
+					 k);
 	}
 	return 0;
 }

@@ -17,6 +17,7 @@ struct inner {
 	const char *coll;
 	const uint8_t *filter, *sort, *hint;
 	uint32_t flen, slen, hlen;
+	bool hname;
 };
 
 static void inner_read(bson_iter_t *it, struct inner *in)
@@ -33,9 +34,8 @@ static void inner_read(bson_iter_t *it, struct inner *in)
 		} else if (!strcmp(k, "sort") && BSON_ITER_HOLDS_DOCUMENT(it)) {
 			p = &in->sort;
 			n = &in->slen;
-		} else if (!strcmp(k, "hint") && BSON_ITER_HOLDS_DOCUMENT(it)) {
-			p = &in->hint;
-			n = &in->hlen;
+		} else if (!strcmp(k, "hint")) {
+			mdoor_arg_hint(it, &in->hint, &in->hlen, &in->hname);
 		}
 		if (p)
 			bson_iter_document(it, n, p);
@@ -61,6 +61,32 @@ static void plans(struct mdoor_req *r, const struct inner *in,
 	BSON_APPEND_DOCUMENT(&r->reply, "executionStats", stats);
 }
 
+/* The explain command's own fields, as mongod's IDL checks them:
+ * verbosity a string of its three values. */
+static int verbosity(struct mdoor_req *r, struct mql_error *err)
+{
+	static const struct mdoor_arg spec[] = {
+	    {"verbosity", MDOOR_T_STRING, false},
+	};
+	static const char *const known[] = {"queryPlanner", "executionStats",
+					    "allPlansExecution"};
+	mdoor_av a[1];
+	const char *v;
+
+	if (mdoor_args(r, spec, 1, a, err))
+		return -1;
+	if (!mdoor_has(&a[0].it))
+		return 0;
+	v = bson_iter_utf8(&a[0].it, NULL);
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(v, known[i]))
+			return 0;
+	return mdoor_err(err, MQL_BadValue,
+			 "Enumeration value '%s' for field 'explain.verbosity' "
+			 "is not a valid value.",
+			 v);
+}
+
 int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 {
 	static const uint8_t empty[5] = {5, 0, 0, 0, 0};
@@ -76,6 +102,8 @@ int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 	if (!mdoor_cmd_value(r, &it))
 		return mdoor_err(err, MQL_BadValue,
 				 "explain takes a command document");
+	if (verbosity(r, err))
+		return -1;
 	if (!BSON_ITER_HOLDS_DOCUMENT(&it))
 		return mdoor_err(err, MQL_TypeMismatch,
 				 "BSON field 'explain.explain' is the wrong "
@@ -107,6 +135,7 @@ int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 	q.sort_len = s ? in.slen : 0;
 	q.hint = in.hint;
 	q.hint_len = in.hlen;
+	q.hint_name = in.hname;
 	if (!d->store.explain) {
 		BSON_APPEND_UTF8(&plan, "stage", "COLLSCAN");
 	} else if (d->store.explain(d->store.ctx, &q, &plan, &stats, err)) {

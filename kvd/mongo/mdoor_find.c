@@ -18,6 +18,7 @@ struct read_spec {
 	const char *coll;
 	const uint8_t *filter, *sort, *proj, *hint;
 	uint32_t flen, slen, plen, hlen;
+	bool hname;	     /* hint is an index's name */
 	int64_t skip, limit; /* limit -1: none */
 };
 
@@ -72,6 +73,7 @@ static int open_read(struct mdoor_req *r, const struct read_spec *s,
 	q.want = s->limit > 0 ? s->skip + s->limit : -1;
 	q.hint = s->hint;
 	q.hint_len = s->hlen;
+	q.hint_name = s->hname;
 	if (d->store.scan(d->store.ctx, &q, &src.scan, &info, err))
 		goto fail;
 	if (src.sort && !info.sorted && sort_pipeline(s, &src.pipe, err))
@@ -209,8 +211,7 @@ static int cmd_find(struct mdoor_req *r, struct mql_error *err)
 	doc_arg(&a[F_FILTER].it, &s.filter, &s.flen);
 	doc_arg(&a[F_SORT].it, &s.sort, &s.slen);
 	doc_arg(&a[F_PROJ].it, &s.proj, &s.plen);
-	if (BSON_ITER_HOLDS_DOCUMENT(&a[F_HINT].it))
-		mdoor_arg_doc(&a[F_HINT].it, &s.hint, &s.hlen);
+	mdoor_arg_hint(&a[F_HINT].it, &s.hint, &s.hlen, &s.hname);
 	if (open_read(r, &s, &c, err))
 		return -1;
 	if (limit > 0 && (!mdoor_has(&a[F_BATCH].it) || limit < batch))
@@ -266,15 +267,14 @@ static int cmd_count(struct mdoor_req *r, struct mql_error *err)
 		mdoor_arg_doc(&a[0].it, &s.filter, &s.flen);
 	else
 		s.filter = empty_doc, s.flen = 5;
-	/* a hint by key pattern forces the index (one of none is 2), as a
-	 * find's; a hint by name is ignored (docs/mongodb.md) */
-	if (BSON_ITER_HOLDS_DOCUMENT(&a[3].it))
-		mdoor_arg_doc(&a[3].it, &s.hint, &s.hlen);
+	/* a hint forces the index (one of none is 2), as a find's */
+	mdoor_arg_hint(&a[3].it, &s.hint, &s.hlen, &s.hname);
 	if (d->store.count && !s.skip && s.limit < 0) {
 		struct mdoor_query q = {.db = r->db,
 					.coll = s.coll,
 					.hint = s.hint,
-					.hint_len = s.hlen};
+					.hint_len = s.hlen,
+					.hint_name = s.hname};
 
 		if (mql_match_compile(s.filter, s.flen,
 				      (struct mql_match **)&q.filter, err))
@@ -423,8 +423,7 @@ static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 		mdoor_arg_doc(&a[1].it, &s.filter, &s.flen);
 	else
 		s.filter = empty_doc, s.flen = 5;
-	if (BSON_ITER_HOLDS_DOCUMENT(&a[3].it)) /* as count's */
-		mdoor_arg_doc(&a[3].it, &s.hint, &s.hlen);
+	mdoor_arg_hint(&a[3].it, &s.hint, &s.hlen, &s.hname); /* as count's */
 	s.limit = -1;
 	bson_init(&x.values);
 	if (grow(&x)) {

@@ -306,6 +306,9 @@ struct mdoor_arg {
 int mdoor_args(const struct mdoor_req *r, const struct mdoor_arg *spec,
 	       size_t n, mdoor_av *out, struct mql_error *err);
 bool mdoor_has(const bson_iter_t *it);
+/* mdoor_generic_arg - whether k is one of the generic arguments every
+ * command takes ($db, lsid, writeConcern, comment, maxTimeMS ...). */
+bool mdoor_generic_arg(const char *k);
 void mdoor_absent(bson_iter_t *it);
 
 /* mdoor_arg_int64 - a number argument as an integer (doubles and
@@ -316,6 +319,10 @@ int mdoor_arg_int64(const struct mdoor_req *r, const bson_iter_t *it,
 bool mdoor_arg_bool(const bson_iter_t *it);
 /* mdoor_arg_doc - a document argument's bytes. */
 void mdoor_arg_doc(const bson_iter_t *it, const uint8_t **p, uint32_t *len);
+/* mdoor_arg_hint - a hint argument: a key pattern's bytes, or an index's
+ * name (its characters, *name set); *p untouched when it is neither. */
+void mdoor_arg_hint(const bson_iter_t *it, const uint8_t **p, uint32_t *len,
+		    bool *name);
 
 /* The command's own value (the first field), e.g. the collection name. */
 bool mdoor_cmd_value(const struct mdoor_req *r, bson_iter_t *it);

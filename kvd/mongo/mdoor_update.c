@@ -161,6 +161,7 @@ static int upd_stmts(struct mdoor_req *r, struct mdoor_wstate *w,
 			free((void *)op->u_bson);
 			free((void *)op->hint);
 			op->q_bson = op->u_bson = op->hint = NULL;
+			op->hint_name = false;
 			bson_destroy(&op->upserted);
 			bson_destroy(&op->value);
 			bson_destroy(&op->errinfo);

@@ -84,12 +84,18 @@ int mdoor_wop_hint(struct mdoor_wop *op, const bson_iter_t *it)
 	uint32_t hl;
 	uint8_t *c;
 
-	if (!BSON_ITER_HOLDS_DOCUMENT(it)) /* none, or a name: ignored */
-		return 0;
-	mdoor_arg_doc(it, &h, &hl);
-	if (!(c = malloc(hl)))
+	if (BSON_ITER_HOLDS_UTF8(it)) {
+		h = (const uint8_t *)bson_iter_utf8(it, &hl);
+		op->hint_name = true;
+	} else if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+		mdoor_arg_doc(it, &h, &hl);
+	} else {
+		return 0; /* none */
+	}
+	if (!(c = malloc((size_t)hl + 1)))
 		return -1;
 	memcpy(c, h, hl);
+	c[hl] = 0;
 	op->hint = c;
 	op->hint_len = hl;
 	return 0;

@@ -34,9 +34,9 @@ struct mdoor_wstate *mdoor_wstate_new(struct mdoor_req *r,
 				      enum mdoor_wkind kind, const char *coll,
 				      size_t nstmt, bool ordered);
 void mdoor_wstate_free(void *w);
-/* Keep a copy of a statement's hint in op (hint, hint_len) when it is a
- * key pattern (a hint by name is ignored, as a find's): 0, or -1 (out of
- * memory).  Freed with the statement. */
+/* Keep a copy of a statement's hint in op (hint, hint_len, hint_name): a
+ * key pattern or an index's name, as a find's: 0, or -1 (out of memory).
+ * Freed with the statement. */
 int mdoor_wop_hint(struct mdoor_wop *op, const bson_iter_t *it);
 /* Keep copies of a statement's filter and update documents in op (q_bson,
  * u_bson; either may be NULL): 0, or -1 out of memory. */

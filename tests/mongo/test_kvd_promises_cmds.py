@@ -411,6 +411,17 @@ class Reads(Base):
             self.assertEqual(r["executionStats"]["nReturned"], 60, r)
         r = self.call({"explain": {"count": "r", "query": {"v": 1}}})
         self.assertEqual(r["executionStats"]["nReturned"], 60, r)
+        # verbosity checked as mongod's IDL: a string of three values
+        r = self.call({"explain": {"find": "r"}, "verbosity": 1})
+        self.assert_code(r, 14)
+        self.assertEqual(r["errmsg"], "BSON field 'explain.verbosity' is "
+                         "the wrong type 'int', expected type 'string'")
+        r = self.call({"explain": {"find": "r"}, "verbosity": "all"})
+        self.assert_code(r, 2)
+        self.assertEqual(r["errmsg"], "Enumeration value 'all' for field "
+                         "'explain.verbosity' is not a valid value.")
+        self.assert_code(self.call({"explain": {"find": "r"}, "x": 1}),
+                         40415)
         # the scan run to its end: skip, limit and sort not applied
         r = self.call({"explain": {"find": "r", "filter": {"v": 1},
                                    "skip": 5, "limit": 2,
@@ -593,6 +604,23 @@ class Compatibility(Base):
             {"key": {"a.$b": 1}, "name": "dollar"}]})
         self.assert_code(r, 67)
 
+    def test_create_unknown_option(self):
+        """create refuses a field mongod's IDL does not know (40415, as
+        find's), keeps the options mongod keeps, and leaves the generic
+        arguments out of the collection's options."""
+        r = self.call({"create": "unk", "cappd": True})
+        self.assert_code(r, 40415)
+        self.assertEqual(r["errmsg"],
+                         "BSON field 'create.cappd' is an unknown field.")
+        self.assertNotIn("unk", self.db.list_collection_names())
+        self.assertEqual(self.call({"create": "kept", "capped": False,
+                                    "storageEngine": {"wiredTiger": {}},
+                                    "maxTimeMS": 1000, "comment": "c",
+                                    "writeConcern": {"w": 1}})["ok"], 1)
+        info = [c for c in self.db.list_collections() if c["name"] == "kept"]
+        self.assertEqual(info[0]["options"],
+                         {"storageEngine": {"wiredTiger": {}}})
+
     def test_refused_59(self):
         for cmd, db in (({"createUser": "u", "pwd": "p", "roles": []},
                          "admin"),
@@ -613,15 +641,41 @@ class Compatibility(Base):
                 s.try_next()
         self.assertEqual(e.exception.code, 238)
 
+    def differs_hint_by_name(self, c):
+        """A hint by name forces the index as mongod's: a sparse index's
+        documents only, in its order, for find, count, aggregate, explain,
+        update and delete; a name of no index is 2; "_id_" is the
+        collection scan."""
+        by_a = sorted(range(10), key=lambda i: (i * 7) % 10)
+        for h in ("a_sparse", [("a", 1)]):
+            self.assertEqual([d["_id"] for d in c.find({}).hint(h)], by_a)
+        self.assertEqual([d["_id"] for d in c.find({}).hint("a_desc")],
+                         by_a[::-1] + [10])
+        self.assertEqual(c.count_documents({}, hint="a_sparse"), 10)
+        self.assertEqual(len(list(c.aggregate([{"$match": {}}],
+                                              hint="a_sparse"))), 10)
+        plan = c.find({"_id": {"$gte": 0}}).hint("a_desc").explain()
+        self.assertEqual(plan["queryPlanner"]["winningPlan"]["inputStage"]
+                         ["indexName"], "a_desc")
+        self.assertEqual(len(list(c.find({}).hint("_id_"))), 11)
+        r = self.call({"find": "dif", "hint": "no_such_index"})
+        self.assert_code(r, 2)
+        self.assertEqual(c.update_many({}, {"$set": {"u": 1}},
+                                       hint="a_sparse").matched_count, 10)
+        self.assertEqual(c.find_one({"_id": 10}), {"_id": 10})
+        r = self.call({"delete": "dif", "deletes": [
+            {"q": {}, "limit": 0, "hint": "nope"}]})
+        self.assertEqual(r["writeErrors"][0]["code"], 2, r)
+        self.assertEqual(c.count_documents({}), 11)
+        c.delete_one({"_id": 10})
+
     def test_differs_rows(self):
         c = self.db.dif
-        c.insert_many([{"_id": i, "a": i} for i in range(10)])
+        c.insert_many([{"_id": i, "a": (i * 7) % 10} for i in range(10)])
+        c.insert_one({"_id": 10})
         c.create_index("a", sparse=True, name="a_sparse")
-        # hint by name: ignored (a sparse index named would be forced)
-        r = self.call({"find": "dif", "filter": {}, "hint": "a_sparse"})
-        self.assertEqual(len(r["cursor"]["firstBatch"]), 10, r)
-        r = self.call({"find": "dif", "hint": "no_such_index"})
-        self.assertEqual(r["ok"], 1.0, r)
+        c.create_index([("a", -1)], name="a_desc")
+        self.differs_hint_by_name(c)
         # maxTimeMS, writeConcern and readConcern accepted
         r = self.call({"find": "dif", "maxTimeMS": 1,
                        "readConcern": {"level": "majority"}})

@@ -404,6 +404,14 @@ class Auth(WireCase):
                                       "db": src}], r)
             self.assertEqual(r["authInfo"]["authenticatedUserRoles"],
                              [{"role": "root", "db": "admin"}], r)
+            self.assertNotIn("authenticatedUserPrivileges", r["authInfo"])
+            r = cl.admin.command("connectionStatus", showPrivileges=True)
+            self.assertEqual(r["authInfo"]["authenticatedUserPrivileges"],
+                             [{"resource": {"anyResource": True},
+                               "actions": ["anyAction"]}], r)
+            with self.assertRaises(pymongo.errors.OperationFailure) as e:
+                cl.admin.command("connectionStatus", showPrivileges="yes")
+            self.assertEqual(e.exception.code, 14)
             cl.close()
 
     def test_speculative_authentication(self):
