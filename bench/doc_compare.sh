@@ -48,7 +48,7 @@
 # THREADS (2) and CONNS (8, per thread) for YCSB, WORKLOADS ("a b c e f"),
 # GEO_RECORDS (100000), GEO_CONNS ("1 4000"), GEO_MIX (0.5: the share of
 # writes), GEO_RATE (4000), KDRIVER (mongowire), TMPDIR, KVD / KVBENCH to take the binaries from
-# elsewhere than BUILD_DIR.  Bounded: every run stops after DURATION
+# elsewhere than BUILD_DIR, KVD_ARGS (more options for kvd).  Bounded: every run stops after DURATION
 # seconds or OPS operations.
 #
 # This is a benchmark, not a test: it prints figures and never fails on
@@ -162,7 +162,7 @@ EOF
 echo "doc_compare: kvd pid $KVD_PID (mongo port), PostgreSQL pid $PG_PID, work in $WORK" >&2
 {
 	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
-	echo "kvd: $("$KVD" --version 2>&1 | head -1), --threads 2 --durability sync --max-clients 10000 --mongo-port PORT"
+	echo "kvd: $("$KVD" --version 2>&1 | head -1), --threads 2 --durability sync --max-clients 10000 --mongo-port PORT${KVD_ARGS:+ ${KVD_ARGS-}}"
 	echo "kvbench -D $KDRIVER for kvd, -D postgres --record doc for PostgreSQL"
 	echo "PostgreSQL: $("$PGBIN/postgres" --version), max_connections=$PGMAX, defaults otherwise (fsync on, synchronous_commit on)"
 	echo "started $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"

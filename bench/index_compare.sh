@@ -45,7 +45,8 @@
 # thread) for the runs, LOAD_CONNS (32 per thread) for the loads,
 # BUILD_RECORDS (1000000; 0 leaves e and f out), ROWS ("a b c d e f"),
 # TMPDIR, KVD / KVBENCH to take the binaries from elsewhere than BUILD_DIR,
-# PROFILE (a row a..d: perf record on kvd during its last kvd run, the top
+# KVD_ARGS (more options for kvd, e.g. "--io-thread-flush auto"), PROFILE
+# (a row a..d: perf record on kvd during its last kvd run, the top
 # of the report printed; needs perf), KDRIVER (mongowire).
 #
 # This is a benchmark, not a test: it prints figures and never fails on
@@ -101,7 +102,7 @@ EOF
 echo "index_compare: kvd pid $KVD_PID (mongo port), PostgreSQL pid $PG_PID, work in $WORK" >&2
 {
 	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB RAM, kernel $(uname -r)"
-	echo "kvd: $("$KVD" --version 2>&1 | head -1), --threads 2 --durability sync --max-clients 10000 --mongo-port PORT"
+	echo "kvd: $("$KVD" --version 2>&1 | head -1), --threads 2 --durability sync --max-clients 10000 --mongo-port PORT${KVD_ARGS:+ ${KVD_ARGS-}}"
 	echo "PostgreSQL: $("$PGBIN/postgres" --version), max_connections=$PGMAX, defaults otherwise (fsync on, synchronous_commit on)"
 	echo "runs: $THREADS threads x $CONNS connections, $DURATION s (at most $OPS ops), $REPEAT repetitions; loads $THREADS x $LOAD_CONNS connections; kvbench -D $KDRIVER for kvd"
 	echo "started $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"

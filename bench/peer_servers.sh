@@ -6,6 +6,7 @@
 # The caller sets NAME (its messages and directory), KVD, KVBENCH,
 # KDRIVER, PGBIN, PY, PGMAX (PostgreSQL's max_connections), PG_REC
 # (kvbench's record arguments for PostgreSQL) and BENCH_DIR (this folder).
+# KVD_ARGS, when set, adds options to kvd's command line.
 # It gets WORK, KPORT, MPORT, KVD_PID, PGPORT, PG_PID, and bench (one
 # kvbench run: $WORK/NAME.json, .out, .cpu, its command in $WORK/commands)
 # and pair (two runs, the order alternated by repetition).
@@ -39,7 +40,7 @@ KPORT=$(free_port)
 MPORT=$(free_port)
 "$KVD" --bind 127.0.0.1 --port "$KPORT" --mongo-port "$MPORT" \
 	--data-dir "$WORK/kvd" --threads 2 --durability sync \
-	--max-clients 10000 --log-level warn 2>"$WORK/kvd.log" &
+	--max-clients 10000 --log-level warn ${KVD_ARGS-} 2>"$WORK/kvd.log" &
 KVD_PID=$!
 
 mkdir -p "$WORK/pg"
