@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import unittest
 
 import bson
@@ -94,6 +95,20 @@ def refused(test, port):
     d.close()
 
 
+def eventually(check, what, timeout=30):
+    """check() (assertions) holds within timeout: the replica applies each
+    shard's stream on its own, so one shard's writes (a count reached) may
+    show before another's (an update, an index's entries there)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return check()
+        except (AssertionError, pymongo.errors.PyMongoError) as e:
+            if time.time() > deadline:
+                raise AssertionError("%s: %s" % (what, e)) from e
+            time.sleep(0.05)
+
+
 class DoorReplica(unittest.TestCase):
     def test_replica_carries_documents(self):
         p = KvdHost(password=None,
@@ -113,7 +128,8 @@ class DoorReplica(unittest.TestCase):
                     return False
             kvdtest.wait_for(lambda: synced(1000 - 1000 // 7), 30,
                              "the replica's full copy")
-            same_as_filled(self, rc)
+            eventually(lambda: same_as_filled(self, rc),
+                       "every shard's copy")
             # what the primary does next arrives too (the stream, not
             # only the full copy)
             pc.t.c.update_one({"_id": 1}, {"$set": {"after": True}})
@@ -124,7 +140,8 @@ class DoorReplica(unittest.TestCase):
             kvdtest.wait_for(
                 lambda: "empty" not in rc.t.list_collection_names(), 30,
                 "the drop")
-            self.assertTrue(rc.t.c.find_one({"_id": 1})["after"])
+            eventually(lambda: self.assertTrue(
+                rc.t.c.find_one({"_id": 1})["after"]), "the update")
             # the native protocol's collection and index changes (50-56)
             # are the same writes: they arrive, and a replica refuses them
             nc = p.srv.client()
@@ -139,9 +156,10 @@ class DoorReplica(unittest.TestCase):
                 30, "the native changes")
             plan = rc.t.c.find({"s": "xx"}).explain()
             self.assertIn("s_native", str(plan["queryPlanner"]))
-            self.assertEqual(rc.t.c.count_documents({"s": "xx"}),
-                             len([i for i in range(1000)
-                                  if i % 50 == 2 and i % 7 != 6]))
+            eventually(lambda: self.assertEqual(
+                rc.t.c.count_documents({"s": "xx"}),
+                len([i for i in range(1000) if i % 50 == 2 and i % 7 != 6])),
+                "the index's entries from every shard")
             rn = r.srv.client()
             for req in [(kvdtest.DOCCREATE, b"t", b"x"),
                         (kvdtest.DOCDROP, b"t", b"c"),
