@@ -95,7 +95,11 @@ struct dscan {
 	int empty; /* no collection */
 	int64_t examined;
 	struct doc_plan *plan; /* an index scan (doc_plan.h), or NULL */
+	uint64_t deadline;     /* kvd_now_ms past which it reads no more; 0 */
 };
+
+/* A refill that read to the scan's deadline. */
+#define OVER_TIME (-2)
 
 static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
 		      unsigned type, uint64_t exp)
@@ -129,14 +133,23 @@ static int refill(struct dscan *d)
 			  : keep_match(d, (struct kv_slice){0}, doc, KVD_VT_DOC,
 				       0);
 	}
-	while (d->plan && !doc_plan_done(d->plan) && d->buf.len == 0)
+	/* batches until one matches: a filter that matches nothing reads
+	 * the whole collection here, so the deadline is looked at between
+	 * batches */
+	while (d->plan && !doc_plan_done(d->plan) && d->buf.len == 0) {
 		if (doc_plan_batch(d->plan, tl_io->reader, tl_io->srv->nshards,
 				   tl_io->now_ms, SCAN_BATCH, keep_match, d))
 			return -1;
-	while (!d->plan && !d->s.done && d->buf.len == 0)
+		if (!d->buf.len && d->deadline && kvd_now_ms() >= d->deadline)
+			return OVER_TIME;
+	}
+	while (!d->plan && !d->s.done && d->buf.len == 0) {
 		if (kvdoc_scan_batch(&d->s, tl_io->reader, SCAN_BATCH,
 				     tl_io->now_ms, keep_match, d))
 			return -1;
+		if (!d->buf.len && d->deadline && kvd_now_ms() >= d->deadline)
+			return OVER_TIME;
+	}
 	return 0;
 }
 
@@ -238,12 +251,17 @@ static int scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 {
 	struct dscan *d = scan;
 	uint32_t n;
+	int rc;
 
 	if (d->pos >= d->buf.len) {
 		if (d->empty ||
 		    (d->plan ? doc_plan_done(d->plan) : d->s.done && !d->one))
 			return 0;
-		if (refill(d))
+		rc = refill(d);
+		if (rc == OVER_TIME)
+			return mql_error_set(err, MQL_MaxTimeMSExpired,
+					     "operation exceeded time limit");
+		if (rc)
 			return mql_error_set(err, MQL_InternalError,
 					     "reading documents failed");
 		if (d->buf.len == 0)
@@ -255,6 +273,11 @@ static int scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 	*len = n;
 	d->pos += n;
 	return 1;
+}
+
+static void scan_deadline(void *scan, uint64_t deadline_ms)
+{
+	((struct dscan *)scan)->deadline = deadline_ms;
 }
 
 static void scan_close(void *scan)
@@ -1252,6 +1275,7 @@ const struct mdoor_store doc_mdoor_store = {
     .scan = scan_open,
     .scan_next = scan_next,
     .scan_close = scan_close,
+    .scan_deadline = scan_deadline,
     .write = write_batch,
     .list_indexes = doc_ix_list,
     .explain = explain,

@@ -283,6 +283,12 @@ struct mdoor_store {
 	int (*scan_next)(void *scan, const uint8_t **doc, uint32_t *len,
 			 struct mql_error *err);
 	void (*scan_close)(void *scan);
+	/* scan_deadline - optional: the time (now_ms's clock) past which
+	 * scan_next stops reading and fails with 50 MaxTimeMSExpired; 0:
+	 * none.  The door sets it before each batch a cursor reads, so that
+	 * a filter matching nothing still ends within a command's maxTimeMS
+	 * (its cursor's working time, not its idle time). */
+	void (*scan_deadline)(void *scan, uint64_t deadline_ms);
 	/* list_indexes - cb(cbctx, spec, len) for each index of db.coll
 	 * but _id_ (specs as listIndexes shows them); NULL: none.  1 when
 	 * the collection exists, 0 when not, -1 with err. */

@@ -245,7 +245,8 @@ static int cmd_aggregate(struct mdoor_req *r, struct mql_error *err)
 {
 	struct mdoor *d = r->mc->d;
 	mdoor_av a[A_N];
-	struct mdoor_cursor_src src = {.limit = -1};
+	struct mdoor_cursor_src src = {.limit = -1,
+				       .max_time_ms = r->max_time_ms};
 	struct mdoor_cursor *c;
 	const uint8_t *p;
 	uint32_t plen;

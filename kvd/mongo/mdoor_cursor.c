@@ -47,15 +47,60 @@ struct mdoor_cursor {
 	bson_t out;	 /* a projected document */
 	bson_iter_t lit; /* a listing's position */
 	bool list_started;
+	/* maxTimeMS: the working time left (src.max_time_ms less what its
+	 * batches took), since when this batch works, and a count of reads
+	 * between looks at the clock */
+	int64_t budget_ms;
+	uint64_t t0;
+	unsigned ticks;
 };
 
+/* How many documents a cursor reads between looks at the clock. */
+#define TICKS_PER_CHECK 64
+
 /* ===================== reading ===================== */
+
+/* Past its maxTimeMS: 50, as mongod's interrupt checks answer. */
+static int over_time(struct mdoor_cursor *c, struct mql_error *err)
+{
+	if (!c->budget_ms)
+		return 0;
+	if ((int64_t)(mdoor_now(c->d) - c->t0) < c->budget_ms)
+		return 0;
+	return mdoor_err(err, MQL_MaxTimeMSExpired,
+			 "operation exceeded time limit");
+}
+
+/* A batch starts working: the clock runs from now, and the store's scan
+ * stops reading at the budget's end. */
+static void work_start(struct mdoor_cursor *c)
+{
+	c->t0 = mdoor_now(c->d);
+	if (c->budget_ms && c->src.scan && c->d->store.scan_deadline)
+		c->d->store.scan_deadline(c->src.scan,
+					  c->t0 + (uint64_t)c->budget_ms);
+}
+
+/* ... and ends: what it took is spent (at least 1 ms, so that an
+ * exhausted budget never reads as "no limit"). */
+static void work_end(struct mdoor_cursor *c)
+{
+	int64_t left;
+
+	if (!c->budget_ms)
+		return;
+	left = c->budget_ms - (int64_t)(mdoor_now(c->d) - c->t0);
+	c->budget_ms = left > 0 ? left : -1;
+}
 
 static int from_store(void *ctx, const uint8_t **doc, uint32_t *len,
 		      struct mql_error *err)
 {
 	struct mdoor_cursor *c = ctx;
 
+	if (c->budget_ms && ++c->ticks % TICKS_PER_CHECK == 0 &&
+	    over_time(c, err))
+		return -1;
 	if (c->src.list) {
 		if (!c->list_started) {
 			bson_iter_init(&c->lit, c->src.list);
@@ -142,6 +187,8 @@ struct mdoor_cursor *mdoor_cursor_new(struct mdoor_conn *mc, const char *db,
 	c->d = mc->d;
 	c->src = *src;
 	memset(src, 0, sizeof(*src));
+	c->budget_ms = c->src.max_time_ms;
+	work_start(c);
 	bson_init(&c->out);
 	snprintf(c->ns, sizeof(c->ns), "%s.%s", db, coll);
 	/* A pipeline the scan did whole (a lone $match) is kept for its
@@ -423,9 +470,17 @@ int mdoor_cursor_reply(struct mdoor_req *r, struct mdoor_cursor *c,
 	int rc;
 	bool open;
 
+	if (!first)
+		work_start(c); /* idle time between getMores does not count */
+	if (c->budget_ms < 0) {
+		rc = over_time(c, err);
+		drop_cursor(d, c);
+		return rc;
+	}
 	BSON_APPEND_DOCUMENT_BEGIN(&r->reply, "cursor", &cur);
 	BSON_APPEND_ARRAY_BEGIN(&cur, first ? "firstBatch" : "nextBatch", &arr);
 	rc = fill(c, &arr, batch, err);
+	work_end(c);
 	bson_append_array_end(&cur, &arr);
 	open = rc == 0 && !single && !(c->eof && !c->stashed);
 	if (open && !c->registered) {

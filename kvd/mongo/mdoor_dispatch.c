@@ -4,11 +4,13 @@
  * tables, the arguments every command shares checked ($db, transactions,
  * apiVersion), authentication required where MongoDB requires it, and the
  * answer framed as the request was (OP_MSG, or OP_REPLY to OP_QUERY). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mdoor_int.h"
+#include "mql_value.h"
 
 static const struct mdoor_cmd *const tables[] = {
     mdoor_cmds_hello, mdoor_cmds_admin, mdoor_cmds_auth, mdoor_cmds_cursor,
@@ -39,9 +41,33 @@ static void count(struct mdoor *d, enum mdoor_counter k)
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
+/* maxTimeMS as mongod parses it: a number, whole, 0 to 2^31-1 (0: no
+ * limit). */
+static int max_time(struct mdoor_req *r, const bson_iter_t *it,
+		    struct mql_error *err)
+{
+	double v;
+
+	if (!BSON_ITER_HOLDS_NUMBER(it) &&
+	    bson_iter_type(it) != BSON_TYPE_DECIMAL128)
+		return mdoor_err(err, MQL_BadValue,
+				 "maxTimeMS must be a number");
+	v = BSON_ITER_HOLDS_NUMBER(it)
+		? bson_iter_as_double(it)
+		: mql_number_double(bson_iter_value((bson_iter_t *)it));
+	if (!(v >= 0 && v < 2147483648.0))
+		return mdoor_err(err, MQL_BadValue,
+				 "maxTimeMS is out of range");
+	if (v != floor(v))
+		return mdoor_err(err, MQL_BadValue,
+				 "maxTimeMS has non-integral value");
+	r->max_time_ms = (int64_t)v;
+	return 0;
+}
+
 /* The arguments every command may carry, checked once here: $db (OP_MSG
  * requires it), the transaction fields (a standalone server refuses them,
- * as mongod does), apiVersion "1" only. */
+ * as mongod does), apiVersion "1" only, maxTimeMS. */
 static int generic(struct mdoor_req *r, struct mql_error *err)
 {
 	bson_iter_t it;
@@ -70,6 +96,9 @@ static int generic(struct mdoor_req *r, struct mql_error *err)
 			return mdoor_err(err, MDOOR_IllegalOperation,
 					 "Transaction numbers are only allowed "
 					 "on a replica set member or mongos");
+		} else if (!strcmp(k, "maxTimeMS")) {
+			if (max_time(r, &it, err))
+				return -1;
 		} else if (!strcmp(k, "apiVersion")) {
 			if (!BSON_ITER_HOLDS_UTF8(&it) ||
 			    strcmp(bson_iter_utf8(&it, NULL), "1"))

@@ -54,6 +54,7 @@ static int open_read(struct mdoor_req *r, const struct read_spec *s,
 
 	src.skip = s->skip;
 	src.limit = s->limit;
+	src.max_time_ms = r->max_time_ms;
 	if (mql_match_compile(s->filter, s->flen, &src.filter, err))
 		goto fail;
 	if (s->slen > 5 && mql_sort_compile(s->sort, s->slen, &src.sort, err))

@@ -157,7 +157,8 @@ struct mdoor_req {
 	uint32_t body_len;
 	const struct mdoor_seq *seqs;
 	size_t nseqs;
-	bson_t reply; /* fields before ok: 1 */
+	bson_t reply;	     /* fields before ok: 1 */
+	int64_t max_time_ms; /* the command's maxTimeMS; 0: none */
 	/* a write in flight: the batch and what finishes the reply */
 	struct mdoor_wbatch *batch;
 	mdoor_finish_fn finish;
@@ -367,6 +368,7 @@ struct mdoor_cursor_src {
 	bool stream_group; /* the scan yields in its first $group's order */
 	struct mql_project *proj; /* owned, or NULL */
 	int64_t skip, limit;	  /* done by the door (limit -1: none) */
+	int64_t max_time_ms; /* the time it may work, in all; 0: no limit */
 };
 
 /* ---- $lookup's foreign reads (mdoor_lookup.c) ------------------------ */

@@ -36,6 +36,7 @@
 	X(28, PathNotViable)                                                   \
 	X(40, ConflictingUpdateOperators)                                      \
 	X(48, NamespaceExists)                                                 \
+	X(50, MaxTimeMSExpired)                                                \
 	X(52, DollarPrefixedFieldName)                                         \
 	X(54, NotSingleValueField)                                             \
 	X(56, EmptyFieldName)                                                  \

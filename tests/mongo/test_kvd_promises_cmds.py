@@ -641,6 +641,41 @@ class Compatibility(Base):
                 s.try_next()
         self.assertEqual(e.exception.code, 238)
 
+    def test_max_time_ms(self):
+        """maxTimeMS bounds a read's working time as mongod's: a filter
+        that matches none of 200,000 documents reads them all (tens of
+        milliseconds at best), so 1 ms ends find, count, distinct and
+        aggregate with 50 MaxTimeMSExpired; a limit it does not reach
+        answers; a value mongod would refuse is 2."""
+        c = self.db.mt
+        for b in range(200):
+            c.insert_many([{"_id": b * 1000 + i, "a": i, "pad": "x" * 100}
+                           for i in range(1000)])
+        none = {"a": -1}
+        for cmd in ({"find": "mt", "filter": none},
+                    {"count": "mt", "query": none},
+                    {"distinct": "mt", "key": "a", "query": none},
+                    {"aggregate": "mt", "pipeline": [{"$match": none}],
+                     "cursor": {}},
+                    {"aggregate": "mt", "pipeline": [{"$sort": {"a": -1}}],
+                     "cursor": {}}):
+            r = self.call(dict(cmd, maxTimeMS=1))
+            self.assert_code(r, 50)
+            self.assertEqual((r["codeName"], r["errmsg"]),
+                             ("MaxTimeMSExpired",
+                              "operation exceeded time limit"), cmd)
+            r = self.call(dict(cmd, maxTimeMS=600000))
+            self.assertEqual(r["ok"], 1.0, (cmd, r))
+        self.assertEqual(c.count_documents(none, maxTimeMS=600000), 0)
+        for v, msg in ((-1, "maxTimeMS is out of range"),
+                       (2 ** 31, "maxTimeMS is out of range"),
+                       ("1", "maxTimeMS must be a number"),
+                       (1.5, "maxTimeMS has non-integral value")):
+            r = self.call({"find": "mt", "limit": 1, "maxTimeMS": v})
+            self.assert_code(r, 2)
+            self.assertEqual(r["errmsg"], msg)
+        c.drop()
+
     def differs_hint_by_name(self, c):
         """A hint by name forces the index as mongod's: a sparse index's
         documents only, in its order, for find, count, aggregate, explain,
@@ -676,8 +711,9 @@ class Compatibility(Base):
         c.create_index("a", sparse=True, name="a_sparse")
         c.create_index([("a", -1)], name="a_desc")
         self.differs_hint_by_name(c)
-        # maxTimeMS, writeConcern and readConcern accepted
-        r = self.call({"find": "dif", "maxTimeMS": 1,
+        # maxTimeMS (a limit no find of 11 documents reaches),
+        # writeConcern and readConcern accepted
+        r = self.call({"find": "dif", "maxTimeMS": 600000,
                        "readConcern": {"level": "majority"}})
         self.assertEqual(r["ok"], 1.0, r)
         r = self.call({"insert": "dif", "documents": [{"_id": 99}],
