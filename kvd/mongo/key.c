@@ -17,6 +17,7 @@
  *   (4 bytes), its bytes, the ObjectId; code with scope the code, then
  *   the scope as a document; MinKey, MaxKey, null, undefined: no body.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "key_int.h"
@@ -382,6 +383,38 @@ static bool dec_fixed(struct dec *d, bson_t *out, const char *key, uint8_t t)
 	return false;
 }
 
+/* A regex element appended as it was encoded: bson_append_regex sorts
+ * the options and drops the ones it does not know, and the key of what
+ * it wrote would then not be the key decoded. */
+static bool append_regex_raw(bson_t *out, const char *key, const char *pat,
+			     size_t plen, const char *opt, size_t olen)
+{
+	size_t klen = strlen(key), n = 4 + 1 + klen + 1 + plen + 1 + olen + 2;
+	uint8_t small[256], *buf = small, *q;
+	bson_t tmp;
+	bool ok;
+
+	if (n > INT32_MAX || (n > sizeof(small) && !(buf = malloc(n))))
+		return false;
+	q = buf;
+	*q++ = (uint8_t)n;
+	*q++ = (uint8_t)(n >> 8);
+	*q++ = (uint8_t)(n >> 16);
+	*q++ = (uint8_t)(n >> 24);
+	*q++ = BSON_TYPE_REGEX;
+	memcpy(q, key, klen + 1);
+	q += klen + 1;
+	memcpy(q, pat, plen + 1);
+	q += plen + 1;
+	memcpy(q, opt, olen + 1);
+	q += olen + 1;
+	*q = 0;
+	ok = bson_init_static(&tmp, buf, n) && bson_concat(out, &tmp);
+	if (buf != small)
+		free(buf);
+	return ok;
+}
+
 static bool dec_cstrings(struct dec *d, bson_t *out, const char *key, uint8_t t)
 {
 	const uint8_t *p;
@@ -401,7 +434,9 @@ static bool dec_cstrings(struct dec *d, bson_t *out, const char *key, uint8_t t)
 		if (!e2)
 			return false;
 		d->i = (size_t)(e2 - d->p) + 1;
-		return bson_append_regex(out, key, -1, pat, opt);
+		return append_regex_raw(out, key, pat,
+					(size_t)((const char *)e1 - pat), opt,
+					(size_t)(e2 - e1) - 1);
 	}
 	if (!take(d, 4, &p))
 		return false;
