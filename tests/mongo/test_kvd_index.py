@@ -10,8 +10,9 @@ build cut by kill -9 built again at start with no createIndexes (a unique
 one too; three of one command, in one pass), a replica answering through
 the index its primary built, and createIndexes of several indexes: one
 pass over the collection (unique ones among them), all or none (a
-duplicate key, a refused spec or a document one cannot take leaves none),
-with inserts during the build found through each.
+duplicate key, a refused spec or a document one cannot take leaves none;
+one of them dropped mid-build ends the build of all), with inserts during
+the build found through each.
 """
 
 import os
@@ -399,7 +400,8 @@ class OnePass(unittest.TestCase):
         found through each of them afterwards."""
         c = self.db.ins
         c.insert_many([{"_id": i, "k": i % 50, "r": i % 997,
-                        "s": "s%06d" % i} for i in range(20000)])
+                        "s": "s%06d" % i} for i in range(20000)],
+                      ordered=False)
         stop = threading.Event()
         acked = [[] for _ in range(3)]
         errors = []
@@ -445,6 +447,41 @@ class OnePass(unittest.TestCase):
         for v in (0, 1, 49, 1000, 1049):
             self.check(c, {"k": v}, [("k", 1)])
         self.check(c, {"r": {"$lt": 10}}, [("r", 1)])
+
+    def test_drop_during_build(self):
+        """dropIndexes of one index of a build under way ends the build
+        of all of them, as in mongod (276), and leaves none."""
+        c = self.db.dropmid
+        c.insert_many([{"_id": i, "x": i % 7, "y": i % 11, "z": i % 13}
+                       for i in range(100000)], ordered=False)
+        res = []
+
+        def build():
+            try:
+                self.host.client("").onepass.dropmid.create_indexes([
+                    pymongo.IndexModel([("x", 1)]),
+                    pymongo.IndexModel([("y", 1)]),
+                    pymongo.IndexModel([("z", 1)])])
+                res.append(None)
+            except pymongo.errors.OperationFailure as e:
+                res.append(e.code)
+        t = threading.Thread(target=build)
+        t.start()
+        kvdtest.wait_for(lambda: len(ix_names(c)) == 4, 60,
+                         "the indexes listed")
+        c.drop_index("y_1")
+        t.join()
+        if res == [None]:  # the build was done before the drop
+            print("the build ended before the drop", file=sys.stderr)
+            self.assertEqual(ix_names(c), ["_id_", "x_1", "z_1"])
+        else:
+            self.assertEqual(res, [276])
+            self.assertEqual(ix_names(c), ["_id_"])
+        c.create_indexes([pymongo.IndexModel([("x", 1)]),
+                          pymongo.IndexModel([("y", 1)])])
+        for v in (0, 6):
+            self.check(c, {"x": v}, [("x", 1)])
+            self.check(c, {"y": v}, [("y", 1)])
 
 
 class Replica(unittest.TestCase):
@@ -612,7 +649,8 @@ class Resume(unittest.TestCase):
         try:
             c = h.client("").t.r3
             c.insert_many([{"_id": i, "f": i % 97, "g": i % 13,
-                            "h": "h%d" % (i % 1000)} for i in range(60000)])
+                            "h": "h%d" % (i % 1000)}
+                           for i in range(100000)], ordered=False)
             done = threading.Event()
             models = [pymongo.IndexModel([("f", 1)]),
                       pymongo.IndexModel([("g", -1)]),
@@ -646,6 +684,11 @@ class Resume(unittest.TestCase):
                 except pymongo.errors.OperationFailure:
                     return False
             kvdtest.wait_for(ready, 120, "the builds resumed")
+            # one build of the three (doc_build.c), as its log line says
+            line = (b"index f_1, g_-1, h_1_f_1 of t.r3: its build, left "
+                    b"unfinished, built again")
+            kvdtest.wait_for(lambda: line in h.srv.log_text(), 30,
+                             "the build's log line")
             for q, k in (({"f": 5}, [("f", 1)]), ({"g": 12}, [("g", -1)]),
                          ({"h": "h999"}, [("h", 1), ("f", 1)])):
                 self.assertEqual(ids(c.find(q).hint(k)),
