@@ -105,7 +105,8 @@ enum {
 	KVDOC_CAT_DROPDB,
 	KVDOC_CAT_IXADD,   /* options: the index's spec (index.h) */
 	KVDOC_CAT_IXDROP,  /* options: its name ("*": every one) */
-	KVDOC_CAT_IXREADY, /* options: [u32 index id] (built) */
+	KVDOC_CAT_IXREADY, /* options: [u32 index id]... (built: all or
+			    * none, KV_NOT_FOUND when one is not there) */
 	KVDOC_CAT_PURGED,  /* options: [u32 id] (its keys deleted); db "" */
 };
 

@@ -7,11 +7,14 @@
  * thread's copy of the catalog has it, so reading the collection again
  * and sending each document a REINDEX (its entries from its image then,
  * in order with the writes to it), as createIndexes does, builds it
- * whole; IXREADY then lets the planner use it.  A unique index's
- * documents take their keys' reservations through the same driver as the
- * door's (doc_uq.h), with this thread's merges and reads.  A build that
- * fails (a duplicate key, a document the index cannot take) drops the
- * index, as mongod does, and says so in the log.
+ * whole; IXREADY then lets the planner use it.  The indexes of one
+ * collection left building (one createIndexes of several, cut) are built
+ * together, as createIndexes builds them: one pass whose REINDEX names
+ * them all, one IXREADY.  A unique index's documents take their keys'
+ * reservations through the same driver as the door's (doc_uq.h), with
+ * this thread's merges and reads.  A build that fails (a duplicate key, a
+ * document an index cannot take) drops the indexes it built, as mongod
+ * does, and says so in the log.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +30,15 @@
 
 #define BATCH 256
 
+/* The indexes of one collection left building, built in one pass. */
 struct build {
 	struct doc_bg *g;
-	uint32_t id, coll;
+	uint32_t coll;
 	char db[KVDOC_NAME_MAX + 1], cname[KVDOC_NAME_MAX + 1];
-	char name[256];
+	/* [u32 id]... (the section's choice, IXREADY's options); the
+	 * names, each ending in a NUL, and as one line for the log */
+	struct kv_buf ids, names;
+	char line[512];
 	struct kv_buf opnd, keys;
 	struct doc_uq uq;
 	struct mql_error err;
@@ -156,11 +163,40 @@ static int catalog(struct build *b, unsigned op, const void *o, size_t on)
 	return b->status;
 }
 
-static void build_one(struct build *b)
+/* Drop every index of the build (its failure), by name. */
+static void drop_all(struct build *b)
+{
+	size_t n;
+
+	for (size_t p = 0; p < b->names.len; p += n + 1) {
+		const char *name = (const char *)b->names.data + p;
+
+		n = strlen(name);
+		catalog(b, KVDOC_CAT_IXDROP, name, n);
+	}
+}
+
+/* The pass is done: one IXREADY turns every index of the build ready. */
+static void ready(struct build *b)
+{
+	int st = catalog(b, KVDOC_CAT_IXREADY, b->ids.data, b->ids.len);
+
+	if (st == KV_OK)
+		log_info("index %s of %s.%s: its build, left unfinished, "
+			 "built again",
+			 b->line, b->db, b->cname);
+	else if (st == KV_NOT_FOUND) /* one dropped meanwhile: as mongod,
+				      * that ends the build of them all */
+		fail_msg(b, 276, "an index of the build was dropped", 33);
+	else
+		log_warn("index %s of %s.%s: built again, but not made ready "
+			 "(%d): built again at the next start",
+			 b->line, b->db, b->cname, st);
+}
+
+static void build_coll(struct build *b)
 {
 	struct doc_bg *g = b->g;
-	uint8_t id[4] = {(uint8_t)b->id, (uint8_t)(b->id >> 8),
-			 (uint8_t)(b->id >> 16), (uint8_t)(b->id >> 24)};
 	struct doc_uq_host h = {.ctx = b,
 				.out = &b->uq_sent,
 				.doc_back = reindexed,
@@ -174,52 +210,58 @@ static void build_one(struct build *b)
 
 	doc_uq_init(&b->uq, &h);
 	doc_uq_stmt(&b->uq, b->coll, KVDOC_OP_REINDEX, &b->opnd);
-	if (kvdoc_ix_section(&g->cat, b->coll, b->id, &b->opnd))
+	if (b->ids.err || b->names.err ||
+	    kvdoc_ix_section_of(&g->cat, b->coll,
+				(struct kv_slice){b->ids.data, b->ids.len},
+				&b->opnd))
 		fail_msg(b, MQL_InternalError, "no memory", 9);
-	else if (!reindex_all(b) &&
-		 catalog(b, KVDOC_CAT_IXREADY, id, 4) == KV_OK)
-		log_info("index %s of %s.%s: its build, left unfinished, "
-			 "built again",
-			 b->name, b->db, b->cname);
+	else if (!reindex_all(b))
+		ready(b);
 	if (b->err.code && !g->stop) {
-		catalog(b, KVDOC_CAT_IXDROP, b->name, strlen(b->name));
+		drop_all(b);
 		log_warn("index %s of %s.%s: its build, left unfinished, "
-			 "failed again (%d: %s); the index is dropped",
-			 b->name, b->db, b->cname, b->err.code, b->err.msg);
+			 "failed again (%d: %s); dropped",
+			 b->line, b->db, b->cname, b->err.code, b->err.msg);
 	}
 	doc_uq_free(&b->uq);
 }
 
 /* ---- the indexes left building ---- */
 
+struct left_ix {
+	uint32_t id, coll;
+	bool joined; /* to its collection's build */
+	char name[256];
+};
+
 struct left {
-	struct build *v;
+	struct left_ix *v;
 	size_t n, cap;
 };
 
 static int each_building(void *arg, const struct kvdoc_ix *ix)
 {
 	struct left *l = arg;
-	struct build *b;
+	struct left_ix *x;
 	bson_iter_t it;
 
 	if (ix->state != KVDOC_IX_BUILDING)
 		return 0;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 4;
-		struct build *v = realloc(l->v, cap * sizeof(*v));
+		struct left_ix *v = realloc(l->v, cap * sizeof(*v));
 
 		if (!v)
 			return 1;
 		l->v = v;
 		l->cap = cap;
 	}
-	b = memset(&l->v[l->n++], 0, sizeof(*b));
-	b->id = ix->id;
-	b->coll = ix->coll;
+	x = memset(&l->v[l->n++], 0, sizeof(*x));
+	x->id = ix->id;
+	x->coll = ix->coll;
 	if (bson_iter_init_from_data(&it, ix->spec.p, ix->spec.n) &&
 	    bson_iter_find(&it, "name") && BSON_ITER_HOLDS_UTF8(&it))
-		snprintf(b->name, sizeof(b->name), "%s",
+		snprintf(x->name, sizeof(x->name), "%s",
 			 bson_iter_utf8(&it, NULL));
 	return 0;
 }
@@ -237,6 +279,19 @@ static int name_coll(void *arg, uint32_t id, struct kv_slice db,
 	return 1;
 }
 
+/* Index x joins build b. */
+static void join(struct build *b, const struct left_ix *x)
+{
+	uint8_t id[4] = {(uint8_t)x->id, (uint8_t)(x->id >> 8),
+			 (uint8_t)(x->id >> 16), (uint8_t)(x->id >> 24)};
+	size_t at = strlen(b->line);
+
+	kv_buf_append(&b->ids, id, 4);
+	kv_buf_append(&b->names, x->name, strlen(x->name) + 1);
+	snprintf(b->line + at, sizeof(b->line) - at, "%s%s", at ? ", " : "",
+		 x->name);
+}
+
 void doc_build_resume(struct doc_bg *g)
 {
 	struct left l = {0};
@@ -244,14 +299,26 @@ void doc_build_resume(struct doc_bg *g)
 	if (kvdoc_catalog_refresh(&g->cat, g->rd, kvd_now_ms()) == KV_OK)
 		kvdoc_catalog_indexes(&g->cat, 0, each_building, &l);
 	for (size_t i = 0; i < l.n && !g->stop; i++) {
-		struct build *b = &l.v[i];
+		struct build b;
 
-		b->g = g;
-		kvdoc_catalog_each(&g->cat, NULL, name_coll, b);
-		if (b->db[0])
-			build_one(b);
-		kv_buf_free(&b->opnd);
-		kv_buf_free(&b->keys);
+		if (l.v[i].joined) /* built with an earlier one */
+			continue;
+		memset(&b, 0, sizeof(b));
+		b.g = g;
+		b.coll = l.v[i].coll;
+		/* every index of the collection left building: one pass */
+		for (size_t j = i; j < l.n; j++)
+			if (l.v[j].coll == b.coll) {
+				join(&b, &l.v[j]);
+				l.v[j].joined = true;
+			}
+		kvdoc_catalog_each(&g->cat, NULL, name_coll, &b);
+		if (b.db[0])
+			build_coll(&b);
+		kv_buf_free(&b.ids);
+		kv_buf_free(&b.names);
+		kv_buf_free(&b.opnd);
+		kv_buf_free(&b.keys);
 	}
 	kvd_reader_reset(g->rd);
 	free(l.v);

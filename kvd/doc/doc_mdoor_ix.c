@@ -1,19 +1,22 @@
 /* doc_mdoor_ix.c - createIndexes, dropIndexes and listIndexes over kvd's
  * documents (doc_ix.h).
  *
- * createIndexes adds each index to the catalog (IXADD on shard 0's
- * committer, which checks it against the collection's others: MongoDB's
- * 85 and 86), in state BUILDING, so that from then on every write of the
- * collection keeps its entries; then builds it: the collection is read in
- * batches of BUILD_BATCH documents, and each document gets a REINDEX
- * merge on its own committer, which writes its entries from its current
- * image (a document changed or deleted meanwhile is indexed as it is
- * then, in order with the writes).  Once every batch is back the index
- * turns READY (IXREADY), and only then the planner may use it.  A document
- * the index cannot take fails the build, which drops the index again.
- * The command answers when the build is done, as MongoDB's does; reads
- * and writes of other connections go on meanwhile (a batch holds no
- * lock, and each REINDEX is one merge among the shard's writes).
+ * createIndexes adds each index asked for to the catalog (IXADD on shard
+ * 0's committer, which checks it against the collection's others:
+ * MongoDB's 85 and 86), in state BUILDING, so that from then on every
+ * write of the collection keeps its entries; then builds all those it
+ * added in one pass: the collection is read in batches of BUILD_BATCH
+ * documents, and each document gets one REINDEX merge on its own
+ * committer, whose operand names every index being built, so that it
+ * writes all their entries from its current image (a document changed or
+ * deleted meanwhile is indexed as it is then, in order with the writes).
+ * Once every batch is back, one IXREADY turns them all READY, and only
+ * then the planner may use them.  All or none, as mongod: a spec refused,
+ * a document one of them cannot take or a duplicate key of a unique one
+ * drops every index the command added, and the command answers that
+ * error.  It answers when the build is done, as MongoDB's does; reads and
+ * writes of other connections go on meanwhile (a batch holds no lock, and
+ * each REINDEX is one merge among the shard's writes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +39,12 @@ struct ixw {
 	struct kvd_conn *c;
 	int phase;
 	bson_iter_t specs; /* IXCREATE: options.indexes */
-	const uint8_t *spec;
-	uint32_t slen;
-	char name[256];
-	uint32_t cid, ixid;
+	char name[256];	   /* the index IXADD or IXDROP names */
+	uint32_t cid;
+	/* the indexes this command builds: [u32 id]... (IXREADY's options
+	 * and the REINDEX section's choice), and their names, each ending
+	 * in a NUL (for the IXDROPs of a build that fails) */
+	struct kv_buf ids, names;
 	struct kvdoc_scan scan;
 	struct kv_buf keys, opnd;
 	unsigned out;
@@ -82,6 +87,8 @@ static void finish(struct ixw *w)
 		b->ix_after = n_indexes(b, NULL);
 	w->c->mwrite = NULL;
 	doc_uq_free(&w->uq);
+	kv_buf_free(&w->ids);
+	kv_buf_free(&w->names);
 	kv_buf_free(&w->keys);
 	kv_buf_free(&w->opnd);
 	bson_free(w);
@@ -107,11 +114,7 @@ static int send_to(struct ixw *w, int shard, unsigned ks, unsigned op,
 static int send(struct ixw *w, unsigned ks, unsigned op, struct kv_slice k,
 		struct kv_slice v)
 {
-	if (kvd_write_merge(w->c, 0, ks, KVDOC_MERGE_BASE + op,
-			    ks == KVD_KS_CATALOG ? 0 : -1, k, v, 0))
-		return -1;
-	w->out++;
-	return 0;
+	return send_to(w, ks == KVD_KS_CATALOG ? 0 : -1, ks, op, k, v);
 }
 
 /* A catalog change of b's collection: 0, or -1. */
@@ -127,26 +130,91 @@ static int send_catalog(struct ixw *w, unsigned op, const void *o, size_t on)
 		    (struct kv_slice){w->opnd.data, w->opnd.len});
 }
 
-/* The next index asked for, or the end. */
+static uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* Does this command build index id already (a spec given twice)? */
+static bool building(const struct ixw *w, uint32_t id)
+{
+	for (size_t i = 0; i + 4 <= w->ids.len; i += 4)
+		if (rd32(w->ids.data + i) == id)
+			return true;
+	return false;
+}
+
+/* Index id (named w->name) is the command's to build: 0, or -1. */
+static int take(struct ixw *w, uint32_t id)
+{
+	uint8_t b[4] = {(uint8_t)id, (uint8_t)(id >> 8), (uint8_t)(id >> 16),
+			(uint8_t)(id >> 24)};
+
+	return kv_buf_append(&w->ids, b, 4) ||
+		       kv_buf_append(&w->names, w->name, strlen(w->name) + 1)
+		   ? -1
+		   : 0;
+}
+
+static void fence(struct ixw *w);
+
+/* The build failed, or a spec was refused (w->berr): every index the
+ * command added is dropped, as mongod leaves none of a createIndexes that
+ * fails, and the command answers the error once the drops are back. */
+static void drop_all(struct ixw *w)
+{
+	size_t n;
+
+	w->phase = P_FAILDROP;
+	for (size_t p = 0; p < w->names.len; p += n + 1) {
+		const char *name = (const char *)w->names.data + p;
+
+		n = strlen(name);
+		if (send_catalog(w, KVDOC_CAT_IXDROP, name, n)) {
+			if (!w->berr.code)
+				mql_error_set(&w->berr, MQL_InternalError,
+					      "out of memory");
+			break;
+		}
+	}
+	if (!w->out) {
+		w->b->err = w->berr;
+		finish(w);
+	}
+}
+
+/* The next index asked for: its IXADD; after the last, the build of
+ * those added. */
 static void next_spec(struct ixw *w)
 {
+	const uint8_t *spec;
+	uint32_t slen;
 	bson_iter_t it;
 
 	w->phase = P_ADD;
 	while (bson_iter_next(&w->specs)) {
 		if (!BSON_ITER_HOLDS_DOCUMENT(&w->specs))
 			continue;
-		bson_iter_document(&w->specs, &w->slen, &w->spec);
+		bson_iter_document(&w->specs, &slen, &spec);
 		w->name[0] = '\0';
-		if (bson_iter_init_from_data(&it, w->spec, w->slen) &&
+		if (bson_iter_init_from_data(&it, spec, slen) &&
 		    bson_iter_find(&it, "name") && BSON_ITER_HOLDS_UTF8(&it))
 			snprintf(w->name, sizeof(w->name), "%s",
 				 bson_iter_utf8(&it, NULL));
-		if (send_catalog(w, KVDOC_CAT_IXADD, w->spec, w->slen))
-			fail(w, MQL_InternalError, "out of memory");
+		if (send_catalog(w, KVDOC_CAT_IXADD, spec, slen)) {
+			mql_error_set(&w->berr, MQL_InternalError,
+				      "out of memory");
+			drop_all(w);
+		}
 		return;
 	}
-	finish(w);
+	if (!w->ids.len) { /* all there already */
+		finish(w);
+		return;
+	}
+	kvdoc_scan_init(&w->scan, w->cid);
+	fence(w);
 }
 
 static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
@@ -162,7 +230,7 @@ static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
 	       kv_buf_append(&w->keys, key.p, key.n);
 }
 
-/* The build's next batch, or its end (IXREADY). */
+/* The build's next batch, or its end (one IXREADY of every index). */
 static void build_step(struct ixw *w)
 {
 	struct kvd_io *io = doc_mdoor_io();
@@ -172,19 +240,21 @@ static void build_step(struct ixw *w)
 	while (!w->out) {
 		if (w->scan.done) {
 			w->phase = P_READY;
-			uint8_t id[4] = {
-			    (uint8_t)w->ixid, (uint8_t)(w->ixid >> 8),
-			    (uint8_t)(w->ixid >> 16), (uint8_t)(w->ixid >> 24)};
-			if (send_catalog(w, KVDOC_CAT_IXREADY, id, 4))
+			if (send_catalog(w, KVDOC_CAT_IXREADY, w->ids.data,
+					 w->ids.len))
 				fail(w, MQL_InternalError, "out of memory");
 			return;
 		}
 		w->keys.len = 0;
 		w->opnd.len = 0;
+		/* one section naming every index built: a document's
+		 * entries of all of them in its one REINDEX */
 		if (!(c = doc_mdoor_catalog()) ||
 		    kvdoc_scan_batch(&w->scan, io->reader, BUILD_BATCH,
 				     io->now_ms, keep_key, w) ||
-		    kvdoc_ix_section(c, w->cid, w->ixid, &w->opnd)) {
+		    kvdoc_ix_section_of(
+			c, w->cid, (struct kv_slice){w->ids.data, w->ids.len},
+			&w->opnd)) {
 			fail(w, MQL_InternalError, "reading documents failed");
 			return;
 		}
@@ -230,8 +300,10 @@ static bool left_building(uint32_t id)
 
 /* Before the build reads the collection, a no-op merge through every
  * shard's committer: once all are back, every batch a committer applied
- * before the index was added (its writes without the index's entries)
- * is published, so the build's scan sees its documents. */
+ * before the last index was added (its writes without the entries of
+ * those added last) is published, so the build's scan sees its
+ * documents.  One fence serves every index: each write after an IXADD
+ * keeps that index. */
 static void fence(struct ixw *w)
 {
 	static const uint8_t none[4] = {0, 0, 0, 0};
@@ -254,25 +326,34 @@ static void fence(struct ixw *w)
 
 static void added(struct ixw *w, const struct kvd_pend *pd)
 {
-	if (pd->status == KV_EXISTS && !left_building((uint32_t)pd->result)) {
-		next_spec(w);
+	uint32_t id = (uint32_t)pd->result;
+
+	if (pd->status == KV_EXISTS &&
+	    (!left_building(id) || building(w, id))) {
+		next_spec(w); /* there, or asked for twice */
 		return;
 	}
-	if (pd->result < 0) {
-		mql_error_set(&w->b->err, (int)-pd->result, "%.*s",
+	if (pd->result < 0) { /* 85, 86: the command adds none */
+		mql_error_set(&w->berr, (int)-pd->result, "%.*s",
 			      (int)(pd->vlen < 400 ? pd->vlen : 400),
 			      pd->val ? (const char *)pd->val : "");
-		finish(w);
+		drop_all(w);
 		return;
 	}
 	if ((pd->status != KV_OK && pd->status != KV_EXISTS) ||
 	    !n_indexes(w->b, &w->cid)) {
-		fail(w, MQL_InternalError, "adding the index failed");
+		mql_error_set(&w->berr, MQL_InternalError,
+			      "adding the index failed");
+		drop_all(w);
 		return;
 	}
-	w->ixid = (uint32_t)pd->result;
-	kvdoc_scan_init(&w->scan, w->cid);
-	fence(w);
+	if (take(w, id)) {
+		mql_error_set(&w->berr, MQL_InternalError, "out of memory");
+		/* the one just added is dropped with the others */
+		drop_all(w);
+		return;
+	}
+	next_spec(w);
 }
 
 /* One document's REINDEX came back (a unique index's, through the
@@ -316,14 +397,28 @@ static void built_one(struct ixw *w, const struct kvd_pend *pd)
 		mql_error_set(&w->berr, MQL_InternalError, "out of memory");
 	if (w->out)
 		return;
-	if (!w->berr.code) {
+	if (!w->berr.code)
 		build_step(w);
+	else /* MongoDB drops the indexes of a build that failed */
+		drop_all(w);
+}
+
+static void readied(struct ixw *w, const struct kvd_pend *pd)
+{
+	if (pd->status == KV_OK) {
+		finish(w);
 		return;
 	}
-	/* MongoDB drops an index whose build failed */
-	w->phase = P_FAILDROP;
-	if (send_catalog(w, KVDOC_CAT_IXDROP, w->name, strlen(w->name)))
-		fail(w, MQL_InternalError, "out of memory");
+	/* none turned ready; one dropped meanwhile (another client's
+	 * dropIndexes) ends the build of them all, as in mongod */
+	if (pd->status == KV_NOT_FOUND)
+		mql_error_set(&w->berr, 276,
+			      "Index build aborted: an index of it was "
+			      "dropped");
+	else
+		mql_error_set(&w->berr, MQL_InternalError,
+			      "finishing the build failed (%d)", pd->status);
+	drop_all(w);
 }
 
 void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
@@ -338,16 +433,12 @@ void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
 			build_step(w);
 		break;
 	case P_BUILD: built_one(w, pd); break;
-	case P_READY:
-		if (pd->status != KV_OK)
-			fail(w, MQL_InternalError,
-			     "finishing the build failed");
-		else
-			next_spec(w);
-		break;
+	case P_READY: readied(w, pd); break;
 	case P_FAILDROP:
-		w->b->err = w->berr;
-		finish(w);
+		if (!w->out) {
+			w->b->err = w->berr;
+			finish(w);
+		}
 		break;
 	default: /* P_DROP */
 		if (pd->status == KV_NOT_FOUND && strcmp(w->name, "*"))
@@ -365,8 +456,8 @@ void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
 void doc_ix_abandon(struct kvd_conn *c)
 {
 	/* its merges came back unanswered: the connection died (a build
-	 * stops there, its index left BUILDING: never used, dropped or built
-	 * again by the next createIndexes of it) */
+	 * stops there, its indexes left BUILDING: never used, dropped or
+	 * built again by the next createIndexes of them or the next start) */
 	finish(c->mwrite);
 }
 

@@ -90,6 +90,11 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
  * 0, or -1 out of memory. */
 int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
 		     uint32_t only, struct kv_buf *out);
+/* The same with the indexes of ids only ([u32 id]..., little-endian, as
+ * IXREADY's options; empty: every one): a build's section, which writes
+ * the entries of all the indexes one createIndexes adds in one pass. */
+int kvdoc_ix_section_of(const struct kvdoc_catalog *c, uint32_t coll,
+			struct kv_slice ids, struct kv_buf *out);
 /* The section ends with the version of the catalog it was made from
  * ([u64], 0: none).  kvdoc_ix_registry_set: the catalog merge's new image,
  * the committers' copy; kvdoc_ix_fresh: when that copy is newer than

@@ -159,6 +159,15 @@ static int conflict(struct kvd_merge *m, const struct spec *nw,
 
 /* ---- the catalog merge's part ---- */
 
+/* Is id among ids ([u32 id]..., IXREADY's options and a build's list)? */
+static bool ids_have(struct kv_slice ids, uint32_t id)
+{
+	for (size_t i = 0; i + 4 <= ids.n; i += 4)
+		if (rd32(ids.p + i) == id)
+			return true;
+	return false;
+}
+
 static bool is_live(const struct kv_buf *live, uint32_t coll)
 {
 	for (size_t i = 0; i + 4 <= live->len; i += 4)
@@ -206,8 +215,7 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 			kv_buf_append(gone, idb, 4);
 			continue;
 		}
-		if (op == KVDOC_CAT_IXREADY && opts.n == 4 &&
-		    ix.id == rd32(opts.p)) {
+		if (op == KVDOC_CAT_IXREADY && ids_have(opts, ix.id)) {
 			ix.state = KVDOC_IX_READY;
 			hit++;
 		}
@@ -230,8 +238,11 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 		ix_put(m->image, &ix);
 		m->result = ix.id;
 		kept++;
-	} else if ((op == KVDOC_CAT_IXDROP || op == KVDOC_CAT_IXREADY) &&
-		   !hit) {
+	} else if ((op == KVDOC_CAT_IXDROP && !hit) ||
+		   (op == KVDOC_CAT_IXREADY &&
+		    (!hit || hit != opts.n / 4 || opts.n % 4))) {
+		/* IXREADY readies all its indexes or none: one gone since
+		 * (dropped meanwhile) fails the build of every one */
 		m->status = KV_NOT_FOUND;
 		return 0;
 	} else if (op == KVDOC_CAT_IXDROP) {
@@ -247,8 +258,8 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 
 struct sec_arg {
 	struct kv_buf *out;
-	uint32_t only, n;
-	int err;
+	struct kv_slice ids; /* [u32 id]...; empty: every index */
+	uint32_t n;
 };
 
 static void put_blob(struct kv_buf *b, struct kv_slice s)
@@ -266,7 +277,7 @@ static int sec_one(void *arg, const struct kvdoc_ix *ix)
 	struct spec s;
 	uint8_t h[5];
 
-	if ((a->only && ix->id != a->only) || spec_read(ix->spec, &s))
+	if ((a->ids.n && !ids_have(a->ids, ix->id)) || spec_read(ix->spec, &s))
 		return 0;
 	wr32(h, ix->id);
 	h[4] = (uint8_t)((s.sparse ? KVDOC_IXF_SPARSE : 0) |
@@ -281,7 +292,17 @@ static int sec_one(void *arg, const struct kvdoc_ix *ix)
 int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
 		     uint32_t only, struct kv_buf *out)
 {
-	struct sec_arg a = {.out = out, .only = only};
+	uint8_t id[4];
+
+	wr32(id, only);
+	return kvdoc_ix_section_of(c, coll,
+				   (struct kv_slice){id, only ? 4u : 0u}, out);
+}
+
+int kvdoc_ix_section_of(const struct kvdoc_catalog *c, uint32_t coll,
+			struct kv_slice ids, struct kv_buf *out)
+{
+	struct sec_arg a = {.out = out, .ids = ids};
 	size_t at = out->len;
 	uint8_t cnt[4] = {0}, ver[8];
 	uint64_t v = c ? c->version : 0;

@@ -7,7 +7,12 @@ other clients write, and kill -9 during writes and a build: every document
 found through each ready index, no entry returning a document that does
 not match (each index's answer compared with a collection scan's), a
 build cut by kill -9 built again at start with no createIndexes (a unique
-one too), and a replica answering through the index its primary built.
+one too; three of one command, in one pass), a replica answering through
+the index its primary built, and createIndexes of several indexes: one
+pass over the collection (unique ones among them), all or none (a
+duplicate key, a refused spec or a document one cannot take leaves none;
+one of them dropped mid-build ends the build of all), with inserts during
+the build found through each.
 """
 
 import os
@@ -265,6 +270,220 @@ class Indexes(unittest.TestCase):
         self.audit(c, "v", list(range(50)), "v_1")
 
 
+def ix_names(coll):
+    return [i["name"] for i in coll.list_indexes()]
+
+
+class OnePass(unittest.TestCase):
+    """createIndexes of several indexes builds them in one pass over the
+    collection (doc_mdoor_ix.c), all or none."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.host = KvdHost(password=None)
+        cls.cl = cls.host.client("")
+        cls.db = cls.cl.onepass
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cl.close()
+        cls.host.stop()
+
+    def check(self, c, q, key):
+        """q's answer through index key equals a collection scan's."""
+        self.assertEqual(ids(c.find(q).hint(key)),
+                         ids(c.find(q).hint(NATURAL)), (q, key))
+
+    def test_three_in_one(self):
+        """Three indexes, one of them compound and one multikey, each
+        answering as a collection scan does; a fourth given twice and one
+        there already change nothing."""
+        c = self.db.three
+        c.insert_many([{"_id": i, "k": i % 50, "r": i % 997,
+                        "s": "s%05d" % (i * 7919 % 4000),
+                        "l": [i % 3, 5 + i % 4]} if i % 11 else {"_id": i}
+                       for i in range(4000)])
+        c.create_index("k")
+        names = c.create_indexes([
+            pymongo.IndexModel([("k", 1)]),
+            pymongo.IndexModel([("r", -1), ("k", 1)]),
+            pymongo.IndexModel([("s", 1)]),
+            pymongo.IndexModel([("l", 1)]),
+            pymongo.IndexModel([("s", 1)])])
+        self.assertEqual(names, ["k_1", "r_-1_k_1", "s_1", "l_1", "s_1"])
+        self.assertEqual(ix_names(c),
+                         ["_id_", "k_1", "r_-1_k_1", "s_1", "l_1"])
+        for v in (0, 7, 49, None):
+            self.check(c, {"k": v}, [("k", 1)])
+        for q in ({"r": 5}, {"r": {"$gte": 990}}, {"r": 3, "k": 3},
+                  {"r": None}):
+            self.check(c, q, [("r", -1), ("k", 1)])
+        for q in ({"s": "s00007"}, {"s": {"$lt": "s00100"}}, {"s": None}):
+            self.check(c, q, [("s", 1)])
+        for q in ({"l": 1}, {"l": {"$gte": 6}}, {"l": None}):
+            self.check(c, q, [("l", 1)])
+        self.assertEqual(plan(c.find({"s": "s00007"})), "s_1")
+        ex = c.find({"r": {"$gte": 0}}).hint([("r", -1), ("k", 1)]) \
+            .explain()["executionStats"]
+        self.assertEqual(ex["totalKeysExamined"],
+                         len([i for i in range(4000) if i % 11]))
+
+    def test_unique_ones(self):
+        """Two unique indexes and a plain one built in one pass through
+        the reservations' driver: built, exact, and enforced."""
+        c = self.db.uq
+        c.insert_many([{"_id": i, "u": i, "w": "w%d" % i, "p": i % 10}
+                       if i % 5 else {"_id": i, "u": i, "p": i % 10}
+                       for i in range(2000)])
+        c.create_indexes([pymongo.IndexModel([("u", 1)], unique=True),
+                          pymongo.IndexModel([("p", 1)]),
+                          pymongo.IndexModel([("w", 1)], unique=True,
+                                             sparse=True)])
+        self.assertEqual(ix_names(c), ["_id_", "u_1", "p_1", "w_1"])
+        for v in (0, 3, 1999):
+            self.check(c, {"u": v}, [("u", 1)])
+        for v in range(10):
+            self.check(c, {"p": v}, [("p", 1)])
+        self.check(c, {"w": {"$gte": ""}}, [("w", 1)])
+        for d in ({"_id": "x", "u": 5}, {"_id": "y", "u": -1, "w": "w7"}):
+            with self.assertRaises(pymongo.errors.DuplicateKeyError):
+                c.insert_one(d)
+        c.insert_one({"_id": "z", "u": -2})  # w sparse: none is fine
+        self.assertEqual(c.count_documents({}), 2001)
+
+    def test_all_or_none(self):
+        """A createIndexes that fails leaves none of its indexes: a
+        unique one over duplicate values (11000), whatever its place, a
+        spec refused after one added (85, 86), a document one index
+        cannot take (171)."""
+        c = self.db.aon
+        c.insert_many([{"_id": i, "a": i, "d": i % 100, "e": [1, 2]}
+                       for i in range(3000)])
+        for models in (
+                [pymongo.IndexModel([("a", 1)]),
+                 pymongo.IndexModel([("d", 1)], unique=True)],
+                [pymongo.IndexModel([("d", 1)], unique=True),
+                 pymongo.IndexModel([("a", 1)])],
+                [pymongo.IndexModel([("a", 1)]),
+                 pymongo.IndexModel([("d", 1)], unique=True),
+                 pymongo.IndexModel([("e", 1)])]):
+            with self.assertRaises(pymongo.errors.OperationFailure) as e:
+                c.create_indexes(models)
+            self.assertEqual(e.exception.code, 11000)
+            self.assertIn("index: d_1 dup key", str(e.exception))
+            self.assertEqual(ix_names(c), ["_id_"])
+        c.create_index("e")
+        for models, code in (
+                ([pymongo.IndexModel([("a", 1)]),
+                  pymongo.IndexModel([("z", 1)], name="e_1")], 86),
+                ([pymongo.IndexModel([("a", 1)]),
+                  pymongo.IndexModel([("e", 1)], name="other")], 85),
+                ([pymongo.IndexModel([("a", 1)]),
+                  pymongo.IndexModel([("e", 1), ("e2", 1)])], 171)):
+            c.update_one({"_id": 0}, {"$set": {"e2": [3, 4]}})
+            with self.assertRaises(pymongo.errors.OperationFailure) as e:
+                c.create_indexes(models)
+            self.assertEqual(e.exception.code, code)
+            self.assertEqual(ix_names(c), ["_id_", "e_1"])
+        # and then the same indexes, the duplicates gone, all at once
+        c.delete_many({"_id": {"$gte": 100}})
+        c.update_one({"_id": 0}, {"$unset": {"e2": 1}})
+        c.create_indexes([pymongo.IndexModel([("a", 1)]),
+                          pymongo.IndexModel([("d", 1)], unique=True)])
+        self.assertEqual(ix_names(c), ["_id_", "e_1", "a_1", "d_1"])
+        for v in (0, 50, 99):
+            self.check(c, {"d": v}, [("d", 1)])
+            self.check(c, {"a": v}, [("a", 1)])
+
+    def test_inserts_during_build(self):
+        """Inserts acknowledged while three indexes are built are all
+        found through each of them afterwards."""
+        c = self.db.ins
+        c.insert_many([{"_id": i, "k": i % 50, "r": i % 997,
+                        "s": "s%06d" % i} for i in range(20000)],
+                      ordered=False)
+        stop = threading.Event()
+        acked = [[] for _ in range(3)]
+        errors = []
+
+        def writer(t):
+            wc = self.host.client("").onepass.ins
+            n = 0
+            while not stop.is_set():
+                i = "w%d-%d" % (t, n)
+                try:
+                    wc.insert_one({"_id": i, "k": 1000 + n % 50,
+                                   "r": 5000 + n, "s": "t%d-%06d" % (t, n)})
+                except pymongo.errors.PyMongoError as e:
+                    errors.append(e)
+                    return
+                acked[t].append(i)
+                n += 1
+        ts = [threading.Thread(target=writer, args=(t,)) for t in range(3)]
+        for t in ts:
+            t.start()
+        kvdtest.wait_for(lambda: min(len(a) for a in acked) >= 20, 60,
+                         "inserts")
+        before = sum(len(a) for a in acked)
+        try:
+            c.create_indexes([pymongo.IndexModel([("k", 1)]),
+                              pymongo.IndexModel([("r", 1)]),
+                              pymongo.IndexModel([("s", -1)])])
+            during = sum(len(a) for a in acked) - before
+        finally:
+            stop.set()
+            for t in ts:
+                t.join()
+        self.assertEqual(errors, [])
+        print("%d inserts during the build" % during, file=sys.stderr)
+        self.assertGreater(during, 0)
+        want = sorted(i for a in acked for i in a)
+        self.assertEqual(ids(c.find({"k": {"$gte": 1000}}).hint([("k", 1)])),
+                         want)
+        self.assertEqual(ids(c.find({"r": {"$gte": 5000}}).hint([("r", 1)])),
+                         want)
+        self.assertEqual(ids(c.find({"s": {"$gte": "t"}}).hint([("s", -1)])),
+                         want)
+        for v in (0, 1, 49, 1000, 1049):
+            self.check(c, {"k": v}, [("k", 1)])
+        self.check(c, {"r": {"$lt": 10}}, [("r", 1)])
+
+    def test_drop_during_build(self):
+        """dropIndexes of one index of a build under way ends the build
+        of all of them, as in mongod (276), and leaves none."""
+        c = self.db.dropmid
+        c.insert_many([{"_id": i, "x": i % 7, "y": i % 11, "z": i % 13}
+                       for i in range(100000)], ordered=False)
+        res = []
+
+        def build():
+            try:
+                self.host.client("").onepass.dropmid.create_indexes([
+                    pymongo.IndexModel([("x", 1)]),
+                    pymongo.IndexModel([("y", 1)]),
+                    pymongo.IndexModel([("z", 1)])])
+                res.append(None)
+            except pymongo.errors.OperationFailure as e:
+                res.append(e.code)
+        t = threading.Thread(target=build)
+        t.start()
+        kvdtest.wait_for(lambda: len(ix_names(c)) == 4, 60,
+                         "the indexes listed")
+        c.drop_index("y_1")
+        t.join()
+        if res == [None]:  # the build was done before the drop
+            print("the build ended before the drop", file=sys.stderr)
+            self.assertEqual(ix_names(c), ["_id_", "x_1", "z_1"])
+        else:
+            self.assertEqual(res, [276])
+            self.assertEqual(ix_names(c), ["_id_"])
+        c.create_indexes([pymongo.IndexModel([("x", 1)]),
+                          pymongo.IndexModel([("y", 1)])])
+        for v in (0, 6):
+            self.check(c, {"x": v}, [("x", 1)])
+            self.check(c, {"y": v}, [("y", 1)])
+
+
 class Replica(unittest.TestCase):
     def test_replica_has_indexes(self):
         """A replica gets the index entries as records of the primary's
@@ -419,6 +638,61 @@ class Resume(unittest.TestCase):
                               c.insert_one, {"_id": "x", "f": 1999})
             c.insert_one({"_id": "y", "f": 2000})
             self.assertEqual(ids(c.find({"f": 5}).hint([("f", 1)])), [5])
+        finally:
+            h.stop()
+
+    def test_three_resume_after_kill9(self):
+        """A createIndexes of three cut by kill -9 mid-build leaves all
+        three building, never used; at start they are built again (in
+        one pass) with no createIndexes, each then exact."""
+        h = KvdHost(password=None)
+        try:
+            c = h.client("").t.r3
+            c.insert_many([{"_id": i, "f": i % 97, "g": i % 13,
+                            "h": "h%d" % (i % 1000)}
+                           for i in range(100000)], ordered=False)
+            done = threading.Event()
+            models = [pymongo.IndexModel([("f", 1)]),
+                      pymongo.IndexModel([("g", -1)]),
+                      pymongo.IndexModel([("h", 1), ("f", 1)])]
+
+            def build():
+                try:
+                    h.client("").t.r3.create_indexes(models)
+                    done.set()
+                except pymongo.errors.PyMongoError:
+                    pass
+            t = threading.Thread(target=build)
+            t.start()
+            kvdtest.wait_for(lambda: len(ix_names(c)) == 4, 60,
+                             "the indexes listed")
+            # none is used while it is being built
+            self.assertEqual(plan(c.find({"f": 3})), "COLLSCAN")
+            h.srv.kill9()
+            t.join()
+            self.assertFalse(done.is_set(), "the build ended before the kill")
+            h.srv.start(port=h.srv.port)
+            c = h.client("").t.r3
+            self.assertEqual(ix_names(c), ["_id_", "f_1", "g_-1", "h_1_f_1"])
+
+            def ready():
+                try:
+                    return all(plan(c.find(q).hint(k)) == n for q, k, n in (
+                        ({"f": 3}, [("f", 1)], "f_1"),
+                        ({"g": 3}, [("g", -1)], "g_-1"),
+                        ({"h": "h3"}, [("h", 1), ("f", 1)], "h_1_f_1")))
+                except pymongo.errors.OperationFailure:
+                    return False
+            kvdtest.wait_for(ready, 120, "the builds resumed")
+            # one build of the three (doc_build.c), as its log line says
+            line = (b"index f_1, g_-1, h_1_f_1 of t.r3: its build, left "
+                    b"unfinished, built again")
+            kvdtest.wait_for(lambda: line in h.srv.log_text(), 30,
+                             "the build's log line")
+            for q, k in (({"f": 5}, [("f", 1)]), ({"g": 12}, [("g", -1)]),
+                         ({"h": "h999"}, [("h", 1), ("f", 1)])):
+                self.assertEqual(ids(c.find(q).hint(k)),
+                                 ids(c.find(q).hint(NATURAL)), q)
         finally:
             h.stop()
 

@@ -632,6 +632,119 @@ static void t_index_fresh(void)
 	bson_destroy(spec);
 }
 
+/* A catalog change of db.multi with options o: its status, *res. */
+static int ix_op(unsigned op, const void *o, size_t on, int64_t *res)
+{
+	struct kv_buf b = {0};
+	int rc;
+
+	kvdoc_op_catalog(&b, op, 0, "db", "multi", o, (uint32_t)on);
+	rc = merge(0, KVD_KS_CATALOG, KVDOC_OP_CATALOG, KVDOC_CATALOG_KEY,
+		   sizeof(KVDOC_CATALOG_KEY) - 1, b.data, b.len, res, NULL);
+	kv_buf_free(&b);
+	return rc;
+}
+
+static int state_fn(void *arg, const struct kvdoc_ix *ix)
+{
+	char *out = arg;
+
+	snprintf(out + strlen(out), 64 - strlen(out), "%c",
+		 ix->state == KVDOC_IX_READY ? 'R' : 'B');
+	return 0;
+}
+
+/* The states of collection coll's indexes, in order: "RB..." */
+static const char *ix_states(uint32_t coll, char out[64])
+{
+	struct kvd_reader *rd = kvd_reader_new(st);
+	struct kvdoc_catalog cat = {0};
+
+	out[0] = '\0';
+	if (kvdoc_catalog_refresh(&cat, rd, kvd_now_ms()) == KV_OK)
+		kvdoc_catalog_indexes(&cat, coll, state_fn, out);
+	kvdoc_catalog_free(&cat);
+	kvd_reader_free(rd);
+	return out;
+}
+
+/* One build of several indexes (doc_mdoor_ix.c): a section naming some
+ * of the collection's indexes, whose one REINDEX writes the entries of
+ * each of them and of no other, and one IXREADY that readies all its
+ * indexes or, one of them gone, none. */
+static void t_index_multi(void)
+{
+	static const char *const specs[3] = {
+	    "{\"v\": 2, \"key\": {\"a\": 1}, \"name\": \"a_1\"}",
+	    "{\"v\": 2, \"key\": {\"b\": 1}, \"name\": \"b_1\"}",
+	    "{\"v\": 2, \"key\": {\"c\": -1}, \"name\": \"c_-1\"}"};
+	int64_t coll = 0, ix[3] = {0}, res = 0;
+	struct kvd_reader *rd = kvd_reader_new(st);
+	struct kvdoc_catalog cat = {0};
+	struct kv_buf sec = {0};
+	uint8_t ids[8], key[KVDOC_KEY_MAX];
+	size_t kn;
+	unsigned shard;
+	char s[64];
+	int rc;
+
+	/* (earlier tests wrote documents of collection ids they did not
+	 * create: an _id none of them used) */
+	CHECK(catalog(KVDOC_CAT_CREATE, 0, "db", "multi", &coll) == KV_OK,
+	      "create");
+	for (int i = 0; i < 3; i++) {
+		bson_t *b =
+		    bson_new_from_json((const uint8_t *)specs[i], -1, NULL);
+
+		CHECK(ix_op(KVDOC_CAT_IXADD, bson_get_data(b), b->len,
+			    &ix[i]) == KV_OK &&
+			  ix[i] > 0,
+		      "ixadd %d", i);
+		bson_destroy(b);
+	}
+	rc = insert((uint32_t)coll, "{\"_id\": 4242, \"a\": 4, \"b\": 5, "
+				    "\"c\": 6}");
+	CHECK(rc == KV_OK, "insert: %d", rc);
+	/* the build's section: a_1 and c_-1 */
+	for (int i = 0; i < 4; i++) {
+		ids[i] = (uint8_t)(ix[0] >> (8 * i));
+		ids[4 + i] = (uint8_t)(ix[2] >> (8 * i));
+	}
+	CHECK(kvdoc_catalog_refresh(&cat, rd, kvd_now_ms()) == KV_OK &&
+		  !kvdoc_ix_section_of(&cat, (uint32_t)coll,
+				       (struct kv_slice){ids, 8}, &sec) &&
+		  sec.len > 4 && sec.data[0] == 2,
+	      "section of two");
+	/* their entries, written by the insert (from a section of none),
+	 * come from the one REINDEX */
+	for (int i = 0; i < 3; i++)
+		CHECK(ix_count((uint32_t)ix[i]) == 0, "no entry yet");
+	shard = key_of((uint32_t)coll, 4242, key, &kn);
+	CHECK(merge(shard, KVD_KS_DOC, KVDOC_OP_REINDEX, key, kn, sec.data,
+		    sec.len, &res, NULL) == KV_OK &&
+		  res == 1,
+	      "reindex");
+	CHECK(ix_has((uint32_t)ix[0], (uint32_t)coll, 4, 4242) &&
+		  ix_count((uint32_t)ix[2]) == 1 &&
+		  ix_count((uint32_t)ix[1]) == 0,
+	      "entries of both, none of the third: %d %d %d",
+	      ix_count((uint32_t)ix[0]), ix_count((uint32_t)ix[1]),
+	      ix_count((uint32_t)ix[2]));
+	CHECK(!strcmp(ix_states((uint32_t)coll, s), "BBB"), "building: %s", s);
+	/* an IXREADY naming one index not there readies none */
+	ids[4] = 0x3f, ids[5] = 0x42, ids[6] = 0x0f, ids[7] = 0;
+	CHECK(ix_op(KVDOC_CAT_IXREADY, ids, 8, &res) == KV_NOT_FOUND,
+	      "ixready of a gone index");
+	CHECK(!strcmp(ix_states((uint32_t)coll, s), "BBB"), "none: %s", s);
+	for (int i = 0; i < 4; i++)
+		ids[4 + i] = (uint8_t)(ix[2] >> (8 * i));
+	CHECK(ix_op(KVDOC_CAT_IXREADY, ids, 8, &res) == KV_OK, "ixready");
+	CHECK(!strcmp(ix_states((uint32_t)coll, s), "RBR"), "two: %s", s);
+	kv_buf_free(&sec);
+	kvdoc_catalog_free(&cat);
+	kvd_reader_free(rd);
+}
+
 /* The lost-update test. */
 struct incer {
 	pthread_t th;
@@ -712,6 +825,7 @@ int main(void)
 	t_delete();
 	t_index();
 	t_index_fresh();
+	t_index_multi();
 	t_lost_update();
 	close_all();
 	/* everything again after a restart (journal, then LMDB) */
