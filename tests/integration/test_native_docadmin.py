@@ -128,6 +128,15 @@ class NativeDocAdmin(ServerCase):
         self.assertEqual(self.indexes(b"adm", k)[1],
                          {"v": 2, "key": {"u": 1}, "name": "u_1",
                           "unique": True})
+        # a unique index over duplicate values: 11000, and of the
+        # command's indexes none is left (all or none)
+        c.call(P.DOCINSERT, b"adm", k, E({"_id": 7, "w": 1}),
+               E({"_id": 8, "w": 1}))
+        r = c.call(P.DOCIXCREATE, b"adm", k, spec({"x": 1}, "x_1"),
+                   spec({"w": 1}, "w_1", unique=True))
+        self.assert_doc_error(r, 11000, b"E11000 duplicate key error")
+        self.assertEqual([s["name"] for s in self.indexes(b"adm", k)],
+                         ["_id_", "u_1"])
 
     def test_indexes_after_flushall(self):
         """FLUSHALL empties the catalog with the rest; the indexes made
