@@ -106,6 +106,8 @@ class Server:
                 self.proc.wait()
             if b"Address already in use" not in self.log_text():
                 raise RuntimeError("kvd did not start:\n" + self.log_text().decode(errors="replace"))
+            if port:  # the same port again: a client's may free it soon
+                time.sleep(1)
         raise RuntimeError("kvd: no free port after 5 tries")
 
     def _wait_ready(self, timeout):

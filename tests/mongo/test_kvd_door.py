@@ -49,6 +49,16 @@ class KvdHost:
         self.srv = kvdtest.Server(args=a, data_dir=data_dir, **server).start()
         self.port = self.mport
 
+    def start_again(self):
+        """Start kvd again on its data (after a kill -9) on new ports: the
+        old ones may be another test's by now, its server's or a client
+        connection's local port, and the tests do not need them."""
+        old = str(self.mport)
+        self.mport = self.port = kvdtest.free_port()
+        self.srv.extra = [str(self.mport) if a == old else a
+                          for a in self.srv.extra]
+        self.srv.start()
+
     def client(self, creds="kvd:secret@", port=None, **kw):
         kw.setdefault("serverSelectionTimeoutMS", 5000)
         return MongoClient("mongodb://%s127.0.0.1:%d/?authSource=admin" %
@@ -197,7 +207,7 @@ class KvdOnly(unittest.TestCase):
             stop.set()
             for t in ts:
                 t.join()
-            h.srv.start(port=h.srv.port)
+            h.start_again()
             cl = h.client()
             for i in range(4):
                 d = cl.t.c.find_one({"_id": i})

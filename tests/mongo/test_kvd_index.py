@@ -560,7 +560,7 @@ class Kill9(unittest.TestCase):
             stop.set()
             for t in ts + [bt]:
                 t.join()
-            h.srv.start(port=h.srv.port)
+            h.start_again()
             cl = h.client("")
             c = cl.t.k
             for v in range(20):
@@ -612,7 +612,7 @@ class Resume(unittest.TestCase):
             c.insert_many([{"_id": i, "f": i % 97 if i >= 2000 else i}
                            for i in range(30000)])
             self.kill_mid_build(h, c, name="f_1")
-            h.srv.start(port=h.srv.port)
+            h.start_again()
             c = h.client("").t.r
             kvdtest.wait_for(lambda: plan(c.find({"f": 3})) == "f_1", 120,
                              "the build resumed")
@@ -624,7 +624,7 @@ class Resume(unittest.TestCase):
             c.delete_many({"_id": {"$gte": 2000}})
             self.kill_mid_build(h, c, name="fu", unique=True)
             t0 = time.time()
-            h.srv.start(port=h.srv.port)
+            h.start_again()
             c = h.client("").t.r
             def ready():
                 try:  # a hint of an index not built yet is refused
@@ -671,7 +671,7 @@ class Resume(unittest.TestCase):
             h.srv.kill9()
             t.join()
             self.assertFalse(done.is_set(), "the build ended before the kill")
-            h.srv.start(port=h.srv.port)
+            h.start_again()
             c = h.client("").t.r3
             self.assertEqual(ix_names(c), ["_id_", "f_1", "g_-1", "h_1_f_1"])
 

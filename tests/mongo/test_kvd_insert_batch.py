@@ -141,7 +141,7 @@ class InsertBatchKill9(unittest.TestCase):
             host.srv.kill9()
             stop.set()
             t.join()
-            host.srv.start(port=host.srv.port)
+            host.start_again()
             cl = host.client()
             for b in list(acked):
                 self.assertEqual(cl.ib.k.count_documents(

@@ -242,7 +242,7 @@ class Durable(unittest.TestCase):
             stop.set()
             for t in ts:
                 t.join()
-            h.srv.start(port=h.srv.port)
+            h.start_again()
             c = h.client("").t.k
             docs = {d["_id"]: d.get("k") for d in c.find().hint(NATURAL)}
             for a in acked:
