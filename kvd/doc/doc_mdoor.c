@@ -470,6 +470,7 @@ struct dmw {
 	size_t stop;	    /* ordered: the first that failed (nops: none) */
 	size_t bytes;	    /* documents' bytes in flight */
 	unsigned undo;	    /* deletes in flight undoing inserts past stop */
+	size_t kfront;	    /* keys: the first of those in flight */
 	struct kv_buf sect; /* the collection's index section */
 };
 
@@ -866,10 +867,11 @@ static bool pipe_ok(struct dmw *w)
 static bool pipe_safe(struct dmw *w, const uint8_t *k, size_t kn)
 {
 	struct kv_slice doc;
-	size_t p = 0;
+	size_t p;
 
 	if (!w->out)
 		return true;
+	p = w->kfront;
 	while (p < w->keys.len) { /* the keys in flight */
 		const uint8_t *q = w->keys.data + p;
 
@@ -887,8 +889,16 @@ static int pipe_fill(struct dmw *w)
 {
 	struct mdoor_wbatch *b = w->b;
 
-	if (!w->out)
-		w->keys.len = 0;
+	if (!w->out) {
+		w->keys.len = w->kfront = 0;
+	} else if (w->kfront > w->keys.len / 2) {
+		/* those back are dropped from the front now and then, so that
+		 * the keys kept are about those in flight */
+		memmove(w->keys.data, w->keys.data + w->kfront,
+			w->keys.len - w->kfront);
+		w->keys.len -= w->kfront;
+		w->kfront = 0;
+	}
 	while (w->next < w->stop && w->next < b->nops && w->out < WINDOW &&
 	       (!w->out || w->bytes < PIPE_BYTES)) {
 		struct mdoor_wop *op = &b->ops[w->next];
@@ -981,6 +991,7 @@ static void pipe_result(struct dmw *w, const struct kvd_pend *pd)
 		w->i++;
 	op = &b->ops[w->i++];
 	w->bytes -= op->len;
+	w->kfront += 1u + w->keys.data[w->kfront]; /* its key, sent first */
 	w->mid = KVDOC_OP_INSERT;
 	stmt_result(w, op, pd);
 	op->ran = true;
