@@ -108,14 +108,16 @@ class KvdHost:
 
 class HostCase(unittest.TestCase):
     """A case class with one kvd (KvdHost(**host_args)) for its tests and
-    a pymongo client of it: cls.host, cls.cl, cls.db (database db_name)."""
+    a pymongo client of it (with creds, "" for a kvd without a password):
+    cls.host, cls.cl, cls.db (database db_name)."""
     host_args = {}
+    creds = "kvd:secret@"
     db_name = "t"
 
     @classmethod
     def setUpClass(cls):
         cls.host = KvdHost(**cls.host_args)
-        cls.cl = cls.host.client()
+        cls.cl = cls.host.client(cls.creds)
         cls.db = cls.cl[cls.db_name]
 
     @classmethod

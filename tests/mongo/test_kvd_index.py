@@ -31,7 +31,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_kvd_door import KvdHost  # noqa: E402
+from test_kvd_door import HostCase, KvdHost  # noqa: E402
 
 NATURAL = [("$natural", 1)]
 
@@ -48,17 +48,10 @@ def ids(cursor):
     return sorted(d["_id"] for d in cursor)
 
 
-class Indexes(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.host = KvdHost(password=None)
-        cls.cl = cls.host.client("")
-        cls.db = cls.cl.ixt
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cl.close()
-        cls.host.stop()
+class Indexes(HostCase):
+    host_args = {"password": None}
+    creds = ""
+    db_name = "ixt"
 
     def audit(self, coll, field, values, index):
         """Each value's documents through the index equal a scan's."""
@@ -274,20 +267,12 @@ def ix_names(coll):
     return [i["name"] for i in coll.list_indexes()]
 
 
-class OnePass(unittest.TestCase):
+class OnePass(HostCase):
     """createIndexes of several indexes builds them in one pass over the
     collection (doc_mdoor_ix.c), all or none."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.host = KvdHost(password=None)
-        cls.cl = cls.host.client("")
-        cls.db = cls.cl.onepass
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cl.close()
-        cls.host.stop()
+    host_args = {"password": None}
+    creds = ""
+    db_name = "onepass"
 
     def check(self, c, q, key):
         """q's answer through index key equals a collection scan's."""

@@ -27,22 +27,15 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_kvd_door import KvdHost  # noqa: E402
+from test_kvd_door import HostCase, KvdHost  # noqa: E402
 
 NATURAL = [("$natural", 1)]
 
 
-class Unique(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.host = KvdHost(password=None, threads=4)
-        cls.cl = cls.host.client("")
-        cls.db = cls.cl.uq
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cl.close()
-        cls.host.stop()
+class Unique(HostCase):
+    host_args = {"password": None, "threads": 4}
+    creds = ""
+    db_name = "uq"
 
     def dup(self, fn, pattern=None, value=None):
         with self.assertRaises(DuplicateKeyError) as e:
