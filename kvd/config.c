@@ -85,14 +85,15 @@ static const struct opt options[] = {
      "directory"},
     {"durability", OPT_ENUM, F(durability), 0, 0, "sync", durability_names,
      "sync: reply after fsync; async: reply after write(2), flush on a timer"},
-    {"io-thread-flush", OPT_ENUM, F(io_thread_flush), 0, 0, "ring",
+    {"io-thread-flush", OPT_ENUM, F(io_thread_flush), 0, 0, "auto",
      io_flush_names,
      "sync mode: an io thread commits its own writes when the shard's "
      "committer is idle and flushes the journal itself: ring: through its "
      "io_uring ring, serving other connections meanwhile and answering "
      "from the completion; inline: with fdatasync, blocking; auto: inline "
-     "for a batch of at most 16 writes (the last of its loop turn), else "
-     "through the ring; no: every write goes through the shard's "
+     "for a batch of at most 16 writes that holds a write of each of the "
+     "thread's connections (the last of its loop turn), else through the "
+     "ring; no: every write goes through the shard's "
      "committer (bench/RESULTS.md, Write CPU)"},
     {"flush-interval-ms", OPT_UINT, F(flush_interval_ms), 1, 3600000, "1000",
      NULL, "async mode: how often each shard's journal is flushed to disk"},

@@ -107,6 +107,14 @@ static void *ring_flush(void *arg, int fd, int fault, void *cookie)
 	return kvd_io_jring_flush(fd, fault, cookie);
 }
 
+static unsigned ring_conns(void *arg)
+{
+	struct kvd_io *io = kvd_io_self();
+
+	(void)arg;
+	return io ? atomic_load(&io->nconns) : 0;
+}
+
 static void ring_wait(void *arg, void *ring)
 {
 	(void)arg;
@@ -145,7 +153,8 @@ int kvd_server_start_committers(struct kvd_server *srv)
 		      .forget = forget,
 		      .ring_flush = ring_flush,
 		      .ring_wait = ring_wait,
-		      .ring_here = ring_here},
+		      .ring_here = ring_here,
+		      .ring_conns = ring_conns},
 	};
 
 	return kvd_committers_start(&srv->com, &o);

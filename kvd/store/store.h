@@ -672,6 +672,11 @@ struct kvd_commit_hooks {
 	void *(*ring_flush)(void *arg, int fd, int fault, void *cookie);
 	void (*ring_wait)(void *arg, void *ring);
 	int (*ring_here)(void *arg);
+	/* ring_conns (optional): how many connections the calling io thread
+	 * serves.  io-thread-flush auto flushes a small batch in place only
+	 * when it holds a write of each (none of them could send anything
+	 * while the thread blocks in the flush). */
+	unsigned (*ring_conns)(void *arg);
 };
 
 struct kvd_commit_opts {
