@@ -167,12 +167,15 @@ class Durability(unittest.TestCase):
         self.assertEqual(st[b"ring_flushes"], 0)
 
     def test_sync_auto_commits(self):
-        """io-thread-flush auto, writers one request at a time: batches of
-        a few writes, most flushed in place (the io thread's own
-        fdatasync), the others through the ring (the thread had another
-        shard's batch to flush in the same turn, which goes first)."""
+        """io-thread-flush auto, eight writers one request at a time: the
+        io threads commit their batches themselves; a batch is flushed in
+        place only when it holds a write of each of its thread's
+        connections, otherwise through the ring (how many go each way is
+        the timing's: test_sync_auto_one_writer_in_place and
+        test_sync_auto_large_batches_through_ring pin each way down)."""
         st = self.sync_io_thread_commits("auto")
-        self.assertLess(st[b"ring_flushes"], st[b"inline_commits"])
+        self.assertGreater(st[b"inline_commits"], 0)
+        self.assertLessEqual(st[b"ring_flushes"], st[b"inline_commits"])
 
     def test_sync_auto_one_writer_in_place(self):
         """io-thread-flush auto, one connection writing one request at a
