@@ -101,6 +101,12 @@ struct dscan {
 /* A refill that read to the scan's deadline. */
 #define OVER_TIME (-2)
 
+/* Has a refill that found nothing yet read to its deadline? */
+static bool past_deadline(const struct dscan *d)
+{
+	return !d->buf.len && d->deadline && kvd_now_ms() >= d->deadline;
+}
+
 static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
 		      unsigned type, uint64_t exp)
 {
@@ -140,14 +146,14 @@ static int refill(struct dscan *d)
 		if (doc_plan_batch(d->plan, tl_io->reader, tl_io->srv->nshards,
 				   tl_io->now_ms, SCAN_BATCH, keep_match, d))
 			return -1;
-		if (!d->buf.len && d->deadline && kvd_now_ms() >= d->deadline)
+		if (past_deadline(d))
 			return OVER_TIME;
 	}
 	while (!d->plan && !d->s.done && d->buf.len == 0) {
 		if (kvdoc_scan_batch(&d->s, tl_io->reader, SCAN_BATCH,
 				     tl_io->now_ms, keep_match, d))
 			return -1;
-		if (!d->buf.len && d->deadline && kvd_now_ms() >= d->deadline)
+		if (past_deadline(d))
 			return OVER_TIME;
 	}
 	return 0;

@@ -130,19 +130,10 @@ static int send_catalog(struct ixw *w, unsigned op, const void *o, size_t on)
 		    (struct kv_slice){w->opnd.data, w->opnd.len});
 }
 
-static uint32_t rd32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 /* Does this command build index id already (a spec given twice)? */
 static bool building(const struct ixw *w, uint32_t id)
 {
-	for (size_t i = 0; i + 4 <= w->ids.len; i += 4)
-		if (rd32(w->ids.data + i) == id)
-			return true;
-	return false;
+	return kvdoc_ids_have((struct kv_slice){w->ids.data, w->ids.len}, id);
 }
 
 /* Index id (named w->name) is the command's to build: 0, or -1. */

@@ -90,6 +90,9 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
  * 0, or -1 out of memory. */
 int kvdoc_ix_section(const struct kvdoc_catalog *c, uint32_t coll,
 		     uint32_t only, struct kv_buf *out);
+/* kvdoc_ids_have - is id among ids ([u32 id]..., little-endian: IXREADY's
+ * options, a build's list of the indexes it builds)? */
+bool kvdoc_ids_have(struct kv_slice ids, uint32_t id);
 /* The same with the indexes of ids only ([u32 id]..., little-endian, as
  * IXREADY's options; empty: every one): a build's section, which writes
  * the entries of all the indexes one createIndexes adds in one pass. */

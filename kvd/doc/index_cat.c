@@ -159,8 +159,7 @@ static int conflict(struct kvd_merge *m, const struct spec *nw,
 
 /* ---- the catalog merge's part ---- */
 
-/* Is id among ids ([u32 id]..., IXREADY's options and a build's list)? */
-static bool ids_have(struct kv_slice ids, uint32_t id)
+bool kvdoc_ids_have(struct kv_slice ids, uint32_t id)
 {
 	for (size_t i = 0; i + 4 <= ids.n; i += 4)
 		if (rd32(ids.p + i) == id)
@@ -170,10 +169,7 @@ static bool ids_have(struct kv_slice ids, uint32_t id)
 
 static bool is_live(const struct kv_buf *live, uint32_t coll)
 {
-	for (size_t i = 0; i + 4 <= live->len; i += 4)
-		if (rd32(live->data + i) == coll)
-			return true;
-	return false;
+	return kvdoc_ids_have((struct kv_slice){live->data, live->len}, coll);
 }
 
 /* Does the operation take (drop) ix?  IXDROP by name, or "*". */
@@ -215,7 +211,7 @@ int kvdoc_ix_rewrite(struct kvd_merge *m, unsigned op, struct kv_slice opts,
 			kv_buf_append(gone, idb, 4);
 			continue;
 		}
-		if (op == KVDOC_CAT_IXREADY && ids_have(opts, ix.id)) {
+		if (op == KVDOC_CAT_IXREADY && kvdoc_ids_have(opts, ix.id)) {
 			ix.state = KVDOC_IX_READY;
 			hit++;
 		}
@@ -277,7 +273,8 @@ static int sec_one(void *arg, const struct kvdoc_ix *ix)
 	struct spec s;
 	uint8_t h[5];
 
-	if ((a->ids.n && !ids_have(a->ids, ix->id)) || spec_read(ix->spec, &s))
+	if ((a->ids.n && !kvdoc_ids_have(a->ids, ix->id)) ||
+	    spec_read(ix->spec, &s))
 		return 0;
 	wr32(h, ix->id);
 	h[4] = (uint8_t)((s.sparse ? KVDOC_IXF_SPARSE : 0) |

@@ -38,12 +38,17 @@ static const char *const generic_args[] = {
     NULL,
 };
 
-bool mdoor_generic_arg(const char *k)
+bool mdoor_in_list(const char *const *list, const char *k)
 {
-	for (size_t i = 0; generic_args[i]; i++)
-		if (!strcmp(generic_args[i], k))
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(list[i], k))
 			return true;
 	return false;
+}
+
+bool mdoor_generic_arg(const char *k)
+{
+	return mdoor_in_list(generic_args, k);
 }
 
 static unsigned type_bit(bson_type_t t)

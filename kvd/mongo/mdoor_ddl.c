@@ -56,14 +56,6 @@ int mdoor_submit_ddl(struct mdoor_req *r, enum mdoor_wkind kind,
 	return mdoor_submit(r, &w->b, finish, w, mdoor_wstate_free, err);
 }
 
-static bool in_list(const char *const *list, const char *k)
-{
-	for (size_t i = 0; list[i]; i++)
-		if (!strcmp(list[i], k))
-			return true;
-	return false;
-}
-
 int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err)
 {
 	static const char *const refused[] = {
@@ -98,7 +90,7 @@ int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err)
 	while (bson_iter_next(it)) {
 		const char *k = bson_iter_key(it);
 
-		if (in_list(refused, k)) {
+		if (mdoor_in_list(refused, k)) {
 			if (BSON_ITER_HOLDS_BOOL(it) && !bson_iter_bool(it))
 				continue;
 			return mdoor_err(err, MQL_NotImplemented,
@@ -106,7 +98,7 @@ int mdoor_create_opts(bson_iter_t *it, bson_t *opts, struct mql_error *err)
 					 "supported by kvd",
 					 k);
 		}
-		if (in_list(kept, k))
+		if (mdoor_in_list(kept, k))
 			bson_append_iter(opts, NULL, 0, it);
 		else if (!mdoor_generic_arg(k))
 			return mdoor_err(err, MDOOR_IDLUnknownField,

@@ -310,6 +310,8 @@ bool mdoor_has(const bson_iter_t *it);
 /* mdoor_generic_arg - whether k is one of the generic arguments every
  * command takes ($db, lsid, writeConcern, comment, maxTimeMS ...). */
 bool mdoor_generic_arg(const char *k);
+/* mdoor_in_list - whether k is one of list's names (NULL-terminated). */
+bool mdoor_in_list(const char *const *list, const char *k);
 void mdoor_absent(bson_iter_t *it);
 
 /* mdoor_arg_int64 - a number argument as an integer (doubles and

@@ -80,18 +80,13 @@ struct mdoor_wstate *mdoor_wstate_new(struct mdoor_req *r,
 
 int mdoor_wop_hint(struct mdoor_wop *op, const bson_iter_t *it)
 {
-	const uint8_t *h;
-	uint32_t hl;
+	const uint8_t *h = NULL;
+	uint32_t hl = 0;
 	uint8_t *c;
 
-	if (BSON_ITER_HOLDS_UTF8(it)) {
-		h = (const uint8_t *)bson_iter_utf8(it, &hl);
-		op->hint_name = true;
-	} else if (BSON_ITER_HOLDS_DOCUMENT(it)) {
-		mdoor_arg_doc(it, &h, &hl);
-	} else {
+	mdoor_arg_hint(it, &h, &hl, &op->hint_name);
+	if (!h)
 		return 0; /* none */
-	}
 	if (!(c = malloc((size_t)hl + 1)))
 		return -1;
 	memcpy(c, h, hl);
