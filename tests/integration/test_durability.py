@@ -194,6 +194,30 @@ class Durability(unittest.TestCase):
             srv.start()
             audit(self, srv.port, acked)
 
+    def test_sync_auto_idle_connections_through_ring(self):
+        """io-thread-flush auto, one io thread, one connection writing one
+        request at a time beside two idle ones: a batch of one write does
+        not hold a write of each of the thread's three connections (an
+        idle one could send during a flush in place), so every io-thread
+        flush goes through the ring; every write survives kill -9."""
+        with Server(threads=1, durability="sync",
+                    args=["--io-thread-flush", "auto"]) as srv:
+            idle = [srv.client(), srv.client()]
+            st0 = idle[0].call(STATS)[1]
+            acked = []
+            writer(srv.port, b"i", 300, acked, 1)
+            self.assertEqual(len(acked), 300)
+            st = idle[0].call(STATS)[1]
+            inl = st[b"inline_commits"] - st0[b"inline_commits"]
+            ring = st[b"ring_flushes"] - st0[b"ring_flushes"]
+            self.assertGreaterEqual(inl, 200)
+            self.assertEqual(ring, inl)
+            for c in idle:
+                c.close()
+            srv.kill9()
+            srv.start()
+            audit(self, srv.port, acked)
+
     def test_sync_auto_large_batches_through_ring(self):
         """io-thread-flush auto: batches of more than 16 writes (pipelines
         of 200 from four connections) have their flush go through the io
