@@ -64,11 +64,18 @@ static void reindexed(void *arg, const struct kvd_pend *pd)
 			 pd->val ? (const char *)pd->val : "", pd->vlen);
 }
 
-static void uq_fail(void *arg, const struct mql_error *e, const bson_t *info)
+static void uq_back(void *arg, size_t tag, const struct kvd_pend *pd)
+{
+	(void)tag;
+	reindexed(arg, pd);
+}
+
+static void uq_fail(void *arg, size_t tag, const struct mql_error *e,
+		    const bson_t *info)
 {
 	struct build *b = arg;
 
-	(void)info;
+	(void)tag, (void)info;
 	if (!b->err.code)
 		b->err = *e;
 }
@@ -199,7 +206,7 @@ static void build_coll(struct build *b)
 	struct doc_bg *g = b->g;
 	struct doc_uq_host h = {.ctx = b,
 				.out = &b->uq_sent,
-				.doc_back = reindexed,
+				.doc_back = uq_back,
 				.fail = uq_fail,
 				.db = b->db,
 				.coll = b->cname,

@@ -43,6 +43,7 @@
 #include "net/router.h"
 #include "net/write.h"
 #include "repl/repl.h"
+#include "unique.h"
 
 /* Documents a scan batch examines at most (a read's bound). */
 #define SCAN_BATCH 256
@@ -539,7 +540,8 @@ static int send_unique(struct dmw *w, struct mql_error *e)
 			break;
 		}
 		rc = doc_uq_push(&w->uq, p + 1, p[0],
-				 (struct kv_slice){want.data, want.len});
+				 (struct kv_slice){want.data, want.len}, w->i,
+				 (struct kv_slice){0});
 		w->kpos += 1u + p[0];
 	}
 	kv_buf_free(&want);
@@ -852,8 +854,9 @@ static void stmt_result(struct dmw *w, struct mdoor_wop *op,
  * (a concurrent insert of the same _id, an index key refused, a write
  * error) can still find later documents inserted: they are deleted again
  * (a delete merge of that _id, after the insert on the same committer)
- * and reported as not run, as MongoDB would.  Collections with a unique
- * index keep the statement-at-a-time path (their reservations' driver). */
+ * and reported as not run, as MongoDB would.  A collection with a unique
+ * index sends its documents through the reservations' driver (below,
+ * "under a unique index"). */
 #define PIPE_BYTES (16u << 20)
 
 static bool pipe_ok(struct dmw *w)
@@ -865,8 +868,9 @@ static bool pipe_ok(struct dmw *w)
 	w->sect.len = 0;
 	if (kvdoc_ix_section(catalog(), w->cid, 0, &w->sect))
 		return false; /* out of memory: the plain path reports it */
-	return !kvdoc_ix_has_unique(
-	    (struct kv_slice){w->sect.data, w->sect.len});
+	w->unique =
+	    kvdoc_ix_has_unique((struct kv_slice){w->sect.data, w->sect.len});
+	return true;
 }
 
 /* May ordered statement op go before those in flight came back? */
@@ -889,12 +893,16 @@ static bool pipe_safe(struct dmw *w, const uint8_t *k, size_t kn)
 			 tl_io->now_ms, &doc) == KV_NOT_FOUND;
 }
 
+static int upipe_fill(struct dmw *w);
+
 /* Send the batch's next documents, up to the window: 0, or -1 (out of
  * memory, in b->err). */
 static int pipe_fill(struct dmw *w)
 {
 	struct mdoor_wbatch *b = w->b;
 
+	if (w->unique)
+		return upipe_fill(w);
 	if (!w->out) {
 		w->keys.len = w->kfront = 0;
 	} else if (w->kfront > w->keys.len / 2) {
@@ -1019,6 +1027,216 @@ next:
 		pipe_end(w);
 }
 
+/* ---- insert batches under a unique index ----
+ *
+ * The same window, each document through the reservations' driver
+ * (doc_uq.h), which takes its keys and then sends its merge, up to
+ * DOC_UQ_SLOTS documents at once and each on its own, so their results
+ * come back in any order (the driver gives back each one's statement
+ * index).  The window is the statements from the first not done (w->i)
+ * to the next to send (w->next); w->keys holds a record of each,
+ * [u8 len][_id key][u32 n][unique key list] (len 0: it failed before it
+ * was sent).  A document whose _id or unique key is one of the window's
+ * waits until the window drained, so that the first in the batch gets
+ * it, as in mongod.  Ordered, so does one whose _id or reservation is in
+ * the store already (it may fail); a failure the check could not
+ * foresee undoes the documents after it that were inserted, as above. */
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* The record at w->keys + at: its _id key, its key list; its size. */
+static size_t up_rec(const struct dmw *w, size_t at, struct kv_slice *k,
+		     struct kv_slice *l)
+{
+	const uint8_t *q = w->keys.data + at;
+
+	*k = (struct kv_slice){q + 1, q[0]};
+	*l = (struct kv_slice){q + 5 + q[0], le32(q + 1 + q[0])};
+	return 5u + q[0] + l->n;
+}
+
+static int up_add(struct dmw *w, struct kv_slice k, struct kv_slice l)
+{
+	uint8_t n = (uint8_t)k.n,
+		h[4] = {(uint8_t)l.n, (uint8_t)(l.n >> 8), (uint8_t)(l.n >> 16),
+			(uint8_t)(l.n >> 24)};
+
+	return kv_buf_append(&w->keys, &n, 1) ||
+		       kv_buf_append(&w->keys, k.p, k.n) ||
+		       kv_buf_append(&w->keys, h, 4) ||
+		       kv_buf_append(&w->keys, l.p, l.n)
+		   ? -1
+		   : 0;
+}
+
+/* Has a document of the window the _id k or a key of want? */
+static bool up_clash(const struct dmw *w, struct kv_slice k,
+		     struct kv_slice want)
+{
+	struct kv_slice rk, rl, x, wk;
+	uint32_t id;
+
+	for (size_t p = w->kfront; p < w->keys.len;
+	     p += up_rec(w, p, &rk, &rl)) {
+		up_rec(w, p, &rk, &rl);
+		if (rk.n == k.n && !memcmp(rk.p, k.p, k.n))
+			return true;
+		for (x = want; kvdoc_keylist_next(&x, &id, &wk);)
+			if (kvdoc_keylist_has(rl, id, wk))
+				return true;
+	}
+	return false;
+}
+
+/* Is the _id k, or a reservation of want, in the store? */
+static bool up_in_store(struct kv_slice k, struct kv_slice want)
+{
+	struct kvd_reader *rd = tl_io->reader;
+	unsigned ns = tl_io->srv->nshards, type;
+	uint8_t rk[KVDOC_UQ_KEY_MAX];
+	struct kv_slice v, wk;
+	uint32_t id;
+	size_t rn;
+
+	if (kvdoc_get(rd, ns, k.p, k.n, tl_io->now_ms, &v) != KV_NOT_FOUND)
+		return true;
+	while (kvdoc_keylist_next(&want, &id, &wk)) {
+		rn = kvdoc_uq_key(id, wk.p, wk.n, rk);
+		if (kvd_reader_getk(rd, kvd_shard_of(rk, rn, ns), KVD_KS_INDEX,
+				    rk, rn, tl_io->now_ms, &v,
+				    &type) != KV_NOT_FOUND)
+			return true;
+	}
+	return false;
+}
+
+/* Statement op's _id key in k (KVDOC_KEY_MAX) and unique keys in want:
+ * 0, or -1 with op->err. */
+static int up_keys(struct dmw *w, struct mdoor_wop *op, uint8_t *k, size_t *kn,
+		   struct kv_buf *want)
+{
+	bson_iter_t it;
+
+	want->len = 0;
+	if (doc_id(op->doc, op->len, &it) ||
+	    kvdoc_key(w->cid, bson_iter_value(&it), k, kn, &op->err))
+		return op->err.code
+			   ? -1
+			   : mql_error_set(&op->err, MQL_BadValue, "no _id");
+	return doc_uq_keys((struct kv_slice){w->sect.data, w->sect.len},
+			   op->doc, op->len, want, &op->err);
+}
+
+static int upipe_fill(struct dmw *w)
+{
+	struct mdoor_wbatch *b = w->b;
+	struct kv_buf want = {0};
+	int rc = 0;
+
+	if (w->i == w->next) {
+		w->keys.len = w->kfront = 0;
+	} else if (w->kfront > w->keys.len / 2) {
+		memmove(w->keys.data, w->keys.data + w->kfront,
+			w->keys.len - w->kfront);
+		w->keys.len -= w->kfront;
+		w->kfront = 0;
+	}
+	doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_INSERT, &w->sect);
+	while (!rc && w->next < w->stop && w->next < b->nops &&
+	       w->next - w->i < WINDOW &&
+	       (w->i == w->next || w->bytes < PIPE_BYTES)) {
+		struct mdoor_wop *op = &b->ops[w->next];
+		uint8_t k[KVDOC_KEY_MAX];
+		size_t kn = 0;
+		struct kv_slice ks, wl;
+
+		if (up_keys(w, op, k, &kn, &want)) {
+			op->ran = true; /* done: failed before it was sent */
+			if (b->ordered)
+				w->stop = w->next;
+			w->next++;
+			rc = up_add(w, (struct kv_slice){k, 0},
+				    (struct kv_slice){0});
+			continue;
+		}
+		ks = (struct kv_slice){k, kn};
+		wl = (struct kv_slice){want.data, want.len};
+		if (w->i < w->next && (up_clash(w, ks, wl) ||
+				       (b->ordered && up_in_store(ks, wl))))
+			break;
+		rc = up_add(w, ks, wl) ||
+		     doc_uq_push(&w->uq, k, kn, wl, w->next,
+				 (struct kv_slice){op->doc, op->len});
+		w->bytes += op->len;
+		w->next++;
+	}
+	kv_buf_free(&want);
+	if (rc || want.err || doc_uq_step(&w->uq) < 0)
+		return oom(&b->err);
+	return 0;
+}
+
+/* Statement t is done (pd its merge's result, or e its failure). */
+static void upipe_done(struct dmw *w, size_t t, const struct kvd_pend *pd,
+		       const struct mql_error *e, const bson_t *info)
+{
+	struct mdoor_wbatch *b = w->b;
+	struct mdoor_wop *op = &b->ops[t];
+	struct kv_slice rk, rl;
+
+	w->bytes -= op->len;
+	w->mid = KVDOC_OP_INSERT;
+	if (pd) {
+		stmt_result(w, op, pd);
+	} else if (!op->err.code) {
+		op->err = *e;
+		if (op->errinfo.len == 5)
+			bson_concat(&op->errinfo, info);
+	}
+	op->ran = true;
+	if (b->ordered && op->err.code && t < w->stop) {
+		/* the first failure: nothing after it runs, and what after
+		 * it was inserted already is deleted again */
+		w->stop = t;
+		doc_uq_cancel(&w->uq);
+		for (size_t j = t + 1; j < w->next; j++)
+			if (b->ops[j].ran && !b->ops[j].err.code &&
+			    b->ops[j].n && !pipe_undo(w, &b->ops[j]))
+				b->ops[j].n = 0;
+	} else if (b->ordered && t > w->stop && !op->err.code && op->n &&
+		   !pipe_undo(w, op)) {
+		op->n = 0;
+	}
+	while (w->i < w->next && b->ops[w->i].ran) {
+		w->kfront += up_rec(w, w->kfront, &rk, &rl);
+		w->i++;
+	}
+}
+
+/* One merge of a batch under a unique index came back. */
+static void upipe_result(struct dmw *w, const struct kvd_pend *pd)
+{
+	struct mdoor_wbatch *b = w->b;
+
+	w->out--;
+	if (pd->aux) {
+		doc_uq_result(&w->uq, pd);
+	} else { /* an undo's delete: the keys it let go are released */
+		w->undo--;
+		doc_uq_back(&w->uq, pd);
+	}
+	if (!b->err.code && w->next < b->nops && w->next < w->stop)
+		upipe_fill(w);
+	if (!w->out && doc_uq_step(&w->uq) < 0 && !b->err.code)
+		oom(&b->err);
+	if (!w->out)
+		pipe_end(w);
+}
+
 /* ---- the catalog's changes ---- */
 
 static int send_catalog(struct dmw *w, unsigned op, unsigned flags)
@@ -1085,6 +1303,7 @@ static void step(struct dmw *w)
 	}
 	if (pipe_ok(w)) {
 		w->pipe = true;
+		w->uq.h.each = true; /* each document its own statement */
 		w->next = w->i;
 		w->stop = b->nops;
 		pipe_fill(w);
@@ -1120,7 +1339,10 @@ void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
 		return;
 	}
 	if (w->pipe) {
-		pipe_result(w, pd);
+		if (w->unique)
+			upipe_result(w, pd);
+		else
+			pipe_result(w, pd);
 		return;
 	}
 	w->out--;
@@ -1210,19 +1432,28 @@ static int writable(struct mdoor_wbatch *b)
 	return -1;
 }
 
-/* The reservations' driver reports to the statement running. */
-static void uq_doc_back(void *ctx, const struct kvd_pend *pd)
+/* The reservations' driver reports to the statement running, or to the
+ * batch's statement t under a unique index. */
+static void uq_doc_back(void *ctx, size_t t, const struct kvd_pend *pd)
 {
 	struct dmw *w = ctx;
 
-	stmt_result(w, &w->b->ops[w->i], pd);
+	if (w->pipe)
+		upipe_done(w, t, pd, NULL, NULL);
+	else
+		stmt_result(w, &w->b->ops[w->i], pd);
 }
 
-static void uq_fail(void *ctx, const struct mql_error *e, const bson_t *info)
+static void uq_fail(void *ctx, size_t t, const struct mql_error *e,
+		    const bson_t *info)
 {
 	struct dmw *w = ctx;
 	struct mdoor_wop *op = &w->b->ops[w->i];
 
+	if (w->pipe) {
+		upipe_done(w, t, NULL, e, info);
+		return;
+	}
 	if (op->err.code)
 		return;
 	op->err = *e;

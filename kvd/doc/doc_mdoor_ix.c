@@ -360,16 +360,18 @@ static void reindexed(struct ixw *w, const struct kvd_pend *pd)
 			      "index build failed (%d)", pd->status);
 }
 
-static void uq_back(void *ctx, const struct kvd_pend *pd)
+static void uq_back(void *ctx, size_t tag, const struct kvd_pend *pd)
 {
+	(void)tag;
 	reindexed(ctx, pd);
 }
 
-static void uq_fail(void *ctx, const struct mql_error *e, const bson_t *info)
+static void uq_fail(void *ctx, size_t tag, const struct mql_error *e,
+		    const bson_t *info)
 {
 	struct ixw *w = ctx;
 
-	(void)info;
+	(void)tag, (void)info;
 	if (!w->berr.code)
 		w->berr = *e;
 }

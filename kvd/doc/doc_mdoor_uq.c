@@ -47,20 +47,24 @@ void doc_uq_init(struct doc_uq *u, const struct doc_uq_host *h)
 	u->h = *h;
 }
 
-static void end_token(struct doc_uq *u)
+static void end_token(struct doc_uq_slot *s)
 {
-	if (u->token)
-		kvdoc_uq_end(u->token);
-	u->token = 0;
+	if (s->token)
+		kvdoc_uq_end(s->token);
+	s->token = 0;
 }
 
 void doc_uq_free(struct doc_uq *u)
 {
-	end_token(u);
+	for (unsigned i = 0; u->s && i < DOC_UQ_SLOTS; i++) {
+		end_token(&u->s[i]);
+		kv_buf_free(&u->s[i].want);
+		kv_buf_free(&u->s[i].held);
+	}
+	free(u->s);
+	u->s = NULL;
 	kv_buf_free(&u->q);
 	kv_buf_free(&u->rel);
-	kv_buf_free(&u->want);
-	kv_buf_free(&u->held);
 	kv_buf_free(&u->tmp);
 	kv_buf_free(&u->sec);
 }
@@ -104,10 +108,37 @@ static int get_block(const struct kv_buf *b, size_t *pos, struct kv_slice *dk,
 	return 1;
 }
 
-int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
-		struct kv_slice want)
+/* A queued document: its block, then [tag][body]. */
+struct queued {
+	size_t tag;
+	struct kv_slice body;
+};
+
+static int push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
+		struct kv_slice want, size_t tag, struct kv_slice body)
 {
-	return put_block(&u->q, dkey, dn, want);
+	struct queued x = {tag, body};
+
+	return put_block(&u->q, dkey, dn, want) ||
+		       kv_buf_append(&u->q, &x, sizeof(x))
+		   ? -1
+		   : 0;
+}
+
+int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
+		struct kv_slice want, size_t tag, struct kv_slice body)
+{
+	return push(u, dkey, dn, want, tag, body);
+}
+
+void doc_uq_cancel(struct doc_uq *u)
+{
+	u->q.len = u->qpos = 0;
+}
+
+bool doc_uq_idle(const struct doc_uq *u)
+{
+	return !u->busy && u->qpos >= u->q.len;
 }
 
 size_t doc_uq_len(const struct kvd_pend *pd)
@@ -137,9 +168,10 @@ int doc_uq_back(struct doc_uq *u, const struct kvd_pend *pd)
 {
 	if (pd->status == KV_OK && pd->result == -KVDOC_NEED_RESERVE &&
 	    pd->val && pd->vlen >= 1u + pd->val[0]) {
-		put_block(&u->q, pd->val + 1, pd->val[0],
-			  (struct kv_slice){pd->val + 1 + pd->val[0],
-					    pd->vlen - 1 - pd->val[0]});
+		push(u, pd->val + 1, pd->val[0],
+		     (struct kv_slice){pd->val + 1 + pd->val[0],
+				       pd->vlen - 1 - pd->val[0]},
+		     0, (struct kv_slice){0});
 		return 1;
 	}
 	if (pd->status == KV_OK)
@@ -163,9 +195,11 @@ static unsigned nshards(const struct doc_uq *u)
 	return u->h.rd ? u->h.nshards : doc_mdoor_io()->srv->nshards;
 }
 
-static int send(struct doc_uq *u, unsigned ks, unsigned op, struct kv_slice k,
-		struct kv_slice v, uint32_t tag)
+/* A driver's merge for slot s; tag a DOC_UQ_TAG_*. */
+static int send(struct doc_uq *u, const struct doc_uq_slot *s, unsigned ks,
+		unsigned op, struct kv_slice k, struct kv_slice v, uint32_t tag)
 {
+	tag |= (uint32_t)(s - u->s) << 2;
 	if (u->h.send
 		? u->h.send(u->h.ctx, ks, KVDOC_MERGE_BASE + op, k, v, tag)
 		: kvd_write_merge(u->h.c, 0, ks, KVDOC_MERGE_BASE + op, -1, k,
@@ -271,77 +305,95 @@ static void dup_error(struct doc_uq *u, uint32_t id, struct kv_slice k,
 		      u->h.db, u->h.coll, name, s);
 }
 
-/* The document is not written: every key it took is let go. */
-static void give_up(struct doc_uq *u, const struct mql_error *e,
-		    const bson_t *info)
+/* The slot is free again. */
+static void slot_done(struct doc_uq *u, struct doc_uq_slot *s)
 {
-	u->h.fail(u->h.ctx, e, info);
-	end_token(u);
-	if (u->held.len)
-		put_block(&u->rel, u->dkey, u->dkn,
-			  (struct kv_slice){u->held.data, u->held.len});
-	u->phase = UQ_IDLE;
-	u->qpos = u->q.len; /* the statement stops there */
+	end_token(s);
+	s->phase = UQ_IDLE;
+	s->waiting = false;
+	u->busy--;
 }
 
-static void give_up_msg(struct doc_uq *u, int code, const char *msg)
+/* The document is not written: every key it took is let go. */
+static void give_up(struct doc_uq *u, struct doc_uq_slot *s,
+		    const struct mql_error *e, const bson_t *info)
+{
+	u->h.fail(u->h.ctx, s->tag, e, info);
+	if (s->held.len)
+		put_block(&u->rel, s->dkey, s->dkn,
+			  (struct kv_slice){s->held.data, s->held.len});
+	slot_done(u, s);
+	if (!u->h.each)
+		doc_uq_cancel(u); /* the statement stops there */
+}
+
+static void give_up_msg(struct doc_uq *u, struct doc_uq_slot *s, int code,
+			const char *msg)
 {
 	struct mql_error e = {0};
 	bson_t none = BSON_INITIALIZER;
 
 	mql_error_set(&e, code, "%s", msg);
-	give_up(u, &e, &none);
+	give_up(u, s, &e, &none);
 	bson_destroy(&none);
 }
 
 /* The want entry at wpos. */
-static int want_at(struct doc_uq *u, uint32_t *id, struct kv_slice *k)
+static int want_at(const struct doc_uq_slot *s, uint32_t *id,
+		   struct kv_slice *k)
 {
-	struct kv_slice l = {u->want.data + u->wpos, u->want.len - u->wpos};
+	struct kv_slice l = {s->want.data + s->wpos, s->want.len - s->wpos};
 
 	return kvdoc_keylist_next(&l, id, k);
 }
 
-static int send_reserve(struct doc_uq *u, uint32_t id, struct kv_slice k)
+static int send_reserve(struct doc_uq *u, struct doc_uq_slot *s, uint32_t id,
+			struct kv_slice k)
 {
 	uint8_t rk[KVDOC_UQ_KEY_MAX];
 	size_t rn = kvdoc_uq_key(id, k.p, k.n, rk);
 
 	u->tmp.len = 0;
-	if (kvdoc_uq_op(&u->tmp, KVDOC_UQ_TAKE, u->token, u->expect, u->dkey,
-			u->dkn))
+	if (kvdoc_uq_op(&u->tmp, KVDOC_UQ_TAKE, s->token, s->expect, s->dkey,
+			s->dkn))
 		return -1;
-	return send(u, KVD_KS_INDEX, KVDOC_OP_RESERVE,
+	s->waiting = true;
+	return send(u, s, KVD_KS_INDEX, KVDOC_OP_RESERVE,
 		    (struct kv_slice){rk, rn},
 		    (struct kv_slice){u->tmp.data, u->tmp.len}, DOC_UQ_TAG_RES);
 }
 
-/* The document's merge: the statement's operand, its section marked as
- * followed by the reservations held (index.h, KVDOC_SEC_RES). */
-static int send_doc(struct doc_uq *u)
+/* The document's merge: the statement's section, marked as followed by
+ * the reservations held (index.h, KVDOC_SEC_RES), then its operand's
+ * rest (the slot's own body, or the statement's). */
+static int send_doc(struct doc_uq *u, struct doc_uq_slot *s)
 {
 	struct kv_slice op = {u->opnd->data, u->opnd->len}, sec;
-	uint8_t n[4] = {(uint8_t)u->held.len, (uint8_t)(u->held.len >> 8),
-			(uint8_t)(u->held.len >> 16),
-			(uint8_t)(u->held.len >> 24)};
+	uint8_t n[4] = {(uint8_t)s->held.len, (uint8_t)(s->held.len >> 8),
+			(uint8_t)(s->held.len >> 16),
+			(uint8_t)(s->held.len >> 24)};
 
 	if (kvdoc_ix_take(&op, &sec, NULL))
 		return -1;
+	if (s->body.p)
+		op = s->body;
 	u->tmp.len = 0;
 	if (kv_buf_append(&u->tmp, sec.p, sec.n) ||
 	    kv_buf_append(&u->tmp, n, 4) ||
-	    kv_buf_append(&u->tmp, u->held.data, u->held.len) ||
+	    kv_buf_append(&u->tmp, s->held.data, s->held.len) ||
 	    kv_buf_append(&u->tmp, op.p, op.n))
 		return -1;
 	u->tmp.data[sec.n - 1] |= 0x80; /* the version's top bit */
-	u->phase = UQ_DOC;
-	return send(u, KVD_KS_DOC, u->mid, (struct kv_slice){u->dkey, u->dkn},
+	s->phase = UQ_DOC;
+	s->waiting = true;
+	return send(u, s, KVD_KS_DOC, u->mid,
+		    (struct kv_slice){s->dkey, s->dkn},
 		    (struct kv_slice){u->tmp.data, u->tmp.len}, DOC_UQ_TAG_DOC);
 }
 
 /* A reservation held by another document (its value v): taken over when
  * that document does not have the key (a leftover), else a duplicate. */
-static int held_by(struct doc_uq *u, struct kv_slice v)
+static int held_by(struct doc_uq *u, struct doc_uq_slot *s, struct kv_slice v)
 {
 	struct kv_slice k, hk = {v.p + 8, v.n - 8};
 	struct mql_error e = {0};
@@ -349,91 +401,123 @@ static int held_by(struct doc_uq *u, struct kv_slice v)
 	uint32_t id;
 	int rc;
 
-	if (v.n < 12 || !want_at(u, &id, &k))
+	if (v.n < 12 || !want_at(s, &id, &k))
 		return -1;
 	if ((rc = doc_keys_now(u, hk, id)) < 0)
 		return -1;
 	if (kvdoc_keylist_has((struct kv_slice){u->tmp.data, u->tmp.len}, id,
 			      k)) {
 		dup_error(u, id, k, &e, &info);
-		give_up(u, &e, &info);
+		give_up(u, s, &e, &info);
 		bson_destroy(&info);
 		return 0;
 	}
 	bson_destroy(&info);
-	u->expect = rd64(v.p);
-	return send_reserve(u, id, k);
+	s->expect = rd64(v.p);
+	return send_reserve(u, s, id, k);
 }
 
-static void reserved(struct doc_uq *u, const struct kvd_pend *pd)
+/* Drive slot s on, its merge not out: its next reservation, or its
+ * document's merge.  0, or -1 out of memory. */
+static int slot_go(struct doc_uq *u, struct doc_uq_slot *s)
 {
 	uint32_t id;
 	struct kv_slice k;
 
-	if (pd->status != KV_OK || !want_at(u, &id, &k)) {
-		give_up_msg(u, MQL_InternalError, "reserving a key failed");
+	if (!s->token || s->want.err || s->held.err)
+		return -1;
+	/* a key held already (a key the merge asks for again) is not asked
+	 * for twice */
+	while (want_at(s, &id, &k) &&
+	       kvdoc_keylist_has((struct kv_slice){s->held.data, s->held.len},
+				 id, k))
+		s->wpos += 6 + k.n;
+	if (want_at(s, &id, &k))
+		return send_reserve(u, s, id, k);
+	return send_doc(u, s);
+}
+
+static void reserved(struct doc_uq *u, struct doc_uq_slot *s,
+		     const struct kvd_pend *pd)
+{
+	uint32_t id;
+	struct kv_slice k;
+
+	if (pd->status != KV_OK || !want_at(s, &id, &k)) {
+		give_up_msg(u, s, MQL_InternalError, "reserving a key failed");
 		return;
 	}
 	if (pd->result == KVDOC_UQ_GRANTED) {
-		kv_buf_append(&u->held, u->want.data + u->wpos, 6 + k.n);
-		u->wpos += 6 + k.n;
-		u->expect = 0;
-		u->tries = 0;
-		if (doc_uq_step(u) < 0)
-			give_up_msg(u, MQL_InternalError, "out of memory");
+		kv_buf_append(&s->held, s->want.data + s->wpos, 6 + k.n);
+		s->wpos += 6 + k.n;
+		s->expect = 0;
+		s->tries = 0;
+		if (slot_go(u, s) < 0)
+			give_up_msg(u, s, MQL_InternalError, "out of memory");
 		return;
 	}
-	if (++u->tries > UQ_TRIES) {
+	if (++s->tries > UQ_TRIES) {
 		struct mql_error e = {0};
 		bson_t info = BSON_INITIALIZER;
 
 		dup_error(u, id, k, &e, &info);
-		give_up(u, &e, &info);
+		give_up(u, s, &e, &info);
 		bson_destroy(&info);
 		return;
 	}
 	if (pd->result == KVDOC_UQ_BUSY
-		? send_reserve(u, id, k)
-		: held_by(u, (struct kv_slice){pd->val, pd->vlen}))
-		give_up_msg(u, MQL_InternalError, "out of memory");
+		? send_reserve(u, s, id, k)
+		: held_by(u, s, (struct kv_slice){pd->val, pd->vlen}))
+		give_up_msg(u, s, MQL_InternalError, "out of memory");
 }
 
-static void doc_back(struct doc_uq *u, const struct kvd_pend *pd)
+static void doc_back(struct doc_uq *u, struct doc_uq_slot *s,
+		     const struct kvd_pend *pd)
 {
 	if (pd->status == KV_OK && pd->result == -KVDOC_NEED_RESERVE) {
 		/* its document changed since: the keys it has now */
-		if (++u->rounds > UQ_ROUNDS || !pd->val ||
+		if (++s->rounds > UQ_ROUNDS || !pd->val ||
 		    pd->vlen < 1u + pd->val[0]) {
-			give_up_msg(u, 112,
+			give_up_msg(u, s, 112,
 				    "write conflict: the document "
 				    "kept changing");
 			return;
 		}
-		u->want.len = u->wpos = 0;
-		kv_buf_append(&u->want, pd->val + 1 + pd->val[0],
+		s->want.len = s->wpos = 0;
+		kv_buf_append(&s->want, pd->val + 1 + pd->val[0],
 			      pd->vlen - 1 - pd->val[0]);
-		u->phase = UQ_RESERVE;
-		if (doc_uq_step(u) < 0)
-			give_up_msg(u, MQL_InternalError, "out of memory");
+		s->phase = UQ_RESERVE;
+		if (slot_go(u, s) < 0)
+			give_up_msg(u, s, MQL_InternalError, "out of memory");
 		return;
 	}
-	u->h.doc_back(u->h.ctx, pd);
-	end_token(u);
+	u->h.doc_back(u->h.ctx, s->tag, pd);
 	if (pd->status == KV_OK && pd->result >= 0)
 		keep_released(u, pd);
-	else if (u->held.len) /* not written: nothing it took is kept */
-		put_block(&u->rel, u->dkey, u->dkn,
-			  (struct kv_slice){u->held.data, u->held.len});
-	u->phase = UQ_IDLE;
+	else if (s->held.len) /* not written: nothing it took is kept */
+		put_block(&u->rel, s->dkey, s->dkn,
+			  (struct kv_slice){s->held.data, s->held.len});
+	slot_done(u, s);
 }
+
+static int next_doc(struct doc_uq *u, struct doc_uq_slot *s);
 
 void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd)
 {
-	if (pd->aux == DOC_UQ_TAG_RES && u->phase == UQ_RESERVE)
-		reserved(u, pd);
-	else if (pd->aux == DOC_UQ_TAG_DOC && u->phase == UQ_DOC)
-		doc_back(u, pd);
+	unsigned tag = pd->aux & 3, i = pd->aux >> 2;
+	struct doc_uq_slot *s = u->s && i < DOC_UQ_SLOTS ? &u->s[i] : NULL;
+
 	/* DOC_UQ_TAG_REL: a release, whatever it found */
+	if (!s || tag == DOC_UQ_TAG_REL || !s->waiting)
+		return;
+	s->waiting = false;
+	if (tag == DOC_UQ_TAG_RES && s->phase == UQ_RESERVE)
+		reserved(u, s, pd);
+	else if (tag == DOC_UQ_TAG_DOC && s->phase == UQ_DOC)
+		doc_back(u, s, pd);
+	/* a slot done takes the next document at once */
+	if (s->phase == UQ_IDLE && u->qpos < u->q.len)
+		next_doc(u, s);
 }
 
 /* ---- releases ---- */
@@ -441,7 +525,8 @@ void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd)
 /* Release key k of index id that document dk let go, when its
  * reservation still names dk under a token no write holds, and dk's
  * document (read after that) lacks the key: a RELEASE of exactly that
- * token, which a write taking it again meanwhile has changed. */
+ * token, which a write taking it again meanwhile has changed.  Slot 0
+ * names it (a release's result is not waited for by any). */
 static int release_one(struct doc_uq *u, struct kv_slice dk, uint32_t id,
 		       struct kv_slice k)
 {
@@ -464,7 +549,7 @@ static int release_one(struct doc_uq *u, struct kv_slice dk, uint32_t id,
 	u->tmp.len = 0;
 	if (kvdoc_uq_op(&u->tmp, KVDOC_UQ_RELEASE, 0, tok, dk.p, dk.n))
 		return -1;
-	return send(u, KVD_KS_INDEX, KVDOC_OP_RESERVE,
+	return send(u, u->s, KVD_KS_INDEX, KVDOC_OP_RESERVE,
 		    (struct kv_slice){rk, rn},
 		    (struct kv_slice){u->tmp.data, u->tmp.len}, DOC_UQ_TAG_REL)
 		   ? -1
@@ -495,55 +580,56 @@ static int releases(struct doc_uq *u)
 	return n;
 }
 
-/* The next document of the queue: its token, then its reservations. */
-static void next_doc(struct doc_uq *u)
+/* Start the next queued document in free slot s: its token, then its
+ * first reservation (or its merge). */
+static int next_doc(struct doc_uq *u, struct doc_uq_slot *s)
 {
 	struct kv_slice dk, l;
+	struct queued x;
 
-	get_block(&u->q, &u->qpos, &dk, &l);
-	memcpy(u->dkey, dk.p, dk.n);
-	u->dkn = dk.n;
-	u->want.len = u->held.len = u->wpos = 0;
-	kv_buf_append(&u->want, l.p, l.n);
-	u->expect = 0;
-	u->tries = u->rounds = 0;
-	u->token = kvdoc_uq_begin();
-	u->phase = UQ_RESERVE;
+	if (!get_block(&u->q, &u->qpos, &dk, &l) ||
+	    u->q.len - u->qpos < sizeof(x)) {
+		doc_uq_cancel(u);
+		return 0;
+	}
+	memcpy(&x, u->q.data + u->qpos, sizeof(x));
+	u->qpos += sizeof(x);
+	memcpy(s->dkey, dk.p, dk.n);
+	s->dkn = dk.n;
+	s->want.len = s->held.len = s->wpos = 0;
+	kv_buf_append(&s->want, l.p, l.n);
+	s->expect = 0;
+	s->tries = s->rounds = 0;
+	s->tag = x.tag;
+	s->body = x.body;
+	s->token = kvdoc_uq_begin();
+	s->phase = UQ_RESERVE;
+	u->busy++;
+	if (slot_go(u, s) < 0) {
+		give_up_msg(u, s, MQL_InternalError, "out of memory");
+		return -1;
+	}
+	return 0;
 }
 
 int doc_uq_step(struct doc_uq *u)
 {
-	uint32_t id;
-	struct kv_slice k;
 	int n;
 
-	for (;;) {
-		if (u->phase == UQ_DOC)
-			return 1;
-		if (u->phase == UQ_RESERVE) {
-			if (!u->token || u->want.err)
-				return -1;
-			/* a key held already (a key the merge asks for
-			 * again) is not asked for twice */
-			while (want_at(u, &id, &k) &&
-			       kvdoc_keylist_has(
-				   (struct kv_slice){u->held.data, u->held.len},
-				   id, k))
-				u->wpos += 6 + k.n;
-			if (want_at(u, &id, &k))
-				return send_reserve(u, id, k) ? -1 : 1;
-			return send_doc(u) ? -1 : 1;
-		}
-		if (u->qpos < u->q.len) {
-			next_doc(u);
-			continue;
-		}
+	if ((u->qpos < u->q.len || u->rel.len) && !u->s &&
+	    !(u->s = calloc(DOC_UQ_SLOTS, sizeof(*u->s))))
+		return -1;
+	for (unsigned i = 0; u->qpos < u->q.len && i < DOC_UQ_SLOTS; i++)
+		if (u->s[i].phase == UQ_IDLE && next_doc(u, &u->s[i]) < 0)
+			return -1;
+	if (u->busy)
+		return 1;
+	if (u->qpos >= u->q.len)
 		u->q.len = u->qpos = 0;
-		if (!u->rel.len)
-			return 0;
-		if ((n = releases(u)) != 0)
-			return n < 0 ? -1 : 1;
-	}
+	if (!u->rel.len)
+		return 0;
+	n = releases(u);
+	return n < 0 ? -1 : n > 0;
 }
 
 int doc_uq_keys(struct kv_slice op, const uint8_t *doc, size_t n,

@@ -8,30 +8,42 @@
  * The driver serves one statement's writes (doc_mdoor.c) or an index
  * build's (doc_mdoor_ix.c), which call it: doc_uq_back for each of their
  * own document merges (aux 0), doc_uq_result for the driver's (aux a
- * DOC_UQ_TAG_*), and doc_uq_step once none of their merges is out.  It
- * runs one document at a time (its merges counted in *host.out): an
- * insert's, whose keys are known, or those whose merge asked. */
+ * DOC_UQ_TAG_* and a slot), and doc_uq_step to go on.  It runs up to
+ * DOC_UQ_SLOTS documents at once (their merges counted in *host.out): an
+ * insert's, whose keys are known, or those whose merge asked.  Each
+ * document takes its own keys in its merge's order, and sends its merge
+ * as soon as it holds them, so no document waits for another of the
+ * window: the slots add no wait that could close a cycle between two
+ * writers. */
 #ifndef KVD_DOC_DOC_UQ_H
 #define KVD_DOC_DOC_UQ_H
 
 #include <bson/bson.h>
+#include <stdbool.h>
 
 #include "doc.h"
 
 struct kvd_conn;
 struct kvd_pend;
 
+/* A driver's merge has aux tag | slot << 2 (never 0). */
 enum { DOC_UQ_TAG_RES = 1, DOC_UQ_TAG_DOC = 2, DOC_UQ_TAG_REL = 3 };
+#define DOC_UQ_SLOTS 256
 
 struct doc_uq_host {
 	struct kvd_conn *c;
 	unsigned *out; /* the caller's merges in flight, the driver's too */
 	void *ctx;
-	/* the merge of a document the driver wrote came back */
-	void (*doc_back)(void *ctx, const struct kvd_pend *pd);
+	/* the merge of the document pushed with tag came back */
+	void (*doc_back)(void *ctx, size_t tag, const struct kvd_pend *pd);
 	/* it was not written: e (11000 with info {keyPattern, keyValue}, or
 	 * another failure with info empty) */
-	void (*fail)(void *ctx, const struct mql_error *e, const bson_t *info);
+	void (*fail)(void *ctx, size_t tag, const struct mql_error *e,
+		     const bson_t *info);
+	/* true: a document's failure stops nothing else (an insert batch's
+	 * documents, each its own statement); false: the documents not yet
+	 * started are dropped (one statement's, a build's) */
+	bool each;
 	const char *db, *coll;
 	/* A thread that is no io thread (doc_build.c) gives its own way to
 	 * send a merge (0, or -1), its reader and catalog; NULL: the
@@ -43,25 +55,35 @@ struct doc_uq_host {
 	unsigned nshards;
 };
 
+/* A document under way. */
+struct doc_uq_slot {
+	int phase;
+	bool waiting; /* its merge is out */
+	uint8_t dkey[KVDOC_KEY_MAX];
+	size_t dkn;
+	struct kv_buf want, held;
+	size_t wpos;
+	uint64_t token, expect;
+	unsigned tries, rounds;
+	size_t tag;	      /* the caller's, given back */
+	struct kv_slice body; /* its operand past the section, or none */
+};
+
 struct doc_uq {
 	struct doc_uq_host h;
 	/* the statement's: its collection, its merge and operand */
 	uint32_t cid;
 	unsigned mid;
 	const struct kv_buf *opnd;
-	/* documents to write: [u8 len][key][u32 n][key list to reserve] */
+	/* documents to write: [u8 len][key][u32 n][key list to reserve]
+	 * [tag][body pointer][body length] */
 	struct kv_buf q;
 	size_t qpos;
 	/* keys to let go: [u8 len][document key][u32 n][key list] */
 	struct kv_buf rel;
-	/* the document under way */
-	int phase;
-	uint8_t dkey[KVDOC_KEY_MAX];
-	size_t dkn;
-	struct kv_buf want, held, tmp, sec;
-	size_t wpos;
-	uint64_t token, expect;
-	unsigned tries, rounds;
+	struct doc_uq_slot *s; /* DOC_UQ_SLOTS, once a document came */
+	unsigned busy;	       /* slots under way */
+	struct kv_buf tmp, sec;
 };
 
 void doc_uq_init(struct doc_uq *u, const struct doc_uq_host *h);
@@ -71,17 +93,24 @@ void doc_uq_free(struct doc_uq *u);
 void doc_uq_stmt(struct doc_uq *u, uint32_t cid, unsigned mid,
 		 const struct kv_buf *opnd);
 /* Queue the document of key dkey, with the keys to reserve first (a key
- * list; may be empty: its merge says).  0, or -1 out of memory. */
+ * list; may be empty: its merge says), the caller's tag for it, and its
+ * operand past the section (body, which must last until its merge came
+ * back; {0}: the statement's).  0, or -1 out of memory. */
 int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
-		struct kv_slice want);
+		struct kv_slice want, size_t tag, struct kv_slice body);
+/* Drop the documents queued and not started. */
+void doc_uq_cancel(struct doc_uq *u);
+/* Is nothing queued or under way (releases aside)? */
+bool doc_uq_idle(const struct doc_uq *u);
 /* One of the caller's document merges came back: 1 when it asked for
  * reservations (the driver writes that document again: the caller
  * ignores pd), else 0 (its keys let go are kept for later). */
 int doc_uq_back(struct doc_uq *u, const struct kvd_pend *pd);
 /* The driver's merge came back. */
 void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd);
-/* Go on while none of the caller's merges is out: 1 with merges out,
- * 0 when nothing is left to do, -1 out of memory. */
+/* Go on: start queued documents in free slots, and once nothing is
+ * queued or under way, release what was let go.  1 with driver merges
+ * out, 0 when nothing is left to do, -1 out of memory. */
 int doc_uq_step(struct doc_uq *u);
 /* The bytes of pd's reply before the trailer of keys let go. */
 size_t doc_uq_len(const struct kvd_pend *pd);

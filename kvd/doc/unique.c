@@ -27,11 +27,53 @@ size_t kvdoc_uq_key(uint32_t id, const uint8_t *key, size_t kn, uint8_t *out)
 /* ---- tokens ----
  *
  * The live ones: as many as document writes under way that need
- * reservations (one per connection at most), so an array scanned under a
- * mutex is enough. */
+ * reservations (up to DOC_UQ_SLOTS per connection writing), asked about
+ * by every committer that finds a reservation held, so an open-addressed
+ * set (linear probing, deletion by backward shift, at most half full)
+ * under a mutex. */
 static pthread_mutex_t tok_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t *tok_live, tok_next;
-static size_t tok_n, tok_cap;
+static uint64_t *tok_tab, tok_next;
+static size_t tok_n, tok_cap; /* tok_cap: a power of two, or 0 */
+
+static size_t tok_slot(uint64_t t, size_t cap)
+{
+	return (size_t)((t * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static void tok_put(uint64_t *tab, size_t cap, uint64_t t)
+{
+	size_t i = tok_slot(t, cap);
+
+	while (tab[i])
+		i = (i + 1) & (cap - 1);
+	tab[i] = t;
+}
+
+static int tok_grow(void)
+{
+	size_t cap = tok_cap ? 2 * tok_cap : 64;
+	uint64_t *tab = calloc(cap, sizeof(*tab));
+
+	if (!tab)
+		return -1;
+	for (size_t i = 0; i < tok_cap; i++)
+		if (tok_tab[i])
+			tok_put(tab, cap, tok_tab[i]);
+	free(tok_tab);
+	tok_tab = tab;
+	tok_cap = cap;
+	return 0;
+}
+
+/* Where t is, or where the probe for it ended (an empty slot). */
+static size_t tok_find(uint64_t t)
+{
+	size_t i = tok_slot(t, tok_cap);
+
+	while (tok_tab[i] && tok_tab[i] != t)
+		i = (i + 1) & (tok_cap - 1);
+	return i;
+}
 
 uint64_t kvdoc_uq_begin(void)
 {
@@ -41,19 +83,13 @@ uint64_t kvdoc_uq_begin(void)
 	if (!tok_next &&
 	    getrandom(&tok_next, sizeof(tok_next), 0) != sizeof(tok_next))
 		tok_next = (uint64_t)time(NULL) << 32;
-	if (tok_n == tok_cap) {
-		size_t cap = tok_cap ? 2 * tok_cap : 64;
-		uint64_t *p = realloc(tok_live, cap * sizeof(*p));
-
-		if (!p)
-			goto out;
-		tok_live = p;
-		tok_cap = cap;
-	}
+	if (2 * (tok_n + 1) > tok_cap && tok_grow())
+		goto out;
 	if (!++tok_next) /* 0 is no token */
 		++tok_next;
 	t = tok_next;
-	tok_live[tok_n++] = t;
+	tok_put(tok_tab, tok_cap, t);
+	tok_n++;
 out:
 	pthread_mutex_unlock(&tok_mu);
 	return t;
@@ -61,22 +97,33 @@ out:
 
 void kvdoc_uq_end(uint64_t token)
 {
+	size_t i, j, m = tok_cap - 1;
+
 	pthread_mutex_lock(&tok_mu);
-	for (size_t i = 0; i < tok_n; i++)
-		if (tok_live[i] == token) {
-			tok_live[i] = tok_live[--tok_n];
-			break;
+	if (!tok_cap || !tok_tab[i = tok_find(token)])
+		goto out;
+	/* backward shift: each later entry of the run that may sit in the
+	 * hole (its home not cyclically in (i, j]) moves into it */
+	for (j = (i + 1) & m; tok_tab[j]; j = (j + 1) & m) {
+		size_t h = tok_slot(tok_tab[j], tok_cap);
+
+		if (((j - h) & m) >= ((j - i) & m)) {
+			tok_tab[i] = tok_tab[j];
+			i = j;
 		}
+	}
+	tok_tab[i] = 0;
+	tok_n--;
+out:
 	pthread_mutex_unlock(&tok_mu);
 }
 
 bool kvdoc_uq_live(uint64_t token)
 {
-	bool live = false;
+	bool live;
 
 	pthread_mutex_lock(&tok_mu);
-	for (size_t i = 0; i < tok_n && !live; i++)
-		live = tok_live[i] == token;
+	live = token && tok_cap && tok_tab[tok_find(token)] == token;
 	pthread_mutex_unlock(&tok_mu);
 	return live;
 }

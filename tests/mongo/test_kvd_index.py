@@ -604,9 +604,12 @@ class Resume(unittest.TestCase):
             for v in list(range(97)) + [1500, 1999]:
                 self.assertEqual(ids(c.find({"f": v}).hint([("f", 1)])),
                                  ids(c.find({"f": v}).hint(NATURAL)))
-            # a unique index's build, cut: resumed, and enforced
+            # a unique index's build, cut: resumed, and enforced (over
+            # enough documents that the kill finds it under way)
             c.drop_index("f_1")
             c.delete_many({"_id": {"$gte": 2000}})
+            c.insert_many([{"_id": i, "f": i} for i in range(2000, 150000)],
+                          ordered=False)
             self.kill_mid_build(h, c, name="fu", unique=True)
             t0 = time.time()
             h.start_again()
@@ -617,11 +620,11 @@ class Resume(unittest.TestCase):
                 except pymongo.errors.OperationFailure:
                     return False
             kvdtest.wait_for(ready, 120, "the unique build resumed")
-            print("unique build of 2000 documents resumed in %.1f s" %
+            print("unique build of 150000 documents resumed in %.1f s" %
                   (time.time() - t0), file=sys.stderr)
             self.assertRaises(pymongo.errors.DuplicateKeyError,
                               c.insert_one, {"_id": "x", "f": 1999})
-            c.insert_one({"_id": "y", "f": 2000})
+            c.insert_one({"_id": "y", "f": 150000})
             self.assertEqual(ids(c.find({"f": 5}).hint([("f", 1)])), [5])
         finally:
             h.stop()

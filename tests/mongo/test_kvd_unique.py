@@ -107,6 +107,104 @@ class Unique(HostCase):
         self.dup(lambda: c.update_many({"g": 1}, {"$set": {"k": 7}}))
         self.assertEqual(c.count_documents({"k": 7}), 1)
 
+    def test_batches_past_the_window(self):
+        """Batches longer than the window the door keeps in flight (256
+        documents, 64 taking their keys at once): a duplicate inside the
+        batch, of a document far before it or just before it, of a
+        document already stored, and a repeated _id, each reported at
+        its own index; ordered, nothing after the first failure is
+        left; unordered, the first in the batch keeps the key."""
+        c = self.db.win
+        c.create_index("k", unique=True)
+        c.insert_one({"_id": "old", "k": -1})
+        n = 3000
+
+        def docs():
+            d = [{"_id": i, "k": i} for i in range(n)]
+            d[1500]["k"] = 10      # far before it
+            d[2001]["k"] = 2000    # just before it
+            d[2500]["k"] = -1      # the stored document's
+            d[2700]["_id"] = 2699  # a repeated _id
+            return d
+        with self.assertRaises(BulkWriteError) as e:
+            c.insert_many(docs())
+        d = e.exception.details
+        self.assertEqual(d["nInserted"], 1500)
+        self.assertEqual([(w["index"], w["code"]) for w in d["writeErrors"]],
+                         [(1500, 11000)])
+        self.assertEqual(d["writeErrors"][0]["keyValue"], {"k": 10})
+        self.assertEqual(c.count_documents({}), 1501)
+        self.assertEqual(c.count_documents({"_id": {"$gte": 1500}}), 0)
+        c.delete_many({"_id": {"$ne": "old"}})
+        with self.assertRaises(BulkWriteError) as e:
+            c.insert_many(docs(), ordered=False)
+        d = e.exception.details
+        self.assertEqual(d["nInserted"], n - 4)
+        self.assertEqual([(w["index"], w["code"]) for w in d["writeErrors"]],
+                         [(1500, 11000), (2001, 11000), (2500, 11000),
+                          (2700, 11000)])
+        self.assertEqual(c.find_one({"k": 10})["_id"], 10)
+        self.assertEqual(c.find_one({"k": 2000})["_id"], 2000)
+        self.assertEqual(c.find_one({"k": -1})["_id"], "old")
+        self.assertEqual(c.find_one({"_id": 2699})["k"], 2699)
+        # every document found through the index, and nothing more
+        scan = sorted(x["k"] for x in c.find().hint(NATURAL))
+        self.assertEqual(sorted(x["k"] for x in c.find().hint("k_1")), scan)
+        self.assertEqual(len(scan), n - 3)
+        # the keys of the failed documents were let go
+        c.insert_many([{"_id": "a", "k": 1500}, {"_id": "b", "k": 2001},
+                       {"_id": "c", "k": 2500}, {"_id": "d", "k": 2700}])
+
+    def test_concurrent_batches(self):
+        """8 writers insert batches of 500 whose keys overlap, half of
+        them ordered: one document per key; an ordered batch's documents
+        before its first failure are all there and none after it (those
+        inserted ahead of a failure it could not foresee are deleted
+        again); an unordered one's are there but for its failures."""
+        c = self.db.cb
+        c.create_index("k", unique=True)
+        results = [None] * 8
+        errs = []
+
+        def run(t):
+            cc = self.host.client("").uq.cb
+            ks = list(range(1000))
+            random.Random(t).shuffle(ks)
+            docs = [{"_id": "%d-%d" % (t, i), "k": k}
+                    for i, k in enumerate(ks[:500])]
+            try:
+                cc.insert_many(docs, ordered=t % 2 == 0)
+                results[t] = (docs, [])
+            except BulkWriteError as e:
+                bad = [w["index"] for w in e.details["writeErrors"]]
+                if any(w["code"] != 11000
+                       for w in e.details["writeErrors"]):
+                    errs.append(e.details["writeErrors"][:3])
+                results[t] = (docs, bad)
+            except pymongo.errors.PyMongoError as e:
+                errs.append(e)
+            cc.database.client.close()
+        ts = [threading.Thread(target=run, args=(t,)) for t in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errs, [])
+        have = {x["_id"]: x["k"] for x in c.find().hint(NATURAL)}
+        self.assertEqual(len(set(have.values())), len(have))
+        for t, (docs, bad) in enumerate(results):
+            if t % 2 == 0:
+                self.assertLessEqual(len(bad), 1)
+                first = bad[0] if bad else len(docs)
+                want = {d["_id"] for d in docs[:first]}
+            else:
+                want = {d["_id"] for i, d in enumerate(docs)
+                        if i not in set(bad)}
+            got = {i for i in have if i.startswith("%d-" % t)}
+            self.assertEqual(got, want, "writer %d" % t)
+        self.assertEqual(sorted(x["k"] for x in c.find().hint("k_1")),
+                         sorted(have.values()))
+
     def test_missing_sparse_partial(self):
         c = self.db.msp
         c.create_index("a", unique=True)

@@ -6,7 +6,9 @@
  * a collection merged across shards in _id order in bounded batches, a
  * restart replaying it all, index entries written with their documents
  * (index.h: insert, update, multikey, delete, a refused document, REINDEX,
- * and the restart), and the lost-update test: 8 threads $inc
+ * and the restart), the set of live unique-write tokens (unique.h)
+ * against a plain list through begins and ends in random order, and
+ * the lost-update test: 8 threads $inc
  * their own field of one document 10,000 times each, and every increment
  * is there.
  */
@@ -26,6 +28,7 @@
 #include "net/router.h"
 #include "store.h"
 #include "store_log.h"
+#include "unique.h"
 
 void kvd_log(int level, const char *fmt, ...)
 {
@@ -812,6 +815,45 @@ static int rm_one(const char *path, const struct stat *sb, int flag,
 	return remove(path);
 }
 
+/* The live tokens: every begun and not ended one live, every ended one
+ * not, through thousands of each in a random order (the set grows and
+ * its deletions shift entries back across its wrap). */
+static void t_tokens(void)
+{
+	enum { N = 5000 };
+	static uint64_t live[N];
+	size_t n = 0, bad = 0;
+	uint64_t gone[64];
+	size_t ng = 0;
+
+	srand(7);
+	for (int r = 0; r < 40000; r++) {
+		if (n < N && (n == 0 || rand() % 3)) {
+			live[n] = kvdoc_uq_begin();
+			bad += !live[n];
+			n++;
+		} else {
+			size_t i = (size_t)rand() % n;
+
+			kvdoc_uq_end(live[i]);
+			gone[ng++ % 64] = live[i];
+			live[i] = live[--n];
+		}
+		if (r % 1000 == 0) {
+			for (size_t i = 0; i < n; i++)
+				bad += !kvdoc_uq_live(live[i]);
+			for (size_t i = 0; i < (ng < 64 ? ng : 64); i++)
+				bad += kvdoc_uq_live(gone[i]);
+		}
+	}
+	bad += kvdoc_uq_live(0);
+	while (n)
+		kvdoc_uq_end(live[--n]);
+	for (size_t i = 0; i < (ng < 64 ? ng : 64); i++)
+		bad += kvdoc_uq_live(gone[i]);
+	CHECK(bad == 0, "live tokens: %zu wrong answers", bad);
+}
+
 int main(void)
 {
 	char dir[300], b[512];
@@ -827,6 +869,7 @@ int main(void)
 	t_index_fresh();
 	t_index_multi();
 	t_lost_update();
+	t_tokens();
 	close_all();
 	/* everything again after a restart (journal, then LMDB) */
 	open_all(dir);
