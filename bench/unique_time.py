@@ -8,17 +8,25 @@ times each), so that two builds of kvd are compared on one machine at one
 time (issue 35, "Unique builds take reservations one document at a
 time").
 
-    bench/unique_time.py [-n 100000] [--rounds 2] KVD [KVD...]
+    bench/unique_time.py [-n 100000] [--rounds 2] [--pg PGBIN] KVD [KVD...]
 
 Each run starts a fresh kvd (--threads 2 --durability sync, as
 bench/peer_servers.sh does) on a temporary data directory; the documents
 are bench/ixbuild_time.py's (s: 16 hex digits of a hash of i, distinct).
 After each load it checks that the collection and the index hold N
 documents.  It prints one line per run and the median per binary and
-case.  A benchmark, not a test.
+case.  With --pg (PostgreSQL 15's bin directory, /usr/lib/postgresql/15/bin
+on Debian), the same rounds run against a fresh PostgreSQL cluster too
+(fsync and synchronous_commit on, its defaults): a table (id text primary
+key, doc jsonb) with an expression index on (doc->>'s'), UNIQUE or not,
+the documents inserted by psql as one multi-row INSERT of 1000 rows per
+statement (each its own transaction, as an insert_many batch is one
+command), and CREATE [UNIQUE] INDEX over N rows; the kvd / PostgreSQL
+ratios end the output.  A benchmark, not a test.
 """
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -83,29 +91,104 @@ def one(kvd, n, unique):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def as_pg(cmd, **kw):
+    """PostgreSQL refuses to run as root: as nobody then."""
+    if os.getuid() == 0:
+        cmd = ["runuser", "-u", "nobody", "--"] + cmd
+    return subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
+
+
+def pg_batches(n, path):
+    """One INSERT of 1000 rows per line into table t."""
+    with open(path, "w") as f:
+        for lo in range(0, n, 1000):
+            rows = []
+            for i in range(lo, min(n, lo + 1000)):
+                d = doc(i, n)
+                rows.append("('%s', '%s')" % (d["_id"], json.dumps(d)))
+            f.write("INSERT INTO t VALUES %s;\n" % ",".join(rows))
+
+
+def one_pg(pgbin, n, unique):
+    """{case: seconds} of one fresh PostgreSQL cluster."""
+    d = tempfile.mkdtemp(prefix="uqtime-pg-")
+    os.chmod(d, 0o755)
+    if os.getuid() == 0:
+        shutil.chown(d, "nobody")
+    data, port = os.path.join(d, "data"), free_port()
+    as_pg([os.path.join(pgbin, "initdb"), "-D", data, "-U", "kvbench", "-A",
+           "trust", "-E", "UTF8", "--no-sync"])
+    as_pg([os.path.join(pgbin, "pg_ctl"), "-D", data, "-l",
+           os.path.join(d, "log"), "-w", "-t", "60", "-o",
+           "-p %d -k %s -c listen_addresses=127.0.0.1" % (port, d), "start"])
+    uq = "UNIQUE " if unique else ""
+    psql = ["env", "PGOPTIONS=-c client_min_messages=warning", "psql", "-X",
+            "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
+            "-p", str(port), "-U", "kvbench", "postgres"]
+    sql = os.path.join(d, "rows.sql")
+    pg_batches(n, sql)
+    out = {}
+    try:
+        # ordered and unordered are one case to PostgreSQL: both timed
+        for case in ("insert ordered", "insert unordered"):
+            subprocess.run(psql + ["-c", "DROP TABLE IF EXISTS t; CREATE "
+                                   "TABLE t (id text PRIMARY KEY, doc jsonb);"
+                                   " CREATE %sINDEX ON t ((doc->>'s'))" % uq],
+                           check=True, stdout=subprocess.DEVNULL)
+            t0 = time.monotonic()
+            subprocess.run(psql + ["-f", sql], check=True,
+                           stdout=subprocess.DEVNULL)
+            out[case] = time.monotonic() - t0
+        subprocess.run(psql + ["-c", "DROP TABLE t; CREATE TABLE t (id text "
+                               "PRIMARY KEY, doc jsonb)"], check=True,
+                       stdout=subprocess.DEVNULL)
+        subprocess.run(psql + ["-f", sql], check=True,
+                       stdout=subprocess.DEVNULL)
+        t0 = time.monotonic()
+        subprocess.run(psql + ["-c", "CREATE %sINDEX ON t ((doc->>'s'))" % uq],
+                       check=True, stdout=subprocess.DEVNULL)
+        out["build"] = time.monotonic() - t0
+        got = subprocess.run(psql + ["-At", "-c", "SELECT count(*) FROM t"],
+                             check=True, capture_output=True, text=True)
+        assert int(got.stdout) == n, got.stdout
+        return out
+    finally:
+        as_pg([os.path.join(pgbin, "pg_ctl"), "-D", data, "-m", "immediate",
+               "stop"])
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--pg", help="PostgreSQL's bin directory")
     ap.add_argument("kvd", nargs="+")
     a = ap.parse_args()
     got = {}
+    who = list(a.kvd) + (["postgresql"] if a.pg else [])
     for r in range(a.rounds):
-        for k in a.kvd:
+        for k in who:
             for unique in (True, False):
-                o = one(k, a.n, unique)
+                o = (one_pg(a.pg, a.n, unique) if k == "postgresql"
+                     else one(k, a.n, unique))
                 for case, t in o.items():
                     got.setdefault((k, unique, case), []).append(t)
                 print("round %d %s %s: %s" % (
                     r + 1, k, "unique" if unique else "plain",
                     ", ".join("%s %.2f s" % x for x in o.items())),
                     flush=True)
-    for k in a.kvd:
+    med = {key: statistics.median(v) for key, v in got.items()}
+    for k in who:
         for case in CASES:
-            u = statistics.median(got[(k, True, case)])
-            p = statistics.median(got[(k, False, case)])
+            u, p = med[(k, True, case)], med[(k, False, case)]
             print("median %s %s of %d: unique %.2f s, plain %.2f s "
                   "(%.1fx)" % (k, case, a.n, u, p, u / p))
+    for k in a.kvd if a.pg else ():
+        for case in CASES:
+            print("%s / postgresql, %s, unique: %.2fx the rate" % (
+                k, case, med[("postgresql", True, case)] /
+                med[(k, True, case)]))
     return 0
 
 
