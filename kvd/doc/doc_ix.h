@@ -26,7 +26,7 @@ int doc_mdoor_list_colls(void *ctx, const char *db, mdoor_coll_cb cb,
 
 /* Is b an index command's batch (IXCREATE, IXDROP)? */
 bool doc_ix_kind(const struct mdoor_wbatch *b);
-/* Run it (doc_mdoor.c's write hands it over): b->done when finished. */
+/* Run it (doc_mdoor_write.c's write hands it over): b->done when finished. */
 void doc_ix_write(struct mdoor_wbatch *b);
 /* A merge of it came back (c->mwrite is its), or c is gone. */
 void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd);

@@ -84,8 +84,8 @@ struct kvd_conn {
 	void (*closed)(struct kvd_conn *c);
 	uint32_t resp_state; /* RESP: protocol-specific flags */
 	void *mdoor;	     /* MongoDB: the door's connection (mdoor.h) */
-	void *mwrite;	     /* MongoDB: its write in flight (doc_mdoor.c) */
-	struct {	     /* RESP: a multibulk validated so far */
+	void *mwrite; /* MongoDB: its write in flight (doc_mdoor_write.c) */
+	struct {      /* RESP: a multibulk validated so far */
 		uint32_t off, argc, seen, body;
 	} resp_mb;
 	char name[64]; /* RESP CLIENT SETNAME (written under resp_intro.c's

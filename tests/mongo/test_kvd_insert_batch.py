@@ -1,5 +1,5 @@
 """test_kvd_insert_batch.py - insert batches sent ahead of their results
-(kvd/doc/doc_mdoor.c, "insert batches sent ahead"), against a real kvd in
+(kvd/doc/doc_mdoor_pipe.c, "insert batches sent ahead"), against a real kvd in
 sync mode through pymongo: a batch of 1,000 documents takes far fewer
 commits than documents; MongoDB's ordered and unordered semantics hold
 (nothing after an ordered batch's first failure is left inserted, whether
