@@ -1,8 +1,9 @@
-/* doc_mdoor.c - the MongoDB door's document store (mdoor.h, struct
- * mdoor_store) over kvd's documents (doc.h): listings from the catalog,
- * scans of a collection merged across shards in _id order (an _id
- * equality reads its one shard), explain and statistics; the writes are
- * doc_mdoor_write.c's and doc_mdoor_pipe.c's (doc_mdoor_w.h).
+/* doc_mdoor.c - the reads of the MongoDB door's document store (mdoor.h,
+ * struct mdoor_store) over kvd's documents (doc.h): the calling thread's
+ * catalog, scans of a collection merged across shards in _id order (an
+ * _id equality reads its one shard), explain and statistics
+ * (doc_mdoor_store.c holds the store's table; the writes are
+ * doc_mdoor_write.c's, doc_mdoor_int.h).
  *
  * Threads.  Every call runs on an io thread, which doc_mdoor_enter names
  * first (its reader and its copy of the catalog); a cursor's scan may go
@@ -19,7 +20,7 @@
 #include "clock.h"
 #include "doc.h"
 #include "doc_ix.h"
-#include "doc_mdoor_w.h"
+#include "doc_mdoor_int.h"
 #include "doc_plan.h"
 #include "index.h"
 #include "kv_status.h"
@@ -264,7 +265,7 @@ int doc_mdoor_scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 	return 1;
 }
 
-static void scan_deadline(void *scan, uint64_t deadline_ms)
+void doc_mdoor_scan_deadline(void *scan, uint64_t deadline_ms)
 {
 	((struct dscan *)scan)->deadline = deadline_ms;
 }
@@ -280,8 +281,8 @@ void doc_mdoor_scan_close(void *scan)
 
 /* explain: run q's scan to its end (the door's sort and limit aside),
  * and say how it read. */
-static int explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
-		   bson_t *stats, struct mql_error *err)
+int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
+		      bson_t *stats, struct mql_error *err)
 {
 	struct mdoor_scan_info info = {0};
 	int64_t t0 = (int64_t)kvd_now_ms(), n = 0, keys = 0, docs;
@@ -323,9 +324,9 @@ static int explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
 	return rc < 0 ? -1 : 0;
 }
 
-static int count_ix(void *arg, const uint8_t *spec, uint32_t len)
+static int count_ix(void *arg, const struct kvdoc_ix *ix)
 {
-	(void)spec, (void)len;
+	(void)ix;
 	++*(uint64_t *)arg;
 	return 0;
 }
@@ -333,8 +334,8 @@ static int count_ix(void *arg, const uint8_t *spec, uint32_t len)
 static int db_stats(void *ctx, const char *db, struct mdoor_coll_stats *out,
 		    struct mql_error *err);
 
-static int coll_stats(void *ctx, const char *db, const char *coll,
-		      struct mdoor_coll_stats *out, struct mql_error *err)
+int doc_mdoor_coll_stats(void *ctx, const char *db, const char *coll,
+			 struct mdoor_coll_stats *out, struct mql_error *err)
 {
 	struct mdoor_query q = {.db = db, .coll = coll};
 	struct mql_match *all = NULL;
@@ -365,8 +366,9 @@ static int coll_stats(void *ctx, const char *db, const char *coll,
 	doc_mdoor_scan_close(s);
 	mql_match_free(all);
 	out->storage_size = out->size;
-	out->nindexes = 1;
-	doc_ix_list(NULL, db, coll, count_ix, &out->nindexes, err);
+	out->nindexes = 1; /* _id's */
+	if (catalog())
+		kvdoc_catalog_indexes(catalog(), id, count_ix, &out->nindexes);
 	return rc < 0 ? -1 : 1;
 }
 
@@ -418,7 +420,8 @@ static int db_stats(void *ctx, const char *db, struct mdoor_coll_stats *out,
 	if (nm.oom)
 		rc = mql_error_set(err, MQL_InternalError, "out of memory");
 	for (size_t at = 0; rc >= 0 && at < nm.n; at += strlen(nm.p + at) + 1) {
-		if ((rc = coll_stats(ctx, db, nm.p + at, &one, err)) < 0)
+		if ((rc = doc_mdoor_coll_stats(ctx, db, nm.p + at, &one, err)) <
+		    0)
 			break;
 		out->count += one.count;
 		out->size += one.size;
@@ -430,16 +433,3 @@ static int db_stats(void *ctx, const char *db, struct mdoor_coll_stats *out,
 	free(nm.p);
 	return rc < 0 ? -1 : 1;
 }
-
-const struct mdoor_store doc_mdoor_store = {
-    .list_databases = doc_mdoor_list_dbs,
-    .list_collections = doc_mdoor_list_colls,
-    .coll_stats = coll_stats,
-    .scan = doc_mdoor_scan_open,
-    .scan_next = doc_mdoor_scan_next,
-    .scan_close = doc_mdoor_scan_close,
-    .scan_deadline = scan_deadline,
-    .write = doc_mdoor_write,
-    .list_indexes = doc_ix_list,
-    .explain = explain,
-};

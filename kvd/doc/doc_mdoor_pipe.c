@@ -1,12 +1,12 @@
 /* doc_mdoor_pipe.c - the MongoDB door's insert batches sent ahead of
- * their results (doc_mdoor_w.h): up to a window of documents in flight,
+ * their results (doc_mdoor_int.h): up to a window of documents in flight,
  * through the reservations' driver under a unique index. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "doc.h"
 #include "doc_ix.h"
-#include "doc_mdoor_w.h"
+#include "doc_mdoor_int.h"
 #include "doc_uq.h"
 #include "index.h"
 #include "kv_status.h"
@@ -63,8 +63,8 @@ static bool pipe_safe(struct dmw *w, const uint8_t *k, size_t kn)
 			return false;
 		p += 1u + q[0];
 	}
-	return kvdoc_get(doc_mdoor_io()->reader, doc_mdoor_io()->srv->nshards, k, kn,
-			 doc_mdoor_io()->now_ms, &doc) == KV_NOT_FOUND;
+	return kvdoc_get(doc_mdoor_io()->reader, doc_mdoor_io()->srv->nshards,
+			 k, kn, doc_mdoor_io()->now_ms, &doc) == KV_NOT_FOUND;
 }
 
 static int upipe_fill(struct dmw *w);
@@ -113,8 +113,8 @@ int dmw_pipe_fill(struct dmw *w)
 		    kv_buf_append(&w->keys, &n, 1) ||
 		    kv_buf_append(&w->keys, k, kn) ||
 		    dmw_send_merge(w, KVD_KS_DOC,
-			       KVDOC_MERGE_BASE + KVDOC_OP_INSERT, k, kn,
-			       w->opnd.data, w->opnd.len))
+				   KVDOC_MERGE_BASE + KVDOC_OP_INSERT, k, kn,
+				   w->opnd.data, w->opnd.len))
 			return dmw_oom(&b->err);
 		w->bytes += op->len;
 		w->next++;
@@ -141,8 +141,8 @@ static int pipe_undo(struct dmw *w, const struct mdoor_wop *op)
 	if (bson_append_value(&f, "_id", 3, bson_iter_value(&it)) &&
 	    !kv_buf_append(&w->opnd, w->sect.data, w->sect.len) &&
 	    !kvdoc_op_delete(&w->opnd, 0, bson_get_data(&f), f.len) &&
-	    !dmw_send_merge(w, KVD_KS_DOC, KVDOC_MERGE_BASE + KVDOC_OP_DELETE, k,
-			kn, w->opnd.data, w->opnd.len)) {
+	    !dmw_send_merge(w, KVD_KS_DOC, KVDOC_MERGE_BASE + KVDOC_OP_DELETE,
+			    k, kn, w->opnd.data, w->opnd.len)) {
 		w->undo++;
 		rc = 0;
 	}
@@ -276,7 +276,8 @@ static bool up_in_store(struct kv_slice k, struct kv_slice want)
 	uint32_t id;
 	size_t rn;
 
-	if (kvdoc_get(rd, ns, k.p, k.n, doc_mdoor_io()->now_ms, &v) != KV_NOT_FOUND)
+	if (kvdoc_get(rd, ns, k.p, k.n, doc_mdoor_io()->now_ms, &v) !=
+	    KV_NOT_FOUND)
 		return true;
 	while (kvdoc_keylist_next(&want, &id, &wk)) {
 		rn = kvdoc_uq_key(id, wk.p, wk.n, rk);

@@ -1,6 +1,6 @@
 /* doc_mdoor_write.c - the MongoDB door's writes (mdoor_store.write) over
  * kvd's documents, as merge operations on the documents' committers,
- * completed on the connection's io thread (doc_mdoor_w.h).
+ * completed on the connection's io thread (doc_mdoor_int.h).
  *
  * A batch runs its statements one after another (an ordered batch stops
  * at the first that fails), except a batch of inserts, whose documents go
@@ -23,7 +23,7 @@
 
 #include "doc.h"
 #include "doc_ix.h"
-#include "doc_mdoor_w.h"
+#include "doc_mdoor_int.h"
 #include "doc_uq.h"
 #include "index.h"
 #include "kv_status.h"
@@ -38,38 +38,6 @@ static void step(struct dmw *w);
 static bool b_is_catalog(enum mdoor_wkind k)
 {
 	return k == MDOOR_W_CREATE || k == MDOOR_W_DROP || k == MDOOR_W_DROPDB;
-}
-
-int dmw_oom(struct mql_error *e)
-{
-	return mql_error_set(e, MQL_InternalError, "out of memory");
-}
-
-void dmw_finish(struct dmw *w)
-{
-	struct mdoor_wbatch *b = w->b;
-
-	w->c->mwrite = NULL;
-	if (w->scan)
-		doc_mdoor_scan_close(w->scan);
-	doc_uq_free(&w->uq);
-	kv_buf_free(&w->keys);
-	kv_buf_free(&w->opnd);
-	kv_buf_free(&w->sect);
-	free(w);
-	b->done(b);
-}
-
-int dmw_send_merge(struct dmw *w, unsigned ks, unsigned id, const uint8_t *k,
-		   size_t kn, const uint8_t *v, size_t vn)
-{
-	int shard = ks == KVD_KS_CATALOG ? 0 : -1;
-
-	if (kvd_write_merge(w->c, 0, ks, id, shard, (struct kv_slice){k, kn},
-			    (struct kv_slice){v, vn}, 0))
-		return -1;
-	w->out++;
-	return 0;
 }
 
 /* An insert into a collection with a unique index: through the
@@ -110,8 +78,8 @@ static int send_keys(struct dmw *w, struct mql_error *e)
 	while (w->kpos < w->keys.len && w->out < WINDOW) {
 		const uint8_t *p = w->keys.data + w->kpos;
 
-		if (dmw_send_merge(w, KVD_KS_DOC, KVDOC_MERGE_BASE + w->mid, p + 1,
-			       p[0], w->opnd.data, w->opnd.len))
+		if (dmw_send_merge(w, KVD_KS_DOC, KVDOC_MERGE_BASE + w->mid,
+				   p + 1, p[0], w->opnd.data, w->opnd.len))
 			return dmw_oom(e);
 		w->kpos += 1u + p[0];
 	}
@@ -156,13 +124,6 @@ static const bson_value_t *id_eq(const struct mql_match *q)
 	return x.v;
 }
 
-int dmw_doc_id(const uint8_t *p, uint32_t n, bson_iter_t *it)
-{
-	return bson_iter_init_from_data(it, p, n) && bson_iter_find(it, "_id")
-		   ? 0
-		   : -1;
-}
-
 /* The next keys of a multi-document statement's matches, at most BATCH,
  * from its open scan (closed once it ends): 0, or -1 with e.  The scan
  * goes on after the last document it read, so a statement over any
@@ -176,7 +137,8 @@ static int more_keys(struct dmw *w, struct mql_error *e)
 	int rc = 0;
 
 	w->keys.len = w->kpos = 0;
-	while (nk < BATCH && (rc = doc_mdoor_scan_next(w->scan, &doc, &len, e)) == 1) {
+	while (nk < BATCH &&
+	       (rc = doc_mdoor_scan_next(w->scan, &doc, &len, e)) == 1) {
 		if (dmw_doc_id(doc, len, &it) ||
 		    add_key(w, bson_iter_value(&it), e))
 			return -1;
@@ -282,7 +244,8 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 		w->scan = NULL;
 	}
 	/* the collection's indexes, which the merge keeps (index.h) */
-	if (kvdoc_ix_section(doc_mdoor_catalog(), w->have ? w->cid : 0, 0, &w->opnd))
+	if (kvdoc_ix_section(doc_mdoor_catalog(), w->have ? w->cid : 0, 0,
+			     &w->opnd))
 		return dmw_oom(&op->err);
 	/* an insert's unique keys are known: reserved before its merge;
 	 * other writes go out at once, and a merge that finds its document
@@ -341,57 +304,6 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 	return send_keys(w, &op->err) ? -1 : (int)w->out;
 }
 
-static void dup_error(struct dmw *w, struct mdoor_wop *op)
-{
-	bson_iter_t it;
-	char v[128] = "?";
-
-	if (!dmw_doc_id(op->doc, op->len, &it))
-		mql_value_str(bson_iter_value(&it), v, sizeof(v));
-	mql_error_set(&op->err, 11000,
-		      "E11000 duplicate key error collection: %s.%s index: "
-		      "_id_ dup key: { _id: %s }",
-		      w->b->db, w->b->coll, v);
-}
-
-/* One merge of statement op came back. */
-void dmw_stmt_result(struct dmw *w, struct mdoor_wop *op,
-		     const struct kvd_pend *pd)
-{
-	if (pd->status == KV_EXISTS && w->mid == KVDOC_OP_INSERT) {
-		dup_error(w, op);
-		return;
-	}
-	if (pd->status != KV_OK && pd->status != KV_NOT_FOUND) {
-		mql_error_set(&op->err, MQL_InternalError, "write failed (%d)",
-			      pd->status);
-		return;
-	}
-	if (pd->result < 0) {
-		mql_error_set(&op->err, (int)-pd->result, "%.*s",
-			      (int)(pd->vlen < 400 ? pd->vlen : 400),
-			      pd->val ? (const char *)pd->val : "");
-		return;
-	}
-	if (pd->result == KVDOC_R_UPSERTED && w->mid == KVDOC_OP_UPDATE) {
-		if (w->upid)
-			bson_append_value(&op->upserted, "_id", 3, w->upid);
-	} else if (w->mid != KVDOC_OP_UPDATE) {
-		op->n += pd->result > 0;
-	} else if (pd->result >= KVDOC_R_MATCHED) {
-		op->n++;
-		op->nmodified += pd->result == KVDOC_R_MODIFIED;
-	}
-	if (w->b->kind == MDOOR_W_FAM && pd->val && doc_uq_len(pd) >= 5) {
-		bson_t v;
-
-		if (bson_init_static(&v, pd->val, doc_uq_len(pd))) {
-			bson_reinit(&op->value);
-			bson_concat(&op->value, &v);
-		}
-	}
-}
-
 /* ---- the catalog's changes ---- */
 
 static int send_catalog(struct dmw *w, unsigned op, unsigned flags)
@@ -401,10 +313,10 @@ static int send_catalog(struct dmw *w, unsigned op, unsigned flags)
 			     op == KVDOC_CAT_DROPDB ? NULL : w->b->coll,
 			     w->b->options, w->b->options_len))
 		return -1;
-	return dmw_send_merge(w, KVD_KS_CATALOG,
-			  KVDOC_MERGE_BASE + KVDOC_OP_CATALOG,
-			  (const uint8_t *)KVDOC_CATALOG_KEY,
-			  strlen(KVDOC_CATALOG_KEY), w->opnd.data, w->opnd.len);
+	return dmw_send_merge(
+	    w, KVD_KS_CATALOG, KVDOC_MERGE_BASE + KVDOC_OP_CATALOG,
+	    (const uint8_t *)KVDOC_CATALOG_KEY, strlen(KVDOC_CATALOG_KEY),
+	    w->opnd.data, w->opnd.len);
 }
 
 static void catalog_result(struct dmw *w, const struct kvd_pend *pd)

@@ -1,9 +1,11 @@
-/* doc_mdoor_w.h - the MongoDB door's writes over kvd's documents, shared
- * by doc_mdoor_write.c (statements, catalog changes, the batch's steps)
- * and doc_mdoor_pipe.c (insert batches sent ahead of their results), and
- * what they take from doc_mdoor.c (the collection's id, scans). */
-#ifndef KVD_DOC_DOC_MDOOR_W_H
-#define KVD_DOC_DOC_MDOOR_W_H
+/* doc_mdoor_int.h - what the files of the MongoDB door's document store
+ * share: its writes' state (struct dmw), used by doc_mdoor_write.c
+ * (statements, catalog changes, the batch's steps), doc_mdoor_pipe.c
+ * (insert batches sent ahead of their results) and doc_mdoor_wop.c (a
+ * statement's merges sent, and their results); and what the writes and
+ * the store's table (doc_mdoor_store.c) take from doc_mdoor.c (reads). */
+#ifndef KVD_DOC_DOC_MDOOR_INT_H
+#define KVD_DOC_DOC_MDOOR_INT_H
 
 #include <bson/bson.h>
 #include <stdbool.h>
@@ -46,16 +48,23 @@ struct dmw {
 	struct kv_buf sect; /* the collection's index section */
 };
 
-/* doc_mdoor.c's: a collection's id (1 found, 0 none, -1 failure), and
- * the scans a multi-document statement reads its documents' keys with. */
+/* doc_mdoor.c's: a collection's id (1 found, 0 none, -1 failure); the
+ * scans (mdoor_store's scan, scan_next, scan_close, scan_deadline), with
+ * which a multi-document statement reads its documents' keys too;
+ * mdoor_store's explain and coll_stats. */
 int doc_mdoor_coll_id(const char *db, const char *coll, uint32_t *id);
 int doc_mdoor_scan_open(void *ctx, const struct mdoor_query *q, void **out,
 			struct mdoor_scan_info *info, struct mql_error *e);
 int doc_mdoor_scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 			struct mql_error *e);
 void doc_mdoor_scan_close(void *scan);
+void doc_mdoor_scan_deadline(void *scan, uint64_t deadline_ms);
+int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
+		      bson_t *stats, struct mql_error *err);
+int doc_mdoor_coll_stats(void *ctx, const char *db, const char *coll,
+			 struct mdoor_coll_stats *out, struct mql_error *err);
 
-/* doc_mdoor_write.c's: e set to out of memory (-1); the batch done (w
+/* doc_mdoor_wop.c's: e set to out of memory (-1); the batch done (w
  * freed); a merge of the statement sent (0, or -1); the _id of a
  * document (0, or -1: none); statement op's result from one of its
  * merges. */
@@ -66,7 +75,7 @@ int dmw_send_merge(struct dmw *w, unsigned ks, unsigned id, const uint8_t *k,
 int dmw_doc_id(const uint8_t *p, uint32_t n, bson_iter_t *it);
 void dmw_stmt_result(struct dmw *w, struct mdoor_wop *op,
 		     const struct kvd_pend *pd);
-/* The write the door hands over (mdoor_store.write). */
+/* doc_mdoor_write.c's: the write the door hands over (mdoor_store.write). */
 void doc_mdoor_write(void *ctx, struct mdoor_wbatch *b);
 
 /* doc_mdoor_pipe.c's: may the batch go ahead of its results (a batch of
