@@ -155,6 +155,72 @@ class Unique(HostCase):
         c.insert_many([{"_id": "a", "k": 1500}, {"_id": "b", "k": 2001},
                        {"_id": "c", "k": 2500}, {"_id": "d", "k": 2700}])
 
+    def test_batches_against_a_model(self):
+        """Random batches, ordered or not, whose _ids and keys collide
+        often with each other and with stored documents (some deleted
+        between rounds, leaving their reservations behind), against a
+        model of MongoDB's rule: a document fails when its _id, its key
+        of k (unique; a missing field is null) or of j (unique, sparse;
+        in a third of the documents, so that two documents may share a
+        key that is the first one of them reserves and the second of the
+        other) is held by a stored document or by an earlier one of the
+        batch that was inserted; an ordered batch stops at its first
+        failure.  Each round's errors, count and the whole collection are
+        compared."""
+        c = self.db.model
+        c.create_index("k", unique=True)
+        c.create_index("j", unique=True, sparse=True)
+        rnd = random.Random(35)
+        have = {}  # _id -> (k, j)
+
+        def one():
+            d = {"_id": rnd.randrange(3000)}
+            if rnd.random() > 0.002:
+                d["k"] = rnd.randrange(3000)
+            if rnd.random() < 0.33:
+                d["j"] = rnd.randrange(300)
+            return d
+        for r in range(30):
+            docs = [one() for _ in range(rnd.randint(1, 700))]
+            ordered = rnd.random() < 0.5
+            want_err, ids = [], dict(have)
+            ks = {v[0] for v in have.values()}
+            js = {v[1] for v in have.values()} - {None}
+            for i, d in enumerate(docs):
+                k, j = d.get("k"), d.get("j")
+                if d["_id"] in ids or k in ks or j in js:
+                    want_err.append(i)
+                    if ordered:
+                        break
+                    continue
+                ids[d["_id"]] = (k, j)
+                ks.add(k)
+                if j is not None:
+                    js.add(j)
+            try:
+                c.insert_many(docs, ordered=ordered)
+                got_err, n = [], len(docs)
+            except BulkWriteError as e:
+                got_err = [w["index"] for w in e.details["writeErrors"]]
+                self.assertEqual({w["code"] for w in
+                                  e.details["writeErrors"]}, {11000})
+                n = e.details["nInserted"]
+            self.assertEqual(got_err, want_err, "round %d" % r)
+            self.assertEqual(n, len(ids) - len(have), "round %d" % r)
+            have = ids
+            self.assertEqual({x["_id"]: (x.get("k"), x.get("j")) for x in
+                              c.find().hint(NATURAL)}, have, "round %d" % r)
+            # deletes leave reservations for the next rounds to take over
+            gone = rnd.sample(sorted(have), len(have) // 3)
+            c.delete_many({"_id": {"$in": gone}})
+            for g in gone:
+                del have[g]
+        self.assertEqual(sorted(x["_id"] for x in c.find().hint("k_1")),
+                         sorted(have))
+        self.assertEqual(sorted(x["_id"] for x in c.find().hint("j_1")),
+                         sorted(i for i, v in have.items()
+                                if v[1] is not None))
+
     def test_concurrent_batches(self):
         """8 writers insert batches of 500 whose keys overlap, half of
         them ordered: one document per key; an ordered batch's documents
