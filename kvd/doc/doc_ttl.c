@@ -15,9 +15,11 @@
  *
  * It runs on the documents' background thread (doc_bg.h), which first
  * builds again the indexes a stop left building (doc_build.c).  A replica
- * and a read-only server do neither: the primary's records bring them.  A document deleted here
- * leaves its unique reservations behind, to be taken over by the next
- * document with its key (unique.h).
+ * and a read-only server do neither: the primary's records bring them.
+ * The keys of unique indexes a deleted document let go are released
+ * after each batch through the reservations' driver (doc_uq.h), as a
+ * door's delete does, so that a collection whose documents come and go
+ * keeps no reservation of a document long gone.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "doc_ttl.h"
@@ -32,6 +34,7 @@
 #include "config.h"
 #include "doc_bg.h"
 #include "doc_plan.h"
+#include "doc_uq.h"
 #include "index.h"
 #include "kv_status.h"
 #include "kvd.h"
@@ -57,9 +60,69 @@ uint64_t doc_ttl_reaped(void)
 	return atomic_load(&T.reaped);
 }
 
-static void count_deleted(void *arg, const struct kvd_pend *pd)
+/* A batch's deletes, and the releases of the keys they let go. */
+struct reap {
+	struct doc_uq uq;
+	unsigned uq_out; /* the driver's merges, counted in T.g.out too */
+	uint64_t n;	 /* documents deleted */
+};
+
+static void deleted(void *arg, const struct kvd_pend *pd)
 {
-	*(uint64_t *)arg += pd->status == KV_OK && pd->result == 1;
+	struct reap *r = arg;
+
+	if (pd->aux) { /* a release: whatever it found */
+		r->uq_out--;
+		doc_uq_result(&r->uq, pd);
+		return;
+	}
+	r->n += pd->status == KV_OK && pd->result == 1;
+	doc_uq_back(&r->uq, pd); /* keeps the keys it let go */
+}
+
+static int uq_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
+		   struct kv_slice v, uint32_t tag)
+{
+	(void)arg;
+	return doc_bg_merge(&T.g, ks, id, -1, k, v, tag);
+}
+
+/* A delete asks for no reservation: the driver writes no document. */
+static void uq_doc_back(void *arg, size_t tag, const struct kvd_pend *pd)
+{
+	(void)arg, (void)tag, (void)pd;
+}
+
+static void uq_fail(void *arg, size_t tag, const struct mql_error *e,
+		    const bson_t *info)
+{
+	(void)arg, (void)tag, (void)e, (void)info;
+}
+
+static void reap_init(struct reap *r, uint32_t coll, const struct kv_buf *op)
+{
+	struct doc_uq_host h = {.ctx = r,
+				.out = &r->uq_out,
+				.doc_back = uq_doc_back,
+				.fail = uq_fail,
+				.db = "",
+				.coll = "",
+				.send = uq_send,
+				.rd = T.g.rd,
+				.cat = &T.g.cat,
+				.nshards = T.g.srv->nshards};
+
+	memset(r, 0, sizeof(*r));
+	doc_uq_init(&r->uq, &h);
+	doc_uq_stmt(&r->uq, coll, KVDOC_OP_DELETE, op);
+}
+
+/* Wait for the batch's deletes, then release what they let go. */
+static void reap_wait(struct reap *r)
+{
+	doc_bg_wait(&T.g, deleted, r);
+	while (!T.g.stop && doc_uq_step(&r->uq) > 0)
+		doc_bg_wait(&T.g, deleted, r);
 }
 
 /* ---- one index ---- */
@@ -154,8 +217,10 @@ static uint64_t reap_index(const struct ttl_ix *t)
 	struct doc_plan *plan = NULL;
 	struct batch b = {0};
 	struct kv_buf op = {0};
-	uint64_t n = 0, seen = 0;
+	struct reap r;
+	uint64_t seen = 0;
 
+	reap_init(&r, t->coll, &op);
 	expired_filter(t, cutoff, &f);
 	if (mql_match_compile(bson_get_data(&f), f.len, &q, &e))
 		goto out;
@@ -182,7 +247,7 @@ static uint64_t reap_index(const struct ttl_ix *t)
 				break;
 			seen++;
 		}
-		doc_bg_wait(&T.g, count_deleted, &n);
+		reap_wait(&r);
 	}
 out:
 	kvd_reader_reset(T.g.rd);
@@ -191,7 +256,8 @@ out:
 	bson_destroy(&f);
 	kv_buf_free(&b.keys);
 	kv_buf_free(&op);
-	return n;
+	doc_uq_free(&r.uq);
+	return r.n;
 }
 
 struct ttl_list {

@@ -3,11 +3,15 @@
 (--mongo-ttl-interval 1): documents whose date (an array's earliest) is
 expireAfterSeconds past are deleted, documents with later dates, non-date
 values or no field stay, a partial TTL index reaps only its documents, the
-collection's other indexes stay exact, and a replica gets the deletes.
+collection's other indexes stay exact, a replica gets the deletes, and the
+reservations of a unique index's keys that reaped documents held are
+released (the shards' LMDB files read by mdb_dump after SAVE), so a
+collection whose documents come and go keeps none of the gone.
 """
 
 import datetime
 import os
+import shutil
 import sys
 import unittest
 
@@ -21,6 +25,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_kvd_door import KvdHost  # noqa: E402
+from test_kvd_purge import store_keys  # noqa: E402
 
 NATURAL = [("$natural", 1)]
 HOUR = datetime.timedelta(hours=1)
@@ -105,6 +110,44 @@ class Ttl(unittest.TestCase):
             kvdtest.wait_for(lambda: c.find_one({"_id": 1}) is None, 60,
                              "the TTL monitor")
             self.assertEqual(sorted(d["_id"] for d in c.find()), [2, 3])
+        finally:
+            h.stop()
+
+    def test_unique_keys_released(self):
+        """Sessions that expire, under a unique index on their token:
+        round after round, the reservations stay those of the live
+        documents, and a reaped document's token can be taken again."""
+        if not shutil.which("mdb_dump"):
+            self.skipTest("mdb_dump is not installed (lmdb-utils)")
+        h = KvdHost(password=None, resp=True,
+                    args=["--mongo-ttl-interval", "1"])
+        try:
+            c = h.client("").t.sessions
+            c.create_index("t", expireAfterSeconds=3600)
+            c.create_index("tok", unique=True)
+            uq = [i for i in h.client("").t.command(
+                "listIndexes", "sessions")["cursor"]["firstBatch"]
+                if i["name"] == "tok_1"]
+            self.assertEqual(len(uq), 1)
+
+            def reservations():
+                # keyspace I, an index id with its top bit set
+                return sum(1 for k in store_keys(h.srv)
+                           if k[:1] == b"I" and len(k) >= 5 and k[1] & 0x80)
+            for r in range(3):
+                c.insert_many([{"_id": "%d-%d" % (r, i), "tok": i,
+                                "t": now() - 2 * HOUR} for i in range(300)])
+                c.insert_many([{"_id": "live-%d-%d" % (r, i),
+                                "tok": 1000 * (r + 1) + i, "t": now()}
+                               for i in range(10)])
+                kvdtest.wait_for(
+                    lambda: c.count_documents({}) == 10 * (r + 1), 60,
+                    "the TTL monitor")
+                kvdtest.wait_for(lambda: reservations() == 10 * (r + 1),
+                                 60, "the reaped documents' keys released")
+            with self.assertRaises(pymongo.errors.DuplicateKeyError):
+                c.insert_one({"_id": "x", "tok": 1000})
+            c.insert_one({"_id": "y", "tok": 5, "t": now()})
         finally:
             h.stop()
 
