@@ -157,8 +157,8 @@ class Unique(HostCase):
 
     def test_batches_against_a_model(self):
         """Random batches, ordered or not, whose _ids and keys collide
-        often with each other and with stored documents (some deleted
-        between rounds, leaving their reservations behind), against a
+        often with each other and with stored documents (a third deleted
+        between rounds, their keys released and taken again), against a
         model of MongoDB's rule: a document fails when its _id, its key
         of k (unique; a missing field is null) or of j (unique, sparse;
         in a third of the documents, so that two documents may share a
@@ -210,7 +210,7 @@ class Unique(HostCase):
             have = ids
             self.assertEqual({x["_id"]: (x.get("k"), x.get("j")) for x in
                               c.find().hint(NATURAL)}, have, "round %d" % r)
-            # deletes leave reservations for the next rounds to take over
+            # deleted documents' keys are free for the next rounds
             gone = rnd.sample(sorted(have), len(have) // 3)
             c.delete_many({"_id": {"$in": gone}})
             for g in gone:
