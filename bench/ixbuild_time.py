@@ -66,17 +66,24 @@ def cpu_s(pid):
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one(kvd, n):
-    d = tempfile.mkdtemp(prefix="ixbuild-")
+def start_kvd(kvd, prefix):
+    """A fresh kvd (--threads 2 --durability sync) on a temporary data
+    directory: (its directory, process, a pymongo client of its door)."""
+    d = tempfile.mkdtemp(prefix=prefix)
     port, mport = free_port(), free_port()
     p = subprocess.Popen([kvd, "--bind", "127.0.0.1", "--port", str(port),
                           "--mongo-port", str(mport), "--data-dir",
                           os.path.join(d, "kvd"), "--threads", "2",
                           "--durability", "sync", "--log-level", "warn"],
                          stderr=open(os.path.join(d, "log"), "w"))
+    cl = pymongo.MongoClient("127.0.0.1", mport, directConnection=True,
+                             serverSelectionTimeoutMS=30000)
+    return d, p, cl
+
+
+def one(kvd, n):
+    d, p, cl = start_kvd(kvd, "ixbuild-")
     try:
-        cl = pymongo.MongoClient("127.0.0.1", mport, directConnection=True,
-                                 serverSelectionTimeoutMS=30000)
         cl.admin.command("ping")
         c = cl.kvbench.ixbuild
         for lo in range(0, n, 1000):

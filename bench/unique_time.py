@@ -35,10 +35,8 @@ import sys
 import tempfile
 import time
 
-import pymongo
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ixbuild_time import doc, free_port  # noqa: E402
+from ixbuild_time import doc, free_port, start_kvd  # noqa: E402
 
 CASES = ("insert ordered", "insert unordered", "build")
 
@@ -58,17 +56,9 @@ def check(c, n):
 
 def one(kvd, n, unique):
     """{case: seconds} of one fresh kvd."""
-    d = tempfile.mkdtemp(prefix="uqtime-")
-    port, mport = free_port(), free_port()
-    p = subprocess.Popen([kvd, "--bind", "127.0.0.1", "--port", str(port),
-                          "--mongo-port", str(mport), "--data-dir",
-                          os.path.join(d, "kvd"), "--threads", "2",
-                          "--durability", "sync", "--log-level", "warn"],
-                         stderr=open(os.path.join(d, "log"), "w"))
+    d, p, cl = start_kvd(kvd, "uqtime-")
     out = {}
     try:
-        cl = pymongo.MongoClient("127.0.0.1", mport, directConnection=True,
-                                 serverSelectionTimeoutMS=30000)
         cl.admin.command("ping")
         db = cl.kvbench
         for case, ordered in (("insert ordered", True),

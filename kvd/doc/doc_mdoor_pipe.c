@@ -69,6 +69,21 @@ static bool pipe_safe(struct dmw *w, const uint8_t *k, size_t kn)
 
 static int upipe_fill(struct dmw *w);
 
+/* The keys of those in flight are w->keys from kfront: emptied when none
+ * is, and those back dropped from the front now and then, so that the
+ * keys kept are about those in flight. */
+static void keys_trim(struct dmw *w, bool none)
+{
+	if (none) {
+		w->keys.len = w->kfront = 0;
+	} else if (w->kfront > w->keys.len / 2) {
+		memmove(w->keys.data, w->keys.data + w->kfront,
+			w->keys.len - w->kfront);
+		w->keys.len -= w->kfront;
+		w->kfront = 0;
+	}
+}
+
 /* Send the batch's next documents, up to the window: 0, or -1 (out of
  * memory, in b->err). */
 int dmw_pipe_fill(struct dmw *w)
@@ -77,16 +92,7 @@ int dmw_pipe_fill(struct dmw *w)
 
 	if (w->unique)
 		return upipe_fill(w);
-	if (!w->out) {
-		w->keys.len = w->kfront = 0;
-	} else if (w->kfront > w->keys.len / 2) {
-		/* those back are dropped from the front now and then, so that
-		 * the keys kept are about those in flight */
-		memmove(w->keys.data, w->keys.data + w->kfront,
-			w->keys.len - w->kfront);
-		w->keys.len -= w->kfront;
-		w->kfront = 0;
-	}
+	keys_trim(w, !w->out);
 	while (w->next < w->stop && w->next < b->nops && w->out < WINDOW &&
 	       (!w->out || w->bytes < PIPE_BYTES)) {
 		struct mdoor_wop *op = &b->ops[w->next];
@@ -312,14 +318,7 @@ static int upipe_fill(struct dmw *w)
 	struct kv_buf want = {0};
 	int rc = 0;
 
-	if (w->i == w->next) {
-		w->keys.len = w->kfront = 0;
-	} else if (w->kfront > w->keys.len / 2) {
-		memmove(w->keys.data, w->keys.data + w->kfront,
-			w->keys.len - w->kfront);
-		w->keys.len -= w->kfront;
-		w->kfront = 0;
-	}
+	keys_trim(w, w->i == w->next);
 	doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_INSERT, &w->sect);
 	while (!rc && w->next < w->stop && w->next < b->nops &&
 	       w->next - w->i < WINDOW &&

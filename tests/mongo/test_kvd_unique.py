@@ -32,6 +32,15 @@ from test_kvd_door import HostCase, KvdHost  # noqa: E402
 NATURAL = [("$natural", 1)]
 
 
+def in_threads(fn, n):
+    """fn(0) ... fn(n - 1), each on a thread of its own, all waited for."""
+    ts = [threading.Thread(target=fn, args=(t,)) for t in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 class Unique(HostCase):
     host_args = {"password": None, "threads": 4}
     creds = ""
@@ -250,11 +259,7 @@ class Unique(HostCase):
             except pymongo.errors.PyMongoError as e:
                 errs.append(e)
             cc.database.client.close()
-        ts = [threading.Thread(target=run, args=(t,)) for t in range(8)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        in_threads(run, 8)
         self.assertEqual(errs, [])
         have = {x["_id"]: x["k"] for x in c.find().hint(NATURAL)}
         self.assertEqual(len(set(have.values())), len(have))
@@ -345,11 +350,7 @@ class Unique(HostCase):
                 except pymongo.errors.PyMongoError as e:
                     errs.append(e)
             cc.database.client.close()
-        ts = [threading.Thread(target=run, args=(t,)) for t in range(8)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        in_threads(run, 8)
         self.assertEqual(errs, [])
         won = sorted(k for w in wins for k in w)
         self.assertEqual(won, list(range(keys)))
