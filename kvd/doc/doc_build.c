@@ -109,10 +109,14 @@ static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
 {
 	struct build *b = arg;
 	uint8_t n = (uint8_t)key.n;
+	int rc;
 
-	(void)val, (void)exp;
+	(void)exp;
 	if (type != KVD_VT_DOC || key.n > KVDOC_KEY_MAX)
 		return 0;
+	/* under a unique index: reserved first, then its REINDEX */
+	if ((rc = doc_uq_push_image(&b->uq, key, val)) != 0)
+		return rc < 0 ? -1 : 0;
 	return kv_buf_append(&b->keys, &n, 1) ||
 	       kv_buf_append(&b->keys, key.p, key.n);
 }
@@ -143,7 +147,8 @@ static int reindex_all(struct build *b)
 				0))
 				fail_msg(b, MQL_InternalError, "no memory", 9);
 		doc_bg_wait(g, back, b);
-		/* the documents that asked for reservations, one by one */
+		/* the documents under a unique index, and those whose
+		 * REINDEX asked for reservations */
 		while (!g->stop && (rc = doc_uq_step(&b->uq)) > 0)
 			doc_bg_wait(g, back, b);
 		if (rc < 0)

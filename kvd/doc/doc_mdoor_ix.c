@@ -213,10 +213,14 @@ static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
 {
 	struct ixw *w = arg;
 	uint8_t n = (uint8_t)key.n;
+	int rc;
 
-	(void)val, (void)exp;
+	(void)exp;
 	if (type != KVD_VT_DOC || key.n > KVDOC_KEY_MAX)
 		return 0;
+	/* under a unique index: reserved first, then its REINDEX */
+	if ((rc = doc_uq_push_image(&w->uq, key, val)) != 0)
+		return rc < 0 ? -1 : 0;
 	return kv_buf_append(&w->keys, &n, 1) ||
 	       kv_buf_append(&w->keys, key.p, key.n);
 }
@@ -241,11 +245,12 @@ static void build_step(struct ixw *w)
 		/* one section naming every index built: a document's
 		 * entries of all of them in its one REINDEX */
 		if (!(c = doc_mdoor_catalog()) ||
-		    kvdoc_scan_batch(&w->scan, io->reader, BUILD_BATCH,
-				     io->now_ms, keep_key, w) ||
 		    kvdoc_ix_section_of(
 			c, w->cid, (struct kv_slice){w->ids.data, w->ids.len},
-			&w->opnd)) {
+			&w->opnd) ||
+		    (doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd),
+		     kvdoc_scan_batch(&w->scan, io->reader, BUILD_BATCH,
+				      io->now_ms, keep_key, w))) {
 			fail(w, MQL_InternalError, "reading documents failed");
 			return;
 		}
@@ -258,6 +263,10 @@ static void build_step(struct ixw *w)
 				fail(w, MQL_InternalError, "out of memory");
 				return;
 			}
+		if (doc_uq_step(&w->uq) < 0) {
+			fail(w, MQL_InternalError, "out of memory");
+			return;
+		}
 	}
 }
 

@@ -308,8 +308,10 @@ static int up_keys(struct dmw *w, struct mdoor_wop *op, uint8_t *k, size_t *kn,
 		return op->err.code
 			   ? -1
 			   : mql_error_set(&op->err, MQL_BadValue, "no _id");
-	return doc_uq_keys((struct kv_slice){w->sect.data, w->sect.len},
-			   op->doc, op->len, want, &op->err);
+	if (!doc_uq_keys((struct kv_slice){w->sect.data, w->sect.len}, op->doc,
+			 op->len, want, &op->err))
+		return 0;
+	return op->err.code ? -1 : dmw_oom(&op->err);
 }
 
 static int upipe_fill(struct dmw *w)
@@ -348,8 +350,9 @@ static int upipe_fill(struct dmw *w)
 		w->bytes += op->len;
 		w->next++;
 	}
+	rc = rc || want.err;
 	kv_buf_free(&want);
-	if (rc || want.err || doc_uq_step(&w->uq) < 0)
+	if (rc || doc_uq_step(&w->uq) < 0)
 		return dmw_oom(&b->err);
 	return 0;
 }

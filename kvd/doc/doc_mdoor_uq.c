@@ -6,6 +6,7 @@
  * them.  docs/architecture.md, "Unique indexes", gives the argument. */
 #include "doc_uq.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,13 +57,14 @@ static void end_token(struct doc_uq_slot *s)
 
 void doc_uq_free(struct doc_uq *u)
 {
-	for (unsigned i = 0; u->s && i < DOC_UQ_SLOTS; i++) {
+	for (unsigned i = 0; i < u->ns; i++) {
 		end_token(&u->s[i]);
 		kv_buf_free(&u->s[i].want);
 		kv_buf_free(&u->s[i].held);
 	}
 	free(u->s);
 	u->s = NULL;
+	u->ns = 0;
 	kv_buf_free(&u->q);
 	kv_buf_free(&u->rel);
 	kv_buf_free(&u->tmp);
@@ -129,6 +131,25 @@ int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
 		struct kv_slice want, size_t tag, struct kv_slice body)
 {
 	return push(u, dkey, dn, want, tag, body);
+}
+
+int doc_uq_push_image(struct doc_uq *u, struct kv_slice dk, struct kv_slice doc)
+{
+	struct kv_slice op = {u->opnd->data, u->opnd->len}, sec;
+	struct mql_error e;
+
+	if (kvdoc_ix_take(&op, &sec, NULL) || !kvdoc_ix_has_unique(sec))
+		return 0;
+	u->tmp.len = 0;
+	switch (kvdoc_ix_unique_keys(sec, 0, doc.p, doc.n, &u->tmp, &e)) {
+	case 0: break;
+	case ENOMEM: return -1;
+	default: return 0;
+	}
+	return push(u, dk.p, dk.n, (struct kv_slice){u->tmp.data, u->tmp.len},
+		    0, (struct kv_slice){0})
+		   ? -1
+		   : 1;
 }
 
 void doc_uq_cancel(struct doc_uq *u)
@@ -505,7 +526,7 @@ static int next_doc(struct doc_uq *u, struct doc_uq_slot *s);
 void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd)
 {
 	unsigned tag = pd->aux & 3, i = pd->aux >> 2;
-	struct doc_uq_slot *s = u->s && i < DOC_UQ_SLOTS ? &u->s[i] : NULL;
+	struct doc_uq_slot *s = i < u->ns ? &u->s[i] : NULL;
 
 	/* DOC_UQ_TAG_REL: a release, whatever it found */
 	if (!s || tag == DOC_UQ_TAG_REL || !s->waiting)
@@ -612,22 +633,46 @@ static int next_doc(struct doc_uq *u, struct doc_uq_slot *s)
 	return 0;
 }
 
+/* More slots (4, 8, ... DOC_UQ_SLOTS), as documents wait for one: a
+ * statement of one document holds one small array, a batch up to the
+ * window.  A slot is named by its index (its merges' tags), never by its
+ * address across a call that may grow the array.  0, or -1 (at the most,
+ * or out of memory). */
+static int grow(struct doc_uq *u)
+{
+	unsigned n = u->ns ? 2 * u->ns : 4;
+	struct doc_uq_slot *s;
+
+	if (u->ns >= DOC_UQ_SLOTS)
+		return -1;
+	if (n > DOC_UQ_SLOTS)
+		n = DOC_UQ_SLOTS;
+	if (!(s = realloc(u->s, n * sizeof(*s))))
+		return -1;
+	memset(s + u->ns, 0, (n - u->ns) * sizeof(*s));
+	u->s = s;
+	u->ns = n;
+	return 0;
+}
+
 int doc_uq_step(struct doc_uq *u)
 {
 	int n;
 
-	if ((u->qpos < u->q.len || u->rel.len) && !u->s &&
-	    !(u->s = calloc(DOC_UQ_SLOTS, sizeof(*u->s))))
-		return -1;
-	for (unsigned i = 0; u->qpos < u->q.len && i < DOC_UQ_SLOTS; i++)
+	for (unsigned i = 0; u->qpos < u->q.len; i++) {
+		if (i == u->ns && grow(u))
+			break; /* every slot busy: one that ends takes it */
 		if (u->s[i].phase == UQ_IDLE && next_doc(u, &u->s[i]) < 0)
 			return -1;
+	}
 	if (u->busy)
 		return 1;
 	if (u->qpos >= u->q.len)
 		u->q.len = u->qpos = 0;
 	if (!u->rel.len)
 		return 0;
+	if (!u->ns && grow(u)) /* a release's merge names slot 0 */
+		return -1;
 	n = releases(u);
 	return n < 0 ? -1 : n > 0;
 }

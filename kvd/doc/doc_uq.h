@@ -81,8 +81,8 @@ struct doc_uq {
 	size_t qpos;
 	/* keys to let go: [u8 len][document key][u32 n][key list] */
 	struct kv_buf rel;
-	struct doc_uq_slot *s; /* DOC_UQ_SLOTS, once a document came */
-	unsigned busy;	       /* slots under way */
+	struct doc_uq_slot *s; /* ns of them, grown as needed */
+	unsigned ns, busy;     /* slots, and those under way */
 	struct kv_buf tmp, sec;
 };
 
@@ -98,6 +98,15 @@ void doc_uq_stmt(struct doc_uq *u, uint32_t cid, unsigned mid,
  * back; {0}: the statement's).  0, or -1 out of memory. */
 int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
 		struct kv_slice want, size_t tag, struct kv_slice body);
+/* A document a build read (key dk, image doc), for a REINDEX under the
+ * statement's section: when the section has a unique index and the image
+ * gives its keys, queued with them, so that its REINDEX goes out once
+ * they are reserved, holding them (1), where a REINDEX sent at once would
+ * come back asking for them: one round through a committer less.  0: the
+ * caller sends its REINDEX itself (no unique index, or an image an index
+ * refuses, which the REINDEX reports); -1 out of memory. */
+int doc_uq_push_image(struct doc_uq *u, struct kv_slice dk,
+		      struct kv_slice doc);
 /* Drop the documents queued and not started. */
 void doc_uq_cancel(struct doc_uq *u);
 /* Is nothing queued or under way (releases aside)? */
