@@ -22,9 +22,9 @@
  * take them in a few batches and flushes rather than one each; their
  * results come back in the order sent.  Unordered, that is all.  Ordered,
  * MongoDB runs nothing after the first failure, so a document is sent
- * ahead only if no earlier one can fail on its _id: its key is not in the
- * store and not among those in flight (otherwise it waits until those
- * came back, and goes alone).  A failure that the check could not foresee
+ * ahead only if no earlier one can fail on its _id: one whose key is in
+ * the store or among those in flight waits until those came back and
+ * goes alone (nothing after it is sent before its result).  A failure that the check could not foresee
  * (a concurrent insert of the same _id, an index key refused, a write
  * error) can still find later documents inserted: they are deleted again
  * (a delete merge of that _id, after the insert on the same committer)
@@ -47,24 +47,22 @@ bool dmw_pipe_ok(struct dmw *w)
 	return true;
 }
 
-/* May ordered statement op go before those in flight came back? */
-static bool pipe_safe(struct dmw *w, const uint8_t *k, size_t kn)
+/* Could ordered statement op fail on its _id (key k): is it among the
+ * keys in flight, or in the store?  Such a document goes alone: sent once
+ * nothing is in flight, and nothing after it before its result. */
+static bool pipe_risky(struct dmw *w, const uint8_t *k, size_t kn)
 {
 	struct kv_slice doc;
-	size_t p;
 
-	if (!w->out)
-		return true;
-	p = w->kfront;
-	while (p < w->keys.len) { /* the keys in flight */
+	for (size_t p = w->kfront; p < w->keys.len;) { /* those in flight */
 		const uint8_t *q = w->keys.data + p;
 
 		if (q[0] == kn && !memcmp(q + 1, k, kn))
-			return false;
+			return true;
 		p += 1u + q[0];
 	}
 	return kvdoc_get(doc_mdoor_io()->reader, doc_mdoor_io()->srv->nshards,
-			 k, kn, doc_mdoor_io()->now_ms, &doc) == KV_NOT_FOUND;
+			 k, kn, doc_mdoor_io()->now_ms, &doc) != KV_NOT_FOUND;
 }
 
 static int upipe_fill(struct dmw *w);
@@ -99,6 +97,7 @@ int dmw_pipe_fill(struct dmw *w)
 		uint8_t k[KVDOC_KEY_MAX], n;
 		size_t kn;
 		bson_iter_t it;
+		bool alone;
 
 		if (dmw_doc_id(op->doc, op->len, &it) ||
 		    kvdoc_key(w->cid, bson_iter_value(&it), k, &kn, &op->err)) {
@@ -110,7 +109,8 @@ int dmw_pipe_fill(struct dmw *w)
 			w->next++;
 			continue;
 		}
-		if (b->ordered && !pipe_safe(w, k, kn))
+		alone = b->ordered && pipe_risky(w, k, kn);
+		if (alone && w->out)
 			break;
 		n = (uint8_t)kn;
 		w->opnd.len = 0;
@@ -124,6 +124,8 @@ int dmw_pipe_fill(struct dmw *w)
 			return dmw_oom(&b->err);
 		w->bytes += op->len;
 		w->next++;
+		if (alone)
+			break;
 	}
 	return 0;
 }
@@ -218,9 +220,9 @@ next:
  * [u8 len][_id key][u32 n][unique key list] (len 0: it failed before it
  * was sent).  A document whose _id or unique key is one of the window's
  * waits until the window drained, so that the first in the batch gets
- * it, as in mongod.  Ordered, so does one whose _id or reservation is in
- * the store already (it may fail); a failure the check could not
- * foresee undoes the documents after it that were inserted, as above. */
+ * it, as in mongod.  Ordered, one whose _id or reservation is in the
+ * store already (it may fail) goes alone, as above; a failure the check
+ * could not foresee undoes the documents after it that were inserted. */
 
 static uint32_t le32(const uint8_t *p)
 {
@@ -329,6 +331,7 @@ static int upipe_fill(struct dmw *w)
 		uint8_t k[KVDOC_KEY_MAX];
 		size_t kn = 0;
 		struct kv_slice ks, wl;
+		bool alone;
 
 		if (up_keys(w, op, k, &kn, &want)) {
 			op->ran = true; /* done: failed before it was sent */
@@ -341,14 +344,17 @@ static int upipe_fill(struct dmw *w)
 		}
 		ks = (struct kv_slice){k, kn};
 		wl = (struct kv_slice){want.data, want.len};
-		if (w->i < w->next && (up_clash(w, ks, wl) ||
-				       (b->ordered && up_in_store(ks, wl))))
+		/* one that may fail goes alone, as above */
+		alone = b->ordered && up_in_store(ks, wl);
+		if (w->i < w->next && (alone || up_clash(w, ks, wl)))
 			break;
 		rc = up_add(w, ks, wl) ||
 		     doc_uq_push(&w->uq, k, kn, wl, w->next,
 				 (struct kv_slice){op->doc, op->len});
 		w->bytes += op->len;
 		w->next++;
+		if (alone)
+			break;
 	}
 	rc = rc || want.err;
 	kv_buf_free(&want);

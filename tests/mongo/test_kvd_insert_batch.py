@@ -4,7 +4,8 @@ sync mode through pymongo: a batch of 1,000 documents takes far fewer
 commits than documents; MongoDB's ordered and unordered semantics hold
 (nothing after an ordered batch's first failure is left inserted, whether
 the failure was foreseeable, an _id already stored or repeated in the
-batch, or not, an index key refused mid-batch); every document of an
+batch, or not, an index key refused mid-batch; and after a foreseeable one
+a concurrent reader never sees a document past it); every document of an
 acknowledged batch is there after kill -9.
 """
 
@@ -68,6 +69,33 @@ class InsertBatch(HostCase):
             [{"_id": i} for i in range(1000)]))
         self.assertEqual((n, errs), (500, [(500, 11000)]))
         self.assertEqual(self.ids(), list(range(501)))
+
+    def test_ordered_stored_id_never_seen_past(self):
+        """An ordered batch whose document 2000 repeats a stored _id: a
+        reader polling meanwhile never sees a document after it (it goes
+        alone, nothing after it sent before its result)."""
+        self.col.insert_one({"_id": 2000, "old": True})
+        seen, done, polling = [], threading.Event(), threading.Event()
+
+        def read():
+            rc = self.host.client(self.creds).ib.c
+            while not done.is_set():
+                seen.append(rc.count_documents({"_id": {"$gt": 2000}}))
+                polling.set()
+            rc.database.client.close()
+        t = threading.Thread(target=read)
+        t.start()
+        self.assertTrue(polling.wait(30), "the reader polls")
+        try:
+            n, errs = failure(self, lambda: self.col.insert_many(
+                [{"_id": i} for i in range(4000)]))
+        finally:
+            done.set()
+            t.join()
+        self.assertEqual((n, errs), (2000, [(2000, 11000)]))
+        self.assertGreater(len(seen), 1)
+        self.assertEqual(max(seen), 0)
+        self.assertEqual(self.ids(), list(range(2001)))
 
     def test_ordered_stops_at_repeated_id(self):
         n, errs = failure(self, lambda: self.col.insert_many(

@@ -230,6 +230,38 @@ class Unique(HostCase):
                          sorted(i for i, v in have.items()
                                 if v[1] is not None))
 
+    def test_ordered_failure_never_seen_past(self):
+        """An ordered batch whose document 2000 has a key a stored
+        document holds: a reader polling meanwhile never sees a document
+        after it (the batch sends none of them ahead of a document whose
+        reservation is in the store), and none is left."""
+        c = self.db.seen
+        c.create_index("k", unique=True)
+        c.insert_one({"_id": "old", "k": -1})
+        docs = [{"_id": i, "k": i} for i in range(4000)]
+        docs[2000]["k"] = -1
+        seen, done, polling = [], threading.Event(), threading.Event()
+
+        def read():
+            rc = self.host.client(self.creds).uq.seen
+            while not done.is_set():
+                seen.append(rc.count_documents({"_id": {"$gt": 2000}}))
+                polling.set()
+            rc.database.client.close()
+        t = threading.Thread(target=read)
+        t.start()
+        self.assertTrue(polling.wait(30), "the reader polls")
+        try:
+            with self.assertRaises(BulkWriteError) as e:
+                c.insert_many(docs)
+        finally:
+            done.set()
+            t.join()
+        self.assertEqual(e.exception.details["nInserted"], 2000)
+        self.assertGreater(len(seen), 1)
+        self.assertEqual(max(seen), 0)
+        self.assertEqual(c.count_documents({"_id": {"$gte": 2000}}), 0)
+
     def test_concurrent_batches(self):
         """8 writers insert batches of 500 whose keys overlap, half of
         them ordered: one document per key; an ordered batch's documents
