@@ -106,6 +106,36 @@ class KvdHost:
             self.certs.cleanup()
 
 
+class Poller:
+    """fn() called again and again on a thread of its own while the with
+    block runs, from its first answer on (the block starts once there is
+    one): .seen, its answers.  A reader beside a writer, for promises of
+    what is never visible."""
+
+    def __init__(self, fn):
+        self.fn, self.seen = fn, []
+        self.done, self.polling = threading.Event(), threading.Event()
+        self.t = threading.Thread(target=self.run)
+
+    def run(self):
+        while not self.done.is_set():
+            self.seen.append(self.fn())
+            self.polling.set()
+
+    def __enter__(self):
+        self.t.start()
+        if not self.polling.wait(30):
+            self.done.set()
+            self.t.join()
+            raise AssertionError("the reader never answered")
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.t.join()
+        return False
+
+
 class HostCase(unittest.TestCase):
     """A case class with one kvd (KvdHost(**host_args)) for its tests and
     a pymongo client of it (with creds, "" for a kvd without a password):

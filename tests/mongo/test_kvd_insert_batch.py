@@ -23,7 +23,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_kvd_door import HostCase, KvdHost  # noqa: E402
+from test_kvd_door import HostCase, KvdHost, Poller  # noqa: E402
 
 
 def commits(host):
@@ -75,26 +75,14 @@ class InsertBatch(HostCase):
         reader polling meanwhile never sees a document after it (it goes
         alone, nothing after it sent before its result)."""
         self.col.insert_one({"_id": 2000, "old": True})
-        seen, done, polling = [], threading.Event(), threading.Event()
-
-        def read():
-            rc = self.host.client(self.creds).ib.c
-            while not done.is_set():
-                seen.append(rc.count_documents({"_id": {"$gt": 2000}}))
-                polling.set()
-            rc.database.client.close()
-        t = threading.Thread(target=read)
-        t.start()
-        self.assertTrue(polling.wait(30), "the reader polls")
-        try:
+        rc = self.host.client(self.creds).ib.c
+        with Poller(lambda: rc.count_documents({"_id": {"$gt": 2000}})) as p:
             n, errs = failure(self, lambda: self.col.insert_many(
                 [{"_id": i} for i in range(4000)]))
-        finally:
-            done.set()
-            t.join()
+        rc.database.client.close()
         self.assertEqual((n, errs), (2000, [(2000, 11000)]))
-        self.assertGreater(len(seen), 1)
-        self.assertEqual(max(seen), 0)
+        self.assertGreater(len(p.seen), 1)
+        self.assertEqual(max(p.seen), 0)
         self.assertEqual(self.ids(), list(range(2001)))
 
     def test_ordered_stops_at_repeated_id(self):

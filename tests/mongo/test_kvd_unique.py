@@ -27,7 +27,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_kvd_door import HostCase, KvdHost  # noqa: E402
+from test_kvd_door import HostCase, KvdHost, Poller  # noqa: E402
 
 NATURAL = [("$natural", 1)]
 
@@ -240,26 +240,14 @@ class Unique(HostCase):
         c.insert_one({"_id": "old", "k": -1})
         docs = [{"_id": i, "k": i} for i in range(4000)]
         docs[2000]["k"] = -1
-        seen, done, polling = [], threading.Event(), threading.Event()
-
-        def read():
-            rc = self.host.client(self.creds).uq.seen
-            while not done.is_set():
-                seen.append(rc.count_documents({"_id": {"$gt": 2000}}))
-                polling.set()
-            rc.database.client.close()
-        t = threading.Thread(target=read)
-        t.start()
-        self.assertTrue(polling.wait(30), "the reader polls")
-        try:
+        rc = self.host.client(self.creds).uq.seen
+        with Poller(lambda: rc.count_documents({"_id": {"$gt": 2000}})) as p:
             with self.assertRaises(BulkWriteError) as e:
                 c.insert_many(docs)
-        finally:
-            done.set()
-            t.join()
+        rc.database.client.close()
         self.assertEqual(e.exception.details["nInserted"], 2000)
-        self.assertGreater(len(seen), 1)
-        self.assertEqual(max(seen), 0)
+        self.assertGreater(len(p.seen), 1)
+        self.assertEqual(max(p.seen), 0)
         self.assertEqual(c.count_documents({"_id": {"$gte": 2000}}), 0)
 
     def test_concurrent_batches(self):
