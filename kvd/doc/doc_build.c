@@ -42,8 +42,7 @@ struct build {
 	struct kv_buf opnd, keys;
 	struct doc_uq uq;
 	struct mql_error err;
-	int status;	  /* a catalog merge's */
-	unsigned uq_sent; /* the driver's count (g->out counts them) */
+	int status; /* a catalog merge's */
 };
 
 static void fail_msg(struct build *b, int code, const char *msg, size_t n)
@@ -210,7 +209,6 @@ static void build_coll(struct build *b)
 {
 	struct doc_bg *g = b->g;
 	struct doc_uq_host h = {.ctx = b,
-				.out = &b->uq_sent,
 				.doc_back = uq_back,
 				.fail = uq_fail,
 				.db = b->db,

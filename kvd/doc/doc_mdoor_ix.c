@@ -247,10 +247,15 @@ static void build_step(struct ixw *w)
 		if (!(c = doc_mdoor_catalog()) ||
 		    kvdoc_ix_section_of(
 			c, w->cid, (struct kv_slice){w->ids.data, w->ids.len},
-			&w->opnd) ||
-		    (doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd),
-		     kvdoc_scan_batch(&w->scan, io->reader, BUILD_BATCH,
-				      io->now_ms, keep_key, w))) {
+			&w->opnd)) {
+			fail(w, MQL_InternalError, "reading documents failed");
+			return;
+		}
+		/* the section first: keep_key reads a unique index's keys
+		 * with it */
+		doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
+		if (kvdoc_scan_batch(&w->scan, io->reader, BUILD_BATCH,
+				     io->now_ms, keep_key, w)) {
 			fail(w, MQL_InternalError, "reading documents failed");
 			return;
 		}

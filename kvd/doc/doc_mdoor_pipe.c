@@ -216,44 +216,13 @@ next:
  * DOC_UQ_SLOTS documents at once and each on its own, so their results
  * come back in any order (the driver gives back each one's statement
  * index).  The window is the statements from the first not done (w->i)
- * to the next to send (w->next); w->keys holds a record of each,
- * [u8 len][_id key][u32 n][unique key list] (len 0: it failed before it
- * was sent).  A document whose _id or unique key is one of the window's
+ * to the next to send (w->next); w->keys holds a record of each, its
+ * _id key and unique key list as a block of doc_uq.h (an empty key: it
+ * failed before it was sent).  A document whose _id or unique key is one of the window's
  * waits until the window drained, so that the first in the batch gets
  * it, as in mongod.  Ordered, one whose _id or reservation is in the
  * store already (it may fail) goes alone, as above; a failure the check
  * could not foresee undoes the documents after it that were inserted. */
-
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-/* The record at w->keys + at: its _id key, its key list; its size. */
-static size_t up_rec(const struct dmw *w, size_t at, struct kv_slice *k,
-		     struct kv_slice *l)
-{
-	const uint8_t *q = w->keys.data + at;
-
-	*k = (struct kv_slice){q + 1, q[0]};
-	*l = (struct kv_slice){q + 5 + q[0], le32(q + 1 + q[0])};
-	return 5u + q[0] + l->n;
-}
-
-static int up_add(struct dmw *w, struct kv_slice k, struct kv_slice l)
-{
-	uint8_t n = (uint8_t)k.n,
-		h[4] = {(uint8_t)l.n, (uint8_t)(l.n >> 8), (uint8_t)(l.n >> 16),
-			(uint8_t)(l.n >> 24)};
-
-	return kv_buf_append(&w->keys, &n, 1) ||
-		       kv_buf_append(&w->keys, k.p, k.n) ||
-		       kv_buf_append(&w->keys, h, 4) ||
-		       kv_buf_append(&w->keys, l.p, l.n)
-		   ? -1
-		   : 0;
-}
 
 /* Has a document of the window the _id k or a key of want? */
 static bool up_clash(const struct dmw *w, struct kv_slice k,
@@ -262,9 +231,7 @@ static bool up_clash(const struct dmw *w, struct kv_slice k,
 	struct kv_slice rk, rl, x, wk;
 	uint32_t id;
 
-	for (size_t p = w->kfront; p < w->keys.len;
-	     p += up_rec(w, p, &rk, &rl)) {
-		up_rec(w, p, &rk, &rl);
+	for (size_t p = w->kfront; doc_uq_block_next(&w->keys, &p, &rk, &rl);) {
 		if (rk.n == k.n && !memcmp(rk.p, k.p, k.n))
 			return true;
 		for (x = want; kvdoc_keylist_next(&x, &id, &wk);)
@@ -338,8 +305,8 @@ static int upipe_fill(struct dmw *w)
 			if (b->ordered)
 				w->stop = w->next;
 			w->next++;
-			rc = up_add(w, (struct kv_slice){k, 0},
-				    (struct kv_slice){0});
+			rc = doc_uq_block_put(&w->keys, k, 0,
+					      (struct kv_slice){0});
 			continue;
 		}
 		ks = (struct kv_slice){k, kn};
@@ -348,7 +315,7 @@ static int upipe_fill(struct dmw *w)
 		alone = b->ordered && up_in_store(ks, wl);
 		if (w->i < w->next && (alone || up_clash(w, ks, wl)))
 			break;
-		rc = up_add(w, ks, wl) ||
+		rc = doc_uq_block_put(&w->keys, k, kn, wl) ||
 		     doc_uq_push(&w->uq, k, kn, wl, w->next,
 				 (struct kv_slice){op->doc, op->len});
 		w->bytes += op->len;
@@ -395,7 +362,7 @@ void dmw_upipe_done(struct dmw *w, size_t t, const struct kvd_pend *pd,
 		op->n = 0;
 	}
 	while (w->i < w->next && b->ops[w->i].ran) {
-		w->kfront += up_rec(w, w->kfront, &rk, &rl);
+		doc_uq_block_next(&w->keys, &w->kfront, &rk, &rl);
 		w->i++;
 	}
 }

@@ -79,8 +79,7 @@ void doc_uq_stmt(struct doc_uq *u, uint32_t cid, unsigned mid,
 	u->opnd = opnd;
 }
 
-/* [u8 len][key][u32 n][list] onto b. */
-static int put_block(struct kv_buf *b, const uint8_t *dkey, size_t dn,
+int doc_uq_block_put(struct kv_buf *b, const uint8_t *dkey, size_t dn,
 		     struct kv_slice l)
 {
 	uint8_t n = (uint8_t)dn,
@@ -93,9 +92,8 @@ static int put_block(struct kv_buf *b, const uint8_t *dkey, size_t dn,
 		   : 0;
 }
 
-/* The block at b->data + *pos: 1 and *pos past it, or 0 at the end. */
-static int get_block(const struct kv_buf *b, size_t *pos, struct kv_slice *dk,
-		     struct kv_slice *l)
+int doc_uq_block_next(const struct kv_buf *b, size_t *pos, struct kv_slice *dk,
+		      struct kv_slice *l)
 {
 	const uint8_t *p = b->data + *pos;
 	size_t left = b->len - *pos;
@@ -116,21 +114,15 @@ struct queued {
 	struct kv_slice body;
 };
 
-static int push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
+int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
 		struct kv_slice want, size_t tag, struct kv_slice body)
 {
 	struct queued x = {tag, body};
 
-	return put_block(&u->q, dkey, dn, want) ||
+	return doc_uq_block_put(&u->q, dkey, dn, want) ||
 		       kv_buf_append(&u->q, &x, sizeof(x))
 		   ? -1
 		   : 0;
-}
-
-int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
-		struct kv_slice want, size_t tag, struct kv_slice body)
-{
-	return push(u, dkey, dn, want, tag, body);
 }
 
 int doc_uq_push_image(struct doc_uq *u, struct kv_slice dk, struct kv_slice doc)
@@ -146,8 +138,9 @@ int doc_uq_push_image(struct doc_uq *u, struct kv_slice dk, struct kv_slice doc)
 	case ENOMEM: return -1;
 	default: return 0;
 	}
-	return push(u, dk.p, dk.n, (struct kv_slice){u->tmp.data, u->tmp.len},
-		    0, (struct kv_slice){0})
+	return doc_uq_push(u, dk.p, dk.n,
+			   (struct kv_slice){u->tmp.data, u->tmp.len}, 0,
+			   (struct kv_slice){0})
 		   ? -1
 		   : 1;
 }
@@ -155,11 +148,6 @@ int doc_uq_push_image(struct doc_uq *u, struct kv_slice dk, struct kv_slice doc)
 void doc_uq_cancel(struct doc_uq *u)
 {
 	u->q.len = u->qpos = 0;
-}
-
-bool doc_uq_idle(const struct doc_uq *u)
-{
-	return !u->busy && u->qpos >= u->q.len;
 }
 
 size_t doc_uq_len(const struct kvd_pend *pd)
@@ -181,18 +169,19 @@ static void keep_released(struct doc_uq *u, const struct kvd_pend *pd)
 
 	if (at == pd->vlen || pd->vlen - at - 8 < 1u + t[0])
 		return;
-	put_block(&u->rel, t + 1, t[0],
-		  (struct kv_slice){t + 1 + t[0], pd->vlen - at - 9 - t[0]});
+	doc_uq_block_put(
+	    &u->rel, t + 1, t[0],
+	    (struct kv_slice){t + 1 + t[0], pd->vlen - at - 9 - t[0]});
 }
 
 int doc_uq_back(struct doc_uq *u, const struct kvd_pend *pd)
 {
 	if (pd->status == KV_OK && pd->result == -KVDOC_NEED_RESERVE &&
 	    pd->val && pd->vlen >= 1u + pd->val[0]) {
-		push(u, pd->val + 1, pd->val[0],
-		     (struct kv_slice){pd->val + 1 + pd->val[0],
-				       pd->vlen - 1 - pd->val[0]},
-		     0, (struct kv_slice){0});
+		doc_uq_push(u, pd->val + 1, pd->val[0],
+			    (struct kv_slice){pd->val + 1 + pd->val[0],
+					      pd->vlen - 1 - pd->val[0]},
+			    0, (struct kv_slice){0});
 		return 1;
 	}
 	if (pd->status == KV_OK)
@@ -226,7 +215,8 @@ static int send(struct doc_uq *u, const struct doc_uq_slot *s, unsigned ks,
 		: kvd_write_merge(u->h.c, 0, ks, KVDOC_MERGE_BASE + op, -1, k,
 				  v, tag))
 		return -1;
-	++*u->h.out;
+	if (u->h.out)
+		++*u->h.out;
 	return 0;
 }
 
@@ -339,10 +329,11 @@ static void slot_done(struct doc_uq *u, struct doc_uq_slot *s)
 static void give_up(struct doc_uq *u, struct doc_uq_slot *s,
 		    const struct mql_error *e, const bson_t *info)
 {
-	u->h.fail(u->h.ctx, s->tag, e, info);
+	if (u->h.fail)
+		u->h.fail(u->h.ctx, s->tag, e, info);
 	if (s->held.len)
-		put_block(&u->rel, s->dkey, s->dkn,
-			  (struct kv_slice){s->held.data, s->held.len});
+		doc_uq_block_put(&u->rel, s->dkey, s->dkn,
+				 (struct kv_slice){s->held.data, s->held.len});
 	slot_done(u, s);
 	if (!u->h.each)
 		doc_uq_cancel(u); /* the statement stops there */
@@ -512,12 +503,13 @@ static void doc_back(struct doc_uq *u, struct doc_uq_slot *s,
 			give_up_msg(u, s, MQL_InternalError, "out of memory");
 		return;
 	}
-	u->h.doc_back(u->h.ctx, s->tag, pd);
+	if (u->h.doc_back)
+		u->h.doc_back(u->h.ctx, s->tag, pd);
 	if (pd->status == KV_OK && pd->result >= 0)
 		keep_released(u, pd);
 	else if (s->held.len) /* not written: nothing it took is kept */
-		put_block(&u->rel, s->dkey, s->dkn,
-			  (struct kv_slice){s->held.data, s->held.len});
+		doc_uq_block_put(&u->rel, s->dkey, s->dkn,
+				 (struct kv_slice){s->held.data, s->held.len});
 	slot_done(u, s);
 }
 
@@ -584,7 +576,7 @@ static int releases(struct doc_uq *u)
 	uint32_t id, cid;
 	int n = 0, rc;
 
-	while (get_block(&u->rel, &pos, &dk, &l)) {
+	while (doc_uq_block_next(&u->rel, &pos, &dk, &l)) {
 		if (dk.n < 4)
 			continue;
 		cid = (uint32_t)dk.p[0] << 24 | (uint32_t)dk.p[1] << 16 |
@@ -608,7 +600,7 @@ static int next_doc(struct doc_uq *u, struct doc_uq_slot *s)
 	struct kv_slice dk, l;
 	struct queued x;
 
-	if (!get_block(&u->q, &u->qpos, &dk, &l) ||
+	if (!doc_uq_block_next(&u->q, &u->qpos, &dk, &l) ||
 	    u->q.len - u->qpos < sizeof(x)) {
 		doc_uq_cancel(u);
 		return 0;

@@ -63,8 +63,7 @@ uint64_t doc_ttl_reaped(void)
 /* A batch's deletes, and the releases of the keys they let go. */
 struct reap {
 	struct doc_uq uq;
-	unsigned uq_out; /* the driver's merges, counted in T.g.out too */
-	uint64_t n;	 /* documents deleted */
+	uint64_t n; /* documents deleted */
 };
 
 static void deleted(void *arg, const struct kvd_pend *pd)
@@ -72,7 +71,6 @@ static void deleted(void *arg, const struct kvd_pend *pd)
 	struct reap *r = arg;
 
 	if (pd->aux) { /* a release: whatever it found */
-		r->uq_out--;
 		doc_uq_result(&r->uq, pd);
 		return;
 	}
@@ -87,24 +85,10 @@ static int uq_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
 	return doc_bg_merge(&T.g, ks, id, -1, k, v, tag);
 }
 
-/* A delete asks for no reservation: the driver writes no document. */
-static void uq_doc_back(void *arg, size_t tag, const struct kvd_pend *pd)
-{
-	(void)arg, (void)tag, (void)pd;
-}
-
-static void uq_fail(void *arg, size_t tag, const struct mql_error *e,
-		    const bson_t *info)
-{
-	(void)arg, (void)tag, (void)e, (void)info;
-}
-
 static void reap_init(struct reap *r, uint32_t coll, const struct kv_buf *op)
 {
+	/* a delete asks for no reservation: no document is pushed */
 	struct doc_uq_host h = {.ctx = r,
-				.out = &r->uq_out,
-				.doc_back = uq_doc_back,
-				.fail = uq_fail,
 				.db = "",
 				.coll = "",
 				.send = uq_send,

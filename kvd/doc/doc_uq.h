@@ -32,9 +32,13 @@ enum { DOC_UQ_TAG_RES = 1, DOC_UQ_TAG_DOC = 2, DOC_UQ_TAG_REL = 3 };
 
 struct doc_uq_host {
 	struct kvd_conn *c;
-	unsigned *out; /* the caller's merges in flight, the driver's too */
+	/* the caller's merges in flight, the driver's counted in too; NULL:
+	 * the host's send counts them (doc_bg_merge's) */
+	unsigned *out;
 	void *ctx;
-	/* the merge of the document pushed with tag came back */
+	/* the merge of the document pushed with tag came back (doc_back
+	 * and fail may be NULL where no document is pushed: a host that
+	 * only releases the keys its deletes let go) */
 	void (*doc_back)(void *ctx, size_t tag, const struct kvd_pend *pd);
 	/* it was not written: e (11000 with info {keyPattern, keyValue}, or
 	 * another failure with info empty) */
@@ -109,8 +113,6 @@ int doc_uq_push_image(struct doc_uq *u, struct kv_slice dk,
 		      struct kv_slice doc);
 /* Drop the documents queued and not started. */
 void doc_uq_cancel(struct doc_uq *u);
-/* Is nothing queued or under way (releases aside)? */
-bool doc_uq_idle(const struct doc_uq *u);
 /* One of the caller's document merges came back: 1 when it asked for
  * reservations (the driver writes that document again: the caller
  * ignores pd), else 0 (its keys let go are kept for later). */
@@ -121,6 +123,14 @@ void doc_uq_result(struct doc_uq *u, const struct kvd_pend *pd);
  * queued or under way, release what was let go.  1 with driver merges
  * out, 0 when nothing is left to do, -1 out of memory. */
 int doc_uq_step(struct doc_uq *u);
+/* A document key and a key list as one block, [u8 len][key][u32 n][key
+ * list], the driver's queue's and release list's (and an insert pipe's
+ * record of each document in flight): put onto b (0, or -1 out of
+ * memory); the one at *pos read (1 and *pos past it, or 0 at the end). */
+int doc_uq_block_put(struct kv_buf *b, const uint8_t *dkey, size_t dn,
+		     struct kv_slice l);
+int doc_uq_block_next(const struct kv_buf *b, size_t *pos, struct kv_slice *dk,
+		      struct kv_slice *l);
 /* The bytes of pd's reply before the trailer of keys let go. */
 size_t doc_uq_len(const struct kvd_pend *pd);
 /* The unique keys of an insert's document (n bytes) for the indexes of
