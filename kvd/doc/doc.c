@@ -365,6 +365,7 @@ void kvdoc_register(struct kvd_merge_op *ops)
 	    [KVDOC_OP_CATALOG] = kvdoc_catalog_merge,
 	    [KVDOC_OP_REINDEX] = kvdoc_reindex_merge,
 	    [KVDOC_OP_RESERVE] = kvdoc_uq_merge,
+	    [KVDOC_OP_MARK] = kvdoc_mark_merge,
 	};
 
 	for (unsigned i = 0; i < KVDOC_NOPS; i++) {

@@ -82,6 +82,7 @@ enum {
 	KVDOC_OP_CATALOG,
 	KVDOC_OP_REINDEX, /* index.h: an index build's entries of one doc */
 	KVDOC_OP_RESERVE, /* unique.h: a unique key's reservation */
+	KVDOC_OP_MARK,	  /* index.h: a bulk build's marker (store.h) */
 	KVDOC_NOPS
 };
 

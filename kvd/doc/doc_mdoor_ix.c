@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "doc_bulk.h"
 #include "doc_ix.h"
 #include "doc_uq.h"
 #include "index.h"
@@ -32,7 +33,7 @@
 
 #define BUILD_BATCH 256
 
-enum { P_ADD, P_FENCE, P_BUILD, P_READY, P_DROP, P_FAILDROP };
+enum { P_ADD, P_FENCE, P_BUILD, P_BULK, P_READY, P_DROP, P_FAILDROP };
 
 struct ixw {
 	struct mdoor_wbatch *b; /* first, as doc_mdoor.c's (doc_ix_kind) */
@@ -50,6 +51,7 @@ struct ixw {
 	unsigned out;
 	struct mql_error berr; /* the build's failure */
 	struct doc_uq uq;      /* a unique index's reservations */
+	struct doc_bulk bulk;  /* no unique index: the pass in ranges */
 };
 
 bool doc_ix_kind(const struct mdoor_wbatch *b)
@@ -87,6 +89,7 @@ static void finish(struct ixw *w)
 		b->ix_after = n_indexes(b, NULL);
 	w->c->mwrite = NULL;
 	doc_uq_free(&w->uq);
+	doc_bulk_free(&w->bulk);
 	kv_buf_free(&w->ids);
 	kv_buf_free(&w->names);
 	kv_buf_free(&w->keys);
@@ -225,32 +228,45 @@ static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
 	       kv_buf_append(&w->keys, key.p, key.n);
 }
 
-/* The build's next batch, or its end (one IXREADY of every index). */
+/* The build is done: one IXREADY of every index. */
+static void ready(struct ixw *w)
+{
+	w->phase = P_READY;
+	if (send_catalog(w, KVDOC_CAT_IXREADY, w->ids.data, w->ids.len))
+		fail(w, MQL_InternalError, "out of memory");
+}
+
+/* The section naming every index built: a document's entries of all of
+ * them in its one REINDEX.  0, or -1 (failed). */
+static int section(struct ixw *w)
+{
+	const struct kvdoc_catalog *c;
+
+	w->opnd.len = 0;
+	if (!(c = doc_mdoor_catalog()) ||
+	    kvdoc_ix_section_of(c, w->cid,
+				(struct kv_slice){w->ids.data, w->ids.len},
+				&w->opnd)) {
+		fail(w, MQL_InternalError, "reading documents failed");
+		return -1;
+	}
+	return 0;
+}
+
+/* The build's next batch, or its end. */
 static void build_step(struct ixw *w)
 {
 	struct kvd_io *io = doc_mdoor_io();
-	const struct kvdoc_catalog *c;
 
 	w->phase = P_BUILD;
 	while (!w->out) {
 		if (w->scan.done) {
-			w->phase = P_READY;
-			if (send_catalog(w, KVDOC_CAT_IXREADY, w->ids.data,
-					 w->ids.len))
-				fail(w, MQL_InternalError, "out of memory");
+			ready(w);
 			return;
 		}
 		w->keys.len = 0;
-		w->opnd.len = 0;
-		/* one section naming every index built: a document's
-		 * entries of all of them in its one REINDEX */
-		if (!(c = doc_mdoor_catalog()) ||
-		    kvdoc_ix_section_of(
-			c, w->cid, (struct kv_slice){w->ids.data, w->ids.len},
-			&w->opnd)) {
-			fail(w, MQL_InternalError, "reading documents failed");
+		if (section(w))
 			return;
-		}
 		/* the section first: keep_key reads a unique index's keys
 		 * with it */
 		doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
@@ -273,6 +289,62 @@ static void build_step(struct ixw *w)
 			return;
 		}
 	}
+}
+
+/* A range or a marker came back (pd NULL: none was out); once none is
+ * out, IXREADY, or the drops of a build that failed. */
+static void bulk_back(struct ixw *w, const struct kvd_pend *pd)
+{
+	if (pd)
+		doc_bulk_back(&w->bulk, pd);
+	if (w->out)
+		return;
+	if (!w->bulk.err.code && !w->bulk.left) {
+		ready(w);
+		return;
+	}
+	if (!w->berr.code)
+		w->berr = w->bulk.err;
+	drop_all(w);
+}
+
+static int bulk_send(void *arg, int mark, unsigned s, struct kv_slice k,
+		     struct kv_slice v, int64_t max, uint32_t aux)
+{
+	struct ixw *w = arg;
+	int rc = mark ? kvd_write_merge(w->c, 0, KVD_KS_OTHER,
+					KVDOC_MERGE_BASE + KVDOC_OP_MARK,
+					(int)s, k, v, aux)
+		      : kvd_write_bulk(w->c, 0, KVD_KS_DOC,
+				       KVDOC_MERGE_BASE + KVDOC_OP_REINDEX, s,
+				       k, v, max, aux);
+
+	if (rc)
+		return -1;
+	w->out++;
+	return 0;
+}
+
+/* After the fence: the pass in ranges (doc_bulk.h) when no index built
+ * is unique, else document by document through the reservations. */
+static void build_start(struct ixw *w)
+{
+	if (section(w))
+		return;
+	if (kvdoc_ix_has_unique((struct kv_slice){w->opnd.data, w->opnd.len})) {
+		build_step(w);
+		return;
+	}
+	w->phase = P_BULK;
+	w->bulk.send = bulk_send;
+	w->bulk.arg = w;
+	if (doc_bulk_start(&w->bulk, w->cid,
+			   (struct kv_slice){w->opnd.data, w->opnd.len},
+			   doc_mdoor_io()->srv->nshards) &&
+	    !w->bulk.err.code)
+		mql_error_set(&w->bulk.err, MQL_InternalError, "out of memory");
+	if (!w->out)
+		bulk_back(w, NULL);
 }
 
 struct state_arg {
@@ -437,9 +509,10 @@ void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
 	case P_ADD: added(w, pd); break;
 	case P_FENCE:
 		if (!w->out)
-			build_step(w);
+			build_start(w);
 		break;
 	case P_BUILD: built_one(w, pd); break;
+	case P_BULK: bulk_back(w, pd); break;
 	case P_READY: readied(w, pd); break;
 	case P_FAILDROP:
 		if (!w->out) {

@@ -148,6 +148,10 @@ bool kvdoc_ix_has_unique(struct kv_slice sec);
  * entries (a build's step), leaving the document as it is. */
 int kvdoc_reindex_merge(void *ctx, struct kvd_merge *m);
 
+/* MARK's merge: stores its operand as the key's value (a bulk build's
+ * marker, store.h's KVD_BULK_MARK, on the shard the build's range was). */
+int kvdoc_mark_merge(void *ctx, struct kvd_merge *m);
+
 /* The entry key of index id for an encoded key and a document key
  * ([u32 coll][_id]), in out (of 512 bytes): its length, or 0 when too
  * long. */

@@ -142,16 +142,17 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 	return KV_OK;
 }
 
-int kvd_write_merge(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
-		    int shard, struct kv_slice k, struct kv_slice v,
-		    uint32_t aux)
+/* A merge (KVD_W_MERGE) or a bulk merge (KVD_W_BULK, up to max keys). */
+static int write_merge(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
+		       unsigned ks, unsigned id, int shard, struct kv_slice k,
+		       struct kv_slice v, int64_t max, uint32_t aux)
 {
 	uint64_t h = kvd_key_hash(k.p, k.n);
 	struct kvd_wreq *w =
 	    new_wreq(c->io, KVD_ITEM_HDR + k.n + v.n, 0,
 		     shard >= 0 ? (unsigned)shard
 				: kvd_hash_shard(h, c->io->srv->nshards),
-		     KVD_W_MERGE, NULL);
+		     kind, NULL);
 	struct kvd_pend *pd;
 
 	if (!w)
@@ -165,10 +166,26 @@ int kvd_write_merge(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
 	kvd_conn_track(c, kvd_hash_slot(h), 1);
 	w->op.ks = (uint8_t)ks;
 	w->op.flags = (uint8_t)id;
+	w->op.delta = max;
 	pd->aux = aux;
 	pd->parts = 1;
 	dispatch(c, w);
 	return KV_OK;
+}
+
+int kvd_write_merge(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
+		    int shard, struct kv_slice k, struct kv_slice v,
+		    uint32_t aux)
+{
+	return write_merge(c, op, KVD_W_MERGE, ks, id, shard, k, v, 0, aux);
+}
+
+int kvd_write_bulk(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
+		   unsigned shard, struct kv_slice from, struct kv_slice v,
+		   int64_t max, uint32_t aux)
+{
+	return write_merge(c, op, KVD_W_BULK, ks, id, (int)shard, from, v, max,
+			   aux);
 }
 
 struct kvd_wreq *kvd_write_now(struct kvd_conn *c, struct kvd_excl *x,

@@ -32,6 +32,13 @@ int kvd_write_tagged(struct kvd_conn *c, unsigned op, enum kvd_wkind kind,
 int kvd_write_merge(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
 		    int shard, struct kv_slice k, struct kv_slice v,
 		    uint32_t aux);
+/* Queue a bulk merge (store.h, KVD_W_BULK) of merge id over keyspace ks
+ * on shard, from key from on, v its [u16 n][end key][operand], at most max
+ * keys: its pend gets the status, the keys read (result) and the key to go
+ * on from, or the merge's refusal.  As kvd_write_merge. */
+int kvd_write_bulk(struct kvd_conn *c, unsigned op, unsigned ks, unsigned id,
+		   unsigned shard, struct kv_slice from, struct kv_slice v,
+		   int64_t max, uint32_t aux);
 struct kvd_excl;
 /* Inside exclusive section x (shard.h): queue a one-key write and
  * commit it at once, so that what follows sees it journaled (in sync mode

@@ -148,6 +148,51 @@ static struct kvd_wreq *req_new(unsigned shard, int kind, size_t len)
 	return w;
 }
 
+/* Shard s's requests so far, applied: their positions advance. */
+static int run_group(struct kvd_wreq **w, uint32_t *cnt)
+{
+	unsigned ns = Q.srv->nshards;
+	int rc = run_all(w, ns);
+
+	if (rc) {
+		log_error("replication: applying the primary's records failed: "
+			  "%s",
+			  kv_status_name(rc));
+		return -1;
+	}
+	for (unsigned i = 0; i < ns; i++) {
+		Q.pos[i] += cnt[i];
+		cnt[i] = 0;
+		w[i] = NULL;
+	}
+	return 0;
+}
+
+/* After a bulk build's marker on shard s (store.h, KVD_BULK_MARK): the
+ * same range of its own, at the same point of the records, before any
+ * record after it (an IXREADY among them).  Its value: [u8 merge id][u8
+ * ks][KVD_W_BULK's item].  0 or -1. */
+static int run_bulk(unsigned s, struct kv_slice mark)
+{
+	struct kvd_wreq *w[KVD_MAX_SHARDS] = {0}, *r;
+	int rc;
+
+	if (mark.n < 2 + KVD_ITEM_HDR ||
+	    !(r = w[s] = req_new(s, KVD_W_BULK, mark.n - 2)))
+		return -1;
+	r->op.flags = mark.p[0];
+	r->op.ks = mark.p[1];
+	r->op.nitems = 1;
+	r->op.items_len = mark.n - 2;
+	memcpy(r->data, mark.p + 2, mark.n - 2);
+	if ((rc = run_all(w, Q.srv->nshards))) {
+		log_error("replication: a bulk index build's range failed: %s",
+			  kv_status_name(rc));
+		return -1;
+	}
+	return 0;
+}
+
 /* One pull's records: [u16 shard][u64 lsn][u8 type][u32 len][payload],
  * each shard's consecutive from its position.  0 or -1. */
 static int apply(const uint8_t *p, size_t n)
@@ -157,9 +202,8 @@ static int apply(const uint8_t *p, size_t n)
 	size_t bytes[KVD_MAX_SHARDS] = {0};
 	uint32_t cnt[KVD_MAX_SHARDS] = {0};
 	const uint8_t *q, *end = p + n;
-	int rc = 0;
 
-	/* sizes first, then one request per shard */
+	/* sizes first, then one request per shard (more after a marker) */
 	for (q = p; q < end;) {
 		uint16_t s;
 		uint32_t len;
@@ -178,6 +222,7 @@ static int apply(const uint8_t *p, size_t n)
 		uint32_t len;
 		uint64_t lsn;
 		struct kvd_wreq *r;
+		struct kv_slice mark;
 
 		memcpy(&s, q, 2);
 		memcpy(&lsn, q + 2, 8);
@@ -192,17 +237,13 @@ static int apply(const uint8_t *p, size_t n)
 		memcpy(r->data + r->op.items_len, q + 10, 5 + (size_t)len);
 		r->op.items_len += 5 + (size_t)len;
 		r->op.nitems = ++cnt[s];
+		bytes[s] -= 5 + (size_t)len;
 		q += 15 + len;
+		if (kvd_bulk_mark(q - 5 - len, 5 + (size_t)len, &mark) &&
+		    (run_group(w, cnt) || run_bulk(s, mark)))
+			return -1;
 	}
-	if ((rc = run_all(w, ns))) {
-		log_error("replication: applying the primary's records failed: "
-			  "%s",
-			  kv_status_name(rc));
-		return -1;
-	}
-	for (unsigned i = 0; i < ns; i++)
-		Q.pos[i] += cnt[i];
-	return 0;
+	return run_group(w, cnt);
 fail:
 	log_error("replication: the primary sent records out of order");
 	for (unsigned i = 0; i < ns; i++)

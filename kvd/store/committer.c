@@ -295,7 +295,7 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	 * thread, which goes back to its sockets (bench/HISTORY.md, third round); so does
 	 * a SAVE's checkpoint, which waits for the disk. */
 	while (w && n <= INLINE_MAX) {
-		if (w->op.kind == KVD_W_CHECKPOINT)
+		if (kvd_cm_is_copy(w))
 			return 0;
 		w = w->next;
 		n++;
@@ -546,8 +546,8 @@ static void saved(struct kvd_committer *c, int rc)
 }
 
 /* A replica's full copy (emptying the shard, or loading a chunk of the
- * primary's snapshot), or SAVE's checkpoint: alone and outside any
- * batch. */
+ * primary's snapshot), SAVE's checkpoint, or a bulk merge: alone and
+ * outside any batch. */
 static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 {
 	struct kvd_wreq *next = w->next;
@@ -558,12 +558,14 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 	else if (w->op.kind == KVD_W_CHECKPOINT) {
 		w->op.status = kvd_shard_checkpoint(st, c->shard);
 		saved(c, w->op.status);
-	} else if (w->op.kind == KVD_W_RESET)
+	} else if (w->op.kind == KVD_W_BULK)
+		w->op.status = kvd_shard_bulk(st, c->shard, &w->op);
+	else if (w->op.kind == KVD_W_RESET)
 		w->op.status = kvd_shard_repl_reset(st, c->shard, w->op.lsn);
 	else
 		w->op.status = kvd_shard_repl_load(st, c->shard, w->op.items,
 						   w->op.items_len);
-	if (w->op.kind != KVD_W_CHECKPOINT)
+	if (w->op.kind != KVD_W_CHECKPOINT && w->op.kind != KVD_W_BULK)
 		ev_forget(c->com, c->shard); /* a primary's copy: as SET's */
 	if (w->op.status == KV_SHARD_FAILED)
 		atomic_store(&c->failed, 1);
@@ -574,7 +576,7 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 int kvd_cm_is_copy(const struct kvd_wreq *w)
 {
 	return w->op.kind == KVD_W_RESET || w->op.kind == KVD_W_LOAD ||
-	       w->op.kind == KVD_W_CHECKPOINT;
+	       w->op.kind == KVD_W_CHECKPOINT || w->op.kind == KVD_W_BULK;
 }
 
 /* When the next round of reaping is due: reaper-interval-ms after the

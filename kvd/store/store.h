@@ -340,6 +340,16 @@ enum kvd_wkind {
 	/* SAVE: no items; the committer checkpoints its shard alone, outside
 	 * any batch (kvd_shard_checkpoint). */
 	KVD_W_CHECKPOINT,
+	/* A bulk merge (shard_bulk.c): the committer, alone and after a
+	 * checkpoint, runs merge flags over the live keys of keyspace ks
+	 * (not 0) from the item's key on, below the key its value starts
+	 * with ([u16 n][key]: the end, exclusive), the rest of the value
+	 * the operand; delta keys at most (0: no bound).  Each merge keeps
+	 * its key; its side writes go straight into LMDB, unjournaled.
+	 * result: keys read, and val the key to go on from (none: the range
+	 * is done); a merge's refusal: its status, or its result < 0 and
+	 * its reply in val. */
+	KVD_W_BULK,
 };
 
 /* One write, as the committer applies it.  items holds nitems entries of
@@ -443,6 +453,17 @@ int kvd_shard_spare_wanted(struct kvd_store *st, unsigned i);
 /* Checkpoint everything shard i acknowledged and wait until LMDB holds it
  * (backups, SAVE, clean shutdown; the writer).  0 or a KV_*. */
 int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
+/* KVD_W_BULK, by shard i's writer: 0 or a KV_* code, op's result and val
+ * as KVD_W_BULK says. */
+int kvd_shard_bulk(struct kvd_store *st, unsigned i, struct kvd_wop *op);
+/* A bulk merge's marker: the key of keyspace KVD_KS_OTHER whose PUT a
+ * caller writes after each KVD_W_BULK on the same shard, its value the
+ * request's item (the range done and the operand), so that a replica's
+ * applier runs the same range at the same point of the records.  Is the
+ * record rec ([u8 type][u32 len][journal payload], as KVD_W_REPL's items)
+ * one, and its value val? */
+#define KVD_BULK_MARK "bulk-mark"
+int kvd_bulk_mark(const uint8_t *rec, size_t n, struct kv_slice *val);
 /* 1 when shard i takes no more writes (a failed journal write or flush, or
  * a failed checkpoint); any thread. */
 int kvd_shard_failed(struct kvd_store *st, unsigned i);

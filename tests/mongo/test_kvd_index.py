@@ -53,6 +53,16 @@ class Indexes(HostCase):
     creds = ""
     db_name = "ixt"
 
+    @classmethod
+    def setUpClass(cls):
+        # builds in ranges of 64 documents (doc_bulk.c): many ranges,
+        # writes between them
+        os.environ["KVD_BULK_KEYS"] = "64"
+        try:
+            super().setUpClass()
+        finally:
+            del os.environ["KVD_BULK_KEYS"]
+
     def audit(self, coll, field, values, index):
         """Each value's documents through the index equal a scan's."""
         for v in values:
@@ -471,28 +481,54 @@ class OnePass(HostCase):
 
 class Replica(unittest.TestCase):
     def test_replica_has_indexes(self):
-        """A replica gets the index entries as records of the primary's
-        batches: its door lists the index and answers through it as a
-        collection scan does."""
-        p = KvdHost(password=None)
+        """A replica gets the index entries of the primary's writes as
+        records of its batches, and builds the ranges of the primary's
+        build (doc_bulk.c) itself at the markers' points in its stream,
+        writes going on meanwhile: its door lists the index and answers
+        through it as a collection scan does."""
+        os.environ["KVD_BULK_KEYS"] = "64"  # many ranges, many markers
+        try:
+            p = KvdHost(password=None)
+        finally:
+            del os.environ["KVD_BULK_KEYS"]
         rport = kvdtest.free_port()
         r = kvdtest.Server(args=["--mongo-port", str(rport), "--replicaof",
                                  "127.0.0.1", str(p.srv.port)])
         try:
-            r.start()
+            kvdtest.start_with(r, KVD_BULK_KEYS=64)
             c = p.client("").t.r
             c.insert_many([{"_id": i, "a": i % 9} for i in range(900)])
-            c.create_index("a")
+            stop = threading.Event()
+
+            def writer():
+                wc = p.client("").t.r
+                rnd = random.Random(7)
+                while not stop.is_set():
+                    i = rnd.randrange(1000)
+                    wc.update_one({"_id": i}, {"$set": {"a": rnd.randrange(9)}},
+                                  upsert=True)
+            t = threading.Thread(target=writer)
+            t.start()
+            try:
+                c.create_index("a")
+            finally:
+                stop.set()
+                t.join()
             c.update_many({"a": 2}, {"$set": {"a": 20}})
+            c.insert_one({"_id": "last", "a": 21})
             rc = pymongo.MongoClient("mongodb://127.0.0.1:%d/" % rport,
                                      serverSelectionTimeoutMS=5000).t.r
-            kvdtest.wait_for(lambda: rc.count_documents({"a": 20}) == 100,
+            kvdtest.wait_for(lambda: rc.count_documents({"a": 21}) == 1,
                              60, "the replica to catch up")
             self.assertEqual([i["name"] for i in rc.list_indexes()],
                              ["_id_", "a_1"])
-            for v in list(range(9)) + [20]:
+            for v in list(range(9)) + [20, 21]:
+                want = ids(c.find({"a": v}).hint(NATURAL))
+                kvdtest.wait_for(
+                    lambda: ids(rc.find({"a": v}).hint(NATURAL)) == want,
+                    60, "the replica's documents")
                 self.assertEqual(ids(rc.find({"a": v}).hint([("a", 1)])),
-                                 ids(c.find({"a": v}).hint(NATURAL)))
+                                 want, v)
             self.assertEqual(plan(rc.find({"a": 20})), "a_1")
         finally:
             r.stop()
