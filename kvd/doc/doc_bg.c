@@ -44,8 +44,9 @@ void doc_bg_free(struct doc_bg *g)
 	g->sink = NULL;
 }
 
-int doc_bg_merge(struct doc_bg *g, unsigned ks, unsigned id, int shard,
-		 struct kv_slice k, struct kv_slice v, uint32_t tag)
+static int send_merge(struct doc_bg *g, enum kvd_wkind kind, unsigned ks,
+		      unsigned id, int shard, struct kv_slice k,
+		      struct kv_slice v, int64_t max, uint32_t tag)
 {
 	struct kvd_wreq *w = kvd_wreq_new(g->sink, KVD_ITEM_HDR + k.n + v.n);
 	uint16_t kn = (uint16_t)k.n;
@@ -60,9 +61,10 @@ int doc_bg_merge(struct doc_bg *g, unsigned ks, unsigned id, int shard,
 	w->shard =
 	    (uint16_t)(shard >= 0 ? (unsigned)shard
 				  : kvd_shard_of(k.p, k.n, g->srv->nshards));
-	w->op.kind = KVD_W_MERGE;
+	w->op.kind = (uint8_t)kind;
 	w->op.ks = (uint8_t)ks;
 	w->op.flags = (uint8_t)id;
+	w->op.delta = max;
 	w->op.items = w->data;
 	memcpy(w->data, &kn, 2);
 	memcpy(w->data + 2, &vn, 4);
@@ -74,6 +76,19 @@ int doc_bg_merge(struct doc_bg *g, unsigned ks, unsigned id, int shard,
 	kvd_committer_submit(g->srv->com, w); /* doc_bg_wait flushes */
 	g->out++;
 	return 0;
+}
+
+int doc_bg_merge(struct doc_bg *g, unsigned ks, unsigned id, int shard,
+		 struct kv_slice k, struct kv_slice v, uint32_t tag)
+{
+	return send_merge(g, KVD_W_MERGE, ks, id, shard, k, v, 0, tag);
+}
+
+int doc_bg_bulk(struct doc_bg *g, unsigned ks, unsigned id, unsigned shard,
+		struct kv_slice from, struct kv_slice v, int64_t max,
+		uint32_t tag)
+{
+	return send_merge(g, KVD_W_BULK, ks, id, (int)shard, from, v, max, tag);
 }
 
 int doc_bg_del(struct doc_bg *g, unsigned ks, unsigned shard,

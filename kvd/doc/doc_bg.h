@@ -31,6 +31,12 @@ void doc_bg_free(struct doc_bg *g);
  * (-1: the key's); its result comes back with aux tag.  0, or -1. */
 int doc_bg_merge(struct doc_bg *g, unsigned ks, unsigned id, int shard,
 		 struct kv_slice k, struct kv_slice v, uint32_t tag);
+/* Send a bulk merge (store.h, KVD_W_BULK) of merge id over keyspace ks on
+ * shard, from key from on, v its [u16 n][end key][operand], at most max
+ * keys; it comes back with aux tag.  0, or -1. */
+int doc_bg_bulk(struct doc_bg *g, unsigned ks, unsigned id, unsigned shard,
+		struct kv_slice from, struct kv_slice v, int64_t max,
+		uint32_t tag);
 /* Send a delete of nitems keys of keyspace ks ([u16 klen][u32 0][key]...,
  * KVD_ITEM_HDR) to shard's committer: the plain delete of any writer, so
  * the journal, replicas and checkpoints see deletes.  Its result (keys

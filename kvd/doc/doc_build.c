@@ -4,17 +4,18 @@
  *
  * An index left BUILDING in the catalog was kept by every write since it
  * was added (writes keep building indexes), and after a restart every io
- * thread's copy of the catalog has it, so reading the collection again
- * and sending each document a REINDEX (its entries from its image then,
- * in order with the writes to it), as createIndexes does, builds it
- * whole; IXREADY then lets the planner use it.  The indexes of one
- * collection left building (one createIndexes of several, cut) are built
- * together, as createIndexes builds them: one pass whose REINDEX names
- * them all, one IXREADY.  A unique index's documents take their keys'
- * reservations through the same driver as the door's (doc_uq.h), with
- * this thread's merges and reads.  A build that fails (a duplicate key, a
- * document an index cannot take) drops the indexes it built, as mongod
- * does, and says so in the log.
+ * thread's copy of the catalog has it, so a pass over the collection as
+ * createIndexes makes it builds it whole: in ranges of bulk merges
+ * (doc_bulk.h) when none of them is unique, else each document's REINDEX
+ * (its entries from its image then, in order with the writes to it); an
+ * entry written again is the same entry.  IXREADY then lets the planner
+ * use it.  The indexes of one collection left building (one createIndexes
+ * of several, cut) are built together, as createIndexes builds them: one
+ * pass naming them all, one IXREADY.  A unique index's documents take
+ * their keys' reservations through the same driver as the door's
+ * (doc_uq.h), with this thread's merges and reads.  A build that fails (a
+ * duplicate key, a document an index cannot take) drops the indexes it
+ * built, as mongod does, and says so in the log.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #include "clock.h"
 #include "doc_bg.h"
+#include "doc_bulk.h"
 #include "doc_uq.h"
 #include "index.h"
 #include "kv_status.h"
@@ -157,6 +159,46 @@ static int reindex_all(struct build *b)
 	return b->err.code || g->stop ? -1 : 0;
 }
 
+static int bulk_send(void *arg, int mark, unsigned s, struct kv_slice k,
+		     struct kv_slice v, int64_t max, uint32_t aux)
+{
+	struct doc_bg *g = ((struct build *)arg)->g;
+
+	if (g->stop) /* the pass ends there: built again at the next start */
+		return -1;
+	return mark ? doc_bg_merge(g, KVD_KS_OTHER,
+				   KVDOC_MERGE_BASE + KVDOC_OP_MARK, (int)s, k,
+				   v, aux)
+		    : doc_bg_bulk(g, KVD_KS_DOC,
+				  KVDOC_MERGE_BASE + KVDOC_OP_REINDEX, s, k, v,
+				  max, aux);
+}
+
+static void bulk_back(void *arg, const struct kvd_pend *pd)
+{
+	doc_bulk_back(arg, pd);
+}
+
+/* No unique index among them: the pass in ranges (doc_bulk.h), as the
+ * door's createIndexes makes it.  0, or -1 (b->err). */
+static int bulk_all(struct build *b)
+{
+	struct doc_bulk k = {.send = bulk_send, .arg = b};
+
+	if (doc_bulk_start(&k, b->coll,
+			   (struct kv_slice){b->opnd.data, b->opnd.len},
+			   b->g->srv->nshards) &&
+	    !k.err.code)
+		mql_error_set(&k.err, MQL_InternalError, "out of memory");
+	doc_bg_wait(b->g, bulk_back, &k);
+	if (k.err.code)
+		b->err = k.err;
+	else if (k.left)
+		fail_msg(b, MQL_InternalError, "stopped", 7);
+	doc_bulk_free(&k);
+	return b->err.code || b->g->stop ? -1 : 0;
+}
+
 /* A catalog change of the index: its status. */
 static int catalog(struct build *b, unsigned op, const void *o, size_t on)
 {
@@ -225,7 +267,10 @@ static void build_coll(struct build *b)
 				(struct kv_slice){b->ids.data, b->ids.len},
 				&b->opnd))
 		fail_msg(b, MQL_InternalError, "no memory", 9);
-	else if (!reindex_all(b))
+	else if (!(kvdoc_ix_has_unique(
+		       (struct kv_slice){b->opnd.data, b->opnd.len})
+		       ? reindex_all(b)
+		       : bulk_all(b)))
 		ready(b);
 	if (b->err.code && !g->stop) {
 		drop_all(b);

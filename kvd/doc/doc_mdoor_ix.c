@@ -5,18 +5,22 @@
  * 0's committer, which checks it against the collection's others:
  * MongoDB's 85 and 86), in state BUILDING, so that from then on every
  * write of the collection keeps its entries; then builds all those it
- * added in one pass: the collection is read in batches of BUILD_BATCH
- * documents, and each document gets one REINDEX merge on its own
- * committer, whose operand names every index being built, so that it
- * writes all their entries from its current image (a document changed or
- * deleted meanwhile is indexed as it is then, in order with the writes).
- * Once every batch is back, one IXREADY turns them all READY, and only
- * then the planner may use them.  All or none, as mongod: a spec refused,
- * a document one of them cannot take or a duplicate key of a unique one
- * drops every index the command added, and the command answers that
- * error.  It answers when the build is done, as MongoDB's does; reads and
- * writes of other connections go on meanwhile (a batch holds no lock, and
- * each REINDEX is one merge among the shard's writes).
+ * added in one pass over the collection, whose operand names every index
+ * being built.  Without a unique index among them, the pass is ranges of
+ * bulk merges (doc_bulk.h): each shard's committer reads up to 32,768
+ * documents from LMDB at once and puts their entries there sorted.  With
+ * one, the collection is read in batches of BUILD_BATCH documents, and
+ * each document gets one REINDEX merge on its own committer, after its
+ * unique keys' reservations (doc_uq.h), which writes all their entries
+ * from its current image (a document changed or deleted meanwhile is
+ * indexed as it is then, in order with the writes).  Once the pass is
+ * done, one IXREADY turns them all READY, and only then the planner may
+ * use them.  All or none, as mongod: a spec refused, a document one of
+ * them cannot take or a duplicate key of a unique one drops every index
+ * the command added, and the command answers that error.  It answers when
+ * the build is done, as MongoDB's does; reads and writes of other
+ * connections go on meanwhile (a batch or a range holds no lock; a
+ * range's shard takes its writes after it).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -37,7 +37,7 @@
  * page's buffer for good: bounded as a checkpoint's transactions), and the
  * side bytes one range collects before it stops early. */
 #define BULK_TXN_ENTRIES 65536
-#define BULK_MAX_SIDE (64u << 20)
+#define BULK_MAX_SIDE (16u << 20)
 
 /* A side write, as kvd_merge_side writes it: [u8 ks][u8 del][u16 klen]
  * [u32 vlen][key][value]; kept here as [u8 del][u16 iklen][u32 vlen]

@@ -505,7 +505,8 @@ class Replica(unittest.TestCase):
                 rnd = random.Random(7)
                 while not stop.is_set():
                     i = rnd.randrange(1000)
-                    wc.update_one({"_id": i}, {"$set": {"a": rnd.randrange(9)}},
+                    wc.update_one({"_id": i},
+                                  {"$set": {"a": rnd.randrange(9)}},
                                   upsert=True)
             t = threading.Thread(target=writer)
             t.start()
