@@ -1,18 +1,20 @@
 /* doc_bulk.c - an index build's pass over a collection as bulk merges
  * (store.h, KVD_W_BULK): each shard's documents in ranges of BULK_KEYS,
  * each range one REINDEX of every document in it run by the shard's
- * committer, whose entries go into LMDB sorted and unjournaled (the store's
- * shard_bulk.c), then a marker (KVDOC_OP_MARK of KVD_BULK_MARK) journaled
- * on that shard naming the range done, which a replica follows with the
- * same range of its own (docs/architecture.md, "Indexes", the bulk build).
+ * checkpointer, whose entries go into LMDB sorted and unjournaled (the
+ * store's shard_bulk.c), then a marker (KVDOC_OP_MARK of KVD_BULK_MARK)
+ * journaled on that shard naming the range done, which a replica follows
+ * with the same range of its own (docs/architecture.md, "Indexes", the
+ * bulk build).
  *
- * Why ranges: the committer holds its shard's writes while it runs one,
- * so a range is bounded (tens of milliseconds) and the writes queued
- * behind it go on between two; every write since IXADD keeps the index
- * itself, so a range read later sees their documents as they are then,
- * and an entry written twice is the same entry.  Used where no index
- * built is unique: a unique key's reservation is taken through the
- * committers one document at a time (doc_uq.h), which a range cannot.
+ * Why ranges: a range's entries are held in memory and sorted there, and
+ * the checkpointer applies no memtable while it runs one (a writer that
+ * fills its memtable meanwhile waits for it), so a range is bounded;
+ * every write since IXADD keeps the index itself, so a range read later
+ * sees their documents as they are then, and an entry written twice is
+ * the same entry.  Used where no index built is unique: a unique key's
+ * reservation is taken through the committers one document at a time
+ * (doc_uq.h), which a range cannot.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +23,11 @@
 #include "kv_status.h"
 #include "kvd.h"
 
-/* Documents a range reads at most: about 20-60 ms of a committer's time
- * (bench/ixbuild_time.py), the longest a write of its shard waits.
- * KVD_BULK_KEYS in the environment sets it (tests make it tiny to have
- * many ranges and markers). */
-#define BULK_KEYS 32768
+/* Documents a range reads at most (the store stops one earlier at 24 MiB
+ * of entries): about half a second of a checkpointer's time for 3 indexes
+ * (bench/ixbuild_time.py).  KVD_BULK_KEYS in the environment sets it
+ * (tests make it tiny to have many ranges and markers). */
+#define BULK_KEYS 262144
 
 static int64_t bulk_keys(void)
 {

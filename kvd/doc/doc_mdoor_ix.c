@@ -7,7 +7,7 @@
  * write of the collection keeps its entries; then builds all those it
  * added in one pass over the collection, whose operand names every index
  * being built.  Without a unique index among them, the pass is ranges of
- * bulk merges (doc_bulk.h): each shard's committer reads up to 32,768
+ * bulk merges (doc_bulk.h): each shard's checkpointer reads up to 262,144
  * documents from LMDB at once and puts their entries there sorted.  With
  * one, the collection is read in batches of BUILD_BATCH documents, and
  * each document gets one REINDEX merge on its own committer, after its
@@ -19,8 +19,8 @@
  * them cannot take or a duplicate key of a unique one drops every index
  * the command added, and the command answers that error.  It answers when
  * the build is done, as MongoDB's does; reads and writes of other
- * connections go on meanwhile (a batch or a range holds no lock; a
- * range's shard takes its writes after it).
+ * connections go on meanwhile (a batch or a range holds no lock; a range
+ * runs beside its shard's writes).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -545,6 +545,12 @@ static void saved(struct kvd_committer *c, int rc)
 			    c->shard, kv_status_text(rc));
 }
 
+/* A bulk merge's request, done by the checkpointer (its thread). */
+static void bulk_done(void *a, void *b)
+{
+	complete(a, b);
+}
+
 /* A replica's full copy (emptying the shard, or loading a chunk of the
  * primary's snapshot), SAVE's checkpoint, or a bulk merge: alone and
  * outside any batch. */
@@ -558,9 +564,12 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 	else if (w->op.kind == KVD_W_CHECKPOINT) {
 		w->op.status = kvd_shard_checkpoint(st, c->shard);
 		saved(c, w->op.status);
-	} else if (w->op.kind == KVD_W_BULK)
-		w->op.status = kvd_shard_bulk(st, c->shard, &w->op);
-	else if (w->op.kind == KVD_W_RESET)
+	} else if (w->op.kind == KVD_W_BULK) {
+		w->op.status =
+		    kvd_shard_bulk(st, c->shard, &w->op, bulk_done, c->com, w);
+		if (w->op.status == KV_OK)
+			return next; /* the checkpointer completes it */
+	} else if (w->op.kind == KVD_W_RESET)
 		w->op.status = kvd_shard_repl_reset(st, c->shard, w->op.lsn);
 	else
 		w->op.status = kvd_shard_repl_load(st, c->shard, w->op.items,

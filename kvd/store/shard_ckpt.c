@@ -458,11 +458,32 @@ static void idle_wait(struct shard *sh, struct kvd_reader *rd)
 		ts.tv_nsec -= 1000000000L;
 	}
 	if (pthread_cond_timedwait(&sh->cv, &sh->mu, &ts) == ETIMEDOUT &&
-	    !sh->job && !sh->stop) {
+	    !sh->job && !sh->bulk && !sh->stop) {
 		pthread_mutex_unlock(&sh->mu);
+		kvd_bulk_idle(sh);
 		resolve(sh, rd);
 		pthread_mutex_lock(&sh->mu);
 	}
+}
+
+/* Under mu: the bulk merge handed over, after the memtable frozen before
+ * it (a failed shard fails it). */
+static void run_bulk(struct shard *sh)
+{
+	struct kvd_bulk_job *j = sh->bulk;
+
+	pthread_mutex_unlock(&sh->mu);
+	if (atomic_load(&sh->failed))
+		j->op->status = KV_SHARD_FAILED;
+	else
+		kvd_bulk_run(sh, j);
+	pthread_mutex_lock(&sh->mu);
+	sh->bulk = NULL;
+	pthread_cond_broadcast(&sh->cv);
+	pthread_mutex_unlock(&sh->mu);
+	j->done(j->a, j->b);
+	free(j);
+	pthread_mutex_lock(&sh->mu);
 }
 
 static void *ckpt_main(void *arg)
@@ -477,8 +498,12 @@ static void *ckpt_main(void *arg)
 		uint64_t upto, bytes;
 		int rc;
 
-		while (!sh->job && !sh->stop)
+		while (!sh->job && !sh->bulk && !sh->stop)
 			idle_wait(sh, rd);
+		if (!sh->job && sh->bulk) {
+			run_bulk(sh);
+			continue;
+		}
 		if (!sh->job || atomic_load(&sh->failed))
 			break;
 		m = sh->job;
@@ -510,6 +535,9 @@ static void *ckpt_main(void *arg)
 		}
 		pthread_cond_broadcast(&sh->cv);
 	}
+	if (sh->bulk) /* none is left waiting */
+		run_bulk(sh);
+	kvd_bulk_idle(sh);
 	pthread_cond_broadcast(&sh->cv);
 	pthread_mutex_unlock(&sh->mu);
 	if (rd)
@@ -574,7 +602,7 @@ static int wait_idle(struct shard *sh, struct kvd_reader *rd, int *waited)
 	kvd_reader_reset(rd);
 	*waited = 0;
 	pthread_mutex_lock(&sh->mu);
-	while (sh->job && !(rc = atomic_load(&sh->failed))) {
+	while ((sh->job || sh->bulk) && !(rc = atomic_load(&sh->failed))) {
 		uint64_t tries = sh->attempts;
 
 		if ((rc = atomic_load(&sh->ckpt_err))) {
@@ -599,7 +627,7 @@ static int wait_idle(struct shard *sh, struct kvd_reader *rd, int *waited)
 		*waited = 1;
 		pthread_cond_wait(&sh->cv, &sh->mu);
 	}
-	if (!sh->job)
+	if (!sh->job && !sh->bulk)
 		rc = 0;
 	if (!rc)
 		rc = atomic_load(&sh->failed);

@@ -113,6 +113,11 @@ struct shard {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* job set (checkpointer), or done (committer) */
 	struct kvm *job;   /* under mu: the frozen memtable to checkpoint */
+	/* under mu: a bulk merge, run by the checkpointer after job (if
+	 * any) and before the next one (shard_bulk.c) */
+	struct kvd_bulk_job *bulk;
+	struct bulk
+	    *bulk_buf;	   /* checkpointer: a range's buffers (shard_bulk.c) */
 	uint64_t attempts; /* under mu: checkpoints tried */
 	uint64_t tried_ns; /* under mu: when the last attempt ended */
 	uint64_t fails;	   /* checkpointer: failed for room in a row */
@@ -385,8 +390,20 @@ void kvd_ckpt_stop(struct shard *sh);
  * one; waits while a previous one is still being checkpointed.  0 or a
  * KV_* code. */
 int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd);
-/* Committer: wait until no frozen memtable is pending. */
+/* Committer: wait until no frozen memtable (nor bulk merge) is pending. */
 int kvd_ckpt_wait(struct shard *sh, struct kvd_reader *rd);
+/* A bulk merge handed to the checkpointer (shard_bulk.c): its request's
+ * op, and what to call once it is done. */
+struct kvd_bulk_job {
+	struct kvd_wop *op;
+	void (*done)(void *a, void *b);
+	void *a, *b;
+};
+/* Checkpointer: run job (LMDB then holds every write up to the last
+ * freeze, and nothing newer), set its op's status, call its done. */
+void kvd_bulk_run(struct shard *sh, struct kvd_bulk_job *job);
+/* Checkpointer, idle: give the ranges' buffers back. */
+void kvd_bulk_idle(struct shard *sh);
 /* Committer: copy the journal's spare counts where STATS reads them. */
 static inline void shard_publish_spares(struct shard *sh)
 {

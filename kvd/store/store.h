@@ -340,8 +340,8 @@ enum kvd_wkind {
 	/* SAVE: no items; the committer checkpoints its shard alone, outside
 	 * any batch (kvd_shard_checkpoint). */
 	KVD_W_CHECKPOINT,
-	/* A bulk merge (shard_bulk.c): the committer, alone and after a
-	 * checkpoint, runs merge flags over the live keys of keyspace ks
+	/* A bulk merge (shard_bulk.c): the shard's checkpointer, after the
+	 * writes before it, runs merge flags over the live keys of keyspace ks
 	 * (not 0) from the item's key on, below the key its value starts
 	 * with ([u16 n][key]: the end, exclusive), the rest of the value
 	 * the operand; delta keys at most (0: no bound).  Each merge keeps
@@ -453,9 +453,11 @@ int kvd_shard_spare_wanted(struct kvd_store *st, unsigned i);
 /* Checkpoint everything shard i acknowledged and wait until LMDB holds it
  * (backups, SAVE, clean shutdown; the writer).  0 or a KV_*. */
 int kvd_shard_checkpoint(struct kvd_store *st, unsigned i);
-/* KVD_W_BULK, by shard i's writer: 0 or a KV_* code, op's result and val
- * as KVD_W_BULK says. */
-int kvd_shard_bulk(struct kvd_store *st, unsigned i, struct kvd_wop *op);
+/* KVD_W_BULK, by shard i's writer: handed to its checkpointer, which sets
+ * op's status, result and val as KVD_W_BULK says and then calls done(a,
+ * b) (KV_OK); or refused at once (a KV_* code, done not called). */
+int kvd_shard_bulk(struct kvd_store *st, unsigned i, struct kvd_wop *op,
+		   void (*done)(void *a, void *b), void *a, void *b);
 /* A bulk merge's marker: the key of keyspace KVD_KS_OTHER whose PUT a
  * caller writes after each KVD_W_BULK on the same shard, its value the
  * request's item (the range done and the operand), so that a replica's
