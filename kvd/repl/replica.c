@@ -168,10 +168,10 @@ static int run_group(struct kvd_wreq **w, uint32_t *cnt)
 	return 0;
 }
 
-/* After a bulk build's marker on shard s (store.h, KVD_BULK_MARK): the
- * same range of its own, at the same point of the records, before any
- * record after it (an IXREADY among them).  Its value: [u8 merge id][u8
- * ks][KVD_W_BULK's item].  0 or -1. */
+/* At a bulk build's marker on shard s (store.h, KVD_BULK_MARK): the same
+ * range of its own, at the same point of the records, before the marker
+ * and any record after it (an IXREADY among them).  Its value: [u8 merge
+ * id][u8 ks][KVD_W_BULK's item].  0 or -1. */
 static int run_bulk(unsigned s, struct kv_slice mark)
 {
 	struct kvd_wreq *w[KVD_MAX_SHARDS] = {0}, *r;
@@ -227,6 +227,11 @@ static int apply(const uint8_t *p, size_t n)
 		memcpy(&s, q, 2);
 		memcpy(&lsn, q + 2, 8);
 		memcpy(&len, q + 11, 4);
+		/* a marker after its range: one that is applied had its range
+		 * done (a crash in between has the primary send it again) */
+		if (kvd_bulk_mark(q + 10, 5 + (size_t)len, &mark) &&
+		    (run_group(w, cnt) || run_bulk(s, mark)))
+			return -1;
 		if (!(r = w[s]) &&
 		    !(r = w[s] = req_new(s, KVD_W_REPL, bytes[s])))
 			goto fail;
@@ -239,9 +244,6 @@ static int apply(const uint8_t *p, size_t n)
 		r->op.nitems = ++cnt[s];
 		bytes[s] -= 5 + (size_t)len;
 		q += 15 + len;
-		if (kvd_bulk_mark(q - 5 - len, 5 + (size_t)len, &mark) &&
-		    (run_group(w, cnt) || run_bulk(s, mark)))
-			return -1;
 	}
 	return run_group(w, cnt);
 fail:
