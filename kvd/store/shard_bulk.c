@@ -505,6 +505,7 @@ int kvd_shard_bulk(struct kvd_store *st, unsigned i, struct kvd_wop *op,
 	if (!(j = malloc(sizeof(*j))))
 		return KV_INTERNAL;
 	*j = (struct kvd_bulk_job){op, done, a, b};
+	atomic_fetch_add(&sh->bulks, 1); /* before any later batch begins */
 	pthread_mutex_lock(&sh->mu);
 	sh->bulk = j;
 	pthread_cond_broadcast(&sh->cv);

@@ -477,6 +477,7 @@ static void run_bulk(struct shard *sh)
 		j->op->status = KV_SHARD_FAILED;
 	else
 		kvd_bulk_run(sh, j);
+	atomic_fetch_sub(&sh->bulks, 1); /* its writes committed */
 	pthread_mutex_lock(&sh->mu);
 	sh->bulk = NULL;
 	pthread_cond_broadcast(&sh->cv);

@@ -69,6 +69,7 @@ struct kvd_wtxn {
 	struct kvj_rec *recs;
 	size_t nrecs;
 	int flushed; /* a FLUSH in this batch hides every layer below it */
+	int bulk;    /* a bulk merge was under way when the batch began */
 	uint64_t next_mreap; /* the next walk for expired memtable values */
 	uint64_t begun_ms;   /* when the batch began (kvd_now_ms) */
 	/* pages of the map checkpoints may still use (INT64_MIN: not yet
@@ -116,8 +117,11 @@ struct shard {
 	/* under mu: a bulk merge, run by the checkpointer after job (if
 	 * any) and before the next one (shard_bulk.c) */
 	struct kvd_bulk_job *bulk;
-	struct bulk
-	    *bulk_buf;	   /* checkpointer: a range's buffers (shard_bulk.c) */
+	/* checkpointer: a range's buffers (shard_bulk.c) */
+	struct bulk *bulk_buf;
+	/* bulk merges handed over and not yet written: a batch begun while
+	 * one is writes every side delete, found or not (shard_bulk.c) */
+	atomic_int bulks;
 	uint64_t attempts; /* under mu: checkpoints tried */
 	uint64_t tried_ns; /* under mu: when the last attempt ended */
 	uint64_t fails;	   /* checkpointer: failed for room in a row */

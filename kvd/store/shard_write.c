@@ -691,9 +691,11 @@ static int apply_side(struct kvd_wtxn *t, uint64_t now)
 		k.mv_data = (void *)(p + SIDE_HDR);
 		if ((rc = wlookup(t, &k, now, &o)))
 			break;
-		if (p[1] && o.live == 0) {
+		/* nothing to delete; but a bulk merge under way may yet write
+		 * that key from an image this write replaced (shard_bulk.c) */
+		if (p[1] && o.live == 0 && !t->bulk) {
 			p += SIDE_HDR + kn + vn;
-			continue; /* nothing to delete */
+			continue;
 		}
 		if (kv_buf_append(&t->data, k.mv_data, kn)) {
 			rc = ENOMEM;
@@ -1111,6 +1113,9 @@ static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
 		   !(how == BEGIN_DELETES && deletes_go_on(sh, rc)))
 		return rc;
 	t->begun_ms = now;
+	/* before the batch's LMDB snapshot: none under way then means that
+	 * snapshot has what the last one wrote */
+	t->bulk = atomic_load(&sh->bulks) != 0;
 	kvd_reader_enter(t->rd);
 	shard_layers(sh, &t->act, &t->frz);
 	t->nents = 0;

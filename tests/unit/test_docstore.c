@@ -806,6 +806,215 @@ static void t_lost_update(void)
 	kvd_reader_free(r);
 }
 
+/* A bulk merge (store.h, KVD_W_BULK) of REINDEX with section opnd over
+ * collection coll's documents on shard from key from (fn bytes) on, at
+ * most max, waited for: its status, *result, and the key to go on from
+ * (or a refusal's text) in *next (malloc'd, or NULL). */
+static int bulk(unsigned shard, uint32_t coll, const uint8_t *from, size_t fn,
+		const struct kv_buf *opnd, int64_t max, int64_t *result,
+		struct kv_slice *next)
+{
+	uint8_t to[4] = {(uint8_t)((coll + 1) >> 24),
+			 (uint8_t)((coll + 1) >> 16),
+			 (uint8_t)((coll + 1) >> 8), (uint8_t)(coll + 1)};
+	size_t vn = 2 + 4 + opnd->len;
+	struct kvd_wreq *w = calloc(1, sizeof(*w) + KVD_ITEM_HDR + fn + vn);
+	struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+			    0};
+	uint16_t kn = (uint16_t)fn, tn = 4;
+	uint32_t v32 = (uint32_t)vn;
+	uint8_t *p = w->data;
+	int rc;
+
+	memcpy(p, &kn, 2);
+	memcpy(p + 2, &v32, 4);
+	memcpy(p + KVD_ITEM_HDR, from, fn);
+	p += KVD_ITEM_HDR + fn;
+	memcpy(p, &tn, 2);
+	memcpy(p + 2, to, 4);
+	memcpy(p + 6, opnd->data, opnd->len);
+	w->shard = (uint16_t)shard;
+	w->pend = &wt;
+	w->op.kind = KVD_W_BULK;
+	w->op.ks = KVD_KS_DOC;
+	w->op.flags = (uint8_t)(KVDOC_MERGE_BASE + KVDOC_OP_REINDEX);
+	w->op.delta = max;
+	w->op.nitems = 1;
+	w->op.items = w->data;
+	w->op.items_len = KVD_ITEM_HDR + fn + vn;
+	kvd_committer_submit(com, w);
+	kvd_committer_flush(com);
+	pthread_mutex_lock(&wt.mu);
+	while (!wt.done)
+		pthread_cond_wait(&wt.cv, &wt.mu);
+	pthread_mutex_unlock(&wt.mu);
+	rc = w->op.status;
+	*result = w->op.result;
+	*next = (struct kv_slice){w->op.val, w->op.val ? w->op.vlen : 0};
+	free(w);
+	return rc;
+}
+
+/* Every shard's documents of coll through bulk merges of max at a time:
+ * the ranges run, or -1 on a failure. */
+static int bulk_all(uint32_t coll, const struct kv_buf *opnd, int64_t max)
+{
+	int ranges = 0;
+
+	for (unsigned s = 0; s < SHARDS; s++) {
+		uint8_t from[KVDOC_KEY_MAX] = {
+		    (uint8_t)(coll >> 24), (uint8_t)(coll >> 16),
+		    (uint8_t)(coll >> 8), (uint8_t)coll};
+		size_t fn = 4;
+
+		for (;;) {
+			int64_t res = 0;
+			struct kv_slice next;
+
+			if (bulk(s, coll, from, fn, opnd, max, &res, &next) !=
+				KV_OK ||
+			    res < 0 || next.n > sizeof(from)) {
+				free((void *)next.p);
+				return -1;
+			}
+			ranges++;
+			if (!next.n)
+				break;
+			memcpy(from, next.p, next.n);
+			fn = next.n;
+			free((void *)next.p);
+		}
+	}
+	return ranges;
+}
+
+struct bulk_writer {
+	pthread_t th;
+	_Atomic int stop;
+	int writes;
+};
+
+/* Writes of collection 9 while its index 60 is built in bulk: updates of
+ * a, deletes, inserts, with section tsec (index 60 building). */
+static void *bulk_write(void *arg)
+{
+	struct bulk_writer *bw = arg;
+	unsigned seed = 11;
+
+	while (!atomic_load(&bw->stop) || bw->writes < 300) {
+		int n = (int)(rand_r(&seed) % 2500), a = rand_r(&seed) % 50;
+		char j[96];
+		int64_t res;
+
+		if (bw->writes % 7 == 3) {
+			uint8_t key[KVDOC_KEY_MAX];
+			size_t kn;
+			unsigned shard = key_of(9, n, key, &kn);
+			struct kv_buf op = {0};
+
+			kvdoc_op_delete(&op, 0, NULL, 0);
+			merge(shard, KVD_KS_DOC, KVDOC_OP_DELETE, key, kn,
+			      op.data, op.len, &res, NULL);
+			kv_buf_free(&op);
+		} else {
+			snprintf(j, sizeof(j), "{\"$set\": {\"a\": %d}}", a);
+			update(9, n, j, NULL, KVDOC_UPSERT, &res, NULL, 0);
+		}
+		bw->writes++;
+	}
+	return NULL;
+}
+
+struct bulk_check {
+	int docs, bad;
+};
+
+static int bulk_doc(void *arg, struct kv_slice k, struct kv_slice v,
+		    unsigned type, uint64_t exp)
+{
+	struct bulk_check *c = arg;
+	bson_t b;
+	bson_iter_t id, a;
+
+	(void)k, (void)type, (void)exp;
+	c->docs++;
+	if (!bson_init_static(&b, v.p, v.n) ||
+	    !bson_iter_init_find(&id, &b, "_id") ||
+	    !bson_iter_init_find(&a, &b, "a") ||
+	    !ix_has(60, 9, bson_iter_int32(&a), bson_iter_int32(&id)))
+		c->bad++;
+	return 0;
+}
+
+/* Index 60 built by bulk merges in ranges of 37 documents while a writer
+ * updates, deletes and upserts: every document has its entry and no
+ * other is there (each has one a: entries = documents); a range over a
+ * document an index cannot take is refused with the merge's code and
+ * writes nothing. */
+static void t_bulk(void)
+{
+	struct bulk_writer bw = {0};
+	struct bulk_check c = {0};
+	struct kv_buf op = {0};
+	uint8_t pre[4] = {0, 0, 0, 9};
+	struct kvd_scan sc = {.prefix = {pre, 4},
+			      .limit = 100000,
+			      .max_bytes = SIZE_MAX,
+			      .ks = KVD_KS_DOC};
+	struct kvd_reader *r;
+	struct kv_slice next;
+	int64_t res = 0;
+	int ranges;
+	char j[64];
+
+	tsec_len = 4;
+	memset(tsec, 0, 4);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(j, sizeof(j), "{\"_id\": %d, \"a\": %d}", i, i % 50);
+		CHECK(insert(9, j) == KV_OK, "insert %d", i);
+	}
+	sec_add(60, "{\"a\": 1}", 0); /* building: the writer keeps it */
+	kv_buf_append(&op, tsec, tsec_len);
+	kv_buf_append(&op, "\0\0\0\0\0\0\0\0", 8);
+	pthread_create(&bw.th, NULL, bulk_write, &bw);
+	ranges = bulk_all(9, &op, 37);
+	atomic_store(&bw.stop, 1);
+	pthread_join(bw.th, NULL);
+	CHECK(ranges > 2 * SHARDS, "ranges: %d", ranges);
+	r = kvd_reader_new(st);
+	CHECK(kvd_reader_scan(r, &sc, kvd_now_ms(), bulk_doc, &c, &next) ==
+		  KV_OK,
+	      "scan");
+	kvd_reader_free(r);
+	CHECK(c.docs > 1500 && c.bad == 0 && ix_count(60) == c.docs,
+	      "%d documents, %d without their entry, %d entries (%d writes)",
+	      c.docs, c.bad, ix_count(60), bw.writes);
+	/* parallel arrays under {a: 1, c: 1}: the range is refused */
+	CHECK(insert(9, "{\"_id\": 9000, \"a\": [1, 2], \"c\": [3, 4]}") ==
+		  KV_OK,
+	      "insert");
+	tsec_len = 4;
+	memset(tsec, 0, 4);
+	sec_add(61, "{\"a\": 1, \"c\": 1}", 0);
+	op.len = 0;
+	kv_buf_append(&op, tsec, tsec_len);
+	kv_buf_append(&op, "\0\0\0\0\0\0\0\0", 8);
+	{
+		uint8_t key[KVDOC_KEY_MAX];
+		size_t kn;
+		unsigned shard = key_of(9, 9000, key, &kn);
+
+		CHECK(bulk(shard, 9, pre, 4, &op, 0, &res, &next) == KV_OK &&
+			  res == -171 && next.n && ix_count(61) == 0,
+		      "refused: %lld, %d entries", (long long)res,
+		      ix_count(61));
+		free((void *)next.p);
+	}
+	kv_buf_free(&op);
+	tsec_len = 4;
+	memset(tsec, 0, 4);
+}
+
 static int rm_one(const char *path, const struct stat *sb, int flag,
 		  struct FTW *ftw)
 {
@@ -870,6 +1079,7 @@ int main(void)
 	t_index_multi();
 	t_lost_update();
 	t_tokens();
+	t_bulk();
 	close_all();
 	/* everything again after a restart (journal, then LMDB) */
 	open_all(dir);
