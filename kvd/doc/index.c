@@ -248,6 +248,9 @@ struct ixc_ent {
 struct ixc {
 	struct ixc_ent e[IXC_N];
 	unsigned next;
+	/* a merge's keys of the old image and the new, reused (a malloc and
+	 * a free each per index and write, else) */
+	struct kv_buf ob, nb;
 };
 
 static pthread_key_t ixc_key;
@@ -267,6 +270,8 @@ static void ixc_free(void *p)
 
 	for (unsigned i = 0; i < IXC_N; i++)
 		ixc_ent_free(&c->e[i]);
+	kv_buf_free(&c->ob);
+	kv_buf_free(&c->nb);
 	free(c);
 }
 
@@ -284,23 +289,29 @@ static bool ixc_same(const struct ixc_ent *c, const struct sec_ix *x)
 		!memcmp(c->spec.data + x->key.n, x->pfe.p, x->pfe.n));
 }
 
-/* Index x compiled (the thread's to keep: not freed by the caller): 0, or
- * -1 with e. */
-static int compiled(const struct sec_ix *x, const struct mql_index **ix,
-		    const struct mql_match **pf, struct mql_error *e)
+/* The thread's cache, made on its first call: NULL out of memory. */
+static struct ixc *ixc_get(void)
 {
 	struct ixc *c;
-	struct ixc_ent *n;
 
 	pthread_once(&ixc_once, ixc_init);
-	if (!(c = pthread_getspecific(ixc_key))) {
-		if (!(c = calloc(1, sizeof(*c))) ||
-		    pthread_setspecific(ixc_key, c)) {
-			free(c);
-			return mql_error_set(e, MQL_InternalError,
-					     "out of memory");
-		}
+	if ((c = pthread_getspecific(ixc_key)))
+		return c;
+	if (!(c = calloc(1, sizeof(*c))) || pthread_setspecific(ixc_key, c)) {
+		free(c);
+		return NULL;
 	}
+	return c;
+}
+
+/* Index x compiled, from cache c (the thread's to keep: not freed by the
+ * caller): 0, or -1 with e. */
+static int compiled(struct ixc *c, const struct sec_ix *x,
+		    const struct mql_index **ix, const struct mql_match **pf,
+		    struct mql_error *e)
+{
+	struct ixc_ent *n;
+
 	for (unsigned i = 0; i < IXC_N; i++)
 		if (ixc_same(&c->e[i], x)) {
 			*ix = c->e[i].ix;
@@ -336,22 +347,31 @@ static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
 {
 	const struct mql_index *ix = NULL;
 	const struct mql_match *pf = NULL;
-	struct kv_buf ob = {0}, nb = {0};
+	struct ixc *c = ixc_get();
+	struct kv_buf *ob, *nb;
 	struct mql_error ignored = {0};
 	int rc = -1;
 
-	if (compiled(x, &ix, &pf, e))
+	if (!c)
+		return ENOMEM;
+	ob = &c->ob;
+	nb = &c->nb;
+	ob->len = nb->len = 0;
+	ob->err = nb->err = 0;
+	if (compiled(c, x, &ix, &pf, e))
 		goto out;
 	/* the old image was taken: its keys are made as they were */
-	if ((rc = doc_keys(ix, pf, old, oldn, &ob, &ignored)) > 0 ||
-	    (rc = doc_keys(ix, pf, new_, newn, &nb, e)) != 0)
+	if ((rc = doc_keys(ix, pf, old, oldn, ob, &ignored)) > 0 ||
+	    (rc = doc_keys(ix, pf, new_, newn, nb, e)) != 0)
 		goto out;
-	rc = ob.err || nb.err ? ENOMEM : diff(m, x->id, &ob, &nb);
+	rc = ob->err || nb->err ? ENOMEM : diff(m, x->id, ob, nb);
 	if (!rc && (x->flags & KVDOC_IXF_UNIQUE))
-		rc = unique_part(x, res, &ob, &nb);
+		rc = unique_part(x, res, ob, nb);
 out:
-	kv_buf_free(&ob);
-	kv_buf_free(&nb);
+	/* a multikey document's keys are not kept past the merge */
+	ob->len = nb->len = 0;
+	kv_buf_trim(ob, 64u << 10);
+	kv_buf_trim(nb, 64u << 10);
 	return rc;
 }
 
