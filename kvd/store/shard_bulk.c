@@ -39,10 +39,14 @@
 #include "kv_status.h"
 #include "store_log.h"
 
-/* Side writes a write transaction takes at most (LMDB keeps a dirtied
- * page's buffer for good: bounded as a checkpoint's transactions), and the
- * side bytes one range collects before it stops early. */
+/* Side writes a write transaction takes at most: appended, they fill
+ * pages in order (65,536 of 40 bytes change about 700 pages); put where
+ * they fall, each may change a page of its own, and LMDB keeps a changed
+ * page's buffer for good (docs/architecture.md, "Memory bounds"), so those
+ * are bounded as a checkpoint's transactions are.  And the side bytes
+ * one range collects before it stops early. */
 #define BULK_TXN_ENTRIES 65536
+#define BULK_TXN_PLACED 4096
 #define BULK_MAX_SIDE (24u << 20)
 
 /* A side write, as kvd_merge_side writes it: [u8 ks][u8 del][u16 klen]
@@ -292,15 +296,18 @@ static int scan(struct bulk *b, struct kvd_wop *op, const struct range *r)
 }
 
 /* Put or delete the side write at p; last is "kx"'s last key while
- * appends go on (its bytes in lastb; mv_size 0: none). */
+ * appends go on (its bytes in lastb; mv_size 0: none); *placed counts
+ * the writes not appended. */
 static int write_one(MDB_cursor *cur, const uint8_t *p, uint16_t kn,
-		     uint32_t vn, MDB_val *last, uint8_t *lastb)
+		     uint32_t vn, MDB_val *last, uint8_t *lastb,
+		     unsigned *placed)
 {
 	MDB_val k = {kn, (void *)(p + ENT_HDR)}, v;
 	unsigned fl = MDB_RESERVE;
 	int rc;
 
 	if (p[0]) {
+		(*placed)++;
 		rc = mdb_cursor_get(cur, &k, &v, MDB_SET);
 		return rc == MDB_NOTFOUND ? 0
 		       : rc		  ? rc
@@ -317,6 +324,8 @@ static int write_one(MDB_cursor *cur, const uint8_t *p, uint16_t kn,
 	if (fl & MDB_APPEND) {
 		memcpy(lastb, k.mv_data, k.mv_size);
 		last->mv_size = k.mv_size;
+	} else {
+		(*placed)++;
 	}
 	return 0;
 }
@@ -330,6 +339,7 @@ static int write_txn(struct bulk *b, size_t *i)
 	MDB_cursor *cur;
 	size_t end =
 	    *i + BULK_TXN_ENTRIES < b->n ? *i + BULK_TXN_ENTRIES : b->n;
+	unsigned placed = 0;
 	int rc;
 
 	if ((rc = mdb_txn_begin(b->sh->env, NULL, 0, &txn)))
@@ -344,7 +354,7 @@ static int write_txn(struct bulk *b, size_t *i)
 		last.mv_size = lk.mv_size;
 	}
 	rc = rc == MDB_NOTFOUND ? 0 : rc;
-	for (; !rc && *i < end; ++*i) {
+	for (; !rc && *i < end && placed < BULK_TXN_PLACED; ++*i) {
 		uint16_t kn;
 		uint32_t vn;
 		const uint8_t *p =
@@ -354,7 +364,7 @@ static int write_txn(struct bulk *b, size_t *i)
 		 * took (perf) is taken ahead */
 		if (*i + 16 < b->n)
 			__builtin_prefetch(b->ents.data + b->ord[*i + 16].off);
-		rc = write_one(cur, p, kn, vn, &last, lastb);
+		rc = write_one(cur, p, kn, vn, &last, lastb, &placed);
 	}
 	mdb_cursor_close(cur);
 	if (rc) {
