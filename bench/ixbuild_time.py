@@ -5,7 +5,7 @@ row e builds them) over N documents, for one or more kvd binaries run in
 turn (alternated, ROUNDS times each), so that two builds of kvd are
 compared on one machine at one time (issue 35).
 
-    bench/ixbuild_time.py [-n 200000] [--rounds 2] KVD [KVD...]
+    bench/ixbuild_time.py [-n 200000] [--rounds 2] [--mem] KVD [KVD...]
 
 Each run starts a fresh kvd (--threads 2 --durability sync, as
 bench/peer_servers.sh does) on a temporary data directory, loads the
@@ -14,12 +14,15 @@ n/10, r: a 40-bit hash of i, s: 16 hex digits, pad: 100 bytes}) through
 pymongo's insert_many in batches of 1000, then times createIndexes of the
 three, and reads the process's utime + stime from /proc/PID/stat before
 and after it; then checks that each index holds every document.  It
-prints one line per run and the median per binary.
+prints one line per run and the median per binary.  With --mem it also
+samples kvd's anonymous memory (/proc/PID/smaps_rollup, every 20 ms):
+before the build, its peak during it, and 2 s after.
 A benchmark, not a test.
 """
 
 import argparse
 import os
+import threading
 import shutil
 import socket
 import statistics
@@ -81,7 +84,33 @@ def start_kvd(kvd, prefix):
     return d, p, cl
 
 
-def one(kvd, n):
+def anon_mib(pid):
+    """kvd's anonymous memory, MiB."""
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("Anonymous:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+class Sampler(threading.Thread):
+    """The peak of anon_mib(pid) until stop()."""
+
+    def __init__(self, pid):
+        super().__init__()
+        self.pid, self.peak, self.done = pid, anon_mib(pid), False
+
+    def run(self):
+        while not self.done:
+            self.peak = max(self.peak, anon_mib(self.pid))
+            time.sleep(0.02)
+
+    def stop(self):
+        self.done = True
+        self.join()
+
+
+def one(kvd, n, mem=False):
     d, p, cl = start_kvd(kvd, "ixbuild-")
     try:
         cl.admin.command("ping")
@@ -90,11 +119,22 @@ def one(kvd, n):
             c.insert_many([doc(i, n) for i in range(lo, min(n, lo + 1000))],
                           ordered=False)
         specs = [{"key": {f: 1}, "name": f + "_1"} for f in ("k", "r", "s")]
+        if mem:
+            time.sleep(2)
+            smp = Sampler(p.pid)
+            before = smp.peak
+            smp.start()
         c0 = cpu_s(p.pid)
         t0 = time.monotonic()
         cl.kvbench.command("createIndexes", "ixbuild", indexes=specs)
         wall = time.monotonic() - t0
         cpu = cpu_s(p.pid) - c0
+        if mem:
+            time.sleep(2)
+            smp.stop()
+            print("  anonymous MiB: %d before the build, %d at its peak, "
+                  "%d 2 s after" % (before, smp.peak, anon_mib(p.pid)),
+                  flush=True)
         # each index holds every document (after the timing)
         for f, lo in (("k", 0), ("r", 0), ("s", "")):
             got = c.count_documents({f: {"$gte": lo}}, hint=[(f, 1)])
@@ -111,12 +151,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=200000)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--mem", action="store_true")
     ap.add_argument("kvd", nargs="+")
     a = ap.parse_args()
     got = {k: [] for k in a.kvd}
     for r in range(a.rounds):
         for k in a.kvd:
-            wall, cpu = one(k, a.n)
+            wall, cpu = one(k, a.n, a.mem)
             got[k].append((wall, cpu))
             print("round %d %s: createIndexes of 3 on %d documents: "
                   "%.2f s wall, %.2f s kvd CPU" % (r + 1, k, a.n, wall, cpu),
