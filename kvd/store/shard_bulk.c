@@ -88,8 +88,9 @@ static const uint8_t *ent_at(const uint8_t *base, uint32_t off, uint16_t *kn,
 	return p;
 }
 
-/* qsort has no argument: the buffer the offsets are into. */
-static const uint8_t *cmp_base;
+/* qsort has no argument: the buffer the offsets are into (per thread:
+ * every shard's checkpointer sorts its own at once). */
+static __thread const uint8_t *cmp_base;
 
 static int ent_cmp(const void *x, const void *y)
 {
