@@ -551,18 +551,21 @@ class Replica(unittest.TestCase):
             p.stop()
 
 
-class Kill9(unittest.TestCase):
+class SmallRanges(unittest.TestCase):
+    """Its kvds build in ranges of 64 documents (doc_bulk.c): a kill -9
+    lands between ranges, or in one, and a build is long enough to be
+    under way when it does."""
+
     @classmethod
     def setUpClass(cls):
-        # builds in ranges of 64 documents (doc_bulk.c): a kill -9 lands
-        # between ranges, or in one, and the build is long enough to be
-        # under way when it does
         os.environ["KVD_BULK_KEYS"] = "64"
 
     @classmethod
     def tearDownClass(cls):
         del os.environ["KVD_BULK_KEYS"]
 
+
+class Kill9(SmallRanges):
     def test_kill9_writes_and_build(self):
         """kill -9 while clients write an indexed field and another index
         is being built: after restart every ready index answers as a
@@ -629,18 +632,7 @@ class Kill9(unittest.TestCase):
             h.stop()
 
 
-class Resume(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        # builds in ranges of 64 documents (doc_bulk.c): a kill -9 lands
-        # between ranges, or in one, and the build is long enough to be
-        # under way when it does
-        os.environ["KVD_BULK_KEYS"] = "64"
-
-    @classmethod
-    def tearDownClass(cls):
-        del os.environ["KVD_BULK_KEYS"]
-
+class Resume(SmallRanges):
     def kill_mid_build(self, h, c, **kw):
         """createIndexes of {f: 1} (kw its options), kill -9 once the index
         is listed and before the command answered."""

@@ -106,6 +106,21 @@ static void close_all(void)
 	kvd_store_close(st);
 }
 
+/* Submit w and wait until it is back. */
+static void run_wait(struct kvd_wreq *w)
+{
+	struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+			    0};
+
+	w->pend = &wt;
+	kvd_committer_submit(com, w);
+	kvd_committer_flush(com);
+	pthread_mutex_lock(&wt.mu);
+	while (!wt.done)
+		pthread_cond_wait(&wt.cv, &wt.mu);
+	pthread_mutex_unlock(&wt.mu);
+}
+
 /* The index section the document merges get (none by default). */
 static uint8_t tsec[4096 + 8] = {0}; /* and 8 bytes of version 0 */
 static size_t tsec_len = 4;
@@ -122,8 +137,6 @@ static int merge(unsigned shard, unsigned ks, unsigned op, const void *key,
 	    ks == KVD_KS_DOC && op != KVDOC_OP_REINDEX ? tsec_len + 8 : 0;
 	struct kvd_wreq *w =
 	    calloc(1, sizeof(*w) + KVD_ITEM_HDR + klen + sn + olen);
-	struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-			    0};
 	uint16_t kn = (uint16_t)klen;
 	uint32_t vn = (uint32_t)(sn + olen);
 	int rc;
@@ -137,19 +150,13 @@ static int merge(unsigned shard, unsigned ks, unsigned op, const void *key,
 	memcpy(w->data + KVD_ITEM_HDR + klen + sn, opnd, olen);
 	olen += sn;
 	w->shard = (uint16_t)shard;
-	w->pend = &wt;
 	w->op.kind = KVD_W_MERGE;
 	w->op.ks = (uint8_t)ks;
 	w->op.flags = (uint8_t)(KVDOC_MERGE_BASE + op);
 	w->op.nitems = 1;
 	w->op.items = w->data;
 	w->op.items_len = KVD_ITEM_HDR + klen + olen;
-	kvd_committer_submit(com, w);
-	kvd_committer_flush(com);
-	pthread_mutex_lock(&wt.mu);
-	while (!wt.done)
-		pthread_cond_wait(&wt.cv, &wt.mu);
-	pthread_mutex_unlock(&wt.mu);
+	run_wait(w);
 	rc = w->op.status;
 	if (result)
 		*result = w->op.result;
@@ -819,8 +826,6 @@ static int bulk(unsigned shard, uint32_t coll, const uint8_t *from, size_t fn,
 			 (uint8_t)((coll + 1) >> 8), (uint8_t)(coll + 1)};
 	size_t vn = 2 + 4 + opnd->len;
 	struct kvd_wreq *w = calloc(1, sizeof(*w) + KVD_ITEM_HDR + fn + vn);
-	struct waiter wt = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-			    0};
 	uint16_t kn = (uint16_t)fn, tn = 4;
 	uint32_t v32 = (uint32_t)vn;
 	uint8_t *p = w->data;
@@ -834,7 +839,6 @@ static int bulk(unsigned shard, uint32_t coll, const uint8_t *from, size_t fn,
 	memcpy(p + 2, to, 4);
 	memcpy(p + 6, opnd->data, opnd->len);
 	w->shard = (uint16_t)shard;
-	w->pend = &wt;
 	w->op.kind = KVD_W_BULK;
 	w->op.ks = KVD_KS_DOC;
 	w->op.flags = (uint8_t)(KVDOC_MERGE_BASE + KVDOC_OP_REINDEX);
@@ -842,12 +846,7 @@ static int bulk(unsigned shard, uint32_t coll, const uint8_t *from, size_t fn,
 	w->op.nitems = 1;
 	w->op.items = w->data;
 	w->op.items_len = KVD_ITEM_HDR + fn + vn;
-	kvd_committer_submit(com, w);
-	kvd_committer_flush(com);
-	pthread_mutex_lock(&wt.mu);
-	while (!wt.done)
-		pthread_cond_wait(&wt.cv, &wt.mu);
-	pthread_mutex_unlock(&wt.mu);
+	run_wait(w);
 	rc = w->op.status;
 	*result = w->op.result;
 	*next = (struct kv_slice){w->op.val, w->op.val ? w->op.vlen : 0};
