@@ -565,10 +565,14 @@ static struct kvd_wreq *run_copy(struct kvd_committer *c, struct kvd_wreq *w)
 		w->op.status = kvd_shard_checkpoint(st, c->shard);
 		saved(c, w->op.status);
 	} else if (w->op.kind == KVD_W_BULK) {
-		w->op.status =
+		/* handed over, w is the checkpointer's: not even its status
+		 * is written here after that */
+		int rc =
 		    kvd_shard_bulk(st, c->shard, &w->op, bulk_done, c->com, w);
-		if (w->op.status == KV_OK)
+
+		if (rc == KV_OK)
 			return next; /* the checkpointer completes it */
+		w->op.status = rc;
 	} else if (w->op.kind == KVD_W_RESET)
 		w->op.status = kvd_shard_repl_reset(st, c->shard, w->op.lsn);
 	else
