@@ -240,7 +240,8 @@ static void ready(struct build *b)
 			 b->line, b->db, b->cname);
 	else if (st == KV_NOT_FOUND) /* one dropped meanwhile: as mongod,
 				      * that ends the build of them all */
-		fail_msg(b, 276, "an index of the build was dropped", 33);
+		fail_msg(b, MQL_IndexBuildAborted,
+			 "an index of the build was dropped", 33);
 	else
 		log_warn("index %s of %s.%s: built again, but not made ready "
 			 "(%d): built again at the next start",

@@ -495,7 +495,7 @@ static void readied(struct ixw *w, const struct kvd_pend *pd)
 	/* none turned ready; one dropped meanwhile (another client's
 	 * dropIndexes) ends the build of them all, as in mongod */
 	if (pd->status == KV_NOT_FOUND)
-		mql_error_set(&w->berr, 276,
+		mql_error_set(&w->berr, MQL_IndexBuildAborted,
 			      "Index build aborted: an index of it was "
 			      "dropped");
 	else

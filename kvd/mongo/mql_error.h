@@ -50,6 +50,7 @@
 	X(171, CannotIndexParallelArrays)                                      \
 	X(197, InvalidIndexSpecificationOption)                                \
 	X(238, NotImplemented)                                                 \
+	X(276, IndexBuildAborted)                                              \
 	X(292, QueryExceededMemoryLimitNoDiskUseAllowed)                       \
 	X(10107, NotWritablePrimary)                                           \
 	X(10334, BSONObjectTooLarge)                                           \
