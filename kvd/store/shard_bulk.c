@@ -4,7 +4,8 @@
  * builds: docs/architecture.md, "Indexes", the bulk build).
  *
  * The committer hands it to the shard's checkpointer with what it applied
- * so far (the active memtable frozen), and goes on with its batches; the
+ * so far (the active memtable frozen: kvd_shard_bulk, shard_ckpt.c), and
+ * goes on with its batches; the
  * checkpointer applies that memtable, then runs the bulk merge before it
  * takes the next one (a freeze waits for it as for a checkpoint).  So
  * LMDB holds the shard exactly as it was at the hand-over while the merge
@@ -31,7 +32,6 @@
  */
 #include "shard_int.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -495,33 +495,11 @@ void kvd_bulk_run(struct shard *sh, struct kvd_bulk_job *job)
 	op->status = rc;
 }
 
-int kvd_shard_bulk(struct kvd_store *st, unsigned i, struct kvd_wop *op,
-		   void (*done)(void *a, void *b), void *a, void *b)
+int kvd_bulk_valid(const struct kvd_wop *op)
 {
-	struct shard *sh = &st->sh[i];
-	struct kvd_wtxn *t = &sh->wt;
-	struct kvd_bulk_job *j;
 	struct range r;
-	int rc;
 
-	if (range_of(op, &r))
-		return KV_BAD_ARGS;
-	if (!t->rd && !(t->rd = kvd_reader_new(st)))
-		return KV_INTERNAL;
-	/* what the committer applied so far goes to the checkpointer first
-	 * (a checkpoint under way is waited for, as a freeze waits) */
-	if ((rc = kvd_ckpt_wait(sh, t->rd)) ||
-	    (sh->active_ms && (rc = kvd_ckpt_freeze(sh, t->rd))))
-		return rc;
-	if (!(j = malloc(sizeof(*j))))
-		return KV_INTERNAL;
-	*j = (struct kvd_bulk_job){op, done, a, b};
-	atomic_fetch_add(&sh->bulks, 1); /* before any later batch begins */
-	pthread_mutex_lock(&sh->mu);
-	sh->bulk = j;
-	pthread_cond_broadcast(&sh->cv);
-	pthread_mutex_unlock(&sh->mu);
-	return KV_OK;
+	return range_of(op, &r) == 0;
 }
 
 int kvd_bulk_mark(const uint8_t *rec, size_t n, struct kv_slice *val)

@@ -2,6 +2,10 @@
  * order, in fully synced write transactions of bounded size, the last of
  * which stores the checkpoint LSN, then retired once no reader can need it.
  *
+ * Between two checkpoints it also runs the bulk merges a committer hands
+ * it (kvd_shard_bulk, the work in shard_bulk.c): after the memtable frozen
+ * with the hand-over, before any later one.
+ *
  * One checkpointer thread per shard.  The committer freezes (hands over
  * the active memtable and starts a new one); the checkpointer applies it,
  * publishes the LSN (the committer recycles the journal: the journal is
@@ -667,4 +671,33 @@ int kvd_ckpt_freeze(struct shard *sh, struct kvd_reader *rd)
 	pthread_cond_broadcast(&sh->cv);
 	pthread_mutex_unlock(&sh->mu);
 	return 0;
+}
+
+/* A bulk merge handed to the checkpointer (shard_bulk.c runs it there). */
+int kvd_shard_bulk(struct kvd_store *st, unsigned i, struct kvd_wop *op,
+		   void (*done)(void *a, void *b), void *a, void *b)
+{
+	struct shard *sh = &st->sh[i];
+	struct kvd_wtxn *t = &sh->wt;
+	struct kvd_bulk_job *j;
+	int rc;
+
+	if (!kvd_bulk_valid(op))
+		return KV_BAD_ARGS;
+	if (!t->rd && !(t->rd = kvd_reader_new(st)))
+		return KV_INTERNAL;
+	/* what the committer applied so far goes to the checkpointer first
+	 * (a checkpoint under way is waited for, as a freeze waits) */
+	if ((rc = kvd_ckpt_wait(sh, t->rd)) ||
+	    (sh->active_ms && (rc = kvd_ckpt_freeze(sh, t->rd))))
+		return rc;
+	if (!(j = malloc(sizeof(*j))))
+		return KV_INTERNAL;
+	*j = (struct kvd_bulk_job){op, done, a, b};
+	atomic_fetch_add(&sh->bulks, 1); /* before any later batch begins */
+	pthread_mutex_lock(&sh->mu);
+	sh->bulk = j;
+	pthread_cond_broadcast(&sh->cv);
+	pthread_mutex_unlock(&sh->mu);
+	return KV_OK;
 }

@@ -408,6 +408,8 @@ struct kvd_bulk_job {
 void kvd_bulk_run(struct shard *sh, struct kvd_bulk_job *job);
 /* Checkpointer, idle: give the ranges' buffers back. */
 void kvd_bulk_idle(struct shard *sh);
+/* Is op a well-formed KVD_W_BULK (its range and merge)? */
+int kvd_bulk_valid(const struct kvd_wop *op);
 /* Committer: copy the journal's spare counts where STATS reads them. */
 static inline void shard_publish_spares(struct shard *sh)
 {
