@@ -159,19 +159,16 @@ static int reindex_all(struct build *b)
 	return b->err.code || g->stop ? -1 : 0;
 }
 
-static int bulk_send(void *arg, int mark, unsigned s, struct kv_slice k,
-		     struct kv_slice v, int64_t max, uint32_t aux)
+static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
+		     struct kv_slice k, struct kv_slice v, int64_t max,
+		     uint32_t aux)
 {
 	struct doc_bg *g = ((struct build *)arg)->g;
 
 	if (g->stop) /* the pass ends there: built again at the next start */
 		return -1;
-	return mark ? doc_bg_merge(g, KVD_KS_OTHER,
-				   KVDOC_MERGE_BASE + KVDOC_OP_MARK, (int)s, k,
-				   v, aux)
-		    : doc_bg_bulk(g, KVD_KS_DOC,
-				  KVDOC_MERGE_BASE + KVDOC_OP_REINDEX, s, k, v,
-				  max, aux);
+	return kind == KVD_W_BULK ? doc_bg_bulk(g, ks, id, s, k, v, max, aux)
+				  : doc_bg_merge(g, ks, id, (int)s, k, v, aux);
 }
 
 static void bulk_back(void *arg, const struct kvd_pend *pd)

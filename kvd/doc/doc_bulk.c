@@ -23,6 +23,12 @@
 #include "kv_status.h"
 #include "kvd.h"
 
+/* A range is REINDEX over the documents; its marker, MARK of
+ * KVD_BULK_MARK. */
+#define RANGE_ID (KVDOC_MERGE_BASE + KVDOC_OP_REINDEX)
+#define MARK_ID (KVDOC_MERGE_BASE + KVDOC_OP_MARK)
+#define VAL_HDR 6 /* [u16 4][to] in front of the section */
+
 /* Documents a range reads at most (the store stops one earlier at 24 MiB
  * of entries): about half a second of a checkpointer's time for 3 indexes
  * (bench/ixbuild_time.py).  KVD_BULK_KEYS in the environment sets it
@@ -51,7 +57,7 @@ static int send_range(struct doc_bulk *b, unsigned s)
 	struct kv_slice from = {b->from + s * KVDOC_KEY_MAX, b->flen[s]};
 
 	b->out++;
-	return b->send(b->arg, 0, s, from,
+	return b->send(b->arg, KVD_W_BULK, KVD_KS_DOC, RANGE_ID, s, from,
 		       (struct kv_slice){b->val.data, b->val.len}, bulk_keys(),
 		       DOC_BULK_AUX | s << 1);
 }
@@ -61,9 +67,9 @@ static int send_mark(struct doc_bulk *b, unsigned s, struct kv_slice next)
 	const uint8_t *end = next.n ? next.p : b->to;
 	uint16_t kn = (uint16_t)b->flen[s],
 		 tn = (uint16_t)(next.n ? next.n : 4);
-	uint32_t vn = 2u + tn + (uint32_t)b->sec.len;
-	uint8_t h[2 + KVD_ITEM_HDR] = {KVDOC_MERGE_BASE + KVDOC_OP_REINDEX,
-				       KVD_KS_DOC};
+	struct kv_slice sec = {b->val.data + VAL_HDR, b->val.len - VAL_HDR};
+	uint32_t vn = 2u + tn + (uint32_t)sec.n;
+	uint8_t h[2 + KVD_ITEM_HDR] = {RANGE_ID, KVD_KS_DOC};
 	static const char key[] = KVD_BULK_MARK;
 
 	memcpy(h + 2, &kn, 2);
@@ -73,10 +79,10 @@ static int send_mark(struct doc_bulk *b, unsigned s, struct kv_slice next)
 	    kv_buf_append(&b->mark, b->from + s * KVDOC_KEY_MAX, kn) ||
 	    kv_buf_append(&b->mark, &tn, 2) ||
 	    kv_buf_append(&b->mark, end, tn) ||
-	    kv_buf_append(&b->mark, b->sec.data, b->sec.len))
+	    kv_buf_append(&b->mark, sec.p, sec.n))
 		return -1;
 	b->out++;
-	return b->send(b->arg, 1, s,
+	return b->send(b->arg, KVD_W_MERGE, KVD_KS_OTHER, MARK_ID, s,
 		       (struct kv_slice){(const uint8_t *)key, sizeof(key) - 1},
 		       (struct kv_slice){b->mark.data, b->mark.len}, 0,
 		       DOC_BULK_AUX | s << 1 | 1);
@@ -90,7 +96,7 @@ int doc_bulk_start(struct doc_bulk *b, uint32_t coll, struct kv_slice sec,
 	b->nshards = nshards;
 	b->left = nshards;
 	b->out = 0;
-	b->sec.len = b->val.len = 0;
+	b->val.len = 0;
 	free(b->from);
 	free(b->flen);
 	b->from = malloc((size_t)nshards * KVDOC_KEY_MAX);
@@ -98,8 +104,7 @@ int doc_bulk_start(struct doc_bulk *b, uint32_t coll, struct kv_slice sec,
 	if (!b->from || !b->flen || coll == UINT32_MAX)
 		return -1;
 	be32(b->to, coll + 1);
-	if (kv_buf_append(&b->sec, sec.p, sec.n) ||
-	    kv_buf_append(&b->val, &tn, 2) ||
+	if (kv_buf_append(&b->val, &tn, 2) ||
 	    kv_buf_append(&b->val, b->to, 4) ||
 	    kv_buf_append(&b->val, sec.p, sec.n))
 		return -1;
@@ -175,7 +180,6 @@ void doc_bulk_free(struct doc_bulk *b)
 	free(b->from);
 	free(b->flen);
 	kv_buf_free(&b->val);
-	kv_buf_free(&b->sec);
 	kv_buf_free(&b->mark);
 	memset(b, 0, sizeof(*b));
 }

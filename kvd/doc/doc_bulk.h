@@ -16,19 +16,20 @@ struct kvd_pend;
 #define DOC_BULK_AUX 0x20000000u
 
 struct doc_bulk {
-	/* the caller's: send a range (mark 0: kvd_write_bulk of REINDEX
-	 * over the documents, at most max) or a marker (mark 1: MARK's
-	 * merge of key k in KVD_KS_OTHER) on shard s, with aux.  0, or -1
-	 * when nothing was sent. */
-	int (*send)(void *arg, int mark, unsigned s, struct kv_slice k,
-		    struct kv_slice v, int64_t max, uint32_t aux);
+	/* the caller's: send kind (KVD_W_BULK: a range, at most max keys;
+	 * KVD_W_MERGE: a marker) of merge id over key k of keyspace ks on
+	 * shard s, with operand v and aux (kvd_write_bulk's and
+	 * kvd_write_merge's arguments).  0, or -1 when nothing was sent. */
+	int (*send)(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
+		    struct kv_slice k, struct kv_slice v, int64_t max,
+		    uint32_t aux);
 	void *arg;
 	/* the pass's */
 	unsigned nshards, left, out; /* shards not done, requests out */
 	uint8_t *from;		     /* each shard's next key */
 	uint16_t *flen;
 	uint8_t to[4];
-	struct kv_buf sec, val, mark;
+	struct kv_buf val, mark; /* a range's value: [u16 4][to][section] */
 	struct mql_error err;
 };
 

@@ -312,16 +312,14 @@ static void bulk_back(struct ixw *w, const struct kvd_pend *pd)
 	drop_all(w);
 }
 
-static int bulk_send(void *arg, int mark, unsigned s, struct kv_slice k,
-		     struct kv_slice v, int64_t max, uint32_t aux)
+static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
+		     struct kv_slice k, struct kv_slice v, int64_t max,
+		     uint32_t aux)
 {
 	struct ixw *w = arg;
-	int rc = mark ? kvd_write_merge(w->c, 0, KVD_KS_OTHER,
-					KVDOC_MERGE_BASE + KVDOC_OP_MARK,
-					(int)s, k, v, aux)
-		      : kvd_write_bulk(w->c, 0, KVD_KS_DOC,
-				       KVDOC_MERGE_BASE + KVDOC_OP_REINDEX, s,
-				       k, v, max, aux);
+	int rc = kind == KVD_W_BULK
+		     ? kvd_write_bulk(w->c, 0, ks, id, s, k, v, max, aux)
+		     : kvd_write_merge(w->c, 0, ks, id, (int)s, k, v, aux);
 
 	if (rc)
 		return -1;

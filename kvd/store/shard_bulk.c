@@ -424,8 +424,14 @@ static int sort_ents(struct bulk *b)
 			dst[cnt[digit(&src[i], pass)]++] = src[i];
 		t = src, src = dst, dst = t;
 	}
-	if (src != b->ord)
-		memcpy(b->ord, src, b->n * sizeof(*src));
+	if (src != b->ord) { /* the sorted array is the kept one now */
+		size_t c = b->cap;
+
+		b->tmp = b->ord;
+		b->ord = src;
+		b->cap = b->tcap;
+		b->tcap = c;
+	}
 	cmp_base = b->ents.data;
 	for (i = 0; i < b->n; i = j) {
 		for (j = i + 1; j < b->n && b->ord[j].w0 == b->ord[i].w0 &&

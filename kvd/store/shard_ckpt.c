@@ -481,9 +481,8 @@ static void run_bulk(struct shard *sh)
 		j->op->status = KV_SHARD_FAILED;
 	else
 		kvd_bulk_run(sh, j);
-	atomic_fetch_sub(&sh->bulks, 1); /* its writes committed */
 	pthread_mutex_lock(&sh->mu);
-	sh->bulk = NULL;
+	sh->bulk = NULL; /* its writes committed */
 	pthread_cond_broadcast(&sh->cv);
 	pthread_mutex_unlock(&sh->mu);
 	j->done(j->a, j->b);
@@ -694,9 +693,8 @@ int kvd_shard_bulk(struct kvd_store *st, unsigned i, struct kvd_wop *op,
 	if (!(j = malloc(sizeof(*j))))
 		return KV_INTERNAL;
 	*j = (struct kvd_bulk_job){op, done, a, b};
-	atomic_fetch_add(&sh->bulks, 1); /* before any later batch begins */
 	pthread_mutex_lock(&sh->mu);
-	sh->bulk = j;
+	sh->bulk = j; /* before any later batch of this writer begins */
 	pthread_cond_broadcast(&sh->cv);
 	pthread_mutex_unlock(&sh->mu);
 	return KV_OK;

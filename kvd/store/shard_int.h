@@ -114,14 +114,13 @@ struct shard {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* job set (checkpointer), or done (committer) */
 	struct kvm *job;   /* under mu: the frozen memtable to checkpoint */
-	/* under mu: a bulk merge, run by the checkpointer after job (if
-	 * any) and before the next one (shard_bulk.c) */
-	struct kvd_bulk_job *bulk;
+	/* set under mu: a bulk merge, run by the checkpointer after job (if
+	 * any) and before the next one, and cleared once its writes are
+	 * committed; a batch begun while one is set writes every side
+	 * delete, found or not (shard_bulk.c), so it is read without mu too */
+	_Atomic(struct kvd_bulk_job *) bulk;
 	/* checkpointer: a range's buffers (shard_bulk.c) */
 	struct bulk *bulk_buf;
-	/* bulk merges handed over and not yet written: a batch begun while
-	 * one is writes every side delete, found or not (shard_bulk.c) */
-	atomic_int bulks;
 	uint64_t attempts; /* under mu: checkpoints tried */
 	uint64_t tried_ns; /* under mu: when the last attempt ended */
 	uint64_t fails;	   /* checkpointer: failed for room in a row */

@@ -1115,7 +1115,7 @@ static int begin(struct kvd_store *st, unsigned i, struct kvd_wtxn **out,
 	t->begun_ms = now;
 	/* before the batch's LMDB snapshot: none under way then means that
 	 * snapshot has what the last one wrote */
-	t->bulk = atomic_load(&sh->bulks) != 0;
+	t->bulk = atomic_load(&sh->bulk) != NULL;
 	kvd_reader_enter(t->rd);
 	shard_layers(sh, &t->act, &t->frz);
 	t->nents = 0;
