@@ -225,7 +225,6 @@ static int unique_part(const struct sec_ix *x, struct kv_slice res,
 	return rc;
 }
 
-/* One index's side writes. */
 /* ---- compiled indexes, kept per thread ----
  *
  * Every merge of an indexed collection used to compile each index of its
@@ -341,6 +340,7 @@ static int compiled(struct ixc *c, const struct sec_ix *x,
 	return 0;
 }
 
+/* One index's side writes. */
 static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
 		     struct kv_slice res, const uint8_t *old, size_t oldn,
 		     const uint8_t *new_, size_t newn, struct mql_error *e)
@@ -445,13 +445,17 @@ int kvdoc_ix_unique_keys(struct kv_slice sec, uint32_t only, const uint8_t *doc,
 {
 	const uint8_t *p = sec.p + 4, *end = sec.p + sec.n;
 	uint32_t cnt = sec.n >= 4 ? rd32(sec.p) : 0;
-	struct kv_buf keys = {0};
+	struct ixc *c = ixc_get();
+	struct kv_buf *keys;
 	struct sec_ix x;
 	int rc = 0;
 
+	if (!c)
+		return ENOMEM;
+	keys = &c->ob;
 	for (uint32_t i = 0; !rc && i < cnt; i++) {
-		struct mql_index *ix = NULL;
-		struct mql_match *pf = NULL;
+		const struct mql_index *ix = NULL;
+		const struct mql_match *pf = NULL;
 		struct kv_slice k;
 
 		if (sec_next(&p, end, &x))
@@ -459,22 +463,17 @@ int kvdoc_ix_unique_keys(struct kv_slice sec, uint32_t only, const uint8_t *doc,
 					     "malformed index section");
 		if (!(x.flags & KVDOC_IXF_UNIQUE) || (only && x.id != only))
 			continue;
-		keys.len = 0;
-		rc = mql_index_compile(
-		    x.key.p, (uint32_t)x.key.n,
-		    x.flags & KVDOC_IXF_SPARSE ? MQL_INDEX_SPARSE : 0, &ix, e);
-		if (!rc && x.pfe.n)
-			rc = mql_match_compile(x.pfe.p, (uint32_t)x.pfe.n, &pf,
-					       e);
+		keys->len = 0;
+		keys->err = 0;
+		rc = compiled(c, &x, &ix, &pf, e);
 		if (!rc)
-			rc = doc_keys(ix, pf, doc, n, &keys, e);
-		for (size_t pos = 0; !rc && key_at(&keys, pos, &k);
+			rc = doc_keys(ix, pf, doc, n, keys, e);
+		for (size_t pos = 0; !rc && key_at(keys, pos, &k);
 		     pos += 2 + k.n)
 			rc = list_add(out, x.id, k);
-		mql_match_free(pf);
-		mql_index_free(ix);
 	}
-	kv_buf_free(&keys);
+	keys->len = 0;
+	kv_buf_trim(keys, 64u << 10);
 	return rc ? rc : out->err ? ENOMEM : 0;
 }
 
