@@ -24,11 +24,12 @@
  * MongoDB runs nothing after the first failure, so a document is sent
  * ahead only if no earlier one can fail on its _id: one whose key is in
  * the store or among those in flight waits until those came back and
- * goes alone (nothing after it is sent before its result).  A failure that the check could not foresee
- * (a concurrent insert of the same _id, an index key refused, a write
- * error) can still find later documents inserted: they are deleted again
- * (a delete merge of that _id, after the insert on the same committer)
- * and reported as not run, as MongoDB would.  A collection with a unique
+ * goes alone (nothing after it is sent before its result).  A failure
+ * that the check could not foresee (a concurrent insert of the same _id,
+ * an index key refused, a write error) can still find later documents
+ * inserted: they are deleted again (a delete merge of that _id, after the
+ * insert on the same committer) and reported as not run, as MongoDB
+ * would.  A collection with a unique
  * index sends its documents through the reservations' driver (below,
  * "under a unique index"). */
 #define PIPE_BYTES (16u << 20)
@@ -218,11 +219,12 @@ next:
  * index).  The window is the statements from the first not done (w->i)
  * to the next to send (w->next); w->keys holds a record of each, its
  * _id key and unique key list as a block of doc_uq.h (an empty key: it
- * failed before it was sent).  A document whose _id or unique key is one of the window's
- * waits until the window drained, so that the first in the batch gets
- * it, as in mongod.  Ordered, one whose _id or reservation is in the
- * store already (it may fail) goes alone, as above; a failure the check
- * could not foresee undoes the documents after it that were inserted. */
+ * failed before it was sent).  A document whose _id or unique key is one
+ * of the window's waits until the window drained, so that the first in
+ * the batch gets it, as in mongod.  Ordered, one whose _id or
+ * reservation is in the store already (it may fail) goes alone, as
+ * above; a failure the check could not foresee undoes the documents
+ * after it that were inserted. */
 
 /* Has a document of the window the _id k or a key of want? */
 static bool up_clash(const struct dmw *w, struct kv_slice k,

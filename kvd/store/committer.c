@@ -292,8 +292,10 @@ static int try_inline(struct kvd_committer *c, struct kvd_wreq *head)
 	    atomic_load(&pause_req) || atomic_load(&c->failed))
 		return 0;
 	/* A long list goes to the committer: it then runs beside this
-	 * thread, which goes back to its sockets (bench/HISTORY.md, third round); so does
-	 * a SAVE's checkpoint, which waits for the disk. */
+	 * thread, which goes back to its sockets (bench/HISTORY.md, third
+	 * round); so does any request run alone (kvd_cm_is_copy: a SAVE's
+	 * checkpoint, a bulk merge's hand-over, which wait for the disk or
+	 * the checkpointer). */
 	while (w && n <= INLINE_MAX) {
 		if (kvd_cm_is_copy(w))
 			return 0;
