@@ -75,6 +75,7 @@ struct mconn {
 	unsigned nf;
 	uint8_t *vbuf;
 	size_t vcap;
+	int index_only; /* kb_target's */
 	char err[sizeof(((bson_error_t *)0)->message)];
 };
 
@@ -226,8 +227,10 @@ static void job_error(struct mjob *j, const bson_error_t *e)
 static const char *const ix_names[] = {"k", "r", "_id"};
 
 /* The index workloads' filter and options: {f: v} or {_id: key}; {r:
- * {$gte: v}} sorted by r, with a limit. */
-static void ix_query(const struct mjob *j, bson_t *filter, bson_t *opts)
+ * {$gte: v}} sorted by r, with a limit; with index_only the projection
+ * {f: 1, _id: 0} (a covered query). */
+static void ix_query(const struct mjob *j, int index_only, bson_t *filter,
+		     bson_t *opts)
 {
 	bson_t sub;
 
@@ -244,6 +247,12 @@ static void ix_query(const struct mjob *j, bson_t *filter, bson_t *opts)
 	} else {
 		BSON_APPEND_INT64(filter, ix_names[j->field], j->ival);
 	}
+	if (index_only && j->field != IX_ID) {
+		BSON_APPEND_DOCUMENT_BEGIN(opts, "projection", &sub);
+		BSON_APPEND_INT32(&sub, ix_names[j->field], 1);
+		BSON_APPEND_INT32(&sub, "_id", 0);
+		bson_append_document_end(opts, &sub);
+	}
 }
 
 static void run_ix_find(struct mconn *mc, struct mjob *j)
@@ -253,7 +262,7 @@ static void run_ix_find(struct mconn *mc, struct mjob *j)
 	const bson_t *d;
 	bson_error_t e;
 
-	ix_query(j, &filter, &opts);
+	ix_query(j, mc->index_only, &filter, &opts);
 	cur = mongoc_collection_find_with_opts(mc->coll, &filter, &opts, NULL);
 	while (mongoc_cursor_next(cur, &d))
 		j->items++;
@@ -395,6 +404,7 @@ static void *mongo_connect(const struct kb_target *t, char *err, size_t errlen)
 		return NULL;
 	}
 	mc->efd = -1;
+	mc->index_only = t->index_only;
 	pthread_mutex_init(&mc->mu, NULL);
 	pthread_cond_init(&mc->cv, NULL);
 	if (!(mc->client = open_client(t, &db, err, errlen)))

@@ -66,7 +66,8 @@ struct mwconn {
 	size_t done;	    /* the bytes of the last reply handed out */
 	struct kb_fval *fv; /* a read's fields, nf of them */
 	unsigned nf;
-	uint8_t *vbuf; /* a get's value */
+	int index_only; /* kb_target's */
+	uint8_t *vbuf;	/* a get's value */
 	size_t vcap;
 	char err[256];
 };
@@ -153,6 +154,12 @@ static void ix_find_cmd(struct mwconn *mc, const struct kb_req *r, bson_t *cmd)
 		BSON_APPEND_INT32(&sub, "r", 1);
 		bson_append_document_end(cmd, &sub);
 		BSON_APPEND_INT64(cmd, "limit", r->count);
+	}
+	if (mc->index_only && r->field != IX_ID) {
+		BSON_APPEND_DOCUMENT_BEGIN(cmd, "projection", &sub);
+		BSON_APPEND_INT32(&sub, ix_names[r->field], 1);
+		BSON_APPEND_INT32(&sub, "_id", 0);
+		bson_append_document_end(cmd, &sub);
 	}
 	BSON_APPEND_BOOL(cmd, "singleBatch", true);
 }
@@ -398,6 +405,7 @@ static void *mw_connect(const struct kb_target *t, char *err, size_t errlen)
 	}
 	mc->fd = -1;
 	mc->coll = t->table;
+	mc->index_only = t->index_only;
 	mc->next_id = 1;
 	mc->nf = t->fieldcount ? t->fieldcount : 1;
 	if (!(mc->fv = calloc(mc->nf, sizeof(*mc->fv)))) {

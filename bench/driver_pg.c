@@ -441,23 +441,26 @@ out:
 }
 
 /* The index workloads' statements: ixq0..2 (by enum kb_ixfield), ixrange,
- * ixins. */
-static int prepare_ix(PGconn *c, const char *tab, char *err, size_t errlen)
+ * ixins.  With index_only a find selects the indexed expression alone
+ * (the _id's find, the row). */
+static int prepare_ix(PGconn *c, const char *tab, int index_only, char *err,
+		      size_t errlen)
 {
 	char sql[512], name[16];
 
 	for (int f = IX_K; f <= IX_ID; f++) {
 		snprintf(name, sizeof(name), "ixq%d", f);
 		snprintf(sql, sizeof(sql),
-			 "SELECT id, doc FROM %.300s WHERE %s = $1", tab,
+			 "SELECT %s FROM %.300s WHERE %s = $1",
+			 index_only && f != IX_ID ? ix_expr[f] : "id, doc", tab,
 			 ix_expr[f]);
 		if (prepare_one(c, name, sql, err, errlen))
 			return -1;
 	}
 	snprintf(sql, sizeof(sql),
-		 "SELECT id, doc FROM %.300s WHERE %s >= $1 ORDER BY %s "
-		 "LIMIT $2",
-		 tab, ix_expr[IX_R], ix_expr[IX_R]);
+		 "SELECT %s FROM %.300s WHERE %s >= $1 ORDER BY %s LIMIT $2",
+		 index_only ? ix_expr[IX_R] : "id, doc", tab, ix_expr[IX_R],
+		 ix_expr[IX_R]);
 	if (prepare_one(c, "ixrange", sql, err, errlen))
 		return -1;
 	snprintf(sql, sizeof(sql),
@@ -476,7 +479,7 @@ static void *pg_connect(const struct kb_target *t, char *err, size_t errlen)
 	if (!pc || !(pc->c = open_pg(t, err, errlen)))
 		goto fail;
 	if (!(tab = table_ident(pc->c, t)) ||
-	    (t->index ? prepare_ix(pc->c, tab, err, errlen)
+	    (t->index ? prepare_ix(pc->c, tab, t->index_only, err, errlen)
 	     : t->doc && t->fields
 		 ? prepare_doc(pc->c, tab, t->fieldcount, err, errlen)
 	     : t->fields

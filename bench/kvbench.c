@@ -109,6 +109,9 @@ static void usage(FILE *f)
 	    "      --no-index          ix workloads: create no index (a load "
 	    "to\n"
 	    "                          time an index build on)\n"
+	    "      --index-only        ix workloads: finds ask for the indexed "
+	    "field\n"
+	    "                          alone (MongoDB: a covered query)\n"
 	    "      --server CMD        start the server with CMD, stop it at "
 	    "the end\n"
 	    "      --server-pid PID    report the peak RSS of the server PID\n"
@@ -203,6 +206,7 @@ enum {
 	O_RECORD,
 	O_USER,
 	O_NO_INDEX,
+	O_INDEX_ONLY,
 };
 
 static const struct option long_opts[] = {
@@ -223,6 +227,7 @@ static const struct option long_opts[] = {
     {"conninfo", required_argument, NULL, O_CONNINFO},
     {"table", required_argument, NULL, O_TABLE},
     {"no-index", no_argument, NULL, O_NO_INDEX},
+    {"index-only", no_argument, NULL, O_INDEX_ONLY},
     {"user", required_argument, NULL, O_USER},
     {"server", required_argument, NULL, O_SERVER},
     {"server-pid", required_argument, NULL, O_SERVER_PID},
@@ -394,6 +399,7 @@ static int apply_option(struct kb_config *c, int opt, char *a)
 	case O_CONNINFO: c->target.conninfo = a; return 0;
 	case O_TABLE: c->target.table = a; return 0;
 	case O_NO_INDEX: c->target.no_index = 1; return 0;
+	case O_INDEX_ONLY: c->target.index_only = 1; return 0;
 	case O_USER: c->target.user = a; return 0;
 	case O_SERVER: c->server_cmd = a; return 0;
 	case O_VERIFY: c->verify = 1; return 0;

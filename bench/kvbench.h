@@ -135,6 +135,10 @@ struct kb_target {
 	 * secondary indexes on k, r and s, which setup creates unless
 	 * no_index (--no-index: a load to time an index build after). */
 	int index, no_index;
+	/* Their finds ask for the indexed field alone (--index-only):
+	 * MongoDB's projection {f: 1, _id: 0}, a covered query; PostgreSQL's
+	 * SELECT of the index's expression. */
+	int index_only;
 	/* TLS: --tls or a kvds:// URL, and its options (see kvclient.h's
 	 * struct kvc_tls_opts; drivers with tls_port 0 refuse it). */
 	int tls, insecure;

@@ -301,8 +301,15 @@ int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
 
 		docs = d->examined;
 		if (d->plan) {
+			/* covered: MongoDB's stage above an index scan that
+			 * reads no document */
+			const char *top = !doc_plan_covered(d->plan) ? "FETCH"
+					  : q->count_only
+					      ? "COUNT"
+					      : "PROJECTION_COVERED";
+
 			doc_plan_counts(d->plan, &keys, &docs);
-			BSON_APPEND_UTF8(plan, "stage", "FETCH");
+			BSON_APPEND_UTF8(plan, "stage", top);
 			BSON_APPEND_DOCUMENT_BEGIN(plan, "inputStage", &in);
 			BSON_APPEND_UTF8(&in, "stage", "IXSCAN");
 			BSON_APPEND_UTF8(&in, "indexName",

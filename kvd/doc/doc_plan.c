@@ -17,6 +17,14 @@
  * A query with a limit read in the index's order reads no more entries
  * than the limit in its first batch; a batch's documents are looked up
  * before any is matched, so that their loads overlap.
+ *
+ * Covered: when the index's fields are all top-level and the query reads
+ * no other field (its filter, its sort unless the index gives it, and
+ * its projection, or nothing for a count), an entry whose value says it
+ * gives its document's fields back exactly (index.h, "Covered entries")
+ * stands for the document: its fields are decoded from the key and no
+ * document is read.  Other entries (arrays, 5.0 against 5, entries
+ * written before covered values) fetch their documents as before.
  */
 #include "doc_plan.h"
 
@@ -30,6 +38,9 @@
 
 #include "index.h"
 #include "kv_status.h"
+#include "mongo/mql_project.h"
+
+#define NO_COV UINT32_MAX
 
 /* An index as the planner weighs and scans it: its spec's key pattern,
  * name and kind, and the pattern compiled.  Each io thread keeps the ones
@@ -52,6 +63,7 @@ struct ixc {
 	struct mql_index *ix;
 	bool desc[MQL_INDEX_MAX_PARTS];
 	size_t nparts;
+	struct kvdoc_ix_fields f; /* names into key */
 };
 
 #define SEEN_INLINE 64
@@ -65,16 +77,19 @@ struct doc_plan {
 	size_t nlen;
 	int done;
 	bool sorted;
+	bool covered;	/* entries may stand for their documents */
 	uint64_t *seen; /* hashes of documents given (open addressing) */
 	size_t nseen, cseen;
 	/* its first table, in the plan: most queries give a few documents */
 	uint64_t seen0[SEEN_INLINE];
-	/* a batch's entries: [u16 len][document key]... */
+	/* a batch's entries: [u16 len][u32 at][document key]..., at the
+	 * offset of its document made from the entry in cov, or NO_COV */
 	struct kv_buf keys;
+	struct kv_buf cov;
 	/* and their documents, fetched before any is matched */
 	struct fetched *docs;
 	size_t cdocs;
-	int64_t nkeys, ndocs;
+	int64_t nkeys, ndocs, ngiven;
 	/* the documents the door reads at most (mdoor_query.want, when the
 	 * plan gives them in the order asked), or 0: the first batch reads
 	 * no more entries than that */
@@ -177,6 +192,7 @@ static struct ixc *ixc_new(const struct kvdoc_ix *ix, struct mql_error *err)
 	if (bson_iter_init_from_data(&it, key.p, key.n))
 		while (bson_iter_next(&it) && c->nparts < MQL_INDEX_MAX_PARTS)
 			c->desc[c->nparts++] = bson_iter_as_double(&it) < 0;
+	kvdoc_ix_fields(c->key, c->klen, &c->f);
 	return c;
 }
 
@@ -247,6 +263,7 @@ static void plan_free(struct doc_plan *p)
 	ixc_unref(p->c);
 	mql_bounds_free(&p->b);
 	kv_buf_free(&p->keys);
+	kv_buf_free(&p->cov);
 	free(p->docs);
 	if (p->seen != p->seen0)
 		free(p->seen);
@@ -327,6 +344,37 @@ skip:
 	return k->err->code ? 1 : 0;
 }
 
+static bool ix_has(void *ctx, const char *name, size_t len)
+{
+	return kvdoc_ix_field(ctx, name, len) >= 0;
+}
+
+/* Does q read only fields of c (index.h, "Covered entries"): its filter,
+ * its sort when the index does not give it, and what the door reads of
+ * each document (a projection of those fields, or nothing)? */
+static bool coverable(const struct ixc *c, const struct mdoor_query *q,
+		      bool sorted)
+{
+	const struct kvdoc_ix_fields *f = &c->f;
+	bson_iter_t it;
+
+	if (!f->flat || !f->n || (!q->count_only && !q->proj) ||
+	    !mql_match_fields(q->filter, ix_has, (void *)f) ||
+	    (q->proj && !mql_project_fields(q->proj, ix_has, (void *)f)))
+		return false;
+	if (sorted || !q->sort_bson || q->sort_len <= 5)
+		return true;
+	if (!bson_iter_init_from_data(&it, q->sort_bson, q->sort_len))
+		return false;
+	while (bson_iter_next(&it)) {
+		const char *k = bson_iter_key(&it), *dot = strchr(k, '.');
+
+		if (!ix_has((void *)f, k, dot ? (size_t)(dot - k) : strlen(k)))
+			return false;
+	}
+	return true;
+}
+
 /* The plan of the index pick chose (its count and bounds moved in). */
 static struct doc_plan *plan_new(struct pick *k, uint32_t coll)
 {
@@ -339,6 +387,7 @@ static struct doc_plan *plan_new(struct pick *k, uint32_t coll)
 	p->coll = coll;
 	p->b = k->b;
 	p->sorted = k->follows;
+	p->covered = coverable(k->best, k->q, k->follows);
 	if (k->q->want > 0 && (k->follows || k->q->sort_len <= 5))
 		p->want = k->q->want;
 	k->best = NULL;
@@ -408,6 +457,11 @@ bool doc_plan_sorted(const struct doc_plan *p)
 	return p->sorted;
 }
 
+bool doc_plan_covered(const struct doc_plan *p)
+{
+	return p->covered;
+}
+
 void doc_plan_counts(const struct doc_plan *p, int64_t *keys, int64_t *docs)
 {
 	*keys = p->nkeys;
@@ -451,18 +505,37 @@ static bool first_time(struct doc_plan *p, const uint8_t *k, size_t n)
 	return true;
 }
 
+/* A covered entry's document (its key parts, its value) appended to cov:
+ * its offset there, or NO_COV (then its document is fetched). */
+static uint32_t uncover(struct doc_plan *p, struct kv_slice parts,
+			struct kv_slice val)
+{
+	size_t at = p->cov.len;
+	bson_t b;
+
+	if (!kvdoc_ix_covered(&p->c->f, val) || at >= NO_COV)
+		return NO_COV;
+	bson_init(&b);
+	if (kvdoc_ix_uncover(&p->c->f, parts, val, &b) ||
+	    kv_buf_append(&p->cov, bson_get_data(&b), b.len))
+		at = NO_COV;
+	bson_destroy(&b);
+	return (uint32_t)at;
+}
+
 /* An entry (without its keyspace): its document's key into keys.  Its
  * parts are only stepped over (mql_key_skip): the _id after them is what
- * the fetch needs. */
+ * the fetch needs, unless the entry is covered. */
 static int keep_entry(void *arg, struct kv_slice key, struct kv_slice val,
 		      unsigned type, uint64_t exp)
 {
 	struct doc_plan *p = arg;
 	size_t at = KVDOC_IX_PREFIX;
+	uint32_t cov = NO_COV;
 	uint8_t *w;
 	uint16_t n;
 
-	(void)val, (void)type, (void)exp;
+	(void)type, (void)exp;
 	p->nkeys++;
 	for (size_t i = 0; i < p->c->nparts; i++) {
 		long used = key.n > at ? mql_key_skip(key.p + at, key.n - at,
@@ -475,17 +548,23 @@ static int keep_entry(void *arg, struct kv_slice key, struct kv_slice val,
 	}
 	if (key.n - at + 4 > KVDOC_KEY_MAX)
 		return 0;
+	if (p->covered)
+		cov = uncover(p,
+			      (struct kv_slice){key.p + KVDOC_IX_PREFIX,
+						at - KVDOC_IX_PREFIX},
+			      val);
 	n = (uint16_t)(key.n - at + 4);
-	if (kv_buf_reserve(&p->keys, 2u + n))
+	if (kv_buf_reserve(&p->keys, 6u + n))
 		return -1;
 	w = p->keys.data + p->keys.len;
 	memcpy(w, &n, 2);
-	w[2] = (uint8_t)(p->coll >> 24);
-	w[3] = (uint8_t)(p->coll >> 16);
-	w[4] = (uint8_t)(p->coll >> 8);
-	w[5] = (uint8_t)p->coll;
-	memcpy(w + 6, key.p + at, key.n - at);
-	p->keys.len += 2u + n;
+	memcpy(w + 2, &cov, 4);
+	w[6] = (uint8_t)(p->coll >> 24);
+	w[7] = (uint8_t)(p->coll >> 16);
+	w[8] = (uint8_t)(p->coll >> 8);
+	w[9] = (uint8_t)p->coll;
+	memcpy(w + 10, key.p + at, key.n - at);
+	p->keys.len += 6u + n;
 	return 0;
 }
 
@@ -499,12 +578,13 @@ static int read_entries(struct doc_plan *p, struct kvd_reader *r, uint64_t now,
 	struct kv_slice next;
 
 	p->keys.len = 0;
+	p->cov.len = 0;
 	while (p->iv < p->b.n && p->keys.len == 0) {
 		const struct mql_interval *iv = &p->b.iv[p->iv];
 		struct kvd_scan sc = {.prefix = {pre, 4},
 				      .limit = max,
 				      .max_bytes = SIZE_MAX,
-				      .keys_only = 1,
+				      .keys_only = !p->covered,
 				      .ks = KVD_KS_INDEX};
 
 		if (iv->slen + 4 > sizeof(start) || iv->elen + 4 > sizeof(end))
@@ -518,7 +598,7 @@ static int read_entries(struct doc_plan *p, struct kvd_reader *r, uint64_t now,
 		if (iv->elen)
 			sc.end = (struct kv_slice){end, 4 + iv->elen};
 		if (kvd_reader_scan(r, &sc, now, keep_entry, p, &next) ||
-		    p->keys.err)
+		    p->keys.err || p->cov.err)
 			return -1;
 		if (next.n && next.n <= sizeof(p->next)) {
 			memcpy(p->next, next.p, next.n);
@@ -540,13 +620,16 @@ static void prefetch(const struct doc_plan *p, struct kvd_reader *r,
 		     unsigned nshards)
 {
 	for (int step = 0; step < 2; step++)
-		for (size_t at = 0; at + 2 <= p->keys.len;) {
+		for (size_t at = 0; at + 6 <= p->keys.len;) {
 			uint16_t n;
+			uint32_t cov;
 
 			memcpy(&n, p->keys.data + at, 2);
-			kvdoc_prefetch(r, nshards, p->keys.data + at + 2, n,
-				       step);
-			at += 2u + n;
+			memcpy(&cov, p->keys.data + at + 2, 4);
+			if (cov == NO_COV)
+				kvdoc_prefetch(r, nshards,
+					       p->keys.data + at + 6, n, step);
+			at += 6u + n;
 		}
 }
 
@@ -577,26 +660,38 @@ static int64_t fetch_docs(struct doc_plan *p, struct kvd_reader *r,
 {
 	size_t nd = 0;
 
-	for (size_t at = 0; at + 2 <= p->keys.len;) {
+	for (size_t at = 0; at + 6 <= p->keys.len;) {
 		uint16_t n;
+		uint32_t cov;
 		struct fetched *f;
-		const uint8_t *k = p->keys.data + at + 2;
+		const uint8_t *k = p->keys.data + at + 6;
 		int rc;
 
 		memcpy(&n, p->keys.data + at, 2);
-		at += 2u + n;
+		memcpy(&cov, p->keys.data + at + 2, 4);
+		at += 6u + n;
 		if (!first_time(p, k, n))
 			continue;
 		if (nd == p->cdocs && docs_room(p, nd ? 2 * nd : 64))
 			return -1;
 		f = &p->docs[nd];
+		f->key = k;
+		f->klen = n;
+		if (cov != NO_COV) {
+			uint32_t dl;
+
+			memcpy(&dl, p->cov.data + cov, 4);
+			f->doc = (struct kv_slice){p->cov.data + cov,
+						   BSON_UINT32_FROM_LE(dl)};
+			nd++;
+			continue;
+		}
 		rc = kvdoc_get(r, nshards, k, n, now, &f->doc);
 		if (rc == KV_NOT_FOUND)
 			continue; /* deleted since its entry was read */
 		if (rc)
 			return -1;
-		f->key = k;
-		f->klen = n;
+		p->ndocs++;
 		doc_prefetch(f->doc);
 		nd++;
 	}
@@ -612,7 +707,7 @@ int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
 		return 0;
 	/* a find with a limit reads no more entries than it returns
 	 * documents, when each entry is one (the common case) */
-	if (p->want > 0 && p->ndocs == 0 && (uint64_t)p->want < max)
+	if (p->want > 0 && p->ngiven == 0 && (uint64_t)p->want < max)
 		max = (unsigned)p->want;
 	if (read_entries(p, r, now, max))
 		return -1;
@@ -622,7 +717,7 @@ int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
 	for (int64_t i = 0; i < nd; i++) {
 		const struct fetched *f = &p->docs[i];
 
-		p->ndocs++;
+		p->ngiven++;
 		if (fn(arg, (struct kv_slice){f->key, f->klen}, f->doc,
 		       KVD_VT_DOC, 0))
 			return -1;

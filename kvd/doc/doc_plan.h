@@ -31,6 +31,9 @@ int doc_plan_done(const struct doc_plan *p);
  * documents read so far (explain's totalKeysExamined, totalDocsExamined). */
 const char *doc_plan_name(const struct doc_plan *p);
 bool doc_plan_sorted(const struct doc_plan *p);
+/* Whether its entries may stand for their documents (a covered query:
+ * doc_plan.c); the documents read are then only those that could not. */
+bool doc_plan_covered(const struct doc_plan *p);
 void doc_plan_counts(const struct doc_plan *p, int64_t *keys, int64_t *docs);
 void doc_plan_free(struct doc_plan *p);
 

@@ -75,11 +75,13 @@ static int collect(void *ctx, const uint8_t *key, size_t len)
  * take it): 0, ENOMEM, or -1 with e. */
 static int doc_keys(const struct mql_index *ix, const struct mql_match *pf,
 		    const uint8_t *doc, size_t n, struct kv_buf *out,
-		    struct mql_error *e)
+		    unsigned *flags, struct mql_error *e)
 {
+	if (flags)
+		*flags = 0;
 	if (!doc || (pf && !mql_match_doc(pf, doc, (uint32_t)n, NULL)))
 		return 0;
-	return mql_index_keys(ix, doc, (uint32_t)n, NULL, collect, out, e);
+	return mql_index_keys(ix, doc, (uint32_t)n, flags, collect, out, e);
 }
 
 static int key_at(const struct kv_buf *b, size_t pos, struct kv_slice *k)
@@ -93,19 +95,22 @@ static int key_at(const struct kv_buf *b, size_t pos, struct kv_slice *k)
 	return 1;
 }
 
-static int side(struct kvd_merge *m, uint32_t id, struct kv_slice k, int del)
+static int side(struct kvd_merge *m, uint32_t id, struct kv_slice k, int del,
+		struct kv_slice v)
 {
 	uint8_t ent[512];
 	size_t n = kvdoc_ix_entry(id, k.p, k.n, m->key.p, m->key.n, ent);
 
 	if (!n)
 		return 0; /* mql_index_keys keeps keys within bounds */
-	return kvd_merge_side(m, KVD_KS_INDEX, del, ent, n, NULL, 0);
+	return kvd_merge_side(m, KVD_KS_INDEX, del, ent, n, v.p, v.n);
 }
 
-/* Delete the keys only in ob, put those only in nb (both ascending). */
+/* Delete the keys only in ob, put those only in nb (both ascending), and
+ * put again a key in both whose value changes (ov to nv: a document's one
+ * entry's, index.h "Covered entries"; other entries' are empty). */
 static int diff(struct kvd_merge *m, uint32_t id, const struct kv_buf *ob,
-		const struct kv_buf *nb)
+		const struct kv_buf *nb, struct kv_slice ov, struct kv_slice nv)
 {
 	size_t i = 0, j = 0;
 	struct kv_slice a, b;
@@ -124,12 +129,14 @@ static int diff(struct kvd_merge *m, uint32_t id, const struct kv_buf *ob,
 				c = (a.n > b.n) - (a.n < b.n);
 		}
 		if (c < 0) {
-			rc = side(m, id, a, 1);
+			rc = side(m, id, a, 1, (struct kv_slice){0});
 			i += 2 + a.n;
 		} else if (c > 0) {
-			rc = side(m, id, b, 0);
+			rc = side(m, id, b, 0, nv);
 			j += 2 + b.n;
 		} else {
+			if (ov.n != nv.n || memcmp(ov.p, nv.p, nv.n))
+				rc = side(m, id, b, 0, nv);
 			i += 2 + a.n;
 			j += 2 + b.n;
 		}
@@ -242,6 +249,7 @@ struct ixc_ent {
 	size_t kn;
 	struct mql_index *ix;
 	struct mql_match *pf;
+	struct kvdoc_ix_fields f; /* names into spec */
 };
 
 struct ixc {
@@ -304,19 +312,15 @@ static struct ixc *ixc_get(void)
 }
 
 /* Index x compiled, from cache c (the thread's to keep: not freed by the
- * caller): 0, or -1 with e. */
-static int compiled(struct ixc *c, const struct sec_ix *x,
-		    const struct mql_index **ix, const struct mql_match **pf,
-		    struct mql_error *e)
+ * caller), or NULL with e. */
+static const struct ixc_ent *compiled(struct ixc *c, const struct sec_ix *x,
+				      struct mql_error *e)
 {
 	struct ixc_ent *n;
 
 	for (unsigned i = 0; i < IXC_N; i++)
-		if (ixc_same(&c->e[i], x)) {
-			*ix = c->e[i].ix;
-			*pf = c->e[i].pf;
-			return 0;
-		}
+		if (ixc_same(&c->e[i], x))
+			return &c->e[i];
 	n = &c->e[c->next++ % IXC_N];
 	ixc_ent_free(n);
 	if (mql_index_compile(x->key.p, (uint32_t)x->key.n,
@@ -328,16 +332,30 @@ static int compiled(struct ixc *c, const struct sec_ix *x,
 	    kv_buf_append(&n->spec, x->key.p, x->key.n) ||
 	    kv_buf_append(&n->spec, x->pfe.p, x->pfe.n)) {
 		ixc_ent_free(n);
-		return e->code ? -1
-			       : mql_error_set(e, MQL_InternalError,
-					       "out of memory");
+		if (!e->code)
+			mql_error_set(e, MQL_InternalError, "out of memory");
+		return NULL;
 	}
 	n->id = x->id;
 	n->flags = x->flags;
 	n->kn = x->key.n;
-	*ix = n->ix;
-	*pf = n->pf;
-	return 0;
+	kvdoc_ix_fields(n->spec.data, n->kn, &n->f);
+	return n;
+}
+
+/* The value of the entry of a document whose keys for the index are ks
+ * (flags: mql_index_keys's), in buf: a covered entry's when it has one
+ * key that gives its fields back (index.h), else empty. */
+static struct kv_slice cover_of(const struct ixc_ent *c, const uint8_t *doc,
+				size_t n, const struct kv_buf *ks,
+				unsigned flags, uint8_t *buf)
+{
+	struct kv_slice k;
+
+	if (!doc || (flags & MQL_KEYS_MULTIKEY) || !key_at(ks, 0, &k) ||
+	    2 + k.n != ks->len)
+		return (struct kv_slice){0};
+	return (struct kv_slice){buf, kvdoc_ix_cover(&c->f, doc, n, k, buf)};
 }
 
 /* One index's side writes. */
@@ -345,11 +363,12 @@ static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
 		     struct kv_slice res, const uint8_t *old, size_t oldn,
 		     const uint8_t *new_, size_t newn, struct mql_error *e)
 {
-	const struct mql_index *ix = NULL;
-	const struct mql_match *pf = NULL;
+	const struct ixc_ent *ce;
 	struct ixc *c = ixc_get();
 	struct kv_buf *ob, *nb;
 	struct mql_error ignored = {0};
+	uint8_t ovb[1 + MQL_INDEX_MAX_PARTS / 8], nvb[sizeof(ovb)];
+	unsigned of, nf;
 	int rc = -1;
 
 	if (!c)
@@ -358,13 +377,16 @@ static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
 	nb = &c->nb;
 	ob->len = nb->len = 0;
 	ob->err = nb->err = 0;
-	if (compiled(c, x, &ix, &pf, e))
+	if (!(ce = compiled(c, x, e)))
 		goto out;
 	/* the old image was taken: its keys are made as they were */
-	if ((rc = doc_keys(ix, pf, old, oldn, ob, &ignored)) > 0 ||
-	    (rc = doc_keys(ix, pf, new_, newn, nb, e)) != 0)
+	if ((rc = doc_keys(ce->ix, ce->pf, old, oldn, ob, &of, &ignored)) > 0 ||
+	    (rc = doc_keys(ce->ix, ce->pf, new_, newn, nb, &nf, e)) != 0)
 		goto out;
-	rc = ob->err || nb->err ? ENOMEM : diff(m, x->id, ob, nb);
+	rc = ob->err || nb->err
+		 ? ENOMEM
+		 : diff(m, x->id, ob, nb, cover_of(ce, old, oldn, ob, of, ovb),
+			cover_of(ce, new_, newn, nb, nf, nvb));
 	if (!rc && (x->flags & KVDOC_IXF_UNIQUE))
 		rc = unique_part(x, res, ob, nb);
 out:
@@ -454,8 +476,7 @@ int kvdoc_ix_unique_keys(struct kv_slice sec, uint32_t only, const uint8_t *doc,
 		return ENOMEM;
 	keys = &c->ob;
 	for (uint32_t i = 0; !rc && i < cnt; i++) {
-		const struct mql_index *ix = NULL;
-		const struct mql_match *pf = NULL;
+		const struct ixc_ent *ce;
 		struct kv_slice k;
 
 		if (sec_next(&p, end, &x))
@@ -465,9 +486,8 @@ int kvdoc_ix_unique_keys(struct kv_slice sec, uint32_t only, const uint8_t *doc,
 			continue;
 		keys->len = 0;
 		keys->err = 0;
-		rc = compiled(c, &x, &ix, &pf, e);
-		if (!rc)
-			rc = doc_keys(ix, pf, doc, n, keys, e);
+		ce = compiled(c, &x, e);
+		rc = ce ? doc_keys(ce->ix, ce->pf, doc, n, keys, NULL, e) : -1;
 		for (size_t pos = 0; !rc && key_at(keys, pos, &k);
 		     pos += 2 + k.n)
 			rc = list_add(out, x.id, k);

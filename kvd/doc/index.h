@@ -20,7 +20,7 @@
  * it), READY after.  The _id index is implicit: the documents' own keys.
  *
  * Entries.  One key of keyspace KVD_KS_INDEX per (document, index key) on
- * the document's shard, with an empty value:
+ * the document's shard, with an empty value or a covered entry's (below):
  *
  *     [u32 index id, big-endian][key (mql_index_keys)][mql_key_id(_id)]
  *
@@ -36,6 +36,20 @@
  * a document and its entries change in one batch, one journal write, one
  * replica record group.  A document an index cannot take (parallel
  * arrays, a key too long) fails the write, as in MongoDB.
+ *
+ * Covered entries.  An index whose fields are all top-level ({a: 1, b:
+ * -1}, not "a.b") gives a document's entry the value
+ *
+ *     [KVDOC_IX_COVER][a bit per field the document lacks, ceil(n / 8)]
+ *
+ * when its key gives back the document's indexed fields exactly: one
+ * entry (no array), each field there once and in the key pattern's order,
+ * each value decoded from the key (mql_key_decode) of the same type and
+ * bytes (5 but not 5.0 or NumberLong(5), which encode alike); otherwise
+ * the entry's value is empty.  A query that reads only those fields
+ * (doc_plan.c) builds its document from such an entry and fetches the
+ * others.  A write whose entry keeps its key but changes its value (5
+ * becomes 5.0, or [5]) rewrites it.
  */
 #ifndef KVD_DOC_INDEX_H
 #define KVD_DOC_INDEX_H
@@ -157,5 +171,33 @@ int kvdoc_mark_merge(void *ctx, struct kvd_merge *m);
  * long. */
 size_t kvdoc_ix_entry(uint32_t id, const uint8_t *key, size_t kn,
 		      const uint8_t *dkey, size_t dn, uint8_t *out);
+
+/* ---- covered entries (index_cover.c) ---- */
+
+#define KVDOC_IX_COVER 0x01
+
+/* A key pattern's fields; names point into the pattern's BSON. */
+struct kvdoc_ix_fields {
+	size_t n;
+	bool flat; /* every field top-level: entries may be covered */
+	const char *name[MQL_INDEX_MAX_PARTS];
+	size_t len[MQL_INDEX_MAX_PARTS];
+	bool desc[MQL_INDEX_MAX_PARTS];
+};
+
+void kvdoc_ix_fields(const uint8_t *key, size_t n, struct kvdoc_ix_fields *f);
+/* The position of field name[0..len) in f, or -1. */
+int kvdoc_ix_field(const struct kvdoc_ix_fields *f, const char *name,
+		   size_t len);
+/* The value of doc's entry whose key parts are key, in out (of at least
+ * 1 + MQL_INDEX_MAX_PARTS / 8 bytes): its length, 0 when not covered. */
+size_t kvdoc_ix_cover(const struct kvdoc_ix_fields *f, const uint8_t *doc,
+		      size_t n, struct kv_slice key, uint8_t *out);
+/* Is val a covered entry's value for an index of fields f? */
+bool kvdoc_ix_covered(const struct kvdoc_ix_fields *f, struct kv_slice val);
+/* Append to out the fields of a covered entry (key parts, value): the
+ * document's indexed fields.  0, or -1 (bytes that are no entry). */
+int kvdoc_ix_uncover(const struct kvdoc_ix_fields *f, struct kv_slice parts,
+		     struct kv_slice val, bson_t *out);
 
 #endif

@@ -960,6 +960,32 @@ void mql_match_preds(const struct mql_match *m,
 		preds_of(m->root, cb, ctx);
 }
 
+static bool fields_of(const struct node *n,
+		      bool (*ok)(void *ctx, const char *name, size_t len),
+		      void *ctx)
+{
+	if (n->kind == N_PATH) {
+		/* an $elemMatch's own paths are below this one's value */
+		const char *d = n->path.dotted, *dot;
+
+		if (n->path.n == 0 || !d)
+			return false;
+		dot = strchr(d, '.');
+		return ok(ctx, d, dot ? (size_t)(dot - d) : strlen(d));
+	}
+	for (size_t i = 0; i < n->nkids; i++)
+		if (!fields_of(n->kids[i], ok, ctx))
+			return false;
+	return true;
+}
+
+bool mql_match_fields(const struct mql_match *m,
+		      bool (*ok)(void *ctx, const char *name, size_t len),
+		      void *ctx)
+{
+	return m->mode == VM_NONE && fields_of(m->root, ok, ctx);
+}
+
 bool mql_match_is_id_eq(const struct mql_match *m, const bson_value_t **v)
 {
 	const struct node *n = m->root;

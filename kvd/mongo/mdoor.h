@@ -52,6 +52,7 @@
 
 #include "mql_error.h"
 #include "mql_match.h"
+#include "mql_project.h"
 #include "mql_sort.h"
 #include "mql_update.h"
 
@@ -164,6 +165,13 @@ struct mdoor_query {
 	const uint8_t *hint;
 	uint32_t hint_len;
 	bool hint_name;
+	/* What the door reads of each document besides the filter and the
+	 * sort: a find's projection (proj), or nothing (count_only: the
+	 * documents are only counted); NULL and false: the whole document.
+	 * A store may then give documents holding only the fields these
+	 * read (an index's entries alone: a covered query). */
+	const struct mql_project *proj;
+	bool count_only;
 };
 
 /* What a scan answers about itself. */

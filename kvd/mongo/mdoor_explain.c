@@ -15,9 +15,10 @@
 /* The inner command's fields. */
 struct inner {
 	const char *coll;
-	const uint8_t *filter, *sort, *hint;
-	uint32_t flen, slen, hlen;
+	const uint8_t *filter, *sort, *hint, *proj;
+	uint32_t flen, slen, hlen, plen;
 	bool hname;
+	bool count;
 };
 
 static void inner_read(bson_iter_t *it, struct inner *in)
@@ -34,6 +35,10 @@ static void inner_read(bson_iter_t *it, struct inner *in)
 		} else if (!strcmp(k, "sort") && BSON_ITER_HOLDS_DOCUMENT(it)) {
 			p = &in->sort;
 			n = &in->slen;
+		} else if (!strcmp(k, "projection") &&
+			   BSON_ITER_HOLDS_DOCUMENT(it)) {
+			p = &in->proj;
+			n = &in->plen;
 		} else if (!strcmp(k, "hint")) {
 			mdoor_arg_hint(it, &in->hint, &in->hlen, &in->hname);
 		}
@@ -95,6 +100,7 @@ int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 	struct mdoor_query q = {.db = r->db, .want = -1};
 	struct mql_match *m = NULL;
 	struct mql_sort *s = NULL;
+	struct mql_project *pj = NULL;
 	bson_t plan = BSON_INITIALIZER, stats = BSON_INITIALIZER;
 	bson_iter_t it, c;
 	int rc = -1;
@@ -120,11 +126,14 @@ int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 				 "and count are",
 				 bson_iter_key(&c));
 	in.coll = bson_iter_utf8(&c, NULL);
+	in.count = !strcmp(bson_iter_key(&c), "count");
 	inner_read(&c, &in);
 	if (mql_match_compile(in.filter ? in.filter : empty,
 			      in.filter ? in.flen : 5, &m, err) ||
 	    (in.sort && in.slen > 5 &&
-	     mql_sort_compile(in.sort, in.slen, &s, err)))
+	     mql_sort_compile(in.sort, in.slen, &s, err)) ||
+	    (!in.count && in.proj && in.plen > 5 &&
+	     mql_project_compile(in.proj, in.plen, MQL_PROJECT_FIND, &pj, err)))
 		goto out;
 	q.coll = in.coll;
 	q.filter = m;
@@ -136,6 +145,8 @@ int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 	q.hint = in.hint;
 	q.hint_len = in.hlen;
 	q.hint_name = in.hname;
+	q.proj = pj;
+	q.count_only = in.count;
 	if (!d->store.explain) {
 		BSON_APPEND_UTF8(&plan, "stage", "COLLSCAN");
 	} else if (d->store.explain(d->store.ctx, &q, &plan, &stats, err)) {
@@ -147,6 +158,7 @@ out:
 	bson_destroy(&plan);
 	bson_destroy(&stats);
 	mql_sort_free(s);
+	mql_project_free(pj);
 	mql_match_free(m);
 	return rc;
 }

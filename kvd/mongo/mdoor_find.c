@@ -20,6 +20,7 @@ struct read_spec {
 	uint32_t flen, slen, plen, hlen;
 	bool hname;	     /* hint is an index's name */
 	int64_t skip, limit; /* limit -1: none */
+	bool count;	     /* the documents are only counted */
 };
 
 /* [{$sort: sort}, {$limit: skip + limit}]: a top-k when there is a limit. */
@@ -75,6 +76,8 @@ static int open_read(struct mdoor_req *r, const struct read_spec *s,
 	q.hint = s->hint;
 	q.hint_len = s->hlen;
 	q.hint_name = s->hname;
+	q.proj = src.proj;
+	q.count_only = s->count;
 	if (d->store.scan(d->store.ctx, &q, &src.scan, &info, err))
 		goto fail;
 	if (src.sort && !info.sorted && sort_pipeline(s, &src.pipe, err))
@@ -223,8 +226,8 @@ static int cmd_find(struct mdoor_req *r, struct mql_error *err)
 
 /* ===================== count ===================== */
 
-static int count_scan(struct mdoor_req *r, const struct read_spec *s,
-		      int64_t *n, struct mql_error *err)
+static int count_scan(struct mdoor_req *r, struct read_spec *s, int64_t *n,
+		      struct mql_error *err)
 {
 	struct mdoor_cursor *c;
 	const uint8_t *doc;
@@ -232,6 +235,7 @@ static int count_scan(struct mdoor_req *r, const struct read_spec *s,
 	int rc;
 
 	*n = 0;
+	s->count = true;
 	if (open_read(r, s, &c, err))
 		return -1;
 	while ((rc = mdoor_cursor_next(c, &doc, &len, err)) == 1)

@@ -128,6 +128,10 @@ struct mql_agg_lead {
 	const struct mql_sort *group_order;
 	const uint8_t *group_order_bson;
 	uint32_t group_order_len;
+	/* The stage first or right after the $match reads no field of its
+	 * documents, only counts them: $count, or a $group of constants
+	 * ({_id: 1, n: {$sum: 1}}, the drivers' countDocuments). */
+	bool count_only;
 };
 
 void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out);

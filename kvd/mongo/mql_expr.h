@@ -42,4 +42,8 @@ int mql_expr_eval(const struct mql_expr *e, const uint8_t *doc, uint32_t len,
  * computed fields). */
 bool mql_expr_is_field_path(const struct mql_expr *e);
 
+/* mql_expr_is_const - an expression that reads nothing of the document
+ * (constants, $$REMOVE, documents and arrays of them). */
+bool mql_expr_is_const(const struct mql_expr *e);
+
 #endif

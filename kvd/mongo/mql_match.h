@@ -99,6 +99,15 @@ void mql_match_preds(const struct mql_match *m,
 		     void (*cb)(void *ctx, const struct mql_pred *p),
 		     void *ctx);
 
+/* mql_match_fields - whether every path the filter tests starts with a
+ * field that ok(ctx, name, len) accepts (a top-level field name, the
+ * first component of the path), under $and, $or, $nor and $not too: a
+ * document that agrees with another on those fields matches alike.
+ * False for a filter of values (mql_match_compile_value's). */
+bool mql_match_fields(const struct mql_match *m,
+		      bool (*ok)(void *ctx, const char *name, size_t len),
+		      void *ctx);
+
 /* mql_match_is_id_eq - the filter is exactly {_id: v} (or {_id: {$eq:
  * v}}) with v not an object, array or regex: a point lookup.  *v points
  * into the compiled filter. */

@@ -26,6 +26,7 @@
 #ifndef KVD_MONGO_MQL_PROJECT_H
 #define KVD_MONGO_MQL_PROJECT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <bson/bson.h>
@@ -51,5 +52,14 @@ void mql_project_free(struct mql_project *p);
  * when the result passes 16 MiB). */
 int mql_project_apply(const struct mql_project *p, const uint8_t *doc,
 		      uint32_t len, bson_t *out, struct mql_error *err);
+
+/* mql_project_fields - whether p is a find's inclusion of fields only
+ * (no computed field, $slice or $elemMatch) without _id, every included
+ * path starting with a field that ok(ctx, name, len) accepts (a
+ * top-level name): its result from a document is then the same from any
+ * document with those fields alike, in the same order. */
+bool mql_project_fields(const struct mql_project *p,
+			bool (*ok)(void *ctx, const char *name, size_t len),
+			void *ctx);
 
 #endif

@@ -584,3 +584,32 @@ int mql_project_apply(const struct mql_project *p, const uint8_t *doc,
 		bson_reinit(out);
 	return rc;
 }
+
+/* Only plain inclusions at and below n. */
+static bool plain(const struct pnode *n)
+{
+	if (n->kind != PJ_INCLUDE && n->kind != PJ_TREE)
+		return false;
+	for (size_t i = 0; i < n->n; i++)
+		if (!plain(n->kids[i]))
+			return false;
+	return true;
+}
+
+bool mql_project_fields(const struct mql_project *p,
+			bool (*ok)(void *ctx, const char *name, size_t len),
+			void *ctx)
+{
+	if (p->kind != MQL_PROJECT_FIND || p->mode != 1 || p->id_mode != 0 ||
+	    p->root.n == 0)
+		return false;
+	for (size_t i = 0; i < p->root.n; i++) {
+		const struct pnode *k = p->root.kids[i];
+
+		if (k->len == 3 && !memcmp(k->name, "_id", 3))
+			continue; /* {_id: 0} */
+		if (!plain(k) || !ok(ctx, k->name, k->len))
+			return false;
+	}
+	return true;
+}
