@@ -23,7 +23,7 @@
  * its projection, or nothing for a count), an entry whose value says it
  * gives its document's fields back exactly (index.h, "Covered entries")
  * stands for the document: its fields are decoded from the key and no
- * document is read.  Other entries (arrays, 5.0 against 5, entries
+ * document is read.  Other entries (arrays, a decimal, entries
  * written before covered values) fetch their documents as before.
  */
 #include "doc_plan.h"

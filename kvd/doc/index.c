@@ -367,7 +367,7 @@ static int apply_one(struct kvd_merge *m, const struct sec_ix *x,
 	struct ixc *c = ixc_get();
 	struct kv_buf *ob, *nb;
 	struct mql_error ignored = {0};
-	uint8_t ovb[1 + MQL_INDEX_MAX_PARTS / 8], nvb[sizeof(ovb)];
+	uint8_t ovb[KVDOC_IX_COVER_MAX], nvb[KVDOC_IX_COVER_MAX];
 	unsigned of, nf;
 	int rc = -1;
 

@@ -41,12 +41,14 @@
  * -1}, not "a.b") gives a document's entry the value
  *
  *     [KVDOC_IX_COVER][a bit per field the document lacks, ceil(n / 8)]
+ *     [a BSON type per field, n bytes: 0, or int64 or double]
  *
  * when its key gives back the document's indexed fields exactly: one
  * entry (no array), each field there once and in the key pattern's order,
- * each value decoded from the key (mql_key_decode) of the same type and
- * bytes (5 but not 5.0 or NumberLong(5), which encode alike); otherwise
- * the entry's value is empty.  A query that reads only those fields
+ * each value decoded from the key (mql_key_decode), then made the type
+ * its byte names (5, NumberLong(5) and 5.0 encode alike and decode as
+ * int32 5), of the very type and bytes of the document's (not so a
+ * decimal 5.0, or -0.0); otherwise the entry's value is empty.  A query that reads only those fields
  * (doc_plan.c) builds its document from such an entry and fetches the
  * others.  A write whose entry keeps its key but changes its value (5
  * becomes 5.0, or [5]) rewrites it.
@@ -189,8 +191,10 @@ void kvdoc_ix_fields(const uint8_t *key, size_t n, struct kvdoc_ix_fields *f);
 /* The position of field name[0..len) in f, or -1. */
 int kvdoc_ix_field(const struct kvdoc_ix_fields *f, const char *name,
 		   size_t len);
-/* The value of doc's entry whose key parts are key, in out (of at least
- * 1 + MQL_INDEX_MAX_PARTS / 8 bytes): its length, 0 when not covered. */
+#define KVDOC_IX_COVER_MAX (1 + MQL_INDEX_MAX_PARTS / 8 + MQL_INDEX_MAX_PARTS)
+
+/* The value of doc's entry whose key parts are key, in out (of
+ * KVDOC_IX_COVER_MAX bytes): its length, 0 when not covered. */
 size_t kvdoc_ix_cover(const struct kvdoc_ix_fields *f, const uint8_t *doc,
 		      size_t n, struct kv_slice key, uint8_t *out);
 /* Is val a covered entry's value for an index of fields f? */

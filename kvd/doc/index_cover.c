@@ -65,18 +65,69 @@ static bool doc_fields(const struct kvdoc_ix_fields *f, const uint8_t *doc,
 	return true;
 }
 
-/* Does the key part at p (decoded) equal the document's value exactly:
- * its type and its bytes? */
+/* The value v as type t: an integer given back as the document's wider
+ * type (int32 as int64, an int32 or int64 as double: one key for 5,
+ * NumberLong(5) and 5.0, decoded as the narrowest), appended to out under
+ * name; false for any other change of type. */
+static bool append_as(bson_t *out, const char *name, const bson_value_t *v,
+		      uint8_t t)
+{
+	int64_t i;
+
+	if (!t || t == v->value_type)
+		return bson_append_value(out, name, -1, v);
+	if (v->value_type == BSON_TYPE_INT32)
+		i = v->value.v_int32;
+	else if (v->value_type == BSON_TYPE_INT64)
+		i = v->value.v_int64;
+	else
+		return false;
+	if (t == BSON_TYPE_INT64)
+		return bson_append_int64(out, name, -1, i);
+	if (t == BSON_TYPE_DOUBLE)
+		return bson_append_double(out, name, -1, (double)i);
+	return false;
+}
+
+/* Decode the key part at p[0..n) into out under name, as type t
+ * (append_as); its bytes in *used.  -1 when it cannot be. */
+static int decode_as(const uint8_t *p, size_t n, bool desc, uint8_t t,
+		     bson_t *out, const char *name, size_t *used)
+{
+	struct mql_error e;
+	bson_t one;
+	bson_iter_t it;
+	int rc = -1;
+
+	if (!t)
+		return mql_key_decode(p, n, desc, out, name, used, &e) ? -1 : 0;
+	bson_init(&one);
+	if (!mql_key_decode(p, n, desc, &one, "", used, &e) &&
+	    bson_iter_init(&it, &one) && bson_iter_next(&it) &&
+	    append_as(out, name, bson_iter_value(&it), t))
+		rc = 0;
+	bson_destroy(&one);
+	return rc;
+}
+
+/* Does the key part at p, decoded as the document's type, give the
+ * document's value v exactly, its type and its bytes?  The type byte to
+ * keep (0: as decoded) in *t. */
 static bool part_exact(const uint8_t *p, size_t n, bool desc,
-		       const bson_value_t *v, size_t *used)
+		       const bson_value_t *v, size_t *used, uint8_t *t)
 {
 	bson_t a, b;
-	struct mql_error e;
 	bool same;
 
+	*t = 0;
+	switch (v->value_type) {
+	case BSON_TYPE_INT64:
+	case BSON_TYPE_DOUBLE: *t = (uint8_t)v->value_type; break;
+	default: break;
+	}
 	bson_init(&a);
 	bson_init(&b);
-	same = !mql_key_decode(p, n, desc, &a, "", used, &e) &&
+	same = !decode_as(p, n, desc, *t, &a, "", used) &&
 	       bson_append_value(&b, "", 0, v) && a.len == b.len &&
 	       !memcmp(bson_get_data(&a), bson_get_data(&b), a.len);
 	bson_destroy(&a);
@@ -84,16 +135,22 @@ static bool part_exact(const uint8_t *p, size_t n, bool desc,
 	return same;
 }
 
+/* [KVDOC_IX_COVER][a bit per absent field][a type byte per field] */
+static size_t cover_len(const struct kvdoc_ix_fields *f)
+{
+	return 1 + (f->n + 7) / 8 + f->n;
+}
+
 size_t kvdoc_ix_cover(const struct kvdoc_ix_fields *f, const uint8_t *doc,
 		      size_t n, struct kv_slice key, uint8_t *out)
 {
 	bson_value_t at[MQL_INDEX_MAX_PARTS];
 	bool has[MQL_INDEX_MAX_PARTS];
-	size_t pos = 0, bytes = 1 + (f->n + 7) / 8;
+	size_t pos = 0, types = 1 + (f->n + 7) / 8;
 
 	if (!f->flat || !f->n || !doc_fields(f, doc, n, at, has))
 		return 0;
-	memset(out, 0, bytes);
+	memset(out, 0, cover_len(f));
 	out[0] = KVDOC_IX_COVER;
 	for (size_t i = 0; i < f->n; i++) {
 		size_t used;
@@ -101,7 +158,7 @@ size_t kvdoc_ix_cover(const struct kvdoc_ix_fields *f, const uint8_t *doc,
 
 		if (has[i]) {
 			if (!part_exact(key.p + pos, key.n - pos, f->desc[i],
-					&at[i], &used))
+					&at[i], &used, &out[types + i]))
 				return 0;
 		} else {
 			/* absent: keyed as undefined, given back as nothing */
@@ -113,20 +170,19 @@ size_t kvdoc_ix_cover(const struct kvdoc_ix_fields *f, const uint8_t *doc,
 		}
 		pos += used;
 	}
-	return bytes;
+	return cover_len(f);
 }
 
 bool kvdoc_ix_covered(const struct kvdoc_ix_fields *f, struct kv_slice val)
 {
-	return f->flat && f->n && val.n == 1 + (f->n + 7) / 8 &&
+	return f->flat && f->n && val.n == cover_len(f) &&
 	       val.p[0] == KVDOC_IX_COVER;
 }
 
 int kvdoc_ix_uncover(const struct kvdoc_ix_fields *f, struct kv_slice parts,
 		     struct kv_slice val, bson_t *out)
 {
-	struct mql_error e;
-	size_t pos = 0, used;
+	size_t pos = 0, used, types = 1 + (f->n + 7) / 8;
 	char name[256];
 
 	for (size_t i = 0; i < f->n; i++) {
@@ -143,8 +199,8 @@ int kvdoc_ix_uncover(const struct kvdoc_ix_fields *f, struct kv_slice parts,
 			return -1;
 		memcpy(name, f->name[i], f->len[i]);
 		name[f->len[i]] = 0;
-		if (mql_key_decode(parts.p + pos, parts.n - pos, f->desc[i],
-				   out, name, &used, &e))
+		if (decode_as(parts.p + pos, parts.n - pos, f->desc[i],
+			      val.p[types + i], out, name, &used))
 			return -1;
 		pos += used;
 	}
