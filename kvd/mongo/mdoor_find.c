@@ -21,6 +21,9 @@ struct read_spec {
 	bool hname;	     /* hint is an index's name */
 	int64_t skip, limit; /* limit -1: none */
 	bool count;	     /* the documents are only counted */
+	/* what the door reads of each document, when not the projection
+	 * (distinct's key): the store may give only those fields */
+	const struct mql_project *reads;
 };
 
 /* [{$sort: sort}, {$limit: skip + limit}]: a top-k when there is a limit. */
@@ -76,7 +79,7 @@ static int open_read(struct mdoor_req *r, const struct read_spec *s,
 	q.hint = s->hint;
 	q.hint_len = s->hlen;
 	q.hint_name = s->hname;
-	q.proj = src.proj;
+	q.proj = s->reads ? s->reads : src.proj;
 	q.count_only = s->count;
 	if (d->store.scan(d->store.ctx, &q, &src.scan, &info, err))
 		goto fail;
@@ -398,6 +401,27 @@ static int distinct_run(struct mdoor_req *r, const struct read_spec *s,
 	return rc;
 }
 
+/* What distinct reads of each document: {key: 1, _id: 0}, so that an
+ * index on its field answers from its entries (a covered read; the
+ * documents are not projected: the store gives whole ones otherwise);
+ * NULL for a key under _id, or a projection that does not compile. */
+static const struct mql_project *key_reads(const char *key)
+{
+	struct mql_project *p = NULL;
+	struct mql_error e;
+	bson_t spec = BSON_INITIALIZER;
+
+	if (strncmp(key, "_id", 3) || (key[3] && key[3] != '.')) {
+		BSON_APPEND_INT32(&spec, key, 1);
+		BSON_APPEND_INT32(&spec, "_id", 0);
+		if (mql_project_compile(bson_get_data(&spec), spec.len,
+					MQL_PROJECT_FIND, &p, &e))
+			p = NULL;
+	}
+	bson_destroy(&spec);
+	return p;
+}
+
 static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 {
 	static const struct mdoor_arg spec[] = {
@@ -430,6 +454,7 @@ static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 		s.filter = empty_doc, s.flen = 5;
 	mdoor_arg_hint(&a[3].it, &s.hint, &s.hlen, &s.hname); /* as count's */
 	s.limit = -1;
+	s.reads = key_reads(key);
 	bson_init(&x.values);
 	if (grow(&x)) {
 		mdoor_err(err, MDOOR_ExceededMemoryLimit, "out of memory");
@@ -442,6 +467,7 @@ static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 done:
 	distinct_free(&x);
 out:
+	mql_project_free((struct mql_project *)s.reads);
 	mql_path_free(&path);
 	return rc;
 }

@@ -193,6 +193,33 @@ class Covered(HostCase):
             want = list(c.aggregate(pipe, hint={"$natural": 1}))
             self.assertEqual(got, want, pipe)
 
+    def test_distinct(self):
+        """distinct reads its key's field alone: through the index, the
+        entries answer; the values are a scan's."""
+        c = self.coll("dst")
+
+        def typed(vals):
+            # distinct keeps the first of equal values it meets (5, 5.0,
+            # Int64(5)), and the index and the scan meet them in other
+            # orders: numbers compare by value
+            def one(v):
+                if isinstance(v, Decimal128):
+                    v = float(v.to_decimal())
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    return ("number", float(v))
+                return (type(v).__name__, repr(v))
+            return sorted(one(v) for v in vals)
+
+        for key in ("k", "s", "k.x", "pad", "_id"):
+            for f in FILTERS:
+                got = self.db.command("distinct", "dst", key=key, query=f)
+                want = self.db.command("distinct", "dst", key=key, query=f,
+                                       hint={"$natural": 1})
+                self.assertEqual(typed(got["values"]),
+                                 typed(want["values"]), (key, f))
+        # numbers only ({$gte: 3} is bracketed by type): 3 4 5 5.5 6 2^40
+        self.assertEqual(len(c.distinct("k", {"k": {"$gte": 3}})), 6)
+
     def test_not_covered(self):
         c = self.coll("nc")
         c.create_index([("a.b", 1)])
