@@ -148,16 +148,7 @@ bench_mem() {
 # In odd repetitions kvd first, in even ones PostgreSQL first.
 
 # kvd is ready when its door accepts a connection.
-$PY - "$MPORT" <<'EOF' || { cat "$WORK/kvd.log" >&2; exit 2; }
-import socket, sys, time
-for _ in range(300):
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)
-EOF
+$PY "$BENCH_DIR/wait_port.py" "$MPORT" || { cat "$WORK/kvd.log" >&2; exit 2; }
 
 echo "doc_compare: kvd pid $KVD_PID (mongo port), PostgreSQL pid $PG_PID, work in $WORK" >&2
 {

@@ -40,16 +40,8 @@ one() {
 		--data-dir "$WORK/data" --threads 2 --durability sync \
 		--max-clients 10000 --log-level warn >"$WORK/kvd.log" 2>&1 &
 	PID=$!
-	/usr/bin/python3 - "$mport" <<'EOF'
-import socket, sys, time
-for _ in range(300):
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)
-EOF
+	/usr/bin/python3 "$HERE/wait_port.py" "$mport" ||
+		{ cat "$WORK/kvd.log" >&2; exit 2; }
 	kb="$KVBENCH -D mongowire --port $mport --server-pid $PID -q -s 1"
 	$kb ixpoint --phase load -r "$RECORDS" -t 2 -c 32 --table ixdocs >/dev/null
 	for w in $WORKLOADS; do
