@@ -588,6 +588,8 @@ void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out)
 	    i < p->n &&
 	    (p->st[i].kind == AG_COUNT ||
 	     (p->st[i].kind == AG_GROUP && group_const(&p->st[i].group)));
+	if (i < p->n && p->st[i].kind == AG_GROUP)
+		out->reads = p->st[i].group.reads;
 	/* a $group by a field whose order the caller may read in */
 	if (i < p->n && p->st[i].kind == AG_GROUP && p->st[i].group.order) {
 		out->group_order = p->st[i].group.order;

@@ -41,7 +41,43 @@ void agg_group_spec_free(struct agg_group *g)
 	bson_free(g->acc);
 	mql_sort_free(g->order);
 	bson_free(g->order_bson);
+	mql_project_free(g->reads);
 	memset(g, 0, sizeof(*g));
+}
+
+/* A field an expression reads, into the projection's spec: false for _id
+ * (the projection leaves it out). */
+static bool read_field(void *ctx, const char *name, size_t len)
+{
+	bson_t *spec = ctx;
+	bson_iter_t it;
+
+	if (len == 3 && !memcmp(name, "_id", 3))
+		return false;
+	if (bson_iter_init(&it, spec))
+		while (bson_iter_next(&it))
+			if (bson_iter_key_len(&it) == len &&
+			    !memcmp(bson_iter_key(&it), name, len))
+				return true;
+	return bson_append_int32(spec, name, (int)len, 1);
+}
+
+/* g->reads: the fields the group's expressions read, when they read
+ * fields only (and not _id). */
+static void group_reads(struct agg_group *g)
+{
+	bson_t spec = BSON_INITIALIZER;
+	struct mql_error e;
+	bool ok = mql_expr_fields(g->id, read_field, &spec);
+
+	for (size_t i = 0; ok && i < g->nacc; i++)
+		ok = !g->acc[i].arg ||
+		     mql_expr_fields(g->acc[i].arg, read_field, &spec);
+	if (ok && !bson_empty(&spec) && BSON_APPEND_INT32(&spec, "_id", 0) &&
+	    mql_project_compile(bson_get_data(&spec), spec.len,
+				MQL_PROJECT_FIND, &g->reads, &e))
+		g->reads = NULL;
+	bson_destroy(&spec);
 }
 
 /* _id: "$f" (a field, not a variable): the order {f: 1} in which the
@@ -163,6 +199,7 @@ int agg_group_compile(struct agg_group *g, const bson_value_t *spec,
 		return mql_error_set(err, 15955,
 				     "a group specification must include an "
 				     "_id");
+	group_reads(g);
 	return 0;
 }
 

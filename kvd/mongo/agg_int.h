@@ -54,6 +54,10 @@ struct agg_group {
 	struct mql_sort *order;
 	uint8_t *order_bson;
 	uint32_t order_len;
+	/* the fields its expressions read, as a projection {f: 1, ..., _id:
+	 * 0} (a store may give only those), or NULL: the whole document, _id,
+	 * or none (a group of constants) */
+	struct mql_project *reads;
 };
 
 /* $lookup: the equality form, the concise correlated form (equality

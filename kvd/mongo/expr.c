@@ -323,3 +323,18 @@ bool mql_expr_is_const(const struct mql_expr *e)
 			return false;
 	return true;
 }
+
+bool mql_expr_fields(const struct mql_expr *e,
+		     bool (*ok)(void *ctx, const char *name, size_t len),
+		     void *ctx)
+{
+	if (e->kind == E_ROOT || (e->kind == E_PATH && e->path.n == 0))
+		return false;
+	if (e->kind == E_PATH &&
+	    !ok(ctx, e->path.parts[0].s, e->path.parts[0].len))
+		return false;
+	for (size_t i = 0; i < e->n; i++)
+		if (!mql_expr_fields(e->kids[i], ok, ctx))
+			return false;
+	return true;
+}

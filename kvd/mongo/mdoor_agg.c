@@ -128,6 +128,7 @@ static int open_source(struct mdoor_req *r, const char *coll, const mdoor_av *a,
 	}
 	mdoor_arg_hint(&a[A_HINT].it, &q.hint, &q.hint_len, &q.hint_name);
 	q.count_only = lead.count_only;
+	q.proj = lead.reads;
 	if (d->store.scan(d->store.ctx, &q, &src->scan, &info, err))
 		return -1;
 	src->stream_group = !lead.sort && lead.group_order && info.sorted;
@@ -163,6 +164,7 @@ static int explain_cursor(struct mdoor_req *r, const char *coll,
 	q.sort_bson = lead->sort ? lead->sort_bson : lead->group_order_bson;
 	q.sort_len = lead->sort ? lead->sort_len : lead->group_order_len;
 	q.count_only = lead->count_only;
+	q.proj = lead->reads;
 	if (!d->store.explain)
 		BSON_APPEND_UTF8(&plan, "stage", "COLLSCAN");
 	else if (d->store.explain(d->store.ctx, &q, &plan, &stats, err))

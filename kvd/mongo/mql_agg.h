@@ -132,6 +132,9 @@ struct mql_agg_lead {
 	 * documents, only counts them: $count, or a $group of constants
 	 * ({_id: 1, n: {$sum: 1}}, the drivers' countDocuments). */
 	bool count_only;
+	/* Or what it reads: a $group's fields as a projection ({f: 1, _id:
+	 * 0}; NULL: the whole document), which the store may give alone. */
+	const struct mql_project *reads;
 };
 
 void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out);

@@ -46,4 +46,12 @@ bool mql_expr_is_field_path(const struct mql_expr *e);
  * (constants, $$REMOVE, documents and arrays of them). */
 bool mql_expr_is_const(const struct mql_expr *e);
 
+/* mql_expr_fields - whether every field the expression reads starts with
+ * a top-level field that ok(ctx, name, len) accepts (each path's first
+ * component is given to it); false when it reads the whole document
+ * ($$ROOT). */
+bool mql_expr_fields(const struct mql_expr *e,
+		     bool (*ok)(void *ctx, const char *name, size_t len),
+		     void *ctx);
+
 #endif

@@ -89,6 +89,21 @@ FILTERS = [
 ]
 
 
+def norm(v):
+    """v as distinct and $group compare it: they keep the first of equal
+    values they meet (5, 5.0, Int64(5)), and an index and a scan meet them
+    in other orders, so numbers count by value; other types by theirs."""
+    if isinstance(v, Decimal128):
+        v = float(v.to_decimal())
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return ("number", float(v))
+    if isinstance(v, dict):
+        return ("doc", tuple((k, norm(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return ("array", tuple(norm(x) for x in v))
+    return (type(v).__name__, repr(v))
+
+
 class Covered(HostCase):
     host_args = {"password": None}
     creds = ""
@@ -199,16 +214,7 @@ class Covered(HostCase):
         c = self.coll("dst")
 
         def typed(vals):
-            # distinct keeps the first of equal values it meets (5, 5.0,
-            # Int64(5)), and the index and the scan meet them in other
-            # orders: numbers compare by value
-            def one(v):
-                if isinstance(v, Decimal128):
-                    v = float(v.to_decimal())
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    return ("number", float(v))
-                return (type(v).__name__, repr(v))
-            return sorted(one(v) for v in vals)
+            return sorted(norm(v) for v in vals)
 
         for key in ("k", "s", "k.x", "pad", "_id"):
             for f in FILTERS:
@@ -219,6 +225,44 @@ class Covered(HostCase):
                                  typed(want["values"]), (key, f))
         # numbers only ({$gte: 3} is bracketed by type): 3 4 5 5.5 6 2^40
         self.assertEqual(len(c.distinct("k", {"k": {"$gte": 3}})), 6)
+
+    def test_group(self):
+        """A $group that reads only index fields (a report by k) is fed
+        from the entries; one that reads another field, the documents."""
+        c = self.coll("grp")
+        cases = [
+            ([{"$group": {"_id": "$k", "n": {"$sum": 1}}}], True),
+            ([{"$match": {"k": {"$gte": 2}}},
+              {"$group": {"_id": "$k", "n": {"$sum": 1},
+                          "hi": {"$max": "$s"}, "all": {"$push": "$s"}}}],
+             True),
+            ([{"$match": {"k": {"$lt": 5}}},
+              {"$group": {"_id": {"a": "$k", "b": ["$s", 1]},
+                          "n": {"$sum": 1}}}], True),
+            ([{"$match": {"k": {"$gte": 2}}},
+              {"$group": {"_id": "$k", "p": {"$max": "$pad"}}}], False),
+            ([{"$match": {"k": {"$gte": 2}}},
+              {"$group": {"_id": "$_id", "k": {"$first": "$k"}}}], False),
+            ([{"$match": {"k": {"$gte": 2}}},
+              {"$group": {"_id": "$$ROOT"}}], False),
+        ]
+        for pipe, covered in cases:
+            r = self.db.command("aggregate", "grp", pipeline=pipe,
+                                explain=True)
+            wp = r["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]
+            if "$match" in pipe[0] or covered:
+                self.assertEqual(
+                    wp["stage"],
+                    "PROJECTION_COVERED" if covered else "FETCH", pipe)
+
+            def groups(**kw):
+                out = []
+                for d in c.aggregate(pipe, **kw):
+                    if "all" in d:  # $push keeps the input's order
+                        d["all"] = sorted(d["all"], key=norm)
+                    out.append(norm(d))
+                return sorted(out)
+            self.assertEqual(groups(), groups(hint={"$natural": 1}), pipe)
 
     def test_not_covered(self):
         c = self.coll("nc")

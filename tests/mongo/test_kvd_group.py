@@ -95,13 +95,17 @@ class GroupStream(unittest.TestCase):
         self.assertEqual(wp["inputStage"]["indexName"], "g_1")
 
     def test_explain_names_the_index(self):
-        r = self.db.command("aggregate", "g", pipeline=[
-            {"$group": {"_id": "$g"}}], explain=True)
-        wp = r["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]
-        self.assertEqual((wp["stage"], wp["inputStage"]["stage"],
-                          wp["inputStage"]["indexName"]),
-                         ("FETCH", "IXSCAN", "g_1"))
-        self.assertEqual(list(r["stages"][1]), ["$group"])
+        # a group reading g alone is fed from g_1's entries (covered:
+        # test_kvd_covered.py); one reading another field, from documents
+        for acc, stage in (({}, "PROJECTION_COVERED"),
+                           ({"v": {"$max": "$v"}}, "FETCH")):
+            r = self.db.command("aggregate", "g", pipeline=[
+                {"$group": dict({"_id": "$g"}, **acc)}], explain=True)
+            wp = r["stages"][0]["$cursor"]["queryPlanner"]["winningPlan"]
+            self.assertEqual((wp["stage"], wp["inputStage"]["stage"],
+                              wp["inputStage"]["indexName"]),
+                             (stage, "IXSCAN", "g_1"))
+            self.assertEqual(list(r["stages"][1]), ["$group"])
 
     def test_past_the_group_limit_when_streamed(self):
         # 110 groups of a 1 MiB $push each: 110 MiB held by a scan's
