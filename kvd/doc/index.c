@@ -135,7 +135,7 @@ static int diff(struct kvd_merge *m, uint32_t id, const struct kv_buf *ob,
 			rc = side(m, id, b, 0, nv);
 			j += 2 + b.n;
 		} else {
-			if (ov.n != nv.n || memcmp(ov.p, nv.p, nv.n))
+			if (ov.n != nv.n || (nv.n && memcmp(ov.p, nv.p, nv.n)))
 				rc = side(m, id, b, 0, nv);
 			i += 2 + a.n;
 			j += 2 + b.n;
