@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """bench/covered_time.py - the commands that count or list an indexed
-field's values (count, the drivers' countDocuments, distinct) timed on two
-kvd binaries, alternated: each pass starts a fresh kvd of each, loads N
-documents {_id, k: i % (N / 40), pad: 200 bytes} with an index on k
-(pymongo through the MongoDB door), and takes the best of 5 runs of each
-command, whose filter names k alone (answered from the index's entries
-where a kvd covers them: docs/architecture.md section 15, "Covered
-queries").
+field's values (count, the drivers' countDocuments, distinct, a $group by
+it) timed on two kvd binaries, alternated: each pass starts a fresh kvd
+of each, loads N documents {_id, k: i % (N / 40), pad: 200 bytes} with an
+index on k (pymongo through the MongoDB door), and takes the best of 5
+runs of each command, which reads k alone (answered from the index's
+entries where a kvd covers them: docs/architecture.md section 15,
+"Covered queries").
 
     bench/covered_time.py [-n N] [--passes P] A_KVD B_KVD
 
@@ -73,6 +73,9 @@ def one(kvd, n, work):
                 lambda: c.count_documents({"k": {"$lt": kn // 2}})),
             "distinct k, {k: {$gte: 0}}": best(
                 lambda: len(c.distinct("k", {"k": {"$gte": 0}}))),
+            "$group {_id: $k, n: {$sum: 1}}": best(lambda: len(list(
+                c.aggregate([{"$group": {"_id": "$k",
+                                         "n": {"$sum": 1}}}])))),
         }
         cl.close()
         return out
