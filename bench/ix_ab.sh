@@ -29,13 +29,15 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ix_ab.XXXXXX")
 PID=
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
 
-port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Two free ports, told apart (both held while asked).
+ports() { /usr/bin/python3 -c 'import socket; s = [socket.socket() for _ in range(2)]; [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])'; }
 
 # One pass of one binary: label, kvd.
 one() {
 	label=$1 kvd=$2
 	rm -rf "$WORK/data" && mkdir "$WORK/data"
-	mport=$(port) kport=$(port)
+	set -- $(ports)
+	mport=$1 kport=$2
 	"$kvd" --bind 127.0.0.1 --port "$kport" --mongo-port "$mport" \
 		--data-dir "$WORK/data" --threads 2 --durability sync \
 		--max-clients 10000 --log-level warn >"$WORK/kvd.log" 2>&1 &

@@ -64,6 +64,11 @@ struct kvm_node {
 struct kvm_run {
 	unsigned refs; /* views that hold it (under view_mu) */
 	size_t n;
+	/* a Bloom filter of the entries' 16-byte prefixes, nbloom words
+	 * after e[n]: a seek within one prefix passes over a run without it
+	 * (memtable_runs.c, "Runs a seek may pass over") */
+	uint64_t *bloom;
+	size_t nbloom;
 	struct kvm_sent e[];
 };
 
