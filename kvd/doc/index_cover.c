@@ -38,9 +38,9 @@ int kvdoc_ix_field(const struct kvdoc_ix_fields *f, const char *name,
 	return -1;
 }
 
-/* The document's values of f's fields (NULL: absent), when each is there
- * once and they come in the key pattern's order (a projection keeps the
- * document's order, which a covered answer must give too). */
+/* The document's values of f's fields (has[i] false: absent), when each
+ * is there once and they come in the key pattern's order (a projection
+ * keeps the document's order, which a covered answer must give too). */
 static bool doc_fields(const struct kvdoc_ix_fields *f, const uint8_t *doc,
 		       size_t n, bson_value_t *at, bool *has)
 {
