@@ -61,9 +61,7 @@ struct ixc {
 	uint8_t *key; /* the key pattern (BSON) */
 	size_t klen;
 	struct mql_index *ix;
-	bool desc[MQL_INDEX_MAX_PARTS];
-	size_t nparts;
-	struct kvdoc_ix_fields f; /* names into key */
+	struct kvdoc_ix_fields f; /* its fields' names (into key), directions */
 };
 
 #define SEEN_INLINE 64
@@ -173,7 +171,6 @@ static struct ixc *ixc_new(const struct kvdoc_ix *ix, struct mql_error *err)
 {
 	struct ixc *c = calloc(1, sizeof(*c));
 	struct kv_slice key;
-	bson_iter_t it;
 
 	if (!c)
 		return NULL;
@@ -189,9 +186,6 @@ static struct ixc *ixc_new(const struct kvdoc_ix *ix, struct mql_error *err)
 	c->klen = key.n;
 	memcpy(c->spec, ix->spec.p, ix->spec.n);
 	c->slen = ix->spec.n;
-	if (bson_iter_init_from_data(&it, key.p, key.n))
-		while (bson_iter_next(&it) && c->nparts < MQL_INDEX_MAX_PARTS)
-			c->desc[c->nparts++] = bson_iter_as_double(&it) < 0;
 	kvdoc_ix_fields(c->key, c->klen, &c->f);
 	return c;
 }
@@ -537,9 +531,9 @@ static int keep_entry(void *arg, struct kv_slice key, struct kv_slice val,
 
 	(void)type, (void)exp;
 	p->nkeys++;
-	for (size_t i = 0; i < p->c->nparts; i++) {
+	for (size_t i = 0; i < p->c->f.n; i++) {
 		long used = key.n > at ? mql_key_skip(key.p + at, key.n - at,
-						      p->c->desc[i])
+						      p->c->f.desc[i])
 				       : -1;
 
 		if (used < 0)
