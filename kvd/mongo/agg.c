@@ -560,17 +560,6 @@ size_t mql_pipeline_nstages(const struct mql_pipeline *p)
 	return p->nuser;
 }
 
-/* A $group that reads nothing of its documents. */
-static bool group_const(const struct agg_group *g)
-{
-	if (!g->id || !mql_expr_is_const(g->id))
-		return false;
-	for (size_t i = 0; i < g->nacc; i++)
-		if (g->acc[i].arg && !mql_expr_is_const(g->acc[i].arg))
-			return false;
-	return true;
-}
-
 void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out)
 {
 	size_t i = 0;
@@ -587,7 +576,7 @@ void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out)
 	out->count_only =
 	    i < p->n &&
 	    (p->st[i].kind == AG_COUNT ||
-	     (p->st[i].kind == AG_GROUP && group_const(&p->st[i].group)));
+	     (p->st[i].kind == AG_GROUP && p->st[i].group.reads_none));
 	if (i < p->n && p->st[i].kind == AG_GROUP)
 		out->reads = p->st[i].group.reads;
 	/* a $group by a field whose order the caller may read in */

@@ -63,7 +63,7 @@ static bool read_field(void *ctx, const char *name, size_t len)
 }
 
 /* g->reads: the fields the group's expressions read, when they read
- * fields only (and not _id). */
+ * fields only (and not _id); g->reads_none when they read none. */
 static void group_reads(struct agg_group *g)
 {
 	bson_t spec = BSON_INITIALIZER;
@@ -73,6 +73,7 @@ static void group_reads(struct agg_group *g)
 	for (size_t i = 0; ok && i < g->nacc; i++)
 		ok = !g->acc[i].arg ||
 		     mql_expr_fields(g->acc[i].arg, read_field, &spec);
+	g->reads_none = ok && bson_empty(&spec);
 	if (ok && !bson_empty(&spec) && BSON_APPEND_INT32(&spec, "_id", 0) &&
 	    mql_project_compile(bson_get_data(&spec), spec.len,
 				MQL_PROJECT_FIND, &g->reads, &e))

@@ -56,8 +56,9 @@ struct agg_group {
 	uint32_t order_len;
 	/* the fields its expressions read, as a projection {f: 1, ..., _id:
 	 * 0} (a store may give only those), or NULL: the whole document, _id,
-	 * or none (a group of constants) */
+	 * or none (reads_none: a group of constants, which only counts) */
 	struct mql_project *reads;
+	bool reads_none;
 };
 
 /* $lookup: the equality form, the concise correlated form (equality

@@ -314,16 +314,6 @@ int mql_expr_eval(const struct mql_expr *e, const uint8_t *doc, uint32_t len,
 	return 0;
 }
 
-bool mql_expr_is_const(const struct mql_expr *e)
-{
-	if (e->kind == E_PATH || e->kind == E_ROOT)
-		return false;
-	for (size_t i = 0; i < e->n; i++)
-		if (!mql_expr_is_const(e->kids[i]))
-			return false;
-	return true;
-}
-
 bool mql_expr_fields(const struct mql_expr *e,
 		     bool (*ok)(void *ctx, const char *name, size_t len),
 		     void *ctx)

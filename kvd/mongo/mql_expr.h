@@ -42,10 +42,6 @@ int mql_expr_eval(const struct mql_expr *e, const uint8_t *doc, uint32_t len,
  * computed fields). */
 bool mql_expr_is_field_path(const struct mql_expr *e);
 
-/* mql_expr_is_const - an expression that reads nothing of the document
- * (constants, $$REMOVE, documents and arrays of them). */
-bool mql_expr_is_const(const struct mql_expr *e);
-
 /* mql_expr_fields - whether every field the expression reads starts with
  * a top-level field that ok(ctx, name, len) accepts (each path's first
  * component is given to it); false when it reads the whole document

@@ -65,9 +65,8 @@ struct kvm_run {
 	unsigned refs; /* views that hold it (under view_mu) */
 	size_t n;
 	/* a Bloom filter of the entries' 16-byte prefixes, nbloom words
-	 * after e[n]: a seek within one prefix passes over a run without it
-	 * (memtable_runs.c, "Runs a seek may pass over") */
-	uint64_t *bloom;
+	 * after e[n] (memtable_runs.c, run_bloom): a seek within one prefix
+	 * passes over a run without it ("Runs a seek may pass over") */
 	size_t nbloom;
 	struct kvm_sent e[];
 };

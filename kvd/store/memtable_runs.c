@@ -90,16 +90,24 @@ static uint64_t bloom_bits(uint64_t h)
 	return 1ull << ((h >> 40) & 63) | 1ull << ((h >> 52) & 63);
 }
 
-/* The filter of a run whose entries are in place. */
-static void run_bloom(struct kvm_run *r)
+/* A run's filter: its nbloom words, after its entries. */
+static uint64_t *run_bloom(const struct kvm_run *r)
 {
+	return (uint64_t *)(void *)&((struct kvm_run *)r)->e[r->n];
+}
+
+/* The filter of a run whose entries are in place. */
+static void run_bloom_make(struct kvm_run *r)
+{
+	uint64_t *w = run_bloom(r);
+
 	if (!r->nbloom)
 		return;
-	memset(r->bloom, 0, r->nbloom * sizeof(r->bloom[0]));
+	memset(w, 0, r->nbloom * sizeof(*w));
 	for (size_t i = 0; i < r->n; i++) {
 		uint64_t h = pre_hash(r->e[i].p0, r->e[i].p1);
 
-		r->bloom[h % r->nbloom] |= bloom_bits(h);
+		w[h % r->nbloom] |= bloom_bits(h);
 	}
 }
 
@@ -107,7 +115,7 @@ static bool run_may_hold(const struct kvm_run *r, uint64_t h)
 {
 	uint64_t b = bloom_bits(h);
 
-	return !r->nbloom || (r->bloom[h % r->nbloom] & b) == b;
+	return !r->nbloom || (run_bloom(r)[h % r->nbloom] & b) == b;
 }
 
 static size_t run_bytes(size_t n)
@@ -131,7 +139,6 @@ static struct kvm_run *run_new(struct kvm *m, size_t n, int *err)
 	r->refs = 0;
 	r->n = n;
 	r->nbloom = bloom_words(n);
-	r->bloom = (uint64_t *)(void *)&r->e[n];
 	atomic_fetch_add_explicit(&m->run_bytes, bytes, memory_order_relaxed);
 	return r;
 }
@@ -159,7 +166,7 @@ static struct kvm_run *run_merge(struct kvm *m, const struct kvm_run *a,
 		r->e[k++] = a->e[i++];
 	while (j < b->n)
 		r->e[k++] = b->e[j++];
-	run_bloom(r);
+	run_bloom_make(r);
 	return r;
 }
 
@@ -218,7 +225,7 @@ int kvm_runs_add(struct kvm *m)
 		goto fail;
 	sent_sort(m->pend, m->npend);
 	memcpy(run[n]->e, m->pend, m->npend * sizeof(m->pend[0]));
-	run_bloom(run[n]);
+	run_bloom_make(run[n]);
 	fresh[n++] = true;
 	while (n >= 2 &&
 	       (run[n - 2]->n <= run[n - 1]->n || n > KVM_ITER_RUNS)) {
