@@ -34,7 +34,8 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_kvd_door import HostCase, KvdHost  # noqa: E402
+from test_kvd_door import KvdHost  # noqa: E402
+from test_kvd_index import RangesHost  # noqa: E402
 
 RAW = CodecOptions(document_class=RawBSONDocument)
 NATURAL = [("$natural", 1)]
@@ -104,18 +105,11 @@ def norm(v):
     return (type(v).__name__, repr(v))
 
 
-class Covered(HostCase):
+class Covered(RangesHost):
     host_args = {"password": None}
     creds = ""
     db_name = "cov"
-
-    @classmethod
-    def setUpClass(cls):
-        os.environ["KVD_BULK_KEYS"] = "16"
-        try:
-            super().setUpClass()
-        finally:
-            del os.environ["KVD_BULK_KEYS"]
+    bulk_keys = "16"  # builds in many ranges
 
     def coll(self, name, build_after=False, unique=False):
         c = self.db[name]

@@ -49,13 +49,14 @@ def ids(cursor):
 
 
 class RangesHost(HostCase):
-    """A host whose builds go in ranges of 64 documents (doc_bulk.c): many
-    ranges, writes between them, and a build still under way when a test
-    drops one of its indexes."""
+    """A host whose builds go in ranges of bulk_keys documents (doc_bulk.c):
+    many ranges, writes between them, and a build still under way when a
+    test drops one of its indexes."""
+    bulk_keys = "64"
 
     @classmethod
     def setUpClass(cls):
-        os.environ["KVD_BULK_KEYS"] = "64"
+        os.environ["KVD_BULK_KEYS"] = cls.bulk_keys
         try:
             super().setUpClass()
         finally:
