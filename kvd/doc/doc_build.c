@@ -5,15 +5,14 @@
  * An index left BUILDING in the catalog was kept by every write since it
  * was added (writes keep building indexes), and after a restart every io
  * thread's copy of the catalog has it, so a pass over the collection as
- * createIndexes makes it builds it whole: in ranges of bulk merges
- * (doc_bulk.h) when none of them is unique, else each document's REINDEX
- * (its entries from its image then, in order with the writes to it); an
- * entry written again is the same entry.  IXREADY then lets the planner
+ * createIndexes makes it builds it whole: a unique index's keys reserved
+ * first (doc_uqbulk.h, and the documents it leaves through the same
+ * driver as the door's, doc_uq.h, with this thread's merges and reads),
+ * then the entries in ranges of bulk merges (doc_bulk.h); an entry or a
+ * reservation written again is the same.  IXREADY then lets the planner
  * use it.  The indexes of one collection left building (one createIndexes
  * of several, cut) are built together, as createIndexes builds them: one
- * pass naming them all, one IXREADY.  A unique index's documents take
- * their keys' reservations through the same driver as the door's
- * (doc_uq.h), with this thread's merges and reads.  A build that fails (a
+ * pass naming them all, one IXREADY.  A build that fails (a
  * duplicate key, a document an index cannot take) drops the indexes it
  * built, as mongod does, and says so in the log.
  */
@@ -25,6 +24,7 @@
 #include "doc_bg.h"
 #include "doc_bulk.h"
 #include "doc_uq.h"
+#include "doc_uqbulk.h"
 #include "index.h"
 #include "kv_status.h"
 #include "kvd.h"
@@ -41,7 +41,8 @@ struct build {
 	 * names, each ending in a NUL, and as one line for the log */
 	struct kv_buf ids, names;
 	char line[512];
-	struct kv_buf opnd, keys;
+	struct kv_buf opnd, plain; /* the section, and the ranges' */
+	struct doc_uqbulk uqb;
 	struct doc_uq uq;
 	struct mql_error err;
 	int status; /* a catalog merge's */
@@ -105,57 +106,68 @@ static void catalog_back(void *arg, const struct kvd_pend *pd)
 	((struct build *)arg)->status = pd->status;
 }
 
-static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
-		    unsigned type, uint64_t exp)
+static int uqb_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
+		    struct kv_slice v, uint32_t aux)
 {
-	struct build *b = arg;
-	uint8_t n = (uint8_t)key.n;
-	int rc;
-
-	(void)exp;
-	if (type != KVD_VT_DOC || key.n > KVDOC_KEY_MAX)
-		return 0;
-	/* under a unique index: reserved first, then its REINDEX */
-	if ((rc = doc_uq_push_image(&b->uq, key, val)) != 0)
-		return rc < 0 ? -1 : 0;
-	return kv_buf_append(&b->keys, &n, 1) ||
-	       kv_buf_append(&b->keys, key.p, key.n);
+	return doc_bg_merge(((struct build *)arg)->g, ks, id, -1, k, v, aux);
 }
 
-/* Every document's REINDEX, a batch at a time, and the reservations of
- * those that ask for them: 0, or -1 (b->err). */
-static int reindex_all(struct build *b)
+static void uqb_back(void *arg, const struct kvd_pend *pd)
+{
+	doc_uqbulk_back(&((struct build *)arg)->uqb, pd);
+}
+
+/* The documents the pass left, a batch at a time through the driver. */
+static void later_all(struct build *b)
 {
 	struct doc_bg *g = b->g;
-	struct kvdoc_scan s;
+	struct kv_slice dk, doc;
 	int rc = 0;
 
-	kvdoc_scan_init(&s, b->coll);
-	while (!s.done && !b->err.code && !g->stop) {
-		b->keys.len = 0;
-		if (kvdoc_scan_batch(&s, g->rd, BATCH, kvd_now_ms(), keep_key,
-				     b)) {
-			fail_msg(b, MQL_InternalError, "reading failed", 14);
-			break;
+	while (!b->err.code && !g->stop && b->uqb.lpos < b->uqb.later.len) {
+		for (unsigned n = 0;
+		     n < BATCH && doc_uqbulk_later(&b->uqb, &dk); n++) {
+			rc = kvdoc_get(g->rd, g->srv->nshards, dk.p, dk.n,
+				       kvd_now_ms(), &doc);
+			if (rc == KV_NOT_FOUND) /* deleted since */
+				continue;
+			if (rc != KV_OK ||
+			    doc_uq_push_image(&b->uq, dk, doc) < 0)
+				fail_msg(b, MQL_InternalError, "reading failed",
+					 14);
 		}
-		for (size_t p = 0; p < b->keys.len; p += 1u + b->keys.data[p])
-			if (doc_bg_merge(
-				g, KVD_KS_DOC,
-				KVDOC_MERGE_BASE + KVDOC_OP_REINDEX, -1,
-				(struct kv_slice){b->keys.data + p + 1,
-						  b->keys.data[p]},
-				(struct kv_slice){b->opnd.data, b->opnd.len},
-				0))
-				fail_msg(b, MQL_InternalError, "no memory", 9);
-		doc_bg_wait(g, back, b);
-		/* the documents under a unique index, and those whose
-		 * REINDEX asked for reservations */
 		while (!g->stop && (rc = doc_uq_step(&b->uq)) > 0)
 			doc_bg_wait(g, back, b);
 		if (rc < 0)
 			fail_msg(b, MQL_InternalError, "no memory", 9);
 	}
-	doc_bg_wait(g, back, b);
+}
+
+/* A unique index's keys, reserved before the ranges (doc_uqbulk.h): 0,
+ * or -1 (b->err). */
+static int reserve_all(struct build *b)
+{
+	struct doc_bg *g = b->g;
+	int rc;
+
+	b->uqb.send = uqb_send;
+	b->uqb.arg = b;
+	if (doc_uqbulk_start(&b->uqb, b->coll,
+			     (struct kv_slice){b->opnd.data, b->opnd.len})) {
+		fail_msg(b, MQL_InternalError, "no memory", 9);
+		return -1;
+	}
+	while (!g->stop &&
+	       (rc = doc_uqbulk_step(&b->uqb, g->rd, kvd_now_ms())) != 0) {
+		doc_bg_wait(g, uqb_back, b);
+		if (rc < 0)
+			break;
+	}
+	doc_bg_wait(g, uqb_back, b);
+	if (b->uqb.err.code && !b->err.code)
+		b->err = b->uqb.err;
+	if (!b->err.code)
+		later_all(b);
 	return b->err.code || g->stop ? -1 : 0;
 }
 
@@ -176,15 +188,18 @@ static void bulk_back(void *arg, const struct kvd_pend *pd)
 	doc_bulk_back(arg, pd);
 }
 
-/* No unique index among them: the pass in ranges (doc_bulk.h), as the
- * door's createIndexes makes it.  0, or -1 (b->err). */
+/* The entries, in ranges (doc_bulk.h), as the door's createIndexes makes
+ * them: under the section without its unique marks, since every unique
+ * key was reserved before.  0, or -1 (b->err). */
 static int bulk_all(struct build *b)
 {
 	struct doc_bulk k = {.send = bulk_send, .arg = b};
 
-	if (doc_bulk_start(&k, b->coll,
-			   (struct kv_slice){b->opnd.data, b->opnd.len},
-			   b->g->srv->nshards) &&
+	if ((kvdoc_ix_without_unique(
+		 (struct kv_slice){b->opnd.data, b->opnd.len}, &b->plain) ||
+	     doc_bulk_start(&k, b->coll,
+			    (struct kv_slice){b->plain.data, b->plain.len},
+			    b->g->srv->nshards)) &&
 	    !k.err.code)
 		mql_error_set(&k.err, MQL_InternalError, "out of memory");
 	doc_bg_wait(b->g, bulk_back, &k);
@@ -266,9 +281,9 @@ static void build_coll(struct build *b)
 				&b->opnd))
 		fail_msg(b, MQL_InternalError, "no memory", 9);
 	else if (!(kvdoc_ix_has_unique(
-		       (struct kv_slice){b->opnd.data, b->opnd.len})
-		       ? reindex_all(b)
-		       : bulk_all(b)))
+		       (struct kv_slice){b->opnd.data, b->opnd.len}) &&
+		   reserve_all(b)) &&
+		 !bulk_all(b))
 		ready(b);
 	if (b->err.code && !g->stop) {
 		drop_all(b);
@@ -277,6 +292,7 @@ static void build_coll(struct build *b)
 			 b->line, b->db, b->cname, b->err.code, b->err.msg);
 	}
 	doc_uq_free(&b->uq);
+	doc_uqbulk_free(&b->uqb);
 }
 
 /* ---- the indexes left building ---- */
@@ -371,7 +387,7 @@ void doc_build_resume(struct doc_bg *g)
 		kv_buf_free(&b.ids);
 		kv_buf_free(&b.names);
 		kv_buf_free(&b.opnd);
-		kv_buf_free(&b.keys);
+		kv_buf_free(&b.plain);
 	}
 	kvd_reader_reset(g->rd);
 	free(l.v);

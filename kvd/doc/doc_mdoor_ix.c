@@ -6,14 +6,15 @@
  * MongoDB's 85 and 86), in state BUILDING, so that from then on every
  * write of the collection keeps its entries; then builds all those it
  * added in one pass over the collection, whose operand names every index
- * being built.  Without a unique index among them, the pass is ranges of
- * bulk merges (doc_bulk.h): each shard's checkpointer reads up to 262,144
- * documents from LMDB at once and puts their entries there sorted.  With
- * one, the collection is read in batches of BUILD_BATCH documents, and
- * each document gets one REINDEX merge on its own committer, after its
- * unique keys' reservations (doc_uq.h), which writes all their entries
- * from its current image (a document changed or deleted meanwhile is
- * indexed as it is then, in order with the writes).  Once the pass is
+ * being built.  The pass is ranges of bulk merges (doc_bulk.h): each
+ * shard's checkpointer reads up to 262,144 documents from LMDB at once
+ * and puts their entries there sorted.  With a unique index among them,
+ * every document's unique keys are reserved first (doc_uqbulk.h: the
+ * collection read in batches, their RESERVEs out together), and the few
+ * documents whose key another holds go through the reservations' driver
+ * (doc_uq.h) in batches of BUILD_BATCH, each with one REINDEX on its own
+ * committer holding its keys; the ranges then write every entry without
+ * asking for reservations again.  Once the pass is
  * done, one IXREADY turns them all READY, and only then the planner may
  * use them.  All or none, as mongod: a spec refused, a document one of
  * them cannot take or a duplicate key of a unique one drops every index
@@ -29,6 +30,7 @@
 #include "doc_bulk.h"
 #include "doc_ix.h"
 #include "doc_uq.h"
+#include "doc_uqbulk.h"
 #include "index.h"
 #include "kv_status.h"
 #include "net/conn.h"
@@ -37,7 +39,7 @@
 
 #define BUILD_BATCH 256
 
-enum { P_ADD, P_FENCE, P_BUILD, P_BULK, P_READY, P_DROP, P_FAILDROP };
+enum { P_ADD, P_FENCE, P_UQPASS, P_BUILD, P_BULK, P_READY, P_DROP, P_FAILDROP };
 
 struct ixw {
 	struct mdoor_wbatch *b; /* first, as doc_mdoor.c's (doc_ix_kind) */
@@ -50,12 +52,12 @@ struct ixw {
 	 * and the REINDEX section's choice), and their names, each ending
 	 * in a NUL (for the IXDROPs of a build that fails) */
 	struct kv_buf ids, names;
-	struct kvdoc_scan scan;
-	struct kv_buf keys, opnd;
+	struct kv_buf keys, opnd; /* keys: the ranges' section */
 	unsigned out;
 	struct mql_error berr; /* the build's failure */
-	struct doc_uq uq;      /* a unique index's reservations */
-	struct doc_bulk bulk;  /* no unique index: the pass in ranges */
+	struct doc_uqbulk uqb; /* a unique index's keys reserved */
+	struct doc_uq uq;      /* ... and those of the documents it left */
+	struct doc_bulk bulk;  /* the entries, in ranges */
 };
 
 bool doc_ix_kind(const struct mdoor_wbatch *b)
@@ -93,6 +95,7 @@ static void finish(struct ixw *w)
 		b->ix_after = n_indexes(b, NULL);
 	w->c->mwrite = NULL;
 	doc_uq_free(&w->uq);
+	doc_uqbulk_free(&w->uqb);
 	doc_bulk_free(&w->bulk);
 	kv_buf_free(&w->ids);
 	kv_buf_free(&w->names);
@@ -211,25 +214,7 @@ static void next_spec(struct ixw *w)
 		finish(w);
 		return;
 	}
-	kvdoc_scan_init(&w->scan, w->cid);
 	fence(w);
-}
-
-static int keep_key(void *arg, struct kv_slice key, struct kv_slice val,
-		    unsigned type, uint64_t exp)
-{
-	struct ixw *w = arg;
-	uint8_t n = (uint8_t)key.n;
-	int rc;
-
-	(void)exp;
-	if (type != KVD_VT_DOC || key.n > KVDOC_KEY_MAX)
-		return 0;
-	/* under a unique index: reserved first, then its REINDEX */
-	if ((rc = doc_uq_push_image(&w->uq, key, val)) != 0)
-		return rc < 0 ? -1 : 0;
-	return kv_buf_append(&w->keys, &n, 1) ||
-	       kv_buf_append(&w->keys, key.p, key.n);
 }
 
 /* The build is done: one IXREADY of every index. */
@@ -257,42 +242,78 @@ static int section(struct ixw *w)
 	return 0;
 }
 
-/* The build's next batch, or its end. */
+static void ranges(struct ixw *w);
+
+/* The documents the reservations' pass left (doc_uqbulk_later), a batch
+ * at a time through the driver, each reserving its keys and then sending
+ * its REINDEX holding them; after the last, the ranges. */
 static void build_step(struct ixw *w)
 {
 	struct kvd_io *io = doc_mdoor_io();
+	struct kv_slice dk, doc;
 
 	w->phase = P_BUILD;
 	while (!w->out) {
-		if (w->scan.done) {
-			ready(w);
+		unsigned n = 0;
+
+		if (w->uqb.lpos >= w->uqb.later.len) {
+			ranges(w);
 			return;
 		}
-		w->keys.len = 0;
 		if (section(w))
 			return;
-		/* the section first: keep_key reads a unique index's keys
-		 * with it */
 		doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
-		if (kvdoc_scan_batch(&w->scan, io->reader, BUILD_BATCH,
-				     io->now_ms, keep_key, w)) {
-			fail(w, MQL_InternalError, "reading documents failed");
-			return;
-		}
-		for (size_t p = 0; p < w->keys.len; p += 1u + w->keys.data[p])
-			if (send(
-				w, KVD_KS_DOC, KVDOC_OP_REINDEX,
-				(struct kv_slice){w->keys.data + p + 1,
-						  w->keys.data[p]},
-				(struct kv_slice){w->opnd.data, w->opnd.len})) {
-				fail(w, MQL_InternalError, "out of memory");
+		while (n++ < BUILD_BATCH && doc_uqbulk_later(&w->uqb, &dk)) {
+			int rc = kvdoc_get(io->reader, io->srv->nshards, dk.p,
+					   dk.n, io->now_ms, &doc);
+
+			if (rc == KV_NOT_FOUND) /* deleted since */
+				continue;
+			if (rc != KV_OK ||
+			    doc_uq_push_image(&w->uq, dk, doc) < 0) {
+				fail(w, MQL_InternalError,
+				     "reading documents failed");
 				return;
 			}
+		}
 		if (doc_uq_step(&w->uq) < 0) {
 			fail(w, MQL_InternalError, "out of memory");
 			return;
 		}
 	}
+}
+
+static int uqb_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
+		    struct kv_slice v, uint32_t aux)
+{
+	struct ixw *w = arg;
+
+	if (kvd_write_merge(w->c, 0, ks, id, -1, k, v, aux))
+		return -1;
+	w->out++;
+	return 0;
+}
+
+/* The reservations' pass: its next batch; once the collection is read,
+ * the documents it left.  A failure waits for what is out, then drops
+ * the indexes. */
+static void uq_pass(struct ixw *w)
+{
+	struct kvd_io *io = doc_mdoor_io();
+	int rc;
+
+	w->phase = P_UQPASS;
+	if (!w->uqb.err.code &&
+	    (rc = doc_uqbulk_step(&w->uqb, io->reader, io->now_ms)) >= 0) {
+		if (!rc)
+			build_step(w);
+		return;
+	}
+	if (w->out)
+		return;
+	if (!w->berr.code)
+		w->berr = w->uqb.err;
+	drop_all(w);
 }
 
 /* A range or a marker came back (pd NULL: none was out); once none is
@@ -327,26 +348,46 @@ static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
 	return 0;
 }
 
-/* After the fence: the pass in ranges (doc_bulk.h) when no index built
- * is unique, else document by document through the reservations. */
-static void build_start(struct ixw *w)
+/* The entries, in ranges (doc_bulk.h), under the section without its
+ * unique marks: every unique key is reserved by then. */
+static void ranges(struct ixw *w)
 {
+	w->phase = P_BULK;
+	w->keys.len = 0;
 	if (section(w))
 		return;
-	if (kvdoc_ix_has_unique((struct kv_slice){w->opnd.data, w->opnd.len})) {
-		build_step(w);
-		return;
-	}
-	w->phase = P_BULK;
 	w->bulk.send = bulk_send;
 	w->bulk.arg = w;
-	if (doc_bulk_start(&w->bulk, w->cid,
-			   (struct kv_slice){w->opnd.data, w->opnd.len},
-			   doc_mdoor_io()->srv->nshards) &&
+	if ((kvdoc_ix_without_unique(
+		 (struct kv_slice){w->opnd.data, w->opnd.len}, &w->keys) ||
+	     doc_bulk_start(&w->bulk, w->cid,
+			    (struct kv_slice){w->keys.data, w->keys.len},
+			    doc_mdoor_io()->srv->nshards)) &&
 	    !w->bulk.err.code)
 		mql_error_set(&w->bulk.err, MQL_InternalError, "out of memory");
 	if (!w->out)
 		bulk_back(w, NULL);
+}
+
+/* After the fence: a unique index's keys reserved first, then the
+ * ranges. */
+static void build_start(struct ixw *w)
+{
+	if (section(w))
+		return;
+	if (!kvdoc_ix_has_unique(
+		(struct kv_slice){w->opnd.data, w->opnd.len})) {
+		ranges(w);
+		return;
+	}
+	w->uqb.send = uqb_send;
+	w->uqb.arg = w;
+	if (doc_uqbulk_start(&w->uqb, w->cid,
+			     (struct kv_slice){w->opnd.data, w->opnd.len})) {
+		fail(w, MQL_InternalError, "out of memory");
+		return;
+	}
+	uq_pass(w);
 }
 
 struct state_arg {
@@ -512,6 +553,11 @@ void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
 	case P_FENCE:
 		if (!w->out)
 			build_start(w);
+		break;
+	case P_UQPASS:
+		doc_uqbulk_back(&w->uqb, pd);
+		if (!w->out)
+			uq_pass(w);
 		break;
 	case P_BUILD: built_one(w, pd); break;
 	case P_BULK: bulk_back(w, pd); break;

@@ -509,6 +509,26 @@ bool kvdoc_ix_has_unique(struct kv_slice sec)
 	return false;
 }
 
+int kvdoc_ix_without_unique(struct kv_slice sec, struct kv_buf *out)
+{
+	const uint8_t *p = sec.p + 4, *end = sec.p + sec.n;
+	uint32_t cnt = sec.n >= 4 ? rd32(sec.p) : 0;
+	size_t at = out->len;
+	struct sec_ix x;
+
+	if (kv_buf_append(out, sec.p, sec.n))
+		return -1;
+	for (uint32_t i = 0; i < cnt; i++) {
+		/* its flags byte, after its id */
+		size_t f = at + (size_t)(p - sec.p) + 4;
+
+		if (sec_next(&p, end, &x))
+			return -1;
+		out->data[f] &= (uint8_t)~KVDOC_IXF_UNIQUE;
+	}
+	return 0;
+}
+
 int kvdoc_mark_merge(void *ctx, struct kvd_merge *m)
 {
 	(void)ctx;

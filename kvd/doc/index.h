@@ -159,6 +159,11 @@ int kvdoc_ix_unique_keys(struct kv_slice sec, uint32_t only, const uint8_t *doc,
 			 size_t n, struct kv_buf *out, struct mql_error *e);
 /* Has section sec a unique index? */
 bool kvdoc_ix_has_unique(struct kv_slice sec);
+/* Section sec again into out with no index of it marked unique: the
+ * ranges' section of a build whose unique keys were reserved before
+ * (doc_uqbulk.h), whose REINDEX then writes entries without asking for
+ * reservations.  0, or -1 (out of memory, malformed). */
+int kvdoc_ix_without_unique(struct kv_slice sec, struct kv_buf *out);
 
 /* REINDEX's merge: operand a section; writes the current document's
  * entries (a build's step), leaving the document as it is. */

@@ -4,7 +4,9 @@ keyValue) for insert, update, replace, findAndModify and upserts, ordered
 and unordered batches, a missing field as null, sparse and partial unique
 indexes, compound keys, multikey; a build over duplicates failing and
 leaving no index; 8 writers on separate connections inserting overlapping
-keys into documents on different shards (one success per key); kill -9
+keys into documents on different shards (one success per key); a build
+under writers (exact, every key reserved) and under inserts of keys
+documents hold (each refused, or the build fails); kill -9
 under concurrent unique inserts, then an audit; a replica and a backup
 carrying the reservations.
 """
@@ -379,6 +381,111 @@ class Unique(HostCase):
             self.assertEqual(len(list(c.find({"k": k}).hint(NATURAL))), 1)
 
 
+    def audit(self, c, name):
+        """Index name over field u answers every document, and only
+        them; no two documents share a u; each u is reserved."""
+        docs = {d["_id"]: d["u"] for d in c.find().hint(NATURAL)}
+        self.assertEqual(len(set(docs.values())), len(docs))
+        via = {d["_id"]: d["u"] for d in c.find().hint(name)}
+        self.assertEqual(via, docs)
+        for i, (k, u) in enumerate(sorted(docs.items(), key=str)):
+            if i % 97 == 0:
+                self.dup(lambda: c.insert_one({"_id": "dup", "u": u}))
+        return docs
+
+    def test_build_under_writers(self):
+        """A unique build over 40,000 documents (their keys reserved in
+        bulk, then their entries in ranges) while writers insert new
+        keys, move documents to new keys and delete some: built, exact,
+        and every key reserved, so a second document with any key is
+        refused."""
+        c = self.db.bw
+        n = 40000
+        c.insert_many([{"_id": i, "u": i} for i in range(n)])
+        stop = threading.Event()
+        errs = []
+
+        def run(t):
+            cc = self.host.client("").uq.bw
+            r = random.Random(t)
+            j = 0
+            try:
+                while not stop.is_set() or j < 50:
+                    j += 1
+                    if t == 0:
+                        cc.insert_one({"_id": "n%d" % j, "u": n + j})
+                    elif t == 1:
+                        cc.update_one({"_id": r.randrange(n)},
+                                      {"$set": {"u": 2 * n + j}})
+                    else:
+                        cc.delete_one({"_id": r.randrange(n)})
+            except pymongo.errors.PyMongoError as e:
+                errs.append(e)
+            cc.database.client.close()
+        ts = [threading.Thread(target=run, args=(t,)) for t in range(3)]
+        for t in ts:
+            t.start()
+        try:
+            c.create_index("u", unique=True)
+        finally:
+            stop.set()
+            for t in ts:
+                t.join()
+        self.assertEqual(errs, [])
+        docs = self.audit(c, "u_1")
+        self.assertGreater(len([k for k in docs if isinstance(k, str)]), 50)
+
+    def test_build_under_duplicates(self):
+        """Writers insert keys that documents already hold while a unique
+        build runs: each such insert is refused (11000), or the build
+        fails (11000) over the duplicate it let in, as mongod's does;
+        never an index built over two documents with one key."""
+        c = self.db.bx
+        n = 60000
+        c.insert_many([{"_id": i, "u": i} for i in range(n)])
+        won, errs, outcome = [], [], []
+
+        def build():
+            try:
+                self.host.client("").uq.bx.create_index("u", unique=True)
+                outcome.append("built")
+            except pymongo.errors.OperationFailure as e:
+                outcome.append(e.code)
+        b = threading.Thread(target=build)
+        b.start()
+        kvdtest.wait_for(lambda: "u_1" in [i["name"] for i in
+                                           c.list_indexes()], 60,
+                         "the index listed")
+
+        def run(t):
+            cc = self.host.client("").uq.bx
+            r = random.Random(t)
+            while not outcome:
+                try:
+                    u = r.randrange(n)
+                    cc.insert_one({"_id": "x%d-%d" % (t, u), "u": u})
+                    won.append(u)
+                except DuplicateKeyError as e:
+                    if e.code != 11000:
+                        errs.append(e)
+                except pymongo.errors.PyMongoError as e:
+                    errs.append(e)
+            cc.database.client.close()
+        in_threads(run, 2)
+        b.join()
+        self.assertEqual(errs, [])
+        if outcome == ["built"]:
+            self.assertEqual(won, [])
+            self.audit(c, "u_1")
+        else:
+            self.assertEqual(outcome, [11000])
+            self.assertNotEqual(won, [])
+            self.assertEqual([i["name"] for i in c.list_indexes()],
+                             ["_id_"])
+        print("a build under duplicate inserts: %s, %d let in"
+              % (outcome[0], len(won)))
+
+
 class Durable(unittest.TestCase):
     def test_kill9_audit(self):
         """kill -9 while 4 clients insert, update and delete under a unique
@@ -454,6 +561,11 @@ class Carried(unittest.TestCase):
         c.create_index("k", unique=True)
         c.insert_many([{"_id": i, "k": i} for i in range(50)])
         c.update_one({"_id": 7}, {"$set": {"k": 1007}})
+        # a build over documents there before it: their keys reserved in
+        # bulk, their entries in ranges
+        b = cl.t.b
+        b.insert_many([{"_id": i, "k": i} for i in range(3000)])
+        b.create_index("k", unique=True)
 
     def check(self, cl):
         c = cl.t.u
@@ -461,6 +573,12 @@ class Carried(unittest.TestCase):
             self.assertRaises(DuplicateKeyError, c.insert_one,
                               {"_id": "x%d" % k, "k": k})
         c.insert_one({"_id": "x7", "k": 7})  # let go by the update
+        b = cl.t.b
+        for k in (0, 1500, 2999):
+            self.assertRaises(DuplicateKeyError, b.insert_one,
+                              {"_id": "x%d" % k, "k": k})
+        self.assertEqual([d["_id"] for d in
+                          b.find({"k": 1234}).hint([("k", 1)])], [1234])
 
     def test_replica(self):
         p = KvdHost(password=None)
