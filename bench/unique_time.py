@@ -8,7 +8,8 @@ times each), so that two builds of kvd are compared on one machine at one
 time (issue 35, "Unique builds take reservations one document at a
 time").
 
-    bench/unique_time.py [-n 100000] [--rounds 2] [--pg PGBIN] KVD [KVD...]
+    bench/unique_time.py [-n 100000] [--rounds 2] [--pg PGBIN]
+                         [--build-only] KVD [KVD...]
 
 Each run starts a fresh kvd (--threads 2 --durability sync, as
 bench/peer_servers.sh does) on a temporary data directory; the documents
@@ -22,7 +23,9 @@ key, doc jsonb) with an expression index on (doc->>'s'), UNIQUE or not,
 the documents inserted by psql as one multi-row INSERT of 1000 rows per
 statement (each its own transaction, as an insert_many batch is one
 command), and CREATE [UNIQUE] INDEX over N rows; the kvd / PostgreSQL
-ratios end the output.  A benchmark, not a test.
+ratios end the output.  --build-only times the builds alone (the
+collection loaded unordered, then createIndexes or CREATE INDEX).  A
+benchmark, not a test.
 """
 
 import argparse
@@ -54,15 +57,19 @@ def check(c, n):
     assert got == n and c.estimated_document_count() == n, got
 
 
-def one(kvd, n, unique):
+def inserts(build_only):
+    return () if build_only else (("insert ordered", True),
+                                  ("insert unordered", False))
+
+
+def one(kvd, n, unique, build_only):
     """{case: seconds} of one fresh kvd."""
     d, p, cl = start_kvd(kvd, "uqtime-")
     out = {}
     try:
         cl.admin.command("ping")
         db = cl.kvbench
-        for case, ordered in (("insert ordered", True),
-                              ("insert unordered", False)):
+        for case, ordered in inserts(build_only):
             c = db["i" + str(ordered)]
             c.create_index("s", unique=unique)
             out[case] = load(c, n, ordered)
@@ -99,7 +106,7 @@ def pg_batches(n, path):
             f.write("INSERT INTO t VALUES %s;\n" % ",".join(rows))
 
 
-def one_pg(pgbin, n, unique):
+def one_pg(pgbin, n, unique, build_only):
     """{case: seconds} of one fresh PostgreSQL cluster."""
     d = tempfile.mkdtemp(prefix="uqtime-pg-")
     os.chmod(d, 0o755)
@@ -120,7 +127,7 @@ def one_pg(pgbin, n, unique):
     out = {}
     try:
         # ordered and unordered are one case to PostgreSQL: both timed
-        for case in ("insert ordered", "insert unordered"):
+        for case, _ in inserts(build_only):
             subprocess.run(psql + ["-c", "DROP TABLE IF EXISTS t; CREATE "
                                    "TABLE t (id text PRIMARY KEY, doc jsonb);"
                                    " CREATE %sINDEX ON t ((doc->>'s'))" % uq],
@@ -129,7 +136,7 @@ def one_pg(pgbin, n, unique):
             subprocess.run(psql + ["-f", sql], check=True,
                            stdout=subprocess.DEVNULL)
             out[case] = time.monotonic() - t0
-        subprocess.run(psql + ["-c", "DROP TABLE t; CREATE TABLE t (id text "
+        subprocess.run(psql + ["-c", "DROP TABLE IF EXISTS t; CREATE TABLE t (id text "
                                "PRIMARY KEY, doc jsonb)"], check=True,
                        stdout=subprocess.DEVNULL)
         subprocess.run(psql + ["-f", sql], check=True,
@@ -153,6 +160,7 @@ def main():
     ap.add_argument("-n", type=int, default=100000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--pg", help="PostgreSQL's bin directory")
+    ap.add_argument("--build-only", action="store_true")
     ap.add_argument("kvd", nargs="+")
     a = ap.parse_args()
     got = {}
@@ -160,8 +168,9 @@ def main():
     for r in range(a.rounds):
         for k in who:
             for unique in (True, False):
-                o = (one_pg(a.pg, a.n, unique) if k == "postgresql"
-                     else one(k, a.n, unique))
+                o = (one_pg(a.pg, a.n, unique, a.build_only)
+                     if k == "postgresql"
+                     else one(k, a.n, unique, a.build_only))
                 for case, t in o.items():
                     got.setdefault((k, unique, case), []).append(t)
                 print("round %d %s %s: %s" % (
@@ -169,13 +178,14 @@ def main():
                     ", ".join("%s %.2f s" % x for x in o.items())),
                     flush=True)
     med = {key: statistics.median(v) for key, v in got.items()}
+    cases = CASES[2:] if a.build_only else CASES
     for k in who:
-        for case in CASES:
+        for case in cases:
             u, p = med[(k, True, case)], med[(k, False, case)]
             print("median %s %s of %d: unique %.2f s, plain %.2f s "
                   "(%.1fx)" % (k, case, a.n, u, p, u / p))
     for k in a.kvd if a.pg else ():
-        for case in CASES:
+        for case in cases:
             print("%s / postgresql, %s, unique: %.2fx the rate" % (
                 k, case, med[("postgresql", True, case)] /
                 med[(k, True, case)]))

@@ -422,7 +422,8 @@ int kvdoc_scan_batch(struct kvdoc_scan *s, struct kvd_reader *r, unsigned max,
 			      .start = {s->next, s->nlen},
 			      .end = {s->end, s->elen},
 			      .limit = max,
-			      .max_bytes = SIZE_MAX,
+			      .max_bytes =
+				  s->max_bytes ? s->max_bytes : SIZE_MAX,
 			      .ks = KVD_KS_DOC};
 	struct kv_slice next;
 	int rc;

@@ -195,6 +195,9 @@ struct kvdoc_scan {
 	size_t nlen;
 	uint8_t end[KVDOC_KEY_MAX]; /* stop before it (elen 0: no bound) */
 	size_t elen;
+	/* a batch ends once it gave this many bytes of documents (0: no
+	 * bound but max) */
+	size_t max_bytes;
 	int done;
 };
 void kvdoc_scan_init(struct kvdoc_scan *s, uint32_t coll);

@@ -30,14 +30,22 @@
 #include "unique.h"
 
 /* Documents read per batch: their RESERVEs are out together (one or a
- * few each), enough to fill the committers' batches of both shards. */
-#define BATCH 1024
+ * few each), enough to fill the committers' batches of both shards.  A
+ * batch ends at BYTES_MAX of documents (their keys take no more), and
+ * one whose documents had many keys (arrays under a multikey index)
+ * makes the next one smaller, so that about KEYS_MAX RESERVEs are out at
+ * once whatever the documents hold. */
+#define BATCH 4096
+#define KEYS_MAX 8192
+#define BYTES_MAX (8u << 20)
 
 int doc_uqbulk_start(struct doc_uqbulk *u, uint32_t coll, struct kv_slice sec)
 {
 	kvdoc_scan_init(&u->scan, coll);
+	u->scan.max_bytes = BYTES_MAX;
 	u->sec.len = u->later.len = u->lpos = 0;
 	u->out = u->ndocs = 0;
+	u->nmax = BATCH;
 	/* a token no write holds: begun and ended at once */
 	if (!(u->token = kvdoc_uq_begin()))
 		return -1;
@@ -123,6 +131,14 @@ static void batch_done(struct doc_uqbulk *u)
 	u->batch.len = 0;
 }
 
+/* The next batch's size from this one's keys and bytes. */
+static void next_size(struct doc_uqbulk *u)
+{
+	uint64_t n = u->ndocs ? u->ndocs : 1, m = n * KEYS_MAX / (u->out + 1);
+
+	u->nmax = m < 1 ? 1 : m > BATCH ? BATCH : (unsigned)m;
+}
+
 int doc_uqbulk_step(struct doc_uqbulk *u, struct kvd_reader *rd, uint64_t now)
 {
 	while (!u->err.code && !u->scan.done) {
@@ -131,7 +147,7 @@ int doc_uqbulk_step(struct doc_uqbulk *u, struct kvd_reader *rd, uint64_t now)
 
 		u->batch.len = 0;
 		u->ndocs = 0;
-		if (kvdoc_scan_batch(&u->scan, rd, BATCH, now, keep, u) !=
+		if (kvdoc_scan_batch(&u->scan, rd, u->nmax, now, keep, u) !=
 			KV_OK ||
 		    u->batch.err) {
 			if (!u->err.code)
@@ -150,6 +166,7 @@ int doc_uqbulk_step(struct doc_uqbulk *u, struct kvd_reader *rd, uint64_t now)
 			memcpy(&ln, p + 1 + p[0], 4);
 			p += 5u + p[0] + ln;
 		}
+		next_size(u);
 		if (u->out)
 			return u->err.code ? -1 : 1;
 		batch_done(u); /* no unique key in the batch */

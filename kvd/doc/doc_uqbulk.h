@@ -32,8 +32,8 @@ struct doc_uqbulk {
 	struct kvdoc_scan scan;
 	uint64_t token; /* ended: never alive (unique.h) */
 	struct kv_buf sec;
-	struct kv_buf batch; /* [u8 len][doc key][u32 n][key list]... */
-	unsigned ndocs, out;
+	struct kv_buf batch;	   /* [u8 len][doc key][u32 n][key list]... */
+	unsigned ndocs, out, nmax; /* nmax: documents the next batch reads */
 	uint8_t *miss; /* a document of the batch not granted every key */
 	/* documents for the driver: [u8 len][document key]..., and how far
 	 * doc_uqbulk_later has handed them out */
