@@ -8,13 +8,13 @@
  * added in one pass over the collection, whose operand names every index
  * being built.  The pass is ranges of bulk merges (doc_bulk.h): each
  * shard's checkpointer reads up to 262,144 documents from LMDB at once
- * and puts their entries there sorted.  With a unique index among them,
- * every document's unique keys are reserved first (doc_uqbulk.h: the
- * collection read in batches, their RESERVEs out together), and the few
- * documents whose key another holds go through the reservations' driver
- * (doc_uq.h) in batches of BUILD_BATCH, each with one REINDEX on its own
- * committer holding its keys; the ranges then write every entry without
- * asking for reservations again.  Once the pass is
+ * and puts their entries there sorted, under a section without unique
+ * marks.  With a unique index among them, every document's unique keys
+ * are reserved beside the ranges (doc_uqbulk.h: the collection read in
+ * batches, their RESERVEs out together), and the few documents whose key
+ * another holds go through the reservations' driver (doc_uq.h) in
+ * batches of BUILD_BATCH, each with one REINDEX on its own committer
+ * holding its keys.  Once the ranges and the reservations are
  * done, one IXREADY turns them all READY, and only then the planner may
  * use them.  All or none, as mongod: a spec refused, a document one of
  * them cannot take or a duplicate key of a unique one drops every index
@@ -39,7 +39,12 @@
 
 #define BUILD_BATCH 256
 
-enum { P_ADD, P_FENCE, P_UQPASS, P_BUILD, P_BULK, P_READY, P_DROP, P_FAILDROP };
+enum { P_ADD, P_FENCE, P_WORK, P_READY, P_DROP, P_FAILDROP };
+
+/* A unique index's pass, beside the ranges: reading the collection
+ * (doc_uqbulk_step), then the documents it left (the driver), then
+ * done. */
+enum { PASS_DONE, PASS_READ, PASS_LATER };
 
 struct ixw {
 	struct mdoor_wbatch *b; /* first, as doc_mdoor.c's (doc_ix_kind) */
@@ -54,6 +59,7 @@ struct ixw {
 	struct kv_buf ids, names;
 	struct kv_buf keys, opnd; /* keys: the ranges' section */
 	unsigned out;
+	int pass;	       /* PASS_* */
 	struct mql_error berr; /* the build's failure */
 	struct doc_uqbulk uqb; /* a unique index's keys reserved */
 	struct doc_uq uq;      /* ... and those of the documents it left */
@@ -242,45 +248,105 @@ static int section(struct ixw *w)
 	return 0;
 }
 
-static void ranges(struct ixw *w);
+static bool failed(const struct ixw *w)
+{
+	return w->berr.code || w->uqb.err.code || w->bulk.err.code;
+}
 
-/* The documents the reservations' pass left (doc_uqbulk_later), a batch
- * at a time through the driver, each reserving its keys and then sending
- * its REINDEX holding them; after the last, the ranges. */
-static void build_step(struct ixw *w)
+static void set_err(struct ixw *w, const char *msg)
+{
+	if (!w->berr.code)
+		mql_error_set(&w->berr, MQL_InternalError, "%s", msg);
+}
+
+/* The section naming every index built into w->opnd, the driver's
+ * statement: 0, or -1 with w->berr (merges may be out: no fail). */
+static int section_now(struct ixw *w)
+{
+	const struct kvdoc_catalog *c = doc_mdoor_catalog();
+
+	w->opnd.len = 0;
+	if (!c || kvdoc_ix_section_of(
+		      c, w->cid, (struct kv_slice){w->ids.data, w->ids.len},
+		      &w->opnd)) {
+		set_err(w, "reading documents failed");
+		return -1;
+	}
+	doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
+	return 0;
+}
+
+/* The documents the pass left (doc_uqbulk_later), a batch at a time
+ * through the driver whenever it is idle, each reserving its keys and
+ * then sending its REINDEX holding them: 1 while some are left or under
+ * way, 0 once all are done, -1 failed (w->berr). */
+static int later_step(struct ixw *w)
 {
 	struct kvd_io *io = doc_mdoor_io();
 	struct kv_slice dk, doc;
+	int rc;
 
-	w->phase = P_BUILD;
-	while (!w->out) {
+	while (!(rc = doc_uq_step(&w->uq))) {
 		unsigned n = 0;
 
-		if (w->uqb.lpos >= w->uqb.later.len) {
-			ranges(w);
-			return;
-		}
-		if (section(w))
-			return;
-		doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
+		if (w->uqb.lpos >= w->uqb.later.len)
+			return 0;
+		if (section_now(w))
+			return -1;
 		while (n++ < BUILD_BATCH && doc_uqbulk_later(&w->uqb, &dk)) {
-			int rc = kvdoc_get(io->reader, io->srv->nshards, dk.p,
-					   dk.n, io->now_ms, &doc);
-
+			rc = kvdoc_get(io->reader, io->srv->nshards, dk.p, dk.n,
+				       io->now_ms, &doc);
 			if (rc == KV_NOT_FOUND) /* deleted since */
 				continue;
 			if (rc != KV_OK ||
 			    doc_uq_push_image(&w->uq, dk, doc) < 0) {
-				fail(w, MQL_InternalError,
-				     "reading documents failed");
-				return;
+				set_err(w, "reading documents failed");
+				return -1;
 			}
 		}
-		if (doc_uq_step(&w->uq) < 0) {
-			fail(w, MQL_InternalError, "out of memory");
-			return;
-		}
 	}
+	if (rc < 0)
+		set_err(w, "out of memory");
+	return rc;
+}
+
+/* The pass's next step: its next batch once the last is back, then the
+ * documents it left. */
+static void pass_step(struct ixw *w)
+{
+	struct kvd_io *io = doc_mdoor_io();
+
+	if (w->pass == PASS_READ && !w->uqb.out &&
+	    !doc_uqbulk_step(&w->uqb, io->reader, io->now_ms))
+		w->pass = PASS_LATER;
+	if (w->pass == PASS_LATER && !failed(w) && !later_step(w))
+		w->pass = PASS_DONE;
+}
+
+/* Go on: the pass and the ranges run side by side (the index is not
+ * used before IXREADY, so its entries may come before its keys are
+ * reserved: docs/architecture.md, "Unique indexes", *Builds*); once both
+ * are done, IXREADY; once one failed and nothing is out, the drops of
+ * every index of the command. */
+static void work(struct ixw *w)
+{
+	if (!failed(w) && w->pass != PASS_DONE)
+		pass_step(w);
+	if (failed(w)) {
+		struct mql_error e = w->berr.code      ? w->berr
+				     : w->uqb.err.code ? w->uqb.err
+						       : w->bulk.err;
+
+		if (!w->bulk.err.code) /* no range after the ones out */
+			w->bulk.err = e;
+		if (w->out)
+			return;
+		w->berr = e;
+		drop_all(w);
+		return;
+	}
+	if (w->pass == PASS_DONE && !w->bulk.left && !w->out)
+		ready(w);
 }
 
 static int uqb_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
@@ -292,45 +358,6 @@ static int uqb_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
 		return -1;
 	w->out++;
 	return 0;
-}
-
-/* The reservations' pass: its next batch; once the collection is read,
- * the documents it left.  A failure waits for what is out, then drops
- * the indexes. */
-static void uq_pass(struct ixw *w)
-{
-	struct kvd_io *io = doc_mdoor_io();
-	int rc;
-
-	w->phase = P_UQPASS;
-	if (!w->uqb.err.code &&
-	    (rc = doc_uqbulk_step(&w->uqb, io->reader, io->now_ms)) >= 0) {
-		if (!rc)
-			build_step(w);
-		return;
-	}
-	if (w->out)
-		return;
-	if (!w->berr.code)
-		w->berr = w->uqb.err;
-	drop_all(w);
-}
-
-/* A range or a marker came back (pd NULL: none was out); once none is
- * out, IXREADY, or the drops of a build that failed. */
-static void bulk_back(struct ixw *w, const struct kvd_pend *pd)
-{
-	if (pd)
-		doc_bulk_back(&w->bulk, pd);
-	if (w->out)
-		return;
-	if (!w->bulk.err.code && !w->bulk.left) {
-		ready(w);
-		return;
-	}
-	if (!w->berr.code)
-		w->berr = w->bulk.err;
-	drop_all(w);
 }
 
 static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
@@ -348,46 +375,36 @@ static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
 	return 0;
 }
 
-/* The entries, in ranges (doc_bulk.h), under the section without its
- * unique marks: every unique key is reserved by then. */
-static void ranges(struct ixw *w)
-{
-	w->phase = P_BULK;
-	w->keys.len = 0;
-	if (section(w))
-		return;
-	w->bulk.send = bulk_send;
-	w->bulk.arg = w;
-	if ((kvdoc_ix_without_unique(
-		 (struct kv_slice){w->opnd.data, w->opnd.len}, &w->keys) ||
-	     doc_bulk_start(&w->bulk, w->cid,
-			    (struct kv_slice){w->keys.data, w->keys.len},
-			    doc_mdoor_io()->srv->nshards)) &&
-	    !w->bulk.err.code)
-		mql_error_set(&w->bulk.err, MQL_InternalError, "out of memory");
-	if (!w->out)
-		bulk_back(w, NULL);
-}
-
-/* After the fence: a unique index's keys reserved first, then the
- * ranges. */
+/* After the fence: the entries in ranges (doc_bulk.h), under the section
+ * without its unique marks, and beside them a unique index's keys
+ * reserved by the pass (doc_uqbulk.h), which finds its duplicates. */
 static void build_start(struct ixw *w)
 {
+	struct kv_slice sec;
+	bool uq;
+
 	if (section(w))
 		return;
-	if (!kvdoc_ix_has_unique(
-		(struct kv_slice){w->opnd.data, w->opnd.len})) {
-		ranges(w);
-		return;
-	}
+	sec = (struct kv_slice){w->opnd.data, w->opnd.len};
+	uq = kvdoc_ix_has_unique(sec);
+	w->phase = P_WORK;
+	w->bulk.send = bulk_send;
+	w->bulk.arg = w;
 	w->uqb.send = uqb_send;
 	w->uqb.arg = w;
-	if (doc_uqbulk_start(&w->uqb, w->cid,
-			     (struct kv_slice){w->opnd.data, w->opnd.len})) {
+	w->keys.len = 0;
+	if (kvdoc_ix_without_unique(sec, &w->keys) ||
+	    (uq && doc_uqbulk_start(&w->uqb, w->cid, sec))) {
 		fail(w, MQL_InternalError, "out of memory");
 		return;
 	}
-	uq_pass(w);
+	w->pass = uq ? PASS_READ : PASS_DONE;
+	if (doc_bulk_start(&w->bulk, w->cid,
+			   (struct kv_slice){w->keys.data, w->keys.len},
+			   doc_mdoor_io()->srv->nshards) &&
+	    !w->bulk.err.code)
+		mql_error_set(&w->bulk.err, MQL_InternalError, "out of memory");
+	work(w);
 }
 
 struct state_arg {
@@ -505,24 +522,20 @@ static void uq_fail(void *ctx, size_t tag, const struct mql_error *e,
 		w->berr = *e;
 }
 
-static void built_one(struct ixw *w, const struct kvd_pend *pd)
+/* A result of the build's work: a range's or a marker's, the pass's, or
+ * the driver's (its RESERVEs and RELEASEs, and the REINDEX of a document
+ * the pass left). */
+static void work_back(struct ixw *w, const struct kvd_pend *pd)
 {
-	/* a unique index's documents ask for their reservations first */
-	if (pd->aux)
+	if (pd->aux & DOC_BULK_AUX)
+		doc_bulk_back(&w->bulk, pd);
+	else if (pd->aux & DOC_UQBULK_AUX)
+		doc_uqbulk_back(&w->uqb, pd);
+	else if (pd->aux)
 		doc_uq_result(&w->uq, pd);
 	else if (!doc_uq_back(&w->uq, pd))
 		reindexed(w, pd);
-	if (w->out)
-		return;
-	doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
-	if (doc_uq_step(&w->uq) < 0 && !w->berr.code)
-		mql_error_set(&w->berr, MQL_InternalError, "out of memory");
-	if (w->out)
-		return;
-	if (!w->berr.code)
-		build_step(w);
-	else /* MongoDB drops the indexes of a build that failed */
-		drop_all(w);
+	work(w);
 }
 
 static void readied(struct ixw *w, const struct kvd_pend *pd)
@@ -554,13 +567,7 @@ void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
 		if (!w->out)
 			build_start(w);
 		break;
-	case P_UQPASS:
-		doc_uqbulk_back(&w->uqb, pd);
-		if (!w->out)
-			uq_pass(w);
-		break;
-	case P_BUILD: built_one(w, pd); break;
-	case P_BULK: bulk_back(w, pd); break;
+	case P_WORK: work_back(w, pd); break;
 	case P_READY: readied(w, pd); break;
 	case P_FAILDROP:
 		if (!w->out) {
