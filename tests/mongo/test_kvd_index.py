@@ -391,6 +391,10 @@ class OnePass(RangesHost):
                 ([pymongo.IndexModel([("a", 1)]),
                   pymongo.IndexModel([("e", 1)], name="other")], 85),
                 ([pymongo.IndexModel([("a", 1)]),
+                  pymongo.IndexModel([("e", 1), ("e2", 1)])], 171),
+                # the ranges fail while a unique index's keys are
+                # reserved beside them
+                ([pymongo.IndexModel([("a", 1)], unique=True),
                   pymongo.IndexModel([("e", 1), ("e2", 1)])], 171)):
             c.update_one({"_id": 0}, {"$set": {"e2": [3, 4]}})
             with self.assertRaises(pymongo.errors.OperationFailure) as e:
