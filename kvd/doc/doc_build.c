@@ -5,11 +5,10 @@
  * An index left BUILDING in the catalog was kept by every write since it
  * was added (writes keep building indexes), and after a restart every io
  * thread's copy of the catalog has it, so a pass over the collection as
- * createIndexes makes it builds it whole: a unique index's keys reserved
- * first (doc_uqbulk.h, and the documents it leaves through the same
- * driver as the door's, doc_uq.h, with this thread's merges and reads),
- * then the entries in ranges of bulk merges (doc_bulk.h); an entry or a
- * reservation written again is the same.  IXREADY then lets the planner
+ * createIndexes makes it builds it whole (doc_ixwork.h, with this
+ * thread's requests and reads): the entries in ranges of bulk merges and,
+ * beside them, a unique index's keys reserved; an entry or a reservation
+ * written again is the same.  IXREADY then lets the planner
  * use it.  The indexes of one collection left building (one createIndexes
  * of several, cut) are built together, as createIndexes builds them: one
  * pass naming them all, one IXREADY.  A build that fails (a
@@ -22,15 +21,11 @@
 
 #include "clock.h"
 #include "doc_bg.h"
-#include "doc_bulk.h"
-#include "doc_uq.h"
-#include "doc_uqbulk.h"
+#include "doc_ixwork.h"
 #include "index.h"
 #include "kv_status.h"
 #include "kvd.h"
 #include "log.h"
-
-#define BATCH 256
 
 /* The indexes of one collection left building, built in one pass. */
 struct build {
@@ -41,9 +36,7 @@ struct build {
 	 * names, each ending in a NUL, and as one line for the log */
 	struct kv_buf ids, names;
 	char line[512];
-	struct kv_buf opnd, plain; /* the section, and the ranges' */
-	struct doc_uqbulk uqb;
-	struct doc_uq uq;
+	struct doc_ixwork work;
 	struct mql_error err;
 	int status; /* a catalog merge's */
 };
@@ -55,123 +48,12 @@ static void fail_msg(struct build *b, int code, const char *msg, size_t n)
 			      msg);
 }
 
-static void reindexed(void *arg, const struct kvd_pend *pd)
-{
-	struct build *b = arg;
-
-	if (pd->status != KV_OK)
-		fail_msg(b, MQL_InternalError, "a REINDEX failed", 16);
-	else if (pd->result < 0)
-		fail_msg(b, (int)-pd->result,
-			 pd->val ? (const char *)pd->val : "", pd->vlen);
-}
-
-static void uq_back(void *arg, size_t tag, const struct kvd_pend *pd)
-{
-	(void)tag;
-	reindexed(arg, pd);
-}
-
-static void uq_fail(void *arg, size_t tag, const struct mql_error *e,
-		    const bson_t *info)
-{
-	struct build *b = arg;
-
-	(void)tag, (void)info;
-	if (!b->err.code)
-		b->err = *e;
-}
-
-static int uq_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
-		   struct kv_slice v, uint32_t tag)
-{
-	struct build *b = arg;
-
-	return doc_bg_merge(b->g, ks, id, -1, k, v, tag);
-}
-
-/* A merge of the build came back: the driver's, or a REINDEX. */
-static void back(void *arg, const struct kvd_pend *pd)
-{
-	struct build *b = arg;
-
-	if (pd->aux)
-		doc_uq_result(&b->uq, pd);
-	else if (!doc_uq_back(&b->uq, pd))
-		reindexed(b, pd);
-}
-
 static void catalog_back(void *arg, const struct kvd_pend *pd)
 {
 	((struct build *)arg)->status = pd->status;
 }
 
-static int uqb_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
-		    struct kv_slice v, uint32_t aux)
-{
-	return doc_bg_merge(((struct build *)arg)->g, ks, id, -1, k, v, aux);
-}
-
-static void uqb_back(void *arg, const struct kvd_pend *pd)
-{
-	doc_uqbulk_back(&((struct build *)arg)->uqb, pd);
-}
-
-/* The documents the pass left, a batch at a time through the driver. */
-static void later_all(struct build *b)
-{
-	struct doc_bg *g = b->g;
-	struct kv_slice dk, doc;
-	int rc = 0;
-
-	while (!b->err.code && !g->stop && b->uqb.lpos < b->uqb.later.len) {
-		for (unsigned n = 0;
-		     n < BATCH && doc_uqbulk_later(&b->uqb, &dk); n++) {
-			rc = kvdoc_get(g->rd, g->srv->nshards, dk.p, dk.n,
-				       kvd_now_ms(), &doc);
-			if (rc == KV_NOT_FOUND) /* deleted since */
-				continue;
-			if (rc != KV_OK ||
-			    doc_uq_push_image(&b->uq, dk, doc) < 0)
-				fail_msg(b, MQL_InternalError, "reading failed",
-					 14);
-		}
-		while (!g->stop && (rc = doc_uq_step(&b->uq)) > 0)
-			doc_bg_wait(g, back, b);
-		if (rc < 0)
-			fail_msg(b, MQL_InternalError, "no memory", 9);
-	}
-}
-
-/* A unique index's keys, reserved before the ranges (doc_uqbulk.h): 0,
- * or -1 (b->err). */
-static int reserve_all(struct build *b)
-{
-	struct doc_bg *g = b->g;
-	int rc;
-
-	b->uqb.send = uqb_send;
-	b->uqb.arg = b;
-	if (doc_uqbulk_start(&b->uqb, b->coll,
-			     (struct kv_slice){b->opnd.data, b->opnd.len})) {
-		fail_msg(b, MQL_InternalError, "no memory", 9);
-		return -1;
-	}
-	while (!g->stop &&
-	       (rc = doc_uqbulk_step(&b->uqb, g->rd, kvd_now_ms())) != 0) {
-		doc_bg_wait(g, uqb_back, b);
-		if (rc < 0)
-			break;
-	}
-	doc_bg_wait(g, uqb_back, b);
-	if (b->uqb.err.code && !b->err.code)
-		b->err = b->uqb.err;
-	if (!b->err.code)
-		later_all(b);
-	return b->err.code || g->stop ? -1 : 0;
-}
-
-static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
+static int work_send(void *arg, int kind, unsigned ks, unsigned id, int shard,
 		     struct kv_slice k, struct kv_slice v, int64_t max,
 		     uint32_t aux)
 {
@@ -179,36 +61,44 @@ static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
 
 	if (g->stop) /* the pass ends there: built again at the next start */
 		return -1;
-	return kind == KVD_W_BULK ? doc_bg_bulk(g, ks, id, s, k, v, max, aux)
-				  : doc_bg_merge(g, ks, id, (int)s, k, v, aux);
+	return kind == KVD_W_BULK
+		   ? doc_bg_bulk(g, ks, id, (unsigned)shard, k, v, max, aux)
+		   : doc_bg_merge(g, ks, id, shard, k, v, aux);
 }
 
-static void bulk_back(void *arg, const struct kvd_pend *pd)
+static const struct kvdoc_catalog *bg_catalog(void *arg)
 {
-	doc_bulk_back(arg, pd);
+	return &((struct build *)arg)->g->cat;
 }
 
-/* The entries, in ranges (doc_bulk.h), as the door's createIndexes makes
- * them: under the section without its unique marks, since every unique
- * key was reserved before.  0, or -1 (b->err). */
-static int bulk_all(struct build *b)
+static void work_back(void *arg, const struct kvd_pend *pd)
 {
-	struct doc_bulk k = {.send = bulk_send, .arg = b};
+	doc_ixwork_back(arg, pd);
+}
 
-	if ((kvdoc_ix_without_unique(
-		 (struct kv_slice){b->opnd.data, b->opnd.len}, &b->plain) ||
-	     doc_bulk_start(&k, b->coll,
-			    (struct kv_slice){b->plain.data, b->plain.len},
-			    b->g->srv->nshards)) &&
-	    !k.err.code)
-		mql_error_set(&k.err, MQL_InternalError, "out of memory");
-	doc_bg_wait(b->g, bulk_back, &k);
-	if (k.err.code)
-		b->err = k.err;
-	else if (k.left)
-		fail_msg(b, MQL_InternalError, "stopped", 7);
-	doc_bulk_free(&k);
-	return b->err.code || b->g->stop ? -1 : 0;
+/* The pass (doc_ixwork.h), every request of it waited for: 0, or -1
+ * (b->err). */
+static int build_all(struct build *b)
+{
+	struct doc_bg *g = b->g;
+	struct doc_ixwork *x = &b->work;
+
+	x->send = work_send;
+	x->cat = bg_catalog;
+	x->arg = b;
+	x->rd = g->rd;
+	doc_ixwork_start(
+	    x,
+	    &(struct doc_uq_host){
+		.db = b->db, .coll = b->cname, .rd = g->rd, .cat = &g->cat},
+	    b->coll, (struct kv_slice){b->ids.data, b->ids.len},
+	    g->srv->nshards);
+	doc_bg_wait(g, work_back, x);
+	if (doc_ixwork_done(x))
+		return 0;
+	if (!b->err.code)
+		b->err = x->err;
+	return -1;
 }
 
 /* A catalog change of the index: its status. */
@@ -263,27 +153,10 @@ static void ready(struct build *b)
 static void build_coll(struct build *b)
 {
 	struct doc_bg *g = b->g;
-	struct doc_uq_host h = {.ctx = b,
-				.doc_back = uq_back,
-				.fail = uq_fail,
-				.db = b->db,
-				.coll = b->cname,
-				.send = uq_send,
-				.rd = g->rd,
-				.cat = &g->cat,
-				.nshards = g->srv->nshards};
 
-	doc_uq_init(&b->uq, &h);
-	doc_uq_stmt(&b->uq, b->coll, KVDOC_OP_REINDEX, &b->opnd);
-	if (b->ids.err || b->names.err ||
-	    kvdoc_ix_section_of(&g->cat, b->coll,
-				(struct kv_slice){b->ids.data, b->ids.len},
-				&b->opnd))
+	if (b->ids.err || b->names.err)
 		fail_msg(b, MQL_InternalError, "no memory", 9);
-	else if (!(kvdoc_ix_has_unique(
-		       (struct kv_slice){b->opnd.data, b->opnd.len}) &&
-		   reserve_all(b)) &&
-		 !bulk_all(b))
+	else if (!build_all(b) && !g->stop)
 		ready(b);
 	if (b->err.code && !g->stop) {
 		drop_all(b);
@@ -291,8 +164,7 @@ static void build_coll(struct build *b)
 			 "failed again (%d: %s); dropped",
 			 b->line, b->db, b->cname, b->err.code, b->err.msg);
 	}
-	doc_uq_free(&b->uq);
-	doc_uqbulk_free(&b->uqb);
+	doc_ixwork_free(&b->work);
 }
 
 /* ---- the indexes left building ---- */
@@ -386,8 +258,6 @@ void doc_build_resume(struct doc_bg *g)
 			build_coll(&b);
 		kv_buf_free(&b.ids);
 		kv_buf_free(&b.names);
-		kv_buf_free(&b.opnd);
-		kv_buf_free(&b.plain);
 	}
 	kvd_reader_reset(g->rd);
 	free(l.v);

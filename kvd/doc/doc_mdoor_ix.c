@@ -6,17 +6,14 @@
  * MongoDB's 85 and 86), in state BUILDING, so that from then on every
  * write of the collection keeps its entries; then builds all those it
  * added in one pass over the collection, whose operand names every index
- * being built.  The pass is ranges of bulk merges (doc_bulk.h): each
- * shard's checkpointer reads up to 262,144 documents from LMDB at once
- * and puts their entries there sorted, under a section without unique
- * marks.  With a unique index among them, every document's unique keys
- * are reserved beside the ranges (doc_uqbulk.h: the collection read in
- * batches, their RESERVEs out together), and the few documents whose key
- * another holds go through the reservations' driver (doc_uq.h) in
- * batches of BUILD_BATCH, each with one REINDEX on its own committer
- * holding its keys.  Once the ranges and the reservations are
- * done, one IXREADY turns them all READY, and only then the planner may
- * use them.  All or none, as mongod: a spec refused, a document one of
+ * being built (doc_ixwork.h): ranges of bulk merges (doc_bulk.h), each
+ * shard's checkpointer reading up to 262,144 documents from LMDB at once
+ * and putting their entries there sorted, and beside them, with a unique
+ * index among them, every document's unique keys reserved in bulk
+ * (doc_uqbulk.h), the few whose key another write holds through the
+ * reservations' driver (doc_uq.h).  Once the ranges and the reservations
+ * are done, one IXREADY turns them all READY, and only then the planner
+ * may use them.  All or none, as mongod: a spec refused, a document one of
  * them cannot take or a duplicate key of a unique one drops every index
  * the command added, and the command answers that error.  It answers when
  * the build is done, as MongoDB's does; reads and writes of other
@@ -27,24 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "doc_bulk.h"
 #include "doc_ix.h"
-#include "doc_uq.h"
-#include "doc_uqbulk.h"
+#include "doc_ixwork.h"
 #include "index.h"
 #include "kv_status.h"
 #include "net/conn.h"
 #include "net/loop.h"
 #include "net/write.h"
 
-#define BUILD_BATCH 256
-
 enum { P_ADD, P_FENCE, P_WORK, P_READY, P_DROP, P_FAILDROP };
-
-/* A unique index's pass, beside the ranges: reading the collection
- * (doc_uqbulk_step), then the documents it left (the driver), then
- * done. */
-enum { PASS_DONE, PASS_READ, PASS_LATER };
 
 struct ixw {
 	struct mdoor_wbatch *b; /* first, as doc_mdoor.c's (doc_ix_kind) */
@@ -57,13 +45,10 @@ struct ixw {
 	 * and the REINDEX section's choice), and their names, each ending
 	 * in a NUL (for the IXDROPs of a build that fails) */
 	struct kv_buf ids, names;
-	struct kv_buf keys, opnd; /* keys: the ranges' section */
+	struct kv_buf opnd; /* a catalog change's */
 	unsigned out;
-	int pass;	       /* PASS_* */
-	struct mql_error berr; /* the build's failure */
-	struct doc_uqbulk uqb; /* a unique index's keys reserved */
-	struct doc_uq uq;      /* ... and those of the documents it left */
-	struct doc_bulk bulk;  /* the entries, in ranges */
+	struct mql_error berr;	/* the build's failure */
+	struct doc_ixwork work; /* the build's pass */
 };
 
 bool doc_ix_kind(const struct mdoor_wbatch *b)
@@ -100,12 +85,9 @@ static void finish(struct ixw *w)
 	if (!b->err.code)
 		b->ix_after = n_indexes(b, NULL);
 	w->c->mwrite = NULL;
-	doc_uq_free(&w->uq);
-	doc_uqbulk_free(&w->uqb);
-	doc_bulk_free(&w->bulk);
+	doc_ixwork_free(&w->work);
 	kv_buf_free(&w->ids);
 	kv_buf_free(&w->names);
-	kv_buf_free(&w->keys);
 	kv_buf_free(&w->opnd);
 	bson_free(w);
 	b->done(b);
@@ -231,143 +213,15 @@ static void ready(struct ixw *w)
 		fail(w, MQL_InternalError, "out of memory");
 }
 
-/* The section naming every index built: a document's entries of all of
- * them in its one REINDEX.  0, or -1 (failed). */
-static int section(struct ixw *w)
-{
-	const struct kvdoc_catalog *c;
-
-	w->opnd.len = 0;
-	if (!(c = doc_mdoor_catalog()) ||
-	    kvdoc_ix_section_of(c, w->cid,
-				(struct kv_slice){w->ids.data, w->ids.len},
-				&w->opnd)) {
-		fail(w, MQL_InternalError, "reading documents failed");
-		return -1;
-	}
-	return 0;
-}
-
-static bool failed(const struct ixw *w)
-{
-	return w->berr.code || w->uqb.err.code || w->bulk.err.code;
-}
-
-static void set_err(struct ixw *w, const char *msg)
-{
-	if (!w->berr.code)
-		mql_error_set(&w->berr, MQL_InternalError, "%s", msg);
-}
-
-/* The section naming every index built into w->opnd, the driver's
- * statement: 0, or -1 with w->berr (merges may be out: no fail). */
-static int section_now(struct ixw *w)
-{
-	const struct kvdoc_catalog *c = doc_mdoor_catalog();
-
-	w->opnd.len = 0;
-	if (!c || kvdoc_ix_section_of(
-		      c, w->cid, (struct kv_slice){w->ids.data, w->ids.len},
-		      &w->opnd)) {
-		set_err(w, "reading documents failed");
-		return -1;
-	}
-	doc_uq_stmt(&w->uq, w->cid, KVDOC_OP_REINDEX, &w->opnd);
-	return 0;
-}
-
-/* The documents the pass left (doc_uqbulk_later), a batch at a time
- * through the driver whenever it is idle, each reserving its keys and
- * then sending its REINDEX holding them: 1 while some are left or under
- * way, 0 once all are done, -1 failed (w->berr). */
-static int later_step(struct ixw *w)
-{
-	struct kvd_io *io = doc_mdoor_io();
-	struct kv_slice dk, doc;
-	int rc;
-
-	while (!(rc = doc_uq_step(&w->uq))) {
-		unsigned n = 0;
-
-		if (w->uqb.lpos >= w->uqb.later.len)
-			return 0;
-		if (section_now(w))
-			return -1;
-		while (n++ < BUILD_BATCH && doc_uqbulk_later(&w->uqb, &dk)) {
-			rc = kvdoc_get(io->reader, io->srv->nshards, dk.p, dk.n,
-				       io->now_ms, &doc);
-			if (rc == KV_NOT_FOUND) /* deleted since */
-				continue;
-			if (rc != KV_OK ||
-			    doc_uq_push_image(&w->uq, dk, doc) < 0) {
-				set_err(w, "reading documents failed");
-				return -1;
-			}
-		}
-	}
-	if (rc < 0)
-		set_err(w, "out of memory");
-	return rc;
-}
-
-/* The pass's next step: its next batch once the last is back, then the
- * documents it left. */
-static void pass_step(struct ixw *w)
-{
-	struct kvd_io *io = doc_mdoor_io();
-
-	if (w->pass == PASS_READ && !w->uqb.out &&
-	    !doc_uqbulk_step(&w->uqb, io->reader, io->now_ms))
-		w->pass = PASS_LATER;
-	if (w->pass == PASS_LATER && !failed(w) && !later_step(w))
-		w->pass = PASS_DONE;
-}
-
-/* Go on: the pass and the ranges run side by side (the index is not
- * used before IXREADY, so its entries may come before its keys are
- * reserved: docs/architecture.md, "Unique indexes", *Builds*); once both
- * are done, IXREADY; once one failed and nothing is out, the drops of
- * every index of the command. */
-static void work(struct ixw *w)
-{
-	if (!failed(w) && w->pass != PASS_DONE)
-		pass_step(w);
-	if (failed(w)) {
-		struct mql_error e = w->berr.code      ? w->berr
-				     : w->uqb.err.code ? w->uqb.err
-						       : w->bulk.err;
-
-		if (!w->bulk.err.code) /* no range after the ones out */
-			w->bulk.err = e;
-		if (w->out)
-			return;
-		w->berr = e;
-		drop_all(w);
-		return;
-	}
-	if (w->pass == PASS_DONE && !w->bulk.left && !w->out)
-		ready(w);
-}
-
-static int uqb_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
-		    struct kv_slice v, uint32_t aux)
-{
-	struct ixw *w = arg;
-
-	if (kvd_write_merge(w->c, 0, ks, id, -1, k, v, aux))
-		return -1;
-	w->out++;
-	return 0;
-}
-
-static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
+static int send_work(void *arg, int kind, unsigned ks, unsigned id, int shard,
 		     struct kv_slice k, struct kv_slice v, int64_t max,
 		     uint32_t aux)
 {
 	struct ixw *w = arg;
 	int rc = kind == KVD_W_BULK
-		     ? kvd_write_bulk(w->c, 0, ks, id, s, k, v, max, aux)
-		     : kvd_write_merge(w->c, 0, ks, id, (int)s, k, v, aux);
+		     ? kvd_write_bulk(w->c, 0, ks, id, (unsigned)shard, k, v,
+				      max, aux)
+		     : kvd_write_merge(w->c, 0, ks, id, shard, k, v, aux);
 
 	if (rc)
 		return -1;
@@ -375,36 +229,43 @@ static int bulk_send(void *arg, int kind, unsigned ks, unsigned id, unsigned s,
 	return 0;
 }
 
-/* After the fence: the entries in ranges (doc_bulk.h), under the section
- * without its unique marks, and beside them a unique index's keys
- * reserved by the pass (doc_uqbulk.h), which finds its duplicates. */
-static void build_start(struct ixw *w)
+static const struct kvdoc_catalog *door_catalog(void *arg)
 {
-	struct kv_slice sec;
-	bool uq;
+	(void)arg;
+	return doc_mdoor_catalog();
+}
 
-	if (section(w))
+/* Once nothing of the pass is out: IXREADY, or the drops of every index
+ * of the command (MongoDB drops the indexes of a build that failed). */
+static void work_end(struct ixw *w)
+{
+	if (w->out)
 		return;
-	sec = (struct kv_slice){w->opnd.data, w->opnd.len};
-	uq = kvdoc_ix_has_unique(sec);
-	w->phase = P_WORK;
-	w->bulk.send = bulk_send;
-	w->bulk.arg = w;
-	w->uqb.send = uqb_send;
-	w->uqb.arg = w;
-	w->keys.len = 0;
-	if (kvdoc_ix_without_unique(sec, &w->keys) ||
-	    (uq && doc_uqbulk_start(&w->uqb, w->cid, sec))) {
-		fail(w, MQL_InternalError, "out of memory");
+	if (doc_ixwork_done(&w->work)) {
+		ready(w);
 		return;
 	}
-	w->pass = uq ? PASS_READ : PASS_DONE;
-	if (doc_bulk_start(&w->bulk, w->cid,
-			   (struct kv_slice){w->keys.data, w->keys.len},
-			   doc_mdoor_io()->srv->nshards) &&
-	    !w->bulk.err.code)
-		mql_error_set(&w->bulk.err, MQL_InternalError, "out of memory");
-	work(w);
+	if (!w->berr.code)
+		w->berr = w->work.err;
+	drop_all(w);
+}
+
+/* After the fence: the pass over the collection (doc_ixwork.h), this
+ * connection's requests. */
+static void build_start(struct ixw *w)
+{
+	struct kvd_io *io = doc_mdoor_io();
+
+	w->phase = P_WORK;
+	w->work.send = send_work;
+	w->work.cat = door_catalog;
+	w->work.arg = w;
+	w->work.rd = io->reader;
+	doc_ixwork_start(
+	    &w->work, &(struct doc_uq_host){.db = w->b->db, .coll = w->b->coll},
+	    w->cid, (struct kv_slice){w->ids.data, w->ids.len},
+	    io->srv->nshards);
+	work_end(w);
 }
 
 struct state_arg {
@@ -493,51 +354,6 @@ static void added(struct ixw *w, const struct kvd_pend *pd)
 	next_spec(w);
 }
 
-/* One document's REINDEX came back (a unique index's, through the
- * reservations' driver too). */
-static void reindexed(struct ixw *w, const struct kvd_pend *pd)
-{
-	if (!w->berr.code && pd->result < 0)
-		mql_error_set(&w->berr, (int)-pd->result, "%.*s",
-			      (int)(pd->vlen < 400 ? pd->vlen : 400),
-			      pd->val ? (const char *)pd->val : "");
-	else if (!w->berr.code && pd->status != KV_OK)
-		mql_error_set(&w->berr, MQL_InternalError,
-			      "index build failed (%d)", pd->status);
-}
-
-static void uq_back(void *ctx, size_t tag, const struct kvd_pend *pd)
-{
-	(void)tag;
-	reindexed(ctx, pd);
-}
-
-static void uq_fail(void *ctx, size_t tag, const struct mql_error *e,
-		    const bson_t *info)
-{
-	struct ixw *w = ctx;
-
-	(void)tag, (void)info;
-	if (!w->berr.code)
-		w->berr = *e;
-}
-
-/* A result of the build's work: a range's or a marker's, the pass's, or
- * the driver's (its RESERVEs and RELEASEs, and the REINDEX of a document
- * the pass left). */
-static void work_back(struct ixw *w, const struct kvd_pend *pd)
-{
-	if (pd->aux & DOC_BULK_AUX)
-		doc_bulk_back(&w->bulk, pd);
-	else if (pd->aux & DOC_UQBULK_AUX)
-		doc_uqbulk_back(&w->uqb, pd);
-	else if (pd->aux)
-		doc_uq_result(&w->uq, pd);
-	else if (!doc_uq_back(&w->uq, pd))
-		reindexed(w, pd);
-	work(w);
-}
-
 static void readied(struct ixw *w, const struct kvd_pend *pd)
 {
 	if (pd->status == KV_OK) {
@@ -567,7 +383,10 @@ void doc_ix_result(struct kvd_conn *c, const struct kvd_pend *pd)
 		if (!w->out)
 			build_start(w);
 		break;
-	case P_WORK: work_back(w, pd); break;
+	case P_WORK:
+		doc_ixwork_back(&w->work, pd);
+		work_end(w);
+		break;
 	case P_READY: readied(w, pd); break;
 	case P_FAILDROP:
 		if (!w->out) {
@@ -611,13 +430,6 @@ void doc_ix_write(struct mdoor_wbatch *b)
 	w->b = b;
 	w->c = b->conn;
 	w->c->mwrite = w;
-	doc_uq_init(&w->uq, &(struct doc_uq_host){.c = w->c,
-						  .out = &w->out,
-						  .ctx = w,
-						  .doc_back = uq_back,
-						  .fail = uq_fail,
-						  .db = b->db,
-						  .coll = b->coll});
 	b->ix_before = n_indexes(b, NULL);
 	b->ix_created_coll = b->ix_before == 0;
 	if (!b->ix_before)
