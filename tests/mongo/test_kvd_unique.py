@@ -43,6 +43,20 @@ def in_threads(fn, n):
         t.join()
 
 
+def insert_or_dup(c, doc, errs):
+    """Insert doc into c: True, or False when refused with 11000; any
+    other error goes to errs."""
+    try:
+        c.insert_one(doc)
+        return True
+    except DuplicateKeyError as e:
+        if e.code != 11000:
+            errs.append(e)
+    except pymongo.errors.PyMongoError as e:
+        errs.append(e)
+    return False
+
+
 class Unique(HostCase):
     host_args = {"password": None, "threads": 4}
     creds = ""
@@ -379,14 +393,9 @@ class Unique(HostCase):
             order = list(range(keys))
             random.Random(t).shuffle(order)
             for k in order:
-                try:
-                    cc.insert_one({"_id": "%d-%d" % (t, k), "k": k})
+                if insert_or_dup(cc, {"_id": "%d-%d" % (t, k), "k": k},
+                                 errs):
                     wins[t].append(k)
-                except DuplicateKeyError as e:
-                    if e.code != 11000:
-                        errs.append(e)
-                except pymongo.errors.PyMongoError as e:
-                    errs.append(e)
             cc.database.client.close()
         in_threads(run, 8)
         self.assertEqual(errs, [])
@@ -481,15 +490,10 @@ class Unique(HostCase):
             cc = self.host.client("").uq.bx
             r = random.Random(t)
             while not outcome:
-                try:
-                    u = r.randrange(n)
-                    cc.insert_one({"_id": "x%d-%d" % (t, u), "u": u})
+                u = r.randrange(n)
+                if insert_or_dup(cc, {"_id": "x%d-%d" % (t, u), "u": u},
+                                 errs):
                     won.append(u)
-                except DuplicateKeyError as e:
-                    if e.code != 11000:
-                        errs.append(e)
-                except pymongo.errors.PyMongoError as e:
-                    errs.append(e)
             cc.database.client.close()
         in_threads(run, 2)
         b.join()
