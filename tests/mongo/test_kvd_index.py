@@ -641,6 +641,76 @@ class Kill9(SmallRanges):
             h.stop()
 
 
+    def test_kill9_unique_build(self):
+        """kill -9 while clients move documents to new values of u and a
+        unique index of u is built (its keys reserved beside its
+        ranges): after restart the index is built again, answers as a
+        collection scan does, holds one entry per document, and refuses
+        a second document with any document's value."""
+        h = KvdHost(password=None)
+        stop = threading.Event()
+        try:
+            c = h.client("").t.u
+            n = 20000
+            c.insert_many([{"_id": i, "u": i} for i in range(n)])
+            acked = [0] * 3
+
+            def run(k):
+                wc = h.client("").t.u
+                rnd = random.Random(k)
+                while not stop.is_set():
+                    try:  # fresh values: never a duplicate
+                        wc.update_one({"_id": rnd.randrange(n)}, {"$set": {
+                            "u": (k + 1) * 10000000 + acked[k]}})
+                    except pymongo.errors.PyMongoError:
+                        return
+                    acked[k] += 1
+
+            built = threading.Event()
+
+            def build():
+                try:
+                    h.client("").t.u.create_index("u", unique=True)
+                    built.set()
+                except pymongo.errors.PyMongoError:
+                    pass
+            ts = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+            for t in ts:
+                t.start()
+            kvdtest.wait_for(lambda: min(acked) >= 50, 120, "updates")
+            bt = threading.Thread(target=build)
+            bt.start()
+            kvdtest.wait_for(lambda: "u_1" in ix_names(c), 60,
+                             "the index listed")
+            kvdtest.wait_for(lambda: min(acked) >= 100, 120, "updates")
+            h.srv.kill9()
+            stop.set()
+            for t in ts + [bt]:
+                t.join()
+            self.assertFalse(built.is_set(), "the build ended before the kill")
+            h.start_again()
+            c = h.client("").t.u
+
+            def ready():
+                try:
+                    return plan(c.find({"u": 3}).hint([("u", 1)])) == "u_1"
+                except pymongo.errors.PyMongoError:
+                    return False
+            kvdtest.wait_for(ready, 120, "the unique build again")
+            docs = {d["_id"]: d["u"] for d in c.find().hint(NATURAL)}
+            self.assertEqual(len(docs), n)
+            self.assertEqual(len(set(docs.values())), n)
+            self.assertEqual({d["_id"]: d["u"] for d in
+                              c.find().hint([("u", 1)])}, docs)
+            no_stale(self, c, "u", "u_1")
+            for i in range(0, n, 499):
+                self.assertRaises(pymongo.errors.DuplicateKeyError,
+                                  c.insert_one, {"_id": "x", "u": docs[i]})
+        finally:
+            stop.set()
+            h.stop()
+
+
 class Resume(SmallRanges):
     def kill_mid_build(self, h, c, **kw):
         """createIndexes of {f: 1} (kw its options), kill -9 once the index
