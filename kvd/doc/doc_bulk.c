@@ -12,9 +12,10 @@
  * fills its memtable meanwhile waits for it), so a range is bounded;
  * every write since IXADD keeps the index itself, so a range read later
  * sees their documents as they are then, and an entry written twice is
- * the same entry.  Used where no index built is unique: a unique key's
- * reservation is taken through the committers one document at a time
- * (doc_uq.h), which a range cannot.
+ * the same entry.  A unique key's reservation goes through the
+ * committers (doc_uq.h), which a range cannot wait for: a build with a
+ * unique index runs its ranges under a section without unique marks,
+ * its keys reserved beside them (doc_uqbulk.h, doc_ixwork.h).
  */
 #include <stdlib.h>
 #include <string.h>

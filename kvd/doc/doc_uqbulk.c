@@ -4,8 +4,8 @@
  * The build used to hand every document to the reservations' driver
  * (doc_uq.h): a window of 256 documents, each taking its keys one at a
  * time, then a REINDEX holding them, every entry through its committer.
- * Here a batch of BATCH documents is read, the RESERVE of every unique
- * key of each goes out at once, and the entries come after, in ranges
+ * Here a batch of BATCH documents is read and the RESERVE of every unique
+ * key of each goes out at once, while the entries are written in ranges
  * (doc_bulk.h) whose section no longer marks the index unique.
  *
  * Each grant names a token ended before the pass began, so no grant of

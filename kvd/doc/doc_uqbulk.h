@@ -1,13 +1,13 @@
 /* doc_uqbulk.h - a unique index build's reservations taken in bulk
- * (doc_uqbulk.c), before its entries are written in ranges (doc_bulk.h):
+ * (doc_uqbulk.c), beside the ranges that write its entries (doc_bulk.h):
  * the collection read in batches, and every unique key of each document
  * reserved for it at once, many RESERVE merges out together, each under a
  * token already ended; the few documents whose key another holds, or
- * whose reservation is still being taken, are left for the caller to run
- * through the reservations' driver (doc_uq.h), which waits, takes over
- * leftovers and fails a duplicate with MongoDB's 11000.  For the callers
- * of doc_bulk.h: the door's createIndexes and the build again at start.
- * Why this is exact: docs/architecture.md, "Indexes", unique builds. */
+ * whose reservation is still being taken, are left for the reservations'
+ * driver (doc_uq.h), which waits, takes over leftovers and fails a
+ * duplicate with MongoDB's 11000.  Run by an index build's pass
+ * (doc_ixwork.h).  Why this is exact: docs/architecture.md, "Indexes",
+ * "Unique indexes", *Builds*. */
 #ifndef KVD_DOC_DOC_UQBULK_H
 #define KVD_DOC_DOC_UQBULK_H
 
