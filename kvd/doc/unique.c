@@ -97,9 +97,12 @@ out:
 
 void kvdoc_uq_end(uint64_t token)
 {
-	size_t i, j, m = tok_cap - 1;
+	size_t i, j, m;
 
+	/* the mask under the lock: another thread's begin may grow the
+	 * table meanwhile */
 	pthread_mutex_lock(&tok_mu);
+	m = tok_cap - 1;
 	if (!tok_cap || !tok_tab[i = tok_find(token)])
 		goto out;
 	/* backward shift: each later entry of the run that may sit in the
