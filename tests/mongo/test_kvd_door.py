@@ -58,6 +58,18 @@ class KvdHost:
         self.srv.extra = [str(self.mport) if a == old else a
                           for a in self.srv.extra]
         self.srv.start()
+        # the door answers once the journal is replayed: seconds under a
+        # sanitizer, past a client's server selection
+        kvdtest.wait_for(self.door_up, 120, "the door after the restart")
+
+    def door_up(self):
+        try:
+            c = self.client("", serverSelectionTimeoutMS=1000)
+            c.admin.command("ping")
+            c.close()
+            return True
+        except pymongo.errors.PyMongoError:
+            return False
 
     def client(self, creds="kvd:secret@", port=None, **kw):
         kw.setdefault("serverSelectionTimeoutMS", 5000)
