@@ -66,11 +66,6 @@ static int work_send(void *arg, int kind, unsigned ks, unsigned id, int shard,
 		   : doc_bg_merge(g, ks, id, shard, k, v, aux);
 }
 
-static const struct kvdoc_catalog *bg_catalog(void *arg)
-{
-	return &((struct build *)arg)->g->cat;
-}
-
 static void work_back(void *arg, const struct kvd_pend *pd)
 {
 	doc_ixwork_back(arg, pd);
@@ -84,9 +79,7 @@ static int build_all(struct build *b)
 	struct doc_ixwork *x = &b->work;
 
 	x->send = work_send;
-	x->cat = bg_catalog;
 	x->arg = b;
-	x->rd = g->rd;
 	doc_ixwork_start(
 	    x,
 	    &(struct doc_uq_host){

@@ -85,7 +85,7 @@ static int merge_send(void *arg, unsigned ks, unsigned id, struct kv_slice k,
 /* The section naming every index built into x->opnd: 0, or -1. */
 static int section(struct doc_ixwork *x)
 {
-	const struct kvdoc_catalog *c = x->cat(x->arg);
+	const struct kvdoc_catalog *c = doc_uq_catalog(&x->uq);
 
 	x->opnd.len = 0;
 	if (!c || kvdoc_ix_section_of(
@@ -115,8 +115,8 @@ static int later_step(struct doc_ixwork *x)
 			return -1;
 		doc_uq_stmt(&x->uq, x->cid, KVDOC_OP_REINDEX, &x->opnd);
 		while (n++ < LATER_BATCH && doc_uqbulk_later(&x->uqb, &dk)) {
-			rc = kvdoc_get(x->rd, x->uq.h.nshards, dk.p, dk.n,
-				       kvd_now_ms(), &doc);
+			rc = kvdoc_get(doc_uq_reader(&x->uq), x->uq.h.nshards,
+				       dk.p, dk.n, kvd_now_ms(), &doc);
 			if (rc == KV_NOT_FOUND) /* deleted since */
 				continue;
 			if (rc != KV_OK ||
@@ -137,7 +137,7 @@ static int later_step(struct doc_ixwork *x)
 static void work(struct doc_ixwork *x)
 {
 	if (!failed(x) && x->pass == PASS_READ && !x->uqb.out &&
-	    !doc_uqbulk_step(&x->uqb, x->rd, kvd_now_ms()))
+	    !doc_uqbulk_step(&x->uqb, doc_uq_reader(&x->uq), kvd_now_ms()))
 		x->pass = PASS_LATER;
 	if (!failed(x) && x->pass == PASS_LATER && !later_step(x))
 		x->pass = PASS_DONE;

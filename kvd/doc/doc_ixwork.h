@@ -18,7 +18,6 @@
 #include "doc_uqbulk.h"
 
 struct kvd_pend;
-struct kvd_reader;
 
 struct doc_ixwork {
 	/* the caller's: send kind (KVD_W_BULK: a range of at most max
@@ -28,10 +27,7 @@ struct doc_ixwork {
 	int (*send)(void *arg, int kind, unsigned ks, unsigned id, int shard,
 		    struct kv_slice k, struct kv_slice v, int64_t max,
 		    uint32_t aux);
-	/* the catalog the indexes are read from */
-	const struct kvdoc_catalog *(*cat)(void *arg);
 	void *arg;
-	struct kvd_reader *rd;
 	/* the pass's */
 	uint32_t cid;
 	struct kv_buf ids, opnd, plain; /* the section, and the ranges' */
@@ -46,7 +42,8 @@ struct doc_ixwork {
  * collection cid over nshards shards: its ranges and, with a unique
  * index among them, its reservations go out.  h is the driver's host
  * (doc_uq.h): its db, coll, and rd and cat for a thread that is no io
- * thread; the rest this sets (the driver's merges go through x->send).
+ * thread, which the pass reads with too; the rest this sets (the
+ * driver's merges go through x->send).
  * 0, or -1 with x->err (what was sent still comes back). */
 int doc_ixwork_start(struct doc_ixwork *x, const struct doc_uq_host *h,
 		     uint32_t cid, struct kv_slice ids, unsigned nshards);

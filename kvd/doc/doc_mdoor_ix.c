@@ -229,12 +229,6 @@ static int send_work(void *arg, int kind, unsigned ks, unsigned id, int shard,
 	return 0;
 }
 
-static const struct kvdoc_catalog *door_catalog(void *arg)
-{
-	(void)arg;
-	return doc_mdoor_catalog();
-}
-
 /* Once nothing of the pass is out: IXREADY, or the drops of every index
  * of the command (MongoDB drops the indexes of a build that failed). */
 static void work_end(struct ixw *w)
@@ -258,9 +252,7 @@ static void build_start(struct ixw *w)
 
 	w->phase = P_WORK;
 	w->work.send = send_work;
-	w->work.cat = door_catalog;
 	w->work.arg = w;
-	w->work.rd = io->reader;
 	doc_ixwork_start(
 	    &w->work, &(struct doc_uq_host){.db = w->b->db, .coll = w->b->coll},
 	    w->cid, (struct kv_slice){w->ids.data, w->ids.len},

@@ -189,13 +189,12 @@ int doc_uq_back(struct doc_uq *u, const struct kvd_pend *pd)
 	return 0;
 }
 
-/* The reader and the catalog the driver reads with. */
-static struct kvd_reader *reader(const struct doc_uq *u)
+struct kvd_reader *doc_uq_reader(const struct doc_uq *u)
 {
 	return u->h.rd ? u->h.rd : doc_mdoor_io()->reader;
 }
 
-static const struct kvdoc_catalog *cat(const struct doc_uq *u)
+const struct kvdoc_catalog *doc_uq_catalog(const struct doc_uq *u)
 {
 	return u->h.rd ? u->h.cat : doc_mdoor_catalog();
 }
@@ -226,14 +225,15 @@ static int send(struct doc_uq *u, const struct doc_uq_slot *s, unsigned ks,
  * u->tmp (empty: no document, or none). */
 static int doc_keys_now(struct doc_uq *u, struct kv_slice dk, uint32_t id)
 {
-	const struct kvdoc_catalog *c = cat(u);
+	const struct kvdoc_catalog *c = doc_uq_catalog(u);
 	struct kv_slice doc, sec;
 	struct kv_buf fresh = {0};
 	struct mql_error e;
 	int rc;
 
 	u->tmp.len = u->sec.len = 0;
-	rc = kvdoc_get(reader(u), nshards(u), dk.p, dk.n, kvd_now_ms(), &doc);
+	rc = kvdoc_get(doc_uq_reader(u), nshards(u), dk.p, dk.n, kvd_now_ms(),
+		       &doc);
 	if (rc == KV_NOT_FOUND)
 		return 0;
 	if (rc || kvdoc_ix_section(c, u->cid, 0, &u->sec))
@@ -268,7 +268,7 @@ static int find_one(void *arg, const struct kvdoc_ix *ix)
 static void dup_error(struct doc_uq *u, uint32_t id, struct kv_slice k,
 		      struct mql_error *e, bson_t *info)
 {
-	const struct kvdoc_catalog *c = cat(u);
+	const struct kvdoc_catalog *c = doc_uq_catalog(u);
 	struct find_ix f = {id, {0}};
 	const char *name = "?";
 	bson_iter_t it, kt;
@@ -549,7 +549,7 @@ static int release_one(struct doc_uq *u, struct kv_slice dk, uint32_t id,
 	unsigned type;
 	uint64_t tok;
 
-	if (kvd_reader_getk(reader(u), kvd_shard_of(rk, rn, nshards(u)),
+	if (kvd_reader_getk(doc_uq_reader(u), kvd_shard_of(rk, rn, nshards(u)),
 			    KVD_KS_INDEX, rk, rn, kvd_now_ms(), &v,
 			    &type) != KV_OK ||
 	    v.n < 8 || v.n - 8 != dk.n || memcmp(v.p + 8, dk.p, dk.n))

@@ -111,6 +111,10 @@ int doc_uq_push(struct doc_uq *u, const uint8_t *dkey, size_t dn,
  * refuses, which the REINDEX reports); -1 out of memory. */
 int doc_uq_push_image(struct doc_uq *u, struct kv_slice dk,
 		      struct kv_slice doc);
+/* The reader and the catalog the driver reads with: its host's, or the
+ * io thread's. */
+struct kvd_reader *doc_uq_reader(const struct doc_uq *u);
+const struct kvdoc_catalog *doc_uq_catalog(const struct doc_uq *u);
 /* Drop the documents queued and not started. */
 void doc_uq_cancel(struct doc_uq *u);
 /* One of the caller's document merges came back: 1 when it asked for

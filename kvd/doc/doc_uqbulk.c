@@ -119,12 +119,9 @@ static void batch_done(struct doc_uqbulk *u)
 		uint32_t ln;
 
 		memcpy(&ln, p + 1 + p[0], 4);
-		if (u->miss[i]) {
-			u->left++;
-			if (kv_buf_append(&u->later, p, 1u + p[0]))
-				mql_error_set(&u->err, MQL_InternalError,
-					      "out of memory");
-		}
+		if (u->miss[i] && kv_buf_append(&u->later, p, 1u + p[0]))
+			mql_error_set(&u->err, MQL_InternalError,
+				      "out of memory");
 		p += 5u + p[0] + ln;
 	}
 	u->ndocs = 0;
@@ -184,9 +181,7 @@ void doc_uqbulk_back(struct doc_uqbulk *u, const struct kvd_pend *pd)
 			mql_error_set(&u->err, MQL_InternalError,
 				      "reserving a unique key failed (%s)",
 				      kv_status_name(pd->status));
-	} else if (pd->result == KVDOC_UQ_GRANTED) {
-		u->taken++;
-	} else if (i < BATCH) {
+	} else if (pd->result != KVDOC_UQ_GRANTED && i < BATCH) {
 		u->miss[i] = 1;
 	}
 	if (!u->out)

@@ -40,7 +40,6 @@ struct doc_uqbulk {
 	struct kv_buf later;
 	size_t lpos;
 	struct kv_buf keys, op;
-	uint64_t taken, left; /* keys granted; documents left over */
 	struct mql_error err;
 };
 

@@ -48,6 +48,18 @@ def ids(cursor):
     return sorted(d["_id"] for d in cursor)
 
 
+def wait_built(c, field, name, what):
+    """Wait until a query hinted on field goes through index name: a
+    hint of an index not built yet is refused, and after a restart the
+    door answers once the journal is replayed (7 s under TSan)."""
+    def used():
+        try:
+            return plan(c.find({field: 3}).hint([(field, 1)])) == name
+        except pymongo.errors.PyMongoError:
+            return False
+    kvdtest.wait_for(used, 120, what)
+
+
 class RangesHost(HostCase):
     """A host whose builds go in ranges of bulk_keys documents (doc_bulk.c):
     many ranges, writes between them, and a build still under way when a
@@ -690,13 +702,7 @@ class Kill9(SmallRanges):
             self.assertFalse(built.is_set(), "the build ended before the kill")
             h.start_again()
             c = h.client("").t.u
-
-            def ready():
-                try:
-                    return plan(c.find({"u": 3}).hint([("u", 1)])) == "u_1"
-                except pymongo.errors.PyMongoError:
-                    return False
-            kvdtest.wait_for(ready, 120, "the unique build again")
+            wait_built(c, "u", "u_1", "the unique build again")
             docs = {d["_id"]: d["u"] for d in c.find().hint(NATURAL)}
             self.assertEqual(len(docs), n)
             self.assertEqual(len(set(docs.values())), n)
@@ -760,14 +766,7 @@ class Resume(SmallRanges):
             t0 = time.time()
             h.start_again()
             c = h.client("").t.r
-            def ready():
-                # a hint of an index not built yet is refused; the door
-                # answers once the journal is replayed (7 s under TSan)
-                try:
-                    return plan(c.find({"f": 3}).hint([("f", 1)])) == "fu"
-                except pymongo.errors.PyMongoError:
-                    return False
-            kvdtest.wait_for(ready, 120, "the unique build resumed")
+            wait_built(c, "f", "fu", "the unique build resumed")
             print("unique build of 150000 documents resumed in %.1f s" %
                   (time.time() - t0), file=sys.stderr)
             self.assertRaises(pymongo.errors.DuplicateKeyError,
