@@ -587,6 +587,27 @@ class SmallRanges(unittest.TestCase):
 
 
 class Kill9(SmallRanges):
+    def kill_under_writes(self, h, run, acked, stop, build, listed=None):
+        """Writers run(k), one per counter of acked, on threads of their
+        own; once each acked 50 writes, build() on another (and, with
+        listed, once that index is listed in collection listed[0]); once
+        each acked 100, kill -9; every thread joined."""
+        ts = [threading.Thread(target=run, args=(k,))
+              for k in range(len(acked))]
+        for t in ts:
+            t.start()
+        kvdtest.wait_for(lambda: min(acked) >= 50, 120, "updates")
+        bt = threading.Thread(target=build)
+        bt.start()
+        if listed:
+            kvdtest.wait_for(lambda: listed[1] in ix_names(listed[0]), 60,
+                             "the index listed")
+        kvdtest.wait_for(lambda: min(acked) >= 100, 120, "updates")
+        h.srv.kill9()
+        stop.set()
+        for t in ts + [bt]:
+            t.join()
+
     def test_kill9_writes_and_build(self):
         """kill -9 while clients write an indexed field and another index
         is being built: after restart every ready index answers as a
@@ -620,17 +641,7 @@ class Kill9(SmallRanges):
                         .create_index("b")
                 except pymongo.errors.PyMongoError:
                     pass
-            ts = [threading.Thread(target=run, args=(k,)) for k in range(4)]
-            for t in ts:
-                t.start()
-            kvdtest.wait_for(lambda: min(acked) >= 50, 120, "updates")
-            bt = threading.Thread(target=build)
-            bt.start()
-            kvdtest.wait_for(lambda: min(acked) >= 100, 120, "updates")
-            h.srv.kill9()
-            stop.set()
-            for t in ts + [bt]:
-                t.join()
+            self.kill_under_writes(h, run, acked, stop, build)
             h.start_again()
             cl = h.client("")
             c = cl.t.k
@@ -686,19 +697,7 @@ class Kill9(SmallRanges):
                     built.set()
                 except pymongo.errors.PyMongoError:
                     pass
-            ts = [threading.Thread(target=run, args=(k,)) for k in range(3)]
-            for t in ts:
-                t.start()
-            kvdtest.wait_for(lambda: min(acked) >= 50, 120, "updates")
-            bt = threading.Thread(target=build)
-            bt.start()
-            kvdtest.wait_for(lambda: "u_1" in ix_names(c), 60,
-                             "the index listed")
-            kvdtest.wait_for(lambda: min(acked) >= 100, 120, "updates")
-            h.srv.kill9()
-            stop.set()
-            for t in ts + [bt]:
-                t.join()
+            self.kill_under_writes(h, run, acked, stop, build, (c, "u_1"))
             self.assertFalse(built.is_set(), "the build ended before the kill")
             h.start_again()
             c = h.client("").t.u
