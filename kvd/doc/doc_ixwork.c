@@ -109,12 +109,12 @@ static int later_step(struct doc_ixwork *x)
 	while (!(rc = doc_uq_step(&x->uq))) {
 		unsigned n = 0;
 
-		if (x->uqb.lpos >= x->uqb.later.len)
+		if (!doc_uqbulk_later(&x->uqb, &dk))
 			return 0;
 		if (section(x))
 			return -1;
 		doc_uq_stmt(&x->uq, x->cid, KVDOC_OP_REINDEX, &x->opnd);
-		while (n++ < LATER_BATCH && doc_uqbulk_later(&x->uqb, &dk)) {
+		do {
 			rc = kvdoc_get(doc_uq_reader(&x->uq), x->uq.h.nshards,
 				       dk.p, dk.n, kvd_now_ms(), &doc);
 			if (rc == KV_NOT_FOUND) /* deleted since */
@@ -125,7 +125,7 @@ static int later_step(struct doc_ixwork *x)
 					"reading documents failed", 24);
 				return -1;
 			}
-		}
+		} while (++n < LATER_BATCH && doc_uqbulk_later(&x->uqb, &dk));
 	}
 	if (rc < 0)
 		set_err(x, MQL_InternalError, "out of memory", 13);
