@@ -17,8 +17,13 @@
 #include "kv_status.h"
 #include "kvd.h"
 
-/* Documents the pass left, handed to the driver at a time. */
+/* Documents the pass left, handed to the driver at a time; and the bytes
+ * of them left waiting past which the pass reads no further batch until
+ * the driver took them (a collection of many documents with one key
+ * fails after a batch or two, holding little, not after a pass that
+ * kept them all). */
 #define LATER_BATCH 256
+#define LATER_MAX (256u << 10)
 
 /* The reservations' pass: reading the collection, then the documents it
  * left, then done. */
@@ -132,13 +137,20 @@ static int later_step(struct doc_ixwork *x)
 	return rc;
 }
 
-/* Go on: the pass's next batch once the last is back, then the
- * documents it left; a failure stops what is not sent yet. */
+/* Go on: the documents the pass left go to the driver whenever it is
+ * idle, the pass's next batch once the last is back (and few wait for
+ * the driver); once the pass read the collection, the documents it
+ * left; a failure stops what is not sent yet. */
 static void work(struct doc_ixwork *x)
 {
-	if (!failed(x) && x->pass == PASS_READ && !x->uqb.out &&
-	    !doc_uqbulk_step(&x->uqb, doc_uq_reader(&x->uq), kvd_now_ms()))
-		x->pass = PASS_LATER;
+	if (!failed(x) && x->pass == PASS_READ) {
+		later_step(x);
+		if (!failed(x) && !x->uqb.out &&
+		    doc_uqbulk_waiting(&x->uqb) < LATER_MAX &&
+		    !doc_uqbulk_step(&x->uqb, doc_uq_reader(&x->uq),
+				     kvd_now_ms()))
+			x->pass = PASS_LATER;
+	}
 	if (!failed(x) && x->pass == PASS_LATER && !later_step(x))
 		x->pass = PASS_DONE;
 	if (!failed(x))

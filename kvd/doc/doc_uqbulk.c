@@ -190,12 +190,19 @@ void doc_uqbulk_back(struct doc_uqbulk *u, const struct kvd_pend *pd)
 
 int doc_uqbulk_later(struct doc_uqbulk *u, struct kv_slice *dk)
 {
-	if (u->lpos >= u->later.len)
+	if (u->lpos >= u->later.len) { /* all handed out: room again */
+		u->later.len = u->lpos = 0;
 		return 0;
+	}
 	*dk = (struct kv_slice){u->later.data + u->lpos + 1,
 				u->later.data[u->lpos]};
 	u->lpos += 1u + dk->n;
 	return 1;
+}
+
+size_t doc_uqbulk_waiting(const struct doc_uqbulk *u)
+{
+	return u->later.len - u->lpos;
 }
 
 void doc_uqbulk_free(struct doc_uqbulk *u)

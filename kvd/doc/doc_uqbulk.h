@@ -52,9 +52,11 @@ int doc_uqbulk_start(struct doc_uqbulk *u, uint32_t coll, struct kv_slice sec);
 int doc_uqbulk_step(struct doc_uqbulk *u, struct kvd_reader *rd, uint64_t now);
 /* One of its merges came back (aux with DOC_UQBULK_AUX). */
 void doc_uqbulk_back(struct doc_uqbulk *u, const struct kvd_pend *pd);
-/* Once the pass is done: the next document key left for the driver, 1,
- * or 0 when none is left. */
+/* The next document key left for the driver (valid until the next
+ * call), 1, or 0 when none is left now; and the bytes of those left and
+ * not handed out yet. */
 int doc_uqbulk_later(struct doc_uqbulk *u, struct kv_slice *dk);
+size_t doc_uqbulk_waiting(const struct doc_uqbulk *u);
 void doc_uqbulk_free(struct doc_uqbulk *u);
 
 #endif

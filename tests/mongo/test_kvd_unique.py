@@ -378,6 +378,18 @@ class Unique(HostCase):
         c.insert_one({"_id": 1000, "a": 77})
         self.assertEqual([d["_id"] for d in c.find({"a": 7})], [7])
 
+    def test_build_over_one_key(self):
+        """A unique build over 40,000 documents that all lack the field
+        (each keyed null): 11000 and no index, the pass stopping for the
+        driver as its documents pile up rather than keeping them all."""
+        c = self.db.ok
+        c.insert_many([{"_id": i, "x": i} for i in range(40000)])
+        with self.assertRaises(pymongo.errors.OperationFailure) as e:
+            c.create_index("a", unique=True)
+        self.assertEqual(e.exception.code, 11000)
+        self.assertEqual([i["name"] for i in c.list_indexes()], ["_id_"])
+        c.create_index("a", unique=True, sparse=True)  # none keyed
+
     def test_concurrent_writers(self):
         """8 writers on their own connections insert documents (their
         _ids spread over the shards) whose keys overlap: one success per
