@@ -82,7 +82,11 @@ static const struct opt options[] = {
      "data directory: MANIFEST, LOCK and shard-NNN/"},
     {"threads", OPT_UINT, F(threads), 0, 256, "0", NULL,
      "io threads; 0 means one per core.  Also the shard count of a new data "
-     "directory"},
+     "directory unless shards says otherwise"},
+    {"shards", OPT_UINT, F(shards), 0, 256, "0", NULL,
+     "shards of a new data directory (each its own journal, memtable and "
+     "LMDB file); 0 means one per io thread.  An existing directory keeps "
+     "its own count: another nonzero value here is refused"},
     {"durability", OPT_ENUM, F(durability), 0, 0, "sync", durability_names,
      "sync: reply after fsync; async: reply after write(2), flush on a timer"},
     {"io-thread-flush", OPT_ENUM, F(io_thread_flush), 0, 0, "auto",

@@ -38,6 +38,7 @@ struct kvd_config {
 	unsigned resp_flushall; /* RESP FLUSHALL/FLUSHDB allowed (1) or not */
 	char data_dir[512];
 	unsigned threads;
+	unsigned shards; /* of a new data directory; 0: threads */
 	unsigned durability;
 	unsigned flush_interval_ms;
 	uint64_t memtable_size;

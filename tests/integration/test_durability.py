@@ -8,6 +8,7 @@ kill -9 rounds are tests/reliability/relutil.py's (seeded: KVD_SEED).
 
 import os
 import random
+import subprocess
 import sys
 import threading
 import time
@@ -326,6 +327,35 @@ class Durability(unittest.TestCase):
                 audit(self, srv.port, keys)
                 st, items, cur = srv.client().call(SCAN, b"t", None, None, 10000, 1)
                 self.assertEqual(items, keys)
+
+    def test_shards_option(self):
+        # --shards sets a new directory's count apart from --threads; an
+        # existing directory keeps its own, and a different explicit count
+        # is refused before anything is served.
+        with Server(threads=2, args=("--shards", "1")) as srv:
+            c = srv.client()
+            hello = c.call(HELLO, 1)[1]
+            self.assertEqual((hello[b"shards"], hello[b"threads"]), (1, 2))
+            keys = [b"s%05d" % i for i in range(2000)]
+            pairs = []
+            for k in keys:
+                pairs += [k, value_of(k)]
+            self.assertEqual(c.call(MPUT, 0, *pairs), [OK])
+            c.close()
+            self.assertEqual([n for n in os.listdir(srv.data_dir)
+                              if n.startswith("shard-")], ["shard-000"])
+            srv.stop()
+            # kvd listens before it opens the store: wait for its exit
+            srv.extra, srv.port = ["--shards", "2"], free_port()
+            r = subprocess.run(srv.argv(), capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(b"has 1 shard (its MANIFEST); shards 2 applies "
+                          b"only to a new data directory", r.stderr)
+            srv.extra = []
+            srv.restart(threads=3)
+            hello = srv.client().call(HELLO, 1)[1]
+            self.assertEqual((hello[b"shards"], hello[b"threads"]), (1, 3))
+            audit(self, srv.port, keys)
 
     def test_sigterm_drains_in_flight_writes(self):
         with Server(threads=2) as srv:
