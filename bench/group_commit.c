@@ -1,0 +1,181 @@
+/* group_commit.c - how a device takes group commits spread over several
+ * journals: W writer threads, each with one durable write in flight (as a
+ * client one request at a time), spread over J journal files, each with a
+ * flusher of its own that takes every write pending on its journal, appends
+ * them with one pwrite and makes them durable with one fdatasync, then
+ * answers them (kvd's sync path: a journal per shard, its writes grouped).
+ * Run with J = 1 and J = 2 over the same W: on a device whose flushes of
+ * two files side by side cost more than one flush of one file, the shard
+ * count is a cost of sync writes from few clients (docs/architecture.md,
+ * section 2).  A measurement tool, not a test: nothing is asserted.
+ *
+ *   group_commit DIR WRITERS JOURNALS [SECONDS]   (DIR exists; 3 s default)
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_JOURNALS 8
+#define MAX_WRITERS 1024
+#define REC_BYTES 150	       /* a 100-byte SET's record, about */
+#define FILE_BYTES (64u << 20) /* pre-written, as a journal segment */
+
+struct journal {
+	pthread_mutex_t mu;
+	pthread_cond_t work, done;
+	unsigned long long sent, taken,
+	    durable; /* writes numbered per journal */
+	unsigned long long flushes;
+	int fd;
+	off_t off;
+	pthread_t t;
+};
+
+static struct journal journals[MAX_JOURNALS];
+static volatile int stop;
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One write at a time on journal j until stop; returns how many. */
+static void *writer_main(void *arg)
+{
+	struct journal *j = arg;
+	unsigned long long n = 0;
+
+	while (!stop) {
+		unsigned long long mine;
+
+		pthread_mutex_lock(&j->mu);
+		mine = ++j->sent;
+		pthread_cond_signal(&j->work);
+		while (j->durable < mine && !stop)
+			pthread_cond_wait(&j->done, &j->mu);
+		pthread_mutex_unlock(&j->mu);
+		n++;
+	}
+	return (void *)(uintptr_t)n;
+}
+
+/* Take every pending write, append, flush, answer: the group commit. */
+static void *flusher_main(void *arg)
+{
+	static const char recs[REC_BYTES * MAX_WRITERS];
+	struct journal *j = arg;
+
+	for (;;) {
+		unsigned long long end, n;
+		size_t len;
+
+		pthread_mutex_lock(&j->mu);
+		while (j->sent == j->taken && !stop)
+			pthread_cond_wait(&j->work, &j->mu);
+		if (stop) {
+			pthread_mutex_unlock(&j->mu);
+			return NULL;
+		}
+		end = j->sent;
+		n = end - j->taken;
+		j->taken = end;
+		pthread_mutex_unlock(&j->mu);
+		len = (size_t)n * REC_BYTES;
+		if (j->off + (off_t)len > (off_t)FILE_BYTES)
+			j->off = 0;
+		if (pwrite(j->fd, recs, len, j->off) != (ssize_t)len ||
+		    fdatasync(j->fd) < 0) {
+			perror("journal");
+			exit(1);
+		}
+		j->off += (off_t)len;
+		pthread_mutex_lock(&j->mu);
+		j->durable = end;
+		j->flushes++;
+		pthread_cond_broadcast(&j->done);
+		pthread_mutex_unlock(&j->mu);
+	}
+}
+
+/* A file of FILE_BYTES written with zeros and flushed, so that an append
+ * changes no extent (kvd's segments are made so). */
+static int prewritten(const char *dir, unsigned i)
+{
+	static char zero[1 << 20];
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/group-commit-%u", dir, i);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	for (unsigned m = 0; m < FILE_BYTES >> 20; m++)
+		if (write(fd, zero, sizeof(zero)) != sizeof(zero))
+			return -1;
+	return fsync(fd) < 0 ? -1 : fd;
+}
+
+int main(int argc, char **argv)
+{
+	static pthread_t w[MAX_WRITERS];
+	unsigned nw = argc > 2 ? (unsigned)atoi(argv[2]) : 0;
+	unsigned nj = argc > 3 ? (unsigned)atoi(argv[3]) : 0;
+	double secs = argc > 4 ? atof(argv[4]) : 3.0, t0, el;
+	unsigned long long total = 0, flushes = 0;
+
+	if (argc < 4 || !nw || nw > MAX_WRITERS || !nj || nj > MAX_JOURNALS ||
+	    secs <= 0) {
+		fprintf(stderr, "usage: %s DIR WRITERS JOURNALS [SECONDS]\n",
+			argv[0]);
+		return 2;
+	}
+	for (unsigned i = 0; i < nj; i++) {
+		pthread_mutex_init(&journals[i].mu, NULL);
+		pthread_cond_init(&journals[i].work, NULL);
+		pthread_cond_init(&journals[i].done, NULL);
+		if ((journals[i].fd = prewritten(argv[1], i)) < 0) {
+			perror(argv[1]);
+			return 1;
+		}
+		pthread_create(&journals[i].t, NULL, flusher_main,
+			       &journals[i]);
+	}
+	t0 = now();
+	for (unsigned i = 0; i < nw; i++)
+		pthread_create(&w[i], NULL, writer_main, &journals[i % nj]);
+	usleep((useconds_t)(secs * 1e6));
+	stop = 1;
+	for (unsigned i = 0; i < nj; i++) {
+		pthread_mutex_lock(&journals[i].mu);
+		pthread_cond_broadcast(&journals[i].done);
+		pthread_cond_broadcast(&journals[i].work);
+		pthread_mutex_unlock(&journals[i].mu);
+	}
+	for (unsigned i = 0; i < nw; i++) {
+		void *r;
+
+		pthread_join(w[i], &r);
+		total += (uintptr_t)r;
+	}
+	el = now() - t0;
+	for (unsigned i = 0; i < nj; i++) {
+		pthread_join(journals[i].t, NULL);
+		flushes += journals[i].flushes;
+	}
+	printf("writers %u journals %u: %.0f writes/s, %.0f flushes/s, "
+	       "%.1f writes a flush, %.0f us a write\n",
+	       nw, nj, total / el, flushes / el,
+	       flushes ? (double)total / flushes : 0.0,
+	       total ? el * nw / total * 1e6 : 0.0);
+	return 0;
+}
