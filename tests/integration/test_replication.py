@@ -296,6 +296,21 @@ class Replication(unittest.TestCase):
         r.stop()
         p.stop()
 
+    def test_shards_apart_from_threads(self):
+        """The counts that must match are the shards', not the io
+        threads': a primary of one shard on 2 io threads takes a replica of
+        one shard on 3; the same replica made with the default (a shard a
+        thread) is refused."""
+        p = self.server("--shards", "1", threads=2).start()
+        put_many(p, 0, 500)
+        r = self.replica(p, "--shards", "1", threads=3)
+        same(p, r)
+        put_many(p, 500, 1000)
+        same(p, r)
+        bad = self.replica(p, threads=3)
+        wait_until(lambda: b"the replica has 3 shards and the primary 1"
+                   in bad.log_text(), 20, "the refusal")
+
     def test_resp_replicaof_takes_resp_port(self):
         """REPLICAOF on the RESP port and `replicaof HOST PORT resp` name
         the primary's RESP port (the replica finds the native one);
