@@ -114,9 +114,14 @@ class Recording:
             if not os.path.exists(os.path.join(self.base, rel)):
                 raise AssertionError("%s was created during the recording" % rel)
         self.checkpoints = checkpoints(self.log)
-        # no cut before the first acknowledgement: it would audit nothing
+        # no cut before the first acknowledgement: it would audit nothing.
+        # The cut after k records is at the time of record k - 1 (time_at),
+        # so the first cut after the acknowledgement is one past the first
+        # record logged after it: cutting at that record's own index put
+        # the cut at or before the acknowledgement (a failed precondition,
+        # "nothing acknowledged before it", once in a run of make test).
         first_ack = min(r.acked for w in ws for r in w.reqs if r.acked is not None)
-        self.first = next((i for i, r in enumerate(self.log.recs) if r.t > first_ack),
+        self.first = next((i + 1 for i, r in enumerate(self.log.recs) if r.t > first_ack),
                           len(self.log))
 
     def cut_time(self, k):
