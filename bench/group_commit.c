@@ -7,9 +7,12 @@
  * Run with J = 1 and J = 2 over the same W: on a device whose flushes of
  * two files side by side cost more than one flush of one file, the shard
  * count is a cost of sync writes from few clients (docs/architecture.md,
- * section 2).  A measurement tool, not a test: nothing is asserted.
+ * section 2).  DEPTH flushers a journal (default 1) take turns, so that
+ * up to DEPTH flushes of one journal are in flight, answered in order:
+ * what a second flush in flight per shard would give (section 12).  A
+ * measurement tool, not a test: nothing is asserted.
  *
- *   group_commit DIR WRITERS JOURNALS [SECONDS]   (DIR exists; 3 s default)
+ *   group_commit DIR WRITERS JOURNALS [SECONDS [DEPTH]]   (3 s, depth 1)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -26,15 +29,19 @@
 #define REC_BYTES 150	       /* a 100-byte SET's record, about */
 #define FILE_BYTES (64u << 20) /* pre-written, as a journal segment */
 
+#define MAX_DEPTH 8
+
 struct journal {
 	pthread_mutex_t mu;
 	pthread_cond_t work, done;
 	unsigned long long sent, taken,
 	    durable; /* writes numbered per journal */
-	unsigned long long flushes;
+	/* flushes numbered as they are started, and the next to answer:
+	 * answered in that order whatever order they end in */
+	unsigned long long started, answered;
 	int fd;
 	off_t off;
-	pthread_t t;
+	pthread_t t[MAX_DEPTH];
 };
 
 static struct journal journals[MAX_JOURNALS];
@@ -68,15 +75,18 @@ static void *writer_main(void *arg)
 	return (void *)(uintptr_t)n;
 }
 
-/* Take every pending write, append, flush, answer: the group commit. */
+/* Take every pending write, append, flush, answer: the group commit.  A
+ * flush answers its writes only after every flush started before it has
+ * answered, as a journal's order requires. */
 static void *flusher_main(void *arg)
 {
 	static const char recs[REC_BYTES * MAX_WRITERS];
 	struct journal *j = arg;
 
 	for (;;) {
-		unsigned long long end, n;
+		unsigned long long end, n, mine;
 		size_t len;
+		off_t off;
 
 		pthread_mutex_lock(&j->mu);
 		while (j->sent == j->taken && !stop)
@@ -88,19 +98,23 @@ static void *flusher_main(void *arg)
 		end = j->sent;
 		n = end - j->taken;
 		j->taken = end;
-		pthread_mutex_unlock(&j->mu);
+		mine = j->started++;
 		len = (size_t)n * REC_BYTES;
 		if (j->off + (off_t)len > (off_t)FILE_BYTES)
 			j->off = 0;
-		if (pwrite(j->fd, recs, len, j->off) != (ssize_t)len ||
+		off = j->off;
+		j->off += (off_t)len;
+		pthread_mutex_unlock(&j->mu);
+		if (pwrite(j->fd, recs, len, off) != (ssize_t)len ||
 		    fdatasync(j->fd) < 0) {
 			perror("journal");
 			exit(1);
 		}
-		j->off += (off_t)len;
 		pthread_mutex_lock(&j->mu);
+		while (j->answered != mine)
+			pthread_cond_wait(&j->done, &j->mu);
 		j->durable = end;
-		j->flushes++;
+		j->answered++;
 		pthread_cond_broadcast(&j->done);
 		pthread_mutex_unlock(&j->mu);
 	}
@@ -131,11 +145,13 @@ int main(int argc, char **argv)
 	unsigned nw = argc > 2 ? (unsigned)atoi(argv[2]) : 0;
 	unsigned nj = argc > 3 ? (unsigned)atoi(argv[3]) : 0;
 	double secs = argc > 4 ? atof(argv[4]) : 3.0, t0, el;
+	unsigned depth = argc > 5 ? (unsigned)atoi(argv[5]) : 1;
 	unsigned long long total = 0, flushes = 0;
 
 	if (argc < 4 || !nw || nw > MAX_WRITERS || !nj || nj > MAX_JOURNALS ||
-	    secs <= 0) {
-		fprintf(stderr, "usage: %s DIR WRITERS JOURNALS [SECONDS]\n",
+	    secs <= 0 || !depth || depth > MAX_DEPTH) {
+		fprintf(stderr,
+			"usage: %s DIR WRITERS JOURNALS [SECONDS [DEPTH]]\n",
 			argv[0]);
 		return 2;
 	}
@@ -147,8 +163,9 @@ int main(int argc, char **argv)
 			perror(argv[1]);
 			return 1;
 		}
-		pthread_create(&journals[i].t, NULL, flusher_main,
-			       &journals[i]);
+		for (unsigned d = 0; d < depth; d++)
+			pthread_create(&journals[i].t[d], NULL, flusher_main,
+				       &journals[i]);
 	}
 	t0 = now();
 	for (unsigned i = 0; i < nw; i++)
@@ -169,12 +186,13 @@ int main(int argc, char **argv)
 	}
 	el = now() - t0;
 	for (unsigned i = 0; i < nj; i++) {
-		pthread_join(journals[i].t, NULL);
-		flushes += journals[i].flushes;
+		for (unsigned d = 0; d < depth; d++)
+			pthread_join(journals[i].t[d], NULL);
+		flushes += journals[i].answered;
 	}
-	printf("writers %u journals %u: %.0f writes/s, %.0f flushes/s, "
-	       "%.1f writes a flush, %.0f us a write\n",
-	       nw, nj, total / el, flushes / el,
+	printf("writers %u journals %u depth %u: %.0f writes/s, %.0f "
+	       "flushes/s, %.1f writes a flush, %.0f us a write\n",
+	       nw, nj, depth, total / el, flushes / el,
 	       flushes ? (double)total / flushes : 0.0,
 	       total ? el * nw / total * 1e6 : 0.0);
 	return 0;
