@@ -27,6 +27,7 @@ int kvd_server_open_store(struct kvd_server *srv, char *err, size_t errlen)
 	struct kvd_store_opts o = {
 	    .dir = cfg->data_dir,
 	    .want_shards = cfg->shards ? cfg->shards : cfg->threads,
+	    .exact_shards = cfg->shards != 0,
 	    .map_size = cfg->map_size,
 	    .max_readers = cfg->threads + 126,
 	    .memtable_size = cfg->memtable_size,
@@ -45,19 +46,6 @@ int kvd_server_open_store(struct kvd_server *srv, char *err, size_t errlen)
 	if (kvd_store_open(&srv->store, &o, err, errlen))
 		return -1;
 	srv->nshards = kvd_store_nshards(srv->store);
-	/* A key's shard is its hash modulo the count: a directory's count
-	 * never changes, so an explicit one that differs is a mistake to
-	 * report, not a wish to ignore. */
-	if (cfg->shards && cfg->shards != srv->nshards) {
-		snprintf(err, errlen,
-			 "%s has %u shard%s (its MANIFEST); shards %u applies "
-			 "only to a new data directory",
-			 cfg->data_dir, srv->nshards,
-			 srv->nshards == 1 ? "" : "s", cfg->shards);
-		kvd_store_close(srv->store);
-		srv->store = NULL;
-		return -1;
-	}
 	return 0;
 }
 

@@ -260,7 +260,7 @@ int kvd_datadir_inspect(const char *dir, unsigned *nshards, char *err,
 }
 
 int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
-		     unsigned want_shards, char *err, size_t errlen)
+		     unsigned want_shards, int exact, char *err, size_t errlen)
 {
 	char path[600];
 	unsigned count;
@@ -284,6 +284,17 @@ int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
 	if (stat(path, &st) == 0) {
 		if (read_manifest(dir, &d->nshards, &d->created, err, errlen))
 			goto fail;
+		/* A key's shard is its hash modulo the count, which never
+		 * changes: a count asked for that differs is a mistake to
+		 * report, not a wish to ignore. */
+		if (exact && d->nshards != want_shards) {
+			snprintf(err, errlen,
+				 "%s has %u shard%s (its MANIFEST); shards %u "
+				 "applies only to a new data directory",
+				 dir, d->nshards, d->nshards == 1 ? "" : "s",
+				 want_shards);
+			goto fail;
+		}
 	} else {
 		if (scan_shard_dirs(dir, &count) >= 0) {
 			snprintf(err, errlen,

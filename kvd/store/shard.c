@@ -284,7 +284,8 @@ int kvd_store_open(struct kvd_store **out, const struct kvd_store_opts *o,
 	st->hook_arg = o->hook_arg;
 	st->ckpt_interval_ms =
 	    o->checkpoint_interval_ms ? o->checkpoint_interval_ms : 60000;
-	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, err, errlen)) {
+	if (kvd_datadir_open(&st->dd, o->dir, o->want_shards, o->exact_shards,
+			     err, errlen)) {
 		free(st);
 		return -1;
 	}

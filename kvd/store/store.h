@@ -176,6 +176,9 @@ struct kvd_merge_op {
 struct kvd_store_opts {
 	const char *dir;
 	unsigned want_shards; /* used only when the directory is new */
+	/* want_shards asked for explicitly: an existing directory of another
+	 * count is refused before anything of it is opened */
+	int exact_shards;
 	uint64_t map_size;
 	unsigned max_readers;
 	uint64_t memtable_size; /* freeze the active memtable here; 0: auto */
@@ -550,10 +553,11 @@ struct kvd_datadir {
 };
 
 /* Create the directory if missing, take its lock (refusing one held by
- * another kvd), then read the manifest or write one for want_shards.
- * 0, or -1 with a one-line reason in err. */
+ * another kvd), then read the manifest or write one for want_shards;
+ * with exact, a manifest of another count is refused.  0, or -1 with a
+ * one-line reason in err. */
 int kvd_datadir_open(struct kvd_datadir *d, const char *dir,
-		     unsigned want_shards, char *err, size_t errlen);
+		     unsigned want_shards, int exact, char *err, size_t errlen);
 
 /* Every shard of a directory being created now exists: rewrite the
  * manifest without its "creating" mark.  No-op otherwise.  0, or -1 with a
