@@ -9,10 +9,14 @@
  * count is a cost of sync writes from few clients (docs/architecture.md,
  * section 2).  DEPTH flushers a journal (default 1) take turns, so that
  * up to DEPTH flushes of one journal are in flight, answered in order:
- * what a second flush in flight per shard would give (section 12).  A
- * measurement tool, not a test: nothing is asserted.
+ * what a second flush in flight per shard would give (section 12).
+ * GATHER microseconds (default 0): a flusher that has answered n writes
+ * waits, before it takes the next, until n writes are pending or GATHER
+ * has passed (the writers it answered are about to send again: section
+ * 12, "Gathering").  A measurement tool, not a test: nothing is asserted.
  *
- *   group_commit DIR WRITERS JOURNALS [SECONDS [DEPTH]]   (3 s, depth 1)
+ *   group_commit DIR WRITERS JOURNALS [SECONDS [DEPTH [GATHER]]]
+ *   (3 s, depth 1, gather 0)
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -46,6 +50,7 @@ struct journal {
 
 static struct journal journals[MAX_JOURNALS];
 static volatile int stop;
+static unsigned gather_us;
 
 static double now(void)
 {
@@ -75,6 +80,23 @@ static void *writer_main(void *arg)
 	return (void *)(uintptr_t)n;
 }
 
+/* With gather_us: wait (j->mu held) until last writes are pending, or
+ * gather_us has passed. */
+static void gather(struct journal *j, unsigned long long last)
+{
+	struct timespec ts;
+
+	if (!gather_us || j->sent - j->taken >= last)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)gather_us * 1000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	while (j->sent - j->taken < last && !stop &&
+	       pthread_cond_timedwait(&j->work, &j->mu, &ts) == 0)
+		;
+}
+
 /* Take every pending write, append, flush, answer: the group commit.  A
  * flush answers its writes only after every flush started before it has
  * answered, as a journal's order requires. */
@@ -82,6 +104,7 @@ static void *flusher_main(void *arg)
 {
 	static const char recs[REC_BYTES * MAX_WRITERS];
 	struct journal *j = arg;
+	unsigned long long last = 0; /* the writes of this flusher's last */
 
 	for (;;) {
 		unsigned long long end, n, mine;
@@ -91,12 +114,14 @@ static void *flusher_main(void *arg)
 		pthread_mutex_lock(&j->mu);
 		while (j->sent == j->taken && !stop)
 			pthread_cond_wait(&j->work, &j->mu);
+		gather(j, last);
 		if (stop) {
 			pthread_mutex_unlock(&j->mu);
 			return NULL;
 		}
 		end = j->sent;
 		n = end - j->taken;
+		last = n;
 		j->taken = end;
 		mine = j->started++;
 		len = (size_t)n * REC_BYTES;
@@ -148,10 +173,12 @@ int main(int argc, char **argv)
 	unsigned depth = argc > 5 ? (unsigned)atoi(argv[5]) : 1;
 	unsigned long long total = 0, flushes = 0;
 
+	gather_us = argc > 6 ? (unsigned)atoi(argv[6]) : 0;
 	if (argc < 4 || !nw || nw > MAX_WRITERS || !nj || nj > MAX_JOURNALS ||
-	    secs <= 0 || !depth || depth > MAX_DEPTH) {
+	    secs <= 0 || !depth || depth > MAX_DEPTH || gather_us > 1000000) {
 		fprintf(stderr,
-			"usage: %s DIR WRITERS JOURNALS [SECONDS [DEPTH]]\n",
+			"usage: %s DIR WRITERS JOURNALS [SECONDS [DEPTH "
+			"[GATHER]]]\n",
 			argv[0]);
 		return 2;
 	}
@@ -190,9 +217,9 @@ int main(int argc, char **argv)
 			pthread_join(journals[i].t[d], NULL);
 		flushes += journals[i].answered;
 	}
-	printf("writers %u journals %u depth %u: %.0f writes/s, %.0f "
-	       "flushes/s, %.1f writes a flush, %.0f us a write\n",
-	       nw, nj, depth, total / el, flushes / el,
+	printf("writers %u journals %u depth %u gather %u: %.0f writes/s, "
+	       "%.0f flushes/s, %.1f writes a flush, %.0f us a write\n",
+	       nw, nj, depth, gather_us, total / el, flushes / el,
 	       flushes ? (double)total / flushes : 0.0,
 	       total ? el * nw / total * 1e6 : 0.0);
 	return 0;
