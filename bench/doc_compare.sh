@@ -30,7 +30,11 @@
 # what else the machine runs.  It counts whatever the server does
 # meanwhile, so at a low offered rate (the -R rows) its idle work weighs.
 # For E the load is a kvbench run of its own so that the figure is the
-# run phase's.
+# run phase's.  The client's CPU per operation (cl, kvbench's own) is
+# measured alike, and "3x cores" is what kvd and its client would take of
+# the machine at 3x PostgreSQL's rate at those costs (issue 34's goal):
+# above the machine's cores, the goal needs less CPU per operation than
+# measured, on a machine the load generator shares.
 #
 # kvbench talks to kvd with -D mongowire (KDRIVER): OP_MSG written by
 # kvbench on non-blocking sockets in its own loop, the same commands and
@@ -218,10 +222,11 @@ def rep(name, phase="run"):
             return p
     return None
 
-def cpu(name):
-    """The server's CPU seconds over run name (server_cpu.py's), 0 unknown."""
+def cpu(name, i=0):
+    """The server's (i 0) or the client's (1) CPU seconds over run name
+    (server_cpu.py's), 0 unknown."""
     try:
-        return float(open(os.path.join(work, name + ".cpu")).read().split()[0])
+        return float(open(os.path.join(work, name + ".cpu")).read().split()[i])
     except (OSError, ValueError, IndexError):
         return 0.0
 
@@ -234,38 +239,47 @@ def fig(p, op=None, name=None):
         return None
     ops = p["ops_per_sec"] if op is None else p["ops_by_type"][op]["ops_per_sec"]
     scpu = cpu(name) * 1e6 / max(p["ops"], 1) if name else 0.0
+    ccpu = cpu(name, 1) * 1e6 / max(p["ops"], 1) if name else 0.0
     return {"ops": ops, "p50": lat["p50"], "p99": lat["p99"], "err": p["errors"]["total"],
-            "scpu": scpu}
+            "scpu": scpu, "ccpu": ccpu}
 
 def f(x, k):
     if x is None:
         return "-"
     if k == "ops":
         return "{:,.0f}".format(x[k])
-    if k == "scpu":
+    if k in ("scpu", "ccpu"):
         return "%.0f" % x[k] if x[k] else "-"
     return "%.3g" % x[k]
 
+def cores3(k, p):
+    """The cores kvd and its client would take at 3x PostgreSQL's rate, at
+    the CPU an operation measured (issue 34's goal)."""
+    if not (k and p and p["ops"] and k["scpu"]):
+        return "-"
+    return "%.2f" % (3 * p["ops"] * (k["scpu"] + k["ccpu"]) / 1e6)
+
 print(open(os.path.join(work, "header")).read().rstrip())
 print()
-print("us/op: the server's CPU time (user + system, all its threads or processes) per operation")
-hdr = "%-26s %12s %9s %9s %6s %12s %9s %9s %6s %7s %s" % ("workload", "kvd ops/s", "p50 ms", "p99 ms",
-                                                          "us/op", "pg ops/s", "p50 ms", "p99 ms", "us/op",
-                                                          "ratio", "runs (kvd / pg ops/s)")
+print("us/op: the server's CPU time (user + system, all its threads or processes) per operation; cl: the "
+      "client's (kvbench's); 3x cores: what kvd and its client would take at 3x PostgreSQL's rate at those "
+      "costs (of %d)" % os.cpu_count())
+hdr = "%-26s %12s %9s %9s %6s %4s %12s %9s %9s %6s %4s %7s %8s %s" % (
+    "workload", "kvd ops/s", "p50 ms", "p99 ms", "us/op", "cl", "pg ops/s", "p50 ms", "p99 ms", "us/op", "cl",
+    "ratio", "3x cores", "runs (kvd / pg ops/s)")
 print(hdr)
-for who in ("k", "p"):
-    pass
 l = {w: fig(rep("load-" + w, "load"), name="load-" + w) for w in ("k", "p")}
 def row(title, k, p, spread=""):
     ratio = "%.2fx" % (k["ops"] / p["ops"]) if k and p and p["ops"] else "-"
-    print("%-26s %12s %9s %9s %6s %12s %9s %9s %6s %7s %s" % (title, f(k, "ops"), f(k, "p50"), f(k, "p99"),
-          f(k, "scpu"), f(p, "ops"), f(p, "p50"), f(p, "p99"), f(p, "scpu"), ratio, spread))
+    print("%-26s %12s %9s %9s %6s %4s %12s %9s %9s %6s %4s %7s %8s %s" % (
+        title, f(k, "ops"), f(k, "p50"), f(k, "p99"), f(k, "scpu"), f(k, "ccpu"), f(p, "ops"), f(p, "p50"),
+        f(p, "p99"), f(p, "scpu"), f(p, "ccpu"), ratio, cores3(k, p), spread))
 row("load (inserts)", l["k"], l["p"])
 def med(xs):
     xs = [x for x in xs if x]
     if not xs:
         return None
-    return {k: statistics.median(x[k] for x in xs) for k in ("ops", "p50", "p99", "err", "scpu")}
+    return {k: statistics.median(x[k] for x in xs) for k in ("ops", "p50", "p99", "err", "scpu", "ccpu")}
 for w in wls.split():
     runs = {who: [fig(rep("%s-%d-%s" % (w, i, who)), name="%s-%d-%s" % (w, i, who))
                   for i in range(1, repeat + 1)] for who in "kp"}
