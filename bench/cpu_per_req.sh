@@ -133,26 +133,17 @@ for row in $ROWS; do
 done
 
 echo
-echo "# medians: test kvd_req/s redis_req/s kvd_us redis_us kvd/redis_us client_us_kvd client_us_redis"
+# the median of column c of server s's runs of test t
+col() { awk -v t="$1" -v s="$2" -v c="$3" '$1 == t && $2 == s { print $c }' "$RES" | median; }
+
+# cores_1.5x: what 1.5x redis-server's rate would take of the machine's
+# cores, at kvd's CPU a request and its client's as measured
+echo "# medians: test kvd_req/s redis_req/s kvd_us redis_us kvd/redis_us client_us_kvd client_us_redis cores_1.5x (of $(nproc))"
 for t in $ROWS; do
-	kr=$(awk -v t="$t" '$1 == t && $2 == "kvd" { print $3 }' "$RES" | median)
-	rr=$(awk -v t="$t" '$1 == t && $2 == "redis" { print $3 }' "$RES" | median)
-	ku=$(awk -v t="$t" '$1 == t && $2 == "kvd" { print $4 }' "$RES" | median)
-	ru=$(awk -v t="$t" '$1 == t && $2 == "redis" { print $4 }' "$RES" | median)
-	kc=$(awk -v t="$t" '$1 == t && $2 == "kvd" { print $5 }' "$RES" | median)
-	rc=$(awk -v t="$t" '$1 == t && $2 == "redis" { print $5 }' "$RES" | median)
-	awk -v t="$t" -v kr="$kr" -v rr="$rr" -v ku="$ku" -v ru="$ru" \
-		-v kc="$kc" -v rc="$rc" 'BEGIN { printf "%s %s %s %s %s %.2f %s %s\n",
-			t, kr, rr, ku, ru, ku / ru, kc, rc }'
-done
-# What 1.5x redis-server's rate would take of the machine's cores: the
-# client's CPU a request and kvd's as measured, at that rate.
-echo "# cores 1.5x redis's rate would use (client + kvd, at the CPU a request measured): test cores of $(nproc)"
-for t in $ROWS; do
-	rr=$(awk -v t="$t" '$1 == t && $2 == "redis" { print $3 }' "$RES" | median)
-	ku=$(awk -v t="$t" '$1 == t && $2 == "kvd" { print $4 }' "$RES" | median)
-	kc=$(awk -v t="$t" '$1 == t && $2 == "kvd" { print $5 }' "$RES" | median)
-	awk -v t="$t" -v rr="$rr" -v ku="$ku" -v kc="$kc" \
-		'BEGIN { printf "%s %.2f\n", t, 1.5 * rr * (ku + kc) / 1e6 }'
+	awk -v t="$t" -v kr="$(col "$t" kvd 3)" -v rr="$(col "$t" redis 3)" \
+		-v ku="$(col "$t" kvd 4)" -v ru="$(col "$t" redis 4)" \
+		-v kc="$(col "$t" kvd 5)" -v rc="$(col "$t" redis 5)" \
+		'BEGIN { printf "%s %s %s %s %s %.2f %s %s %.2f\n", t, kr, rr, ku,
+			ru, ku / ru, kc, rc, 1.5 * rr * (ku + kc) / 1e6 }'
 done
 echo "# load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
