@@ -48,8 +48,9 @@
 
 /* mql_bson_check - check data[0..len) as one BSON document: its length
  * header equals len, len <= max_size, every element and nested document
- * is well formed (lengths inside their parents, terminators in place) and
- * it nests at most max_depth levels.  Iterative: a document nested past
+ * is well formed (lengths inside their parents, terminators in place),
+ * every array's keys are "0", "1", ... in order, and it nests at most
+ * max_depth levels.  Iterative: a document nested past
  * max_depth is refused without recursing into it.
  * Returns 0, or -1 with err set:
  *   22 InvalidBSON          malformed

@@ -22,7 +22,27 @@ static int check_fail(struct mql_error *err)
  * other one; a struct member is padded. */
 struct level {
 	bson_iter_t it;
+	uint32_t next; /* an array's: the key its next element must have */
+	bool arr;
 };
+
+/* Is k the decimal form of i, as an array's i-th key must be?  The BSON
+ * spec wants an array's keys to be "0", "1", ... in order; libbson warns
+ * on stderr, once for every copy, of an array whose first key is not "0",
+ * and MongoDB's dotted paths name elements by position: an array with
+ * other keys is refused where it comes in, rather than stored, copied and
+ * logged by every request that touches it. */
+static bool index_key(const char *k, uint32_t i)
+{
+	char buf[11];
+	int n = (int)sizeof(buf) - 1;
+
+	buf[n] = 0;
+	do
+		buf[--n] = (char)('0' + i % 10);
+	while (i /= 10);
+	return !strcmp(k, buf + n);
+}
 
 /* Levels kept on the C stack: every document of an ordinary request
  * nests less, so its check allocates nothing (a heap stack of
@@ -77,6 +97,7 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 				     len, len, max_size);
 	if (!bson_iter_init_from_data(&stack[0].it, data, len))
 		goto bad;
+	stack[0].arr = false;
 	for (;;) {
 		bson_iter_t *it = &stack[depth].it;
 		const uint8_t *sub;
@@ -89,6 +110,16 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 				break;
 			depth--;
 			continue;
+		}
+		if (stack[depth].arr &&
+		    !index_key(bson_iter_key(it), stack[depth].next++)) {
+			mql_error_set(err, MQL_InvalidBSON,
+				      "invalid BSON: an array's element %u has "
+				      "a key other than \"%u\" (an array's "
+				      "keys are \"0\", \"1\", ... in order)",
+				      stack[depth].next - 1,
+				      stack[depth].next - 1);
+			goto fail;
 		}
 		if (BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) {
 			if (depth + 1 >= max_depth) {
@@ -112,6 +143,8 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 			if (!sub || sublen < 5 || sub[sublen - 1] != 0 ||
 			    !bson_iter_recurse(it, &stack[depth + 1].it))
 				goto bad;
+			stack[depth + 1].arr = BSON_ITER_HOLDS_ARRAY(it);
+			stack[depth + 1].next = 0;
 			depth++;
 		} else if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {
 			uint32_t codelen;
@@ -126,6 +159,7 @@ int mql_bson_check(const uint8_t *data, size_t len, size_t max_size,
 			if (!bson_iter_init_from_data(&stack[depth + 1].it, sub,
 						      sublen))
 				goto bad;
+			stack[depth + 1].arr = false;
 			depth++;
 		}
 	}

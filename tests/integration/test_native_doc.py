@@ -146,8 +146,10 @@ class NativeDoc(ServerCase):
     def test_bad_bson_nothing_held(self):
         c, k = self.c, self.coll()
         good = E({"_id": 1})
+        # an array keyed "5" where BSON wants "0": well formed otherwise
+        arr = E({"a": ["x"]}).replace(b"\x020\x00", b"\x025\x00")
         bad = [b"", b"\x05\x00\x00", b"\x06\x00\x00\x00\x00\x00",
-               good[:-1] + b"\x01", b"\xff\xff\xff\x7f" + good[4:]]
+               good[:-1] + b"\x01", b"\xff\xff\xff\x7f" + good[4:], arr]
         for b in bad:
             # a bad document among good ones: none is inserted
             self.assert_doc_error(c.call(P.DOCINSERT, b"db", k, good, b), 22)

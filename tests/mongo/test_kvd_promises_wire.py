@@ -256,6 +256,44 @@ class Bodies(WireCase):
         self.assert_error(d.reply(), 22, "InvalidBSON")
         self.assertEqual(d.call(PING)["ok"], 1.0)
 
+    def test_array_keys(self):
+        """An array whose keys are not "0", "1", ... in order (the BSON
+        spec's rule, which drivers follow) is refused with InvalidBSON
+        wherever it comes: a document, a filter; libbson would otherwise
+        warn on kvd's stderr at every copy of one whose first key is not
+        "0", a line a client could make kvd write at will."""
+        d = self.door()
+        d.call({"drop": "arrkeys", "$db": "t"})
+
+        def send(cmd, old, new):
+            body = bson.encode(cmd)
+            self.assertEqual(body.count(old), 1)
+            payload = b"\x00" + body.replace(old, new)
+            d.send(struct.pack("<iiiiI", 20 + len(payload), 7, 0, OP_MSG,
+                               0) + payload)
+            return d.reply()
+
+        first = b"\x020\x00\x02\x00\x00\x00x\x00"
+        second = b"\x021\x00\x02\x00\x00\x00y\x00"
+        ins = {"insert": "arrkeys", "documents": [{"_id": 1, "a": ["x", "y"]}],
+               "$db": "t"}
+        # the first key "5"; then "0" twice (element 1 keyed "0")
+        self.assert_error(send(ins, first, first.replace(b"0", b"5", 1)),
+                          22, "InvalidBSON", 'element 0 has a key other than "0"')
+        self.assert_error(send(ins, second, second.replace(b"1", b"0", 1)),
+                          22, "InvalidBSON", 'element 1 has a key other than "1"')
+        find = {"find": "arrkeys", "filter": {"a": {"$in": ["x", "y"]}},
+                "$db": "t"}
+        self.assert_error(send(find, first, first.replace(b"0", b"7", 1)),
+                          22, "InvalidBSON")
+        # the same arrays keyed as drivers key them: taken
+        r = send(ins, first, first)
+        self.assertEqual((r["ok"], r["n"]), (1.0, 1), r)
+        r = send(find, first, first)
+        self.assertEqual(r["cursor"]["firstBatch"],
+                         [{"_id": 1, "a": ["x", "y"]}], r)
+        self.assertNotIn(b"invalid array", self.host.srv.log_text())
+
     def test_inserted_document_bounds(self):
         cl = self.host.client()
         c = cl.t.bounds
