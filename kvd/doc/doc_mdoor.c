@@ -80,6 +80,7 @@ struct dscan {
 	int64_t examined;
 	struct doc_plan *plan; /* an index scan (doc_plan.h), or NULL */
 	uint64_t deadline;     /* kvd_now_ms past which it reads no more; 0 */
+	bool timed_out;	       /* a document went unmatched past the deadline */
 };
 
 /* A refill that read to the scan's deadline. */
@@ -91,6 +92,13 @@ static bool past_deadline(const struct dscan *d)
 	return !d->buf.len && d->deadline && kvd_now_ms() >= d->deadline;
 }
 
+/* The clock is read before every document's match once a deadline is
+ * set: one match may take long (a regular expression that backtracks runs
+ * to PCRE2's match limit, a tenth of a second, on every document), so a
+ * look between batches let maxTimeMS 500 answer after 45 s.  Past it the
+ * batch's other documents are passed over unmatched and the scan ends in
+ * 50 MaxTimeMSExpired (what was matched before may go out first), so no
+ * document it passed over can be missing from an answer. */
 static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
 		      unsigned type, uint64_t exp)
 {
@@ -98,6 +106,11 @@ static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
 
 	(void)key;
 	(void)exp; /* documents do not expire */
+	if (d->timed_out ||
+	    (d->deadline && kvd_now_ms() >= d->deadline && !d->one)) {
+		d->timed_out = true;
+		return 0;
+	}
 	d->examined++;
 	if (type != KVD_VT_DOC ||
 	    !mql_match_doc(d->filter, val.p, (uint32_t)val.n, NULL))
@@ -140,7 +153,7 @@ static int refill(struct dscan *d)
 		if (past_deadline(d))
 			return OVER_TIME;
 	}
-	return 0;
+	return d->timed_out && d->buf.len == 0 ? OVER_TIME : 0;
 }
 
 /* {_id: 1}: the index a collection's documents are kept in, compiled
@@ -244,6 +257,9 @@ int doc_mdoor_scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 	int rc;
 
 	if (d->pos >= d->buf.len) {
+		if (d->timed_out) /* documents were passed over: no end */
+			return mql_error_set(err, MQL_MaxTimeMSExpired,
+					     "operation exceeded time limit");
 		if (d->empty ||
 		    (d->plan ? doc_plan_done(d->plan) : d->s.done && !d->one))
 			return 0;

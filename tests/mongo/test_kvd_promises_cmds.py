@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import unittest
 
 try:
@@ -674,6 +675,34 @@ class Compatibility(Base):
             r = self.call({"find": "mt", "limit": 1, "maxTimeMS": v})
             self.assert_code(r, 2)
             self.assertEqual(r["errmsg"], msg)
+        c.drop()
+
+    def test_max_time_ms_slow_matches(self):
+        """maxTimeMS holds when each document's match is slow: a regular
+        expression that backtracks runs to PCRE2's match limit on every
+        document (about a tenth of a second each here, so half a minute
+        for these 300), and a read with maxTimeMS 300 still answers 50
+        within seconds, not after its batch of 256 (a document passed
+        over unmatched never leaves an answer short: the read ends in
+        50)."""
+        c = self.db.slowre
+        c.drop()
+        c.insert_many([{"_id": i, "s": "a" * 24 + "!"} for i in range(300)])
+        c.insert_one({"_id": -1, "s": "aaa"})  # first in _id order: matches
+        slow = {"s": {"$regex": "^(a+)+$"}}
+        for cmd in ({"find": "slowre", "filter": slow, "batchSize": 1000},
+                    {"count": "slowre", "query": slow},
+                    {"aggregate": "slowre", "pipeline": [{"$match": slow}],
+                     "cursor": {}}):
+            t = time.monotonic()
+            r = self.call(dict(cmd, maxTimeMS=300))
+            took = time.monotonic() - t
+            self.assert_code(r, 50)
+            self.assertLess(took, 10, (cmd, took))
+        # the fast document alone: found, the slow ones not read
+        r = self.call({"find": "slowre", "filter": {"_id": -1, **slow},
+                       "maxTimeMS": 300})
+        self.assertEqual(r["cursor"]["firstBatch"], [{"_id": -1, "s": "aaa"}])
         c.drop()
 
     def differs_hint_by_name(self, c):
