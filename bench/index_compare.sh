@@ -28,9 +28,9 @@
 # of each figure and the ratio of the medians (kvd / PostgreSQL; for e the
 # build time, PostgreSQL's / kvd's), each server's CPU per operation and
 # the client's (cl), and "3x cores": what kvd and its client would take of
-# the machine at 3x PostgreSQL's rate at those costs (issue 35's goal).  PostgreSQL's tables are ANALYZEd
-# after their load, and the plans of its queries (EXPLAIN) and kvd's
-# (explain's winningPlan) are printed.
+# the machine at 3x PostgreSQL's rate at those costs (issue 35's goal).
+# PostgreSQL's tables are ANALYZEd after their load, and the plans of its
+# queries (EXPLAIN) and kvd's (explain's winningPlan) are printed.
 #
 # Both servers are durable on commit: kvd --durability sync (reply after
 # the journal's fdatasync), PostgreSQL fsync on, synchronous_commit on.

@@ -80,19 +80,12 @@ struct dscan {
 	int empty; /* no collection */
 	int64_t examined;
 	struct doc_plan *plan; /* an index scan (doc_plan.h), or NULL */
-	uint64_t deadline;     /* kvd_now_ms past which it reads no more; 0 */
-	uint64_t coarse_end;   /* the same on coarse_ms's clock (keep_match) */
+	uint64_t deadline;     /* coarse_ms past which it reads no more; 0 */
 	bool timed_out;	       /* a document went unmatched past the deadline */
 };
 
 /* A refill that read to the scan's deadline. */
 #define OVER_TIME (-2)
-
-/* Has a refill that found nothing yet read to its deadline? */
-static bool past_deadline(const struct dscan *d)
-{
-	return !d->buf.len && d->deadline && kvd_now_ms() >= d->deadline;
-}
 
 /* CLOCK_MONOTONIC_COARSE in milliseconds: the clock read before every
  * document's match, 3-6 ns a read where the precise clocks took 26 on a
@@ -104,6 +97,13 @@ static uint64_t coarse_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Has a refill that found nothing yet read to its deadline? */
+static bool past_deadline(const struct dscan *d)
+{
+	return !d->buf.len &&
+	       (d->timed_out || (d->deadline && coarse_ms() >= d->deadline));
 }
 
 /* The clock is read before every document's match once a deadline is
@@ -121,7 +121,7 @@ static int keep_match(void *arg, struct kv_slice key, struct kv_slice val,
 	(void)key;
 	(void)exp; /* documents do not expire */
 	if (d->timed_out ||
-	    (d->deadline && !d->one && coarse_ms() >= d->coarse_end)) {
+	    (d->deadline && !d->one && coarse_ms() >= d->deadline)) {
 		d->timed_out = true;
 		return 0;
 	}
@@ -167,7 +167,7 @@ static int refill(struct dscan *d)
 		if (past_deadline(d))
 			return OVER_TIME;
 	}
-	return d->timed_out && d->buf.len == 0 ? OVER_TIME : 0;
+	return 0;
 }
 
 /* {_id: 1}: the index a collection's documents are kept in, compiled
@@ -300,9 +300,8 @@ void doc_mdoor_scan_deadline(void *scan, uint64_t deadline_ms)
 	struct dscan *d = scan;
 	uint64_t now = kvd_now_ms();
 
-	d->deadline = deadline_ms;
-	d->coarse_end =
-	    coarse_ms() + (deadline_ms > now ? deadline_ms - now : 0);
+	/* on the clock read before every match */
+	d->deadline = coarse_ms() + (deadline_ms > now ? deadline_ms - now : 0);
 }
 
 void doc_mdoor_scan_close(void *scan)

@@ -34,14 +34,11 @@ struct level {
  * logged by every request that touches it. */
 static bool index_key(const char *k, uint32_t i)
 {
-	char buf[11];
-	int n = (int)sizeof(buf) - 1;
+	const char *want;
+	char buf[16];
 
-	buf[n] = 0;
-	do
-		buf[--n] = (char)('0' + i % 10);
-	while (i /= 10);
-	return !strcmp(k, buf + n);
+	bson_uint32_to_string(i, &want, buf, sizeof(buf));
+	return !strcmp(k, want);
 }
 
 /* Levels kept on the C stack: every document of an ordinary request
