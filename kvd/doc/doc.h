@@ -207,7 +207,9 @@ void kvdoc_scan_init(struct kvdoc_scan *s, uint32_t coll);
 int kvdoc_scan_range(struct kvdoc_scan *s, const uint8_t *start, size_t slen,
 		     const uint8_t *end, size_t elen);
 /* fn gets each document's key (collection id and encoded _id) and its
- * bytes, and returns 0 (nonzero fails the batch: KV_INTERNAL).  KV_OK or
+ * bytes, and returns 0, or KVD_SCAN_STOP to end the batch before it (the
+ * next batch starts at this document), or anything else to fail
+ * the batch (KV_INTERNAL).  KV_OK or
  * KV_INTERNAL; s->done once the collection was read to its end. */
 int kvdoc_scan_batch(struct kvdoc_scan *s, struct kvd_reader *r, unsigned max,
 		     uint64_t now, kvd_scan_fn fn, void *arg);

@@ -4,6 +4,8 @@
 #ifndef KVD_DOC_DOC_MDOOR_H
 #define KVD_DOC_DOC_MDOOR_H
 
+#include <stdbool.h>
+
 #include "mongo/mdoor.h"
 
 struct kvd_conn;
@@ -20,6 +22,10 @@ void doc_mdoor_enter(struct kvd_io *io);
 void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd);
 /* c is being freed with its write unanswered: complete it. */
 void doc_mdoor_abandon(struct kvd_conn *c);
+/* c's write looks for its documents and its scan's slice ran out (the
+ * loop's next turn goes on: kvd_io_again); go on, a slice more. */
+bool doc_mdoor_write_paused(const struct kvd_conn *c);
+void doc_mdoor_write_again(struct kvd_conn *c);
 
 /* Make the door when mongo-port or tls-mongo-port is set (before the io
  * threads start): 0, or -1 with err. */

@@ -36,6 +36,11 @@ struct dmw {
 	struct kv_buf opnd;	  /* the operand every key of it gets */
 	unsigned mid;		  /* and its merge id */
 	const bson_value_t *upid; /* an upsert's _id */
+	const bson_value_t *ideq; /* its filter's _id equality, or NULL */
+	bool multi;		  /* its scan: every match, in batches */
+	bool paused;		  /* its scan's slice ran out (again goes on) */
+	bool sent_stmt;		  /* its operand was built, merges sent */
+	struct kv_buf best;	  /* the best match so far of a sorted one */
 	bool unique;	  /* an insert under a unique index (send_unique) */
 	struct doc_uq uq; /* doc_uq.h: their reservations */
 	/* an insert batch sent ahead of its results (dmw_pipe_fill) */
@@ -59,6 +64,7 @@ int doc_mdoor_scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 			struct mql_error *e);
 void doc_mdoor_scan_close(void *scan);
 void doc_mdoor_scan_deadline(void *scan, uint64_t deadline_ms);
+void doc_mdoor_scan_slice(void *scan, unsigned ms);
 int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
 		      bson_t *stats, struct mql_error *err);
 int doc_mdoor_coll_stats(void *ctx, const char *db, const char *coll,

@@ -28,6 +28,7 @@ void dmw_finish(struct dmw *w)
 		doc_mdoor_scan_close(w->scan);
 	doc_uq_free(&w->uq);
 	kv_buf_free(&w->keys);
+	kv_buf_free(&w->best);
 	kv_buf_free(&w->opnd);
 	kv_buf_free(&w->sect);
 	free(w);

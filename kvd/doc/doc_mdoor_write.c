@@ -124,10 +124,20 @@ static const bson_value_t *id_eq(const struct mql_match *q)
 	return x.v;
 }
 
+/* A scan's slice ran out before it found what the statement needs: the
+ * connection's next loop turn goes on (doc_mdoor_write_again), so that
+ * a filter slow to match does not hold the io thread (mdoor.h). */
+static void pause_scan(struct dmw *w)
+{
+	w->paused = true;
+	kvd_io_again(w->c);
+}
+
 /* The next keys of a multi-document statement's matches, at most BATCH,
- * from its open scan (closed once it ends): 0, or -1 with e.  The scan
- * goes on after the last document it read, so a statement over any
- * number of documents holds one batch of keys and one scan batch. */
+ * from its open scan (closed once it ends): 0, or -1 with e; 0 with no
+ * key and w->paused when its slice ran out first.  The scan goes on
+ * after the last document it read, so a statement over any number of
+ * documents holds one batch of keys and one scan batch. */
 static int more_keys(struct dmw *w, struct mql_error *e)
 {
 	const uint8_t *doc;
@@ -137,6 +147,7 @@ static int more_keys(struct dmw *w, struct mql_error *e)
 	int rc = 0;
 
 	w->keys.len = w->kpos = 0;
+	doc_mdoor_scan_slice(w->scan, MDOOR_SLICE_MS);
 	while (nk < BATCH &&
 	       (rc = doc_mdoor_scan_next(w->scan, &doc, &len, e)) == 1) {
 		if (dmw_doc_id(doc, len, &it) ||
@@ -146,6 +157,11 @@ static int more_keys(struct dmw *w, struct mql_error *e)
 	}
 	if (rc < 0)
 		return -1;
+	if (rc == MDOOR_PAUSE) {
+		if (!nk) /* else these go out, and the scan on after */
+			pause_scan(w);
+		return 0;
+	}
 	if (rc == 0) {
 		doc_mdoor_scan_close(w->scan);
 		w->scan = NULL;
@@ -153,25 +169,17 @@ static int more_keys(struct dmw *w, struct mql_error *e)
 	return 0;
 }
 
-/* Collect the keys of q's matches (all, or the first; for findAndModify
- * the first in op->sort's order): 0, or -1 with e.  All: the first batch
- * (more_keys), the scan left open for the next. */
-static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
-		   struct mql_error *e)
+/* The first match of the open scan, or the first in op->sort's order
+ * (w->best holds the best so far), into keys: 0 (no key: no match), 0
+ * with w->paused (the scan and w->best kept), or -1 with e. */
+static int find_one(struct dmw *w, const struct mdoor_wop *op,
+		    struct mql_error *e)
 {
-	struct mdoor_query q = {.db = w->b->db,
-				.coll = w->b->coll,
-				.filter = op->q,
-				.hint = op->hint,
-				.hint_len = op->hint_len,
-				.hint_name = op->hint_name};
 	size_t nk = op->sort ? mql_sort_nkeys(op->sort) : 0;
 	bson_value_t *ka = calloc(nk + 1, sizeof(*ka)),
 		     *kb = calloc(nk + 1, sizeof(*kb));
-	struct kv_buf best = {0};
 	const uint8_t *doc;
 	uint32_t len;
-	void *s = NULL;
 	bson_iter_t it;
 	int rc = -1;
 
@@ -179,25 +187,18 @@ static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
 		dmw_oom(e);
 		goto out;
 	}
-	if (doc_mdoor_scan_open(NULL, &q, &s, &(struct mdoor_scan_info){0}, e))
-		goto out;
-	if (all && !op->sort) {
-		w->scan = s;
-		s = NULL;
-		rc = more_keys(w, e);
-		goto out;
-	}
-	while ((rc = doc_mdoor_scan_next(s, &doc, &len, e)) == 1) {
+	doc_mdoor_scan_slice(w->scan, MDOOR_SLICE_MS);
+	while ((rc = doc_mdoor_scan_next(w->scan, &doc, &len, e)) == 1) {
 		if (op->sort) {
-			if (best.len) {
+			if (w->best.len) {
 				mql_sort_key(op->sort, doc, len, ka);
-				mql_sort_key(op->sort, best.data,
-					     (uint32_t)best.len, kb);
+				mql_sort_key(op->sort, w->best.data,
+					     (uint32_t)w->best.len, kb);
 				if (mql_sort_cmp_keys(op->sort, ka, kb) >= 0)
 					continue;
 			}
-			best.len = 0;
-			if (kv_buf_append(&best, doc, len)) {
+			w->best.len = 0;
+			if (kv_buf_append(&w->best, doc, len)) {
 				rc = dmw_oom(e);
 				break;
 			}
@@ -210,35 +211,71 @@ static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
 		}
 		break; /* the first match */
 	}
-	if (rc >= 0 && best.len) {
-		rc = dmw_doc_id(best.data, (uint32_t)best.len, &it) ||
+	if (rc == MDOOR_PAUSE) {
+		pause_scan(w);
+		rc = 0;
+		goto out;
+	}
+	if (rc >= 0 && w->best.len) {
+		rc = dmw_doc_id(w->best.data, (uint32_t)w->best.len, &it) ||
 			     add_key(w, bson_iter_value(&it), e)
 			 ? -1
 			 : 0;
 	}
 	rc = rc < 0 ? -1 : 0;
+	doc_mdoor_scan_close(w->scan);
+	w->scan = NULL;
+	w->best.len = 0;
 out:
-	if (s)
-		doc_mdoor_scan_close(s);
-	kv_buf_free(&best);
 	free(ka);
 	free(kb);
 	return rc;
 }
 
+/* Look for the statement's documents: a slice of its open scan. */
+static int look(struct dmw *w, const struct mdoor_wop *op, struct mql_error *e)
+{
+	return w->multi ? more_keys(w, e) : find_one(w, op, e);
+}
+
+/* Collect the keys of q's matches (all, or the first; for findAndModify
+ * the first in op->sort's order): 0, or -1 with e; 0 with w->paused
+ * when the scan's slice ran out first (doc_mdoor_write_again goes on).
+ * All: the first batch (more_keys), the scan left open for the next. */
+static int collect(struct dmw *w, const struct mdoor_wop *op, bool all,
+		   struct mql_error *e)
+{
+	struct mdoor_query q = {.db = w->b->db,
+				.coll = w->b->coll,
+				.filter = op->q,
+				.hint = op->hint,
+				.hint_len = op->hint_len,
+				.hint_name = op->hint_name};
+
+	if (doc_mdoor_scan_open(NULL, &q, &w->scan,
+				&(struct mdoor_scan_info){0}, e)) {
+		w->scan = NULL;
+		return -1;
+	}
+	w->multi = all && !op->sort;
+	w->best.len = 0;
+	return look(w, op, e);
+}
+
+static int stmt_send(struct dmw *w, struct mdoor_wop *op);
+
 /* Start statement i: the number of merges it sent (0: done at once, its
- * results set), or -1 with op->err. */
+ * results set), or -1 with op->err; 1 too while its scan is paused
+ * (doc_mdoor_write_again goes on). */
 static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 {
 	enum mdoor_wkind k = w->b->kind;
 	const bson_value_t *id = NULL;
-	const uint8_t *qb;
-	uint32_t ql;
-	unsigned fl = 0;
 	bson_iter_t it;
 
 	w->keys.len = w->opnd.len = w->kpos = 0;
-	w->upid = NULL;
+	w->upid = w->ideq = NULL;
+	w->sent_stmt = false;
 	if (w->scan) { /* the statement before failed mid-way */
 		doc_mdoor_scan_close(w->scan);
 		w->scan = NULL;
@@ -275,6 +312,23 @@ static int start_stmt(struct dmw *w, struct mdoor_wop *op)
 			return -1;
 		}
 	}
+	w->ideq = id;
+	if (w->paused)
+		return 1;
+	return stmt_send(w, op);
+}
+
+/* The statement's keys found: its operand built, its merges sent (as
+ * start_stmt returns). */
+static int stmt_send(struct dmw *w, struct mdoor_wop *op)
+{
+	enum mdoor_wkind k = w->b->kind;
+	const bson_value_t *id = w->ideq;
+	const uint8_t *qb;
+	uint32_t ql;
+	unsigned fl = 0;
+
+	w->sent_stmt = true;
 	if (op->upsert && !op->remove) {
 		fl |= KVDOC_UPSERT;
 		w->upid = id ? id : id_eq(op->q) ? id_eq(op->q) : op->new_id;
@@ -342,6 +396,36 @@ static bool inserts(const struct mdoor_wbatch *b)
 		if (b->ops[i].upsert && !b->ops[i].remove)
 			return true;
 	return false;
+}
+
+/* Statement op is over: the next (an ordered batch stops at its first
+ * error). */
+static void stmt_end(struct dmw *w, struct mdoor_wop *op)
+{
+	if (w->scan) {
+		doc_mdoor_scan_close(w->scan);
+		w->scan = NULL;
+	}
+	op->ran = true;
+	if (op->err.code && w->b->ordered)
+		w->i = w->b->nops;
+	else
+		w->i++;
+	step(w);
+}
+
+/* A multi-document statement's next batch once the last came back
+ * (MongoDB's multi-updates stop at their first error too), or its end. */
+static void next_batch(struct dmw *w, struct mdoor_wop *op)
+{
+	if (w->scan && !op->err.code && w->kpos == w->keys.len) {
+		if (more_keys(w, &op->err) == 0 && w->paused)
+			return; /* doc_mdoor_write_again goes on */
+		if (!op->err.code && w->keys.len &&
+		    send_keys(w, &op->err) == 0 && w->out)
+			return;
+	}
+	stmt_end(w, op);
 }
 
 /* Run the batch on until it waits for merges, or it is done. */
@@ -441,22 +525,36 @@ void doc_mdoor_result(struct kvd_conn *c, const struct kvd_pend *pd)
 		dmw_oom(&op->err);
 	if (w->out)
 		return;
-	/* a multi-document statement's next batch (MongoDB's multi-updates
-	 * stop at their first error too) */
-	if (w->scan && !op->err.code && w->kpos == w->keys.len &&
-	    more_keys(w, &op->err) == 0 && w->keys.len &&
-	    send_keys(w, &op->err) == 0 && w->out)
+	next_batch(w, op);
+}
+
+bool doc_mdoor_write_paused(const struct kvd_conn *c)
+{
+	const struct dmw *w = c->mwrite;
+
+	return w && !w->pipe && !doc_ix_kind(w->b) && w->paused;
+}
+
+void doc_mdoor_write_again(struct kvd_conn *c)
+{
+	struct dmw *w = c->mwrite;
+	struct mdoor_wop *op;
+	int n;
+
+	if (!doc_mdoor_write_paused(c))
 		return;
-	if (w->scan) {
-		doc_mdoor_scan_close(w->scan);
-		w->scan = NULL;
+	w->paused = false;
+	op = &w->b->ops[w->i];
+	if (w->sent_stmt) { /* a later batch of a multi-document one */
+		next_batch(w, op);
+		return;
 	}
-	op->ran = true;
-	if (op->err.code && w->b->ordered)
-		w->i = w->b->nops;
-	else
-		w->i++;
-	step(w);
+	n = look(w, op, &op->err);
+	if (n == 0 && w->paused)
+		return;
+	if (n == 0 && (n = stmt_send(w, op)) > 0)
+		return; /* doc_mdoor_result goes on */
+	stmt_end(w, op);
 }
 
 void doc_mdoor_abandon(struct kvd_conn *c)

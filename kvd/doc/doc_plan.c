@@ -87,6 +87,10 @@ struct doc_plan {
 	/* and their documents, fetched before any is matched */
 	struct fetched *docs;
 	size_t cdocs;
+	/* a batch a stop cut (KVD_SCAN_STOP): docs[rest..nrest) are still
+	 * to give, their slices stale once the turn that fetched them ended
+	 * (fetched again by key) */
+	size_t rest, nrest;
 	int64_t nkeys, ndocs, ngiven;
 	/* the documents the door reads at most (mdoor_query.want, when the
 	 * plan gives them in the order asked), or 0: the first batch reads
@@ -98,6 +102,7 @@ struct fetched {
 	const uint8_t *key; /* into keys */
 	uint16_t klen;
 	struct kv_slice doc; /* valid until the reader's reset */
+	bool cov;	     /* doc is in cov (an entry's), not the store's */
 };
 
 /* ---- the indexes each thread compiled ---- */
@@ -671,12 +676,14 @@ static int64_t fetch_docs(struct doc_plan *p, struct kvd_reader *r,
 		f = &p->docs[nd];
 		f->key = k;
 		f->klen = n;
+		f->cov = false;
 		if (cov != NO_COV) {
 			uint32_t dl;
 
 			memcpy(&dl, p->cov.data + cov, 4);
 			f->doc = (struct kv_slice){p->cov.data + cov,
 						   BSON_UINT32_FROM_LE(dl)};
+			f->cov = true;
 			nd++;
 			continue;
 		}
@@ -692,11 +699,61 @@ static int64_t fetch_docs(struct doc_plan *p, struct kvd_reader *r,
 	return (int64_t)nd;
 }
 
+/* Give docs[from..nd) to fn, until one asks to stop: 0, or -1. */
+static int give(struct doc_plan *p, size_t from, size_t nd, kvd_scan_fn fn,
+		void *arg)
+{
+	for (size_t i = from; i < nd; i++) {
+		const struct fetched *f = &p->docs[i];
+		int rc;
+
+		rc = fn(arg, (struct kv_slice){f->key, f->klen}, f->doc,
+			KVD_VT_DOC, 0);
+		if (rc == KVD_SCAN_STOP) { /* i not taken */
+			p->rest = i;
+			p->nrest = nd;
+			return 0;
+		}
+		if (rc)
+			return -1;
+		p->ngiven++;
+	}
+	p->rest = p->nrest = 0;
+	return 0;
+}
+
+/* Go on with the batch a stop cut, on a later turn: its documents are
+ * read again by key (one deleted since is passed over, as in
+ * fetch_docs). */
+static int give_rest(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
+		     uint64_t now, kvd_scan_fn fn, void *arg)
+{
+	size_t nd = p->nrest, keep = p->rest;
+
+	for (size_t i = p->rest; i < nd; i++) {
+		struct fetched *f = &p->docs[i];
+		int rc;
+
+		if (!f->cov) {
+			rc = kvdoc_get(r, nshards, f->key, f->klen, now,
+				       &f->doc);
+			if (rc == KV_NOT_FOUND)
+				continue;
+			if (rc)
+				return -1;
+		}
+		p->docs[keep++] = *f;
+	}
+	return give(p, p->rest, keep, fn, arg);
+}
+
 int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
 		   uint64_t now, unsigned max, kvd_scan_fn fn, void *arg)
 {
 	int64_t nd;
 
+	if (p->rest < p->nrest)
+		return give_rest(p, r, nshards, now, fn, arg);
 	if (p->done)
 		return 0;
 	/* a find with a limit reads no more entries than it returns
@@ -708,18 +765,10 @@ int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
 	prefetch(p, r, nshards);
 	if ((nd = fetch_docs(p, r, nshards, now)) < 0)
 		return -1;
-	for (int64_t i = 0; i < nd; i++) {
-		const struct fetched *f = &p->docs[i];
-
-		p->ngiven++;
-		if (fn(arg, (struct kv_slice){f->key, f->klen}, f->doc,
-		       KVD_VT_DOC, 0))
-			return -1;
-	}
-	return 0;
+	return give(p, 0, (size_t)nd, fn, arg);
 }
 
 int doc_plan_done(const struct doc_plan *p)
 {
-	return p->done;
+	return p->done && p->rest >= p->nrest;
 }

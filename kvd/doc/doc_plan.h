@@ -22,8 +22,11 @@ int doc_plan_choose(const struct kvdoc_catalog *c, uint32_t coll,
 		    const struct mdoor_query *q, struct doc_plan **out,
 		    struct mql_error *err);
 /* The next documents (each once, in index order, not yet matched against
- * the filter): fn as kvdoc_scan_batch's, from at most max entries.  0,
- * or -1 (a read failed). */
+ * the filter): fn as kvdoc_scan_batch's, from at most max entries; when
+ * fn returns KVD_SCAN_STOP that document and the batch's others are
+ * given by the next call, read again by key (it may come on a later
+ * turn).  0, or -1
+ * (a read failed). */
 int doc_plan_batch(struct doc_plan *p, struct kvd_reader *r, unsigned nshards,
 		   uint64_t now, unsigned max, kvd_scan_fn fn, void *arg);
 int doc_plan_done(const struct doc_plan *p);

@@ -147,9 +147,40 @@ static size_t mongo_input(struct kvd_conn *c, const uint8_t *p, size_t n)
 	doc_mdoor_enter(c->io);
 	tick(c->io->now_ms);
 	k = mdoor_input(c->mdoor, p, n, NULL);
-	if (mdoor_busy(c->mdoor))
+	if (mdoor_yielded(c->mdoor)) {
+		c->stall = STALL_YIELD;
+		kvd_io_again(c);
+	} else if (mdoor_busy(c->mdoor)) {
 		c->stall = STALL_WRITES;
+	}
 	return k;
+}
+
+/* A read, or a write looking for its documents, that gave the thread
+ * back works its next slice; once it has answered, the connection's
+ * buffered input runs. */
+static void mongo_again(struct kvd_conn *c)
+{
+	if (!c->mdoor)
+		return;
+	doc_mdoor_enter(c->io);
+	if (doc_mdoor_write_paused(c)) {
+		doc_mdoor_write_again(c);
+		/* a write that ended here has no pend left to resume it */
+		if (!mdoor_busy(c->mdoor) && !c->npend)
+			kvd_conn_resume(c);
+		kvd_io_mark(c);
+		return;
+	}
+	mdoor_again(c->mdoor);
+	if (mdoor_yielded(c->mdoor)) {
+		kvd_io_again(c);
+	} else if (mdoor_busy(c->mdoor)) {
+		c->stall = STALL_WRITES;
+	} else {
+		kvd_conn_resume(c);
+	}
+	kvd_io_mark(c);
 }
 
 static void mongo_wreply(struct kvd_conn *c, struct kvd_pend *pd)
@@ -210,6 +241,7 @@ const struct kvd_proto kvd_mongo_proto = {
     .wreply = mongo_wreply,
     .open = mongo_open,
     .close = mongo_close,
+    .again = mongo_again,
     .busy = "",
     .busy_len = 0,
 };

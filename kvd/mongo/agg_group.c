@@ -566,13 +566,13 @@ int agg_group_run(struct mql_agg_cursor *c, size_t i,
 		  const struct agg_group *spec, struct group_run **out,
 		  size_t limit, size_t *mem, struct mql_error *err)
 {
-	struct group_run *g = agg_group_new(spec);
+	struct group_run *g = *out ? *out : agg_group_new(spec);
 	const uint8_t *doc;
 	uint32_t len;
 	int rc;
 
-	*out = g;
-	while ((rc = agg_pull(c, i, &doc, &len, err)) > 0) {
+	*out = g; /* a pause keeps it, and the next call goes on */
+	while ((rc = agg_pull(c, i, &doc, &len, err)) == 1) {
 		if (agg_group_add(g, spec, doc, len, mem, err) < 0)
 			return -1;
 		if (*mem > limit)

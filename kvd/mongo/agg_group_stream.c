@@ -123,6 +123,8 @@ int agg_group_stream(struct mql_agg_cursor *c, size_t i,
 		rc = agg_pull(c, i, &doc, &len, err);
 		if (rc < 0)
 			return -1;
+		if (rc == MQL_AGG_PAUSE)
+			return rc;
 		if (rc == 0) {
 			gs->ended = true;
 			if (gs->cur)

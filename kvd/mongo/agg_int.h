@@ -109,8 +109,10 @@ int agg_pull(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 
 struct group_run;
 
-/* $group: consume every input of stage i; then emit one group per call
- * into out.  Memory past limit fails with 292. */
+/* $group: consume every input of stage i (0), or what there is until the
+ * source pauses (MQL_AGG_PAUSE: *out keeps the groups so far, and the
+ * next call goes on); then emit one group per call into out.  Memory
+ * past limit fails with 292. */
 int agg_group_run(struct mql_agg_cursor *c, size_t i,
 		  const struct agg_group *spec, struct group_run **g,
 		  size_t limit, size_t *mem, struct mql_error *err);

@@ -535,7 +535,7 @@ int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
 	uint32_t l;
 	int rc = agg_pull(c, i, &d, &l, err);
 
-	if (rc <= 0)
+	if (rc != 1)
 		return rc;
 	if (!*lr && lookup_start(f, spec, lr, limit, mem, err) < 0)
 		return -1;

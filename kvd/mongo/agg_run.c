@@ -181,17 +181,17 @@ static int sort_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 	struct run *r = &c->runs[i];
 	const uint8_t *d;
 	uint32_t l;
-	uint64_t seq = 0;
 	int rc;
 
-	if (!r->started) {
-		r->started = true;
-		while ((rc = agg_pull(c, i, &d, &l, err)) > 0) {
-			if (sort_add(r, c->p, d, l, seq++, err) < 0)
+	if (!r->started) { /* its input so far stays across a pause */
+		while ((rc = agg_pull(c, i, &d, &l, err)) == 1) {
+			if (sort_add(r, c->p, d, l, (uint64_t)r->count++, err) <
+			    0)
 				return -1;
 		}
-		if (rc < 0)
-			return -1;
+		if (rc != 0)
+			return rc;
+		r->started = true;
 		mql_msort(r->items, r->n, sizeof(*r->items), item_cmp_cb,
 			  r->st->sort);
 	}
@@ -348,7 +348,7 @@ static int unwind_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 					   true, (int64_t)k, doc, len, err);
 		}
 		rc = agg_pull(c, i, &d, &l, err);
-		if (rc <= 0)
+		if (rc != 1)
 			return rc;
 		if (!doc_get(&st->path, d, l, &v) ||
 		    v.value_type == BSON_TYPE_NULL ||
@@ -379,16 +379,17 @@ static int count_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 	struct run *r = &c->runs[i];
 	const uint8_t *d;
 	uint32_t l;
-	int64_t n = 0;
+	int64_t n;
 	int rc;
 
 	if (r->started)
 		return 0;
+	while ((rc = agg_pull(c, i, &d, &l, err)) == 1)
+		r->count++; /* kept across a pause */
+	if (rc != 0)
+		return rc;
 	r->started = true;
-	while ((rc = agg_pull(c, i, &d, &l, err)) > 0)
-		n++;
-	if (rc < 0)
-		return -1;
+	n = r->count;
 	if (n == 0) /* $group of nothing makes nothing */
 		return 0;
 	bson_reinit(&r->out);
@@ -416,11 +417,12 @@ static int group_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 		}
 		return rc;
 	}
-	if (!r->started) {
+	if (!r->started) { /* its groups so far stay across a pause */
+		rc = agg_group_run(c, i, &r->st->group, &r->g, c->p->group_mem,
+				   &r->mem, err);
+		if (rc != 0)
+			return rc;
 		r->started = true;
-		if (agg_group_run(c, i, &r->st->group, &r->g, c->p->group_mem,
-				  &r->mem, err) < 0)
-			return -1;
 	}
 	bson_reinit(&r->out);
 	rc = agg_group_emit(r->g, &r->st->group, &r->out, err);
@@ -440,14 +442,14 @@ static int stage_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 
 	switch (st->kind) {
 	case AG_MATCH:
-		while ((rc = agg_pull(c, i, doc, len, err)) > 0) {
+		while ((rc = agg_pull(c, i, doc, len, err)) == 1) {
 			if (mql_match_doc(st->match, *doc, *len, NULL))
 				return 1;
 		}
 		return rc;
 	case AG_PROJECT:
 		rc = agg_pull(c, i, doc, len, err);
-		if (rc <= 0)
+		if (rc != 1)
 			return rc;
 		bson_reinit(&r->out);
 		if (mql_project_apply(st->proj, *doc, *len, &r->out, err) < 0)
@@ -458,7 +460,7 @@ static int stage_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 	case AG_SKIP:
 		while (r->count < st->n) {
 			rc = agg_pull(c, i, doc, len, err);
-			if (rc <= 0)
+			if (rc != 1)
 				return rc;
 			r->count++;
 		}
@@ -467,7 +469,7 @@ static int stage_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 		if (r->count >= st->n)
 			return 0; /* and reads no further */
 		rc = agg_pull(c, i, doc, len, err);
-		r->count += rc > 0;
+		r->count += rc == 1;
 		return rc;
 	case AG_SORT: return sort_next(c, i, doc, len, err);
 	case AG_COUNT: return count_next(c, i, doc, len, err);

@@ -11,6 +11,7 @@
 
 struct parser {
 	struct mql_error *err;
+	bool regex; /* a regular expression was compiled */
 };
 
 static struct node *node_new(enum node_kind k)
@@ -82,6 +83,8 @@ static int compile_regex(struct parser *ps, struct node *n, const char *src,
 {
 	uint32_t opts = PCRE2_UTF;
 	int code;
+
+	ps->regex = true;
 	PCRE2_SIZE off;
 	PCRE2_UCHAR msg[160];
 
@@ -871,6 +874,7 @@ int mql_match_compile(const uint8_t *filter, uint32_t len,
 		mql_match_free(m);
 		return -1;
 	}
+	m->slow = ps.regex;
 	*out = m;
 	return 0;
 }
@@ -915,12 +919,18 @@ int mql_match_compile_value(const bson_value_t *cond, struct mql_match **out,
 		rc = 0;
 	}
 	if (rc == 0) {
+		m->slow = ps.regex;
 		*out = m;
 		return 0;
 	}
 fail:
 	mql_match_free(m);
 	return -1;
+}
+
+bool mql_match_slow(const struct mql_match *m)
+{
+	return m->slow;
 }
 
 void mql_match_free(struct mql_match *m)

@@ -73,6 +73,7 @@ struct mql_match {
 	uint32_t len;
 	struct node *root;
 	enum value_mode mode;
+	bool slow; /* it runs a regular expression (mql_match_slow) */
 };
 
 /* What a node is tested on: a document (N_PATH with a path), or a single

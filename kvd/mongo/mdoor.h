@@ -26,7 +26,12 @@
  * the message and returns, mdoor_busy() is true, and further input waits
  * (mdoor_input returns 0) until the store calls the batch's done, which
  * writes the reply and calls host->resume so that the server runs the
- * connection's buffered input again.  So replies leave in request order
+ * connection's buffered input again.  A read that runs longer than a
+ * slice (MDOOR_SLICE_MS: a filter that matches little of a large
+ * collection, a $regex that backtracks) gives the thread back the same
+ * way: mdoor_yielded() is true, and the server calls mdoor_again on a
+ * later turn of its loop, after serving its other connections, until
+ * the read has answered.  So replies leave in request order
  * and a connection reads its own writes, whether or not the client
  * pipelines (MongoDB's drivers do not, except fire-and-forget writes sent
  * with moreToCome, which take the same path and answer nothing).
@@ -65,6 +70,10 @@
 #define MDOOR_WIRE_MAX 17 /* MongoDB 6.0 */
 #define MDOOR_MONGO_VERSION "6.0.0"
 #define MDOOR_SESSION_TIMEOUT_MIN 30 /* logicalSessionTimeoutMinutes */
+/* How long a read works before it gives its io thread back (mdoor_again;
+ * with a clock of 4 ms ticks, 0 to 4 ms), and what a scan says then. */
+#define MDOOR_SLICE_MS 2
+#define MDOOR_PAUSE 2
 
 struct mdoor;
 struct mdoor_conn;
@@ -287,7 +296,8 @@ struct mdoor_store {
 		    struct mdoor_scan_info *info, struct mql_error *err);
 	/* scan_next - 1 with the next document (checked BSON, valid until
 	 * the next call on this scan or its close), 0 at the end, -1 with
-	 * err set. */
+	 * err set; MDOOR_PAUSE, after scan_slice, when the slice ran out
+	 * before a document was found (the scan keeps its place). */
 	int (*scan_next)(void *scan, const uint8_t **doc, uint32_t *len,
 			 struct mql_error *err);
 	void (*scan_close)(void *scan);
@@ -297,6 +307,13 @@ struct mdoor_store {
 	 * a filter matching nothing still ends within a command's maxTimeMS
 	 * (its cursor's working time, not its idle time). */
 	void (*scan_deadline)(void *scan, uint64_t deadline_ms);
+	/* scan_slice - optional: from now, read for about ms and then give
+	 * the thread back: scan_next returns MDOOR_PAUSE instead of reading
+	 * on (at least one document is read each slice, so a slice always
+	 * moves the scan on).  The door sets it each time a request starts
+	 * or goes on reading (mdoor_again), so that one read cannot hold an
+	 * io thread, and every other connection of it, for long. */
+	void (*scan_slice)(void *scan, unsigned ms);
 	/* list_indexes - cb(cbctx, spec, len) for each index of db.coll
 	 * but _id_ (specs as listIndexes shows them); NULL: none.  1 when
 	 * the collection exists, 0 when not, -1 with err. */
@@ -431,13 +448,23 @@ size_t mdoor_input(struct mdoor_conn *mc, const uint8_t *p, size_t n,
  * (host->resume says when it may run). */
 bool mdoor_busy(const struct mdoor_conn *mc);
 
+/* mdoor_yielded - the connection's read gave its thread back (it is
+ * busy too): the server calls mdoor_again on a later turn of its loop,
+ * and runs the connection's buffered input once mdoor_yielded is false
+ * again. */
+bool mdoor_yielded(const struct mdoor_conn *mc);
+
+/* mdoor_again - the yielded read works one more slice: it answers, or
+ * yields again. */
+void mdoor_again(struct mdoor_conn *mc);
+
 /* mdoor_authed - the connection may run every command (authenticated, or
  * no password configured). */
 bool mdoor_authed(const struct mdoor_conn *mc);
 
 /* mdoor_conn_close - the connection is gone: no host call will name it
  * again.  A batch in flight still completes (its done frees what is
- * left). */
+ * left); a yielded read ends here. */
 void mdoor_conn_close(struct mdoor_conn *mc);
 
 /* Counters since start (serverStatus's opcounters and network). */

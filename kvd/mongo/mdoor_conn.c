@@ -191,6 +191,11 @@ bool mdoor_busy(const struct mdoor_conn *mc)
 	return mc->busy;
 }
 
+bool mdoor_yielded(const struct mdoor_conn *mc)
+{
+	return mc->yielded;
+}
+
 bool mdoor_authed(const struct mdoor_conn *mc)
 {
 	return mc->authed;
@@ -198,6 +203,7 @@ bool mdoor_authed(const struct mdoor_conn *mc)
 
 void mdoor_req_free(struct mdoor_req *r)
 {
+	mdoor_read_abandon(r); /* a read its connection left unfinished */
 	if (r->state_free && r->state)
 		r->state_free(r->state);
 	bson_destroy(&r->reply);
@@ -216,6 +222,11 @@ void mdoor_conn_close(struct mdoor_conn *mc)
 		return;
 	mdoor_cursor_detach(mc);
 	mc->closing = true;
+	if (mc->yielded) { /* nothing else refers to its read */
+		mdoor_req_free(mc->req);
+		mc->req = NULL;
+		mc->busy = mc->yielded = false;
+	}
 	if (mc->busy) {
 		mc->dead = true; /* the batch's done frees it */
 		return;
@@ -240,6 +251,27 @@ void mdoor_answer(struct mdoor_req *r, int rc, const struct mql_error *err)
 		mdoor_wire_reply_legacy(r->mc, r->request_id, &r->reply);
 	else
 		mdoor_wire_reply_msg(r->mc, r->request_id, &r->reply);
+}
+
+void mdoor_again(struct mdoor_conn *mc)
+{
+	struct mdoor_req *r = mc->req;
+	struct mql_error err;
+	int rc;
+
+	if (!mc->yielded)
+		return;
+	mql_error_clear(&err);
+	rc = r->cont(r, &err);
+	if (rc == MDOOR_YIELD)
+		return;
+	mc->yielded = false;
+	if (rc == MDOOR_SUSPEND) /* a write now: its done answers */
+		return;
+	mdoor_answer(r, rc, &err);
+	mdoor_req_free(r);
+	mc->req = NULL;
+	mc->busy = false;
 }
 
 static void batch_done(struct mdoor_wbatch *b)

@@ -132,6 +132,8 @@ int mdoor_cursor_next(struct mdoor_cursor *c, const uint8_t **doc,
 		}
 		rc = c->agg ? mql_agg_next(c->agg, doc, len, err)
 			    : from_store(c, doc, len, err);
+		if (rc == MDOOR_PAUSE)
+			return rc; /* nothing yet: the cursor keeps its place */
 		if (rc <= 0) {
 			c->eof = true;
 			return rc;
@@ -426,31 +428,35 @@ static void append_doc(bson_t *arr, uint32_t i, const uint8_t *doc,
 	bson_append_document(arr, k, (int)kl, &b);
 }
 
-/* Fill the batch array; 0 or -1. */
-static int fill(struct mdoor_cursor *c, bson_t *arr, int64_t batch,
-		struct mql_error *err)
+/* Fill the batch array: 0, -1, or MDOOR_YIELD (the slice ran out; b
+ * keeps what it holds, and the next call goes on). */
+static int fill(struct mdoor_rbatch *b, struct mql_error *err)
 {
+	struct mdoor_cursor *c = b->c;
 	const uint8_t *doc;
-	uint32_t len, n = 0;
-	size_t bytes = 0;
+	uint32_t len;
 	int rc;
 
-	while (batch < 0 || n < batch) {
+	while (!b->full && (b->want < 0 || b->n < b->want)) {
 		rc = mdoor_cursor_next(c, &doc, &len, err);
+		if (rc == MDOOR_PAUSE)
+			return MDOOR_YIELD;
 		if (rc < 0)
 			return -1;
 		if (rc == 0)
 			return 0;
-		if (n > 0 && bytes + len > MDOOR_MAX_BSON)
+		if (b->n > 0 && b->bytes + len > MDOOR_MAX_BSON)
 			return stash(c, doc, len)
 				   ? mdoor_err(err, MDOOR_ExceededMemoryLimit,
 					       "out of memory")
 				   : 0;
-		append_doc(arr, n++, doc, len);
-		bytes += len;
+		append_doc(&b->arr, b->n++, doc, len);
+		b->bytes += len;
 	}
-	/* Full: is there more?  A cursor with nothing left says id 0. */
-	if (n > 0 && !c->eof) {
+	b->full = true;
+	/* Full: is there more?  A cursor with nothing left says id 0; one
+	 * whose look ahead pauses stays open (its getMore may find none). */
+	if (b->n > 0 && !c->eof) {
 		rc = mdoor_cursor_next(c, &doc, &len, err);
 		if (rc < 0)
 			return -1;
@@ -461,28 +467,51 @@ static int fill(struct mdoor_cursor *c, bson_t *arr, int64_t batch,
 	return 0;
 }
 
-int mdoor_cursor_reply(struct mdoor_req *r, struct mdoor_cursor *c,
-		       int64_t batch, bool first, bool single,
-		       struct mql_error *err)
+void mdoor_cursor_slice(struct mdoor_cursor *c)
+{
+	if (c->src.scan && c->d->store.scan_slice)
+		c->d->store.scan_slice(c->src.scan, MDOOR_SLICE_MS);
+}
+
+int mdoor_yield(struct mdoor_req *r, mdoor_cmd_fn cont)
+{
+	r->cont = cont;
+	return MDOOR_YIELD;
+}
+
+void mdoor_read_abandon(struct mdoor_req *r)
+{
+	struct mdoor_rbatch *b = &r->rb;
+
+	if (!b->c)
+		return;
+	if (b->open) {
+		bson_append_array_end(&b->cur, &b->arr);
+		bson_append_document_end(&r->reply, &b->cur);
+		b->open = false;
+	}
+	drop_cursor(r->mc->d, b->c);
+	b->c = NULL;
+}
+
+/* Fill r's batch (a slice at a time) and close its reply. */
+static int reply_go(struct mdoor_req *r, struct mql_error *err)
 {
 	struct mdoor *d = r->mc->d;
-	bson_t cur, arr;
+	struct mdoor_rbatch *b = &r->rb;
+	struct mdoor_cursor *c = b->c;
 	int rc;
 	bool open;
 
-	if (!first)
-		work_start(c); /* idle time between getMores does not count */
-	if (c->budget_ms < 0) {
-		rc = over_time(c, err);
-		drop_cursor(d, c);
-		return rc;
-	}
-	BSON_APPEND_DOCUMENT_BEGIN(&r->reply, "cursor", &cur);
-	BSON_APPEND_ARRAY_BEGIN(&cur, first ? "firstBatch" : "nextBatch", &arr);
-	rc = fill(c, &arr, batch, err);
+	mdoor_cursor_slice(c);
+	rc = fill(b, err);
+	if (rc == MDOOR_YIELD)
+		return mdoor_yield(r, reply_go);
+	b->c = NULL;
+	b->open = false;
 	work_end(c);
-	bson_append_array_end(&cur, &arr);
-	open = rc == 0 && !single && !(c->eof && !c->stashed);
+	bson_append_array_end(&b->cur, &b->arr);
+	open = rc == 0 && !b->single && !(c->eof && !c->stashed);
 	if (open && !c->registered) {
 		pthread_mutex_lock(&d->lock);
 		rc = do_register(r->mc, c, err);
@@ -494,12 +523,39 @@ int mdoor_cursor_reply(struct mdoor_req *r, struct mdoor_cursor *c,
 		open = false;
 		c = NULL; /* freed */
 	}
-	BSON_APPEND_INT64(&cur, "id", open ? (int64_t)c->id : 0);
-	BSON_APPEND_UTF8(&cur, "ns", c ? c->ns : "");
-	bson_append_document_end(&r->reply, &cur);
+	BSON_APPEND_INT64(&b->cur, "id", open ? (int64_t)c->id : 0);
+	BSON_APPEND_UTF8(&b->cur, "ns", c ? c->ns : "");
+	bson_append_document_end(&r->reply, &b->cur);
 	if (!open && c)
 		drop_cursor(d, c);
 	return rc;
+}
+
+int mdoor_cursor_reply(struct mdoor_req *r, struct mdoor_cursor *c,
+		       int64_t batch, bool first, bool single,
+		       struct mql_error *err)
+{
+	struct mdoor_rbatch *b = &r->rb;
+	int rc;
+
+	if (!first)
+		work_start(c); /* idle time between getMores does not count */
+	if (c->budget_ms < 0) {
+		rc = over_time(c, err);
+		drop_cursor(r->mc->d, c);
+		return rc;
+	}
+	b->c = c;
+	b->want = batch;
+	b->n = 0;
+	b->bytes = 0;
+	b->single = single;
+	b->full = false;
+	b->open = true;
+	BSON_APPEND_DOCUMENT_BEGIN(&r->reply, "cursor", &b->cur);
+	BSON_APPEND_ARRAY_BEGIN(&b->cur, first ? "firstBatch" : "nextBatch",
+				&b->arr);
+	return reply_go(r, err);
 }
 
 /* ===================== getMore, killCursors ===================== */

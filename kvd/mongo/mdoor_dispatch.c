@@ -219,8 +219,9 @@ static void message(struct mdoor_conn *mc, const uint8_t *p, uint32_t len)
 	r->body = NULL;
 	r->seqs = NULL;
 	r->nseqs = 0;
-	if (rc == MDOOR_SUSPEND) {
+	if (rc == MDOOR_SUSPEND || rc == MDOOR_YIELD) {
 		mc->busy = true;
+		mc->yielded = rc == MDOOR_YIELD;
 		mc->req = r;
 		return;
 	}

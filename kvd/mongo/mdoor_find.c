@@ -229,22 +229,35 @@ static int cmd_find(struct mdoor_req *r, struct mql_error *err)
 
 /* ===================== count ===================== */
 
-static int count_scan(struct mdoor_req *r, struct read_spec *s, int64_t *n,
-		      struct mql_error *err)
+/* Count r->rb's cursor's documents a slice at a time, then answer. */
+static int count_go(struct mdoor_req *r, struct mql_error *err)
 {
-	struct mdoor_cursor *c;
+	struct mdoor_rbatch *b = &r->rb;
 	const uint8_t *doc;
 	uint32_t len;
 	int rc;
 
-	*n = 0;
-	s->count = true;
-	if (open_read(r, s, &c, err))
+	mdoor_cursor_slice(b->c);
+	while ((rc = mdoor_cursor_next(b->c, &doc, &len, err)) == 1)
+		b->count++;
+	if (rc == MDOOR_PAUSE)
+		return mdoor_yield(r, count_go);
+	mdoor_cursor_free(r->mc->d, b->c);
+	b->c = NULL;
+	if (rc < 0)
 		return -1;
-	while ((rc = mdoor_cursor_next(c, &doc, &len, err)) == 1)
-		(*n)++;
-	mdoor_cursor_free(r->mc->d, c);
-	return rc;
+	BSON_APPEND_INT64(&r->reply, "n", b->count);
+	return 0;
+}
+
+static int count_scan(struct mdoor_req *r, struct read_spec *s,
+		      struct mql_error *err)
+{
+	s->count = true;
+	r->rb.count = 0;
+	if (open_read(r, s, &r->rb.c, err))
+		return -1;
+	return count_go(r, err);
 }
 
 static int cmd_count(struct mdoor_req *r, struct mql_error *err)
@@ -295,8 +308,8 @@ static int cmd_count(struct mdoor_req *r, struct mql_error *err)
 		if (rc < 0)
 			return -1;
 	}
-	if (rc == 1 && count_scan(r, &s, &n, err))
-		return -1;
+	if (rc == 1)
+		return count_scan(r, &s, err);
 	BSON_APPEND_INT64(&r->reply, "n", n);
 	return 0;
 }
@@ -380,25 +393,48 @@ static void distinct_free(struct distinct *x)
 	bson_destroy(&x->values);
 }
 
-static int distinct_run(struct mdoor_req *r, const struct read_spec *s,
-			const struct mql_path *path, struct distinct *x,
-			struct mql_error *err)
+/* A distinct being run: what it holds across a yield (r->state). */
+struct distinct_job {
+	struct distinct x;
+	struct mql_path path;
+	const struct mql_project *reads;
+};
+
+static void distinct_job_free(void *p)
 {
-	struct mdoor_cursor *c;
+	struct distinct_job *j = p;
+
+	distinct_free(&j->x);
+	mql_project_free((struct mql_project *)j->reads);
+	mql_path_free(&j->path);
+	bson_free(j);
+}
+
+/* Walk r->rb's cursor's documents a slice at a time, then answer. */
+static int distinct_go(struct mdoor_req *r, struct mql_error *err)
+{
+	struct distinct_job *j = r->state;
+	struct mdoor_cursor *c = r->rb.c;
 	const uint8_t *doc;
 	uint32_t len;
 	int rc;
 
-	if (open_read(r, s, &c, err))
-		return -1;
+	j->x.err = err; /* this call's */
+	mdoor_cursor_slice(c);
 	while ((rc = mdoor_cursor_next(c, &doc, &len, err)) == 1)
-		if (mql_path_walk(path, 0, doc, len, MQL_PATH_EXPAND, add_value,
-				  x)) {
+		if (mql_path_walk(&j->path, 0, doc, len, MQL_PATH_EXPAND,
+				  add_value, &j->x)) {
 			rc = -1;
 			break;
 		}
+	if (rc == MDOOR_PAUSE)
+		return mdoor_yield(r, distinct_go);
 	mdoor_cursor_free(r->mc->d, c);
-	return rc;
+	r->rb.c = NULL;
+	if (rc < 0)
+		return -1;
+	BSON_APPEND_ARRAY(&r->reply, "values", &j->x.values);
+	return 0;
 }
 
 /* What distinct reads of each document: {key: 1, _id: 0}, so that an
@@ -432,11 +468,9 @@ static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 	};
 	mdoor_av a[4];
 	struct read_spec s = {0};
-	struct mql_path path = {0};
-	struct distinct x = {.err = err};
+	struct distinct_job *j;
 	uint32_t klen;
 	const char *key;
-	int rc = -1;
 
 	if (mdoor_coll_arg(r, &s.coll, err) || mdoor_args(r, spec, 4, a, err) ||
 	    unsupported(&a[2].it, false, err))
@@ -446,30 +480,26 @@ static int cmd_distinct(struct mdoor_req *r, struct mql_error *err)
 		return mdoor_err(err, 40352,
 				 "FieldPath cannot be constructed with empty "
 				 "string");
-	if (mql_path_parse(key, klen, &path, err))
-		goto out;
+	/* struct distinct holds a bson_t: aligned as libbson asks */
+	j = bson_aligned_alloc0(BSON_ALIGNOF(struct distinct_job), sizeof(*j));
+	bson_init(&j->x.values);
+	r->state = j; /* freed with the request, whatever happens */
+	r->state_free = distinct_job_free;
+	if (mql_path_parse(key, klen, &j->path, err))
+		return -1;
 	if (BSON_ITER_HOLDS_DOCUMENT(&a[1].it))
 		mdoor_arg_doc(&a[1].it, &s.filter, &s.flen);
 	else
 		s.filter = empty_doc, s.flen = 5;
 	mdoor_arg_hint(&a[3].it, &s.hint, &s.hlen, &s.hname); /* as count's */
 	s.limit = -1;
-	s.reads = key_reads(key);
-	bson_init(&x.values);
-	if (grow(&x)) {
-		mdoor_err(err, MDOOR_ExceededMemoryLimit, "out of memory");
-		goto done;
-	}
-	if (distinct_run(r, &s, &path, &x, err))
-		goto done;
-	BSON_APPEND_ARRAY(&r->reply, "values", &x.values);
-	rc = 0;
-done:
-	distinct_free(&x);
-out:
-	mql_project_free((struct mql_project *)s.reads);
-	mql_path_free(&path);
-	return rc;
+	s.reads = j->reads = key_reads(key);
+	if (grow(&j->x))
+		return mdoor_err(err, MDOOR_ExceededMemoryLimit,
+				 "out of memory");
+	if (open_read(r, &s, &r->rb.c, err))
+		return -1;
+	return distinct_go(r, err);
 }
 
 const struct mdoor_cmd mdoor_cmds_read[] = {

@@ -130,6 +130,7 @@ struct mdoor_conn {
 	bool busy;    /* a write in flight */
 	bool closing; /* no more input */
 	bool dead;    /* closed by the server while busy: done frees */
+	bool yielded; /* a read gave its thread back (busy too) */
 	char user[MDOOR_USER_MAX];
 	char auth_db[MDOOR_DB_MAX];
 	struct mdoor_scram *scram;
@@ -145,6 +146,21 @@ struct mdoor_req;
  * fail it (-1, err set). */
 typedef int (*mdoor_finish_fn)(struct mdoor_req *r, struct mdoor_wbatch *b,
 			       struct mql_error *err);
+
+/* A cursor batch being filled: in the request, which outlives a yield
+ * (cur and arr are open in its reply). */
+struct mdoor_rbatch {
+	struct mdoor_cursor *c;
+	int64_t want;  /* documents at most; -1: no count */
+	uint32_t n;    /* in arr */
+	size_t bytes;  /* theirs */
+	int64_t count; /* count's documents */
+	bool single, full;
+	bool open; /* cur and arr are open in the reply */
+	bson_t cur, arr;
+};
+
+typedef int (*mdoor_cmd_fn)(struct mdoor_req *r, struct mql_error *err);
 
 struct mdoor_req {
 	struct mdoor_conn *mc;
@@ -165,12 +181,18 @@ struct mdoor_req {
 	bool in_submit, done_inline;
 	void *state;
 	void (*state_free)(void *state);
+	/* a read that yielded (MDOOR_YIELD): what goes on with it on a
+	 * later turn (state and state_free hold what it needs), and the
+	 * cursor batch it was filling */
+	mdoor_cmd_fn cont;
+	struct mdoor_rbatch rb;
 };
 
-/* What a handler returns besides 0 (answered) and -1 (err set). */
+/* What a handler returns besides 0 (answered) and -1 (err set): a write
+ * waits for the store (mdoor_submit); a read gave its thread back, and
+ * r->cont goes on with it (mdoor_again). */
 #define MDOOR_SUSPEND 1
-
-typedef int (*mdoor_cmd_fn)(struct mdoor_req *r, struct mql_error *err);
+#define MDOOR_YIELD 2
 
 enum {
 	MDOOR_CMD_NOAUTH = 1u, /* allowed before authentication */
@@ -402,7 +424,8 @@ struct mdoor_cursor *mdoor_cursor_new(struct mdoor_conn *mc, const char *db,
  * ns}} to r->reply, reading at most batch documents (-1: as many as 16
  * MiB hold).  first picks the field name.  When the cursor is exhausted
  * or single, it is freed; otherwise it is registered (first time) and
- * released for the next getMore.  0, or -1 with err (the cursor freed). */
+ * released for the next getMore.  0, or -1 with err (the cursor freed),
+ * or MDOOR_YIELD (mdoor_yield: r->rb holds the batch so far). */
 int mdoor_cursor_reply(struct mdoor_req *r, struct mdoor_cursor *c,
 		       int64_t batch, bool first, bool single,
 		       struct mql_error *err);
@@ -412,9 +435,21 @@ void mdoor_cursor_detach(struct mdoor_conn *mc);
 void mdoor_cursor_reap(struct mdoor *d, bool all);
 
 /* A read's own documents, pulled through the same path as a cursor's
- * (count, distinct): 1 doc, 0 end, -1 err. */
+ * (count, distinct): 1 doc, 0 end, -1 err, MDOOR_PAUSE when its slice
+ * ran out first (the cursor keeps its place). */
 int mdoor_cursor_next(struct mdoor_cursor *c, const uint8_t **doc,
 		      uint32_t *len, struct mql_error *err);
+/* mdoor_cursor_slice - c reads for one slice (MDOOR_SLICE_MS) from now:
+ * called when a request starts or goes on reading. */
+void mdoor_cursor_slice(struct mdoor_cursor *c);
+/* mdoor_yield - a read whose slice ran out gives its thread back:
+ * cont goes on with it on a later turn (mdoor_again); r->rb.c is the
+ * cursor it reads, r->state what else it holds.  Returns MDOOR_YIELD,
+ * for the handler to return. */
+int mdoor_yield(struct mdoor_req *r, mdoor_cmd_fn cont);
+/* mdoor_read_abandon - a request ends with its read unfinished (its
+ * connection closed): r->rb's cursor is dropped. */
+void mdoor_read_abandon(struct mdoor_req *r);
 
 /* ---- SCRAM (mdoor_scram.c) ------------------------------------------- */
 

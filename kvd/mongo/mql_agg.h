@@ -143,9 +143,13 @@ void mql_pipeline_lead(const struct mql_pipeline *p, struct mql_agg_lead *out);
 
 /* mql_agg_source - the caller's documents: store the next one in *doc and
  * *len (checked BSON, valid until the next call) and return 1; return 0
- * at the end; -1 with err set on a failure, which mql_agg_next passes on.
- * The executor stops calling it as soon as no more input is needed (after
- * a $limit is reached). */
+ * at the end; -1 with err set on a failure, which mql_agg_next passes on;
+ * MQL_AGG_PAUSE when it has nothing yet (a reader giving its thread
+ * back): mql_agg_next returns MQL_AGG_PAUSE too, every stage keeping its
+ * place ($sort's and $group's documents so far), and a later call goes
+ * on.  The executor stops calling it as soon as no more input is needed
+ * (after a $limit is reached). */
+#define MQL_AGG_PAUSE 2
 typedef int (*mql_agg_source)(void *ctx, const uint8_t **doc, uint32_t *len,
 			      struct mql_error *err);
 

@@ -7,8 +7,10 @@
  * Without a sort the documents come in _id order and the cursor holds the
  * key to go on from (and how many were skipped and returned so far), so a
  * page costs what it reads; a page also ends after examining 10,000
- * documents, perhaps with nothing in it (a filter that matches little
- * still answers promptly).  With a sort the query runs again for each
+ * documents, or after a slice of time (MDOOR_SLICE_MS, the door's: one
+ * document's match may take a tenth of a second), perhaps with nothing
+ * in it (a filter that matches little, or slowly, still answers
+ * promptly and does not hold the io thread).  With a sort the query runs again for each
  * page through kvd/mongo's pipeline ($sort, $skip past what was returned,
  * $limit to the page), a top-k held within the sort's memory limit
  * (MongoDB's 100 MiB: 292 past it).  Filters, projections and sorts are
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "cmd.h"
 #include "cmd_doc.h"
 #include "doc/doc.h"
@@ -57,8 +60,10 @@ struct find {
 	size_t off, items, max; /* its start, item count's place, bytes */
 	uint32_t n;
 	uint64_t examined;
-	int full, ended; /* the page is full; the limit is reached */
-	int begun;	 /* a page is started in the output */
+	uint64_t slice_end; /* kvd_coarse_ms when an unsorted page ends */
+	int full, ended;    /* the page is full; the limit is reached */
+	int spent;	    /* the page's time is up */
+	int begun;	    /* a page is started in the output */
 	uint8_t resume[KVDOC_KEY_MAX];
 	size_t rlen;
 	struct mql_error e;
@@ -227,31 +232,47 @@ static int page_end(struct find *f, char kind)
 
 /* ---- without a sort: _id order, from the cursor's key ---- */
 
-static int scan_doc(void *arg, struct kv_slice key, struct kv_slice val,
-		    unsigned type, uint64_t exp)
+static void take_doc(struct find *f, struct kv_slice key, struct kv_slice val,
+		     unsigned type)
 {
-	struct find *f = arg;
 	int rc;
 
-	(void)exp;
 	f->examined++;
 	if (f->full || f->ended || f->e.code || type != KVD_VT_DOC ||
 	    !mql_match_doc(f->filter, val.p, (uint32_t)val.n, NULL))
-		return 0;
+		return;
 	if (f->skipped < f->skip) {
 		f->skipped++;
-		return 0;
+		return;
 	}
 	if (f->limit && f->taken >= f->limit) {
 		f->ended = 1;
-		return 0;
+		return;
 	}
 	rc = emit(f, val.p, (uint32_t)val.n);
 	if (rc == 0 && key.n <= sizeof(f->resume)) { /* go on from here */
 		memcpy(f->resume, key.p, key.n);
 		f->rlen = key.n;
 	}
-	return 0; /* an error is f->e: the batch reads on, emitting nothing */
+	/* an error is f->e: the batch reads on, emitting nothing */
+}
+
+/* The clock, then the document: past the page's slice the scan stops
+ * before this document (where the next page starts), once the page
+ * examined one. */
+static int scan_doc(void *arg, struct kv_slice key, struct kv_slice val,
+		    unsigned type, uint64_t exp)
+{
+	struct find *f = arg;
+
+	(void)exp;
+	if (f->examined && !f->full && !f->ended && !f->e.code &&
+	    kvd_coarse_ms() >= f->slice_end) {
+		f->spent = 1;
+		return KVD_SCAN_STOP;
+	}
+	take_doc(f, key, val, type);
+	return 0;
 }
 
 static int find_unsorted(struct find *f)
@@ -260,6 +281,7 @@ static int find_unsorted(struct find *f)
 	const bson_value_t *id;
 
 	page_begin(f);
+	f->slice_end = kvd_coarse_ms() + MDOOR_SLICE_MS;
 	if (mql_match_is_id_eq(f->filter, &id) && !f->s.nlen) {
 		struct kv_slice doc;
 		size_t klen;
@@ -276,7 +298,7 @@ static int find_unsorted(struct find *f)
 				 KVD_VT_DOC, 0);
 		return f->e.code ? KV_DOC_ERROR : page_end(f, 0);
 	}
-	while (!f->s.done && !f->full && !f->ended &&
+	while (!f->s.done && !f->full && !f->ended && !f->spent &&
 	       f->examined < EXAMINE_MAX) {
 		unsigned step = EXAMINE_MAX - f->examined < SCAN_STEP
 				    ? (unsigned)(EXAMINE_MAX - f->examined)

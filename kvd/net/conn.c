@@ -180,6 +180,11 @@ static void resume(struct kvd_conn *c)
 	kvd_io_mark(c);
 }
 
+void kvd_conn_resume(struct kvd_conn *c)
+{
+	resume(c);
+}
+
 void kvd_conn_sent(struct kvd_conn *c)
 {
 	if (c->stall == STALL_OUTPUT &&

@@ -43,6 +43,7 @@ enum {
 	CONN_HANDSHAKE = 1u << 11, /* loop: holds a TLS handshake slot */
 	CONN_HS_WAIT = 1u << 12,   /* loop: waits, unread, for a slot */
 	CONN_REPLICA = 1u << 15,   /* asked for the journal (repl.c) */
+	CONN_AGAIN = 1u << 16,	   /* loop: on io->again (kvd_io_again) */
 };
 
 enum kvd_stall {
@@ -50,6 +51,7 @@ enum kvd_stall {
 	STALL_WRITES,	/* a non-write waits for earlier writes */
 	STALL_OUTPUT,	/* too many reply bytes not yet sent */
 	STALL_INFLIGHT, /* too many write bytes or keys not yet committed */
+	STALL_YIELD,	/* a read gave the thread back: goes on next turn */
 };
 
 struct kvd_conn {
@@ -77,6 +79,7 @@ struct kvd_conn {
 	uint64_t witems;     /* keys (and FLUSHALL parts) in flight */
 	uint16_t wshard;     /* 1 + a shard over its bound we wrote to, or 0 */
 	struct kvd_conn *dirty_next;
+	struct kvd_conn *again_next;  /* loop: io->again's next */
 	struct kvd_conn *hs_next;     /* loop: the next waiting for a slot */
 	struct kvd_conn *prev, *next; /* the io thread's list of connections */
 	/* Called as c is freed, after its protocol's close, when a command
@@ -130,7 +133,10 @@ void kvd_conn_bufs(const struct kvd_conn *self, struct kvd_conn *c,
 
 /* The loop calls these. */
 void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len);
-void kvd_conn_sent(struct kvd_conn *c);	   /* a send finished; maybe resume */
+void kvd_conn_sent(struct kvd_conn *c);
+/* Its stall is over (STALL_YIELD's read answered): run its buffered
+ * input. */
+void kvd_conn_resume(struct kvd_conn *c);  /* a send finished; maybe resume */
 void kvd_conn_wdone(struct kvd_wreq *w);   /* a write came back */
 void kvd_conn_release(struct kvd_conn *c); /* free buffers and pends */
 

@@ -243,6 +243,43 @@ void kvd_io_mark(struct kvd_conn *c)
 	io->dirty = c;
 }
 
+void kvd_io_again(struct kvd_conn *c)
+{
+	struct kvd_io *io = c->io;
+
+	if (c->flags & CONN_AGAIN)
+		return;
+	c->flags |= CONN_AGAIN;
+	c->again_next = io->again;
+	io->again = c;
+}
+
+static void again_unlink(struct kvd_io *io, struct kvd_conn *c)
+{
+	struct kvd_conn **pp = &io->again;
+
+	while (*pp && *pp != c)
+		pp = &(*pp)->again_next;
+	if (*pp)
+		*pp = c->again_next;
+	c->flags &= ~CONN_AGAIN;
+}
+
+/* Each connection that asked for another turn gets it, once: what it
+ * asks for again waits for the next turn, after the ring is looked at. */
+static void run_again(struct kvd_io *io)
+{
+	struct kvd_conn *list = io->again, *c;
+
+	io->again = NULL;
+	while ((c = list)) {
+		list = c->again_next;
+		c->flags &= ~CONN_AGAIN;
+		if (!(c->flags & CONN_DEAD) && kvd_protos[c->proto]->again)
+			kvd_protos[c->proto]->again(c);
+	}
+}
+
 static void hs_end(struct kvd_io *io, struct kvd_conn *c);
 static void hs_unwait(struct kvd_io *io, struct kvd_conn *c);
 
@@ -250,6 +287,8 @@ static void conn_free(struct kvd_io *io, struct kvd_conn *c)
 {
 	if (c->flags & CONN_HS_WAIT)
 		hs_unwait(io, c);
+	if (c->flags & CONN_AGAIN)
+		again_unlink(io, c);
 	hs_end(io, c); /* a handshake left unfinished gives its slot back */
 	if (c->prev)
 		c->prev->next = c->next;
@@ -662,7 +701,7 @@ static const char *conn_timeout(struct kvd_io *io, const struct kvd_conn *c)
 
 	/* a subscriber waits for messages: idle is its normal state (Redis
 	 * exempts it from timeout too) */
-	if (!c->npend &&
+	if (!c->npend && c->stall != STALL_YIELD &&
 	    !atomic_load_explicit(&c->nsubs, memory_order_relaxed) &&
 	    expired(io->now_ms, c->last_ms, KVD_LIVE(cfg->idle_timeout)))
 		return "idle-timeout";
@@ -734,6 +773,23 @@ static void time_turn(struct kvd_io *io)
 	}
 }
 
+/* The turn's replies to the ring, its writes to the committers; writes
+ * this thread committed itself answered now (what that unblocks may
+ * write again). */
+static void finish_turn(struct kvd_io *io)
+{
+	flush_dirty(io);
+	kvd_committer_flush(io->srv->com);
+	while (io->local_done) {
+		struct kvd_wreq *w = io->local_done;
+
+		io->local_done = NULL;
+		kvd_io_completed(io, w);
+		flush_dirty(io);
+		kvd_committer_flush(io->srv->com);
+	}
+}
+
 static void *io_main(void *arg)
 {
 	struct kvd_io *io = arg;
@@ -767,7 +823,9 @@ static void *io_main(void *arg)
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 
-		rc = io_uring_submit_and_wait(ring, 1);
+		/* a connection waiting for its next turn: look, not sleep */
+		rc = io->again ? io_uring_submit_and_get_events(ring)
+			       : io_uring_submit_and_wait(ring, 1);
 		if (rc < 0 && rc != -EINTR && rc != -EBUSY) {
 			log_error("io %u: io_uring_submit_and_wait: %s",
 				  io->idx, strerror(-rc));
@@ -782,17 +840,13 @@ static void *io_main(void *arg)
 		}
 		io_uring_cq_advance(ring, n);
 		time_turn(io);
-		flush_dirty(io);
-		kvd_committer_flush(io->srv->com);
-		/* Writes this thread committed itself: answer them now; what
-		 * that unblocks may write again. */
-		while (io->local_done) {
-			struct kvd_wreq *w = io->local_done;
-
-			io->local_done = NULL;
-			kvd_io_completed(io, w);
-			flush_dirty(io);
-			kvd_committer_flush(io->srv->com);
+		finish_turn(io);
+		if (io->again) {
+			/* what the turn answered leaves before the slices of
+			 * the reads that yielded run, not after them */
+			io_uring_submit(ring);
+			run_again(io);
+			finish_turn(io);
 		}
 		kvd_reader_reset(io->reader);
 	}

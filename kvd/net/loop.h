@@ -57,6 +57,9 @@ struct kvd_io {
 	unsigned nfree_pend;
 	struct kvd_conn *conns;
 	struct kvd_conn *dirty;
+	/* connections whose protocol goes on next turn (kvd_io_again); the
+	 * loop does not sleep while there are some */
+	struct kvd_conn *again;
 	pthread_t thread;
 	int lfd[KVD_NLISTEN];  /* listeners by slot, -1 when absent */
 	unsigned tls_slots;    /* bit per listener: it speaks TLS */
@@ -121,6 +124,10 @@ void kvd_io_completed(struct kvd_io *io, struct kvd_wreq *w);
 
 /* The connection has new output or state for the loop to act on. */
 void kvd_io_mark(struct kvd_conn *c);
+/* Its protocol's again runs on the loop's next turn, after the turn's
+ * completions (a read that gave the thread back goes on): the loop polls
+ * its ring instead of sleeping meanwhile. */
+void kvd_io_again(struct kvd_conn *c);
 /* c's TLS handshake is over (done or failed): its slot goes to the next
  * connection (tls.c; the loop calls it itself when c closes first). */
 void kvd_io_handshake_done(struct kvd_conn *c);

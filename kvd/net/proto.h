@@ -40,6 +40,8 @@ struct kvd_proto {
 	/* Optional: the io thread was woken (other threads' work for its
 	 * connections: CLIENT KILL, MONITOR, pub/sub messages). */
 	void (*wake)(struct kvd_io *io);
+	/* Optional: c's turn has come again (kvd_io_again). */
+	void (*again)(struct kvd_conn *c);
 	/* Optional: bytes of queued requests the protocol holds for c
 	 * (MULTI's queue), for CLIENT LIST's multi-mem. */
 	size_t (*held)(const struct kvd_conn *c);

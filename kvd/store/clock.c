@@ -21,6 +21,14 @@ uint64_t kvd_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t kvd_coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 unsigned kvd_lat_bucket(uint64_t ns)
 {
 	static const uint64_t bounds_us[] = {KVD_LAT_BOUNDS_US};

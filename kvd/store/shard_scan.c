@@ -288,7 +288,13 @@ static int scan_run(struct kvd_reader *r, const struct kvd_scan *sc,
 		}
 		if (sc->keys_only)
 			val.n = 0;
-		if (fn(arg, h->k, val, h->type, h->exp))
+		int stop = fn(arg, h->k, val, h->type, h->exp);
+
+		if (stop == KVD_SCAN_STOP) {
+			*next = h->k;
+			break;
+		}
+		if (stop)
 			return KV_INTERNAL;
 		emitted++;
 		bytes += h->k.n + val.n + 10;

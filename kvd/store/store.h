@@ -296,7 +296,10 @@ struct kvd_scan {
 };
 
 /* Called per key in order, with its value's type (KVD_VT_*) and absolute
- * expiry (Unix ms, 0 for none); return nonzero to stop. */
+ * expiry (Unix ms, 0 for none); return 0 to go on, KVD_SCAN_STOP to end
+ * the call before this key, untaken (*next is then this key: a reader
+ * that must give its thread back mid-batch), anything else to fail. */
+#define KVD_SCAN_STOP 0x53544f50 /* "STOP" */
 typedef int (*kvd_scan_fn)(void *arg, struct kv_slice key, struct kv_slice val,
 			   unsigned type, uint64_t exp);
 

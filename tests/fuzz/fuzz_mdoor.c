@@ -6,7 +6,10 @@
  * pre-authentication rules and SCRAM's parsing are reached), bit 1 writes
  * completed later (the connection suspended, its input held), bit 2 a
  * store that follows sorts, bit 3 a second connection that takes the
- * second half of the bytes (getMores of the first one's cursors).  The
+ * second half of the bytes (getMores of the first one's cursors), bit 4
+ * a store whose scans pause (reads yield and go on: mdoor_again), bit 5
+ * with bit 4: the first read that yields is left so, and its connection
+ * closed (the read abandoned must release its cursor and scan).  The
  * rest is the byte stream, fed in pieces of a size the second byte sets.
  * Checks that hold for any input:
  *   - every reply is a whole message: its length header in 16..48 MB + a
@@ -82,7 +85,7 @@ static void check_replies(struct fconn *c)
 }
 
 /* Feed p[0..n) in pieces of step bytes, as a socket would. */
-static void feed(struct fconn *c, struct memstore *ms, bool defer,
+static void feed(struct fconn *c, struct memstore *ms, unsigned mode,
 		 const uint8_t *p, size_t n, size_t step)
 {
 	uint8_t *buf = malloc(n + 1);
@@ -95,13 +98,28 @@ static void feed(struct fconn *c, struct memstore *ms, bool defer,
 		memcpy(buf + have, p + given, add);
 		have += add;
 		given += add;
-		while (have && (k = mdoor_input(c->mc, buf, have, NULL))) {
-			memmove(buf, buf + k, have - k);
-			have -= k;
+		while (have) {
+			if ((k = mdoor_input(c->mc, buf, have, NULL))) {
+				memmove(buf, buf + k, have - k);
+				have -= k;
+				continue;
+			}
+			if (!mdoor_yielded(c->mc))
+				break;
+			/* a yielded read takes no input, and goes on */
+			FUZZ_CHECK(mdoor_busy(c->mc));
+			if (mode & 32)
+				goto out;
+			while (mdoor_yielded(c->mc))
+				mdoor_again(c->mc);
 		}
+		if (mdoor_yielded(c->mc) && (mode & 32))
+			goto out;
+		while (mdoor_yielded(c->mc))
+			mdoor_again(c->mc);
 		if (mdoor_busy(c->mc)) {
 			/* a write in flight: input waits for its completion */
-			FUZZ_CHECK(defer);
+			FUZZ_CHECK(mode & 2);
 			FUZZ_CHECK(mdoor_input(c->mc, buf, have, NULL) == 0);
 			memstore_complete(ms);
 			FUZZ_CHECK(!mdoor_busy(c->mc));
@@ -112,6 +130,7 @@ static void feed(struct fconn *c, struct memstore *ms, bool defer,
 		if (given == n)
 			break;
 	}
+out:
 	free(buf);
 }
 
@@ -146,15 +165,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ms = memstore_new();
 	memstore_defer(ms, mode & 2);
 	memstore_sorting(ms, mode & 4);
+	memstore_pausing(ms, mode & 16);
 	memstore_ops(ms, &st);
 	d = mdoor_new(&cfg, &host, &st, err, sizeof(err));
 	FUZZ_CHECK(d);
 	a.mc = mdoor_conn_open(d, &a, &peer);
 	half = mode & 8 ? size / 2 : size;
-	feed(&a, ms, mode & 2, data, half, step);
+	feed(&a, ms, mode, data, half, step);
 	if (mode & 8) {
 		b.mc = mdoor_conn_open(d, &b, &peer);
-		feed(&b, ms, mode & 2, data + half, size - half, step);
+		feed(&b, ms, mode, data + half, size - half, step);
 		mdoor_conn_close(b.mc);
 	}
 	mdoor_conn_close(a.mc);

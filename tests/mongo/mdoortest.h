@@ -20,6 +20,7 @@ struct tconn {
 	uint8_t *out;
 	size_t len, cap;
 	int resumed, closed, authed, auth_fails;
+	int yields;	 /* mdoor_again calls */
 	int gate_refuse; /* auth_gate answers -1 */
 };
 
@@ -204,14 +205,28 @@ static inline uint8_t *query_msg(const char *ns, const bson_t *q, size_t *len)
 	return m;
 }
 
-/* Feed bytes; returns how many the door consumed in all. */
+/* Feed bytes; returns how many the door consumed in all.  A read that
+ * yields goes on at once, as the server's next loop turn would. */
 static inline size_t feed(struct tconn *c, const uint8_t *p, size_t n)
 {
 	size_t used = 0, k;
 
-	while (used < n &&
-	       (k = mdoor_input(c->mc, p + used, n - used, NULL)) > 0)
-		used += k;
+	while (used < n) {
+		if ((k = mdoor_input(c->mc, p + used, n - used, NULL)) > 0) {
+			used += k;
+			continue;
+		}
+		if (!mdoor_yielded(c->mc))
+			break;
+		while (mdoor_yielded(c->mc)) {
+			c->yields++;
+			mdoor_again(c->mc);
+		}
+	}
+	while (mdoor_yielded(c->mc)) {
+		c->yields++;
+		mdoor_again(c->mc);
+	}
 	return used;
 }
 

@@ -31,7 +31,7 @@ struct mcoll {
 struct memstore {
 	struct mcoll **colls;
 	size_t ncolls;
-	bool defer, sorting;
+	bool defer, sorting, pausing;
 	struct mdoor_wbatch **q;
 	size_t nq, capq;
 	size_t nscans;
@@ -46,6 +46,8 @@ struct mscan {
 	struct memstore *ms;
 	struct mdoc *docs; /* copies */
 	size_t n, pos;
+	bool sliced;	/* scan_slice was called: it may pause */
+	unsigned calls; /* scan_next's, for pausing every other one */
 };
 
 /* ===================== collections ===================== */
@@ -323,6 +325,10 @@ static int scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 		ms->waiting--;
 	}
 	pthread_mutex_unlock(&ms->lock);
+	/* pausing: every other call finds nothing yet, as a slice of the
+	 * real store's that runs out does (always before the end, too) */
+	if (ms->pausing && s->sliced && s->calls++ % 2 == 0)
+		return MDOOR_PAUSE;
 	if (s->pos == s->n)
 		return 0;
 	*doc = s->docs[s->pos].p;
@@ -592,10 +598,19 @@ size_t memstore_open_scans(const struct memstore *ms)
 
 /* ===================== the store ===================== */
 
+static void scan_slice(void *scan, unsigned ms)
+{
+	struct mscan *s = scan;
+
+	(void)ms;
+	s->sliced = true;
+}
+
 struct memstore *memstore_new(void)
 {
 	struct memstore *ms = calloc(1, sizeof(struct memstore));
 
+	ms->pausing = getenv("MDOOR_TEST_PAUSE") != NULL;
 	pthread_mutex_init(&ms->lock, NULL);
 	pthread_cond_init(&ms->cond, NULL);
 	return ms;
@@ -648,5 +663,11 @@ void memstore_ops(struct memstore *ms, struct mdoor_store *out)
 	out->scan = scan_open;
 	out->scan_next = scan_next;
 	out->scan_close = scan_close;
+	out->scan_slice = scan_slice;
 	out->write = store_write;
+}
+
+void memstore_pausing(struct memstore *ms, bool on)
+{
+	ms->pausing = on;
 }

@@ -34,6 +34,10 @@ size_t memstore_pending(const struct memstore *ms);
  * blocking ends; memstore_wait_blocked returns once one waits. */
 void memstore_block_scans(struct memstore *ms, bool on);
 void memstore_wait_blocked(struct memstore *ms);
+/* Pausing: a scan given a slice finds nothing on every other scan_next
+ * (MDOOR_PAUSE), so that reads yield and go on (mdoor_again); on from
+ * the start when MDOOR_TEST_PAUSE is set. */
+void memstore_pausing(struct memstore *ms, bool on);
 /* Scans open now (a cursor's scan stays open until the cursor ends). */
 size_t memstore_open_scans(const struct memstore *ms);
 

@@ -293,6 +293,123 @@ static void test_distinct_cap(struct mdoor *d)
 	th_close_conn(a);
 }
 
+/* Rows for the yield test: _id, g (three groups), an array to unwind. */
+static void load_rows(struct tconn *c, int n)
+{
+	bson_t *b = bson_new(), arr, d, t;
+	char k[16];
+
+	BSON_APPEND_UTF8(b, "insert", "y");
+	BSON_APPEND_ARRAY_BEGIN(b, "documents", &arr);
+	for (int i = 0; i < n; i++) {
+		snprintf(k, sizeof(k), "%d", i);
+		BSON_APPEND_DOCUMENT_BEGIN(&arr, k, &d);
+		BSON_APPEND_INT32(&d, "_id", i);
+		BSON_APPEND_INT32(&d, "g", i % 3);
+		BSON_APPEND_INT32(&d, "v", (i * 7) % 11);
+		BSON_APPEND_ARRAY_BEGIN(&d, "t", &t);
+		BSON_APPEND_INT32(&t, "0", i % 2);
+		BSON_APPEND_INT32(&t, "1", 10 + i % 4);
+		bson_append_array_end(&d, &t);
+		bson_append_document_end(&arr, &d);
+	}
+	bson_append_array_end(b, &arr);
+	bson_destroy(run_on(c, "test", b));
+}
+
+/* Reads whose scans pause every other document (each slice gives the
+ * thread back: mdoor_again goes on) answer as reads that never pause:
+ * find, sorted finds (the pipeline's $sort holds its input across
+ * pauses), getMore, count, distinct, and aggregates with each stage
+ * that pulls; and a read left yielded when its connection closes
+ * releases its cursor and scan. */
+static void test_yield(void)
+{
+	static const char *const reads[][2] = {
+	    {"{'find': 'y', 'filter': {'g': 1}}", "cursor.firstBatch"},
+	    {"{'find': 'y', 'sort': {'v': -1, '_id': 1}, 'skip': 3, "
+	     "'limit': 9}",
+	     "cursor.firstBatch"},
+	    {"{'find': 'y', 'batchSize': 4}", "cursor.firstBatch"},
+	    {"{'count': 'y', 'query': {'v': {'$gt': 4}}}", "n"},
+	    {"{'distinct': 'y', 'key': 't'}", "values"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$match': {'g': {'$ne': 2}}}, "
+	     "{'$group': {'_id': '$g', 'n': {'$sum': 1}, 'v': {'$max': "
+	     "'$v'}}}, {'$sort': {'_id': 1}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$sort': {'_id': 1}}, "
+	     "{'$group': {'_id': '$g', 'f': {'$first': '$v'}}}, {'$sort': "
+	     "{'_id': -1}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$unwind': '$t'}, {'$skip': "
+	     "5}, {'$limit': 7}, {'$project': {'t': 1}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$match': {'v': {'$lt': 5}}}, "
+	     "{'$count': 'k'}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	};
+	struct memstore *ps = memstore_new(), *qs = memstore_new();
+	struct mdoor *pd, *qd;
+	struct tconn *p, *q;
+	bson_t *a, *b;
+	int64_t id;
+
+	memstore_pausing(ps, true);
+	memstore_pausing(qs, false);
+	pd = th_door(ps, NULL);
+	qd = th_door(qs, NULL);
+	p = th_open(pd, 1);
+	q = th_open(qd, 1);
+	load_rows(p, 40);
+	load_rows(q, 40);
+	for (size_t i = 0; i < sizeof(reads) / sizeof(*reads); i++) {
+		char *ja, *jb;
+		int before = p->yields;
+
+		a = run(p, reads[i][0]);
+		b = run(q, reads[i][0]);
+		ja = json_at(a, reads[i][1]);
+		jb = json_at(b, reads[i][1]);
+		CHECK(ok_of(a) == 1 && !strcmp(ja, jb),
+		      "%s: paused %s, unpaused %s", reads[i][0], ja, jb);
+		CHECK(p->yields > before, "%s yielded", reads[i][0]);
+		bson_free(ja);
+		bson_free(jb);
+		bson_destroy(a);
+		bson_destroy(b);
+	}
+	/* a getMore yields and goes on too */
+	a = run(p, "{'find': 'y', 'batchSize': 30}");
+	id = cursor_id(a);
+	bson_destroy(a);
+	a = getmore(p, id, "y", 0);
+	CHECK(count_at(a, "cursor.nextBatch") == 10 && cursor_id(a) == 0,
+	      "getMore over pausing scans");
+	bson_destroy(a);
+	/* left yielded, then closed: nothing stays open */
+	{
+		bson_t *body = bson_new_from_json(
+		    (const uint8_t *)"{\"count\": \"y\", \"$db\": \"test\"}",
+		    -1, NULL);
+		size_t len;
+		uint8_t *m = msg(body, 0, NULL, 0, &len);
+
+		CHECK(mdoor_input(p->mc, m, len, NULL) == len, "taken");
+		CHECK(mdoor_yielded(p->mc) && mdoor_busy(p->mc), "yielded");
+		CHECK(mdoor_input(p->mc, m, len, NULL) == 0,
+		      "no input while yielded");
+		free(m);
+		bson_destroy(body);
+	}
+	th_close_conn(p);
+	th_close_conn(q);
+	mdoor_free(pd); /* (the batchSize 4 cursor is still registered) */
+	mdoor_free(qd);
+	CHECK(memstore_open_scans(ps) == 0, "an abandoned read's scan closed");
+	memstore_free(ps);
+	memstore_free(qs);
+}
+
 int main(void)
 {
 	struct memstore *ms = memstore_new();
@@ -304,6 +421,7 @@ int main(void)
 	test_distinct_cap(d);
 	test_bounds(ms);
 	test_big_batches(d);
+	test_yield();
 	mdoor_free(d);
 	CHECK(memstore_open_scans(ms) == 0, "every scan closed");
 	memstore_free(ms);
