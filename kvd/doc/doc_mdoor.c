@@ -101,7 +101,7 @@ static bool past_deadline(const struct dscan *d)
 
 /* Is the slice over, before a document of n bytes?  The clock is read
  * before every match of a filter with a regular expression (one match
- * may take a tenth of a second), else every 16 documents, 16 KiB of them
+ * may take 25 to 150 ms), else every 16 documents, 16 KiB of them
  * counting as one more (matching costs in proportion to the bytes): 3.8
  * ns a read next to about 85 ns a document of a scan of small ones. */
 static bool slice_over(struct dscan *d, size_t n)
@@ -117,7 +117,7 @@ static bool slice_over(struct dscan *d, size_t n)
 
 /* The clock is read before every document's match once a deadline is
  * set: one match may take long (a regular expression that backtracks runs
- * to PCRE2's match limit, a tenth of a second, on every document), so a
+ * to PCRE2's match limit, 25 to 150 ms, on every document), so a
  * look between batches let maxTimeMS 500 answer after 45 s.  Past it the
  * batch's other documents are passed over unmatched and the scan ends in
  * 50 MaxTimeMSExpired (what was matched before may go out first), so no

@@ -39,8 +39,7 @@ void match_node_free(struct node *n)
 		match_node_free(n->in_re[i]);
 	bson_free(n->in_re);
 	bson_free(n->in);
-	if (n->re)
-		pcre2_code_free(n->re);
+	re_prog_free(n->re);
 	match_node_free(n->sub);
 	mql_path_free(&n->path);
 	bson_free(n);
@@ -83,11 +82,11 @@ static int compile_regex(struct parser *ps, struct node *n, const char *src,
 {
 	uint32_t opts = PCRE2_UTF;
 	int code;
-
-	ps->regex = true;
 	PCRE2_SIZE off;
 	PCRE2_UCHAR msg[160];
+	pcre2_code *re;
 
+	ps->regex = true;
 	for (const char *f = flags; *f; f++) {
 		switch (*f) {
 		case 'i': opts |= PCRE2_CASELESS; break;
@@ -105,13 +104,15 @@ static int compile_regex(struct parser *ps, struct node *n, const char *src,
 		return mql_error_set(ps->err, 51095,
 				     "Regular expression cannot contain an "
 				     "embedded null byte");
-	n->re = pcre2_compile((PCRE2_SPTR)src, srclen, opts, &code, &off, NULL);
-	if (!n->re) {
+	re = pcre2_compile((PCRE2_SPTR)src, srclen, opts, &code, &off, NULL);
+	if (!re) {
 		pcre2_get_error_message(code, msg, sizeof(msg));
 		return mql_error_set(ps->err, 51091,
 				     "Regular expression is invalid: %s",
 				     (const char *)msg);
 	}
+	n->re = bson_malloc0(sizeof(*n->re));
+	n->re->code = re;
 	n->re_src = src;
 	n->re_flags = flags;
 	return 0;

@@ -50,8 +50,6 @@ static bool match_regex(const struct node *n, const bson_value_t *v)
 {
 	const char *s;
 	size_t len;
-	pcre2_match_data *md;
-	int rc;
 
 	if (v->value_type == BSON_TYPE_REGEX)
 		return strcmp(v->value.v_regex.regex, n->re_src) == 0 &&
@@ -65,16 +63,7 @@ static bool match_regex(const struct node *n, const bson_value_t *v)
 	} else {
 		return false;
 	}
-	/* one pair of offsets is all a yes/no needs; per call, so that a
-	 * compiled filter is shared by threads without a lock */
-	md = pcre2_match_data_create(1, NULL);
-	if (!md)
-		return false;
-	/* an invalid UTF-8 subject or a pattern past PCRE2's match limit is
-	 * no match, as MongoDB answers */
-	rc = pcre2_match(n->re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
-	pcre2_match_data_free(md);
-	return rc >= 0;
+	return re_prog_match(n->re, s, len);
 }
 
 static int type_bit_of(bson_type_t t)

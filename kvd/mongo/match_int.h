@@ -5,6 +5,9 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "mql_match.h"
 #include "mql_path.h"
@@ -50,10 +53,10 @@ struct node {
 	size_t nin;
 	struct node **in_re; /* P_IN: regexes, as P_REGEX nodes */
 	size_t nin_re;
-	bool in_null;	/* P_IN: null among the values */
-	uint32_t types; /* P_TYPE: bit per BSON type */
-	bool number;	/* P_TYPE: "number" */
-	pcre2_code *re; /* P_REGEX */
+	bool in_null;	    /* P_IN: null among the values */
+	uint32_t types;	    /* P_TYPE: bit per BSON type */
+	bool number;	    /* P_TYPE: "number" */
+	struct re_prog *re; /* P_REGEX */
 	const char *re_src, *re_flags;
 	int64_t size;	  /* P_SIZE */
 	int64_t div, rem; /* P_MOD */
@@ -85,6 +88,18 @@ struct ectx {
 	bool expand; /* cur: an array stands for its elements too */
 	long pos;    /* positional: first array element index that matched */
 };
+
+/* A regular expression (match_regex.c): the interpreted pattern, never
+ * changed once compiled, and a JIT-compiled copy made after a few dozen
+ * runs (by the thread that claimed it); match, and free. */
+struct re_prog {
+	pcre2_code *code;
+	_Atomic(pcre2_code *) jit;
+	atomic_uint runs;
+	atomic_flag claimed;
+};
+bool re_prog_match(struct re_prog *p, const char *s, size_t len);
+void re_prog_free(struct re_prog *p);
 
 bool match_node(const struct node *n, struct ectx *c);
 void match_node_free(struct node *n);

@@ -72,7 +72,7 @@ bool mql_match_value(const struct mql_match *m, const bson_value_t *v);
 void mql_match_free(struct mql_match *m);
 
 /* mql_match_slow - m runs a regular expression: one document's match may
- * take long (backtracking to PCRE2's match limit: a tenth of a second),
+ * take long (backtracking to PCRE2's match limit: 25 to 150 ms),
  * where any other filter costs in proportion to the document's size.  A
  * scan that must give its thread back in time reads the clock after
  * each of this one's matches, and less often for the others. */

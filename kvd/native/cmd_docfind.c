@@ -8,7 +8,7 @@
  * key to go on from (and how many were skipped and returned so far), so a
  * page costs what it reads; a page also ends after examining 10,000
  * documents, or after a slice of time (MDOOR_SLICE_MS, the door's: one
- * document's match may take a tenth of a second), perhaps with nothing
+ * document's match may take 25 to 150 ms), perhaps with nothing
  * in it (a filter that matches little, or slowly, still answers
  * promptly and does not hold the io thread).  With a sort the query runs again for each
  * page through kvd/mongo's pipeline ($sort, $skip past what was returned,

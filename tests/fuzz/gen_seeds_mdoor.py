@@ -4,10 +4,11 @@
     /usr/bin/python3 tests/fuzz/gen_seeds_mdoor.py
 
 Each seed is a mode byte (see fuzz_mdoor.c: password, deferred writes,
-sorting store, second connection), a piece-size byte, then a client's
-stream: OP_MSG messages (bodies and kind-1 sequences, some checksummed,
-some moreToCome), OP_QUERY handshakes, and broken ones (bad lengths,
-flags, sections, checksums, OP_COMPRESSED).  BSON is written with
+sorting store, second connection, pausing scans, a read left yielded),
+a piece-size byte, then a client's stream: OP_MSG messages (bodies and
+kind-1 sequences, some checksummed, some moreToCome), OP_QUERY
+handshakes, and broken ones (bad lengths, flags, sections, checksums,
+OP_COMPRESSED).  BSON is written with
 Debian's python3-bson (pymongo's).  Deterministic; the files are checked
 in and replayed by `make test`.
 """
@@ -129,6 +130,10 @@ def main():
         "session-sorting-two": bytes([4 | 8, 0]) + b"".join(SESSION * 2),
         "auth": bytes([1, 255]) + b"".join(AUTH),
         "auth-deferred": bytes([3, 1]) + b"".join(AUTH + SESSION[:4]),
+        # scans that pause (reads yield and go on), and a read left
+        # yielded when its connection closes
+        "session-pausing": bytes([16 | 2, 255]) + b"".join(SESSION),
+        "session-abandoned": bytes([32 | 16, 255]) + b"".join(SESSION),
     }
     for i, m in enumerate(BROKEN):
         seeds["broken-%02d" % i] = bytes([i & 3, 255]) + m + SESSION[1]

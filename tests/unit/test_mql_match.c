@@ -1,7 +1,11 @@
 /* test_mql_match.c - kvd/mongo's matcher against the results MongoDB's
  * documentation gives for each query operator (and its errors). */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "mql_match.h"
 #include "mql_value.h"
+
 #include "mqltest.h"
 
 static const struct {
@@ -474,9 +478,114 @@ static void test_positional_and_value(void)
 	VAL("{'v': [1, 2]}", "{'v': 1}", false);
 }
 
+/* Every case again, each filter run 200 times: past the run at which a
+ * regular expression is JIT-compiled (match_regex.c), the answers stay
+ * the interpreter's; a subject past the JIT's stack goes back to the
+ * interpreter; a filter with a regex is slow (mql_match_slow), one
+ * without is not. */
+static void test_regex_runs(void)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bson_t *f = J(cases[i].filter), *d = J(cases[i].doc);
+		struct mql_match *m;
+		struct mql_error err;
+		int wrong = 0;
+
+		if (mql_match_compile(bson_get_data(f), f->len, &m, &err) ==
+		    0) {
+			for (int k = 0; k < 200; k++)
+				wrong +=
+				    mql_match_doc(m, bson_get_data(d), d->len,
+						  NULL) != cases[i].want;
+			CHECK(!wrong, "%s on %s: %d of 200 runs wrong",
+			      cases[i].filter, cases[i].doc, wrong);
+			CHECK(mql_match_slow(m) ==
+				  (strstr(cases[i].filter, "$reg") &&
+				   !strstr(cases[i].filter, "$eq")),
+			      "%s: slow %d", cases[i].filter,
+			      mql_match_slow(m));
+			mql_match_free(m);
+		}
+		bson_destroy(f);
+		bson_destroy(d);
+	}
+	{
+		bson_t *f = J("{'a': {'$regex_': '^(a|b)*$'}}"), d;
+		char *s = malloc(5001);
+		struct mql_match *m;
+		struct mql_error err;
+		int wrong = 0;
+
+		memset(s, 'a', 5000);
+		s[5000] = '\0';
+		bson_init(&d);
+		BSON_APPEND_UTF8(&d, "a", s);
+		CHECK(mql_match_compile(bson_get_data(f), f->len, &m, &err) ==
+			  0,
+		      "deep regex: %s", err.msg);
+		for (int k = 0; k < 70; k++)
+			wrong +=
+			    !mql_match_doc(m, bson_get_data(&d), d.len, NULL);
+		CHECK(!wrong,
+		      "a subject deeper than the JIT's stack: %d of 70 "
+		      "runs missed",
+		      wrong);
+		mql_match_free(m);
+		bson_destroy(&d);
+		bson_destroy(f);
+		free(s);
+	}
+}
+
+/* One compiled filter, four threads matching it at once across the run
+ * that JIT-compiles its pattern (the pattern is never written while
+ * read: a copy is compiled and published). */
+struct shared {
+	struct mql_match *m;
+	bson_t *yes, *no;
+	int wrong;
+};
+
+static void *match_many(void *arg)
+{
+	struct shared *sh = arg;
+	int wrong = 0;
+
+	for (int k = 0; k < 2000; k++)
+		wrong += !mql_match_doc(sh->m, bson_get_data(sh->yes),
+					sh->yes->len, NULL) +
+			 mql_match_doc(sh->m, bson_get_data(sh->no),
+				       sh->no->len, NULL);
+	__atomic_add_fetch(&sh->wrong, wrong, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void test_regex_threads(void)
+{
+	bson_t *f = J("{'s': {'$regex_': '^ab+c', '$options_': 'i'}}");
+	struct shared sh = {.yes = J("{'s': 'ABBBc!'}"),
+			    .no = J("{'s': 'ac'}")};
+	struct mql_error err;
+	pthread_t t[4];
+
+	CHECK(mql_match_compile(bson_get_data(f), f->len, &sh.m, &err) == 0,
+	      "compile: %s", err.msg);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, match_many, &sh);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CHECK(sh.wrong == 0, "%d wrong answers from four threads", sh.wrong);
+	mql_match_free(sh.m);
+	bson_destroy(sh.yes);
+	bson_destroy(sh.no);
+	bson_destroy(f);
+}
+
 int main(void)
 {
 	test_cases();
+	test_regex_runs();
+	test_regex_threads();
 	test_errors();
 	test_depth();
 	test_planner();
