@@ -24,21 +24,36 @@ static bson_t *getmore(struct tconn *c, int64_t id, const char *coll, int batch)
 	return run_on(c, "test", b);
 }
 
-static void load(struct tconn *c, int n)
+/* n documents {_id: i} into c, or, with rows, {_id, g (three groups), v,
+ * t (an array to unwind)} into y (the yield test's). */
+static void load_into(struct tconn *c, int n, bool rows)
 {
-	bson_t *b = bson_new(), arr, d;
+	bson_t *b = bson_new(), arr, d, t;
 	char k[16];
 
-	BSON_APPEND_UTF8(b, "insert", "c");
+	BSON_APPEND_UTF8(b, "insert", rows ? "y" : "c");
 	BSON_APPEND_ARRAY_BEGIN(b, "documents", &arr);
 	for (int i = 0; i < n; i++) {
 		snprintf(k, sizeof(k), "%d", i);
 		BSON_APPEND_DOCUMENT_BEGIN(&arr, k, &d);
 		BSON_APPEND_INT32(&d, "_id", i);
+		if (rows) {
+			BSON_APPEND_INT32(&d, "g", i % 3);
+			BSON_APPEND_INT32(&d, "v", (i * 7) % 11);
+			BSON_APPEND_ARRAY_BEGIN(&d, "t", &t);
+			BSON_APPEND_INT32(&t, "0", i % 2);
+			BSON_APPEND_INT32(&t, "1", 10 + i % 4);
+			bson_append_array_end(&d, &t);
+		}
 		bson_append_document_end(&arr, &d);
 	}
 	bson_append_array_end(b, &arr);
 	bson_destroy(run_on(c, "test", b));
+}
+
+static void load(struct tconn *c, int n)
+{
+	load_into(c, n, false);
 }
 
 static void test_getmore(struct mdoor *d, struct memstore *ms)
@@ -293,30 +308,6 @@ static void test_distinct_cap(struct mdoor *d)
 	th_close_conn(a);
 }
 
-/* Rows for the yield test: _id, g (three groups), an array to unwind. */
-static void load_rows(struct tconn *c, int n)
-{
-	bson_t *b = bson_new(), arr, d, t;
-	char k[16];
-
-	BSON_APPEND_UTF8(b, "insert", "y");
-	BSON_APPEND_ARRAY_BEGIN(b, "documents", &arr);
-	for (int i = 0; i < n; i++) {
-		snprintf(k, sizeof(k), "%d", i);
-		BSON_APPEND_DOCUMENT_BEGIN(&arr, k, &d);
-		BSON_APPEND_INT32(&d, "_id", i);
-		BSON_APPEND_INT32(&d, "g", i % 3);
-		BSON_APPEND_INT32(&d, "v", (i * 7) % 11);
-		BSON_APPEND_ARRAY_BEGIN(&d, "t", &t);
-		BSON_APPEND_INT32(&t, "0", i % 2);
-		BSON_APPEND_INT32(&t, "1", 10 + i % 4);
-		bson_append_array_end(&d, &t);
-		bson_append_document_end(&arr, &d);
-	}
-	bson_append_array_end(b, &arr);
-	bson_destroy(run_on(c, "test", b));
-}
-
 /* Reads whose scans pause every other document (each slice gives the
  * thread back: mdoor_again goes on) answer as reads that never pause:
  * find, sorted finds (the pipeline's $sort holds its input across
@@ -360,8 +351,8 @@ static void test_yield(void)
 	qd = th_door(qs, NULL);
 	p = th_open(pd, 1);
 	q = th_open(qd, 1);
-	load_rows(p, 40);
-	load_rows(q, 40);
+	load_into(p, 40, true);
+	load_into(q, 40, true);
 	for (size_t i = 0; i < sizeof(reads) / sizeof(*reads); i++) {
 		char *ja, *jb;
 		int before = p->yields;
