@@ -95,17 +95,16 @@ bool re_prog_match(struct re_prog *p, const char *s, size_t len)
 	int rc;
 
 	if (!jit) {
-		if (atomic_fetch_add_explicit(&p->runs, 1,
-					      memory_order_relaxed) <
-		    RE_JIT_AFTER - 1) {
+		if (atomic_fetch_add_explicit(
+			&p->runs, 1, memory_order_relaxed) < RE_JIT_AFTER - 1) {
 			rc = interpreted(p, s, len);
 			if (rc == PCRE2_ERROR_MATCHLIMIT)
 				make_jit(p);
 			return rc >= 0;
 		}
 		make_jit(p);
-		if (!(jit = atomic_load_explicit(&p->jit,
-						 memory_order_acquire)))
+		if (!(jit =
+			  atomic_load_explicit(&p->jit, memory_order_acquire)))
 			return interpreted(p, s, len) >= 0;
 	}
 	if (!(md = jit_match_data()))
