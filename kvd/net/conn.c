@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "kv_status.h"
 #include "log.h"
 #include "loop.h"
@@ -66,10 +67,24 @@ static void check_inflight(struct kvd_conn *c)
 	}
 }
 
+/* Has c run its requests for its slice (KVD_CONN_SLICE_MS) with more
+ * left?  Then the rest waits for the loop's next turn: a client that
+ * pipelines slow requests (a $regex that backtracks on one document, a
+ * KEYS of a large keyspace) does not hold its thread for all of them. */
+static int slice_spent(struct kvd_conn *c, uint64_t until, int more)
+{
+	if (!more || c->stall != STALL_NONE || kvd_coarse_ms() < until)
+		return 0;
+	c->stall = STALL_TURN;
+	kvd_io_again(c);
+	return 1;
+}
+
 /* Run as many requests as the bytes hold and the rules allow. */
 static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 {
 	size_t used = 0, max_out = KVD_LIVE(c->io->srv->cfg->max_output);
+	uint64_t until = kvd_coarse_ms() + KVD_CONN_SLICE_MS;
 
 	while (used < n && c->stall == STALL_NONE &&
 	       !(c->flags & (CONN_CLOSING | CONN_DEAD))) {
@@ -93,6 +108,8 @@ static size_t parse(struct kvd_conn *c, const uint8_t *p, size_t n)
 			c->out_ms = c->io->now_ms;
 		}
 		check_inflight(c);
+		if (slice_spent(c, until, used < n))
+			break;
 	}
 	return used;
 }
@@ -183,6 +200,14 @@ static void resume(struct kvd_conn *c)
 void kvd_conn_resume(struct kvd_conn *c)
 {
 	resume(c);
+}
+
+void kvd_conn_again(struct kvd_conn *c)
+{
+	if (c->stall == STALL_TURN)
+		resume(c);
+	else if (kvd_protos[c->proto]->again)
+		kvd_protos[c->proto]->again(c);
 }
 
 void kvd_conn_sent(struct kvd_conn *c)

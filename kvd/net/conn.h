@@ -52,7 +52,13 @@ enum kvd_stall {
 	STALL_OUTPUT,	/* too many reply bytes not yet sent */
 	STALL_INFLIGHT, /* too many write bytes or keys not yet committed */
 	STALL_YIELD,	/* a read gave the thread back: goes on next turn */
+	STALL_TURN,	/* ran its share of the turn: goes on next turn */
 };
+
+/* How long one connection runs its requests (pipelined ones, one after
+ * another) before its thread's other connections are served, at least
+ * one request each time (a coarse clock: 0 to 4 ms). */
+#define KVD_CONN_SLICE_MS 2
 
 struct kvd_conn {
 	struct kvd_io *io;
@@ -136,7 +142,10 @@ void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len);
 void kvd_conn_sent(struct kvd_conn *c);
 /* Its stall is over (STALL_YIELD's read answered): run its buffered
  * input. */
-void kvd_conn_resume(struct kvd_conn *c);  /* a send finished; maybe resume */
+void kvd_conn_resume(struct kvd_conn *c);
+/* Its turn has come again (kvd_io_again): its protocol's read goes on
+ * (STALL_YIELD), or its buffered requests (STALL_TURN). */
+void kvd_conn_again(struct kvd_conn *c);   /* a send finished; maybe resume */
 void kvd_conn_wdone(struct kvd_wreq *w);   /* a write came back */
 void kvd_conn_release(struct kvd_conn *c); /* free buffers and pends */
 

@@ -275,8 +275,8 @@ static void run_again(struct kvd_io *io)
 	while ((c = list)) {
 		list = c->again_next;
 		c->flags &= ~CONN_AGAIN;
-		if (!(c->flags & CONN_DEAD) && kvd_protos[c->proto]->again)
-			kvd_protos[c->proto]->again(c);
+		if (!(c->flags & CONN_DEAD))
+			kvd_conn_again(c);
 	}
 }
 

@@ -83,7 +83,7 @@ void kvd_io_mark(struct kvd_conn *c)
 
 void kvd_io_again(struct kvd_conn *c)
 {
-	(void)c; /* only the MongoDB door asks, which is not driven here */
+	(void)c; /* settle() gives a connection its next turn (STALL_TURN) */
 }
 
 void kvd_io_handshake_done(struct kvd_conn *c)
@@ -312,6 +312,10 @@ static void settle(struct kvd_conn *c)
 	for (;;) {
 		drain();
 		check_out(c);
+		if (c->stall == STALL_TURN) { /* it ran its slice: next turn */
+			kvd_conn_again(c);
+			continue;
+		}
 		if (c->stall != STALL_OUTPUT)
 			break;
 		kvd_conn_sent(c); /* everything went out: resume */

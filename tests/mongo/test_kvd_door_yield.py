@@ -8,7 +8,8 @@ thread, door and RESP, are answered (each waiting at most for the slice
 in progress, here one document's match), each read still gives the answer
 it gives without the wait, writes whose filter is as slow (updateMany,
 findAndModify with a sort, deleteMany) look for their documents the same
-way, and a read's connection that closes mid-read leaves nothing
+way, a client pipelining slow requests gets a slice of the thread at a
+time, and a read's connection that closes mid-read leaves nothing
 behind.
 """
 
@@ -20,6 +21,7 @@ import time
 import unittest
 
 try:
+    import bson
     import pymongo
 except ImportError:
     print("skipped: pymongo is not installed (python3-pymongo)")
@@ -29,6 +31,28 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_kvd_door import KvdHost  # noqa: E402
 
 SLOW = {"s": {"$regex": "^(a+)+$"}}
+
+
+def op_msg(doc, request_id):
+    """An OP_MSG of one body section."""
+    msg = bytes(4) + b"\x00" + bson.encode(doc)  # flags, section kind 0
+    return (16 + len(msg)).to_bytes(4, "little") + \
+        request_id.to_bytes(4, "little") + bytes(4) + \
+        (2013).to_bytes(4, "little") + msg
+
+
+def read_msg(s):
+    """The body of the next OP_MSG reply on s."""
+    def exactly(n):
+        b = b""
+        while len(b) < n:
+            more = s.recv(n - len(b))
+            assert more, "connection closed"
+            b += more
+        return b
+    n = int.from_bytes(exactly(4), "little")
+    rest = exactly(n - 4)
+    return bson.decode(rest[12 + 4 + 1:])
 N = 200  # slow documents: seconds of matching in all
 
 
@@ -142,17 +166,27 @@ class Yield(unittest.TestCase):
         self.assertEqual(d.count_documents({}), N)
         d.drop()
 
+    def test_pipelined_slow_requests(self):
+        """A client that pipelines slow requests (finds by _id whose $regex
+        backtracks on that one document: each request one document's
+        match) holds its thread for a slice of them at a time, not for
+        all of them: the connection's other requests wait for the loop's
+        next turn."""
+        def pipeline(_):
+            with socket.create_connection(("127.0.0.1", self.host.mport),
+                                          timeout=300) as s:
+                s.sendall(b"".join(
+                    op_msg({"find": "slow", "filter": dict(SLOW, _id=i),
+                            "$db": "t"}, i) for i in range(40)))
+                return sum(1 for _ in range(40)
+                           if read_msg(s)["cursor"]["firstBatch"] == [])
+        self.while_slow(pipeline, 40)
+
     def test_close_mid_read(self):
         """A read whose client goes away mid-read: its connection closes
         between slices and the read ends there (the server goes on)."""
         s = socket.create_connection(("127.0.0.1", self.host.mport))
-        import bson
-        body = bson.encode({"count": "slow", "query": SLOW, "$db": "t"})
-        msg = b"\x00\x00\x00\x00" + body  # flags, section kind 0
-        hdr = (16 + len(msg)).to_bytes(4, "little") + \
-            (7).to_bytes(4, "little") + bytes(4) + \
-            (2013).to_bytes(4, "little")
-        s.sendall(hdr + msg)
+        s.sendall(op_msg({"count": "slow", "query": SLOW, "$db": "t"}, 7))
         time.sleep(0.5)
         s.close()
         for _ in range(3):
