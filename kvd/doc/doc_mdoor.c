@@ -344,14 +344,45 @@ void doc_mdoor_scan_close(void *scan)
 
 /* explain: run q's scan to its end (the door's sort and limit aside),
  * and say how it read. */
+void doc_mdoor_scan_explain(void *scan, bool count_only, int64_t n, int64_t ms,
+			    bson_t *plan, bson_t *stats)
+{
+	struct dscan *d = scan;
+	int64_t keys = 0, docs = d->examined;
+	bson_t in;
+
+	if (d->plan) {
+		/* covered: MongoDB's stage above an index scan that reads no
+		 * document */
+		const char *top = !doc_plan_covered(d->plan) ? "FETCH"
+				  : count_only		     ? "COUNT"
+					       : "PROJECTION_COVERED";
+
+		doc_plan_counts(d->plan, &keys, &docs);
+		BSON_APPEND_UTF8(plan, "stage", top);
+		BSON_APPEND_DOCUMENT_BEGIN(plan, "inputStage", &in);
+		BSON_APPEND_UTF8(&in, "stage", "IXSCAN");
+		BSON_APPEND_UTF8(&in, "indexName", doc_plan_name(d->plan));
+		bson_append_document_end(plan, &in);
+	} else {
+		BSON_APPEND_UTF8(plan, "stage",
+				 d->klen ? "IDHACK" : "COLLSCAN");
+		keys = d->klen ? 1 : 0;
+	}
+	BSON_APPEND_BOOL(stats, "executionSuccess", true);
+	BSON_APPEND_INT64(stats, "nReturned", n);
+	BSON_APPEND_INT64(stats, "executionTimeMillis", ms);
+	BSON_APPEND_INT64(stats, "totalKeysExamined", keys);
+	BSON_APPEND_INT64(stats, "totalDocsExamined", docs);
+}
+
 int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
 		      bson_t *stats, struct mql_error *err)
 {
 	struct mdoor_scan_info info = {0};
-	int64_t t0 = (int64_t)kvd_now_ms(), n = 0, keys = 0, docs;
+	int64_t t0 = (int64_t)kvd_now_ms(), n = 0;
 	const uint8_t *doc;
 	uint32_t len;
-	bson_t in;
 	void *s;
 	int rc;
 
@@ -359,37 +390,9 @@ int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
 		return -1;
 	while ((rc = doc_mdoor_scan_next(s, &doc, &len, err)) == 1)
 		n++;
-	if (rc == 0) {
-		struct dscan *d = s;
-
-		docs = d->examined;
-		if (d->plan) {
-			/* covered: MongoDB's stage above an index scan that
-			 * reads no document */
-			const char *top = !doc_plan_covered(d->plan) ? "FETCH"
-					  : q->count_only
-					      ? "COUNT"
-					      : "PROJECTION_COVERED";
-
-			doc_plan_counts(d->plan, &keys, &docs);
-			BSON_APPEND_UTF8(plan, "stage", top);
-			BSON_APPEND_DOCUMENT_BEGIN(plan, "inputStage", &in);
-			BSON_APPEND_UTF8(&in, "stage", "IXSCAN");
-			BSON_APPEND_UTF8(&in, "indexName",
-					 doc_plan_name(d->plan));
-			bson_append_document_end(plan, &in);
-		} else {
-			BSON_APPEND_UTF8(plan, "stage",
-					 d->klen ? "IDHACK" : "COLLSCAN");
-			keys = d->klen ? 1 : 0;
-		}
-		BSON_APPEND_BOOL(stats, "executionSuccess", true);
-		BSON_APPEND_INT64(stats, "nReturned", n);
-		BSON_APPEND_INT64(stats, "executionTimeMillis",
-				  (int64_t)kvd_now_ms() - t0);
-		BSON_APPEND_INT64(stats, "totalKeysExamined", keys);
-		BSON_APPEND_INT64(stats, "totalDocsExamined", docs);
-	}
+	if (rc == 0)
+		doc_mdoor_scan_explain(s, q->count_only, n,
+				       (int64_t)kvd_now_ms() - t0, plan, stats);
 	doc_mdoor_scan_close(s);
 	return rc < 0 ? -1 : 0;
 }

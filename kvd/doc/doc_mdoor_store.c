@@ -16,6 +16,7 @@ const struct mdoor_store doc_mdoor_store = {
     .scan_close = doc_mdoor_scan_close,
     .scan_deadline = doc_mdoor_scan_deadline,
     .scan_slice = doc_mdoor_scan_slice,
+    .scan_explain = doc_mdoor_scan_explain,
     .write = doc_mdoor_write,
     .list_indexes = doc_ix_list,
     .explain = doc_mdoor_explain,

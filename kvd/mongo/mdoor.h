@@ -314,6 +314,13 @@ struct mdoor_store {
 	 * or goes on reading (mdoor_again), so that one read cannot hold an
 	 * io thread, and every other connection of it, for long. */
 	void (*scan_slice)(void *scan, unsigned ms);
+	/* scan_explain - optional: after scan_next said 0 (read to its
+	 * end), the plan it read by (as explain's) and its executionStats
+	 * (n returned, ms the run took): explain runs a scan of its own a
+	 * slice at a time then, as any read, where explain runs its scan
+	 * to the end in one call. */
+	void (*scan_explain)(void *scan, bool count_only, int64_t n, int64_t ms,
+			     bson_t *plan, bson_t *stats);
 	/* list_indexes - cb(cbctx, spec, len) for each index of db.coll
 	 * but _id_ (specs as listIndexes shows them); NULL: none.  1 when
 	 * the collection exists, 0 when not, -1 with err. */

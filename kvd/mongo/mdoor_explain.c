@@ -5,8 +5,11 @@
  * parsedQuery, winningPlan, rejectedPlans) and executionStats (nReturned,
  * executionTimeMillis, totalKeysExamined, totalDocsExamined).  The
  * statistics are of the whole scan (the door's skip, limit and sort are
- * not applied to nReturned). */
+ * not applied to nReturned).  With the store's scan_explain the door runs
+ * the scan itself, a slice at a time as every read (mdoor_yield), and the
+ * store then says how it read. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mdoor_write.h"
@@ -92,6 +95,104 @@ static int verbosity(struct mdoor_req *r, struct mql_error *err)
 			 v);
 }
 
+/* An explain whose scan runs a slice at a time: what it keeps across
+ * the yields (r->state; the request's body is gone by then). */
+struct explain_job {
+	struct mdoor *d;
+	uint8_t *inner; /* a copy of the explained command */
+	uint32_t ilen;
+	struct mql_match *m;
+	struct mql_sort *s;
+	struct mql_project *pj;
+	void *scan;
+	int64_t n;
+	uint64_t t0;
+	bool count;
+};
+
+static void job_free(void *p)
+{
+	struct explain_job *j = p;
+
+	if (j->scan) /* before what it points to */
+		j->d->store.scan_close(j->scan);
+	mql_sort_free(j->s);
+	mql_project_free(j->pj);
+	mql_match_free(j->m);
+	free(j->inner);
+	free(j);
+}
+
+/* Run the job's scan a slice at a time, then answer. */
+static int explain_go(struct mdoor_req *r, struct mql_error *err)
+{
+	struct explain_job *j = r->state;
+	struct mdoor *d = j->d;
+	bson_t plan = BSON_INITIALIZER, stats = BSON_INITIALIZER;
+	struct inner in = {0};
+	const uint8_t *doc;
+	uint32_t len;
+	bson_iter_t c;
+	int rc;
+
+	if (d->store.scan_slice)
+		d->store.scan_slice(j->scan, MDOOR_SLICE_MS);
+	while ((rc = d->store.scan_next(j->scan, &doc, &len, err)) == 1)
+		j->n++;
+	if (rc == MDOOR_PAUSE)
+		return mdoor_yield(r, explain_go);
+	if (rc < 0)
+		return -1;
+	d->store.scan_explain(j->scan, j->count, j->n,
+			      (int64_t)(mdoor_now(d) - j->t0), &plan, &stats);
+	bson_iter_init_from_data(&c, j->inner, j->ilen);
+	bson_iter_next(&c);
+	in.coll = bson_iter_utf8(&c, NULL);
+	in.count = j->count;
+	inner_read(&c, &in);
+	plans(r, &in, &plan, &stats);
+	bson_destroy(&plan);
+	bson_destroy(&stats);
+	return 0;
+}
+
+/* Take q's compiled parts and the explained command over into a job, open
+ * its scan, and run it. */
+static int explain_run(struct mdoor_req *r, const bson_iter_t *it,
+		       const struct mdoor_query *q, bool count,
+		       struct mql_error *err)
+{
+	struct explain_job *j = calloc(1, sizeof(*j));
+	struct mdoor_scan_info info = {0};
+	const uint8_t *data;
+	uint32_t len;
+
+	if (!j) {
+		mql_sort_free((struct mql_sort *)q->sort);
+		mql_project_free((struct mql_project *)q->proj);
+		mql_match_free((struct mql_match *)q->filter);
+		return mdoor_err(err, MQL_InternalError, "out of memory");
+	}
+	bson_iter_document(it, &len, &data);
+	j->d = r->mc->d;
+	j->m = (struct mql_match *)q->filter;
+	j->s = (struct mql_sort *)q->sort;
+	j->pj = (struct mql_project *)q->proj;
+	j->count = count;
+	r->state = j; /* freed with the request, whatever happens */
+	r->state_free = job_free;
+	if (!(j->inner = malloc(len)))
+		return mdoor_err(err, MQL_InternalError, "out of memory");
+	memcpy(j->inner, data, len);
+	j->ilen = len;
+	j->t0 = mdoor_now(j->d);
+	if (j->d->store.scan(j->d->store.ctx, q, &j->scan, &info, err)) {
+		j->scan = NULL;
+		return -1;
+	}
+	return explain_go(r, err);
+}
+
 int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 {
 	static const uint8_t empty[5] = {5, 0, 0, 0, 0};
@@ -147,6 +248,8 @@ int mdoor_cmd_explain(struct mdoor_req *r, struct mql_error *err)
 	q.hint_name = in.hname;
 	q.proj = pj;
 	q.count_only = in.count;
+	if (d->store.scan_explain) /* the job owns m, s and pj from here */
+		return explain_run(r, &it, &q, in.count, err);
 	if (!d->store.explain) {
 		BSON_APPEND_UTF8(&plan, "stage", "COLLSCAN");
 	} else if (d->store.explain(d->store.ctx, &q, &plan, &stats, err)) {

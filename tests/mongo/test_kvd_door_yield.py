@@ -166,6 +166,12 @@ class Yield(unittest.TestCase):
         self.assertEqual(d.count_documents({}), N)
         d.drop()
 
+    def test_explain_execution_stats(self):
+        """explain's run (executionStats) reads a slice at a time too."""
+        self.while_slow(
+            lambda c: c.find(SLOW).explain()["executionStats"]
+            ["totalDocsExamined"], N + 1)
+
     def test_pipelined_slow_requests(self):
         """A client that pipelines slow requests (finds by _id whose $regex
         backtracks on that one document: each request one document's
