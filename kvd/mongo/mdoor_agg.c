@@ -148,10 +148,9 @@ static int explain_cursor(struct mdoor_req *r, const char *coll,
 	struct mdoor *d = r->mc->d;
 	struct mdoor_query q = {.db = r->db, .coll = coll, .want = -1};
 	struct mql_match *m = NULL;
-	bson_t plan = BSON_INITIALIZER, stats = BSON_INITIALIZER, st, cur, qp,
-	       pq;
+	bson_t plan = BSON_INITIALIZER, st, cur, qp, pq;
 	char ns[MDOOR_NAME_MAX + MDOOR_DB_MAX];
-	int rc = 0;
+	int rc;
 
 	q.filter = lead->match;
 	q.filter_bson = lead->match ? lead->match_bson : empty;
@@ -165,10 +164,7 @@ static int explain_cursor(struct mdoor_req *r, const char *coll,
 	q.sort_len = lead->sort ? lead->sort_len : lead->group_order_len;
 	q.count_only = lead->count_only;
 	q.proj = lead->reads;
-	if (!d->store.explain)
-		BSON_APPEND_UTF8(&plan, "stage", "COLLSCAN");
-	else if (d->store.explain(d->store.ctx, &q, &plan, &stats, err))
-		rc = -1;
+	rc = mdoor_plan_of(d, &q, &plan, err);
 	if (rc == 0) {
 		snprintf(ns, sizeof(ns), "%s.%s", r->db, coll);
 		bson_init_static(&pq, q.filter_bson, q.filter_len);
@@ -184,7 +180,6 @@ static int explain_cursor(struct mdoor_req *r, const char *coll,
 	}
 	mql_match_free(m);
 	bson_destroy(&plan);
-	bson_destroy(&stats);
 	return rc;
 }
 

@@ -95,6 +95,28 @@ static int verbosity(struct mdoor_req *r, struct mql_error *err)
 			 v);
 }
 
+int mdoor_plan_of(struct mdoor *d, const struct mdoor_query *q, bson_t *plan,
+		  struct mql_error *err)
+{
+	struct mdoor_scan_info info = {0};
+	bson_t stats = BSON_INITIALIZER;
+	void *s;
+	int rc = 0;
+
+	if (d->store.scan_explain) { /* the plan is chosen as it opens */
+		if (d->store.scan(d->store.ctx, q, &s, &info, err))
+			return -1;
+		d->store.scan_explain(s, q->count_only, 0, 0, plan, &stats);
+		d->store.scan_close(s);
+	} else if (!d->store.explain) {
+		BSON_APPEND_UTF8(plan, "stage", "COLLSCAN");
+	} else {
+		rc = d->store.explain(d->store.ctx, q, plan, &stats, err);
+	}
+	bson_destroy(&stats);
+	return rc;
+}
+
 /* An explain whose scan runs a slice at a time: what it keeps across
  * the yields (r->state; the request's body is gone by then). */
 struct explain_job {

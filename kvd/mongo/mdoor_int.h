@@ -413,6 +413,12 @@ void mdoor_foreign_init(struct mdoor_foreign *f, struct mdoor *d,
 int mdoor_lookup_explain(struct mdoor *d, const char *db, const char *from,
 			 const char *field, bson_t *out, struct mql_error *err);
 
+/* mdoor_plan_of - the plan q's scan reads by (explain's winningPlan),
+ * chosen without reading (the store's scan_explain on a scan just
+ * opened; a store without it runs its explain): 0, or -1 with err. */
+int mdoor_plan_of(struct mdoor *d, const struct mdoor_query *q, bson_t *plan,
+		  struct mql_error *err);
+
 /* mdoor_cursor_new - a cursor over src (taken over, freed on failure
  * too) for the namespace db.coll.  NULL with err set on failure (out of
  * memory; a pipeline that does not open). */

@@ -128,8 +128,7 @@ static int plan_index(struct mdoor_foreign *f, const char *coll,
 		      struct mql_error *err)
 {
 	struct mdoor_query q = {.db = f->db, .coll = coll, .want = -1};
-	bson_t filter = BSON_INITIALIZER, plan = BSON_INITIALIZER,
-	       stats = BSON_INITIALIZER;
+	bson_t filter = BSON_INITIALIZER, plan = BSON_INITIALIZER;
 	struct mql_match *m = NULL;
 	bson_iter_t it;
 	int rc = 0;
@@ -143,8 +142,7 @@ static int plan_index(struct mdoor_foreign *f, const char *coll,
 	q.filter = m;
 	q.filter_bson = bson_get_data(&filter);
 	q.filter_len = filter.len;
-	if (f->d->store.explain &&
-	    f->d->store.explain(f->d->store.ctx, &q, &plan, &stats, err))
+	if (mdoor_plan_of(f->d, &q, &plan, err))
 		rc = -1;
 	else if (bson_iter_init(&it, &plan) &&
 		 bson_iter_find_descendant(&it, "inputStage.indexName", &it) &&
@@ -157,7 +155,6 @@ static int plan_index(struct mdoor_foreign *f, const char *coll,
 	mql_match_free(m);
 	bson_destroy(&filter);
 	bson_destroy(&plan);
-	bson_destroy(&stats);
 	return rc;
 }
 
