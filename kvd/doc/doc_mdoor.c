@@ -164,7 +164,7 @@ static int refill(struct dscan *d)
 			rc = keep_match(d, (struct kv_slice){0}, doc,
 					KVD_VT_DOC, 0);
 		d->one = 0;
-		return rc == KV_NOT_FOUND ? 0 : rc ? -1 : 0;
+		return rc && rc != KV_NOT_FOUND ? -1 : 0;
 	}
 	/* batches until one matches: a filter that matches nothing reads
 	 * the whole collection here, so the deadline is looked at between
@@ -342,8 +342,8 @@ void doc_mdoor_scan_close(void *scan)
 	free(d);
 }
 
-/* explain: run q's scan to its end (the door's sort and limit aside),
- * and say how it read. */
+/* How a scan read (its plan, the keys and documents it examined), once
+ * read to its end by explain, or just opened (mdoor_plan_of). */
 void doc_mdoor_scan_explain(void *scan, bool count_only, int64_t n, int64_t ms,
 			    bson_t *plan, bson_t *stats)
 {
@@ -376,6 +376,8 @@ void doc_mdoor_scan_explain(void *scan, bool count_only, int64_t n, int64_t ms,
 	BSON_APPEND_INT64(stats, "totalDocsExamined", docs);
 }
 
+/* explain: run q's scan to its end (the door's sort and limit aside),
+ * and say how it read. */
 int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,
 		      bson_t *stats, struct mql_error *err)
 {

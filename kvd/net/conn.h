@@ -139,15 +139,15 @@ void kvd_conn_bufs(const struct kvd_conn *self, struct kvd_conn *c,
 
 /* The loop calls these. */
 void kvd_conn_input(struct kvd_conn *c, const uint8_t *data, size_t len);
-void kvd_conn_sent(struct kvd_conn *c);
-/* Its stall is over (STALL_YIELD's read answered): run its buffered
- * input. */
-void kvd_conn_resume(struct kvd_conn *c);
-/* Its turn has come again (kvd_io_again): its protocol's read goes on
- * (STALL_YIELD), or its buffered requests (STALL_TURN). */
-void kvd_conn_again(struct kvd_conn *c);   /* a send finished; maybe resume */
+void kvd_conn_sent(struct kvd_conn *c);	   /* a send finished; maybe resume */
 void kvd_conn_wdone(struct kvd_wreq *w);   /* a write came back */
 void kvd_conn_release(struct kvd_conn *c); /* free buffers and pends */
+/* Its turn has come again (kvd_io_again): its protocol's read goes on
+ * (STALL_YIELD), or its buffered requests (STALL_TURN). */
+void kvd_conn_again(struct kvd_conn *c);
+/* Its stall is over (STALL_YIELD's read answered): run its buffered
+ * input (the protocol's again calls it). */
+void kvd_conn_resume(struct kvd_conn *c);
 
 /* Handlers call these. */
 

@@ -701,7 +701,9 @@ static const char *conn_timeout(struct kvd_io *io, const struct kvd_conn *c)
 
 	/* a subscriber waits for messages: idle is its normal state (Redis
 	 * exempts it from timeout too) */
-	if (!c->npend && c->stall != STALL_YIELD &&
+	/* (a read that yielded, or requests waiting for their turn, are
+	 * work under way: not idle) */
+	if (!c->npend && c->stall != STALL_YIELD && c->stall != STALL_TURN &&
 	    !atomic_load_explicit(&c->nsubs, memory_order_relaxed) &&
 	    expired(io->now_ms, c->last_ms, KVD_LIVE(cfg->idle_timeout)))
 		return "idle-timeout";
