@@ -10,11 +10,15 @@ into LMDB (RESP SAVE) before anything is timed.
 
     bench/door_yield.py [-n N] KVD        the waits: pings on another
         connection while counts over the N documents (matching none) run
-        back to back for 3 s, and while one count of the backtracking
-        $regex runs: p50 and max of each ping's round trip
+        back to back for 3 s, while one count of the backtracking $regex
+        runs, while a $lookup holds the N documents (its foreign field
+        has no index), and while a $lookup's pipeline matches the
+        backtracking $regex in memory: p50 and max of each ping's round
+        trip
     bench/door_yield.py [-n N] --ab A_KVD B_KVD [--rounds R]
         counts over the N documents (a range, then a $regex, matching
-        none) on two binaries side by side (both servers up, calls
+        none, then an aggregate whose $match works in memory after an
+        $addFields) on two binaries side by side (both servers up, calls
         alternated, R each): medians and B/A
 
 A benchmark: it prints figures and never fails on them (exit 2 when a
@@ -104,7 +108,7 @@ def pings_during(k, read):
     done = []
     t = threading.Thread(target=lambda: (read(rc), done.append(1)))
     t.start()
-    time.sleep(0.2)
+    time.sleep(0.05)  # the read has reached the server
     lat = []
     while not done:
         t0 = time.perf_counter()
@@ -114,6 +118,8 @@ def pings_during(k, read):
     other.close()
     rc.close()
     lat.sort()
+    if not lat:  # the read ended first
+        return 0, 0.0, 0.0
     return len(lat), statistics.median(lat) * 1000, lat[-1] * 1000
 
 
@@ -135,6 +141,19 @@ def waits(binary, n):
         print("  pings during a count of a backtracking $regex over 30 "
               "documents: %d, p50 %.2f ms, max %.2f ms" %
               pings_during(k, lambda c: c.t.slow.count_documents(SLOW)))
+        print("  pings during a $lookup that holds the %d documents: "
+              "%d, p50 %.2f ms, max %.2f ms" %
+              ((n,) + pings_during(k, lambda c: list(c.t.slow.aggregate([
+                  {"$limit": 1},
+                  {"$lookup": {"from": "big", "localField": "s",
+                               "foreignField": "s", "as": "j"}}])))))
+        print("  pings during a $lookup whose pipeline matches the "
+              "backtracking $regex on 30 documents in memory: "
+              "%d, p50 %.2f ms, max %.2f ms" %
+              pings_during(k, lambda c: list(c.t.big.aggregate([
+                  {"$limit": 1},
+                  {"$lookup": {"from": "slow", "as": "j",
+                               "pipeline": [{"$match": SLOW}]}}]))))
     finally:
         k.stop()
 
@@ -142,20 +161,27 @@ def waits(binary, n):
 def ab(a_bin, b_bin, n, rounds):
     a, b = Kvd(a_bin, n), Kvd(b_bin, n)
     try:
-        for what, q in (("a range", NONE), ("a $regex", REGEX)):
+        reads = (
+            ("count of a range", lambda c: c.t.big.count_documents(NONE)),
+            ("count of a $regex", lambda c: c.t.big.count_documents(REGEX)),
+            ("aggregate $addFields, $match (in memory), $count",
+             lambda c: list(c.t.big.aggregate([
+                 {"$addFields": {"x": 1}}, {"$match": NONE},
+                 {"$count": "n"}]))))
+        for what, read in reads:
             ta, tb = [], []
             for r in range(rounds):
                 order = (((a, ta), (b, tb)) if r % 2 == 0
                          else ((b, tb), (a, ta)))
                 for k, ts in order:
                     t0 = time.perf_counter()
-                    k.cl.t.big.count_documents(q)
+                    read(k.cl)
                     ts.append(time.perf_counter() - t0)
             ma = statistics.median(ta) * 1000
             mb = statistics.median(tb) * 1000
-            print("count over %d documents of %s matching none, median of "
+            print("%s over %d documents, matching none, median of "
                   "%d: A %.2f ms  B %.2f ms  B/A %.3f" %
-                  (n, what, rounds, ma, mb, mb / ma))
+                  (what, n, rounds, ma, mb, mb / ma))
     finally:
         a.stop()
         b.stop()

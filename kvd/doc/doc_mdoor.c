@@ -333,6 +333,21 @@ void doc_mdoor_scan_slice(void *scan, unsigned ms)
 	d->moved = false;
 }
 
+void doc_mdoor_scan_slice_as(void *scan, void *like)
+{
+	struct dscan *d = scan;
+
+	d->slice_end = ((struct dscan *)like)->slice_end;
+	d->moved = false;
+}
+
+bool doc_mdoor_scan_slice_over(void *scan)
+{
+	const struct dscan *d = scan;
+
+	return d->slice_end && kvd_coarse_ms() >= d->slice_end;
+}
+
 void doc_mdoor_scan_close(void *scan)
 {
 	struct dscan *d = scan;

@@ -65,6 +65,8 @@ int doc_mdoor_scan_next(void *scan, const uint8_t **doc, uint32_t *len,
 void doc_mdoor_scan_close(void *scan);
 void doc_mdoor_scan_deadline(void *scan, uint64_t deadline_ms);
 void doc_mdoor_scan_slice(void *scan, unsigned ms);
+void doc_mdoor_scan_slice_as(void *scan, void *like);
+bool doc_mdoor_scan_slice_over(void *scan);
 void doc_mdoor_scan_explain(void *scan, bool count_only, int64_t n, int64_t ms,
 			    bson_t *plan, bson_t *stats);
 int doc_mdoor_explain(void *ctx, const struct mdoor_query *q, bson_t *plan,

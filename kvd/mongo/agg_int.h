@@ -170,21 +170,28 @@ int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
 		    uint32_t *len, struct mql_error *err);
 void agg_lookup_free(struct lookup_run *lr);
 
-/* The foreign collection held (agg_lookup_held.c): read once through f
- * and filed by the hashes of its foreignField values (*out made even on
- * failure; 292 past limit).  find calls hit for each held document, in
- * the collection's order, that m matches among those filed under a value
- * of vals (an array of the local values). */
+/* The foreign collection held (agg_lookup_held.c): its documents added
+ * one at a time as a read of the whole collection gives them (each
+ * filed by the hashes of its foreignField values; 292 past limit), then
+ * sealed.  find calls hit for each held document, in the collection's
+ * order, that m matches among those filed under a value of vals (an
+ * array of the local values). */
 struct lookup_held;
 typedef int (*agg_lookup_hit)(void *ctx, const uint8_t *doc, uint32_t len,
 			      struct mql_error *err);
-int agg_lookup_hold(const struct mql_agg_foreign *f, const struct agg_lookup *l,
-		    struct lookup_held **out, size_t limit, size_t *mem,
-		    struct mql_error *err);
+struct lookup_held *agg_lookup_held_new(void);
+int agg_lookup_held_add(struct lookup_held *h, const struct agg_lookup *l,
+			const uint8_t *d, uint32_t n, size_t limit, size_t *mem,
+			struct mql_error *err);
+void agg_lookup_held_seal(struct lookup_held *h);
 int agg_lookup_held_find(struct lookup_held *h, const bson_t *vals,
 			 const struct mql_match *m, agg_lookup_hit hit,
 			 void *ctx, struct mql_error *err);
 void agg_lookup_held_free(struct lookup_held *h);
+
+/* agg_pause_like - sub pauses as c does (mql_agg_set_pause), for a
+ * pipeline a stage of c runs. */
+void agg_pause_like(struct mql_agg_cursor *sub, const struct mql_agg_cursor *c);
 
 /* The cursor's foreign reader (NULL: none given). */
 const struct mql_agg_foreign *agg_foreign(const struct mql_agg_cursor *c);

@@ -23,7 +23,12 @@
  * its results make `as`; without localField and foreignField it runs once
  * over the whole collection and every input gets the same array.  The
  * pipeline's own $sort and $group have their default limits, and its
- * $lookup stages read through the same reader. */
+ * $lookup stages read through the same reader.
+ *
+ * A foreign read, or the pipeline, may pause (MQL_AGG_PAUSE: the reader
+ * gives its thread back, or the cursor's slice ran out): the stage keeps
+ * where its join stands (enum part, with a copy of the input document,
+ * whose stage may move on) and goes on from there at its next call. */
 #include <string.h>
 
 #include "agg_int.h"
@@ -224,20 +229,20 @@ int agg_lookup_compile(struct agg_stage *s, const bson_value_t *spec,
 
 /* ---- running -------------------------------------------------------- */
 
-struct lookup_run {
-	struct lookup_held *held; /* NULL: read by index per document */
-	bson_t *once;		  /* the uncorrelated form's array */
+/* Where the join of one input document stands.  A foreign read may give
+ * its thread back (MQL_AGG_PAUSE, mql_agg.h) at any document: the stage
+ * returns it and goes on from the same place at its next call. */
+enum part {
+	PART_IDLE,  /* no input document taken */
+	PART_START, /* one taken: how to read `from` decided at the first */
+	PART_HOLD,  /* the foreign collection being read to be held */
+	PART_JOIN,  /* the reads of this input to begin */
+	PART_ONCE,  /* the uncorrelated pipeline running over `from` */
+	PART_READ,  /* this input's foreign documents being read */
+	PART_SUBGO, /* this input's pipeline to begin over them */
+	PART_SUB,   /* and running */
+	PART_DONE,  /* its `as` array complete */
 };
-
-void agg_lookup_free(struct lookup_run *lr)
-{
-	if (!lr)
-		return;
-	agg_lookup_held_free(lr->held);
-	if (lr->once)
-		bson_destroy(lr->once);
-	bson_free(lr);
-}
 
 /* The values of localField, as a BSON array. */
 struct vals {
@@ -245,6 +250,92 @@ struct vals {
 	uint32_t n;
 	bool regex;
 };
+
+/* An array of documents being built: the `as` array (at most
+ * MQL_AGG_LOOKUP_MAX bytes of documents: 4568), or the matches a pipeline
+ * will read (at most the stage's memory limit: 292). */
+struct joined {
+	const struct agg_lookup *l;
+	bson_t *arr;
+	uint32_t n;
+	size_t total, max;
+};
+
+/* A pipeline's source: the documents of an array, or of a read. */
+struct sub_src {
+	bson_iter_t it;
+	const struct mql_agg_foreign *f;
+	void *rd;
+};
+
+struct lookup_run {
+	struct mql_agg_cursor *c; /* the stage's cursor */
+	const struct mql_agg_foreign *f;
+	struct lookup_held *held; /* NULL: read by index per document */
+	bson_t *once;		  /* the uncorrelated form's array */
+	bool started;		  /* the way to read `from` chosen */
+	enum part part;
+	const uint8_t *doc; /* the input: its stage's, or `in` after a pause */
+	uint32_t len;
+	bson_t *in;
+	bson_t vals, filter, matched, arr;
+	struct joined j, m; /* into arr (`as`), into matched (the pipeline's) */
+	struct sub_src src;
+	void *rd;		    /* a foreign read open */
+	struct mql_agg_cursor *sub; /* a pipeline running */
+};
+
+static void close_reads(struct lookup_run *lr)
+{
+	if (lr->sub)
+		mql_agg_close(lr->sub);
+	if (lr->rd)
+		lr->f->close(lr->rd);
+	lr->sub = NULL;
+	lr->rd = NULL;
+}
+
+/* The reads and the copy of a join given up or done; the stage takes its
+ * next input. */
+static void part_end(struct lookup_run *lr)
+{
+	close_reads(lr);
+	if (lr->in)
+		bson_destroy(lr->in);
+	lr->in = NULL;
+	lr->part = PART_IDLE;
+}
+
+void agg_lookup_free(struct lookup_run *lr)
+{
+	if (!lr)
+		return;
+	part_end(lr);
+	agg_lookup_held_free(lr->held);
+	if (lr->once)
+		bson_destroy(lr->once);
+	bson_destroy(&lr->vals);
+	bson_destroy(&lr->filter);
+	bson_destroy(&lr->matched);
+	bson_destroy(&lr->arr);
+	bson_free(lr);
+}
+
+static struct lookup_run *run_new(struct mql_agg_cursor *c,
+				  const struct mql_agg_foreign *f)
+{
+	/* bson_t members: libbson aligns them to 128 bytes */
+	struct lookup_run *lr =
+	    bson_aligned_alloc0(BSON_ALIGNOF(struct lookup_run), sizeof(*lr));
+
+	lr->c = c;
+	lr->f = f;
+	bson_init(&lr->vals);
+	bson_init(&lr->filter);
+	bson_init(&lr->matched);
+	bson_init(&lr->arr);
+	return lr;
+}
 
 static int add_val(void *ctx, const bson_value_t *v, unsigned flags, long pos)
 {
@@ -313,16 +404,6 @@ static void make_filter(const struct agg_lookup *l, const struct vals *x,
 	}
 }
 
-/* An array of documents being built: the `as` array (at most
- * MQL_AGG_LOOKUP_MAX bytes of documents: 4568), or the matches a pipeline
- * will read (at most the stage's memory limit: 292). */
-struct joined {
-	const struct agg_lookup *l;
-	bson_t *arr;
-	uint32_t n;
-	size_t total, max;
-};
-
 /* Append one document to j. */
 static int add_match(void *ctx, const uint8_t *doc, uint32_t len,
 		     struct mql_error *err)
@@ -352,62 +433,6 @@ static int add_match(void *ctx, const uint8_t *doc, uint32_t len,
 	return 0;
 }
 
-/* The documents that match filter into j: from the held collection, or
- * by a read of the foreign one. */
-static int gather(const struct mql_agg_foreign *f, const struct lookup_run *lr,
-		  const struct vals *x, const bson_t *filter, struct joined *j,
-		  struct mql_error *err)
-{
-	struct mql_match *m = NULL;
-	const uint8_t *d;
-	uint32_t dl;
-	void *rd;
-	int rc = 0;
-
-	if (lr->held) {
-		if (mql_match_compile(bson_get_data(filter), filter->len, &m,
-				      err) < 0)
-			return -1;
-		rc = agg_lookup_held_find(lr->held, x->arr, m, add_match, j,
-					  err);
-		mql_match_free(m);
-		return rc;
-	}
-	if (f->open(f->ctx, j->l->from, bson_get_data(filter), filter->len, &rd,
-		    err) < 0)
-		return -1;
-	while (rc == 0 && (rc = f->next(rd, &d, &dl, err)) > 0)
-		rc = add_match(j, d, dl, err);
-	f->close(rd);
-	return rc < 0 ? -1 : 0;
-}
-
-static int lookup_start(const struct mql_agg_foreign *f,
-			const struct agg_lookup *l, struct lookup_run **lr,
-			size_t limit, size_t *mem, struct mql_error *err)
-{
-	int ix;
-
-	if (!f)
-		return mql_error_set(err, MQL_NotImplemented,
-				     "$lookup has no reader of the collection "
-				     "%s here",
-				     l->from);
-	ix = l->eq ? f->indexed(f->ctx, l->from, l->foreign, err) : 1;
-	if (ix < 0)
-		return -1;
-	*lr = bson_malloc0(sizeof(**lr));
-	return ix > 0 ? 0
-		      : agg_lookup_hold(f, l, &(*lr)->held, limit, mem, err);
-}
-
-/* A pipeline's source: the documents of an array, or of a read. */
-struct sub_src {
-	bson_iter_t it;
-	const struct mql_agg_foreign *f;
-	void *rd;
-};
-
 static int sub_next(void *ctx, const uint8_t **doc, uint32_t *len,
 		    struct mql_error *err)
 {
@@ -421,114 +446,207 @@ static int sub_next(void *ctx, const uint8_t **doc, uint32_t *len,
 	return 1;
 }
 
-/* Run l's pipeline over src into the `as` array j (with the same reader
- * for the $lookup stages it may hold). */
-static int run_sub(const struct mql_agg_foreign *f, const struct agg_lookup *l,
-		   struct sub_src *src, struct joined *j, struct mql_error *err)
+/* rd's documents into j: 0 at the end, MQL_AGG_PAUSE, or -1. */
+static int drain_read(const struct mql_agg_foreign *f, void *rd,
+		      struct joined *j, struct mql_error *err)
 {
-	struct mql_agg_cursor *c;
 	const uint8_t *d;
 	uint32_t dl;
 	int rc;
 
-	if (mql_agg_open(l->sub, 0, sub_next, src, &c, err) < 0)
-		return -1;
-	if (f)
-		mql_agg_set_foreign(c, f);
-	while ((rc = mql_agg_next(c, &d, &dl, err)) > 0) {
-		if (add_match(j, d, dl, err) < 0) {
-			rc = -1;
-			break;
-		}
-	}
-	mql_agg_close(c);
+	while ((rc = f->next(rd, &d, &dl, err)) == 1)
+		if (add_match(j, d, dl, err) < 0)
+			return -1;
 	return rc;
+}
+
+/* A pipeline's results into j: 0 at the end, MQL_AGG_PAUSE, or -1. */
+static int drain_sub(struct mql_agg_cursor *c, struct joined *j,
+		     struct mql_error *err)
+{
+	const uint8_t *d;
+	uint32_t dl;
+	int rc;
+
+	while ((rc = mql_agg_next(c, &d, &dl, err)) == 1)
+		if (add_match(j, d, dl, err) < 0)
+			return -1;
+	return rc;
+}
+
+/* l's pipeline over lr->src (with the same reader for the $lookup
+ * stages it may hold, and the stage's cursor's slices). */
+static int sub_open(const struct agg_lookup *l, struct lookup_run *lr,
+		    struct mql_error *err)
+{
+	if (mql_agg_open(l->sub, 0, sub_next, &lr->src, &lr->sub, err) < 0)
+		return -1;
+	mql_agg_set_foreign(lr->sub, lr->f);
+	agg_pause_like(lr->sub, lr->c);
+	return 0;
+}
+
+static const uint8_t all[5] = {5, 0, 0, 0, 0}; /* the query {} */
+
+/* At the first input: an index on foreignField reads `from` per input;
+ * without one it is read whole once, and held. */
+static int part_start(const struct agg_lookup *l, struct lookup_run *lr,
+		      struct mql_error *err)
+{
+	const struct mql_agg_foreign *f = lr->f;
+	int ix;
+
+	lr->part = PART_JOIN;
+	if (lr->started)
+		return 0;
+	ix = l->eq ? f->indexed(f->ctx, l->from, l->foreign, err) : 1;
+	if (ix < 0)
+		return -1;
+	lr->started = true;
+	if (ix > 0)
+		return 0;
+	lr->held = agg_lookup_held_new();
+	lr->part = PART_HOLD;
+	return f->open(f->ctx, l->from, all, sizeof(all), &lr->rd, err);
+}
+
+static int part_hold(const struct agg_lookup *l, struct lookup_run *lr,
+		     size_t limit, size_t *mem, struct mql_error *err)
+{
+	const uint8_t *d;
+	uint32_t n;
+	int rc;
+
+	while ((rc = lr->f->next(lr->rd, &d, &n, err)) == 1)
+		if (agg_lookup_held_add(lr->held, l, d, n, limit, mem, err) < 0)
+			return -1;
+	if (rc)
+		return rc;
+	lr->f->close(lr->rd);
+	lr->rd = NULL;
+	agg_lookup_held_seal(lr->held);
+	lr->part = PART_JOIN;
+	return 0;
 }
 
 /* {from, pipeline, as}: the pipeline over the whole collection, the
  * same for every input document, so run once. */
-static int uncorrelated(const struct mql_agg_foreign *f,
-			const struct agg_lookup *l, struct lookup_run *lr,
-			size_t *mem, struct mql_error *err)
+static int once_begin(const struct agg_lookup *l, struct lookup_run *lr,
+		      struct mql_error *err)
 {
-	static const uint8_t all[5] = {5, 0, 0, 0, 0};
-	struct sub_src src = {.f = f};
-	struct joined j = {l, NULL, 0, 0, MQL_AGG_LOOKUP_MAX};
-	int rc;
+	const struct mql_agg_foreign *f = lr->f;
 
-	if (lr->once)
+	if (lr->once) {
+		lr->part = PART_DONE;
 		return 0;
-	lr->once = j.arr = bson_new();
-	if (f->open(f->ctx, l->from, all, sizeof(all), &src.rd, err) < 0)
+	}
+	lr->once = bson_new();
+	lr->j = (struct joined){l, lr->once, 0, 0, MQL_AGG_LOOKUP_MAX};
+	lr->part = PART_ONCE;
+	if (f->open(f->ctx, l->from, all, sizeof(all), &lr->rd, err) < 0)
 		return -1;
-	rc = run_sub(f, l, &src, &j, err);
-	f->close(src.rd);
-	*mem += lr->once->len;
-	return rc;
+	lr->src = (struct sub_src){.f = f, .rd = lr->rd};
+	return sub_open(l, lr, err);
 }
 
-/* The `as` array of doc into arr: its equality matches, through the
- * pipeline when there is one. */
-static int joined_of(const struct mql_agg_foreign *f,
-		     const struct agg_lookup *l, const struct lookup_run *lr,
-		     const uint8_t *doc, uint32_t len, size_t limit,
-		     bson_t *arr, struct mql_error *err)
+/* This input's equality: its foreign documents from the held
+ * collection, or a read of them begun. */
+static int join_begin(const struct agg_lookup *l, struct lookup_run *lr,
+		      size_t limit, struct mql_error *err)
 {
-	bson_t vals = BSON_INITIALIZER, filter = BSON_INITIALIZER,
-	       matched = BSON_INITIALIZER;
-	struct vals x = {&vals, 0, false};
-	struct joined j = {l, arr, 0, 0, MQL_AGG_LOOKUP_MAX};
-	struct joined m = {l, &matched, 0, 0, limit};
-	struct sub_src src = {.f = f};
-	int rc = 0;
-
-	if (local_values(l, doc, len, &x) < 0)
-		rc = agg_too_large(err);
-	if (rc == 0) {
-		make_filter(l, &x, &filter);
-		rc = gather(f, lr, &x, &filter, l->sub ? &m : &j, err);
-	}
-	if (rc == 0 && l->sub) {
-		bson_iter_init(&src.it, &matched);
-		rc = run_sub(f, l, &src, &j, err);
-	}
-	bson_destroy(&vals);
-	bson_destroy(&filter);
-	bson_destroy(&matched);
-	return rc;
-}
-
-/* doc with the `as` array of its joined documents, into out. */
-static int join(const struct mql_agg_foreign *f, const struct agg_lookup *l,
-		struct lookup_run *lr, const uint8_t *doc, uint32_t len,
-		size_t limit, size_t *mem, bson_t *out, struct mql_error *err)
-{
-	bson_t arr = BSON_INITIALIZER;
-	const bson_t *as = &arr;
-	bson_value_t av;
+	const struct mql_agg_foreign *f = lr->f;
+	struct vals x = {&lr->vals, 0, false};
+	struct mql_match *m = NULL;
 	int rc;
 
-	if (l->eq) {
-		rc = joined_of(f, l, lr, doc, len, limit, &arr, err);
-	} else {
-		rc = uncorrelated(f, l, lr, mem, err);
-		as = lr->once;
+	if (!l->eq)
+		return once_begin(l, lr, err);
+	bson_reinit(&lr->vals);
+	bson_reinit(&lr->filter);
+	bson_reinit(&lr->matched);
+	bson_reinit(&lr->arr);
+	lr->j = (struct joined){l, &lr->arr, 0, 0, MQL_AGG_LOOKUP_MAX};
+	lr->m = (struct joined){l, &lr->matched, 0, 0, limit};
+	if (local_values(l, lr->doc, lr->len, &x) < 0)
+		return agg_too_large(err);
+	make_filter(l, &x, &lr->filter);
+	lr->part = l->sub ? PART_SUBGO : PART_DONE;
+	if (!lr->held) {
+		lr->part = PART_READ;
+		return f->open(f->ctx, l->from, bson_get_data(&lr->filter),
+			       lr->filter.len, &lr->rd, err);
 	}
-	if (rc == 0) {
-		bson_reinit(out);
-		mql_doc_value(as, BSON_TYPE_ARRAY, &av);
-		if (!agg_set_path(doc, len, &l->as, 0, &av, out) ||
-		    out->len > MQL_MAX_DOC_SIZE)
-			rc = agg_too_large(err);
-	}
-	bson_destroy(&arr);
+	if (mql_match_compile(bson_get_data(&lr->filter), lr->filter.len, &m,
+			      err) < 0)
+		return -1;
+	rc = agg_lookup_held_find(lr->held, &lr->vals, m, add_match,
+				  l->sub ? &lr->m : &lr->j, err);
+	mql_match_free(m);
 	return rc;
 }
 
-int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
-		    const struct agg_lookup *spec, struct lookup_run **lr,
-		    size_t limit, size_t *mem, bson_t *out, const uint8_t **doc,
-		    uint32_t *len, struct mql_error *err)
+/* One step of the join: 0 when it moved on (lr->part says where), else
+ * MQL_AGG_PAUSE or -1. */
+static int step(const struct agg_lookup *l, struct lookup_run *lr, size_t limit,
+		size_t *mem, struct mql_error *err)
+{
+	int rc;
+
+	switch (lr->part) {
+	case PART_START: return part_start(l, lr, err);
+	case PART_HOLD: return part_hold(l, lr, limit, mem, err);
+	case PART_JOIN: return join_begin(l, lr, limit, err);
+	case PART_ONCE:
+		if ((rc = drain_sub(lr->sub, &lr->j, err)))
+			return rc;
+		*mem += lr->once->len;
+		break;
+	case PART_READ:
+		if ((rc = drain_read(lr->f, lr->rd, l->sub ? &lr->m : &lr->j,
+				     err)))
+			return rc;
+		lr->f->close(lr->rd);
+		lr->rd = NULL;
+		lr->part = l->sub ? PART_SUBGO : PART_DONE;
+		return 0;
+	case PART_SUBGO:
+		lr->src = (struct sub_src){.f = lr->f};
+		bson_iter_init(&lr->src.it, &lr->matched);
+		lr->part = PART_SUB;
+		return sub_open(l, lr, err);
+	case PART_SUB:
+		if ((rc = drain_sub(lr->sub, &lr->j, err)))
+			return rc;
+		break;
+	case PART_DONE: return 0;
+	case PART_IDLE:
+	default:
+		return mql_error_set(err, MQL_InternalError,
+				     "$lookup stepped with no input");
+	}
+	close_reads(lr);
+	lr->part = PART_DONE;
+	return 0;
+}
+
+/* The input with its `as` array, into out. */
+static int finish(const struct agg_lookup *l, const struct lookup_run *lr,
+		  bson_t *out, struct mql_error *err)
+{
+	bson_value_t av;
+
+	bson_reinit(out);
+	mql_doc_value(l->eq ? &lr->arr : lr->once, BSON_TYPE_ARRAY, &av);
+	if (!agg_set_path(lr->doc, lr->len, &l->as, 0, &av, out) ||
+	    out->len > MQL_MAX_DOC_SIZE)
+		return agg_too_large(err);
+	return 0;
+}
+
+/* The next input document to join, into *lr (made at the first). */
+static int take_input(struct mql_agg_cursor *c, size_t i,
+		      const struct agg_lookup *spec, struct lookup_run **lr,
+		      struct mql_error *err)
 {
 	const struct mql_agg_foreign *f = agg_foreign(c);
 	const uint8_t *d;
@@ -537,9 +655,50 @@ int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
 
 	if (rc != 1)
 		return rc;
-	if (!*lr && lookup_start(f, spec, lr, limit, mem, err) < 0)
-		return -1;
-	if (join(f, spec, *lr, d, l, limit, mem, out, err) < 0)
+	if (!f)
+		return mql_error_set(err, MQL_NotImplemented,
+				     "$lookup has no reader of the collection "
+				     "%s here",
+				     spec->from);
+	if (!*lr)
+		*lr = run_new(c, f);
+	(*lr)->doc = d;
+	(*lr)->len = l;
+	(*lr)->part = PART_START;
+	return 1;
+}
+
+int agg_lookup_next(struct mql_agg_cursor *c, size_t i,
+		    const struct agg_lookup *spec, struct lookup_run **lr,
+		    size_t limit, size_t *mem, bson_t *out, const uint8_t **doc,
+		    uint32_t *len, struct mql_error *err)
+{
+	struct lookup_run *r = *lr;
+	int rc = 0;
+
+	if (!r || r->part == PART_IDLE) {
+		if ((rc = take_input(c, i, spec, lr, err)) != 1)
+			return rc;
+		r = *lr;
+		rc = 0;
+	}
+	while (rc == 0 && r->part != PART_DONE)
+		rc = step(spec, r, limit, mem, err);
+	if (rc == MQL_AGG_PAUSE) {
+		/* the input's stage may move on meanwhile: keep a copy */
+		if (!r->in) {
+			r->in = bson_new_from_data(r->doc, r->len);
+			if (r->in)
+				r->doc = bson_get_data(r->in);
+		}
+		if (r->in)
+			return MQL_AGG_PAUSE;
+		rc = agg_too_large(err);
+	}
+	if (rc == 0)
+		rc = finish(spec, r, out, err);
+	part_end(r);
+	if (rc < 0)
 		return -1;
 	*doc = bson_get_data(out);
 	*len = out->len;

@@ -96,10 +96,14 @@ static int over(const struct agg_lookup *l, size_t limit, struct mql_error *err)
 			     limit, l->from, l->foreign);
 }
 
-/* One document of the collection: a copy, filed under its values. */
-static int hold_one(struct lookup_held *h, const struct agg_lookup *l,
-		    const uint8_t *d, uint32_t n, size_t limit, size_t *mem,
-		    struct mql_error *err)
+struct lookup_held *agg_lookup_held_new(void)
+{
+	return bson_malloc0(sizeof(struct lookup_held));
+}
+
+int agg_lookup_held_add(struct lookup_held *h, const struct agg_lookup *l,
+			const uint8_t *d, uint32_t n, size_t limit, size_t *mem,
+			struct mql_error *err)
 {
 	struct filing f = {h, (uint32_t)h->ndocs};
 	size_t before = h->nent;
@@ -117,31 +121,9 @@ static int hold_one(struct lookup_held *h, const struct agg_lookup *l,
 	return *mem > limit ? over(l, limit, err) : 0;
 }
 
-int agg_lookup_hold(const struct mql_agg_foreign *f, const struct agg_lookup *l,
-		    struct lookup_held **out, size_t limit, size_t *mem,
-		    struct mql_error *err)
+void agg_lookup_held_seal(struct lookup_held *h)
 {
-	static const uint8_t all[5] = {5, 0, 0, 0, 0};
-	struct lookup_held *h = bson_malloc0(sizeof(*h));
-	const uint8_t *d;
-	uint32_t n;
-	void *rd;
-	int rc;
-
-	*out = h;
-	if (f->open(f->ctx, l->from, all, sizeof(all), &rd, err) < 0)
-		return -1;
-	while ((rc = f->next(rd, &d, &n, err)) > 0) {
-		if (hold_one(h, l, d, n, limit, mem, err) < 0) {
-			rc = -1;
-			break;
-		}
-	}
-	f->close(rd);
-	if (rc < 0)
-		return -1;
 	mql_msort(h->ent, h->nent, sizeof(*h->ent), ent_cmp, NULL);
-	return 0;
 }
 
 /* Add the documents filed under hash k to the candidates. */

@@ -46,6 +46,9 @@ struct mql_agg_cursor {
 	void *ctx;
 	struct mql_agg_foreign foreign;
 	bool has_foreign;
+	bool (*over)(void *ctx); /* mql_agg_set_pause's */
+	void *octx;
+	bool moved; /* a document moved during this mql_agg_next */
 	struct run *runs;
 	size_t n;
 	int state; /* 1 running, 0 ended, -1 failed */
@@ -62,12 +65,20 @@ int agg_too_large(struct mql_error *err)
 static int stage_next(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 		      uint32_t *len, struct mql_error *err);
 
+/* A document for stage i from the one before it (or the source).  Once
+ * a document moved in this mql_agg_next, a slice that ran out pauses the
+ * pull: every stage already keeps its place when its input pauses. */
 int agg_pull(struct mql_agg_cursor *c, size_t i, const uint8_t **doc,
 	     uint32_t *len, struct mql_error *err)
 {
-	if (i == 0)
-		return c->src(c->ctx, doc, len, err);
-	return stage_next(c, i - 1, doc, len, err);
+	int rc;
+
+	if (c->over && c->moved && c->over(c->octx))
+		return MQL_AGG_PAUSE;
+	rc = i == 0 ? c->src(c->ctx, doc, len, err)
+		    : stage_next(c, i - 1, doc, len, err);
+	c->moved |= rc == 1;
+	return rc;
 }
 
 /* ---- $sort ---------------------------------------------------------- */
@@ -526,6 +537,7 @@ int mql_agg_next(struct mql_agg_cursor *c, const uint8_t **doc, uint32_t *len,
 		return c->state;
 	}
 	mql_error_clear(&c->err);
+	c->moved = false;
 	rc = agg_pull(c, c->n, doc, len, &c->err);
 	if (rc < 0 && c->err.code == 0)
 		mql_error_set(&c->err, MQL_InternalError,
@@ -549,6 +561,19 @@ void mql_agg_set_foreign(struct mql_agg_cursor *c,
 {
 	c->foreign = *f;
 	c->has_foreign = true;
+}
+
+void mql_agg_set_pause(struct mql_agg_cursor *c, bool (*over)(void *ctx),
+		       void *ctx)
+{
+	c->over = over;
+	c->octx = ctx;
+}
+
+void agg_pause_like(struct mql_agg_cursor *sub, const struct mql_agg_cursor *c)
+{
+	sub->over = c->over;
+	sub->octx = c->octx;
 }
 
 const struct mql_agg_foreign *agg_foreign(const struct mql_agg_cursor *c)

@@ -314,6 +314,17 @@ struct mdoor_store {
 	 * or goes on reading (mdoor_again), so that one read cannot hold an
 	 * io thread, and every other connection of it, for long. */
 	void (*scan_slice)(void *scan, unsigned ms);
+	/* scan_slice_as - optional: as scan_slice, the slice ending when
+	 * like's (a scan given scan_slice) does: a $lookup's foreign reads
+	 * share their cursor's slice, so that reads made one after another
+	 * for each input document give the thread back together (without
+	 * it, scan_slice of the whole slice each). */
+	void (*scan_slice_as)(void *scan, void *like);
+	/* scan_slice_over - optional: whether the slice scan_slice gave scan
+	 * has run out: an aggregate's stages ask it between documents, so
+	 * that work done in memory (a slow $match after a $project, a
+	 * $lookup's pipeline over its matches) gives the thread back too. */
+	bool (*scan_slice_over)(void *scan);
 	/* scan_explain - optional: after scan_next said 0 (read to its
 	 * end), the plan it read by (as explain's) and its executionStats
 	 * (n returned, ms the run took): explain runs a scan of its own a

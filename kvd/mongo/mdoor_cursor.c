@@ -467,10 +467,21 @@ static int fill(struct mdoor_rbatch *b, struct mql_error *err)
 	return 0;
 }
 
+static bool cursor_slice_over(void *ctx)
+{
+	struct mdoor_cursor *c = ctx;
+
+	return c->d->store.scan_slice_over(c->src.scan);
+}
+
 void mdoor_cursor_slice(struct mdoor_cursor *c)
 {
 	if (c->src.scan && c->d->store.scan_slice)
 		c->d->store.scan_slice(c->src.scan, MDOOR_SLICE_MS);
+	if (c->agg)
+		mdoor_foreign_slice(&c->foreign, c->src.scan);
+	if (c->agg && c->src.scan && c->d->store.scan_slice_over)
+		mql_agg_set_pause(c->agg, cursor_slice_over, c);
 }
 
 int mdoor_yield(struct mdoor_req *r, mdoor_cmd_fn cont)

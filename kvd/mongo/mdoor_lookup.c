@@ -14,11 +14,31 @@
 
 #include "mdoor_int.h"
 
-struct fread {
+struct mdoor_fread {
 	struct mdoor *d;
+	struct mdoor_foreign *f;
+	struct mdoor_fread *prev, *next; /* f->reads */
 	void *scan;
 	struct mql_match *m;
 };
+
+static void slice(const struct mdoor_foreign *f, struct mdoor_fread *r)
+{
+	const struct mdoor_store *st = &f->d->store;
+
+	if (f->like && st->scan_slice_as)
+		st->scan_slice_as(r->scan, f->like);
+	else if (st->scan_slice)
+		st->scan_slice(r->scan, MDOOR_SLICE_MS);
+}
+
+void mdoor_foreign_slice(struct mdoor_foreign *f, void *like)
+{
+	f->sliced = true;
+	f->like = like;
+	for (struct mdoor_fread *r = f->reads; r; r = r->next)
+		slice(f, r);
+}
 
 struct first_key {
 	const char *field;
@@ -72,7 +92,7 @@ static int f_open(void *ctx, const char *coll, const uint8_t *filter,
 	struct mdoor_foreign *f = ctx;
 	struct mdoor_query q = {.db = f->db, .coll = coll, .want = -1};
 	struct mdoor_scan_info info = {0};
-	struct fread *r = bson_malloc0(sizeof(*r));
+	struct mdoor_fread *r = bson_malloc0(sizeof(*r));
 
 	r->d = f->d;
 	if (mql_match_compile(filter, len, &r->m, err) < 0) {
@@ -87,6 +107,13 @@ static int f_open(void *ctx, const char *coll, const uint8_t *filter,
 		bson_free(r);
 		return -1;
 	}
+	r->f = f;
+	r->next = f->reads;
+	if (f->reads)
+		f->reads->prev = r;
+	f->reads = r;
+	if (f->sliced)
+		slice(f, r);
 	*rd = r;
 	return 0;
 }
@@ -94,15 +121,21 @@ static int f_open(void *ctx, const char *coll, const uint8_t *filter,
 static int f_next(void *rd, const uint8_t **doc, uint32_t *len,
 		  struct mql_error *err)
 {
-	struct fread *r = rd;
+	struct mdoor_fread *r = rd;
 
 	return r->d->store.scan_next(r->scan, doc, len, err);
 }
 
 static void f_close(void *rd)
 {
-	struct fread *r = rd;
+	struct mdoor_fread *r = rd;
 
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		r->f->reads = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
 	r->d->store.scan_close(r->scan);
 	mql_match_free(r->m);
 	bson_free(r);
@@ -111,6 +144,7 @@ static void f_close(void *rd)
 void mdoor_foreign_init(struct mdoor_foreign *f, struct mdoor *d,
 			const char *db, struct mql_agg_foreign *out)
 {
+	memset(f, 0, sizeof(*f));
 	f->d = d;
 	snprintf(f->db, sizeof(f->db), "%s", db);
 	out->ctx = f;

@@ -163,6 +163,17 @@ struct mql_agg_cursor;
 int mql_agg_open(const struct mql_pipeline *p, size_t from, mql_agg_source src,
 		 void *ctx, struct mql_agg_cursor **out, struct mql_error *err);
 
+/* mql_agg_set_pause - a cursor whose caller gives its thread back in
+ * slices: over(ctx) says whether the slice ran out, and is asked before
+ * each document a stage takes from the one before it (or from src) once
+ * a document moved in this mql_agg_next; when it has, mql_agg_next
+ * returns MQL_AGG_PAUSE, every stage keeping its place, so that work done
+ * in memory (a slow $match after a $project, the pipeline of a $lookup
+ * over its matches) gives the thread back as the reads do.  Pipelines a
+ * stage runs ($lookup's) pause with it.  Before the first mql_agg_next. */
+void mql_agg_set_pause(struct mql_agg_cursor *c, bool (*over)(void *ctx),
+		       void *ctx);
+
 /* mql_agg_stream_group - the cursor's first stage is lead.group_order's
  * $group and its source yields in that order: it emits each group when
  * the key changes instead of holding them all (agg_group_stream.c).  A
@@ -184,7 +195,9 @@ void mql_agg_stream_group(struct mql_agg_cursor *c);
  *   filter[0..len) (made by $lookup: {field: {$eq: v}}, {field: {$in:
  *   [...]}} or an $or of $eq); a missing collection reads nothing.  0
  *   with *rd, -1 with err.
- * next - as mql_agg_source, on rd.  close - end the read. */
+ * next - as mql_agg_source, on rd (MQL_AGG_PAUSE included: $lookup
+ *   returns it, keeping its place in the join, and reads on at the next
+ *   call).  close - end the read. */
 struct mql_agg_foreign {
 	void *ctx;
 	int (*indexed)(void *ctx, const char *coll, const char *field,

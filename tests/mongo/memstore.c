@@ -606,6 +606,22 @@ static void scan_slice(void *scan, unsigned ms)
 	s->sliced = true;
 }
 
+static void scan_slice_as(void *scan, void *like)
+{
+	struct mscan *s = scan;
+
+	s->sliced = ((struct mscan *)like)->sliced;
+}
+
+/* Pausing, every other look finds the slice over, as a stage working
+ * in memory may. */
+static bool scan_slice_over(void *scan)
+{
+	struct mscan *s = scan;
+
+	return s->ms->pausing && s->sliced && s->calls++ % 2 == 0;
+}
+
 struct memstore *memstore_new(void)
 {
 	struct memstore *ms = calloc(1, sizeof(struct memstore));
@@ -664,6 +680,8 @@ void memstore_ops(struct memstore *ms, struct mdoor_store *out)
 	out->scan_next = scan_next;
 	out->scan_close = scan_close;
 	out->scan_slice = scan_slice;
+	out->scan_slice_as = scan_slice_as;
+	out->scan_slice_over = scan_slice_over;
 	out->write = store_write;
 }
 

@@ -138,6 +138,53 @@ class Yield(unittest.TestCase):
     def test_distinct(self):
         self.while_slow(lambda c: c.distinct("g", SLOW), [1])
 
+    def test_match_in_memory(self):
+        """A stage working in memory between reads (a $match after an
+        $addFields, which the scan cannot take) gives the thread back as
+        the reads do."""
+        self.while_slow(
+            lambda c: list(c.aggregate([
+                {"$addFields": {"x": 1}}, {"$match": SLOW},
+                {"$project": {"_id": 1}}])),
+            [{"_id": N}])
+
+    def test_lookup_pipeline(self):
+        """$lookup's pipeline over the whole foreign collection: its
+        foreign read, and its $match over what it reads, in slices."""
+        self.while_slow(
+            lambda c: list(c.aggregate([
+                {"$match": {"_id": 0}},
+                {"$lookup": {"from": "slow", "as": "j", "pipeline": [
+                    {"$match": SLOW}, {"$project": {"_id": 1}}]}},
+                {"$project": {"j": 1}}])),
+            [{"_id": 0, "j": [{"_id": N}]}])
+
+    def test_lookup_per_document(self):
+        """$lookup's equality then a pipeline over each input's matches
+        (held: g has no index), in slices."""
+        self.while_slow(
+            lambda c: list(c.aggregate([
+                {"$match": {"_id": {"$lt": 2}}},
+                {"$lookup": {"from": "slow", "localField": "g",
+                             "foreignField": "g", "as": "j", "pipeline": [
+                                 {"$match": SLOW}, {"$project": {"_id": 1}}]}},
+                {"$project": {"j": 1}}])),
+            [{"_id": 0, "j": []}, {"_id": 1, "j": [{"_id": N}]}])
+
+    def test_lookup_foreign_filter(self):
+        """$lookup's reads through an index, one per input, and its
+        pipeline over each one's matches, in slices."""
+        self.cl.t.slow.create_index("g")
+        self.addCleanup(self.cl.t.slow.drop_index, "g_1")
+        self.while_slow(
+            lambda c: list(c.aggregate([
+                {"$match": {"_id": {"$lt": 2}}},
+                {"$lookup": {"from": "slow", "localField": "g",
+                             "foreignField": "g", "as": "j", "pipeline": [
+                                 {"$match": SLOW}, {"$project": {"_id": 1}}]}},
+                {"$project": {"j": 1}}])),
+            [{"_id": 0, "j": []}, {"_id": 1, "j": [{"_id": N}]}])
+
     def test_update_many(self):
         """A write whose filter is slow to match looks for its documents a
         slice at a time too (updateMany's batches)."""

@@ -235,6 +235,43 @@ static void test_aggregate(struct tconn *c)
 	       "cursor.firstBatch",
 	       "{ 'v' : [ { '_id' : 2, 'j' : [ { '_id' : 1 }, { '_id' : 2 } ] "
 	       "} ] }");
+	/* each way $lookup reads: by _id per input, the equality then a
+	 * pipeline, a pipeline over the whole collection, and a $lookup
+	 * inside one (under MDOOR_TEST_PAUSE every read pauses, the join
+	 * going on from where it stood) */
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$lookup': {'from': 'p', "
+	       "'localField': 'v', 'foreignField': '_id', 'as': 'j'}}, "
+	       "{'$project': {'j.n': 1}}], 'cursor': {}}",
+	       "cursor.firstBatch",
+	       "{ 'v' : [ { '_id' : 1, 'j' : [  ] }, { '_id' : 2, 'j' : [ { "
+	       "'n' : 'c' } ] }, { '_id' : 3, 'j' : [  ] }, { '_id' : 4, 'j' : "
+	       "[ { 'n' : 'a' } ] } ] }");
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$match': {'_id': {'$lte': "
+	       "2}}}, {'$lookup': {'from': 'p', 'localField': 'n', "
+	       "'foreignField': 'n', 'pipeline': [{'$project': {'_id': 0, 'v': "
+	       "1}}], 'as': 'j'}}, {'$project': {'j': 1}}], 'cursor': {}}",
+	       "cursor.firstBatch",
+	       "{ 'v' : [ { '_id' : 1, 'j' : [ { 'v' : 5 } ] }, { '_id' : 2, "
+	       "'j' : [ { 'v' : 3 } ] } ] }");
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$match': {'_id': {'$lte': "
+	       "2}}}, {'$lookup': {'from': 'p', 'pipeline': [{'$match': {'v': "
+	       "{'$gt': 4}}}, {'$project': {'_id': 1}}], 'as': 'j'}}, "
+	       "{'$project': {'j': 1}}], 'cursor': {}}",
+	       "cursor.firstBatch",
+	       "{ 'v' : [ { '_id' : 1, 'j' : [ { '_id' : 1 }, { '_id' : 3 } ] "
+	       "}, { '_id' : 2, 'j' : [ { '_id' : 1 }, { '_id' : 3 } ] } ] }");
+	EXPECT(c,
+	       "{'aggregate': 'p', 'pipeline': [{'$match': {'_id': 1}}, "
+	       "{'$lookup': {'from': 'p', 'pipeline': [{'$match': {'_id': 2}}, "
+	       "{'$lookup': {'from': 'p', 'localField': 'v', 'foreignField': "
+	       "'_id', 'as': 'k'}}, {'$project': {'k.n': 1}}], 'as': 'j'}}, "
+	       "{'$project': {'j': 1}}], 'cursor': {}}",
+	       "cursor.firstBatch",
+	       "{ 'v' : [ { '_id' : 1, 'j' : [ { '_id' : 2, 'k' : [ { 'n' : "
+	       "'c' } ] } ] } ] }");
 	EXPECT(c,
 	       "{'aggregate': 'p', 'pipeline': [{'$lookup': {'from': 'nosuch', "
 	       "'localField': 'n', 'foreignField': 'n', 'as': 'j'}}, "

@@ -338,6 +338,36 @@ static void test_yield(void)
 	    {"{'aggregate': 'y', 'pipeline': [{'$match': {'v': {'$lt': 5}}}, "
 	     "{'$count': 'k'}], 'cursor': {}}",
 	     "cursor.firstBatch"},
+	    /* work in memory between reads: a $match after a $project */
+	    {"{'aggregate': 'y', 'pipeline': [{'$project': {'v': 1, 'g': "
+	     "1}}, {'$match': {'v': {'$gt': 3}}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	    /* $lookup: held, by _id, the equality then a pipeline, a
+	     * pipeline over all, and a $lookup inside one */
+	    {"{'aggregate': 'y', 'pipeline': [{'$lookup': {'from': 'y', "
+	     "'localField': 'g', 'foreignField': 'g', 'as': 'j'}}, "
+	     "{'$project': {'j._id': 1}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$lookup': {'from': 'y', "
+	     "'localField': 'v', 'foreignField': '_id', 'as': 'j'}}, "
+	     "{'$project': {'j.t': 1}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$lookup': {'from': 'y', "
+	     "'localField': 'g', 'foreignField': 'g', 'pipeline': [{'$match': "
+	     "{'v': {'$gt': 5}}}, {'$project': {'_id': 1}}], 'as': 'j'}}, "
+	     "{'$project': {'j': 1}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$limit': 3}, {'$lookup': "
+	     "{'from': 'y', 'pipeline': [{'$match': {'g': 1}}, {'$project': "
+	     "{'_id': 1}}], 'as': 'j'}}, {'$project': {'j': 1}}], "
+	     "'cursor': {}}",
+	     "cursor.firstBatch"},
+	    {"{'aggregate': 'y', 'pipeline': [{'$match': {'_id': {'$lt': "
+	     "4}}}, {'$lookup': {'from': 'y', 'pipeline': [{'$match': {'v': "
+	     "{'$lt': 3}}}, {'$lookup': {'from': 'y', 'localField': 'v', "
+	     "'foreignField': 'g', 'as': 'k'}}, {'$project': {'k._id': 1}}], "
+	     "'as': 'j'}}, {'$project': {'j': 1}}], 'cursor': {}}",
+	     "cursor.firstBatch"},
 	};
 	struct memstore *ps = memstore_new(), *qs = memstore_new();
 	struct mdoor *pd, *qd;
