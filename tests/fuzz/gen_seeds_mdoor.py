@@ -94,6 +94,30 @@ SESSION = [
     op_msg(cmd("serverStatus", 1, "admin"), checksum=True),
 ]
 
+# $lookup in each of its forms, and a $match working in memory: over
+# pausing scans each goes on from where its join stood
+LOOKUP = [
+    op_msg(cmd("aggregate", "c", cursor={}, pipeline=[
+        {"$lookup": {"from": "c", "localField": "a", "foreignField": "a",
+                     "as": "j"}}])),
+    op_msg(cmd("aggregate", "c", cursor={"batchSize": 1}, pipeline=[
+        {"$lookup": {"from": "c", "localField": "a", "foreignField": "_id",
+                     "as": "j"}}, {"$project": {"j.t": 1}}])),
+    op_msg(cmd("aggregate", "c", cursor={}, pipeline=[
+        {"$lookup": {"from": "c", "localField": "a", "foreignField": "a",
+                     "as": "j", "pipeline": [{"$match": {"_id": {"$gt": 1}}},
+                                             {"$project": {"s": 1}}]}}])),
+    op_msg(cmd("aggregate", "c", cursor={}, pipeline=[
+        {"$limit": 2},
+        {"$lookup": {"from": "c", "as": "j", "pipeline": [
+            {"$match": {"a": 1}},
+            {"$lookup": {"from": "c", "localField": "a",
+                         "foreignField": "_id", "as": "k"}}]}}])),
+    op_msg(cmd("aggregate", "c", cursor={}, pipeline=[
+        {"$addFields": {"x": 1}}, {"$match": {"a": {"$gt": 0}}},
+        {"$count": "n"}])),
+]
+
 AUTH = [
     op_msg(cmd("saslStart", 1, "admin", mechanism="SCRAM-SHA-256",
                payload=b"n,,n=kvd,r=abcdefghijklmnop",
@@ -134,6 +158,10 @@ def main():
         # yielded when its connection closes
         "session-pausing": bytes([16 | 2, 255]) + b"".join(SESSION),
         "session-abandoned": bytes([32 | 16, 255]) + b"".join(SESSION),
+        "lookup": bytes([0, 255]) + b"".join(SESSION[:3] + LOOKUP),
+        "lookup-pausing": bytes([16, 255]) + b"".join(SESSION[:3] + LOOKUP),
+        "lookup-abandoned": bytes([32 | 16, 7]) +
+        b"".join(SESSION[:3] + LOOKUP),
     }
     for i, m in enumerate(BROKEN):
         seeds["broken-%02d" % i] = bytes([i & 3, 255]) + m + SESSION[1]
