@@ -11,6 +11,7 @@ into LMDB (RESP SAVE) before anything is timed.
     bench/door_yield.py [-n N] KVD        the waits: pings on another
         connection while counts over the N documents (matching none) run
         back to back for 3 s, while one count of the backtracking $regex
+        runs, while a sorted DOCFIND page (the native protocol) of it
         runs, while a $lookup holds the N documents (its foreign field
         has no index), and while a $lookup's pipeline matches the
         backtracking $regex in memory: p50 and max of each ping's round
@@ -37,9 +38,12 @@ import threading
 import time
 
 try:
+    import bson
+    import msgpack
     import pymongo
 except ImportError:
-    print("door_yield: /usr/bin/python3 has no pymongo (scripts/deps.sh)",
+    print("door_yield: /usr/bin/python3 has no pymongo or msgpack "
+          "(scripts/deps.sh)",
           file=sys.stderr)
     sys.exit(2)
 
@@ -58,11 +62,13 @@ class Kvd:
     def __init__(self, binary, n):
         self.dir = tempfile.mkdtemp(prefix="door-yield-")
         self.port, self.resp = free_port(), free_port()
+        self.native = free_port()
         # every server on the first core, this client on the other: two
         # servers compared share one core's speed, whatever its neighbours
         # on the host do (each kept to its own core, runs differed 1.5x)
         self.proc = subprocess.Popen(
-            ["taskset", "-c", "0", binary, "--bind", "127.0.0.1", "--port", str(free_port()),
+            ["taskset", "-c", "0", binary, "--bind", "127.0.0.1",
+             "--port", str(self.native),
              "--mongo-port", str(self.port), "--resp-port", str(self.resp),
              "--data-dir", self.dir, "--threads", "1",
              "--durability", "async"],
@@ -123,6 +129,22 @@ def pings_during(k, read):
     return len(lat), statistics.median(lat) * 1000, lat[-1] * 1000
 
 
+def docfind_sorted(k):
+    """A sorted DOCFIND page (the native protocol, 49) of the slow
+    documents matching the backtracking $regex."""
+    req = msgpack.packb([49, b"t", b"slow", bson.encode(SLOW), None,
+                         bson.encode({"s": -1})])
+    with socket.create_connection(("127.0.0.1", k.native)) as s:
+        s.sendall(len(req).to_bytes(4, "big") + req)
+        head = b""
+        while len(head) < 4:
+            head += s.recv(4 - len(head))
+        n, body = int.from_bytes(head, "big"), b""
+        while len(body) < n:
+            body += s.recv(n - len(body))
+    return msgpack.unpackb(body)
+
+
 def counts_for(seconds):
     def run(c):
         t = time.monotonic()
@@ -141,6 +163,10 @@ def waits(binary, n):
         print("  pings during a count of a backtracking $regex over 30 "
               "documents: %d, p50 %.2f ms, max %.2f ms" %
               pings_during(k, lambda c: c.t.slow.count_documents(SLOW)))
+        print("  pings during a sorted DOCFIND page of a backtracking "
+              "$regex over 30 documents (native protocol): "
+              "%d, p50 %.2f ms, max %.2f ms" %
+              pings_during(k, lambda c: docfind_sorted(k)))
         print("  pings during a $lookup that holds the %d documents: "
               "%d, p50 %.2f ms, max %.2f ms" %
               ((n,) + pings_during(k, lambda c: list(c.t.slow.aggregate([

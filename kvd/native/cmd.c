@@ -881,7 +881,9 @@ static int run_read(struct kvd_conn *c, const struct kvd_op_desc *d,
 		kvd_reader_pin(c->io->reader);
 		rc = d->fn(c, r);
 		kvd_reader_unpin(c->io->reader);
-		if (!kvd_excl_moved(seq))
+		/* a sorted DOCFIND page that gave its thread back reads on
+		 * over later turns, a view per slice, as the door's reads */
+		if (!kvd_excl_moved(seq) || c->nread)
 			return rc;
 		c->out.len = mark;
 	}
@@ -939,6 +941,10 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	uint32_t len;
 	int rc;
 
+	if (c->nread) { /* a page that yielded answers first */
+		c->stall = STALL_YIELD;
+		return 0;
+	}
 	if (n < KV_FRAME_HDR)
 		return 0;
 	len = kv_load_be32(p);
@@ -989,6 +995,17 @@ size_t kvd_cmd_native(struct kvd_conn *c, const uint8_t *p, size_t n)
 	return KV_FRAME_HDR + len;
 }
 
+/* A sorted DOCFIND page that gave its thread back reads its next slice;
+ * once it answered, the connection's buffered requests run. */
+static void native_again(struct kvd_conn *c)
+{
+	if (c->nread && !kvd_docfind_again(c)) {
+		kvd_io_again(c);
+		return;
+	}
+	kvd_conn_resume(c);
+}
+
 /* A native connection over max-clients is told TOO_MANY_CONNS in a frame. */
 static const uint8_t native_busy[] =
     "\0\0\0\x17\x92\x17\xb4too many connections";
@@ -998,6 +1015,7 @@ const struct kvd_proto kvd_native_proto = {
     .input = kvd_cmd_native,
     .wreply = kvd_cmd_native_wreply,
     .close = kvd_doc_conn_close,
+    .again = native_again,
     .busy = native_busy,
     .busy_len = 4 + 23,
 };

@@ -325,6 +325,7 @@ static void write_done(struct mdoor_wbatch *b)
 
 void kvd_doc_conn_close(struct kvd_conn *c)
 {
+	kvd_docfind_abandon(c);
 	if (!c->mwrite)
 		return;
 	doc_mdoor_enter(c->io);

@@ -26,6 +26,13 @@ int kvd_op_docixcreate(struct kvd_conn *c, struct kvd_req *r);
 int kvd_op_docixlist(struct kvd_conn *c, struct kvd_req *r);
 int kvd_op_docixdrop(struct kvd_conn *c, struct kvd_req *r);
 
+/* A sorted DOCFIND page that gave its thread back (c->nread set) reads
+ * its next slice: 1 when it answered, 0 when it gave the thread back
+ * again. */
+int kvd_docfind_again(struct kvd_conn *c);
+/* The connection is freed: its page's read ends unanswered. */
+void kvd_docfind_abandon(struct kvd_conn *c);
+
 /* A merge of the connection's document write came back (c->mwrite set). */
 void kvd_doc_wreply(struct kvd_conn *c, struct kvd_pend *pd);
 /* The connection is freed: a document write still out completes

@@ -13,7 +13,12 @@
  * promptly and does not hold the io thread).  With a sort the query runs again for each
  * page through kvd/mongo's pipeline ($sort, $skip past what was returned,
  * $limit to the page), a top-k held within the sort's memory limit
- * (MongoDB's 100 MiB: 292 past it).  Filters, projections and sorts are
+ * (MongoDB's 100 MiB: 292 past it); its scan reads a slice at a time, and
+ * between slices the page waits on the connection (c->nread, the request
+ * answered, the connection's later requests waiting) while the io thread
+ * serves its other connections, as the door's reads do.  The page is
+ * written once the sort has its first document (the scan has ended then),
+ * so a slice never leaves half a reply in the output.  Filters, projections and sorts are
  * kvd/mongo's, as the MongoDB door's find has them; the scans are
  * kvd/doc's and the door's store's (doc_mdoor.c).
  */
@@ -67,7 +72,50 @@ struct find {
 	uint8_t resume[KVDOC_KEY_MAX];
 	size_t rlen;
 	struct mql_error e;
+	/* sorted: the page's read, kept between slices */
+	unsigned op;
+	uint8_t *own; /* the filter, projection and sort bytes, copied */
+	struct mql_pipeline *p;
+	struct mql_agg_cursor *cur;
+	void *scan;
 };
+
+/* Returned by a sorted page that gave its thread back. */
+#define YIELDED (-2)
+
+static void find_free(struct find *f)
+{
+	if (f->cur)
+		mql_agg_close(f->cur);
+	if (f->scan)
+		doc_mdoor_store.scan_close(f->scan);
+	mql_pipeline_free(f->p);
+	mql_match_free(f->filter);
+	mql_project_free(f->proj);
+	free(f->own);
+	free(f);
+}
+
+/* A sorted page may outlive its request's bytes (the input moves on):
+ * the filter, projection and sort it compiles are copies. */
+static int own_args(struct find *f)
+{
+	size_t n = 0;
+
+	for (unsigned i = ARG_FILTER; i <= ARG_SORT; i++)
+		n += f->a[i].type == KV_MP_NIL ? 0 : f->a[i].len;
+	if (!(f->own = malloc(n ? n : 1)))
+		return KV_INTERNAL;
+	n = 0;
+	for (unsigned i = ARG_FILTER; i <= ARG_SORT; i++) {
+		if (f->a[i].type == KV_MP_NIL)
+			continue;
+		memcpy(f->own + n, f->a[i].p, f->a[i].len);
+		f->a[i].p = f->own + n;
+		n += f->a[i].len;
+	}
+	return KV_OK;
+}
 
 /* All arguments into f->a (absent ones nil): KV_OK or KV_BAD_ARGS. */
 static int take_args(struct find *f, struct kvd_req *r)
@@ -359,40 +407,71 @@ static int source(void *ctx, const uint8_t **doc, uint32_t *len,
 	return doc_mdoor_store.scan_next(ctx, doc, len, err);
 }
 
+/* The page once the pipeline has its first document (the sort read its
+ * whole input: nothing pauses after it), or YIELDED. */
+static int sorted_go(struct find *f)
+{
+	const uint8_t *doc;
+	uint32_t len;
+	int got = mql_agg_next(f->cur, &doc, &len, &f->e);
+
+	if (got == MQL_AGG_PAUSE)
+		return YIELDED;
+	if (got < 0)
+		return KV_DOC_ERROR;
+	page_begin(f);
+	while (got == 1) {
+		if (emit(f, doc, len) < 0)
+			return KV_DOC_ERROR;
+		if (f->full)
+			break;
+		got = mql_agg_next(f->cur, &doc, &len, &f->e);
+	}
+	if (got == MQL_AGG_PAUSE) /* cannot: the scan has ended */
+		got = mql_error_set(&f->e, MQL_InternalError,
+				    "a sorted page paused after its first "
+				    "document");
+	if (got < 0)
+		return KV_DOC_ERROR;
+	return page_end(f, f->full ? 'S' : 0);
+}
+
 static int find_sorted(struct find *f, const char *db, const char *coll)
 {
 	struct mdoor_query q = {.db = db, .coll = coll, .filter = f->filter};
-	struct mql_pipeline *p = NULL;
-	struct mql_agg_cursor *cur = NULL;
-	const uint8_t *doc;
-	uint32_t len;
-	void *scan = NULL;
-	int rc = KV_DOC_ERROR, got = 0;
 
 	if (f->limit && f->taken >= f->limit) {
 		page_begin(f);
 		return page_end(f, 0);
 	}
-	if (pipeline(f, &p))
+	if (pipeline(f, &f->p))
 		return KV_DOC_ERROR;
 	doc_mdoor_enter(f->c->io);
-	if (doc_mdoor_store.scan(NULL, &q, &scan, &(struct mdoor_scan_info){0},
-				 &f->e) ||
-	    mql_agg_open(p, 0, source, scan, &cur, &f->e))
-		goto out;
-	page_begin(f);
-	while (!f->full && (got = mql_agg_next(cur, &doc, &len, &f->e)) == 1)
-		if (emit(f, doc, len) < 0)
-			got = -1;
-	if (got < 0)
-		goto out;
-	rc = page_end(f, f->full ? 'S' : 0);
-out:
-	if (cur)
-		mql_agg_close(cur);
-	if (scan)
-		doc_mdoor_store.scan_close(scan);
-	mql_pipeline_free(p);
+	if (doc_mdoor_store.scan(NULL, &q, &f->scan,
+				 &(struct mdoor_scan_info){0}, &f->e) ||
+	    mql_agg_open(f->p, 0, source, f->scan, &f->cur, &f->e))
+		return KV_DOC_ERROR;
+	doc_mdoor_store.scan_slice(f->scan, MDOOR_SLICE_MS);
+	return sorted_go(f);
+}
+
+/* A page's end: an error reply for KV_DOC_ERROR (behind earlier writes'
+ * replies, counted), a page given up cut from the output. */
+static int answer(struct find *f, int rc)
+{
+	struct kvd_conn *c = f->c;
+
+	if (f->begun) /* a page given up */
+		c->out.len = f->off;
+	f->begun = 0;
+	if (rc == KV_DOC_ERROR) {
+		size_t mark = c->out.len;
+
+		kvd_count_now(&c->io->stats, f->op, KV_DOC_ERROR);
+		kvd_doc_reply_error(c, &f->e);
+		kvd_conn_defer(c, mark, f->op);
+		rc = KVD_ANSWERED;
+	}
 	return rc;
 }
 
@@ -407,10 +486,12 @@ int kvd_op_docfind(struct kvd_conn *c, struct kvd_req *r)
 	if (!f)
 		return KV_INTERNAL;
 	f->c = c;
-	if ((rc = take_args(f, r)) || (rc = kvd_doc_ns(r, db, coll, &f->e)) ||
-	    (rc = compile(f)))
+	f->op = r->op;
+	if ((rc = take_args(f, r)) || (rc = kvd_doc_ns(r, db, coll, &f->e)))
 		goto out;
 	sorted = f->a[ARG_SORT].type != KV_MP_NIL && f->a[ARG_SORT].len > 5;
+	if ((sorted && (rc = own_args(f))) || (rc = compile(f)))
+		goto out;
 	if ((found = kvd_doc_coll(c, db, coll, &f->cid)) < 0) {
 		rc = KV_INTERNAL;
 		goto out;
@@ -424,19 +505,48 @@ int kvd_op_docfind(struct kvd_conn *c, struct kvd_req *r)
 	} else {
 		rc = sorted ? find_sorted(f, db, coll) : find_unsorted(f);
 	}
-out:
-	if (f->begun) /* a page given up */
-		c->out.len = f->off;
-	if (rc == KV_DOC_ERROR) {
-		size_t mark = c->out.len;
-
-		kvd_count_now(&c->io->stats, r->op, KV_DOC_ERROR);
-		kvd_doc_reply_error(c, &f->e);
-		kvd_conn_defer(c, mark, r->op);
-		rc = KVD_ANSWERED;
+	if (rc == YIELDED) { /* goes on next turn (kvd_docfind_again) */
+		c->nread = f;
+		c->stall = STALL_YIELD;
+		kvd_io_again(c);
+		return KVD_ANSWERED;
 	}
-	mql_match_free(f->filter);
-	mql_project_free(f->proj);
-	free(f);
+out:
+	rc = answer(f, rc);
+	find_free(f);
 	return rc;
+}
+
+int kvd_docfind_again(struct kvd_conn *c)
+{
+	struct find *f = c->nread;
+	size_t mark = c->out.len;
+	int rc;
+
+	doc_mdoor_enter(c->io);
+	doc_mdoor_store.scan_slice(f->scan, MDOOR_SLICE_MS);
+	kvd_reader_pin(c->io->reader);
+	rc = sorted_go(f);
+	kvd_reader_unpin(c->io->reader);
+	if (rc == YIELDED)
+		return 0;
+	c->nread = NULL;
+	rc = answer(f, rc);
+	if (rc != KVD_ANSWERED) {
+		kvd_count_now(&c->io->stats, f->op, rc);
+		if (rc != KV_OK)
+			kvd_reply_status(c, rc, NULL);
+		kvd_conn_defer(c, mark, f->op);
+	}
+	find_free(f);
+	return 1;
+}
+
+void kvd_docfind_abandon(struct kvd_conn *c)
+{
+	if (!c->nread)
+		return;
+	doc_mdoor_enter(c->io);
+	find_free(c->nread);
+	c->nread = NULL;
 }

@@ -94,6 +94,8 @@ struct kvd_conn {
 	uint32_t resp_state; /* RESP: protocol-specific flags */
 	void *mdoor;	     /* MongoDB: the door's connection (mdoor.h) */
 	void *mwrite; /* MongoDB: its write in flight (doc_mdoor_write.c) */
+	void *nread;  /* native: a sorted DOCFIND page that gave its thread
+		       * back, until it answers (cmd_docfind.c) */
 	struct {      /* RESP: a multibulk validated so far */
 		uint32_t off, argc, seen, body;
 	} resp_mb;

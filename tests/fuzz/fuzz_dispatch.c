@@ -83,7 +83,8 @@ void kvd_io_mark(struct kvd_conn *c)
 
 void kvd_io_again(struct kvd_conn *c)
 {
-	(void)c; /* settle() gives a connection its next turn (STALL_TURN) */
+	(void)c; /* settle() gives a connection its next turn (STALL_TURN,
+		  * STALL_YIELD: a sorted DOCFIND page's next slice) */
 }
 
 void kvd_io_handshake_done(struct kvd_conn *c)
@@ -312,7 +313,8 @@ static void settle(struct kvd_conn *c)
 	for (;;) {
 		drain();
 		check_out(c);
-		if (c->stall == STALL_TURN) { /* it ran its slice: next turn */
+		/* it ran its slice, or a page gave the thread back: next turn */
+		if (c->stall == STALL_TURN || c->stall == STALL_YIELD) {
 			kvd_conn_again(c);
 			continue;
 		}

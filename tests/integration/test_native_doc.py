@@ -5,10 +5,11 @@ BSON refused with the connection still served, DOCFIND's pages and cursors
 (_id order, sorts, skip, limit, projections), AUTH, no lost update between
 8 connections, and the same documents seen through the MongoDB door."""
 import threading
+import time
 
 import bson
 import kvproto as P
-from kvdtest import Server, ServerCase, free_port, main, mongo_client
+from kvdtest import Server, ServerCase, frame, free_port, main, mongo_client
 
 E = bson.encode
 D = bson.decode
@@ -345,6 +346,92 @@ class CrossDoor(ServerCase):
         self.assertEqual(coll.find_one({"_id": "m1"})["tags"], ["a", "b", "c"])
         self.assertIn("people", m["xdb"].list_collection_names())
 
+
+SLOW = {"s": {"$regex": "^(a+)+$"}}  # backtracks on "aaa...a!"
+NSLOW = 120  # about 3 s of matching with PCRE2's JIT, 17 s without
+
+
+class NativeDocYield(ServerCase):
+    """A sorted DOCFIND page runs its query whole (its sort needs every
+    match) and so reads a slice at a time, the page waiting on its
+    connection while the io thread (one here) serves the others."""
+    SERVER = {"threads": 1}
+
+    def setUp(self):
+        super().setUp()
+        self.c.call(P.DOCINSERT, b"db", b"slow",
+                    *[E({"_id": i, "s": "a" * 24 + "!", "g": i % 2})
+                      for i in range(NSLOW)])
+        self.c.call(P.DOCINSERT, b"db", b"slow",
+                    E({"_id": NSLOW, "s": "aaa", "g": 1}))
+
+    def sorted_find(self, c):
+        # by g descending; ties keep _id order (a stable sort)
+        return c.call(P.DOCFIND, b"db", b"slow",
+                      E({"$or": [SLOW, {"_id": {"$lt": 2}}]}), None,
+                      E({"g": -1}), None, None, 2, None)
+
+    def test_sorted_page_shares_the_thread(self):
+        other = self.srv.client()
+        self.addCleanup(other.close)
+        self.assertEqual(other.call(P.PING), [P.OK])
+        got, ended = [], []
+
+        def run():
+            cl = self.srv.client()
+            try:
+                got.append(self.sorted_find(cl))
+            finally:
+                ended.append(time.monotonic())
+                cl.close()
+
+        t = threading.Thread(target=run)
+        started = time.monotonic()
+        t.start()
+        time.sleep(0.5)
+        for _ in range(3):
+            self.assertEqual(other.call(P.PING), [P.OK])
+            self.assertEqual(
+                docs(other.call(P.DOCFIND, b"db", b"slow",
+                                E({"_id": 5})))[0]["g"], 1)
+        answered = time.monotonic()
+        self.assertTrue(t.is_alive(), "the sorted page ended before the "
+                        "others were answered: it did not take seconds?")
+        t.join(300)
+        self.assertLess(answered - started, (ended[0] - started) / 2,
+                        "others waited for the sorted page")
+        self.assertEqual(got[0][0], P.OK, got[0])
+        self.assertEqual([d["_id"] for d in docs(got[0])], [1, NSLOW])
+        # the next page (the query again, past what was returned)
+        r = self.c.call(P.DOCFIND, b"db", b"slow",
+                        E({"$or": [SLOW, {"_id": {"$lt": 2}}]}), None,
+                        E({"g": -1}), None, None, 2, got[0][2])
+        self.assertEqual(([d["_id"] for d in docs(r)], r[2]), ([0], None))
+
+    def test_pipelined_after_a_sorted_page(self):
+        """Requests pipelined behind a page that gives its thread back
+        are answered after it, in order; a write before it is read."""
+        reqs = [(P.PUT, b"k", b"v"),
+                (P.DOCFIND, b"db", b"slow", E(SLOW), E({"_id": 1}),
+                 E({"_id": -1})),
+                (P.GET, b"k"), (P.PING,)]
+        got = self.c.pipeline(reqs)
+        self.assertEqual(got[0], [P.OK])
+        self.assertEqual(got[1][0], P.OK, got[1])
+        self.assertEqual(docs(got[1]), [{"_id": NSLOW}])
+        self.assertEqual(got[2], [P.OK, b"v"])
+        self.assertEqual(got[3], [P.OK])
+
+    def test_close_mid_page(self):
+        """A connection closed while its page reads leaves nothing behind:
+        the thread goes on serving."""
+        cl = self.srv.client()
+        cl.send_raw(frame([P.DOCFIND, b"db", b"slow", E(SLOW), None,
+                             E({"g": 1})]))
+        time.sleep(0.3)
+        cl.close()
+        self.assertEqual(self.c.call(P.PING), [P.OK])
+        self.assertIsNone(self.srv.proc.poll())
 
 if __name__ == "__main__":
     main()
