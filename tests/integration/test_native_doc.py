@@ -8,6 +8,7 @@ import threading
 import time
 
 import bson
+from bson.son import SON
 import kvproto as P
 from kvdtest import Server, ServerCase, frame, free_port, main, mongo_client
 
@@ -226,6 +227,20 @@ class NativeDoc(ServerCase):
         self.assertEqual((found, pages >= 2), ([], True))
         self.assertEqual(len(find_all(c, b"db", k, E({"_id": {"$gte": 11990}}))[0]),
                          10)
+
+    def test_find_sort_keys_in_order(self):
+        """A sort's keys count in their order, _id after another key too
+        (docs/protocol.md: pymongo's bson.encode moves _id first in a
+        top-level document, so the spec goes as an inner document)."""
+        c, k = self.c, self.coll()
+        c.call(P.DOCINSERT, b"db", k, *[E({"_id": i, "g": i % 2})
+                                        for i in range(6)])
+        for spec, want in (([("g", -1), ("_id", 1)], [1, 3, 5, 0, 2, 4]),
+                           ([("g", 1), ("_id", -1)], [4, 2, 0, 5, 3, 1]),
+                           ([("_id", -1), ("g", 1)], [5, 4, 3, 2, 1, 0])):
+            sort = E({"s": SON(spec)})[7:-1]
+            got, _ = find_all(c, b"db", k, None, None, sort, batch=4)
+            self.assertEqual([d["_id"] for d in got], want, spec)
 
     def test_find_slow_matches_paged(self):
         """A filter slow to match (a $regex that backtracks to PCRE2's
