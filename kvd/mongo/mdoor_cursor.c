@@ -16,6 +16,10 @@
  * cursor that grew is killed with 146); idle ones die after
  * cursor_timeout_ms (mdoor_tick); a batch holds at most 16 MiB of
  * documents (one more document than fits is kept for the next batch).
+ * A read that gives its thread back part-way (a slice) is counted in
+ * cursor_mem too, at each pause (mdoor_cursor_hold), so that many
+ * connections each part-way through a large sort cannot hold more than
+ * the bound together (past it: 146, the read ended).
  * A connection that closes leaves its cursors to the timeout, as mongod
  * does.
  */
@@ -228,6 +232,11 @@ void mdoor_cursor_free(struct mdoor *d, struct mdoor_cursor *c)
 {
 	if (!c)
 		return;
+	if (c->mem) { /* a read not registered, counted as it paused */
+		pthread_mutex_lock(&d->lock);
+		d->mem -= c->mem;
+		pthread_mutex_unlock(&d->lock);
+	}
 	if (c->agg)
 		mql_agg_close(c->agg);
 	if (c->src.scan)
@@ -360,6 +369,26 @@ static int checkin(struct mdoor *d, struct mdoor_cursor *c,
 			  d->cursor_mem);
 	mdoor_cursor_free(d, c);
 	return -1;
+}
+
+int mdoor_cursor_hold(struct mdoor_cursor *c, size_t extra,
+		      struct mql_error *err)
+{
+	struct mdoor *d = c->d;
+	size_t mem = (c->agg ? mql_agg_mem(c->agg) : 0) + c->stash_cap + extra;
+	bool over;
+
+	pthread_mutex_lock(&d->lock);
+	d->mem += mem - c->mem;
+	c->mem = mem;
+	over = d->mem > d->cursor_mem;
+	pthread_mutex_unlock(&d->lock);
+	if (!over)
+		return 0;
+	return mdoor_err(err, MDOOR_ExceededMemoryLimit,
+			 "reads part-way and open cursors hold more than %zu "
+			 "bytes: read ended",
+			 d->cursor_mem);
 }
 
 static void drop_cursor(struct mdoor *d, struct mdoor_cursor *c)
@@ -516,8 +545,10 @@ static int reply_go(struct mdoor_req *r, struct mql_error *err)
 
 	mdoor_cursor_slice(c);
 	rc = fill(b, err);
-	if (rc == MDOOR_YIELD)
+	if (rc == MDOOR_YIELD && !mdoor_cursor_hold(c, b->bytes, err))
 		return mdoor_yield(r, reply_go);
+	if (rc == MDOOR_YIELD)
+		rc = -1;
 	b->c = NULL;
 	b->open = false;
 	work_end(c);

@@ -427,8 +427,10 @@ static int distinct_go(struct mdoor_req *r, struct mql_error *err)
 			rc = -1;
 			break;
 		}
-	if (rc == MDOOR_PAUSE)
+	if (rc == MDOOR_PAUSE && !mdoor_cursor_hold(c, j->x.values.len, err))
 		return mdoor_yield(r, distinct_go);
+	if (rc == MDOOR_PAUSE)
+		rc = -1;
 	mdoor_cursor_free(r->mc->d, c);
 	r->rb.c = NULL;
 	if (rc < 0)

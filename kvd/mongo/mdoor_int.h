@@ -444,6 +444,12 @@ int mdoor_cursor_reply(struct mdoor_req *r, struct mdoor_cursor *c,
 		       int64_t batch, bool first, bool single,
 		       struct mql_error *err);
 void mdoor_cursor_free(struct mdoor *d, struct mdoor_cursor *c);
+/* mdoor_cursor_hold - c's read pauses holding what its pipeline and stash
+ * hold and extra bytes more (its batch so far, distinct's values):
+ * counted with the open cursors' (cursor_mem) until its next pause, its
+ * checkin or its end; -1 with 146 past the bound (end the read). */
+int mdoor_cursor_hold(struct mdoor_cursor *c, size_t extra,
+		      struct mql_error *err);
 /* A connection closes: its cursors stay, no longer counted to it. */
 void mdoor_cursor_detach(struct mdoor_conn *mc);
 void mdoor_cursor_reap(struct mdoor *d, bool all);

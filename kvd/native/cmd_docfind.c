@@ -22,6 +22,7 @@
  * kvd/mongo's, as the MongoDB door's find has them; the scans are
  * kvd/doc's and the door's store's (doc_mdoor.c).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,13 +79,25 @@ struct find {
 	struct mql_pipeline *p;
 	struct mql_agg_cursor *cur;
 	void *scan;
+	size_t held; /* counted in pages_held */
 };
 
 /* Returned by a sorted page that gave its thread back. */
 #define YIELDED (-2)
 
+/* What the sorted pages waiting for their next slice hold together (their
+ * sorts' documents), at most PAGES_HELD_MAX, as the MongoDB door's reads
+ * part-way count in its cursor memory (1 GiB): many connections each
+ * part-way through a large sort end with 146 past it, rather than hold a
+ * sort's 100 MiB each. */
+#define PAGES_HELD_MAX ((size_t)1 << 30)
+#define EXCEEDED_MEMORY_LIMIT 146 /* MongoDB's ExceededMemoryLimit */
+static _Atomic size_t pages_held;
+
 static void find_free(struct find *f)
 {
+	if (f->held)
+		atomic_fetch_sub(&pages_held, f->held);
 	if (f->cur)
 		mql_agg_close(f->cur);
 	if (f->scan)
@@ -94,6 +107,40 @@ static void find_free(struct find *f)
 	mql_project_free(f->proj);
 	free(f->own);
 	free(f);
+}
+
+/* PAGES_HELD_MAX, or KVD_PAGES_HELD_MAX in the environment (tests make
+ * it small). */
+static size_t held_max(void)
+{
+	static _Atomic size_t max;
+	size_t m = atomic_load_explicit(&max, memory_order_relaxed);
+	const char *e;
+
+	if (m)
+		return m;
+	e = getenv("KVD_PAGES_HELD_MAX");
+	m = e ? strtoull(e, NULL, 10) : 0;
+	m = m ? m : PAGES_HELD_MAX;
+	atomic_store_explicit(&max, m, memory_order_relaxed);
+	return m;
+}
+
+/* A page that gives its thread back counts what its sort holds:
+ * YIELDED, or KV_DOC_ERROR (146) past held_max(). */
+static int hold(struct find *f)
+{
+	size_t mem = mql_agg_mem(f->cur), delta = mem - f->held; /* mod 2^64 */
+	size_t total = atomic_fetch_add(&pages_held, delta) + delta;
+
+	f->held = mem;
+	if (total <= held_max())
+		return YIELDED;
+	mql_error_set(&f->e, EXCEEDED_MEMORY_LIMIT,
+		      "sorted pages part-way hold more than %zu bytes: page "
+		      "ended",
+		      held_max());
+	return KV_DOC_ERROR;
 }
 
 /* A sorted page may outlive its request's bytes (the input moves on):
@@ -416,7 +463,7 @@ static int sorted_go(struct find *f)
 	int got = mql_agg_next(f->cur, &doc, &len, &f->e);
 
 	if (got == MQL_AGG_PAUSE)
-		return YIELDED;
+		return hold(f);
 	if (got < 0)
 		return KV_DOC_ERROR;
 	page_begin(f);

@@ -10,7 +10,8 @@ import time
 import bson
 from bson.son import SON
 import kvproto as P
-from kvdtest import Server, ServerCase, frame, free_port, main, mongo_client
+from kvdtest import (Server, ServerCase, frame, free_port, main,
+                     mongo_client, start_with)
 
 E = bson.encode
 D = bson.decode
@@ -436,6 +437,30 @@ class NativeDocYield(ServerCase):
         self.assertEqual(docs(got[1]), [{"_id": NSLOW}])
         self.assertEqual(got[2], [P.OK, b"v"])
         self.assertEqual(got[3], [P.OK])
+
+    def test_pages_part_way_bounded(self):
+        """What sorted pages waiting for their next slice hold together is
+        bounded (1 GiB; KVD_PAGES_HELD_MAX here): past it a page ends with
+        146, where one that needs no second slice answers."""
+        srv = Server(threads=1)
+        start_with(srv, KVD_PAGES_HELD_MAX=1000)
+        self.addCleanup(srv.cleanup)
+        self.addCleanup(srv.stop)
+        c = srv.client()
+        self.addCleanup(c.close)
+        c.call(P.DOCINSERT, b"db", b"slow",
+               *[E({"_id": i, "s": "a" * 24 + "!", "pad": "p" * 100})
+                 for i in range(40)])
+        c.call(P.DOCINSERT, b"db", b"fast",
+               *[E({"_id": i, "pad": "p" * 100}) for i in range(40)])
+        r = c.call(P.DOCFIND, b"db", b"slow",
+                   E({"$or": [SLOW, {"_id": {"$gte": 0}}]}), None,
+                   E({"pad": 1}))
+        self.assert_doc_error(r, 146, b"sorted pages part-way hold more "
+                              b"than 1000 bytes")
+        r = c.call(P.DOCFIND, b"db", b"fast", None, None, E({"pad": 1}))
+        self.assertEqual(len(docs(r)), 40)
+        self.assertEqual(c.call(P.PING), [P.OK])
 
     def test_close_mid_page(self):
         """A connection closed while its page reads leaves nothing behind:

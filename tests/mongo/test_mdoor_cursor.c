@@ -314,6 +314,38 @@ static void test_distinct_cap(struct mdoor *d)
  * pauses), getMore, count, distinct, and aggregates with each stage
  * that pulls; and a read left yielded when its connection closes
  * releases its cursor and scan. */
+/* A read part-way holds what its sort holds: counted in cursor_mem at
+ * each pause (many connections part-way through sorts cannot pass it
+ * together), where a read that does not pause answers (its cursor ends
+ * with its first batch, holding nothing). */
+static void test_yield_bound(struct memstore *ps, struct memstore *qs)
+{
+	static const char *const sorted =
+	    "{'aggregate': 'y', 'pipeline': [{'$sort': {'v': 1}}], "
+	    "'cursor': {}}";
+	struct mdoor_config cfg = {.cursor_mem = 1000, .kvd_version = "0"};
+	struct mdoor *pd = th_door(ps, &cfg), *qd = th_door(qs, &cfg);
+	struct tconn *p = th_open(pd, 1), *q = th_open(qd, 1);
+	bson_t *a;
+
+	a = run(p, sorted);
+	CHECK_ERR(a, 146,
+		  "reads part-way and open cursors hold more than "
+		  "1000 bytes");
+	bson_destroy(a);
+	a = run(q, sorted);
+	CHECK(ok_of(a) == 1 && count_at(a, "cursor.firstBatch") == 40,
+	      "not paused: answered");
+	bson_destroy(a);
+	a = run(p, "{'count': 'y'}");
+	CHECK(int_at(a, "n") == 40, "a count holds nothing");
+	bson_destroy(a);
+	th_close_conn(p);
+	th_close_conn(q);
+	mdoor_free(pd);
+	mdoor_free(qd);
+}
+
 static void test_yield(void)
 {
 	static const char *const reads[][2] = {
@@ -427,6 +459,7 @@ static void test_yield(void)
 	mdoor_free(pd); /* (the batchSize 4 cursor is still registered) */
 	mdoor_free(qd);
 	CHECK(memstore_open_scans(ps) == 0, "an abandoned read's scan closed");
+	test_yield_bound(ps, qs);
 	memstore_free(ps);
 	memstore_free(qs);
 }
