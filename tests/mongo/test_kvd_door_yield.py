@@ -171,20 +171,6 @@ class Yield(unittest.TestCase):
                 {"$project": {"j": 1}}])),
             [{"_id": 0, "j": []}, {"_id": 1, "j": [{"_id": N}]}])
 
-    def test_lookup_foreign_filter(self):
-        """$lookup's reads through an index, one per input, and its
-        pipeline over each one's matches, in slices."""
-        self.cl.t.slow.create_index("g")
-        self.addCleanup(self.cl.t.slow.drop_index, "g_1")
-        self.while_slow(
-            lambda c: list(c.aggregate([
-                {"$match": {"_id": {"$lt": 2}}},
-                {"$lookup": {"from": "slow", "localField": "g",
-                             "foreignField": "g", "as": "j", "pipeline": [
-                                 {"$match": SLOW}, {"$project": {"_id": 1}}]}},
-                {"$project": {"j": 1}}])),
-            [{"_id": 0, "j": []}, {"_id": 1, "j": [{"_id": N}]}])
-
     def test_update_many(self):
         """A write whose filter is slow to match looks for its documents a
         slice at a time too (updateMany's batches)."""
