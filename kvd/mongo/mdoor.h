@@ -321,7 +321,8 @@ struct mdoor_store {
 	 * it, scan_slice of the whole slice each). */
 	void (*scan_slice_as)(void *scan, void *like);
 	/* scan_slice_over - optional: whether the slice scan_slice gave scan
-	 * has run out: an aggregate's stages ask it between documents, so
+	 * has run out (false for a scan never given one): an aggregate's
+	 * stages ask it between documents, so
 	 * that work done in memory (a slow $match after a $project, a
 	 * $lookup's pipeline over its matches) gives the thread back too. */
 	bool (*scan_slice_over)(void *scan);

@@ -178,6 +178,14 @@ static int stash(struct mdoor_cursor *c, const uint8_t *doc, uint32_t len)
 
 /* ===================== life ===================== */
 
+/* The pause mql_agg_set_pause asks about: c's scan's slice ran out. */
+static bool cursor_slice_over(void *ctx)
+{
+	struct mdoor_cursor *c = ctx;
+
+	return c->d->store.scan_slice_over(c->src.scan);
+}
+
 struct mdoor_cursor *mdoor_cursor_new(struct mdoor_conn *mc, const char *db,
 				      const char *coll,
 				      struct mdoor_cursor_src *src,
@@ -209,8 +217,12 @@ struct mdoor_cursor *mdoor_cursor_new(struct mdoor_conn *mc, const char *db,
 	if (c->agg) {
 		struct mql_agg_foreign f;
 
-		mdoor_foreign_init(&c->foreign, mc->d, db, &f);
+		mdoor_foreign_init(&c->foreign, mc->d, db, c->src.scan, &f);
 		mql_agg_set_foreign(c->agg, &f);
+		/* its stages pause when the scan's slice ran out (never
+		 * before mdoor_cursor_slice gave it one) */
+		if (c->src.scan && mc->d->store.scan_slice_over)
+			mql_agg_set_pause(c->agg, cursor_slice_over, c);
 		if (c->src.stream_group)
 			mql_agg_stream_group(c->agg);
 	}
@@ -338,18 +350,26 @@ static int do_register(struct mdoor_conn *mc, struct mdoor_cursor *c,
 	return 0;
 }
 
+/* Count what c holds now (its pipeline, its stash, and extra bytes) in
+ * d->mem, d->lock held: true past the bound. */
+static bool recount(struct mdoor *d, struct mdoor_cursor *c, size_t extra)
+{
+	size_t mem = (c->agg ? mql_agg_mem(c->agg) : 0) + c->stash_cap + extra;
+
+	d->mem += mem - c->mem;
+	c->mem = mem;
+	return d->mem > d->cursor_mem;
+}
+
 /* Give a cursor back after a batch; -1 (it was killed, or its memory
  * would pass the bound: freed) or 0. */
 static int checkin(struct mdoor *d, struct mdoor_cursor *c,
 		   struct mql_error *err)
 {
-	size_t mem = (c->agg ? mql_agg_mem(c->agg) : 0) + c->stash_cap;
 	bool drop;
 
 	pthread_mutex_lock(&d->lock);
-	d->mem += mem - c->mem;
-	c->mem = mem;
-	drop = c->killed || d->mem > d->cursor_mem;
+	drop = recount(d, c, 0) || c->killed;
 	if (drop)
 		unregister(d, c);
 	else {
@@ -375,13 +395,10 @@ int mdoor_cursor_hold(struct mdoor_cursor *c, size_t extra,
 		      struct mql_error *err)
 {
 	struct mdoor *d = c->d;
-	size_t mem = (c->agg ? mql_agg_mem(c->agg) : 0) + c->stash_cap + extra;
 	bool over;
 
 	pthread_mutex_lock(&d->lock);
-	d->mem += mem - c->mem;
-	c->mem = mem;
-	over = d->mem > d->cursor_mem;
+	over = recount(d, c, extra);
 	pthread_mutex_unlock(&d->lock);
 	if (!over)
 		return 0;
@@ -496,21 +513,12 @@ static int fill(struct mdoor_rbatch *b, struct mql_error *err)
 	return 0;
 }
 
-static bool cursor_slice_over(void *ctx)
-{
-	struct mdoor_cursor *c = ctx;
-
-	return c->d->store.scan_slice_over(c->src.scan);
-}
-
 void mdoor_cursor_slice(struct mdoor_cursor *c)
 {
 	if (c->src.scan && c->d->store.scan_slice)
 		c->d->store.scan_slice(c->src.scan, MDOOR_SLICE_MS);
 	if (c->agg)
-		mdoor_foreign_slice(&c->foreign, c->src.scan);
-	if (c->agg && c->src.scan && c->d->store.scan_slice_over)
-		mql_agg_set_pause(c->agg, cursor_slice_over, c);
+		mdoor_foreign_slice(&c->foreign);
 }
 
 int mdoor_yield(struct mdoor_req *r, mdoor_cmd_fn cont)

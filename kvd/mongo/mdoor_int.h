@@ -402,18 +402,20 @@ struct mdoor_cursor_src {
 struct mdoor_foreign {
 	struct mdoor *d;
 	char db[MDOOR_DB_MAX];
-	bool sliced; /* its cursor reads in slices: so do its reads */
-	void *like;  /* the cursor's scan, whose slice they share */
+	void *like; /* the cursor's scan, whose slices its reads share */
 	struct mdoor_fread *reads; /* its reads open (mdoor_lookup.c) */
 };
 
+/* mdoor_foreign_init - f reads db's collections, each read ending its
+ * slices with like's (the cursor's scan: when like's slice runs out, a
+ * read gives the thread back, MQL_AGG_PAUSE through $lookup, mql_agg.h;
+ * NULL, or like never sliced: no slices). */
 void mdoor_foreign_init(struct mdoor_foreign *f, struct mdoor *d,
-			const char *db, struct mql_agg_foreign *out);
+			const char *db, void *like,
+			struct mql_agg_foreign *out);
 /* mdoor_foreign_slice - f's cursor starts a slice (mdoor_cursor_slice):
- * its foreign reads, open and to come, end theirs with like's (the
- * cursor's scan; NULL: a slice of their own) and then give the thread
- * back (MQL_AGG_PAUSE through $lookup, mql_agg.h). */
-void mdoor_foreign_slice(struct mdoor_foreign *f, void *like);
+ * so do the reads open. */
+void mdoor_foreign_slice(struct mdoor_foreign *f);
 /* mdoor_lookup_explain - append what a $lookup of from by field (NULL: a
  * pipeline over the whole collection) reads with to out: indexesUsed (the
  * index the store's planner takes, or none), collectionScans, strategy.

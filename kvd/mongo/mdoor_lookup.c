@@ -24,18 +24,12 @@ struct mdoor_fread {
 
 static void slice(const struct mdoor_foreign *f, struct mdoor_fread *r)
 {
-	const struct mdoor_store *st = &f->d->store;
-
-	if (f->like && st->scan_slice_as)
-		st->scan_slice_as(r->scan, f->like);
-	else if (st->scan_slice)
-		st->scan_slice(r->scan, MDOOR_SLICE_MS);
+	if (f->like && f->d->store.scan_slice_as)
+		f->d->store.scan_slice_as(r->scan, f->like);
 }
 
-void mdoor_foreign_slice(struct mdoor_foreign *f, void *like)
+void mdoor_foreign_slice(struct mdoor_foreign *f)
 {
-	f->sliced = true;
-	f->like = like;
 	for (struct mdoor_fread *r = f->reads; r; r = r->next)
 		slice(f, r);
 }
@@ -112,8 +106,7 @@ static int f_open(void *ctx, const char *coll, const uint8_t *filter,
 	if (f->reads)
 		f->reads->prev = r;
 	f->reads = r;
-	if (f->sliced)
-		slice(f, r);
+	slice(f, r);
 	*rd = r;
 	return 0;
 }
@@ -142,10 +135,11 @@ static void f_close(void *rd)
 }
 
 void mdoor_foreign_init(struct mdoor_foreign *f, struct mdoor *d,
-			const char *db, struct mql_agg_foreign *out)
+			const char *db, void *like, struct mql_agg_foreign *out)
 {
 	memset(f, 0, sizeof(*f));
 	f->d = d;
+	f->like = like;
 	snprintf(f->db, sizeof(f->db), "%s", db);
 	out->ctx = f;
 	out->indexed = f_indexed;
@@ -201,7 +195,7 @@ int mdoor_lookup_explain(struct mdoor *d, const char *db, const char *from,
 	bson_t arr;
 	int ix;
 
-	mdoor_foreign_init(&f, d, db, &fa);
+	mdoor_foreign_init(&f, d, db, NULL, &fa);
 	if (!field) { /* no equality: the pipeline reads the collection */
 		BSON_APPEND_ARRAY_BEGIN(out, "indexesUsed", &arr);
 		bson_append_array_end(out, &arr);
